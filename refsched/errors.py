@@ -24,6 +24,7 @@ __all__ = [
     "SchedulerClosedError",
     "BlockedError",
     "Cancelled",
+    "InvariantViolation",
 ]
 
 
@@ -120,3 +121,11 @@ class BlockedError(SchedulerError):
 
 class Cancelled(Exception):
     """Raised by a running function to acknowledge a cooperative cancel request."""
+
+
+class InvariantViolation(AssertionError):
+    """``check_invariants()`` found a state the spec forbids; ``invariant`` names the broken one."""
+
+    def __init__(self, invariant: str, detail: str = "") -> None:
+        super().__init__(f"{invariant} violated" + (f": {detail}" if detail else ""))
+        self.invariant = invariant

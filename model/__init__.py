@@ -1,0 +1,22 @@
+"""Reference model of the TaskScheduler: the actions of ``spec/Scheduler.tla`` as pure functions.
+
+``refsched.model.actions`` holds the actions (``ACTIONS``: enabled condition + step over an
+immutable ``Snapshot``), ``refsched.model.invariants`` the spec's invariants as predicates, and
+``refsched.model.api.ReferenceScheduler`` the production API driven by those actions.
+"""
+
+from .actions import ACTIONS, INITIAL, Action, Refusal
+from .api import ReferenceScheduler
+from .invariants import ACTION_PROPERTIES, INVARIANTS, violated, violated_by_step
+
+__all__ = [
+    "ACTIONS",
+    "ACTION_PROPERTIES",
+    "INITIAL",
+    "INVARIANTS",
+    "Action",
+    "ReferenceScheduler",
+    "Refusal",
+    "violated",
+    "violated_by_step",
+]

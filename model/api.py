@@ -1,0 +1,221 @@
+"""The reference model behind the production API: ``ReferenceScheduler``.
+
+It has the methods, arguments, results and errors of ``refsched.TaskScheduler``, and each call
+is one step of an action of ``model.actions`` (or none). It is single-threaded and keeps the
+action history, so it serves as the oracle that production code and other implementations are
+compared with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+from refsched.errors import (
+    CycleError,
+    InvalidArgumentError,
+    InvalidTransitionError,
+    InvariantViolation,
+    SchedulerError,
+    StaleGenerationError,
+    UnknownDependencyError,
+    UnknownTaskError,
+)
+from refsched.types import Claim, CloseReport, Snapshot, TaskInfo, TaskState
+
+from . import actions as A
+from .actions import Action, Refusal
+from .invariants import violated
+
+Step = tuple[str, tuple[Any, ...]]  # (action name, its arguments)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _hashable(call: str, what: str, value: object) -> None:
+    try:
+        hash(value)
+    except TypeError:
+        raise InvalidArgumentError(f"{call}: {what} {value!r} is not hashable") from None
+
+
+def _raise(refusal: Refusal) -> None:
+    error = refusal.error
+    if error is None:
+        return
+    if error is UnknownDependencyError:
+        raise UnknownDependencyError(refusal.reason, refusal.details)
+    if error is CycleError:
+        raise CycleError(refusal.reason, refusal.details)
+    if error is UnknownTaskError:
+        raise UnknownTaskError(refusal.reason)
+    raise error(refusal.reason)
+
+
+class ReferenceScheduler:
+    """The TaskScheduler API over the pure model. Not thread-safe: it is the sequential oracle."""
+
+    def __init__(self, max_concurrency: int) -> None:
+        if not _is_int(max_concurrency) or max_concurrency < 0:
+            raise InvalidArgumentError(
+                f"TaskScheduler({max_concurrency!r}): max_concurrency must be an int >= 0")
+        self.max_concurrency = max_concurrency
+        self.state_value: Snapshot = A.INITIAL
+        self.history: list[Step] = []
+        self._fns: dict[Hashable, Callable[..., Any] | None] = {}
+        self._results: dict[Hashable, tuple[Any, Any]] = {}
+
+    # -- stepping ---------------------------------------------------------------------------
+
+    def _take(self, action: Action, *args: Any) -> bool:
+        """Take ``action`` if enabled (raising the refusal's error otherwise); True if taken."""
+        refusal = action.refusal(self.state_value, *args)
+        if refusal is not None:
+            _raise(refusal)
+            return False
+        self.state_value = action.step(self.state_value, *args)
+        self.history.append((action.name, args))
+        return True
+
+    def _view(self, call: str, task_id: Hashable) -> Any:
+        _hashable(call, "task id", task_id)
+        view = self.state_value.tasks.get(task_id)
+        if view is None:
+            raise UnknownTaskError(f"{call}: unknown task {task_id!r}", task_id)
+        return view
+
+    def _callback(self, name: str, action: Action, task_id: Hashable, generation: int) -> TaskState:
+        call = f"{name}({task_id!r}, {generation!r})"
+        view = self._view(call, task_id)
+        if not _is_int(generation):
+            raise InvalidArgumentError(f"{call}: generation must be an int")
+        if generation != view.generation:
+            self._take(A.StaleCallback, task_id, generation)
+            raise StaleGenerationError(
+                f"{call}: generation {generation} is stale, current is {view.generation}",
+                task_id, generation, view.generation)
+        if view.state.is_terminal:
+            self._take(A.RepeatedCallback, task_id)
+            return view.state  # type: ignore[no-any-return]
+        self._take(action, task_id, generation)
+        return self.state(task_id)
+
+    # -- the API ----------------------------------------------------------------------------
+
+    def submit(self, task_id: Hashable, deps: Iterable[Hashable] = (),
+               fn: Callable[..., Any] | None = None) -> int:
+        """Spec: Submit."""
+        call = f"submit({task_id!r})"
+        _hashable(call, "task id", task_id)
+        if isinstance(deps, (str, bytes)) or not isinstance(deps, Iterable):
+            raise InvalidArgumentError(f"{call}: deps must be an iterable of task ids, "
+                                       f"not {type(deps).__name__}")
+        dep_list = list(deps)
+        for d in dep_list:
+            _hashable(call, "dependency", d)
+        if len(set(dep_list)) != len(dep_list):
+            raise InvalidArgumentError(f"{call}: a dependency is listed twice")
+        if fn is not None and not callable(fn):
+            raise InvalidArgumentError(f"{call}: fn must be callable or None")
+        self._take(A.Submit, task_id, frozenset(dep_list))
+        self._fns[task_id] = fn
+        self._results.pop(task_id, None)
+        return self.state_value.tasks[task_id].generation  # type: ignore[no-any-return]
+
+    def start(self) -> None:
+        """Spec: Start."""
+        self._take(A.Start)
+
+    def ready(self, limit: int | None = None) -> list[Claim]:
+        """Spec: Claim(k) with k = min(limit, free slots, ready versions)."""
+        if limit is not None and (not _is_int(limit) or limit < 0):
+            raise InvalidArgumentError(f"ready({limit!r}): limit must be None or an int >= 0")
+        s = self.state_value
+        if not s.started:
+            raise InvalidTransitionError("ready(): start() has not been called")
+        if s.closed:
+            return []
+        order = A.ready_order(s.tasks)
+        k = min(len(order), self.max_concurrency - A.running_count(s.tasks))
+        if limit is not None:
+            k = min(k, limit)
+        if k <= 0:
+            return []
+        self._take(A.Claim, k, self.max_concurrency)
+        return [Claim(t, s.tasks[t].generation, self._fns.get(t)) for t in order[:k]]
+
+    def complete(self, task_id: Hashable, generation: int, result: Any = None) -> TaskState:
+        """Spec: Complete."""
+        state = self._callback("complete", A.Complete, task_id, generation)
+        if self.history[-1][0] == "Complete":
+            self._results[task_id] = (result, None)
+        return state
+
+    def fail(self, task_id: Hashable, generation: int, error: Any = None) -> TaskState:
+        """Spec: Fail."""
+        state = self._callback("fail", A.Fail, task_id, generation)
+        if self.history[-1][0] == "Fail":
+            self._results[task_id] = (None, error)
+        return state
+
+    def acknowledge_cancel(self, task_id: Hashable, generation: int) -> TaskState:
+        """Spec: AcknowledgeCancel."""
+        return self._callback("acknowledge_cancel", A.AcknowledgeCancel, task_id, generation)
+
+    def cancel(self, task_id: Hashable, generation: int | None = None) -> TaskState:
+        """Spec: Cancel (or StaleCallback for a generation that is not current)."""
+        call = f"cancel({task_id!r}, {generation!r})"
+        view = self._view(call, task_id)
+        if generation is not None:
+            if not _is_int(generation):
+                raise InvalidArgumentError(f"{call}: generation must be an int or None")
+            if generation != view.generation:
+                self._take(A.StaleCallback, task_id, generation)
+                raise StaleGenerationError(
+                    f"{call}: generation {generation} is stale, current is {view.generation}",
+                    task_id, generation, view.generation)
+        self._take(A.Cancel, task_id)
+        return self.state(task_id)
+
+    def retry(self, task_id: Hashable) -> int:
+        """Spec: Retry."""
+        self._view(f"retry({task_id!r})", task_id)
+        self._take(A.Retry, task_id)
+        return self.state_value.tasks[task_id].generation  # type: ignore[no-any-return]
+
+    def close(self, cancel_pending: bool = True) -> CloseReport:
+        """Spec: Close."""
+        self._take(A.Close, bool(cancel_pending))
+        return self.close_report()
+
+    # -- introspection ----------------------------------------------------------------------
+
+    def close_report(self) -> CloseReport:
+        tasks = self.state_value.tasks
+        by_state: dict[str, list[Hashable]] = {s.value: [] for s in TaskState}
+        for t in sorted(tasks, key=lambda t: tasks[t].seq):
+            by_state[tasks[t].state.value].append(t)
+        return CloseReport(**{k: tuple(v) for k, v in by_state.items()})
+
+    def state(self, task_id: Hashable) -> TaskState:
+        return self._view(f"state({task_id!r})", task_id).state  # type: ignore[no-any-return]
+
+    def info(self, task_id: Hashable) -> TaskInfo:
+        v = self._view(f"info({task_id!r})", task_id)
+        result, error = self._results.get(task_id, (None, None))
+        return TaskInfo(task_id, v.generation, v.state, v.deps, v.remaining_deps, v.blocked_by,
+                        v.cancel_requested, result, error)
+
+    def snapshot(self) -> Snapshot:
+        return self.state_value
+
+    def check_invariants(self) -> None:
+        """Raise ``InvariantViolation`` naming the first spec invariant the state breaks."""
+        broken = violated(self.state_value, self.max_concurrency)
+        if broken:
+            raise InvariantViolation(broken[0])
+
+
+__all__ = ["ReferenceScheduler", "SchedulerError", "Step"]

@@ -1,0 +1,119 @@
+"""The invariants and action properties of ``spec/Scheduler.tla`` as Python predicates.
+
+State invariants take ``(state, max_concurrency)``; action properties take
+``(before, after)``. Names match the spec's (``INVARIANTS`` / ``ACTION_PROPERTIES`` keys) and
+``TaskScheduler.check_invariants()``; a test keeps the three sets equal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .actions import WAITING, count_not_succeeded, find_cycles, missing_dependencies
+from refsched.types import Snapshot, TaskState, VersionView
+
+
+def type_ok(s: Snapshot, max_concurrency: int) -> bool:
+    """Every variable holds a value of its type."""
+    def version_ok(v: VersionView) -> bool:
+        return (isinstance(v, VersionView) and isinstance(v.generation, int) and v.generation >= 1
+                and isinstance(v.state, TaskState) and isinstance(v.deps, frozenset)
+                and isinstance(v.remaining_deps, int) and v.remaining_deps >= 0
+                and isinstance(v.cancel_requested, bool) and isinstance(v.claims, int)
+                and v.claims >= 0 and isinstance(v.seq, int) and 1 <= v.seq < s.next_seq)
+    return (isinstance(s.started, bool) and isinstance(s.closed, bool)
+            and isinstance(s.next_seq, int) and s.next_seq >= 1
+            and all(version_ok(v) for v in s.tasks.values()))
+
+
+def at_most_one_claim_per_version(s: Snapshot, max_concurrency: int) -> bool:
+    """No version was handed out by ready() twice."""
+    return all(v.claims <= 1 for v in s.tasks.values())
+
+
+def indegree_invariant(s: Snapshot, max_concurrency: int) -> bool:
+    """A waiting version's remaining count is the number of its deps not succeeded;
+    it is ready exactly when that number is 0."""
+    for v in s.tasks.values():
+        if v.state in WAITING:
+            expected = count_not_succeeded(s.tasks, v.deps)
+            if v.remaining_deps != expected:
+                return False
+            if (v.state is TaskState.READY) != (expected == 0):
+                return False
+    return True
+
+
+def concurrency_bound(s: Snapshot, max_concurrency: int) -> bool:
+    """Never more running versions than the concurrency limit."""
+    return sum(1 for v in s.tasks.values() if v.state is TaskState.RUNNING) <= max_concurrency
+
+
+def blocked_has_cause(s: Snapshot, max_concurrency: int) -> bool:
+    """A version is blocked exactly when it names a cause, and the cause is one of its deps."""
+    return all(
+        (v.state is TaskState.BLOCKED) == (v.blocked_by is not None)
+        and (v.blocked_by is None or v.blocked_by in v.deps)
+        for v in s.tasks.values()
+    )
+
+
+def blocked_propagated(s: Snapshot, max_concurrency: int) -> bool:
+    """No waiting version depends on a version that can no longer succeed."""
+    def dead(d: object) -> bool:
+        view = s.tasks.get(d)
+        return view is not None and view.state.is_dead
+    return all(not any(dead(d) for d in v.deps)
+               for v in s.tasks.values() if v.state in WAITING)
+
+
+def sealed_graph(s: Snapshot, max_concurrency: int) -> bool:
+    """Once started, every dependency was submitted and the graph has no cycle."""
+    return not s.started or (not missing_dependencies(s.tasks) and not find_cycles(s.tasks))
+
+
+def no_terminal_to_ready(before: Snapshot, after: Snapshot) -> bool:
+    """A terminal version never changes state (it only gives way to a new generation)."""
+    for t, v in before.tasks.items():
+        w = after.tasks.get(t)
+        if v.state.is_terminal and (w is None or (
+                w.generation == v.generation and w.state is not v.state)):
+            return False
+    return True
+
+
+def claim_only_after_deps_succeeded(before: Snapshot, after: Snapshot) -> bool:
+    """A version becomes running only when every dependency has succeeded."""
+    for t, w in after.tasks.items():
+        v = before.tasks.get(t)
+        newly_running = w.state is TaskState.RUNNING and (
+            v is None or v.generation != w.generation or v.state is not TaskState.RUNNING)
+        if newly_running and count_not_succeeded(before.tasks, w.deps) != 0:
+            return False
+    return True
+
+
+INVARIANTS: dict[str, Callable[[Snapshot, int], bool]] = {
+    "TypeOK": type_ok,
+    "AtMostOneClaimPerVersion": at_most_one_claim_per_version,
+    "IndegreeInvariant": indegree_invariant,
+    "ConcurrencyBound": concurrency_bound,
+    "BlockedHasCause": blocked_has_cause,
+    "BlockedPropagated": blocked_propagated,
+    "SealedGraph": sealed_graph,
+}
+
+ACTION_PROPERTIES: dict[str, Callable[[Snapshot, Snapshot], bool]] = {
+    "NoTerminalToReady": no_terminal_to_ready,
+    "ClaimOnlyAfterDepsSucceeded": claim_only_after_deps_succeeded,
+}
+
+
+def violated(s: Snapshot, max_concurrency: int) -> list[str]:
+    """Names of the state invariants ``s`` violates."""
+    return [name for name, holds in INVARIANTS.items() if not holds(s, max_concurrency)]
+
+
+def violated_by_step(before: Snapshot, after: Snapshot) -> list[str]:
+    """Names of the action properties the step ``before -> after`` violates."""
+    return [name for name, holds in ACTION_PROPERTIES.items() if not holds(before, after)]

@@ -1,0 +1,1 @@
+"""Verification tooling: TLC runner, model-vs-implementation checks. Schedulers never import it."""

@@ -1,0 +1,1 @@
+"""Deliberately broken variants that each verification layer must catch."""
