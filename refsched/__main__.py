@@ -1,0 +1,5 @@
+import sys
+
+from refsched.cli import main
+
+sys.exit(main())

@@ -1,0 +1,181 @@
+"""The ``refsched`` command line.
+
+``refsched verify`` model-checks ``spec/MCScheduler`` with TLC (every invariant and action
+property, then liveness) and runs the lock-step check of the production TaskScheduler against the
+reference model, showing progress and ending with a summary. Exit status 0 when every check
+passed, 1 when one failed, 2 for a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TextIO
+
+import refsched
+
+CHECK_CONFIGS = (
+    ("safety", "MCScheduler.cfg"),
+    ("liveness", "MCSchedulerLiveness.cfg"),
+)
+
+
+@dataclass
+class Outcome:
+    """One check's line in the summary."""
+
+    name: str
+    ok: bool
+    detail: str
+    seconds: float
+
+
+class Progress:
+    """A one-line progress display on a terminal; occasional plain lines elsewhere (CI logs)."""
+
+    def __init__(self, stream: TextIO, quiet: bool = False) -> None:
+        self.stream = stream
+        self.quiet = quiet
+        self.live = stream.isatty() and not os.environ.get("CI")
+        self._last = 0.0
+        self._width = 0
+
+    def update(self, text: str, force: bool = False) -> None:
+        if self.quiet:
+            return
+        now = time.monotonic()
+        if self.live:
+            if force or now - self._last > 0.1:
+                line = text[:100]
+                self.stream.write("\r" + line.ljust(self._width))
+                self._width = len(line)
+                self.stream.flush()
+                self._last = now
+        elif force or now - self._last > 10.0:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+            self._last = now
+
+    def done(self, text: str) -> None:
+        if self.live and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self._width = 0
+        self.stream.write(text + "\n")
+        self.stream.flush()
+
+
+def _run_tlc_check(label: str, config: str, workers: int, progress: Progress) -> Outcome:
+    from refsched.verify import tlc
+
+    started = time.monotonic()
+
+    def on_line(line: str) -> None:
+        progress.update(f"  TLC {label}: {line.strip()}")
+
+    try:
+        result = tlc.run_tlc("MCScheduler", config, workers=workers, on_line=on_line)
+    except tlc.TLCUnavailable as e:
+        return Outcome(f"TLC {label}", False, str(e), time.monotonic() - started)
+    seconds = time.monotonic() - started
+    if result.ok:
+        detail = (f"{result.distinct_states:,} distinct states, "
+                  f"{result.states_generated:,} generated, depth {result.depth}")
+        return Outcome(f"TLC {label} ({config})", True, detail, seconds)
+    what = result.violated or "TLC reported an error"
+    return Outcome(f"TLC {label} ({config})", False, f"{what}\n{result.error_trace or result.output[-3000:]}",
+                   seconds)
+
+
+def _run_lockstep(examples: int, progress: Progress) -> Outcome:
+    from refsched.verify.lockstep import run_lockstep
+
+    started = time.monotonic()
+    count = 0
+
+    def on_example() -> None:
+        nonlocal count
+        count += 1
+        progress.update(f"  lock-step: example {count} (of at least {examples})")
+
+    try:
+        run_lockstep(refsched.TaskScheduler, examples=examples, on_example=on_example)
+    except Exception as e:  # the shrunk failing sequence is in the exception and its notes
+        detail = "".join(traceback.format_exception_only(type(e), e))
+        notes = "\n".join(getattr(e, "__notes__", []))
+        return Outcome("lock-step model vs TaskScheduler", False, f"{detail}{notes}",
+                       time.monotonic() - started)
+    return Outcome("lock-step model vs TaskScheduler", True,
+                   f"{count} examples, snapshots equal after every call",
+                   time.monotonic() - started)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    progress = Progress(sys.stderr, quiet=args.quiet)
+    checks: list[Callable[[], Outcome]] = []
+    if not args.skip_tlc:
+        for label, config in CHECK_CONFIGS:
+            if label == "liveness" and args.skip_liveness:
+                continue
+            checks.append(lambda label=label, config=config: _run_tlc_check(
+                label, config, args.workers, progress))
+    if args.examples > 0:
+        checks.append(lambda: _run_lockstep(args.examples, progress))
+    outcomes: list[Outcome] = []
+    for check in checks:
+        outcome = check()
+        outcomes.append(outcome)
+        mark = "ok  " if outcome.ok else "FAIL"
+        first, _, rest = outcome.detail.partition("\n")
+        progress.done(f"{mark} {outcome.name}: {first} [{outcome.seconds:.1f}s]")
+        if rest and not outcome.ok:
+            sys.stderr.write(rest + "\n")
+        if not outcome.ok and args.fail_fast:
+            break
+    passed = sum(o.ok for o in outcomes)
+    total_seconds = sum(o.seconds for o in outcomes)
+    print(f"refsched verify: {passed} of {len(outcomes)} checks passed "
+          f"in {total_seconds:.1f}s")
+    return 0 if outcomes and passed == len(outcomes) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="refsched",
+        description="Formally modelled reference task schedulers and the checks that they agree.")
+    parser.add_argument("--version", action="version", version=f"refsched {refsched.__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+
+    verify = commands.add_parser(
+        "verify", help="model-check the spec with TLC and check the implementation against the model",
+        description="Model-check spec/MCScheduler with TLC (safety, then liveness) and run the "
+                    "lock-step check of the production TaskScheduler against the reference model.")
+    verify.add_argument("--examples", type=int, default=200, metavar="N",
+                        help="lock-step examples to run (default 200; 0 skips the check)")
+    verify.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
+                        help="TLC worker threads (default: one per core)")
+    verify.add_argument("--skip-tlc", action="store_true", help="skip model checking")
+    verify.add_argument("--skip-liveness", action="store_true",
+                        help="skip the liveness check (the slowest TLC run)")
+    verify.add_argument("--fail-fast", action="store_true", help="stop at the first failed check")
+    verify.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    verify.set_defaults(handler=cmd_verify)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except KeyboardInterrupt:
+        print("refsched: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
