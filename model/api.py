@@ -182,7 +182,10 @@ class ReferenceScheduler:
     def retry(self, task_id: Hashable) -> int:
         """Spec: Retry."""
         self._view(f"retry({task_id!r})", task_id)
+        members = A.retry_set(self.state_value.tasks, task_id)
         self._take(A.Retry, task_id)
+        for t in members:  # info() describes the new versions, which have no outcome yet
+            self._results.pop(t, None)
         return self.state_value.tasks[task_id].generation  # type: ignore[no-any-return]
 
     def close(self, cancel_pending: bool = True) -> CloseReport:

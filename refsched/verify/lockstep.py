@@ -31,7 +31,6 @@ from refsched.types import Snapshot, TaskState
 
 IDS = ("a", "b", "c", "d")
 ids = st.sampled_from(IDS)
-dep_lists = st.lists(ids, max_size=3)  # may repeat or name the task itself: errors are checked too
 generation_offsets = st.sampled_from((0, 0, 0, 0, -1, 1))
 
 
@@ -48,12 +47,11 @@ def _comparable(value: Any) -> Any:
     return value
 
 
-def _valid_cycle(cycle: list[Hashable], snapshot: Snapshot) -> bool:
-    """Each entry a dependency of the next, closing on itself."""
+def _valid_cycle(cycle: list[Hashable], edges: dict[Hashable, frozenset[Hashable]]) -> bool:
+    """Each entry a dependency of the next (per ``edges``: id -> deps), closing on itself."""
     if len(cycle) < 2 or cycle[0] != cycle[-1]:
         return False
-    tasks = dict(snapshot.tasks)
-    return all(a in tasks[b].deps for a, b in zip(cycle, cycle[1:], strict=False) if b in tasks)
+    return all(b in edges and a in edges[b] for a, b in zip(cycle, cycle[1:], strict=False))
 
 
 def lockstep_machine(factory: Callable[[int], Any],
@@ -68,19 +66,27 @@ def lockstep_machine(factory: Callable[[int], Any],
             super().__init__()
             self.model: ReferenceScheduler | None = None
             self.impl: Any = None
+            self.calls = 0
 
-        @initialize(max_concurrency=st.integers(min_value=0, max_value=3))
-        def create(self, max_concurrency: int) -> None:
+        @initialize(max_concurrency=st.sampled_from((2, 2, 3, 1, 0)),
+                    graph=st.lists(st.tuples(ids, st.lists(ids, unique=True, max_size=2)),
+                                   max_size=5))
+        def create(self, max_concurrency: int, graph: list[tuple[str, list[str]]]) -> None:
+            """A fresh pair of schedulers, given the same initial graph (not yet started)."""
             if on_example is not None:
                 on_example()
             self.max_concurrency = max_concurrency
             self.model = ReferenceScheduler(max_concurrency)
             self.impl = factory(max_concurrency)
+            named = {task_id for task_id, _ in graph}
+            for task_id, deps in graph:  # deps among the graph's ids, so start() mostly succeeds
+                self.both("submit", task_id, [d for d in deps if d in named])
 
         # -- the comparison ----------------------------------------------------------------
 
         def both(self, method: str, *args: Any) -> Any:
             assert self.model is not None
+            self.calls += 1
             before = self.model.snapshot()
             expected: Any = None
             expected_error: BaseException | None = None
@@ -99,8 +105,10 @@ def lockstep_machine(factory: Callable[[int], Any],
                     f"model raised {expected_error!r}")
                 cycle = getattr(actual_error, "cycle", None)
                 if cycle is not None:
-                    graph = self.model.snapshot()
-                    assert _valid_cycle(cycle, graph), f"{method}: bad cycle report {cycle!r}"
+                    edges = {t: v.deps for t, v in before.tasks.items()}
+                    if method == "submit":  # the cycle runs through the refused new edges
+                        edges[args[0]] = frozenset(args[1])
+                    assert _valid_cycle(cycle, edges), f"{method}: bad cycle report {cycle!r}"
             else:
                 assert expected_error is None, (
                     f"{method}{args!r}: implementation returned {actual!r}, "
@@ -138,26 +146,30 @@ def lockstep_machine(factory: Callable[[int], Any],
             return sorted(t for t, v in self.model.snapshot().tasks.items() if v.state in states)
 
         # -- rules: one per spec action ----------------------------------------------------
+        # Most rules pick among submitted ids so calls do something; a few take any id or
+        # malformed arguments so the refusals are compared too. Close is held back until some
+        # calls were made, or it would end most runs early.
 
-        @rule(task_id=ids, deps=dep_lists, with_fn=st.booleans())
+        def known(self) -> list[str]:
+            assert self.model is not None
+            return sorted(self.model.snapshot().tasks)
+
+        @rule(task_id=ids, deps=st.lists(ids, unique=True, max_size=2), with_fn=st.booleans())
         def submit(self, task_id: str, deps: list[str], with_fn: bool) -> None:
             self.both("submit", task_id, deps, _fn if with_fn else None)
 
+        @rule(task_id=ids, deps=st.lists(ids, min_size=2, max_size=3))
+        def submit_malformed(self, task_id: str, deps: list[str]) -> None:
+            self.both("submit", task_id, [*deps, deps[0]])  # a dependency listed twice
+
+        @precondition(lambda self: self.model is not None and not self.model.snapshot().started)
         @rule()
         def start(self) -> None:
             self.both("start")
 
-        @rule(limit=st.one_of(st.none(), st.integers(min_value=0, max_value=3)))
+        @rule(limit=st.sampled_from((None, None, 1, 1, 2, 0, 3)))
         def claim(self, limit: int | None) -> None:
             self.both("ready", limit)
-
-        @rule(task_id=ids, offset=generation_offsets, succeed=st.booleans())
-        def complete_or_fail(self, task_id: str, offset: int, succeed: bool) -> None:
-            g = self.current_generation(task_id) + offset
-            if succeed:
-                self.both("complete", task_id, g, "result")
-            else:
-                self.both("fail", task_id, g, "error")
 
         @precondition(lambda self: self.model is not None and self.ids_in(TaskState.RUNNING))
         @rule(data=st.data(), how=st.sampled_from(("complete", "fail", "acknowledge_cancel")))
@@ -165,32 +177,42 @@ def lockstep_machine(factory: Callable[[int], Any],
             task_id = data.draw(st.sampled_from(self.ids_in(TaskState.RUNNING)))
             self.both(how, task_id, self.current_generation(task_id))
 
-        @rule(task_id=ids, offset=st.one_of(st.none(), generation_offsets))
-        def cancel(self, task_id: str, offset: int | None) -> None:
-            g = None if offset is None else self.current_generation(task_id) + offset
-            self.both("cancel", task_id, g)
+        @precondition(lambda self: self.model is not None and self.known())
+        @rule(data=st.data(), offset=generation_offsets,
+              how=st.sampled_from(("complete", "fail", "acknowledge_cancel", "cancel")))
+        def callback(self, data: st.DataObject, offset: int, how: str) -> None:
+            task_id = data.draw(st.sampled_from(self.known()))
+            self.both(how, task_id, self.current_generation(task_id) + offset)
 
         @rule(task_id=ids, offset=generation_offsets)
-        def acknowledge_cancel(self, task_id: str, offset: int) -> None:
-            self.both("acknowledge_cancel", task_id, self.current_generation(task_id) + offset)
+        def callback_any_id(self, task_id: str, offset: int) -> None:
+            self.both("complete", task_id, self.current_generation(task_id) + offset)
+
+        @precondition(lambda self: self.model is not None and self.known())
+        @rule(data=st.data())
+        def cancel(self, data: st.DataObject) -> None:
+            self.both("cancel", data.draw(st.sampled_from(self.known())))
 
         @precondition(lambda self: self.model is not None and self.ids_in(
             TaskState.FAILED, TaskState.CANCELLED, TaskState.BLOCKED))
         @rule(data=st.data())
-        def retry_dead(self, data: st.DataObject) -> None:
+        def retry(self, data: st.DataObject) -> None:
             dead = self.ids_in(TaskState.FAILED, TaskState.CANCELLED, TaskState.BLOCKED)
             self.both("retry", data.draw(st.sampled_from(dead)))
 
         @rule(task_id=ids)
-        def retry(self, task_id: str) -> None:
+        def retry_any_id(self, task_id: str) -> None:
             self.both("retry", task_id)
 
+        @precondition(lambda self: self.calls >= 20)
         @rule(cancel_pending=st.booleans())
         def close(self, cancel_pending: bool) -> None:
             self.both("close", cancel_pending)
 
-        @rule(task_id=ids)
-        def introspect(self, task_id: str) -> None:
+        @precondition(lambda self: self.model is not None and self.known())
+        @rule(data=st.data())
+        def introspect(self, data: st.DataObject) -> None:
+            task_id = data.draw(st.sampled_from(self.known()))
             self.both("state", task_id)
             self.both("info", task_id)
 

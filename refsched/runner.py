@@ -1,0 +1,742 @@
+"""Runner: runs the functions of a TaskScheduler's tasks on worker threads, or through an Executor.
+
+The Runner is a client of ``spec/Scheduler.tla``: it drives one :class:`TaskScheduler` whose
+``MaxConcurrency`` is ``max_workers``. Worker threads take ``Claim`` (``ready()``), run the claimed
+function and report ``Complete`` / ``Fail`` / ``AcknowledgeCancel``; ``submit``, ``start``,
+``cancel``, ``retry`` and ``close`` are the actions of the same names. Each version's outcome
+reaches its :class:`TaskFuture` through the scheduler's endings (``pop_endings()``), so a version
+that ends by propagation (blocked) or by ``close()`` (cancelled) is resolved like one that ran.
+
+Design:
+- One runner lock serialises every scheduler action with the ``pop_endings()`` that follows it,
+  so each ending is matched to the future of exactly the version that ended.
+- Whoever changes the scheduler (a worker reporting, ``submit``, ``start``, ``retry``, ...) claims
+  everything claimable right away (``ready()`` is bounded by the free slots) into a shared queue and
+  wakes exactly one idle worker per extra claim; a worker that just reported takes the first claim
+  itself without a wake-up. Idle workers block on a condition; nothing polls.
+- Futures are set, and user callbacks run, outside the runner lock; ``wait()`` and ``close()``
+  also wait for those settlements (``_resolving``), so a future is resolved when they return.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import os
+import threading
+import time
+import types
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable
+from concurrent.futures import CancelledError, Executor, Future, InvalidStateError
+from concurrent.futures import ThreadPoolExecutor as _ThreadPoolExecutor
+from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED
+from concurrent.futures._base import PENDING as _FUTURE_PENDING
+from typing import Any
+
+from refsched import sync
+from refsched.errors import (
+    BlockedError,
+    Cancelled,
+    InvalidArgumentError,
+    SchedulerError,
+    StaleGenerationError,
+    UnknownTaskError,
+)
+from refsched.scheduler import TaskScheduler
+from refsched.types import Claim, CloseReport, TaskInfo, TaskState
+
+__all__ = ["CancelToken", "Runner", "TaskFuture"]
+
+_PENDING = TaskState.PENDING
+_READY = TaskState.READY
+_RUNNING = TaskState.RUNNING
+_SUCCEEDED = TaskState.SUCCEEDED
+_FAILED = TaskState.FAILED
+_BLOCKED = TaskState.BLOCKED
+
+# How a settlement resolves a future (the second field of a ``_Settlement``).
+_RESULT = 0  # set_result(value)
+_ERROR = 1  # set_exception(value)
+_CANCEL = 2  # cancelled: result() raises CancelledError
+
+# A future, how to resolve it, the value: decided under the runner lock, applied outside it.
+_Settlement = tuple["TaskFuture", int, Any]
+# A claimed version, how it ended (_RESULT, _ERROR or _CANCEL = AcknowledgeCancel), the value.
+_Outcome = tuple[Claim, int, Any]
+_Key = tuple[Hashable, int]  # (task_id, generation): one version
+
+_FUTURE_DONE = frozenset({CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED})
+# Future.__init__ builds a Condition per future: with GC, the largest per-task cost of a run of
+# small tasks. When Future's fields are the ones known here (as in CPython 3.11), the futures
+# of one runner share a Condition instead (its RLock makes concurrent.futures.wait(), which
+# acquires every future's condition, still work), and TaskFuture.result()/exception() wait in a
+# loop, so a wake-up meant for another future is harmless. Otherwise Future.__init__ is used.
+_SHARE_CONDITION = set(Future().__dict__) == {
+    "_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks"}
+
+
+class CancelToken:
+    """A cooperative cancel request for one running version, given to functions with a ``token``.
+
+    A function that declares a ``token`` parameter is called with ``token=`` one of these. When
+    ``Runner.cancel()`` (or ``TaskFuture.cancel()``) asks the running version to stop,
+    ``cancelled`` becomes true and ``wait()`` returns ``True``; the function then stops by raising
+    :class:`refsched.Cancelled` (spec: AcknowledgeCancel), or may ignore the request and return.
+    Tokens only work in-process: with an executor other than a ``ThreadPoolExecutor`` (a process
+    pool, a cluster) the function is called with ``token=None``.
+    """
+
+    __slots__ = ("_event", "generation", "task_id")
+
+    def __init__(self, task_id: Hashable, generation: int) -> None:
+        self.task_id = task_id
+        self.generation = generation
+        self._event = sync.Event()  # set once: a cancel of this version was requested
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether a cancel of this version was requested."""
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until a cancel is requested or ``timeout`` seconds pass; True if requested."""
+        return self._event.wait(timeout)
+
+    def raise_if_cancelled(self) -> None:
+        """Raise :class:`refsched.Cancelled` if a cancel was requested (the acknowledgement)."""
+        if self._event.is_set():
+            raise Cancelled(f"{self.task_id!r} (generation {self.generation}) was cancelled")
+
+    def __repr__(self) -> str:
+        return (f"<CancelToken {self.task_id!r} generation={self.generation} "
+                f"cancelled={self.cancelled}>")
+
+
+class TaskFuture(Future[Any]):
+    """The outcome of one version of a task: a ``concurrent.futures.Future``.
+
+    ``result()`` is the function's return value. A failed version raises the function's exception,
+    a blocked one :class:`refsched.BlockedError` (``blocked_by`` names the dependency), a cancelled
+    one — by ``cancel()``, by ``close()``, or because a resubmission replaced the version —
+    ``concurrent.futures.CancelledError``.
+    """
+
+    def __init__(self, runner: Runner, task_id: Hashable, generation: int) -> None:
+        if _SHARE_CONDITION:
+            self._condition = runner._futures_condition
+            self._state = _FUTURE_PENDING
+            self._result = None
+            self._exception = None
+            self._waiters = []
+            self._done_callbacks: list[Callable[[Future[Any]], object]] = []
+        else:  # pragma: no cover - a Python whose Future has other fields
+            super().__init__()
+        self.task_id = task_id
+        self.generation = generation
+        self._runner = runner
+        self._settled = False  # guarded by the runner lock: a settlement was decided
+        self._started = False  # the function was called (only read by running())
+
+    def cancel(self) -> bool:
+        """Cancel this version: pending/ready → cancelled (True); running → request a stop (False).
+
+        A running version gets a cooperative request (its token is set) and the call returns
+        False, as ``Future.cancel()`` does for a running future; the future becomes cancelled if
+        the function acknowledges by raising ``Cancelled``. Done futures return ``cancelled()``.
+        """
+        if self.done():
+            return self.cancelled()
+        # StaleGenerationError: a newer version replaced this one and settled it as cancelled.
+        with contextlib.suppress(StaleGenerationError):
+            self._runner._cancel(self.task_id, self.generation)
+        return self.cancelled()
+
+    def running(self) -> bool:
+        """Whether the function of this version has been called and the future is not done."""
+        return self._started and not self.done()
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Return the function's result, waiting up to ``timeout`` seconds (``Future.result``)."""
+        self._wait_done(timeout)
+        return super().result(0)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """Return the function's exception, waiting up to ``timeout`` (``Future.exception``)."""
+        self._wait_done(timeout)
+        return super().exception(0)
+
+    def _wait_done(self, timeout: float | None) -> None:
+        condition = self._condition
+        with condition:
+            if timeout is None:
+                while self._state not in _FUTURE_DONE:
+                    condition.wait()
+                return
+            deadline = time.monotonic() + timeout
+            while self._state not in _FUTURE_DONE:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return  # Future.result(0) then raises TimeoutError
+                condition.wait(left)
+
+    def __repr__(self) -> str:
+        return f"<TaskFuture {self.task_id!r} generation={self.generation} {super().__repr__()}>"
+
+
+class _Entry:
+    """What the runner knows about a task's current version."""
+
+    __slots__ = ("blocked_by", "future", "generation", "live")
+
+    def __init__(self, generation: int) -> None:
+        self.generation = generation  # the scheduler's current generation of the task, >= 1
+        self.future: TaskFuture | None = None  # None or future.generation == generation
+        self.live = True  # the version is pending, ready or running (not terminal)
+        self.blocked_by: Hashable | None = None  # set while the version is blocked
+
+
+class Runner:
+    """Run a dependency graph of functions on ``max_workers`` threads over a TaskScheduler.
+
+    ``Runner(max_workers=N, executor=None)``; use as a context manager. Submit functions with
+    ``submit(task_id, fn, deps)``, call ``start()``, then ``wait()`` or read the futures. With
+    ``executor=`` (any ``concurrent.futures.Executor``: a process pool, a cluster client's executor)
+    each worker thread hands its function to the executor and waits for the result there, so at
+    most ``max_workers`` functions are in the executor at once. Functions must then be picklable
+    if the executor needs it; only in-process execution (no executor, or a ThreadPoolExecutor)
+    gives a function a real :class:`CancelToken`, any other executor passes ``token=None``.
+
+    Do not call ``wait()`` or ``close()`` (without a timeout) from inside a task's function or a
+    future's done-callback: they wait for that very function or callback to finish.
+    """
+
+    def __init__(self, max_workers: int | None = None, executor: Executor | None = None) -> None:
+        if max_workers is None:
+            max_workers = min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's default
+        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
+            raise InvalidArgumentError(
+                f"Runner(max_workers={max_workers!r}): max_workers must be an int >= 1")
+        if executor is not None and not isinstance(executor, Executor):
+            raise InvalidArgumentError(
+                f"Runner(executor={executor!r}): executor must be a concurrent.futures.Executor")
+        self._max_workers = max_workers
+        self._executor = executor
+        # Whether a function's token can be a live CancelToken (it runs in this process).
+        self._in_process = executor is None or isinstance(executor, _ThreadPoolExecutor)
+        self._scheduler = TaskScheduler(max_workers, track_endings=True)
+        # The runner lock guards every field below and serialises every call on the scheduler.
+        self._lock = sync.Lock()
+        # Shared by this runner's futures (see _SHARE_CONDITION); guards only their fields.
+        self._futures_condition = sync.Condition(sync.RLock())
+        self._work = sync.Condition(self._lock)  # workers wait here: for a claim, or for close
+        self._idle = sync.Condition(self._lock)  # wait()/close() wait here for the counters below
+        self._queue: deque[Claim] = deque()  # claimed versions no worker has taken yet
+        self._tasks: dict[Hashable, _Entry] = {}  # every task id submitted through the runner
+        # blocked_by id -> the (task, generation) versions it blocked: the Retry set, mirrored.
+        self._blocked_kids: dict[Hashable, list[_Key]] = {}
+        self._live = 0  # == number of entries with live set
+        self._inflight = 0  # == len(queue) + versions being run by workers: claimed, unreported
+        self._resolving = 0  # settlements decided under the lock and not yet applied to futures
+        self._idle_waiters = 0  # threads waiting on _idle
+        self._cancel_requested: set[_Key] = set()  # running versions asked to stop
+        self._tokens: dict[_Key, CancelToken] = {}  # tokens of running versions
+        self._exec_futures: dict[_Key, Future[Any]] = {}  # executor futures of running versions
+        self._started = False
+        self._closed = False
+        self._threads: list[sync.Thread] = []
+
+    # -- public API ------------------------------------------------------------------------
+
+    @property
+    def scheduler(self) -> TaskScheduler:
+        """The TaskScheduler underneath, for inspection (``state``, ``info``, ``snapshot``...).
+
+        Change it only through the runner: an action taken on it directly bypasses the futures.
+        """
+        return self._scheduler
+
+    @property
+    def max_workers(self) -> int:
+        return self._max_workers
+
+    def submit(self, task_id: Hashable, fn: Callable[..., Any],
+               deps: Iterable[Hashable] = ()) -> TaskFuture:
+        """Submit a new version of ``task_id`` that runs ``fn()`` once ``deps`` succeed.
+
+        Spec: Submit. Returns the new version's future; a pending or ready version it replaces
+        has its future cancelled. Errors are the scheduler's (``InvalidArgumentError``,
+        ``SchedulerClosedError``, ``TaskRunningError``, after start ``UnknownDependencyError`` /
+        ``CycleError``), plus ``InvalidArgumentError`` when ``fn`` is not callable; nothing
+        changes when one is raised.
+        """
+        if not callable(fn):
+            raise InvalidArgumentError(
+                f"submit({task_id!r}): fn must be callable, not {type(fn).__name__}")
+        if not isinstance(deps, (tuple, str, bytes)):
+            # Iterate a caller's iterable (user code) before taking the runner lock; what is not
+            # an iterable goes as it is, for the scheduler to reject.
+            with contextlib.suppress(TypeError):
+                deps = tuple(deps)
+        out: list[_Settlement] = []
+        with self._lock:
+            generation = self._scheduler.submit(task_id, deps, fn)
+            entry = self._tasks.get(task_id)
+            if entry is None:
+                entry = self._tasks[task_id] = _Entry(generation)
+                self._live += 1
+            else:
+                old = entry.future
+                if old is not None and not old._settled:
+                    old._settled = True
+                    out.append((old, _CANCEL, None))
+                entry.generation = generation
+                entry.blocked_by = None
+                if not entry.live:
+                    entry.live = True
+                    self._live += 1
+            future = entry.future = TaskFuture(self, task_id, generation)
+            self._collect_locked(out, None, 0, None)
+            self._dispatch_locked(False)
+            self._resolving += len(out)
+        if out:
+            self._settle(out)
+        return future
+
+    def start(self) -> None:
+        """Seal the graph (spec: Start), start the worker threads and begin running functions.
+
+        Errors are the scheduler's: ``SchedulerClosedError``, ``InvalidTransitionError`` (already
+        started), ``UnknownDependencyError``, ``CycleError``.
+        """
+        with self._lock:
+            self._scheduler.start()
+            self._started = True
+            for i in range(self._max_workers):
+                # daemon: a function still running after close(timeout) must not keep the
+                # interpreter from exiting
+                thread = sync.Thread(target=self._work_loop, name=f"refsched-runner-{i}",
+                                     daemon=True)
+                thread.start()
+                self._threads.append(thread)
+            self._dispatch_locked(False)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until every submitted version is terminal and its future resolved.
+
+        Returns True when that holds, False if ``timeout`` seconds passed first, or if the runner
+        was closed with versions left pending (``close(cancel_pending=False)``), which can then
+        never end. Before ``start()`` nothing runs, so only ``start()`` from another thread (or the
+        timeout) ends the wait.
+        """
+        with self._lock:
+            self._idle_waiters += 1
+            try:
+                self._idle.wait_for(self._quiet, timeout)
+            finally:
+                self._idle_waiters -= 1
+            return self._live == 0 and self._resolving == 0
+
+    def cancel(self, task_id: Hashable) -> TaskState:
+        """Cancel the current version of ``task_id``; return its state after. Spec: Cancel.
+
+        pending/ready → cancelled (its future raises CancelledError; dependents become blocked);
+        running → stays running, its token is set (a function that raises ``Cancelled`` then ends
+        cancelled; one run by an executor that has not started it yet is withdrawn);
+        terminal → unchanged. Raises ``UnknownTaskError`` for an id never submitted.
+        """
+        return self._cancel(task_id, None)
+
+    def retry(self, task_id: Hashable) -> TaskFuture:
+        """Run a failed, blocked or cancelled task again; return its new version's future.
+
+        Spec: Retry. Every version blocked because of this one (through ``blocked_by``) gets a new
+        version too; ``future(id)`` gives their futures. Errors: ``SchedulerClosedError``,
+        ``InvalidTransitionError`` (not failed/blocked/cancelled), ``UnknownTaskError``.
+        """
+        out: list[_Settlement] = []
+        with self._lock:
+            generation = self._scheduler.retry(task_id)
+            entry = self._tasks.get(task_id)
+            if entry is None:  # submitted on runner.scheduler directly
+                entry = self._tasks[task_id] = _Entry(generation)
+                self._live += 1
+            for member in self._retry_members_locked(task_id):
+                other = self._tasks[member]
+                current = self._scheduler.info(member).generation
+                if current != other.generation:
+                    other.generation = current
+                    other.future = None  # made on demand by future()
+                    other.blocked_by = None
+                    other.live = True
+                    self._live += 1
+            entry.generation = generation
+            entry.blocked_by = None
+            if not entry.live:
+                entry.live = True
+                self._live += 1
+            future = entry.future = TaskFuture(self, task_id, generation)
+            self._collect_locked(out, None, 0, None)
+            self._dispatch_locked(False)
+            self._resolving += len(out)
+        if out:
+            self._settle(out)
+        return future
+
+    def future(self, task_id: Hashable) -> TaskFuture:
+        """Return the future of the current version of ``task_id`` (made now if need be).
+
+        Raises ``UnknownTaskError`` for an id never submitted through this runner.
+        """
+        out: list[_Settlement] = []
+        with self._lock:
+            info = self._scheduler.info(task_id)  # InvalidArgumentError, UnknownTaskError
+            entry = self._tasks.get(task_id)
+            if entry is None:
+                raise UnknownTaskError(
+                    f"future({task_id!r}): {task_id!r} was not submitted through this runner",
+                    task_id)
+            future = entry.future
+            if future is not None:
+                return future
+            future = entry.future = TaskFuture(self, task_id, entry.generation)
+            if info.state.is_terminal:
+                out.append(_settlement_from_info(future, info))
+            elif self._closed and info.state in (_PENDING, _READY):
+                out.append((future, _CANCEL, None))  # a closed scheduler never runs it
+            if out:
+                future._settled = True
+                self._resolving += 1
+        if out:
+            self._settle(out)
+        return future
+
+    def close(self, timeout: float | None = None, cancel_pending: bool = True) -> CloseReport:
+        """Close the scheduler (spec: Close) and wait up to ``timeout`` for running functions.
+
+        No more submissions or claims. With ``cancel_pending`` every pending or ready version is
+        cancelled; without it they stay pending/ready in the scheduler and their futures are
+        cancelled (they will never run). Functions already running finish; the report gives
+        each task's state when close returns, and lists under ``running`` any function still
+        running after ``timeout`` — its future resolves when it finishes. A second call waits
+        again and returns a fresh report.
+        """
+        out: list[_Settlement] = []
+        with self._lock:
+            if not self._closed:
+                report = self._scheduler.close(cancel_pending)
+                self._closed = True
+                self._collect_locked(out, None, 0, None)
+                for task_id in (*report.pending, *report.ready):
+                    entry = self._tasks.get(task_id)
+                    future = entry.future if entry is not None else None
+                    if future is not None and not future._settled:
+                        future._settled = True
+                        out.append((future, _CANCEL, None))
+                self._work.notify_all()
+                self._resolving += len(out)
+        if out:
+            self._settle(out)
+        with self._lock:
+            self._idle_waiters += 1
+            try:
+                self._idle.wait_for(self._all_returned, timeout)
+            finally:
+                self._idle_waiters -= 1
+            finished = self._inflight == 0
+            report = self._scheduler.close(cancel_pending)  # a fresh report: changes nothing
+        if finished:
+            me = threading.get_ident()  # close() may be called from a task's function
+            for thread in self._threads:
+                if thread.ident != me:
+                    thread.join()
+        return report
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: types.TracebackType | None) -> None:
+        """Wait for all work if the block ended normally after ``start()``, then ``close()``.
+
+        When the block raised, pending work is cancelled; running functions are waited for.
+        """
+        if exc_type is None and self._started and not self._closed:
+            self.wait()
+        self.close()
+
+    # -- the worker ------------------------------------------------------------------------
+
+    def _work_loop(self) -> None:
+        """Take claims, run them, report them; exit once closed with no claim left."""
+        lock = self._lock
+        queue = self._queue
+        outcome: _Outcome | None = None  # the version this worker ran, not yet reported
+        applied = 0  # settlements this worker applied since it last held the lock
+        while True:
+            out: list[_Settlement] = []
+            claim: Claim | None = None
+            with lock:
+                self._resolving -= applied
+                applied = 0
+                if outcome is not None:
+                    self._report_locked(outcome, out)
+                    outcome = None
+                self._resolving += len(out)
+                if self._idle_waiters:
+                    self._notify_idle_locked()
+                while not queue and not self._closed and not out:
+                    self._work.wait()
+                if queue:
+                    claim = queue.popleft()
+                    key = (claim.task_id, claim.generation)
+                    if self._cancel_requested and key in self._cancel_requested:
+                        outcome = (claim, _CANCEL, None)  # asked to stop before it started
+                        claim = None
+                exiting = claim is None and outcome is None and not out
+            if out:
+                _apply(out)
+                applied = len(out)
+            if claim is not None:
+                outcome = self._run(claim)
+            elif exiting:
+                return
+
+    def _run(self, claim: Claim) -> _Outcome:
+        """Call the claimed function (here or in the executor); never raises."""
+        task_id, generation, fn = claim
+        entry = self._tasks.get(task_id)  # read without the lock: only for TaskFuture.running()
+        future = entry.future if entry is not None else None
+        if future is not None and future.generation == generation:
+            future._started = True
+        if fn is None:
+            return (claim, _RESULT, None)
+        try:
+            if self._executor is not None:
+                value = self._run_in_executor(claim, fn)
+            elif _wants_token(fn):
+                value = fn(token=self._new_token(task_id, generation))
+            else:
+                value = fn()
+        except Cancelled:
+            return (claim, _CANCEL, None)
+        except BaseException as exc:  # a function's error fails its task, never the worker
+            return (claim, _ERROR, exc)
+        return (claim, _RESULT, value)
+
+    def _run_in_executor(self, claim: Claim, fn: Callable[..., Any]) -> Any:
+        """Hand ``fn`` to the executor and wait for its result; raise Cancelled if withdrawn."""
+        assert self._executor is not None
+        key = (claim.task_id, claim.generation)
+        if _wants_token(fn):
+            token = self._new_token(*key) if self._in_process else None
+            remote = self._executor.submit(fn, token=token)
+        else:
+            remote = self._executor.submit(fn)
+        with self._lock:
+            withdraw = key in self._cancel_requested
+            if not withdraw:
+                self._exec_futures[key] = remote
+        if withdraw:
+            remote.cancel()
+        try:
+            return remote.result()
+        except CancelledError:
+            if remote.cancelled():
+                raise Cancelled(f"{claim.task_id!r} was withdrawn from the executor") from None
+            raise
+
+    def _new_token(self, task_id: Hashable, generation: int) -> CancelToken:
+        token = CancelToken(task_id, generation)
+        with self._lock:
+            key = (task_id, generation)
+            if key in self._cancel_requested:
+                token._event.set()
+            self._tokens[key] = token
+        return token
+
+    # -- under the runner lock -------------------------------------------------------------
+
+    def _report_locked(self, outcome: _Outcome, out: list[_Settlement]) -> None:
+        """Report a run version to the scheduler (Complete / Fail / AcknowledgeCancel)."""
+        claim, kind, value = outcome
+        task_id, generation = claim.task_id, claim.generation
+        try:
+            if kind == _RESULT:
+                self._scheduler.complete(task_id, generation, value)
+            elif kind == _ERROR:
+                self._scheduler.fail(task_id, generation, value)
+            else:
+                self._scheduler.acknowledge_cancel(task_id, generation)
+        except SchedulerError:
+            pass  # ended behind the runner's back (an action taken on runner.scheduler directly)
+        self._inflight -= 1
+        if self._cancel_requested or self._tokens or self._exec_futures:
+            key = (task_id, generation)
+            self._cancel_requested.discard(key)
+            self._tokens.pop(key, None)
+            self._exec_futures.pop(key, None)
+        self._collect_locked(out, task_id, generation, value)
+        self._dispatch_locked(True)
+
+    def _collect_locked(self, out: list[_Settlement], task_id: Hashable, generation: int,
+                        value: Any) -> None:
+        """Turn the scheduler's new endings into settlements of the matching futures.
+
+        ``(task_id, generation)`` is the version just reported with ``value`` (generation 0:
+        none), whose result or error need not be read back from the scheduler.
+        """
+        endings = self._scheduler.pop_endings()
+        if not endings:
+            return
+        tasks = self._tasks
+        for t, g, state in endings:
+            entry = tasks.get(t)
+            if entry is None or entry.generation != g:
+                continue  # not a version this runner knows of
+            if entry.live:
+                entry.live = False
+                self._live -= 1
+            info: TaskInfo | None = None
+            if state is _BLOCKED:
+                info = self._scheduler.info(t)
+                entry.blocked_by = info.blocked_by
+                self._blocked_kids.setdefault(info.blocked_by, []).append((t, g))
+            future = entry.future
+            if future is None or future._settled:
+                continue
+            future._settled = True
+            if g == generation and t == task_id and (state is _SUCCEEDED or state is _FAILED):
+                out.append((future, _RESULT if state is _SUCCEEDED else _ERROR,
+                            value if state is _SUCCEEDED else _as_exception(t, value)))
+                continue
+            out.append(_settlement_from_info(future, info or self._scheduler.info(t)))
+
+    def _dispatch_locked(self, self_take: bool) -> None:
+        """Claim every version that fits (spec: Claim) and wake one idle worker per claim.
+
+        ``self_take``: the calling worker takes the first claim itself, so it wakes one fewer.
+        """
+        if not self._started or self._closed:
+            return
+        claims = self._scheduler.ready()
+        if claims:
+            self._queue.extend(claims)
+            self._inflight += len(claims)
+            wake = len(claims) - 1 if self_take else len(claims)
+            if wake > 0:
+                self._work.notify(wake)
+
+    def _retry_members_locked(self, root: Hashable) -> list[Hashable]:
+        """The versions blocked because of ``root`` (the Retry set without root), as mirrored."""
+        members: list[Hashable] = []
+        stack = [root]
+        while stack:
+            cause = stack.pop()
+            for t, g in self._blocked_kids.pop(cause, ()):
+                entry = self._tasks.get(t)
+                if (entry is not None and entry.generation == g and not entry.live
+                        and entry.blocked_by == cause):
+                    members.append(t)
+                    stack.append(t)
+        return members
+
+    def _quiet(self) -> bool:
+        """wait()'s condition: all versions ended, or closed with no function left to return."""
+        if self._resolving:
+            return False
+        return self._live == 0 or (self._closed and self._inflight == 0)
+
+    def _all_returned(self) -> bool:
+        """close()'s condition: no claimed version left unreported, every future settled."""
+        return self._inflight == 0 and self._resolving == 0
+
+    def _notify_idle_locked(self) -> None:
+        if self._resolving == 0 and (self._live == 0 or self._inflight == 0):
+            self._idle.notify_all()
+
+    # -- outside the runner lock -----------------------------------------------------------
+
+    def _cancel(self, task_id: Hashable, generation: int | None) -> TaskState:
+        out: list[_Settlement] = []
+        remote: Future[Any] | None = None
+        with self._lock:
+            state = self._scheduler.cancel(task_id, generation)
+            entry = self._tasks.get(task_id)
+            if state is _RUNNING and entry is not None:
+                key = (task_id, entry.generation)
+                self._cancel_requested.add(key)
+                token = self._tokens.get(key)
+                if token is not None:
+                    token._event.set()
+                remote = self._exec_futures.get(key)
+            self._collect_locked(out, None, 0, None)
+            self._dispatch_locked(False)
+            self._resolving += len(out)
+        if remote is not None:
+            remote.cancel()  # withdraws it if the executor has not started it yet
+        if out:
+            self._settle(out)
+        return state
+
+    def _settle(self, out: list[_Settlement]) -> None:
+        """Apply settlements (running done-callbacks), then count them as applied.
+
+        The worker loop applies its own with ``_apply`` and counts them at its next lock
+        acquisition instead, which saves one.
+        """
+        _apply(out)
+        with self._lock:
+            self._resolving -= len(out)
+            if self._idle_waiters:
+                self._notify_idle_locked()
+
+
+def _apply(out: list[_Settlement]) -> None:
+    for future, kind, value in out:
+        try:
+            if kind == _RESULT:
+                future.set_result(value)
+            elif kind == _ERROR:
+                future.set_exception(value)
+            else:
+                Future.cancel(future)  # the base cancel: TaskFuture.cancel asks the runner
+                future.set_running_or_notify_cancel()  # wakes concurrent.futures.wait()
+        except InvalidStateError:
+            pass  # the caller resolved it by hand; the first outcome stands
+
+
+def _settlement_from_info(future: TaskFuture, info: TaskInfo) -> _Settlement:
+    state = info.state
+    if state is _SUCCEEDED:
+        return (future, _RESULT, info.result)
+    if state is _FAILED:
+        return (future, _ERROR, _as_exception(info.task_id, info.error))
+    if state is _BLOCKED:
+        return (future, _ERROR, BlockedError(
+            f"{info.task_id!r} is blocked: its dependency {info.blocked_by!r} can no longer "
+            f"succeed", info.task_id, info.blocked_by))
+    return (future, _CANCEL, None)
+
+
+def _as_exception(task_id: Hashable, error: Any) -> BaseException:
+    if isinstance(error, BaseException):
+        return error
+    return SchedulerError(f"{task_id!r} failed: {error!r}")
+
+
+def _wants_token(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` takes a ``token`` keyword argument (checked by name)."""
+    code = getattr(fn, "__code__", None)
+    if isinstance(code, types.CodeType) and not hasattr(fn, "__wrapped__"):
+        names = code.co_varnames[code.co_posonlyargcount:
+                                 code.co_argcount + code.co_kwonlyargcount]
+        return "token" in names
+    try:
+        param = inspect.signature(fn).parameters.get("token")
+    except (TypeError, ValueError):
+        return False
+    return param is not None and param.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                                                inspect.Parameter.KEYWORD_ONLY)
+
+

