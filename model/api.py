@@ -122,7 +122,7 @@ class ReferenceScheduler:
         self._take(A.Submit, task_id, frozenset(dep_list))
         self._fns[task_id] = fn
         self._results.pop(task_id, None)
-        return self.state_value.tasks[task_id].generation  # type: ignore[no-any-return]
+        return self.state_value.tasks[task_id].generation
 
     def start(self) -> None:
         """Spec: Start."""
@@ -186,7 +186,7 @@ class ReferenceScheduler:
         self._take(A.Retry, task_id)
         for t in members:  # info() describes the new versions, which have no outcome yet
             self._results.pop(t, None)
-        return self.state_value.tasks[task_id].generation  # type: ignore[no-any-return]
+        return self.state_value.tasks[task_id].generation
 
     def close(self, cancel_pending: bool = True) -> CloseReport:
         """Spec: Close."""

@@ -19,7 +19,6 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from refsched.errors import SchedulerError
-
 from refsched.types import Snapshot, TaskState, VersionView
 
 from . import actions

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .actions import WAITING, count_not_succeeded, find_cycles, missing_dependencies
 from refsched.types import Snapshot, TaskState, VersionView
+
+from .actions import WAITING, count_not_succeeded, find_cycles, missing_dependencies
 
 
 def type_ok(s: Snapshot, max_concurrency: int) -> bool:

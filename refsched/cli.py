@@ -9,6 +9,7 @@ passed, 1 when one failed, 2 for a usage error.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -126,8 +127,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
         for label, config in CHECK_CONFIGS:
             if label == "liveness" and args.skip_liveness:
                 continue
-            checks.append(lambda label=label, config=config: _run_tlc_check(
-                label, config, args.workers, progress))
+            checks.append(functools.partial(_run_tlc_check, label, config, args.workers,
+                                            progress))
     if args.examples > 0:
         checks.append(lambda: _run_lockstep(args.examples, progress))
     outcomes: list[Outcome] = []
@@ -157,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
 
     verify = commands.add_parser(
-        "verify", help="model-check the spec with TLC and check the implementation against the model",
+        "verify",
+        help="model-check the spec with TLC and check the implementation against the model",
         description="Model-check spec/MCScheduler with TLC (safety, then liveness) and run the "
                     "lock-step check of the production TaskScheduler against the reference model.")
     verify.add_argument("--examples", type=int, default=200, metavar="N",

@@ -11,20 +11,20 @@ import graphlib
 from collections.abc import Hashable, Sequence
 
 __all__ = [
-    "SchedulerError",
-    "InvalidArgumentError",
-    "UnknownTaskError",
-    "GraphError",
-    "UnknownDependencyError",
-    "CycleError",
-    "ConflictError",
-    "TaskRunningError",
-    "StaleGenerationError",
-    "InvalidTransitionError",
-    "SchedulerClosedError",
     "BlockedError",
     "Cancelled",
+    "ConflictError",
+    "CycleError",
+    "GraphError",
+    "InvalidArgumentError",
+    "InvalidTransitionError",
     "InvariantViolation",
+    "SchedulerClosedError",
+    "SchedulerError",
+    "StaleGenerationError",
+    "TaskRunningError",
+    "UnknownDependencyError",
+    "UnknownTaskError",
 ]
 
 

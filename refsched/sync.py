@@ -15,4 +15,4 @@ Condition = threading.Condition
 Event = threading.Event
 Thread = threading.Thread
 
-__all__ = ["Lock", "RLock", "Condition", "Event", "Thread"]
+__all__ = ["Condition", "Event", "Lock", "RLock", "Thread"]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-__all__ = ["TaskState", "Claim", "TaskInfo", "CloseReport", "VersionView", "Snapshot"]
+__all__ = ["Claim", "CloseReport", "Snapshot", "TaskInfo", "TaskState", "VersionView"]
 
 
 class TaskState(enum.Enum):

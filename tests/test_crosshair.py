@@ -1,4 +1,4 @@
-"""CrossHair checks the reference model's contracts, and finds the counterexample in a broken Settle."""
+"""CrossHair finds no counterexample to the model's contracts, and finds one in a broken Settle."""
 
 from __future__ import annotations
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import graphlib
+import itertools
 
 import pytest
+from refsched.model import ACTIONS, ReferenceScheduler, violated
+from refsched.model import actions as A
 
 from refsched.errors import (
     CycleError,
@@ -14,8 +17,6 @@ from refsched.errors import (
     TaskRunningError,
     UnknownDependencyError,
 )
-from refsched.model import ACTIONS, ReferenceScheduler, violated
-from refsched.model import actions as A
 from refsched.types import TaskState
 
 
@@ -89,7 +90,7 @@ def test_cycle_report_names_a_concrete_path() -> None:
     assert isinstance(caught.value, graphlib.CycleError)
     assert cycle[0] == cycle[-1] and sorted(cycle[:-1]) == ["a", "b", "c"]
     tasks = m.snapshot().tasks
-    assert all(x in tasks[y].deps for x, y in zip(cycle, cycle[1:], strict=False))
+    assert all(x in tasks[y].deps for x, y in itertools.pairwise(cycle))
     assert not m.snapshot().started
 
 
@@ -103,7 +104,7 @@ def test_unknown_dependency_names_every_pair() -> None:
 
 def test_refused_calls_change_nothing() -> None:
     m = diamond()
-    (a,) = m.ready()
+    (_a,) = m.ready()
     before = m.snapshot()
     for call, args, error in [
         ("submit", ("a",), TaskRunningError),

@@ -12,6 +12,7 @@ same machine checks refsched's scheduler and, in the must-fail tests, deliberate
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -51,7 +52,7 @@ def _valid_cycle(cycle: list[Hashable], edges: dict[Hashable, frozenset[Hashable
     """Each entry a dependency of the next (per ``edges``: id -> deps), closing on itself."""
     if len(cycle) < 2 or cycle[0] != cycle[-1]:
         return False
-    return all(b in edges and a in edges[b] for a, b in zip(cycle, cycle[1:], strict=False))
+    return all(b in edges and a in edges[b] for a, b in itertools.pairwise(cycle))
 
 
 def lockstep_machine(factory: Callable[[int], Any],
