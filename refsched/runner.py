@@ -24,14 +24,11 @@ import contextlib
 import inspect
 import os
 import threading
-import time
 import types
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import CancelledError, Executor, Future, InvalidStateError
 from concurrent.futures import ThreadPoolExecutor as _ThreadPoolExecutor
-from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED
-from concurrent.futures._base import PENDING as _FUTURE_PENDING
 from typing import Any
 
 from refsched import sync
@@ -65,16 +62,6 @@ _Settlement = tuple["TaskFuture", int, Any]
 # A claimed version, how it ended (_RESULT, _ERROR or _CANCEL = AcknowledgeCancel), the value.
 _Outcome = tuple[Claim, int, Any]
 _Key = tuple[Hashable, int]  # (task_id, generation): one version
-
-_FUTURE_DONE = frozenset({CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED})
-# Future.__init__ builds a Condition per future: with GC, the largest per-task cost of a run of
-# small tasks. When Future's fields are the ones known here (as in CPython 3.11), the futures
-# of one runner share a Condition instead (its RLock makes concurrent.futures.wait(), which
-# acquires every future's condition, still work), and TaskFuture.result()/exception() wait in a
-# loop, so a wake-up meant for another future is harmless. Otherwise Future.__init__ is used.
-_SHARE_CONDITION = set(Future().__dict__) == {
-    "_condition", "_state", "_result", "_exception", "_waiters", "_done_callbacks"}
-
 
 class CancelToken:
     """A cooperative cancel request for one running version, given to functions with a ``token``.
@@ -123,15 +110,7 @@ class TaskFuture(Future[Any]):
     """
 
     def __init__(self, runner: Runner, task_id: Hashable, generation: int) -> None:
-        if _SHARE_CONDITION:
-            self._condition = runner._futures_condition
-            self._state = _FUTURE_PENDING
-            self._result = None
-            self._exception = None
-            self._waiters = []
-            self._done_callbacks: list[Callable[[Future[Any]], object]] = []
-        else:  # pragma: no cover - a Python whose Future has other fields
-            super().__init__()
+        super().__init__()
         self.task_id = task_id
         self.generation = generation
         self._runner = runner
@@ -155,30 +134,6 @@ class TaskFuture(Future[Any]):
     def running(self) -> bool:
         """Whether the function of this version has been called and the future is not done."""
         return self._started and not self.done()
-
-    def result(self, timeout: float | None = None) -> Any:
-        """Return the function's result, waiting up to ``timeout`` seconds (``Future.result``)."""
-        self._wait_done(timeout)
-        return super().result(0)
-
-    def exception(self, timeout: float | None = None) -> BaseException | None:
-        """Return the function's exception, waiting up to ``timeout`` (``Future.exception``)."""
-        self._wait_done(timeout)
-        return super().exception(0)
-
-    def _wait_done(self, timeout: float | None) -> None:
-        condition = self._condition
-        with condition:
-            if timeout is None:
-                while self._state not in _FUTURE_DONE:
-                    condition.wait()
-                return
-            deadline = time.monotonic() + timeout
-            while self._state not in _FUTURE_DONE:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return  # Future.result(0) then raises TimeoutError
-                condition.wait(left)
 
     def __repr__(self) -> str:
         return f"<TaskFuture {self.task_id!r} generation={self.generation} {super().__repr__()}>"
@@ -227,8 +182,6 @@ class Runner:
         self._scheduler = TaskScheduler(max_workers, track_endings=True)
         # The runner lock guards every field below and serialises every call on the scheduler.
         self._lock = sync.Lock()
-        # Shared by this runner's futures (see _SHARE_CONDITION); guards only their fields.
-        self._futures_condition = sync.Condition(sync.RLock())
         self._work = sync.Condition(self._lock)  # workers wait here: for a claim, or for close
         self._idle = sync.Condition(self._lock)  # wait()/close() wait here for the counters below
         self._queue: deque[Claim] = deque()  # claimed versions no worker has taken yet

@@ -6,8 +6,6 @@ import graphlib
 import itertools
 
 import pytest
-from refsched.model import ACTIONS, ReferenceScheduler, violated
-from refsched.model import actions as A
 
 from refsched.errors import (
     CycleError,
@@ -17,6 +15,8 @@ from refsched.errors import (
     TaskRunningError,
     UnknownDependencyError,
 )
+from refsched.model import ACTIONS, ReferenceScheduler, violated
+from refsched.model import actions as A
 from refsched.types import TaskState
 
 

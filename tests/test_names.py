@@ -1,4 +1,4 @@
-"""One vocabulary: the spec, the model and the implementation name the same actions and invariants."""
+"""One vocabulary: spec, model and implementation name the same actions and invariants."""
 
 from __future__ import annotations
 

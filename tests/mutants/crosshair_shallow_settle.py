@@ -7,7 +7,6 @@ from dataclasses import replace
 
 from refsched.model import actions
 from refsched.model.contracts import settles_correctly
-
 from refsched.types import TaskState, VersionView
 
 
