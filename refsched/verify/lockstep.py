@@ -13,6 +13,7 @@ same machine checks refsched's scheduler and, in the must-fail tests, deliberate
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -31,6 +32,7 @@ from refsched.model import ReferenceScheduler, violated, violated_by_step
 from refsched.types import Snapshot, TaskState
 
 IDS = ("a", "b", "c", "d")
+NEVER_SUBMITTED = "z"  # drawn now and then where an id is picked, for the unknown-id refusals
 ids = st.sampled_from(IDS)
 generation_offsets = st.sampled_from((0, 0, 0, 0, -1, 1))
 
@@ -55,11 +57,67 @@ def _valid_cycle(cycle: list[Hashable], edges: dict[Hashable, frozenset[Hashable
     return all(b in edges and a in edges[b] for a, b in itertools.pairwise(cycle))
 
 
+class Ledger:
+    """What a lock-step run exercised: calls, the spec actions taken, and notable steps.
+
+    A check that never takes an action cannot find a bug in it; the ledger shows which were
+    taken and how often.
+    """
+
+    EVENTS = (
+        "refused call",  # the call raised and the state did not change
+        "Settle blocked a chain",  # one step blocked versions at two or more depths
+        "Retry renewed several versions",  # the retried task and a blocked descendant
+        "Submit re-pended a dependent",  # a succeeded dep was replaced under a ready version
+        "cycle refused",  # start() or submit() raised CycleError
+    )
+
+    def __init__(self) -> None:
+        self.examples = 0
+        self.calls = 0
+        self.actions: Counter[str] = Counter()
+        self.events: Counter[str] = Counter()
+
+    def record(self, before: Snapshot, taken: list[str], after: Snapshot,
+               error: BaseException | None) -> None:
+        self.calls += 1
+        self.actions.update(taken)
+        if error is not None:
+            self.events["refused call"] += 1
+            if type(error).__name__ == "CycleError":
+                self.events["cycle refused"] += 1
+        newly_blocked = {t for t, v in after.tasks.items() if v.state is TaskState.BLOCKED
+                         and (t not in before.tasks or before.tasks[t].state is not v.state)}
+        if any(after.tasks[t].blocked_by in newly_blocked for t in newly_blocked):
+            self.events["Settle blocked a chain"] += 1
+        if "Retry" in taken and sum(1 for t, v in after.tasks.items()
+                                    if before.tasks[t].generation != v.generation) > 1:
+            self.events["Retry renewed several versions"] += 1
+        if "Submit" in taken and any(
+                before.tasks[t].state is TaskState.READY and v.state is TaskState.PENDING
+                for t, v in after.tasks.items() if t in before.tasks):
+            self.events["Submit re-pended a dependent"] += 1
+
+    def missing(self) -> list[str]:
+        """Spec actions and notable steps the run never exercised."""
+        from refsched.model import ACTIONS
+
+        return ([a for a in ACTIONS if not self.actions[a]]
+                + [e for e in self.EVENTS if not self.events[e]])
+
+    def summary(self) -> str:
+        actions = ", ".join(f"{name} {count:,}" for name, count in sorted(self.actions.items()))
+        events = ", ".join(f"{name} {self.events[name]:,}" for name in self.EVENTS)
+        return f"{self.calls:,} calls; actions: {actions}; {events}"
+
+
 def lockstep_machine(factory: Callable[[int], Any],
-                     on_example: Callable[[], None] | None = None) -> type[RuleBasedStateMachine]:
+                     on_example: Callable[[], None] | None = None,
+                     ledger: Ledger | None = None) -> type[RuleBasedStateMachine]:
     """The lock-step machine comparing ``factory(max_concurrency)`` with the reference model.
 
-    ``on_example`` is called as each example starts (for a progress display).
+    ``on_example`` is called as each example starts (for a progress display); ``ledger``, when
+    given, records every call.
     """
 
     class Lockstep(RuleBasedStateMachine):
@@ -71,17 +129,23 @@ def lockstep_machine(factory: Callable[[int], Any],
 
         @initialize(max_concurrency=st.sampled_from((2, 2, 3, 1, 0)),
                     graph=st.lists(st.tuples(ids, st.lists(ids, unique=True, max_size=2)),
-                                   max_size=5))
-        def create(self, max_concurrency: int, graph: list[tuple[str, list[str]]]) -> None:
-            """A fresh pair of schedulers, given the same initial graph (not yet started)."""
+                                   min_size=2, max_size=5),
+                    start_now=st.booleans())
+        def create(self, max_concurrency: int, graph: list[tuple[str, list[str]]],
+                   start_now: bool) -> None:
+            """A fresh pair of schedulers, given the same initial graph, started or not."""
             if on_example is not None:
                 on_example()
+            if ledger is not None:
+                ledger.examples += 1
             self.max_concurrency = max_concurrency
             self.model = ReferenceScheduler(max_concurrency)
             self.impl = factory(max_concurrency)
             named = {task_id for task_id, _ in graph}
             for task_id, deps in graph:  # deps among the graph's ids, so start() mostly succeeds
-                self.both("submit", task_id, [d for d in deps if d in named])
+                self.both("submit", task_id, [d for d in deps if d in named and d != task_id])
+            if start_now:
+                self.both("start")
 
         # -- the comparison ----------------------------------------------------------------
 
@@ -89,6 +153,7 @@ def lockstep_machine(factory: Callable[[int], Any],
             assert self.model is not None
             self.calls += 1
             before = self.model.snapshot()
+            history_length = len(self.model.history)
             expected: Any = None
             expected_error: BaseException | None = None
             try:
@@ -117,6 +182,9 @@ def lockstep_machine(factory: Callable[[int], Any],
                 assert _comparable(actual) == _comparable(expected), (
                     f"{method}{args!r}: implementation returned {actual!r}, model {expected!r}")
             after = self.model.snapshot()
+            if ledger is not None:
+                taken = [name for name, _ in self.model.history[history_length:]]
+                ledger.record(before, taken, after, expected_error)
             assert violated_by_step(before, after) == [], f"{method}{args!r} broke a property"
             return expected
 
@@ -152,16 +220,19 @@ def lockstep_machine(factory: Callable[[int], Any],
         # calls were made, or it would end most runs early.
 
         def known(self) -> list[str]:
+            """Submitted ids, each four times as likely as one never submitted."""
             assert self.model is not None
-            return sorted(self.model.snapshot().tasks)
+            return [*sorted(self.model.snapshot().tasks) * 4, NEVER_SUBMITTED]
 
         @rule(task_id=ids, deps=st.lists(ids, unique=True, max_size=2), with_fn=st.booleans())
         def submit(self, task_id: str, deps: list[str], with_fn: bool) -> None:
+            deps = [d for d in deps if d != task_id]  # submit_malformed covers self-dependency
             self.both("submit", task_id, deps, _fn if with_fn else None)
 
-        @rule(task_id=ids, deps=st.lists(ids, min_size=2, max_size=3))
-        def submit_malformed(self, task_id: str, deps: list[str]) -> None:
-            self.both("submit", task_id, [*deps, deps[0]])  # a dependency listed twice
+        @rule(task_id=ids, deps=st.lists(ids, min_size=1, max_size=3), self_dep=st.booleans())
+        def submit_malformed(self, task_id: str, deps: list[str], self_dep: bool) -> None:
+            # a self-dependency, or a dependency listed twice
+            self.both("submit", task_id, [task_id] if self_dep else [*deps, deps[0]])
 
         @precondition(lambda self: self.model is not None and not self.model.snapshot().started)
         @rule()
@@ -178,18 +249,14 @@ def lockstep_machine(factory: Callable[[int], Any],
             task_id = data.draw(st.sampled_from(self.ids_in(TaskState.RUNNING)))
             self.both(how, task_id, self.current_generation(task_id))
 
-        @precondition(lambda self: self.model is not None and self.known())
+        @precondition(lambda self: self.model is not None)
         @rule(data=st.data(), offset=generation_offsets,
               how=st.sampled_from(("complete", "fail", "acknowledge_cancel", "cancel")))
         def callback(self, data: st.DataObject, offset: int, how: str) -> None:
             task_id = data.draw(st.sampled_from(self.known()))
             self.both(how, task_id, self.current_generation(task_id) + offset)
 
-        @rule(task_id=ids, offset=generation_offsets)
-        def callback_any_id(self, task_id: str, offset: int) -> None:
-            self.both("complete", task_id, self.current_generation(task_id) + offset)
-
-        @precondition(lambda self: self.model is not None and self.known())
+        @precondition(lambda self: self.model is not None)
         @rule(data=st.data())
         def cancel(self, data: st.DataObject) -> None:
             self.both("cancel", data.draw(st.sampled_from(self.known())))
@@ -201,16 +268,17 @@ def lockstep_machine(factory: Callable[[int], Any],
             dead = self.ids_in(TaskState.FAILED, TaskState.CANCELLED, TaskState.BLOCKED)
             self.both("retry", data.draw(st.sampled_from(dead)))
 
-        @rule(task_id=ids)
-        def retry_any_id(self, task_id: str) -> None:
-            self.both("retry", task_id)
+        @precondition(lambda self: self.model is not None)
+        @rule(data=st.data())
+        def retry_any(self, data: st.DataObject) -> None:
+            self.both("retry", data.draw(st.sampled_from(self.known())))
 
-        @precondition(lambda self: self.calls >= 20)
+        @precondition(lambda self: self.calls >= 30)
         @rule(cancel_pending=st.booleans())
         def close(self, cancel_pending: bool) -> None:
             self.both("close", cancel_pending)
 
-        @precondition(lambda self: self.model is not None and self.known())
+        @precondition(lambda self: self.model is not None)
         @rule(data=st.data())
         def introspect(self, data: st.DataObject) -> None:
             task_id = data.draw(st.sampled_from(self.known()))
@@ -234,12 +302,13 @@ def _diff(expected: Snapshot, actual: Snapshot) -> str:
 
 
 def run_lockstep(factory: Callable[[int], Any], examples: int = 200, steps: int = 40,
-                 on_example: Callable[[], None] | None = None) -> None:
+                 on_example: Callable[[], None] | None = None,
+                 ledger: Ledger | None = None) -> None:
     """Run the lock-step machine for ``examples`` examples; raise on the first disagreement.
 
     Hypothesis shrinks a failure to a short sequence of calls and prints it.
     """
-    machine = lockstep_machine(factory, on_example)
+    machine = lockstep_machine(factory, on_example, ledger)
     run_state_machine_as_test(machine, settings=settings(
         max_examples=examples, stateful_step_count=steps, deadline=None, print_blob=True,
         database=None))
