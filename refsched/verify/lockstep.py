@@ -28,7 +28,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from refsched.model import ReferenceScheduler, violated, violated_by_step
+from refsched.model import ACTIONS, ReferenceScheduler, violated, violated_by_step
 from refsched.types import Snapshot, TaskState
 
 IDS = ("a", "b", "c", "d")
@@ -210,9 +210,15 @@ def lockstep_machine(factory: Callable[[int], Any],
             view = self.model.snapshot().tasks.get(task_id)
             return 1 if view is None else view.generation
 
-        def ids_in(self, *states: TaskState) -> list[str]:
-            assert self.model is not None
-            return sorted(t for t, v in self.model.snapshot().tasks.items() if v.state in states)
+        def enabled_for(self, action: str) -> list[str]:
+            """Ids for which the model's action is enabled (callbacks at the current generation)."""
+            if self.model is None:
+                return []
+            s = self.model.snapshot()
+            act = ACTIONS[action]
+            if action in ("Complete", "Fail", "AcknowledgeCancel"):
+                return sorted(t for t, v in s.tasks.items() if act.enabled(s, t, v.generation))
+            return sorted(t for t in s.tasks if act.enabled(s, t))
 
         # -- rules: one per spec action ----------------------------------------------------
         # Most rules pick among submitted ids so calls do something; a few take any id or
@@ -236,17 +242,17 @@ def lockstep_machine(factory: Callable[[int], Any],
 
         @precondition(lambda self: self.model is not None and not self.model.snapshot().started)
         @rule()
-        def start(self) -> None:
+        def start(self) -> None:  # also when Start is not enabled: its refusals are compared
             self.both("start")
 
         @rule(limit=st.sampled_from((None, None, 1, 1, 2, 0, 3)))
         def claim(self, limit: int | None) -> None:
             self.both("ready", limit)
 
-        @precondition(lambda self: self.model is not None and self.ids_in(TaskState.RUNNING))
+        @precondition(lambda self: self.enabled_for("Complete"))
         @rule(data=st.data(), how=st.sampled_from(("complete", "fail", "acknowledge_cancel")))
         def finish_running(self, data: st.DataObject, how: str) -> None:
-            task_id = data.draw(st.sampled_from(self.ids_in(TaskState.RUNNING)))
+            task_id = data.draw(st.sampled_from(self.enabled_for("Complete")))
             self.both(how, task_id, self.current_generation(task_id))
 
         @precondition(lambda self: self.model is not None)
@@ -261,12 +267,10 @@ def lockstep_machine(factory: Callable[[int], Any],
         def cancel(self, data: st.DataObject) -> None:
             self.both("cancel", data.draw(st.sampled_from(self.known())))
 
-        @precondition(lambda self: self.model is not None and self.ids_in(
-            TaskState.FAILED, TaskState.CANCELLED, TaskState.BLOCKED))
+        @precondition(lambda self: self.enabled_for("Retry"))
         @rule(data=st.data())
         def retry(self, data: st.DataObject) -> None:
-            dead = self.ids_in(TaskState.FAILED, TaskState.CANCELLED, TaskState.BLOCKED)
-            self.both("retry", data.draw(st.sampled_from(dead)))
+            self.both("retry", data.draw(st.sampled_from(self.enabled_for("Retry"))))
 
         @precondition(lambda self: self.model is not None)
         @rule(data=st.data())
