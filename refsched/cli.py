@@ -195,8 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="model-check the spec with TLC and check the implementation against the model",
         description="Model-check spec/MCScheduler with TLC (safety, then liveness) and run the "
                     "lock-step check of the production TaskScheduler against the reference model.")
-    verify.add_argument("--examples", type=int, default=200, metavar="N",
-                        help="lock-step examples to run (default 200; 0 skips the check)")
+    verify.add_argument("--examples", type=int, default=500, metavar="N",
+                        help="lock-step examples to run (default 500; 0 skips the check)")
     verify.add_argument("--impl", default="refsched:TaskScheduler", metavar="MODULE:FACTORY",
                         help="the implementation the model is checked against: a callable "
                              "taking max_concurrency (default refsched:TaskScheduler)")
