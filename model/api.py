@@ -86,16 +86,20 @@ class ReferenceScheduler:
             raise UnknownTaskError(f"{call}: unknown task {task_id!r}", task_id)
         return view
 
+    def _reject_stale(self, call: str, task_id: Hashable, generation: object, current: int) -> None:
+        """Spec: StaleCallback. Raise unless ``generation`` is an int equal to ``current``."""
+        if not _is_int(generation):
+            raise InvalidArgumentError(f"{call}: generation must be an int")
+        if generation != current:
+            self._take(A.StaleCallback, task_id, generation)
+            raise StaleGenerationError(
+                f"{call}: generation {generation} is stale, current is {current}",
+                task_id, generation, current)  # type: ignore[arg-type]
+
     def _callback(self, name: str, action: Action, task_id: Hashable, generation: int) -> TaskState:
         call = f"{name}({task_id!r}, {generation!r})"
         view = self._view(call, task_id)
-        if not _is_int(generation):
-            raise InvalidArgumentError(f"{call}: generation must be an int")
-        if generation != view.generation:
-            self._take(A.StaleCallback, task_id, generation)
-            raise StaleGenerationError(
-                f"{call}: generation {generation} is stale, current is {view.generation}",
-                task_id, generation, view.generation)
+        self._reject_stale(call, task_id, generation, view.generation)
         if view.state.is_terminal:
             self._take(A.RepeatedCallback, task_id)
             return view.state  # type: ignore[no-any-return]
@@ -169,13 +173,7 @@ class ReferenceScheduler:
         call = f"cancel({task_id!r}, {generation!r})"
         view = self._view(call, task_id)
         if generation is not None:
-            if not _is_int(generation):
-                raise InvalidArgumentError(f"{call}: generation must be an int or None")
-            if generation != view.generation:
-                self._take(A.StaleCallback, task_id, generation)
-                raise StaleGenerationError(
-                    f"{call}: generation {generation} is stale, current is {view.generation}",
-                    task_id, generation, view.generation)
+            self._reject_stale(call, task_id, generation, view.generation)
         self._take(A.Cancel, task_id)
         return self.state(task_id)
 

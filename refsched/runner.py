@@ -243,15 +243,8 @@ class Runner:
                 if old is not None and not old._settled:
                     old._settled = True
                     out.append((old, _CANCEL, None))
-                entry.generation = generation
-                entry.blocked_by = None
-                if not entry.live:
-                    entry.live = True
-                    self._live += 1
-            future = entry.future = TaskFuture(self, task_id, generation)
-            self._collect_locked(out, None, 0, None)
-            self._dispatch_locked(False)
-            self._resolving += len(out)
+            future = self._renew_locked(entry, task_id, generation)
+            self._after_change_locked(out)
         if out:
             self._settle(out)
         return future
@@ -323,18 +316,27 @@ class Runner:
                     other.blocked_by = None
                     other.live = True
                     self._live += 1
-            entry.generation = generation
-            entry.blocked_by = None
-            if not entry.live:
-                entry.live = True
-                self._live += 1
-            future = entry.future = TaskFuture(self, task_id, generation)
-            self._collect_locked(out, None, 0, None)
-            self._dispatch_locked(False)
-            self._resolving += len(out)
+            future = self._renew_locked(entry, task_id, generation)
+            self._after_change_locked(out)
         if out:
             self._settle(out)
         return future
+
+    def _renew_locked(self, entry: _Entry, task_id: Hashable, generation: int) -> TaskFuture:
+        """Point ``entry`` at the new live version ``generation`` and give it a fresh future."""
+        entry.generation = generation
+        entry.blocked_by = None
+        if not entry.live:
+            entry.live = True
+            self._live += 1
+        future = entry.future = TaskFuture(self, task_id, generation)
+        return future
+
+    def _after_change_locked(self, out: list[_Settlement]) -> None:
+        """After a submission or retry: resolve what ended, hand out what became claimable."""
+        self._collect_locked(out, None, 0, None)
+        self._dispatch_locked(False)
+        self._resolving += len(out)
 
     def future(self, task_id: Hashable) -> TaskFuture:
         """Return the future of the current version of ``task_id`` (made now if need be).
