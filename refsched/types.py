@@ -135,7 +135,3 @@ class Snapshot:
     def _fields(self) -> dict[str, Any]:
         return {"started": self.started, "closed": self.closed, "next_seq": self.next_seq,
                 "tasks": self.tasks}
-
-    def state_of(self, task_id: Hashable) -> TaskState | None:
-        view = self.tasks.get(task_id)
-        return None if view is None else view.state

@@ -50,6 +50,10 @@ def test_checked_action_properties_are_the_models() -> None:
     assert cfg_section("MCScheduler.cfg", "PROPERTIES") == set(ACTION_PROPERTIES)
 
 
+def test_liveness_config_checks_every_version_ends() -> None:
+    assert cfg_section("MCSchedulerLiveness.cfg", "PROPERTIES") == {"EveryVersionEnds"}
+
+
 def test_every_named_invariant_is_defined_in_the_spec() -> None:
     text = (SPEC / "Scheduler.tla").read_text()
     for name in [*INVARIANTS, *ACTION_PROPERTIES, "EveryVersionEnds"]:
