@@ -194,9 +194,14 @@ def _callback_refusal(s: Snapshot, call: str, task_id: Hashable, generation: int
 
 @dataclass(frozen=True)
 class Action:
-    """A spec action: its name, when it is enabled, and its step."""
+    """A spec action: its name, its parameters' names in the spec, when it is enabled, its step.
+
+    ``refusal`` and ``step`` take the parameters in the order of ``params``; Claim also takes
+    the constant ``MaxConcurrency`` after ``k``.
+    """
 
     name: str
+    params: tuple[str, ...]
     refusal: Callable[..., Refusal | None]
     step: Callable[..., Snapshot]
 
@@ -385,18 +390,18 @@ def _unchanged(s: Snapshot, *args: Any) -> Snapshot:
     return s
 
 
-Submit = Action("Submit", submit_refusal, submit_step)
-Start = Action("Start", start_refusal, start_step)
-Claim = Action("Claim", claim_refusal, claim_step)
-Complete = Action("Complete", complete_refusal, complete_step)
-Fail = Action("Fail", fail_refusal, fail_step)
-Cancel = Action("Cancel", cancel_refusal, cancel_step)
-AcknowledgeCancel = Action("AcknowledgeCancel", acknowledge_cancel_refusal,
+Submit = Action("Submit", ("t", "D"), submit_refusal, submit_step)
+Start = Action("Start", (), start_refusal, start_step)
+Claim = Action("Claim", ("k",), claim_refusal, claim_step)
+Complete = Action("Complete", ("t", "g"), complete_refusal, complete_step)
+Fail = Action("Fail", ("t", "g"), fail_refusal, fail_step)
+Cancel = Action("Cancel", ("t",), cancel_refusal, cancel_step)
+AcknowledgeCancel = Action("AcknowledgeCancel", ("t", "g"), acknowledge_cancel_refusal,
                            acknowledge_cancel_step)
-Retry = Action("Retry", retry_refusal, retry_step)
-Close = Action("Close", close_refusal, close_step)
-StaleCallback = Action("StaleCallback", stale_callback_refusal, _unchanged)
-RepeatedCallback = Action("RepeatedCallback", repeated_callback_refusal, _unchanged)
+Retry = Action("Retry", ("t",), retry_refusal, retry_step)
+Close = Action("Close", ("cancelPending",), close_refusal, close_step)
+StaleCallback = Action("StaleCallback", ("t", "g"), stale_callback_refusal, _unchanged)
+RepeatedCallback = Action("RepeatedCallback", ("t",), repeated_callback_refusal, _unchanged)
 
 ACTIONS: dict[str, Action] = {a.name: a for a in (
     Submit, Start, Claim, Complete, Fail, Cancel, AcknowledgeCancel, Retry, Close,

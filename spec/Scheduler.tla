@@ -271,6 +271,12 @@ StaleCallback(t, g) ==
     /\ UNCHANGED vars
 \* A callback naming a generation of t that is not the current one: rejected, no change.
 
+AnyStaleCallback(t) ==
+    \E g \in (0..(generation[t] + 1)) \ {generation[t]} : StaleCallback(t, g)
+\* StaleCallback for the older generations of t, 0 and the next one.  TLC names a step
+\* after the innermost operator it reaches before a quantifier whose range depends on
+\* the state, so in a state-graph dump these steps are labelled AnyStaleCallback.
+
 RepeatedCallback(t) ==
     /\ state[t] \in TerminalStates
     /\ UNCHANGED vars
@@ -286,10 +292,9 @@ Next ==
     \/ \E t \in Tasks : AcknowledgeCancel(t, generation[t])
     \/ \E t \in Tasks : Retry(t)
     \/ \E c \in BOOLEAN : Close(c)
-    \/ \E t \in Tasks :
-           \E g \in (0..(generation[t] + 1)) \ {generation[t]} : StaleCallback(t, g)
+    \/ \E t \in Tasks : AnyStaleCallback(t)
     \/ \E t \in Tasks : RepeatedCallback(t)
-\* Any one call.  Stale callbacks range over the older generations, 0 and the next one.
+\* Any one call.
 
 Spec == Init /\ [][Next]_vars
 \* Every behaviour of the scheduler, without fairness.

@@ -1,0 +1,144 @@
+"""The spec's ``Next`` over finite constants, and the state graph it spans.
+
+:func:`next_steps` enumerates ``Next`` exactly as ``spec/Scheduler.tla`` writes it: every
+action, every parameter value its quantifiers range over, one step per enabled instance (so
+two instances that reach the same state are two edges, as in TLC's graph). :func:`explore`
+is a breadth-first search of those steps under ``MCScheduler``'s ``GenerationBound``
+constraint: a state past the bound is neither kept nor explored, and edges into it are not
+edges of the graph (TLC does the same).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+from refsched.types import Snapshot
+
+from .actions import ACTIONS, INITIAL, Action
+
+__all__ = [
+    "Edge", "ModelGraph", "action_args", "describe", "explore", "next_steps", "within_bound",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """One step of ``Next``: ``action(params)`` takes ``source`` to ``target``."""
+
+    source: Snapshot
+    action: str
+    params: tuple[tuple[str, Any], ...]  # (spec parameter name, value), in the action's order
+    target: Snapshot
+
+    @property
+    def param_map(self) -> dict[str, Any]:
+        return dict(self.params)
+
+
+def action_args(action: Action, params: Mapping[str, Any], max_concurrency: int) -> tuple[Any, ...]:
+    """The positional arguments of ``action.refusal`` / ``action.step`` for spec parameters."""
+    args = tuple(params[name] for name in action.params)
+    return (*args, max_concurrency) if action.name == "Claim" else args
+
+
+def _subsets(items: Sequence[Hashable]) -> Iterator[frozenset[Hashable]]:
+    for size in range(len(items) + 1):
+        for combo in combinations(items, size):
+            yield frozenset(combo)
+
+
+def _instances(s: Snapshot, tasks: Sequence[Hashable],
+               max_concurrency: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every (action, parameters) the disjuncts of ``Next`` quantify over in state ``s``."""
+    def generation(t: Hashable) -> int:
+        view = s.tasks.get(t)
+        return 0 if view is None else view.generation
+
+    for t in tasks:
+        for deps in _subsets([x for x in tasks if x != t]):
+            yield "Submit", {"t": t, "D": deps}
+    yield "Start", {}
+    for k in range(1, max_concurrency + 1):
+        yield "Claim", {"k": k}
+    for name in ("Complete", "Fail"):
+        for t in tasks:
+            yield name, {"t": t, "g": generation(t)}
+    for t in tasks:
+        yield "Cancel", {"t": t}
+    for t in tasks:
+        yield "AcknowledgeCancel", {"t": t, "g": generation(t)}
+    for t in tasks:
+        yield "Retry", {"t": t}
+    for cancel_pending in (False, True):
+        yield "Close", {"cancelPending": cancel_pending}
+    for t in tasks:
+        current = generation(t)
+        for g in range(current + 2):
+            if g != current:
+                yield "StaleCallback", {"t": t, "g": g}
+    for t in tasks:
+        yield "RepeatedCallback", {"t": t}
+
+
+def next_steps(s: Snapshot, tasks: Sequence[Hashable],
+               max_concurrency: int) -> Iterator[tuple[str, dict[str, Any], Snapshot]]:
+    """Every enabled instance of ``Next`` in ``s``: (action name, parameters, next state).
+
+    An id outside the model's vocabulary (never submitted) is absent: the actions on it that
+    need a current version are not enabled, exactly as in the spec.
+    """
+    for name, params in _instances(s, tasks, max_concurrency):
+        action = ACTIONS[name]
+        args = action_args(action, params, max_concurrency)
+        if action.refusal(s, *args) is None:
+            yield name, params, action.step(s, *args)
+
+
+def within_bound(s: Snapshot, max_generation: int) -> bool:
+    """``MCScheduler``'s ``GenerationBound``: no id has more than ``max_generation`` versions."""
+    return all(v.generation <= max_generation for v in s.tasks.values())
+
+
+@dataclass
+class ModelGraph:
+    """The states reachable by :func:`next_steps` from ``INITIAL``, and every edge between them."""
+
+    initial: Snapshot
+    depth: dict[Snapshot, int] = field(default_factory=dict)  # BFS level, initial state = 1
+    edges: dict[Snapshot, list[Edge]] = field(default_factory=dict)  # by source, in Next order
+
+    @property
+    def edge_count(self) -> int:
+        return sum(len(out) for out in self.edges.values())
+
+
+def explore(tasks: Sequence[Hashable], max_concurrency: int, max_generation: int,
+            initial: Snapshot = INITIAL) -> ModelGraph:
+    """Breadth-first search of ``Next`` under ``GenerationBound``, as TLC explores the spec."""
+    graph = ModelGraph(initial=initial, depth={initial: 1})
+    frontier = deque([initial])
+    while frontier:
+        s = frontier.popleft()
+        out: list[Edge] = []
+        for name, params, t in next_steps(s, tasks, max_concurrency):
+            if not within_bound(t, max_generation):
+                continue
+            out.append(Edge(s, name, tuple(params.items()), t))
+            if t not in graph.depth:
+                graph.depth[t] = graph.depth[s] + 1
+                frontier.append(t)
+        graph.edges[s] = out
+    return graph
+
+
+def describe(action: str, params: Mapping[str, Any]) -> str:
+    """``Submit(t=a, D={b})``: an action instance as people read it."""
+    def show(v: Any) -> str:
+        if isinstance(v, frozenset):
+            return "{" + ", ".join(sorted(map(str, v))) + "}"
+        return str(v)
+    return f"{action}(" + ", ".join(f"{k}={show(v)}" for k, v in params.items()) + ")"

@@ -1,0 +1,251 @@
+"""Traces of the spec in ITF, the Informal Trace Format of Apalache and Quint.
+
+One trace is one JSON object (ADR-015)::
+
+    {"#meta": {"format": "ITF", "name": "cover-00001", "source": "...",
+               "constants": {"Tasks": ["a", "b"], "MaxConcurrency": 2}},
+     "params": [],
+     "vars": ["started", ..., "seq", "mbt::actionTaken", "mbt::nondetPicks"],
+     "states": [{"#meta": {"index": 0}, "started": false, ...,
+                 "mbt::actionTaken": "init",
+                 "mbt::nondetPicks": {"t": {"tag": "None", "value": {"#tup": []}}, ...}},
+                ...],
+     "loop": null}
+
+Every state holds the spec's eleven variables (sets as ``#set``, functions as ``#map``,
+integers as ``#bigint``, ``NoTask`` as the string ``"NoTask"``) and, following Quint's
+model-based-testing convention, the action that produced it (``mbt::actionTaken``; ``"init"``
+for the first state) and that action's parameters (``mbt::nondetPicks``: a record with a
+``{"tag": "Some", "value": v}`` field for each parameter the action takes, named as in the
+spec: ``t``, ``D``, ``k``, ``g``, ``cancelPending``). Parameters the action does not take
+are left out rather than written as ``None``: readers such as itf-py 0.5 cannot decode a
+variant tagged ``None``. Reading accepts both, and plain values too. A bundle is a file of such objects, one per line (``.jsonl``,
+optionally gzipped: ``.jsonl.gz``); a single trace may also be a plain ``.itf.json`` file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .specstate import SPEC_VARIABLES
+from .tla import Function, ModelValue
+
+__all__ = [
+    "ACTION_TAKEN",
+    "NONDET_PICKS",
+    "PARAMETERS",
+    "Step",
+    "Trace",
+    "TraceFormatError",
+    "decode_value",
+    "encode_value",
+    "read_traces",
+    "trace_from_itf",
+    "trace_to_itf",
+    "write_traces",
+]
+
+ACTION_TAKEN = "mbt::actionTaken"
+NONDET_PICKS = "mbt::nondetPicks"
+PARAMETERS = ("t", "D", "k", "g", "cancelPending")
+"""Every parameter name the spec's actions take."""
+
+
+class TraceFormatError(ValueError):
+    """A file or object that is not an ITF trace of the spec's variables."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a trace: ``action(params)`` led to ``state`` (the spec's variables)."""
+
+    action: str
+    params: Mapping[str, Any]
+    state: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A behaviour of the spec: an initial state and the steps taken from it."""
+
+    name: str
+    constants: Mapping[str, Any]  # "Tasks": list of ids, "MaxConcurrency": int
+    initial: Mapping[str, Any]
+    steps: Sequence[Step]
+    meta: Mapping[str, Any] = field(default_factory=dict)  # anything else for #meta
+
+    @property
+    def states(self) -> list[Mapping[str, Any]]:
+        return [self.initial, *(step.state for step in self.steps)]
+
+
+def encode_value(value: Any) -> Any:
+    """A Python value (as :mod:`refsched.verify.tla` reads TLA+) as ITF JSON."""
+    if isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        return {"#bigint": str(value)}
+    if isinstance(value, ModelValue):
+        return value.name
+    if isinstance(value, frozenset | set):
+        return {"#set": sorted((encode_value(v) for v in value), key=_order)}
+    if isinstance(value, tuple | list):
+        return [encode_value(v) for v in value]
+    if isinstance(value, Mapping):
+        pairs = [[encode_value(k), encode_value(v)] for k, v in value.items()]
+        return {"#map": sorted(pairs, key=lambda kv: _order(kv[0]))}
+    raise TraceFormatError(f"no ITF value for {value!r} ({type(value).__name__})")
+
+
+def _order(encoded: Any) -> str:
+    return json.dumps(encoded, sort_keys=True)
+
+
+def decode_value(value: Any) -> Any:
+    """ITF JSON as a Python value: ``#map`` and records as Function, ``#set`` as frozenset."""
+    if isinstance(value, bool | str | int):
+        return value
+    if isinstance(value, list):
+        return tuple(decode_value(v) for v in value)
+    if isinstance(value, dict):
+        if "#bigint" in value:
+            return int(value["#bigint"])
+        if "#set" in value:
+            return frozenset(decode_value(v) for v in value["#set"])
+        if "#map" in value:
+            return Function({decode_value(k): decode_value(v) for k, v in value["#map"]})
+        if "#tup" in value:
+            return tuple(decode_value(v) for v in value["#tup"])
+        if "#unserializable" in value:
+            raise TraceFormatError(f"unserializable value {value['#unserializable']!r}")
+        return Function({k: decode_value(v) for k, v in value.items()})
+    raise TraceFormatError(f"not an ITF value: {value!r}")
+
+
+def _picks(params: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = set(params) - set(PARAMETERS)
+    if unknown:
+        raise TraceFormatError(f"unknown action parameters {sorted(unknown)}")
+    return {name: {"tag": "Some", "value": encode_value(params[name])}
+            for name in PARAMETERS if name in params}
+
+
+def _state_json(index: int, state: Mapping[str, Any], action: str,
+                params: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"#meta": {"index": index}}
+    out.update({name: encode_value(state[name]) for name in SPEC_VARIABLES if name in state})
+    out[ACTION_TAKEN] = action
+    out[NONDET_PICKS] = _picks(params)
+    return out
+
+
+def trace_to_itf(trace: Trace) -> dict[str, Any]:
+    """The ITF object of ``trace``."""
+    meta = {"format": "ITF", "name": trace.name,
+            "constants": {k: _plain(v) for k, v in trace.constants.items()}, **trace.meta}
+    states = [_state_json(0, trace.initial, "init", {})]
+    states += [_state_json(i, step.state, step.action, step.params)
+               for i, step in enumerate(trace.steps, start=1)]
+    return {"#meta": meta, "params": [], "vars": [*SPEC_VARIABLES, ACTION_TAKEN, NONDET_PICKS],
+            "states": states, "loop": None}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, frozenset | set | tuple | list):
+        return [_plain(v) for v in sorted(value, key=repr)] if isinstance(
+            value, frozenset | set) else [_plain(v) for v in value]
+    return value
+
+
+def _decode_picks(raw: Any, where: str) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise TraceFormatError(f"{where}: {NONDET_PICKS} is not a record")
+    params: dict[str, Any] = {}
+    for name, pick in raw.items():
+        if isinstance(pick, dict) and set(pick) == {"tag", "value"}:
+            if pick["tag"] == "Some":
+                params[name] = decode_value(pick["value"])
+            elif pick["tag"] != "None":
+                raise TraceFormatError(f"{where}: pick {name} has tag {pick['tag']!r}")
+        else:  # a plain value: the parameter was picked
+            params[name] = decode_value(pick)
+    return params
+
+
+def trace_from_itf(doc: Mapping[str, Any], default_name: str = "trace") -> Trace:
+    """A :class:`Trace` from an ITF object. Variables a state omits are simply not recorded."""
+    if not isinstance(doc, Mapping) or not isinstance(doc.get("states"), list):
+        raise TraceFormatError("not an ITF trace: no 'states' list")
+    meta = dict(doc.get("#meta") or {})
+    name = str(meta.pop("name", default_name))
+    constants = dict(meta.pop("constants", {}) or {})
+    meta.pop("format", None)
+    raw_states = doc["states"]
+    if not raw_states:
+        raise TraceFormatError(f"{name}: the trace has no states")
+    states: list[dict[str, Any]] = []
+    steps: list[Step] = []
+    for index, raw in enumerate(raw_states):
+        where = f"{name}, state {index}"
+        if not isinstance(raw, dict):
+            raise TraceFormatError(f"{where}: not an object")
+        state = {k: decode_value(v) for k, v in raw.items()
+                 if k in SPEC_VARIABLES}
+        states.append(state)
+        if index == 0:
+            continue
+        action = raw.get(ACTION_TAKEN)
+        if not isinstance(action, str):
+            raise TraceFormatError(f"{where}: no {ACTION_TAKEN}")
+        steps.append(Step(action, _decode_picks(raw.get(NONDET_PICKS), where), state))
+    return Trace(name=name, constants=constants, initial=states[0], steps=tuple(steps), meta=meta)
+
+
+def _open_text(path: Path, mode: str) -> Any:
+    if path.suffix == ".gz":
+        return gzip.open(path, mode + "t", encoding="utf-8")
+    return path.open(mode, encoding="utf-8")
+
+
+def read_traces(path: str | Path) -> list[Trace]:
+    """Every trace in ``path``: a ``.jsonl``/``.jsonl.gz`` bundle or a single ITF JSON file."""
+    path = Path(path)
+    try:
+        with _open_text(path, "r") as handle:
+            text = handle.read()
+    except (OSError, EOFError) as exc:
+        raise TraceFormatError(f"{path}: {exc}") from None
+    stripped = text.lstrip()
+    docs: list[tuple[str, Any]] = []
+    try:
+        if stripped.startswith("{") and ".jsonl" not in path.name:
+            docs.append((path.stem, json.loads(text)))
+        else:
+            for number, line in enumerate(text.splitlines(), start=1):
+                if line.strip():
+                    docs.append((f"{path.name}:{number}", json.loads(line)))
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(f"{path}: not JSON: {exc}") from None
+    return [trace_from_itf(doc, default_name=name) for name, doc in docs]
+
+
+def write_traces(path: str | Path, traces: Iterable[Trace]) -> int:
+    """Write ``traces`` as a bundle (one ITF object per line); gzipped if ``path`` ends .gz.
+
+    The gzip header carries no timestamp, so the same traces always give the same bytes.
+    """
+    path = Path(path)
+    lines = [json.dumps(trace_to_itf(t), separators=(",", ":"), sort_keys=True)
+             for t in traces]
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    if path.suffix == ".gz":
+        data = gzip.compress(data, compresslevel=9, mtime=0)
+    path.write_bytes(data)
+    return len(lines)

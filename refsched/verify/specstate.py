@@ -1,0 +1,130 @@
+"""A :class:`~refsched.types.Snapshot` as the variables of ``spec/Scheduler.tla``, and back.
+
+The spec keeps a value for every id of the constant ``Tasks``: an id never submitted has
+generation 0, state ``"absent"``, no deps, blockedBy ``NoTask`` and zeros elsewhere. A
+Snapshot lists only submitted ids. :func:`spec_state` adds the absent ids of a given
+``Tasks``; :func:`snapshot_of` drops them, and refuses a state that is not of that shape
+(so a malformed trace state is an error, never a silently different snapshot).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
+
+from refsched.types import Snapshot, TaskState, VersionView
+
+from .tla import Function, ModelValue
+
+__all__ = [
+    "NO_TASK",
+    "SPEC_VARIABLES",
+    "SpecStateError",
+    "snapshot_of",
+    "spec_state",
+    "task_ids",
+]
+
+SPEC_VARIABLES = (
+    "started", "closed", "nextSeq", "generation", "state", "deps", "remainingDeps",
+    "blockedBy", "cancelRequested", "claims", "seq",
+)
+"""The spec's variables, in the order of its ``VARIABLES`` declaration."""
+
+NO_TASK = ModelValue("NoTask")
+"""The spec's ``NoTask``: blockedBy of a version that is not blocked."""
+
+_PER_TASK = SPEC_VARIABLES[3:]
+_ABSENT = {
+    "generation": 0, "state": "absent", "deps": frozenset(), "remainingDeps": 0,
+    "blockedBy": NO_TASK, "cancelRequested": False, "claims": 0, "seq": 0,
+}
+
+
+class SpecStateError(ValueError):
+    """A state that is not a value of the spec's variables (a missing variable, a bad value)."""
+
+
+def _is_no_task(value: Any) -> bool:
+    # ITF has no model values: traces write NoTask as the string "NoTask".
+    return value == NO_TASK or value == NO_TASK.name
+
+
+def spec_state(snapshot: Snapshot, tasks: Iterable[Hashable]) -> dict[str, Any]:
+    """The spec's variables for ``snapshot`` over the ids ``tasks`` (a superset of its ids)."""
+    ids = list(tasks)
+    unknown = [t for t in snapshot.tasks if t not in ids]
+    if unknown:
+        raise SpecStateError(f"ids {unknown!r} are not in Tasks {ids!r}")
+    per_task: dict[str, dict[Hashable, Any]] = {name: {} for name in _PER_TASK}
+    for t in ids:
+        view = snapshot.tasks.get(t)
+        if view is None:
+            for name in _PER_TASK:
+                per_task[name][t] = _ABSENT[name]
+            continue
+        per_task["generation"][t] = view.generation
+        per_task["state"][t] = view.state.value
+        per_task["deps"][t] = frozenset(view.deps)
+        per_task["remainingDeps"][t] = view.remaining_deps
+        per_task["blockedBy"][t] = NO_TASK if view.blocked_by is None else view.blocked_by
+        per_task["cancelRequested"][t] = view.cancel_requested
+        per_task["claims"][t] = view.claims
+        per_task["seq"][t] = view.seq
+    state: dict[str, Any] = {
+        "started": snapshot.started, "closed": snapshot.closed, "nextSeq": snapshot.next_seq,
+    }
+    state.update({name: Function(per_task[name]) for name in _PER_TASK})
+    return {name: state[name] for name in SPEC_VARIABLES}
+
+
+def task_ids(state: Mapping[str, Any]) -> list[Hashable]:
+    """The ids a spec state speaks of (the domain of its per-id variables)."""
+    generation = state.get("generation")
+    if not isinstance(generation, Mapping):
+        raise SpecStateError("the state has no 'generation' function")
+    return list(generation)
+
+
+def _task_id(value: Any) -> Hashable:
+    # TLC prints the ids of a model-checking instance as model values; the model uses names.
+    return value.name if isinstance(value, ModelValue) else value
+
+
+def snapshot_of(state: Mapping[str, Any]) -> Snapshot:
+    """The Snapshot a spec state stands for. Raises :class:`SpecStateError` if malformed."""
+    missing = [name for name in SPEC_VARIABLES if name not in state]
+    if missing:
+        raise SpecStateError(f"the state lacks the variables {missing}")
+    ids = task_ids(state)
+    for name in _PER_TASK:
+        if not isinstance(state[name], Mapping) or set(state[name]) != set(ids):
+            raise SpecStateError(f"{name} is not a function over the ids {ids!r}")
+    tasks: dict[Hashable, VersionView] = {}
+    for t in ids:
+        row = {name: state[name][t] for name in _PER_TASK}
+        if row["generation"] == 0:
+            absent = {**_ABSENT, "blockedBy": row["blockedBy"]}
+            if row != absent or not _is_no_task(row["blockedBy"]):
+                raise SpecStateError(f"id {t!r} has generation 0 but is not absent: {row}")
+            continue
+        try:
+            task_state = TaskState(row["state"])
+        except ValueError:
+            raise SpecStateError(f"id {t!r} has state {row['state']!r}") from None
+        blocked_by = row["blockedBy"]
+        tasks[_task_id(t)] = VersionView(
+            generation=row["generation"],
+            state=task_state,
+            deps=frozenset(_task_id(d) for d in row["deps"]),
+            remaining_deps=row["remainingDeps"],
+            blocked_by=None if _is_no_task(blocked_by) else _task_id(blocked_by),
+            cancel_requested=row["cancelRequested"],
+            claims=row["claims"],
+            seq=row["seq"],
+        )
+    for name in ("started", "closed"):
+        if not isinstance(state[name], bool):
+            raise SpecStateError(f"{name} is {state[name]!r}, not a boolean")
+    return Snapshot(started=state["started"], closed=state["closed"],
+                    next_seq=state["nextSeq"], tasks=tasks)
