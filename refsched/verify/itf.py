@@ -19,8 +19,9 @@ for the first state) and that action's parameters (``mbt::nondetPicks``: a recor
 ``{"tag": "Some", "value": v}`` field for each parameter the action takes, named as in the
 spec: ``t``, ``D``, ``k``, ``g``, ``cancelPending``). Parameters the action does not take
 are left out rather than written as ``None``: readers such as itf-py 0.5 cannot decode a
-variant tagged ``None``. Reading accepts both, and plain values too. A bundle is a file of such objects, one per line (``.jsonl``,
-optionally gzipped: ``.jsonl.gz``); a single trace may also be a plain ``.itf.json`` file.
+variant tagged ``None``. Reading accepts both, and plain values too. A bundle is a file of
+such objects, one per line (``.jsonl``, optionally gzipped: ``.jsonl.gz``); a single trace
+may also be a plain ``.itf.json`` file.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ class SpecStateError(ValueError):
 
 def _is_no_task(value: Any) -> bool:
     # ITF has no model values: traces write NoTask as the string "NoTask".
-    return value == NO_TASK or value == NO_TASK.name
+    return bool(value == NO_TASK or value == NO_TASK.name)
 
 
 def spec_state(snapshot: Snapshot, tasks: Iterable[Hashable]) -> dict[str, Any]:

@@ -45,7 +45,7 @@ class ModelValue:
 class Function(Mapping[Any, Any]):
     """An immutable, hashable TLA+ function (or record): equal when the mappings are equal."""
 
-    __slots__ = ("_items", "_hash")
+    __slots__ = ("_hash", "_items")
 
     def __init__(self, items: Mapping[Any, Any] | None = None) -> None:
         self._items: dict[Any, Any] = dict(items or {})
