@@ -17,6 +17,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 import refsched
@@ -182,6 +183,49 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if outcomes and passed == len(outcomes) else 1
 
 
+def _graph_progress(progress: Progress) -> Callable[[str], None]:
+    def on_line(line: str) -> None:
+        if line.startswith(("Progress", "Computing", "Starting", "Finished")):
+            progress.update(f"  TLC: {line.strip()}")
+    return on_line
+
+
+def cmd_traces(args: argparse.Namespace) -> int:
+    from refsched.verify import corpus, stategraph
+
+    progress = Progress(sys.stderr, quiet=args.quiet)
+    started = time.monotonic()
+    progress.update(f"  TLC: dumping the state graph of spec/{stategraph.TRACES_CONFIG}",
+                    force=True)
+    try:
+        graph = stategraph.tlc_graph(workers=args.workers, on_line=_graph_progress(progress))
+    except stategraph.GraphMismatch as e:
+        progress.done(f"FAIL model = spec: {e}")
+        return 1
+    progress.done(f"ok   model = spec: {graph.state_count:,} states and {graph.edge_count:,} "
+                  f"labelled edges, the same in TLC's graph and the model's "
+                  f"[{time.monotonic() - started:.1f}s]")
+    directory = Path(args.output) if args.output else None
+    if args.check:
+        try:
+            check = corpus.check_corpus(graph, directory)
+        except corpus.CorpusMismatch as e:
+            progress.done(f"FAIL corpus: {e}")
+            return 1
+        m = check.manifest
+        progress.done(f"ok   corpus: {corpus.traces_dir() if directory is None else directory} "
+                      f"is current: {m['traces']:,} traces, {m['steps']:,} steps covering "
+                      f"{m['edges']:,} edges")
+        return 0
+    manifest = corpus.write_corpus(graph, directory)
+    where = directory or corpus.traces_dir()
+    size = (where / corpus.BUNDLE).stat().st_size
+    progress.done(f"wrote {where / corpus.BUNDLE}: {manifest['traces']:,} traces, "
+                  f"{manifest['steps']:,} steps covering all {manifest['edges']:,} edges "
+                  f"({size / 1e6:.1f} MB) [{time.monotonic() - started:.1f}s]")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refsched",
@@ -208,6 +252,22 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--fail-fast", action="store_true", help="stop at the first failed check")
     verify.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     verify.set_defaults(handler=cmd_verify)
+
+    traces = commands.add_parser(
+        "traces",
+        help="check model = spec on TLC's state graph and write the edge-covering trace corpus",
+        description="Dump TLC's state graph of spec/MCSchedulerTraces.cfg, check that a "
+                    "breadth-first search of the reference model yields exactly its states and "
+                    "labelled edges, and write traces that cover every edge to traces/ "
+                    "(ITF, one trace per line, gzipped) with a MANIFEST.json.")
+    traces.add_argument("--check", action="store_true",
+                        help="write nothing; fail unless the committed corpus is current")
+    traces.add_argument("-o", "--output", metavar="DIR",
+                        help="the corpus folder (default: traces/ beside spec/)")
+    traces.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
+                        help="TLC worker threads (default: one per core)")
+    traces.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    traces.set_defaults(handler=cmd_traces)
     return parser
 
 

@@ -44,6 +44,7 @@ __all__ = [
     "Trace",
     "TraceFormatError",
     "decode_value",
+    "encode_bundle",
     "encode_value",
     "read_traces",
     "trace_from_itf",
@@ -136,21 +137,30 @@ def _picks(params: Mapping[str, Any]) -> dict[str, Any]:
             for name in PARAMETERS if name in params}
 
 
-def _state_json(index: int, state: Mapping[str, Any], action: str,
-                params: Mapping[str, Any]) -> dict[str, Any]:
+def _state_json(index: int, state: Mapping[str, Any], action: str, params: Mapping[str, Any],
+                cache: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"#meta": {"index": index}}
-    out.update({name: encode_value(state[name]) for name in SPEC_VARIABLES if name in state})
+    encoded = None if cache is None else cache.get(id(state))
+    if encoded is None:
+        encoded = {name: encode_value(state[name]) for name in SPEC_VARIABLES if name in state}
+        if cache is not None:
+            cache[id(state)] = encoded
+    out.update(encoded)
     out[ACTION_TAKEN] = action
     out[NONDET_PICKS] = _picks(params)
     return out
 
 
-def trace_to_itf(trace: Trace) -> dict[str, Any]:
-    """The ITF object of ``trace``."""
+def trace_to_itf(trace: Trace, cache: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The ITF object of ``trace``.
+
+    ``cache`` (keyed by ``id`` of a state mapping) saves encoding a state object again when
+    many traces share it; it is only valid while those state objects are alive and unchanged.
+    """
     meta = {"format": "ITF", "name": trace.name,
             "constants": {k: _plain(v) for k, v in trace.constants.items()}, **trace.meta}
-    states = [_state_json(0, trace.initial, "init", {})]
-    states += [_state_json(i, step.state, step.action, step.params)
+    states = [_state_json(0, trace.initial, "init", {}, cache)]
+    states += [_state_json(i, step.state, step.action, step.params, cache)
                for i, step in enumerate(trace.steps, start=1)]
     return {"#meta": meta, "params": [], "vars": [*SPEC_VARIABLES, ACTION_TAKEN, NONDET_PICKS],
             "states": states, "loop": None}
@@ -237,16 +247,20 @@ def read_traces(path: str | Path) -> list[Trace]:
     return [trace_from_itf(doc, default_name=name) for name, doc in docs]
 
 
-def write_traces(path: str | Path, traces: Iterable[Trace]) -> int:
-    """Write ``traces`` as a bundle (one ITF object per line); gzipped if ``path`` ends .gz.
+def encode_bundle(traces: Iterable[Trace], *, compress: bool = True) -> bytes:
+    """The bytes of a bundle of ``traces``, one ITF object per line, gzipped by default.
 
     The gzip header carries no timestamp, so the same traces always give the same bytes.
     """
-    path = Path(path)
-    lines = [json.dumps(trace_to_itf(t), separators=(",", ":"), sort_keys=True)
+    traces = list(traces)  # keeps every state object alive while the cache names it
+    cache: dict[int, dict[str, Any]] = {}
+    lines = [json.dumps(trace_to_itf(t, cache), separators=(",", ":"), sort_keys=True)
              for t in traces]
     data = ("\n".join(lines) + "\n").encode("utf-8")
-    if path.suffix == ".gz":
-        data = gzip.compress(data, compresslevel=9, mtime=0)
-    path.write_bytes(data)
-    return len(lines)
+    return gzip.compress(data, compresslevel=9, mtime=0) if compress else data
+
+
+def write_traces(path: str | Path, traces: Iterable[Trace]) -> None:
+    """Write ``traces`` as a bundle to ``path``, gzipped when it ends with ``.gz``."""
+    path = Path(path)
+    path.write_bytes(encode_bundle(traces, compress=path.suffix == ".gz"))

@@ -1,0 +1,216 @@
+"""The trace corpus: a set of behaviours that together take every edge of TLC's state graph.
+
+:func:`path_cover` turns a matched :class:`~refsched.verify.stategraph.StateGraph` into
+traces from the initial state such that every edge (with its multiplicity: two action
+instances between the same states are two edges) lies on at least one trace. Each trace
+starts with the shortest path to its first uncovered edge, then keeps taking uncovered
+edges while it can, self-loops first (they cost one state and leave the walk where it is).
+Everything here is deterministic: the same spec and model always give the same bytes.
+
+The corpus on disk is ``traces/`` (or ``$REFSCHED_TRACES_DIR``):
+
+- ``scheduler-cover.jsonl.gz``: the traces, one ITF object per line (see
+  :mod:`refsched.verify.itf`);
+- ``MANIFEST.json``: what they came from (hashes of the spec files, the constants, TLC's
+  version and figures) and what they hold (states, edges, traces, steps, the bundle's hash).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from refsched.model.graph import Edge
+from refsched.types import Snapshot
+
+from . import tlc
+from .itf import Step, Trace, encode_bundle
+from .specstate import spec_state
+from .stategraph import TRACES_CONFIG, StateGraph
+
+__all__ = [
+    "BUNDLE",
+    "MANIFEST",
+    "CorpusMismatch",
+    "CorpusCheck",
+    "check_corpus",
+    "cover_traces",
+    "manifest_for",
+    "path_cover",
+    "read_manifest",
+    "spec_hashes",
+    "traces_dir",
+    "write_corpus",
+]
+
+BUNDLE = "scheduler-cover.jsonl.gz"
+MANIFEST = "MANIFEST.json"
+SPEC_FILES = ("Scheduler.tla", "MCScheduler.tla", TRACES_CONFIG)
+
+
+class CorpusMismatch(AssertionError):
+    """The committed corpus is not the one the current spec and model produce."""
+
+
+def traces_dir() -> Path:
+    """``$REFSCHED_TRACES_DIR``, else the ``traces/`` folder beside ``spec/``."""
+    override = os.environ.get("REFSCHED_TRACES_DIR")
+    if override:
+        return Path(override)
+    return tlc.spec_dir().parent / "traces"
+
+
+def spec_hashes() -> dict[str, str]:
+    """SHA-256 of each spec file the corpus depends on."""
+    return {name: hashlib.sha256((tlc.spec_dir() / name).read_bytes()).hexdigest()
+            for name in SPEC_FILES}
+
+
+def path_cover(graph: StateGraph) -> list[list[Edge]]:
+    """Paths from the initial state that together take every edge of ``graph``."""
+    parent: dict[Snapshot, Edge] = {}
+    for source in sorted(graph.edges, key=graph.depth.__getitem__):
+        for e in graph.edges[source]:
+            if e.target not in parent and e.target != graph.initial:
+                if graph.depth[e.target] == graph.depth[source] + 1:
+                    parent[e.target] = e
+
+    def prefix(state: Snapshot) -> list[Edge]:
+        path: list[Edge] = []
+        while state != graph.initial:
+            edge = parent[state]
+            path.append(edge)
+            state = edge.source
+        return path[::-1]
+
+    # Uncovered edges of each state: self-loops first, then the rest in Next order.
+    uncovered: dict[Snapshot, list[Edge]] = {
+        s: [e for e in out if e.target == s] + [e for e in out if e.target != s]
+        for s, out in graph.edges.items()
+    }
+    by_depth = sorted(uncovered, key=graph.depth.__getitem__)
+    paths: list[list[Edge]] = []
+    for start in by_depth:
+        while uncovered[start]:
+            path = prefix(start)
+            here = start
+            while uncovered[here]:
+                todo = uncovered[here]
+                # Prefer an edge whose target still has work: the walk goes on from there.
+                pick = next((i for i, e in enumerate(todo)
+                             if e.target == here or uncovered[e.target]), 0)
+                edge = todo.pop(pick)
+                path.append(edge)
+                here = edge.target
+            paths.append(path)
+    return paths
+
+
+def cover_traces(graph: StateGraph) -> list[Trace]:
+    """The path cover as ITF traces named ``cover-00001``..., states over the instance's ids."""
+    tasks = graph.instance.tasks
+    constants = {"Tasks": list(tasks), "MaxConcurrency": graph.instance.max_concurrency}
+    converted: dict[Snapshot, dict[str, Any]] = {}
+
+    def state(s: Snapshot) -> dict[str, Any]:
+        if s not in converted:
+            converted[s] = spec_state(s, tasks)
+        return converted[s]
+
+    traces = []
+    for number, path in enumerate(path_cover(graph), start=1):
+        steps = [Step(e.action, e.param_map, state(e.target)) for e in path]
+        traces.append(Trace(f"cover-{number:05d}", constants, state(graph.initial), steps,
+                            {"source": f"spec/{TRACES_CONFIG}"}))
+    return traces
+
+
+def manifest_for(graph: StateGraph, traces: list[Trace], bundle_sha256: str) -> dict[str, Any]:
+    """The manifest recording where ``traces`` came from and what they hold."""
+    result = graph.tlc
+    return {
+        "spec": spec_hashes(),
+        "config": TRACES_CONFIG,
+        "constants": {"Tasks": list(graph.instance.tasks),
+                      "MaxConcurrency": graph.instance.max_concurrency,
+                      "MaxGeneration": graph.instance.max_generation},
+        "tlc": {
+            "version": result.version if result else None,
+            "states_generated": result.states_generated if result else None,
+            "distinct_states": result.distinct_states if result else None,
+            "depth": result.depth if result else None,
+        },
+        "states": graph.state_count,
+        "edges": graph.edge_count,
+        "traces": len(traces),
+        "steps": sum(len(t.steps) for t in traces),
+        "bundle": BUNDLE,
+        "bundle_sha256": bundle_sha256,
+    }
+
+
+def write_corpus(graph: StateGraph, directory: Path | None = None) -> dict[str, Any]:
+    """Write the bundle and the manifest to ``directory`` (default :func:`traces_dir`)."""
+    where = directory or traces_dir()
+    where.mkdir(parents=True, exist_ok=True)
+    traces = cover_traces(graph)
+    data = encode_bundle(traces)
+    (where / BUNDLE).write_bytes(data)
+    digest = hashlib.sha256(data).hexdigest()
+    manifest = manifest_for(graph, traces, digest)
+    (where / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    return manifest
+
+
+def read_manifest(directory: Path | None = None) -> dict[str, Any]:
+    path = (directory or traces_dir()) / MANIFEST
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CorpusMismatch(f"{path} does not exist: run `refsched traces` to make the "
+                             "corpus") from None
+    return data
+
+
+@dataclass(frozen=True)
+class CorpusCheck:
+    """The committed corpus compared with a fresh one."""
+
+    manifest: Mapping[str, Any]
+    fresh: Mapping[str, Any]
+
+
+def check_corpus(graph: StateGraph, directory: Path | None = None) -> CorpusCheck:
+    """Raise :class:`CorpusMismatch` unless the committed corpus is what ``graph`` gives now.
+
+    The message says which spec files changed, or which figures differ.
+    """
+    where = directory or traces_dir()
+    manifest = read_manifest(where)
+    fix = "run `refsched traces` and commit traces/"
+    changed = [name for name, digest in spec_hashes().items()
+               if manifest.get("spec", {}).get(name) != digest]
+    if changed:
+        raise CorpusMismatch(f"traces/ was made from another version of {', '.join(changed)}: "
+                             f"{fix}")
+    bundle = where / str(manifest.get("bundle", BUNDLE))
+    if not bundle.is_file():
+        raise CorpusMismatch(f"{bundle} is missing: {fix}")
+    if hashlib.sha256(bundle.read_bytes()).hexdigest() != manifest.get("bundle_sha256"):
+        raise CorpusMismatch(f"{bundle} is not the file MANIFEST.json describes: {fix}")
+    traces = cover_traces(graph)
+    fresh_digest = hashlib.sha256(encode_bundle(traces)).hexdigest()
+    fresh = manifest_for(graph, traces, fresh_digest)
+    for key in ("states", "edges", "traces", "steps"):
+        if manifest.get(key) != fresh[key]:
+            raise CorpusMismatch(f"traces/ holds {manifest.get(key)} {key}, the spec and "
+                                 f"model now give {fresh[key]}: {fix}")
+    if fresh_digest != manifest.get("bundle_sha256"):
+        raise CorpusMismatch(f"the traces the spec and model give now differ from {bundle}: "
+                             f"{fix}")
+    return CorpusCheck(manifest, fresh)

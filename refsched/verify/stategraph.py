@@ -1,0 +1,269 @@
+"""TLC's state graph of the spec, read back and matched edge for edge against the model.
+
+``tlc -dump dot,actionlabels FILE`` writes every distinct state and every edge TLC took, with
+the action's name as the edge label. The file says ``strict digraph`` but it holds parallel
+edges (two action instances reaching one state, e.g. ``Close(FALSE)`` and ``Close(TRUE)``
+with nothing waiting): it is read here as a multigraph. Labels carry no parameters, so
+:func:`match` recovers each edge's parameters by matching it against the model's successors
+(:func:`refsched.model.graph.next_steps`). The two graphs agree only when there is a
+one-to-one correspondence of states and of labelled edges, with multiplicity: that is the
+proof, on this instance, that the model and the spec are the same transition system.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from refsched.model.graph import Edge, ModelGraph, describe, explore
+from refsched.types import Snapshot
+
+from . import tlc
+from .specstate import SpecStateError, snapshot_of
+from .tla import ModelValue, TLAParseError, parse_state, parse_value
+
+__all__ = [
+    "TRACES_CONFIG",
+    "GraphMismatch",
+    "Instance",
+    "StateGraph",
+    "TLCStateGraph",
+    "dump_state_graph",
+    "load_dot",
+    "match",
+    "read_instance",
+    "tlc_graph",
+]
+
+TRACES_CONFIG = "MCSchedulerTraces.cfg"
+"""The model-checking instance whose state graph the trace corpus covers."""
+
+LABEL_ACTIONS = {"AnyStaleCallback": "StaleCallback"}
+"""Dump labels that are not the model's action name: TLC labels a step with the innermost
+operator it expands before a quantifier over a state-dependent range (see the spec)."""
+
+
+class GraphMismatch(AssertionError):
+    """TLC's state graph and the model's differ; the message names the first difference."""
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """The constants of a model-checking instance (a ``MC*.cfg`` of ``MCScheduler``)."""
+
+    tasks: tuple[str, ...]
+    max_concurrency: int
+    max_generation: int
+
+
+@dataclass
+class TLCStateGraph:
+    """A state graph as TLC dumped it: states by TLC fingerprint, and labelled edges."""
+
+    states: dict[int, Snapshot]
+    initial: list[int]
+    edges: list[tuple[int, int, str]]  # (source, target, action name), parallel edges kept
+
+
+@dataclass
+class StateGraph:
+    """The matched graph: TLC's states and edges, each edge with its recovered parameters."""
+
+    instance: Instance
+    initial: Snapshot
+    depth: dict[Snapshot, int]  # BFS level of each state, initial = 1
+    edges: dict[Snapshot, list[Edge]]  # by source, in the model's Next order
+    tlc: tlc.TLCResult | None = None  # the run that dumped it, when one did
+    dump_bytes: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def state_count(self) -> int:
+        return len(self.depth)
+
+    @property
+    def edge_count(self) -> int:
+        return sum(len(out) for out in self.edges.values())
+
+    def all_edges(self) -> list[Edge]:
+        return [e for out in self.edges.values() for e in out]
+
+
+# -- Reading the cfg and the dump ------------------------------------------------------------
+
+def read_instance(config: str | Path) -> Instance:
+    """The constants ``Tasks``, ``MaxConcurrency`` and ``MaxGeneration`` of a ``.cfg`` file."""
+    path = Path(config)
+    if not path.is_absolute() and not path.exists():
+        path = tlc.spec_dir() / path
+    text = re.sub(r"\\\*.*", "", path.read_text(encoding="utf-8"))
+    values: dict[str, Any] = {}
+    for name in ("Tasks", "MaxConcurrency", "MaxGeneration"):
+        m = re.search(rf"^\s*{name}\s*=\s*(.+?)\s*$", text, re.M)
+        if m is None:
+            raise ValueError(f"{path}: no constant {name}")
+        values[name] = parse_value(m.group(1))
+    tasks = values["Tasks"]
+    if not isinstance(tasks, frozenset) or not all(isinstance(t, ModelValue) for t in tasks):
+        raise ValueError(f"{path}: Tasks must be a set of model values")
+    return Instance(tuple(sorted(t.name for t in tasks)), values["MaxConcurrency"],
+                    values["MaxGeneration"])
+
+
+_NODE = re.compile(r'^(-?\d+) \[label="((?:[^"\\]|\\.)*)"(,style = filled)?\];?$')
+_EDGE = re.compile(r'^(-?\d+) -> (-?\d+) \[label="([^"]*)"')
+_DOT_ESCAPE = re.compile(r"\\(.)")
+
+
+def _unescape(label: str) -> str:
+    return _DOT_ESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), label)
+
+
+def load_dot(path: str | Path) -> TLCStateGraph:
+    """Read a ``-dump dot,actionlabels`` file as a multigraph of Snapshots."""
+    states: dict[int, Snapshot] = {}
+    initial: list[int] = []
+    edges: list[tuple[int, int, str]] = []
+    with Path(path).open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            line = line.rstrip("\n")
+            edge = _EDGE.match(line)
+            if edge is not None:
+                label = edge.group(3)
+                edges.append((int(edge.group(1)), int(edge.group(2)),
+                              LABEL_ACTIONS.get(label, label)))
+                continue
+            node = _NODE.match(line)
+            if node is None:
+                continue
+            try:
+                snapshot = snapshot_of(parse_state(_unescape(node.group(2))))
+            except (TLAParseError, SpecStateError) as exc:
+                raise GraphMismatch(f"{path}:{number}: a TLC state the model cannot "
+                                    f"represent: {exc}") from None
+            states[int(node.group(1))] = snapshot
+            if node.group(3):
+                initial.append(int(node.group(1)))
+    if not states:
+        raise GraphMismatch(f"{path}: no states (not a TLC -dump dot,actionlabels file?)")
+    return TLCStateGraph(states, initial, edges)
+
+
+def dump_state_graph(config: str = TRACES_CONFIG, *, workers: int = 2,
+                     on_line: Callable[[str], None] | None = None,
+                     keep: str | Path | None = None) -> tuple[TLCStateGraph, tlc.TLCResult, int]:
+    """Run TLC on ``MCScheduler`` with ``config`` and read its state graph.
+
+    Returns the graph, TLC's result and the dump's size in bytes. ``keep`` names a file to
+    keep the dump in; by default it goes to a temporary folder.
+    """
+    with tempfile.TemporaryDirectory(prefix="refsched-graph-") as scratch:
+        dump = (Path(keep) if keep is not None else Path(scratch) / "graph").resolve()
+        if dump.suffix != ".dot":  # TLC would add it
+            dump = dump.with_name(dump.name + ".dot")
+        result = tlc.run_tlc(config, "MCScheduler.tla", workers=workers, on_line=on_line,
+                             extra_args=["-deadlock", "-dump", "dot,actionlabels", str(dump)])
+        if not result.ok:
+            raise GraphMismatch(f"TLC found an error in {config}: {result.violation_kind} "
+                                f"{result.violated}\n{result.trace or result.output[-2000:]}")
+        return load_dot(dump), result, dump.stat().st_size
+
+
+# -- Matching ------------------------------------------------------------------------------
+
+def _show(s: Snapshot) -> str:
+    if not s.tasks:
+        return f"started={s.started} closed={s.closed} nextSeq={s.next_seq} (no task submitted)"
+    rows = [f"started={s.started} closed={s.closed} nextSeq={s.next_seq}"]
+    for t, v in sorted(s.tasks.items(), key=lambda kv: str(kv[0])):
+        blocked = f" blockedBy={v.blocked_by}" if v.blocked_by is not None else ""
+        rows.append(f"  {t}: gen {v.generation} {v.state.value} deps="
+                    f"{{{', '.join(sorted(map(str, v.deps)))}}} remaining={v.remaining_deps}"
+                    f"{blocked} cancelRequested={v.cancel_requested} claims={v.claims} "
+                    f"seq={v.seq}")
+    return "\n".join(rows)
+
+
+def match(dumped: TLCStateGraph, instance: Instance,
+          model: ModelGraph | None = None) -> StateGraph:
+    """Match TLC's graph against the model's over the same constants; raise on any difference.
+
+    States must be the same sets; from each state the multiset of (action, target) of TLC's
+    edges must equal the model's. The first difference (in breadth-first order) is named in
+    the :class:`GraphMismatch`. On success every TLC edge has its parameters.
+    """
+    if model is None:
+        model = explore(instance.tasks, instance.max_concurrency, instance.max_generation)
+    tlc_states = set(dumped.states.values())
+    if len(tlc_states) != len(dumped.states):
+        raise GraphMismatch("two TLC states map to one model state")
+    initial = [dumped.states[fp] for fp in dumped.initial]
+    if initial != [model.initial]:
+        raise GraphMismatch(f"initial states differ: TLC has {len(initial)}, first:\n"
+                            + "\n".join(_show(s) for s in initial[:1])
+                            + f"\nthe model's is:\n{_show(model.initial)}")
+    only_model = [s for s in model.depth if s not in tlc_states]
+    only_tlc = [s for s in tlc_states if s not in model.depth]
+    if only_model or only_tlc:
+        parts = [f"TLC has {len(tlc_states)} states, the model {len(model.depth)}."]
+        if only_model:
+            first = min(only_model, key=lambda s: model.depth[s])
+            parts.append(f"{len(only_model)} only in the model; the first (depth "
+                         f"{model.depth[first]}), reached by "
+                         f"{_reached_by(model, first)}:\n{_show(first)}")
+        if only_tlc:
+            parts.append(f"{len(only_tlc)} only in TLC; one:\n{_show(only_tlc[0])}")
+        raise GraphMismatch("\n".join(parts))
+
+    tlc_out: dict[Snapshot, Counter[tuple[str, Snapshot]]] = defaultdict(Counter)
+    for source, target, label in dumped.edges:
+        if source not in dumped.states or target not in dumped.states:
+            raise GraphMismatch(f"TLC edge {source} -> {target} names an unknown state")
+        tlc_out[dumped.states[source]][(label, dumped.states[target])] += 1
+    for s in sorted(model.depth, key=model.depth.__getitem__):
+        model_out = Counter((e.action, e.target) for e in model.edges[s])
+        if model_out != tlc_out.get(s, Counter()):
+            raise GraphMismatch(_edge_difference(s, model, model_out, tlc_out.get(s, Counter())))
+    return StateGraph(instance, model.initial, dict(model.depth), dict(model.edges))
+
+
+def _reached_by(model: ModelGraph, state: Snapshot) -> str:
+    for source, out in model.edges.items():
+        for e in out:
+            if e.target == state and model.depth[source] < model.depth[state]:
+                return describe(e.action, e.param_map)
+    return "(initial)"
+
+
+def _edge_difference(s: Snapshot, model: ModelGraph, model_out: Counter[tuple[str, Snapshot]],
+                     tlc_out: Counter[tuple[str, Snapshot]]) -> str:
+    lines = [f"edges differ from the state at depth {model.depth[s]}:", _show(s)]
+    for key in sorted(set(model_out) | set(tlc_out), key=lambda k: k[0]):
+        if model_out[key] == tlc_out[key]:
+            continue
+        action, target = key
+        instances = [describe(e.action, e.param_map) for e in model.edges[s]
+                     if (e.action, e.target) == key]
+        lines.append(f"{action}: model {model_out[key]} edge(s) "
+                     f"{', '.join(instances) or ''}, TLC {tlc_out[key]}, to:\n{_show(target)}")
+        break
+    return "\n".join(lines)
+
+
+def tlc_graph(config: str = TRACES_CONFIG, *, workers: int = 2,
+              on_line: Callable[[str], None] | None = None) -> StateGraph:
+    """Dump TLC's graph of ``config``, match it against the model, and return the match."""
+    instance = read_instance(config)
+    dumped, result, size = dump_state_graph(config, workers=workers, on_line=on_line)
+    graph = match(dumped, instance)
+    graph.tlc = result
+    graph.dump_bytes = size
+    if result.distinct_states is not None and result.distinct_states != graph.state_count:
+        raise GraphMismatch(f"TLC reported {result.distinct_states} distinct states but "
+                            f"dumped {graph.state_count}")
+    return graph
