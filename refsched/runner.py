@@ -40,7 +40,7 @@ from refsched.errors import (
     StaleGenerationError,
     UnknownTaskError,
 )
-from refsched.scheduler import TaskScheduler
+from refsched.scheduler import Recorder, TaskScheduler
 from refsched.types import Claim, CloseReport, TaskInfo, TaskState
 
 __all__ = ["CancelToken", "Runner", "TaskFuture"]
@@ -164,9 +164,13 @@ class Runner:
 
     Do not call ``wait()`` or ``close()`` (without a timeout) from inside a task's function or a
     future's done-callback: they wait for that very function or callback to finish.
+
+    ``recorder=`` is handed to the TaskScheduler underneath, which gives it every spec step it
+    takes, in the order the steps take effect (see :class:`refsched.scheduler.Recorder`).
     """
 
-    def __init__(self, max_workers: int | None = None, executor: Executor | None = None) -> None:
+    def __init__(self, max_workers: int | None = None, executor: Executor | None = None, *,
+                 recorder: Recorder | None = None) -> None:
         if max_workers is None:
             max_workers = min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's default
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
@@ -179,7 +183,7 @@ class Runner:
         self._executor = executor
         # Whether a function's token can be a live CancelToken (it runs in this process).
         self._in_process = executor is None or isinstance(executor, _ThreadPoolExecutor)
-        self._scheduler = TaskScheduler(max_workers, track_endings=True)
+        self._scheduler = TaskScheduler(max_workers, track_endings=True, recorder=recorder)
         # The runner lock guards every field below and serialises every call on the scheduler.
         self._lock = sync.Lock()
         self._work = sync.Condition(self._lock)  # workers wait here: for a claim, or for close

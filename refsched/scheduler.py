@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from refsched import sync
 from refsched.errors import (
@@ -44,6 +44,7 @@ from refsched.types import Claim, CloseReport, Snapshot, TaskInfo, TaskState, Ve
 __all__ = [
     "INVARIANTS",
     "DurationSummary",
+    "Recorder",
     "SchedulerStats",
     "TaskScheduler",
 ]
@@ -82,6 +83,20 @@ _perf_counter = time.perf_counter
 _heappush = heapq.heappush
 _heappop = heapq.heappop
 _tuple_new = tuple.__new__
+
+
+class Recorder(Protocol):
+    """Receives every spec step a TaskScheduler takes, at the step's linearization point.
+
+    ``record`` is called with the scheduler's lock held, once per step and in the order the
+    steps take effect: the action's name in spec/Scheduler.tla, its parameters named as there
+    (``t``, ``D``, ``k``, ``g``, ``cancelPending``) and the state right after the step. Calls
+    that change nothing and are not spec steps (a refused call, ``ready()`` claiming nothing,
+    a second ``close()``) are not recorded; a stale callback is (StaleCallback), though the
+    call raises. It must return quickly and must not call the scheduler: the lock is held.
+    """
+
+    def record(self, action: str, params: dict[str, Any], state: Snapshot) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,11 +210,13 @@ class TaskScheduler:
     pending/ready -> cancelled | blocked. See ``docs/semantics.md`` for the contract.
     """
 
-    def __init__(self, max_concurrency: int, *, track_endings: bool = False) -> None:
+    def __init__(self, max_concurrency: int, *, track_endings: bool = False,
+                 recorder: Recorder | None = None) -> None:
         """Build an empty, unstarted scheduler running at most ``max_concurrency`` versions.
 
-        Errors: ``max_concurrency`` not an int (bool excluded) or negative ->
-        ``InvalidArgumentError``.
+        ``track_endings`` keeps the endings ``pop_endings()`` returns; ``recorder`` is given
+        every spec step as it is taken (see :class:`Recorder`). Errors: ``max_concurrency`` not
+        an int (bool excluded) or negative -> ``InvalidArgumentError``.
         """
         if not _is_int(max_concurrency) or max_concurrency < 0:
             raise InvalidArgumentError(
@@ -207,6 +224,7 @@ class TaskScheduler:
             )
         self._max: Final = int(max_concurrency)
         self._track: Final = bool(track_endings)
+        self._recorder: Final = recorder
         # _lock guards every attribute below, and every field of every _Task.
         self._lock = sync.Lock()
         self._started = False
@@ -408,6 +426,8 @@ class TaskScheduler:
             self._n_submitted += 1
             if dead:
                 self._settle((), (rec,))
+            if self._recorder is not None:
+                self._record("Submit", {"t": task_id, "D": frozenset(dep_t)})
             return rec.generation
 
     def start(self) -> None:
@@ -448,6 +468,8 @@ class TaskScheduler:
                         f"start(): dependency cycle {_show_path(cycles[0])}{more}", cycles
                     )
             self._started = True
+            if self._recorder is not None:
+                self._record("Start", {})
 
     # ------------------------------------------------------------------ Claim
 
@@ -503,6 +525,8 @@ class TaskScheduler:
             self._running += want
             self._ready_count = available - want
             self._n_claimed += want
+            if self._recorder is not None:
+                self._record("Claim", {"k": want})
             return claims
 
     # ------------------------------------------------------------------ Callbacks
@@ -553,6 +577,8 @@ class TaskScheduler:
                         ready_at[x.seq] = x
                         newly_ready += 1
             self._ready_count += newly_ready
+            if self._recorder is not None:
+                self._record("Complete", {"t": rec.task_id, "g": rec.generation})
             return TaskState.SUCCEEDED
 
     def fail(self, task_id: Hashable, generation: int, error: Any = None) -> TaskState:
@@ -598,9 +624,14 @@ class TaskScheduler:
                 if self._track:
                     self._endings.append((rec.task_id, rec.generation, TaskState.CANCELLED))
                 self._settle((rec,), ())
+                if self._recorder is not None:
+                    self._record("Cancel", {"t": rec.task_id})
                 return TaskState.CANCELLED
-            if st == _RUNNING:
+            if st == _RUNNING and not rec.cancel_requested:
+                # A second request is no step: the spec's Cancel asks a running version once.
                 rec.cancel_requested = True
+                if self._recorder is not None:
+                    self._record("Cancel", {"t": rec.task_id})
             return _STATES[st]
 
     def retry(self, task_id: Hashable) -> int:
@@ -671,6 +702,8 @@ class TaskScheduler:
             self._n_retried += len(members)
             if doomed:
                 self._settle((), doomed)
+            if self._recorder is not None:
+                self._record("Retry", {"t": root.task_id})
             return root.generation
 
     # ------------------------------------------------------------------ Close
@@ -699,6 +732,8 @@ class TaskScheduler:
                     self._ready_count = 0
                     self._heap.clear()
                     self._ready_at.clear()
+                if self._recorder is not None:
+                    self._record("Close", {"cancelPending": bool(cancel_pending)})
             buckets: list[list[Hashable]] = [[] for _ in _STATES]
             for tid, rec in self._tasks.items():
                 buckets[rec.state].append(tid)
@@ -745,20 +780,7 @@ class TaskScheduler:
     def snapshot(self) -> Snapshot:
         """Return the spec variables as an immutable ``Snapshot`` (one ``VersionView`` per id)."""
         with self._lock:
-            views: dict[Hashable, VersionView] = {}
-            for tid, rec in self._tasks.items():
-                cause = rec.blocked_by
-                views[tid] = VersionView(
-                    rec.generation,
-                    _STATES[rec.state],
-                    frozenset(rec.deps),
-                    rec.remaining,
-                    None if cause is None else cause.task_id,
-                    rec.cancel_requested,
-                    rec.claims,
-                    rec.seq,
-                )
-            return Snapshot(self._started, self._closed, self._next_seq, MappingProxyType(views))
+            return self._snapshot_locked()
 
     def stats(self) -> SchedulerStats:
         """Return the counters and duration summaries gathered so far."""
@@ -809,6 +831,28 @@ class TaskScheduler:
 
     # ------------------------------------------------------------------ Internals
 
+    def _snapshot_locked(self) -> Snapshot:
+        """The spec variables now. Lock held."""
+        views: dict[Hashable, VersionView] = {}
+        for tid, rec in self._tasks.items():
+            cause = rec.blocked_by
+            views[tid] = VersionView(
+                rec.generation,
+                _STATES[rec.state],
+                frozenset(rec.deps),
+                rec.remaining,
+                None if cause is None else cause.task_id,
+                rec.cancel_requested,
+                rec.claims,
+                rec.seq,
+            )
+        return Snapshot(self._started, self._closed, self._next_seq, MappingProxyType(views))
+
+    def _record(self, action: str, params: dict[str, Any]) -> None:
+        """Give the step just taken to the recorder. Lock held, recorder set."""
+        assert self._recorder is not None
+        self._recorder.record(action, params, self._snapshot_locked())
+
     def _lookup(self, call: str, task_id: Hashable) -> _Task:
         """The record of ``task_id``. Lock held."""
         try:
@@ -823,6 +867,8 @@ class TaskScheduler:
         """Raise StaleGenerationError unless ``generation`` is the current one. Lock held."""
         if generation != rec.generation:
             self._n_stale += 1
+            if self._recorder is not None:
+                self._record("StaleCallback", {"t": rec.task_id, "g": generation})
             raise StaleGenerationError(
                 f"{call}({_r(rec.task_id)}, {generation}): generation {generation} is stale, "
                 f"current is {rec.generation}",
@@ -846,6 +892,8 @@ class TaskScheduler:
             return rec
         if st >= _SUCCEEDED:
             self._n_duplicates += 1
+            if self._recorder is not None:
+                self._record("RepeatedCallback", {"t": rec.task_id})
             return _STATES[st]
         raise InvalidTransitionError(
             f"{call}({_r(task_id)}, {generation}): version {generation} is "
@@ -876,6 +924,9 @@ class TaskScheduler:
             if self._track:
                 self._endings.append((rec.task_id, rec.generation, _STATES[to]))
             self._settle((rec,), ())
+            if self._recorder is not None:
+                self._record("Fail" if to == _FAILED else "AcknowledgeCancel",
+                             {"t": rec.task_id, "g": rec.generation})
             return _STATES[to]
 
     def _settle(self, dead: Iterable[_Task], fresh: Iterable[_Task]) -> None:

@@ -36,8 +36,8 @@ from .stategraph import TRACES_CONFIG, StateGraph
 __all__ = [
     "BUNDLE",
     "MANIFEST",
-    "CorpusMismatch",
     "CorpusCheck",
+    "CorpusMismatch",
     "check_corpus",
     "cover_traces",
     "manifest_for",
@@ -76,9 +76,9 @@ def path_cover(graph: StateGraph) -> list[list[Edge]]:
     parent: dict[Snapshot, Edge] = {}
     for source in sorted(graph.edges, key=graph.depth.__getitem__):
         for e in graph.edges[source]:
-            if e.target not in parent and e.target != graph.initial:
-                if graph.depth[e.target] == graph.depth[source] + 1:
-                    parent[e.target] = e
+            if (e.target not in parent and e.target != graph.initial
+                    and graph.depth[e.target] == graph.depth[source] + 1):
+                parent[e.target] = e
 
     def prefix(state: Snapshot) -> list[Edge]:
         path: list[Edge] = []

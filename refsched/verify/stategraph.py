@@ -236,7 +236,7 @@ def _reached_by(model: ModelGraph, state: Snapshot) -> str:
     for source, out in model.edges.items():
         for e in out:
             if e.target == state and model.depth[source] < model.depth[state]:
-                return describe(e.action, e.param_map)
+                return str(describe(e.action, e.param_map))
     return "(initial)"
 
 
