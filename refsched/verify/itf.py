@@ -13,13 +13,14 @@ One trace is one JSON object (ADR-015)::
      "loop": null}
 
 Every state holds the spec's eleven variables (sets as ``#set``, functions as ``#map``,
-integers as ``#bigint``, ``NoTask`` as the string ``"NoTask"``) and, following Quint's
+integers as JSON numbers, ``NoTask`` as the string ``"NoTask"``) and, following Quint's
 model-based-testing convention, the action that produced it (``mbt::actionTaken``; ``"init"``
 for the first state) and that action's parameters (``mbt::nondetPicks``: a record with a
 ``{"tag": "Some", "value": v}`` field for each parameter the action takes, named as in the
 spec: ``t``, ``D``, ``k``, ``g``, ``cancelPending``). Parameters the action does not take
-are left out rather than written as ``None``: readers such as itf-py 0.5 cannot decode a
-variant tagged ``None``. Reading accepts both, and plain values too. A bundle is a file of
+are left out rather than written as ``None``. Reading accepts ``None`` picks and plain values
+too. (itf-py 0.5 decodes every variable but not these picks: it cannot decode a variant
+whose value is a set or an integer, nor one tagged ``None``.) A bundle is a file of
 such objects, one per line (``.jsonl``, optionally gzipped: ``.jsonl.gz``); a single trace
 may also be a plain ``.itf.json`` file.
 """
@@ -58,6 +59,9 @@ PARAMETERS = ("t", "D", "k", "g", "cancelPending")
 """Every parameter name the spec's actions take."""
 
 
+_SAFE_INTEGER = 2**53
+
+
 class TraceFormatError(ValueError):
     """A file or object that is not an ITF trace of the spec's variables."""
 
@@ -91,7 +95,8 @@ def encode_value(value: Any) -> Any:
     if isinstance(value, bool | str):
         return value
     if isinstance(value, int):
-        return {"#bigint": str(value)}
+        # ADR-015: plain JSON numbers within the doubles' exact range, #bigint beyond it
+        return value if abs(value) < _SAFE_INTEGER else {"#bigint": str(value)}
     if isinstance(value, ModelValue):
         return value.name
     if isinstance(value, frozenset | set):
@@ -190,8 +195,13 @@ def _decode_picks(raw: Any, where: str) -> dict[str, Any]:
     return params
 
 
-def trace_from_itf(doc: Mapping[str, Any], default_name: str = "trace") -> Trace:
-    """A :class:`Trace` from an ITF object. Variables a state omits are simply not recorded."""
+def trace_from_itf(doc: Mapping[str, Any], default_name: str = "trace",
+                   cache: dict[str, dict[str, Any]] | None = None) -> Trace:
+    """A :class:`Trace` from an ITF object. Variables a state omits are simply not recorded.
+
+    ``cache`` maps the JSON text of a state's variables to its decoded value, so that a state
+    many traces share is decoded once (and shared: treat decoded states as read-only).
+    """
     if not isinstance(doc, Mapping) or not isinstance(doc.get("states"), list):
         raise TraceFormatError("not an ITF trace: no 'states' list")
     meta = dict(doc.get("#meta") or {})
@@ -207,8 +217,13 @@ def trace_from_itf(doc: Mapping[str, Any], default_name: str = "trace") -> Trace
         where = f"{name}, state {index}"
         if not isinstance(raw, dict):
             raise TraceFormatError(f"{where}: not an object")
-        state = {k: decode_value(v) for k, v in raw.items()
-                 if k in SPEC_VARIABLES}
+        variables = {k: v for k, v in raw.items() if k in SPEC_VARIABLES}
+        key = json.dumps(variables, sort_keys=True) if cache is not None else ""
+        state = cache.get(key) if cache is not None else None
+        if state is None:
+            state = {k: decode_value(v) for k, v in variables.items()}
+            if cache is not None:
+                cache[key] = state
         states.append(state)
         if index == 0:
             continue
@@ -225,9 +240,28 @@ def _open_text(path: Path, mode: str) -> Any:
     return path.open(mode, encoding="utf-8")
 
 
+_READ: dict[tuple[str, int, int], list[Trace]] = {}  # (path, mtime, size) -> its traces
+
+
 def read_traces(path: str | Path) -> list[Trace]:
-    """Every trace in ``path``: a ``.jsonl``/``.jsonl.gz`` bundle or a single ITF JSON file."""
+    """Every trace in ``path``: a ``.jsonl``/``.jsonl.gz`` bundle or a single ITF JSON file.
+
+    A file read before and unchanged since (same modification time and size) is not
+    parsed again: the corpus is large, and several checks in one process replay it.
+    """
     path = Path(path)
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: {exc}") from None
+    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    if key not in _READ:
+        _READ.clear()  # keep one file's traces at most
+        _READ[key] = _read_traces(path)
+    return list(_READ[key])
+
+
+def _read_traces(path: Path) -> list[Trace]:
     try:
         with _open_text(path, "r") as handle:
             text = handle.read()
@@ -244,7 +278,8 @@ def read_traces(path: str | Path) -> list[Trace]:
                     docs.append((f"{path.name}:{number}", json.loads(line)))
     except json.JSONDecodeError as exc:
         raise TraceFormatError(f"{path}: not JSON: {exc}") from None
-    return [trace_from_itf(doc, default_name=name) for name, doc in docs]
+    cache: dict[str, dict[str, Any]] = {}
+    return [trace_from_itf(doc, default_name=name, cache=cache) for name, doc in docs]
 
 
 def encode_bundle(traces: Iterable[Trace], *, compress: bool = True) -> bytes:
