@@ -1,0 +1,151 @@
+"""The checks ``refsched verify`` runs, each returning an :class:`Outcome` with its figures.
+
+A check never raises for a failed verdict: the failure is an Outcome with ``ok=False`` and a
+detail that says what differed. Checks that share work (the state graph TLC dumps is matched
+once, then checked against the corpus) share a :class:`Session`.
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import tlc
+
+__all__ = [
+    "Outcome",
+    "Session",
+    "corpus_check",
+    "lockstep_check",
+    "model_equals_spec",
+    "tlc_check",
+]
+
+Report = Callable[[str], None]
+"""Where a check sends one line of progress."""
+
+
+@dataclass
+class Outcome:
+    """One check's verdict: its name, whether it passed, what it saw, and how long it took."""
+
+    name: str
+    ok: bool
+    detail: str
+    seconds: float
+    figures: dict[str, Any] = field(default_factory=dict)  # the numbers behind the detail
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "detail": self.detail,
+                "seconds": round(self.seconds, 3), "figures": self.figures}
+
+
+@dataclass
+class Session:
+    """What checks of one run share."""
+
+    workers: int = 2
+    report: Report = lambda _line: None
+    graph: Any = None  # the matched StateGraph, once model_equals_spec has run
+
+
+def _elapsed(started: float) -> float:
+    return time.monotonic() - started
+
+
+def _tlc_lines(label: str, report: Report) -> Callable[[str], None]:
+    def on_line(line: str) -> None:
+        if line.startswith(("Progress", "Computing", "Starting", "Checking", "Finished")):
+            report(f"  TLC {label}: {line.strip()}")
+    return on_line
+
+
+def tlc_check(session: Session, label: str, config: str) -> Outcome:
+    """Model-check ``MCScheduler`` with ``config``: every invariant and property it names."""
+    started = time.monotonic()
+    name = f"TLC {label} ({config})"
+    try:
+        # -deadlock: a scheduler closed before any submission has no successor, and that is
+        # not an error (TLC 2.15 has no CHECK_DEADLOCK keyword for the config).
+        result = tlc.run_tlc(config, "MCScheduler.tla", workers=session.workers,
+                             extra_args=["-deadlock"], on_line=_tlc_lines(label, session.report))
+    except (tlc.TLCNotFoundError, FileNotFoundError) as e:
+        return Outcome(name, False, str(e), _elapsed(started))
+    figures = {"distinct_states": result.distinct_states,
+               "states_generated": result.states_generated, "depth": result.depth}
+    if result.ok:
+        detail = (f"{result.distinct_states:,} distinct states, "
+                  f"{result.states_generated:,} generated, depth {result.depth}")
+        return Outcome(name, True, detail, _elapsed(started), figures)
+    what = (f"{result.violation_kind} {result.violated} violated" if result.violated
+            else result.violation_kind or "TLC reported an error")
+    return Outcome(name, False, f"{what}\n{result.trace or result.output[-3000:]}",
+                   _elapsed(started), figures)
+
+
+def model_equals_spec(session: Session) -> Outcome:
+    """TLC's state graph of the traces instance equals the model's, edge for edge."""
+    from . import stategraph
+
+    started = time.monotonic()
+    name = f"model = spec ({stategraph.TRACES_CONFIG})"
+    try:
+        graph = stategraph.tlc_graph(workers=session.workers,
+                                     on_line=_tlc_lines("state graph", session.report))
+    except (stategraph.GraphMismatch, tlc.TLCNotFoundError, FileNotFoundError) as e:
+        return Outcome(name, False, str(e), _elapsed(started))
+    session.graph = graph
+    figures = {"states": graph.state_count, "edges": graph.edge_count}
+    return Outcome(name, True, f"{graph.state_count:,} states and {graph.edge_count:,} "
+                   "labelled edges, the same in TLC's graph and the model's",
+                   _elapsed(started), figures)
+
+
+def corpus_check(session: Session) -> Outcome:
+    """The committed trace corpus is the one the current spec and model give."""
+    from . import corpus
+
+    started = time.monotonic()
+    name = "corpus is current (traces/)"
+    if session.graph is None:
+        return Outcome(name, False, "needs the state graph, and model = spec did not pass",
+                       _elapsed(started))
+    try:
+        check = corpus.check_corpus(session.graph)
+    except corpus.CorpusMismatch as e:
+        return Outcome(name, False, str(e), _elapsed(started))
+    m = check.manifest
+    figures = {k: m[k] for k in ("traces", "steps", "edges")}
+    return Outcome(name, True, f"{m['traces']:,} traces, {m['steps']:,} steps, made from "
+                   "this spec", _elapsed(started), figures)
+
+
+def lockstep_check(session: Session, factory: Callable[[int], Any], impl_name: str,
+                   examples: int) -> Outcome:
+    """Hypothesis drives the model and ``factory``'s scheduler side by side."""
+    from .lockstep import Ledger, run_lockstep
+
+    started = time.monotonic()
+    ledger = Ledger()
+    name = f"lock-step model vs {impl_name}"
+
+    def on_example() -> None:
+        session.report(f"  lock-step: example {ledger.examples + 1} (of at least {examples}), "
+                       f"{ledger.calls:,} calls")
+
+    try:
+        run_lockstep(factory, examples=examples, on_example=on_example, ledger=ledger)
+    except Exception as e:  # the shrunk failing sequence is in the exception and its notes
+        detail = "".join(traceback.format_exception_only(type(e), e))
+        notes = "\n".join(getattr(e, "__notes__", []))
+        return Outcome(name, False, f"disagreement found\n{detail}{notes}", _elapsed(started))
+    figures = {"examples": ledger.examples, "calls": ledger.calls}
+    detail = (f"{ledger.examples} examples, snapshots equal after every call"
+              f"\n  {ledger.summary()}")
+    missing = ledger.missing()
+    if missing:  # not a disagreement, but a weaker check than it should be
+        detail += f"\n  note: never exercised: {', '.join(missing)} (run more --examples)"
+    return Outcome(name, True, detail, _elapsed(started), figures)
