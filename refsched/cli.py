@@ -11,31 +11,21 @@ from __future__ import annotations
 import argparse
 import functools
 import importlib
+import json
 import os
 import sys
 import time
-import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 import refsched
+from refsched.verify.checks import Outcome
 
 CHECK_CONFIGS = (
     ("safety", "MCScheduler.cfg"),
     ("liveness", "MCSchedulerLiveness.cfg"),
 )
-
-
-@dataclass
-class Outcome:
-    """One check's line in the summary."""
-
-    name: str
-    ok: bool
-    detail: str
-    seconds: float
 
 
 class Progress:
@@ -72,33 +62,6 @@ class Progress:
         self.stream.flush()
 
 
-def _run_tlc_check(label: str, config: str, workers: int, progress: Progress) -> Outcome:
-    from refsched.verify import tlc
-
-    started = time.monotonic()
-
-    def on_line(line: str) -> None:
-        if line.startswith(("Progress", "Computing", "Starting", "Checking", "Finished")):
-            progress.update(f"  TLC {label}: {line.strip()}", force=line.startswith("Progress"))
-
-    try:
-        # -deadlock: a scheduler closed before any submission has no successor, and that is
-        # not an error (TLC 2.15 has no CHECK_DEADLOCK keyword for the config).
-        result = tlc.run_tlc(config, "MCScheduler.tla", workers=workers,
-                             extra_args=["-deadlock"], on_line=on_line)
-    except (tlc.TLCNotFoundError, FileNotFoundError) as e:
-        return Outcome(f"TLC {label}", False, str(e), time.monotonic() - started)
-    seconds = time.monotonic() - started
-    if result.ok:
-        detail = (f"{result.distinct_states:,} distinct states, "
-                  f"{result.states_generated:,} generated, depth {result.depth}")
-        return Outcome(f"TLC {label} ({config})", True, detail, seconds)
-    what = (f"{result.violation_kind} {result.violated} violated" if result.violated
-            else result.violation_kind or "TLC reported an error")
-    return Outcome(f"TLC {label} ({config})", False,
-                   f"{what}\n{result.trace or result.output[-3000:]}", seconds)
-
-
 def load_factory(spec: str) -> Callable[[int], Any]:
     """``module:attribute`` -> the callable it names (a scheduler class or factory)."""
     module_name, sep, attribute = spec.partition(":")
@@ -118,69 +81,64 @@ def load_factory(spec: str) -> Callable[[int], Any]:
     return target  # type: ignore[no-any-return]
 
 
-def _run_lockstep(factory: Callable[[int], Any], name: str, examples: int,
-                  progress: Progress) -> Outcome:
-    from refsched.verify.lockstep import Ledger, run_lockstep
-
-    started = time.monotonic()
-    ledger = Ledger()
-    label = f"lock-step model vs {name}"
-
-    def on_example() -> None:
-        progress.update(f"  lock-step: example {ledger.examples + 1} (of at least {examples}), "
-                        f"{ledger.calls:,} calls")
-
-    try:
-        run_lockstep(factory, examples=examples, on_example=on_example, ledger=ledger)
-    except Exception as e:  # the shrunk failing sequence is in the exception and its notes
-        detail = "".join(traceback.format_exception_only(type(e), e))
-        notes = "\n".join(getattr(e, "__notes__", []))
-        return Outcome(label, False, f"disagreement found\n{detail}{notes}",
-                       time.monotonic() - started)
-    detail = (f"{ledger.examples} examples, snapshots equal after every call"
-              f"\n  {ledger.summary()}")
-    missing = ledger.missing()
-    if missing:  # not a disagreement, but a weaker check than it should be
-        detail += f"\n  note: never exercised: {', '.join(missing)} (run more --examples)"
-    return Outcome(label, True, detail, time.monotonic() - started)
+def _print_table(outcomes: list[Outcome], stream: TextIO) -> None:
+    """The summary: one row per check, its verdict, its first line of figures, its time."""
+    width = max(len(o.name) for o in outcomes)
+    for o in outcomes:
+        first = o.detail.partition("\n")[0]
+        stream.write(f"  {o.name.ljust(width)}  {'ok  ' if o.ok else 'FAIL'}  "
+                     f"{o.seconds:6.1f}s  {first}\n")
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    progress = Progress(sys.stderr, quiet=args.quiet)
-    checks: list[Callable[[], Outcome]] = []
+    from refsched.verify import checks
+
+    progress = Progress(sys.stderr, quiet=args.quiet or args.json)
+    session = checks.Session(workers=args.workers, report=progress.update)
+    plan: list[Callable[[], Outcome]] = []
     if not args.skip_tlc:
         for label, config in CHECK_CONFIGS:
             if label == "liveness" and args.skip_liveness:
                 continue
-            checks.append(functools.partial(_run_tlc_check, label, config, args.workers,
-                                            progress))
+            plan.append(functools.partial(checks.tlc_check, session, label, config))
+        plan.append(functools.partial(checks.model_equals_spec, session))
+        plan.append(functools.partial(checks.corpus_check, session))
     if args.examples > 0:
         try:
             factory = load_factory(args.impl)
         except ValueError as e:
             print(f"refsched verify: {e}", file=sys.stderr)
             return 2
-        checks.append(functools.partial(_run_lockstep, factory, args.impl, args.examples,
-                                        progress))
+        plan.append(functools.partial(checks.lockstep_check, session, factory, args.impl,
+                                      args.examples))
+    if not plan:
+        print("refsched verify: nothing to check (--skip-tlc with --examples 0)", file=sys.stderr)
+        return 2
     outcomes: list[Outcome] = []
-    for check in checks:
+    for check in plan:
         outcome = check()
         outcomes.append(outcome)
-        mark = "ok  " if outcome.ok else "FAIL"
-        first, _, rest = outcome.detail.partition("\n")
-        progress.done(f"{mark} {outcome.name}: {first} [{outcome.seconds:.1f}s]")
-        if rest:
-            sys.stderr.write(rest + "\n")
+        if not args.json:
+            mark = "ok  " if outcome.ok else "FAIL"
+            first, _, rest = outcome.detail.partition("\n")
+            progress.done(f"{mark} {outcome.name}: {first} [{outcome.seconds:.1f}s]")
+            if rest:
+                sys.stderr.write(rest + "\n")
         if not outcome.ok and args.fail_fast:
             break
     passed = sum(o.ok for o in outcomes)
-    if not outcomes:
-        print("refsched verify: nothing to check (--skip-tlc with --examples 0)", file=sys.stderr)
-        return 2
     total_seconds = sum(o.seconds for o in outcomes)
-    print(f"refsched verify: {passed} of {len(outcomes)} checks passed "
-          f"in {total_seconds:.1f}s")
-    return 0 if outcomes and passed == len(outcomes) else 1
+    ok = passed == len(outcomes)
+    if args.json:
+        json.dump({"ok": ok, "passed": passed, "checks": len(outcomes),
+                   "seconds": round(total_seconds, 3),
+                   "results": [o.as_json() for o in outcomes]}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(f"refsched verify: {passed} of {len(outcomes)} checks passed "
+              f"in {total_seconds:.1f}s")
+        _print_table(outcomes, sys.stdout)
+    return 0 if ok else 1
 
 
 def _graph_progress(progress: Progress) -> Callable[[str], None]:
@@ -250,6 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--skip-liveness", action="store_true",
                         help="skip the liveness check (the slowest TLC run)")
     verify.add_argument("--fail-fast", action="store_true", help="stop at the first failed check")
+    verify.add_argument("--json", action="store_true",
+                        help="print the results as JSON on stdout (no progress display)")
     verify.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     verify.set_defaults(handler=cmd_verify)
 
