@@ -1,0 +1,570 @@
+"""Replay of spec traces against the reference model and an implementation of the TaskScheduler API.
+
+A trace (:mod:`refsched.verify.itf`) is a behaviour of ``spec/Scheduler.tla``: an initial state
+and steps, each naming the action taken, its parameters and the state it led to. Replaying it
+drives a fresh scheduler through the same actions, one API call per step (:func:`apply_step`),
+checks each call's answer against what the step implies, and after every step compares three
+states: the trace's, the reference model's (``refsched.model.actions``) and the scheduler's
+``snapshot()``. The first disagreement in a trace is a :class:`Divergence`:
+
+* ``side == "model"``: the trace and the model disagree (the trace is malformed, takes a step
+  the model does not enable, or records a state the model does not reach): the corpus or the
+  model is wrong, and the implementation is not consulted for that step;
+* ``side == "implementation"``: the implementation answered the call differently, raised, did
+  not raise, reached another state, or broke one of its own invariants (``check_invariants()``).
+
+Entry points::
+
+    report = replay(read_traces("traces/corpus.jsonl.gz"))          # against TaskScheduler
+    report = replay(traces, ReferenceScheduler, stop_at_first=False)
+    print(format_report(report))                                     # divergences included
+
+The model is pure, so each distinct edge (source state, action, parameters, target state) is
+checked against it once per replay; the implementation is driven through every step of every
+trace, since its state is built call by call.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from refsched.errors import StaleGenerationError
+from refsched.model.actions import ACTIONS, INITIAL, WAITING, ready_order
+from refsched.model.graph import action_args, describe
+from refsched.scheduler import TaskScheduler
+from refsched.types import Snapshot, TaskState, VersionView
+
+from .itf import Trace
+from .specstate import SPEC_VARIABLES, snapshot_of
+from .tla import ModelValue
+
+__all__ = [
+    "Coverage",
+    "Divergence",
+    "ReplayReport",
+    "StepMismatch",
+    "apply_step",
+    "format_divergence",
+    "format_report",
+    "replay",
+]
+
+Side = Literal["model", "implementation"]
+
+
+class StepMismatch(AssertionError):
+    """The scheduler's answer to a spec step is not the one the step implies.
+
+    ``step`` is the action instance (``Fail(t=a, g=1)``), ``call`` the API call made for it,
+    ``expected`` and ``actual`` describe the answers.
+    """
+
+    def __init__(self, step: str, call: str, expected: str, actual: str) -> None:
+        super().__init__(f"{step}: {call} {actual}, expected {expected}")
+        self.step = step
+        self.call = call
+        self.expected = expected
+        self.actual = actual
+
+
+# -- One step through the API -----------------------------------------------------------------
+
+def _task_id(value: Any) -> Hashable:
+    # Ids parsed from TLC's output are model values; the model and the API use their names,
+    # as snapshot_of does for the states.
+    return value.name if isinstance(value, ModelValue) else value
+
+
+def _spec_params(action: str, params: Mapping[str, Any], before: Snapshot) -> dict[str, Any]:
+    """The parameters of ``action`` as the model and the API take them.
+
+    Raises ``ValueError`` when one is missing.
+    """
+    out: dict[str, Any] = {}
+    for name in ACTIONS[action].params:
+        if name in params:
+            value = params[name]
+            if name == "t":
+                value = _task_id(value)
+            elif name == "D":
+                value = frozenset(_task_id(d) for d in value)
+            out[name] = value
+        else:
+            raise ValueError(f"{action} needs the parameter {name!r}; the step gives "
+                             f"{sorted(params)}")
+    return out
+
+
+def _version(name: str, p: Mapping[str, Any], before: Snapshot) -> VersionView:
+    view = before.tasks.get(p["t"])
+    if view is None:
+        raise ValueError(f"{describe(name, p)}: {p['t']!r} has no version before the step")
+    return view
+
+
+_Plan = tuple[str, tuple[Any, ...], dict[str, Any], Any]  # method, args, kwargs, answer
+
+
+def _plan(name: str, p: Mapping[str, Any], before: Snapshot) -> _Plan:
+    """The API call that takes the step, and the answer it must give, as ``_answer`` shows it."""
+    if name == "Submit":
+        t = p["t"]
+        view = before.tasks.get(t)
+        # A sorted tuple: the same call, in the same order, whatever the hash seed.
+        deps = tuple(sorted(p["D"], key=repr))
+        return "submit", (t, deps), {}, 1 if view is None else view.generation + 1
+    if name == "Start":
+        return "start", (), {}, None
+    if name == "Claim":
+        k = p["k"]
+        order = ready_order(before.tasks)[:k]
+        if len(order) != k:
+            raise ValueError(f"Claim(k={k}): only {len(order)} ready versions before the step")
+        return "ready", (), {"limit": k}, [(t, before.tasks[t].generation) for t in order]
+    if name == "Complete":
+        return "complete", (p["t"], p["g"]), {}, TaskState.SUCCEEDED
+    if name == "Fail":
+        return "fail", (p["t"], p["g"]), {}, TaskState.FAILED
+    if name == "AcknowledgeCancel":
+        return "acknowledge_cancel", (p["t"], p["g"]), {}, TaskState.CANCELLED
+    if name == "Cancel":
+        state = _version(name, p, before).state
+        return "cancel", (p["t"],), {}, TaskState.CANCELLED if state in WAITING else state
+    if name == "Retry":
+        return "retry", (p["t"],), {}, _version(name, p, before).generation + 1
+    if name == "Close":
+        cancel_pending = bool(p["cancelPending"])
+        return "close", (), {"cancel_pending": cancel_pending}, {
+            t: TaskState.CANCELLED if cancel_pending and v.state in WAITING else v.state
+            for t, v in before.tasks.items()}
+    if name == "StaleCallback":  # the answer is the error's (generation, current)
+        return "complete", (p["t"], p["g"]), {}, (p["g"], _version(name, p, before).generation)
+    view = _version(name, p, before)  # RepeatedCallback
+    return "complete", (p["t"], view.generation), {}, view.state
+
+
+def _answer(name: str, result: Any) -> Any:
+    """The part of an API answer the step fixes, comparable with ``_plan``'s answer."""
+    if name == "Claim":
+        return [(c.task_id, c.generation) for c in result]
+    if name == "Close":
+        # The contract names the list each id is in, not the order within a list.
+        by_id: dict[Hashable, TaskState] = {}
+        for state, ids in result.by_state().items():
+            for t in ids:
+                if t in by_id:
+                    return None  # listed twice: no answer of the step
+                by_id[t] = state
+        return by_id
+    return result
+
+
+def _show_answer(name: str, answer: Any) -> str:
+    if name == "StaleCallback":
+        return f"StaleGenerationError naming generation {answer[0]}, current {answer[1]}"
+    if name == "Close":
+        return "{" + ", ".join(f"{t}: {s.value}"
+                               for t, s in sorted(answer.items(), key=repr)) + "}"
+    if name == "Start":
+        return "no error"
+    return repr(answer)
+
+
+def _mismatch(name: str, p: Mapping[str, Any], plan: _Plan, actual: str) -> StepMismatch:
+    method, args, kwargs, answer = plan
+    shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    return StepMismatch(describe(name, p), f"{method}({', '.join(shown)})",
+                        _show_answer(name, answer), actual)
+
+
+_MALFORMED = object()  # an answer of the wrong shape (not claims, not a close report)
+
+
+def _apply(scheduler: Any, name: str, p: Mapping[str, Any], before: Snapshot) -> None:
+    """apply_step for a spec action name and normalised parameters."""
+    plan = _plan(name, p, before)
+    method, args, kwargs, answer = plan
+    try:
+        result = getattr(scheduler, method)(*args, **kwargs)
+    except Exception as error:
+        if name == "StaleCallback" and isinstance(error, StaleGenerationError):
+            if (error.generation, error.current) == answer:
+                return
+            actual = (f"raised StaleGenerationError naming generation {error.generation}, "
+                      f"current {error.current}")
+        else:
+            actual = f"raised {type(error).__name__}: {error}"
+        raise _mismatch(name, p, plan, actual) from error
+    if name == "Start":
+        return
+    shown = repr(result)
+    if name != "StaleCallback":
+        try:
+            got = _answer(name, result)
+        except (AttributeError, TypeError):
+            got = _MALFORMED
+        if got == answer:
+            return
+        if got is not _MALFORMED and got is not None:  # shown as the expected answer is
+            shown = _show_answer(name, got)
+    raise _mismatch(name, p, plan, f"returned {shown}")
+
+
+def apply_step(scheduler: Any, action: str, params: Mapping[str, Any], *,
+               before: Snapshot | None = None) -> None:
+    """Take the spec step ``action(params)`` through the public API of ``scheduler``.
+
+    ``scheduler`` is anything with the TaskScheduler API (``TaskScheduler``,
+    ``ReferenceScheduler``, ...). ``before`` is the state the step starts from, by default
+    ``scheduler.snapshot()``; the step must be enabled in it. The calls, and the answers each
+    must give:
+
+    ==========================  ===================================================================
+    Submit(t, D)                ``submit(t, D)`` returns the next generation of ``t``
+    Start                       ``start()`` returns
+    Claim(k)                    ``ready(limit=k)`` returns exactly the ``k`` ready versions with
+                                the smallest seq, in seq order, with their generations
+    Complete / Fail /           ``complete`` / ``fail`` / ``acknowledge_cancel(t, g)`` returns
+    AcknowledgeCancel(t, g)     succeeded / failed / cancelled
+    Cancel(t)                   ``cancel(t)`` returns cancelled (waiting) or running (a request)
+    Retry(t)                    ``retry(t)`` returns the next generation of ``t``
+    Close(cancelPending)        ``close(cancel_pending=...)`` reports every id under its new state
+    StaleCallback(t, g)         ``complete(t, g)`` raises ``StaleGenerationError`` naming ``g`` and
+                                the current generation
+    RepeatedCallback(t)         ``complete(t, current generation)`` returns the terminal state
+    ==========================  ===================================================================
+
+    Errors: another answer, or any exception from the call -> :class:`StepMismatch` (the
+    exception as its cause); an action that is not the spec's, a missing parameter or a step
+    not enabled in ``before`` (an id with no version, too few ready versions) ->
+    ``ValueError``. The resulting state is not checked here: compare ``scheduler.snapshot()``
+    with the step's target.
+    """
+    name = action
+    if name not in ACTIONS:
+        raise ValueError(f"{action!r} is not an action of the spec")
+    if before is None:
+        before = scheduler.snapshot()
+    _apply(scheduler, name, _spec_params(name, params, before), before)
+
+
+# -- Records ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first step of a trace on which the trace and one side disagree."""
+
+    trace: str  # the trace's name
+    step: int  # 1 for the trace's first step (the ITF state index it leads to); 0: its start
+    action: str  # the spec action ("init" for the initial state)
+    params: Mapping[str, Any]
+    side: Side  # "model": trace vs model; "implementation": trace vs implementation
+    reason: str  # what disagreed, in a sentence
+    source: Snapshot | None  # the state the step starts from (None at step 0)
+    expected: Snapshot | None  # the trace's state after the step (None: not a spec state)
+    actual: Snapshot | None  # the side's state after the step (None: it has none)
+    diff: str  # the differing fields side by side ("" when the states are equal)
+
+
+@dataclass
+class Coverage:
+    """What a replay exercised of one action."""
+
+    steps: int = 0  # steps of the action replayed without divergence
+    edges: int = 0  # distinct edges among them
+
+
+@dataclass
+class ReplayReport:
+    """The outcome of :func:`replay`."""
+
+    traces: int = 0  # traces replayed (to their end or to a divergence)
+    steps: int = 0  # steps replayed without divergence
+    edges: int = 0  # distinct (source, action, parameters, target) among those steps
+    coverage: dict[str, Coverage] = field(
+        default_factory=lambda: {name: Coverage() for name in ACTIONS})
+    seconds: float = 0.0
+    divergences: list[Divergence] = field(default_factory=list)  # at most one per trace
+
+    @property
+    def steps_per_second(self) -> float:
+        return self.steps / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def ok(self) -> bool:
+        """No divergence."""
+        return not self.divergences
+
+
+# -- Side-by-side differences -----------------------------------------------------------------
+
+_FIELDS = ("generation", "state", "deps", "remaining_deps", "blocked_by", "cancel_requested",
+           "claims", "seq")
+# An id the snapshot lacks holds the spec's values for an id never submitted.
+_ABSENT_ROW: tuple[Any, ...] = (0, "absent", frozenset(), 0, None, False, 0, 0)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, TaskState):
+        return value.value
+    if isinstance(value, frozenset):
+        return "{" + ", ".join(sorted(map(str, value))) + "}"
+    return str(value)
+
+
+def _row(view: VersionView | None) -> tuple[Any, ...]:
+    if view is None:
+        return _ABSENT_ROW
+    return tuple(getattr(view, name) for name in _FIELDS)
+
+
+def _side_by_side(expected: Snapshot, actual: Snapshot, side: str) -> str:
+    """One line per differing field: id, field, trace value, ``side``'s value."""
+    rows: list[tuple[str, str, str, str]] = []
+    for name in ("started", "closed", "next_seq"):
+        a, b = getattr(expected, name), getattr(actual, name)
+        if a != b:
+            rows.append(("", name, _show(a), _show(b)))
+    for t in sorted(set(expected.tasks) | set(actual.tasks), key=repr):
+        mine, theirs = _row(expected.tasks.get(t)), _row(actual.tasks.get(t))
+        for name, a, b in zip(_FIELDS, mine, theirs, strict=True):
+            if a != b:
+                rows.append((str(t), name, _show(a), _show(b)))
+    if not rows:
+        return ""
+    table = [("id", "field", "trace", side), *rows]
+    widths = [max(len(r[i]) for r in table) for i in range(3)]
+    return "\n".join(
+        f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip()
+        for r in table)
+
+
+def _summary(s: Snapshot) -> str:
+    """A state on a few lines: the scheduler flags, then one line per id."""
+    lines = [f"  started={s.started} closed={s.closed} next_seq={s.next_seq}"]
+    for t in sorted(s.tasks, key=repr):
+        v = s.tasks[t]
+        extra = "".join([
+            f" blocked_by={v.blocked_by}" if v.blocked_by is not None else "",
+            " cancel_requested" if v.cancel_requested else "",
+        ])
+        lines.append(f"  {t}: generation {v.generation} {v.state.value} deps={_show(v.deps)} "
+                     f"remaining={v.remaining_deps} claims={v.claims} seq={v.seq}{extra}")
+    return "\n".join(lines)
+
+
+def format_divergence(d: Divergence) -> str:
+    """The divergence for people: where, which step, what disagreed, the differing fields."""
+    who = "the model" if d.side == "model" else "the implementation"
+    lines = [f"trace {d.trace}, step {d.step}: {describe(d.action, d.params)}",
+             f"{who} diverges from the trace: {d.reason}"]
+    if d.source is not None:
+        lines += ["state before the step:", _summary(d.source)]
+    if d.diff:
+        lines += ["differing fields after the step:", d.diff]
+    return "\n".join(lines)
+
+
+def format_report(r: ReplayReport) -> str:
+    """The report for people: totals, speed, the ledger per action, then each divergence."""
+    lines = [f"replayed {r.traces:,} traces, {r.steps:,} steps, {r.edges:,} distinct edges in "
+             f"{r.seconds:.2f}s ({r.steps_per_second:,.0f} steps/s)"]
+    width = max(len(name) for name in r.coverage)
+    lines.append(f"  {'action':<{width}}  {'steps':>9}  {'edges':>9}")
+    for name, c in r.coverage.items():
+        never = "  never replayed" if not c.steps else ""
+        lines.append(f"  {name:<{width}}  {c.steps:>9,}  {c.edges:>9,}{never}")
+    if r.ok:
+        lines.append("no divergence")
+    else:
+        lines.append(f"{len(r.divergences)} diverging trace(s):")
+        lines += [format_divergence(d) for d in r.divergences]
+    return "\n".join(lines)
+
+
+# -- Replay -----------------------------------------------------------------------------------
+
+class _Diverged(Exception):
+    """Ends the replay of one trace; carries its divergence."""
+
+    def __init__(self, divergence: Divergence) -> None:
+        super().__init__(divergence.reason)
+        self.divergence = divergence
+
+
+EdgeKey = tuple[int, str, frozenset[tuple[str, Any]], int]
+_values_of: Callable[[Mapping[str, Any]], tuple[Any, ...]] = operator.itemgetter(*SPEC_VARIABLES)
+
+
+class _Replayer:
+    """The state shared by the traces of one replay: state and edge caches, the ledger."""
+
+    def __init__(self, factory: Callable[[int], Any], report: ReplayReport) -> None:
+        self.factory = factory
+        self.report = report
+        # a trace state's values (in SPEC_VARIABLES order) -> (state number, its Snapshot):
+        # corpus traces share most of their states, and converting one costs more than
+        # hashing it
+        self.by_values: dict[tuple[Any, ...], tuple[int, Snapshot]] = {}
+        # each distinct Snapshot -> its state number: the ids edges are made of
+        self.numbers: dict[Snapshot, int] = {}
+        self.edges: set[EdgeKey] = set()
+        # (MaxConcurrency, edge) the model was found to take; the model is pure, so once is enough
+        self.model_checked: set[tuple[int, EdgeKey]] = set()
+
+    def state(self, values: Mapping[str, Any]) -> tuple[int, Snapshot]:
+        """The number and Snapshot of a trace state.
+
+        Raises ``SpecStateError`` (a ``ValueError``) or ``TypeError`` if it is malformed.
+        """
+        try:
+            key = _values_of(values)
+            known = self.by_values.get(key)
+        except (KeyError, TypeError):  # not a state, or an unhashable value: let snapshot_of say
+            snapshot = snapshot_of(values)
+            return self.numbers.setdefault(snapshot, len(self.numbers)), snapshot
+        if known is None:
+            snapshot = snapshot_of(values)
+            known = self.by_values[key] = (
+                self.numbers.setdefault(snapshot, len(self.numbers)), snapshot)
+        return known
+
+    def run(self, trace: Trace) -> Divergence | None:
+        try:
+            self._run(trace)
+        except _Diverged as stop:
+            return stop.divergence
+        return None
+
+    def _run(self, trace: Trace) -> None:
+        name = trace.name
+
+        def diverge(step: int, action: str, params: Mapping[str, Any], side: Side, reason: str,
+                    source: Snapshot | None, expected: Snapshot | None,
+                    actual: Snapshot | None) -> _Diverged:
+            diff = ("" if expected is None or actual is None
+                    else _side_by_side(expected, actual, side))
+            return _Diverged(Divergence(name, step, action, dict(params), side, reason, source,
+                                        expected, actual, diff))
+
+        mc = trace.constants.get("MaxConcurrency")
+        if not isinstance(mc, int) or isinstance(mc, bool) or mc < 1:
+            raise diverge(0, "init", {}, "model", f"the constant MaxConcurrency is {mc!r}, "
+                          "not an int >= 1", None, None, None)
+        try:
+            source_number, source = self.state(trace.initial)
+        except (ValueError, TypeError) as error:  # SpecStateError is a ValueError
+            raise diverge(0, "init", {}, "model", f"the initial state is not a state of the "
+                          f"spec: {error}", None, None, None) from None
+        if source != INITIAL:
+            raise diverge(0, "init", {}, "model", "the initial state is not Init (the empty "
+                          "snapshot)", None, source, INITIAL)
+        impl = self.factory(mc)
+        actual = _snapshot(impl)
+        if actual != INITIAL:
+            raise diverge(0, "init", {}, "implementation", "a new scheduler is not in Init",
+                          None, INITIAL, actual)
+        check = getattr(impl, "check_invariants", None)
+        report, coverage = self.report, self.report.coverage
+        edges, model_checked = self.edges, self.model_checked
+
+        for index, step in enumerate(trace.steps, start=1):
+            action = step.action
+            if action not in ACTIONS:
+                raise diverge(index, step.action, step.params, "model",
+                              f"{step.action!r} is not an action of the spec", source, None, None)
+            try:
+                params = _spec_params(action, step.params, source)
+                target_number, target = self.state(step.state)
+                edge: EdgeKey = (source_number, action, frozenset(params.items()),
+                                 target_number)
+            except (ValueError, TypeError) as error:  # SpecStateError is a ValueError
+                raise diverge(index, action, step.params, "model",
+                              f"the step is not a step of the spec: {error}",
+                              source, None, None) from None
+
+            if (mc, edge) not in model_checked:
+                spec_action = ACTIONS[action]
+                args = action_args(spec_action, params, mc)
+                refusal = spec_action.refusal(source, *args)
+                if refusal is not None:
+                    raise diverge(index, action, params, "model",
+                                  f"the model does not enable the step: {refusal.reason}",
+                                  source, target, None)
+                reached = spec_action.step(source, *args)
+                if reached != target:
+                    raise diverge(index, action, params, "model",
+                                  "the model's step reaches another state than the trace's",
+                                  source, target, reached)
+                model_checked.add((mc, edge))
+
+            try:
+                _apply(impl, action, params, source)
+            except StepMismatch as error:
+                raise diverge(index, action, params, "implementation",
+                              f"{error.call} {error.actual}, expected {error.expected}",
+                              source, target, _snapshot(impl)) from None
+            actual = _snapshot(impl)
+            if actual != target:
+                raise diverge(index, action, params, "implementation",
+                              "the state after the step is not the trace's", source, target,
+                              actual)
+            if check is not None:
+                try:
+                    check()
+                except Exception as error:  # InvariantViolation is an AssertionError
+                    raise diverge(index, action, params, "implementation",
+                                  f"check_invariants() raised {type(error).__name__}: {error}",
+                                  source, target, actual) from None
+
+            report.steps += 1
+            coverage[action].steps += 1
+            if edge not in edges:
+                edges.add(edge)
+                report.edges += 1
+                coverage[action].edges += 1
+            source_number, source = target_number, target
+
+
+def _snapshot(scheduler: Any) -> Snapshot | None:
+    """The scheduler's snapshot, or None when asking for it fails."""
+    try:
+        snapshot = scheduler.snapshot()
+    except Exception:  # a scheduler broken enough not to answer: the divergence says the rest
+        return None
+    return snapshot if isinstance(snapshot, Snapshot) else None
+
+
+def replay(traces: Iterable[Trace], factory: Callable[[int], Any] = TaskScheduler, *,
+           stop_at_first: bool = True,
+           on_progress: Callable[[int, int], None] | None = None) -> ReplayReport:
+    """Replay each trace against the reference model and a fresh ``factory(MaxConcurrency)``.
+
+    For each trace: its constant ``MaxConcurrency`` must be an int >= 1 and its initial state
+    the empty snapshot (spec ``Init``), as must the new scheduler's; then each step is checked
+    against the model, taken through the scheduler's API (:func:`apply_step`), and the
+    scheduler's ``snapshot()`` compared with the trace's state, followed by its
+    ``check_invariants()`` when it has one. A trace stops at its first :class:`Divergence`;
+    with ``stop_at_first`` the replay stops there too, else it goes on with the next trace.
+    ``on_progress(traces, steps)`` is called after each trace with the totals so far.
+    """
+    report = ReplayReport()
+    replayer = _Replayer(factory, report)
+    started = time.perf_counter()
+    try:
+        for trace in traces:
+            divergence = replayer.run(trace)
+            report.traces += 1
+            if on_progress is not None:
+                on_progress(report.traces, report.steps)
+            if divergence is not None:
+                report.divergences.append(divergence)
+                if stop_at_first:
+                    break
+    finally:
+        report.seconds = time.perf_counter() - started
+    return report
