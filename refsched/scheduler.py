@@ -12,7 +12,9 @@ search over the reverse index); only ``start()`` (once), ``close()``, ``snapshot
 ``check_invariants()`` look at every task. Nothing recurses.
 
 Threads: one lock guards all state. The scheduler never calls user code while holding it: ``fn``
-is only stored, and ``deps`` is iterated and hashed before the lock is taken. Task ids are used as
+is only stored, and ``deps`` is iterated and hashed before the lock is taken. The one exception is
+an optional ``Recorder``, called at each step's linearization point, which only the lock makes
+atomic with the step. Task ids are used as
 dict keys under the lock, so their ``__hash__``/``__eq__`` (and ``__repr__`` in error messages) run
 there, as for any dict.
 """
