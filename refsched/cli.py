@@ -1,9 +1,16 @@
 """The ``refsched`` command line.
 
-``refsched verify`` model-checks ``spec/MCScheduler`` with TLC (every invariant and action
-property, then liveness) and runs the lock-step check of the production TaskScheduler against the
-reference model, showing progress and ending with a summary. Exit status 0 when every check
-passed, 1 when one failed, 2 for a usage error.
+- ``refsched verify``: every check on the default instance, with progress and a summary
+  table (``--json`` for the same as data): TLC safety and liveness, model = spec on TLC's
+  state graph, the corpus is current, the corpus replayed against the implementation, TLC
+  validating recorded Runner runs, and the lock-step check against the reference model.
+- ``refsched traces``: check model = spec and write (or ``--check``) the trace corpus.
+- ``refsched replay [TRACES]``: replay ITF traces against the model and an implementation.
+- ``refsched validate-trace FILE``: TLC's verdict on recorded ITF traces.
+- ``refsched record -o FILE``: record random multi-threaded Runner runs as ITF traces.
+
+Exit status 0 when every check passed, 1 when one failed, 2 for a usage error or unreadable
+input.
 """
 
 from __future__ import annotations
@@ -103,16 +110,20 @@ def cmd_verify(args: argparse.Namespace) -> int:
             plan.append(functools.partial(checks.tlc_check, session, label, config))
         plan.append(functools.partial(checks.model_equals_spec, session))
         plan.append(functools.partial(checks.corpus_check, session))
+    try:
+        factory = load_factory(args.impl)
+    except ValueError as e:
+        print(f"refsched verify: {e}", file=sys.stderr)
+        return 2
+    if not args.skip_replay:
+        plan.append(functools.partial(checks.replay_check, session, factory, args.impl))
+    if not args.skip_tlc and args.runs > 0:
+        plan.append(functools.partial(checks.recorded_runs_check, session, args.runs))
     if args.examples > 0:
-        try:
-            factory = load_factory(args.impl)
-        except ValueError as e:
-            print(f"refsched verify: {e}", file=sys.stderr)
-            return 2
         plan.append(functools.partial(checks.lockstep_check, session, factory, args.impl,
                                       args.examples))
     if not plan:
-        print("refsched verify: nothing to check (--skip-tlc with --examples 0)", file=sys.stderr)
+        print("refsched verify: nothing to check (every check skipped)", file=sys.stderr)
         return 2
     outcomes: list[Outcome] = []
     for check in plan:
@@ -184,6 +195,99 @@ def cmd_traces(args: argparse.Namespace) -> int:
     return 0
 
 
+def _default_bundle() -> Path:
+    from refsched.verify import corpus
+    return corpus.traces_dir() / corpus.BUNDLE
+
+
+def _read(paths: Sequence[str], command: str) -> list[Any] | None:
+    """Every trace in ``paths``, or None after printing why one cannot be read."""
+    from refsched.verify.itf import TraceFormatError, read_traces
+
+    traces: list[Any] = []
+    for path in paths:
+        try:
+            traces += read_traces(path)
+        except TraceFormatError as e:
+            print(f"refsched {command}: {e}", file=sys.stderr)
+            return None
+    return traces
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from refsched.verify.replay import format_report, replay
+
+    try:
+        factory = load_factory(args.impl)
+    except ValueError as e:
+        print(f"refsched replay: {e}", file=sys.stderr)
+        return 2
+    progress = Progress(sys.stderr, quiet=args.quiet)
+    paths = args.traces or [str(_default_bundle())]
+    progress.update(f"  reading {', '.join(paths)}", force=True)
+    traces = _read(paths, "replay")
+    if traces is None:
+        return 2
+    total = len(traces)
+
+    def on_progress(done: int, steps: int) -> None:
+        progress.update(f"  replayed {done:,} of {total:,} traces, {steps:,} steps")
+
+    report = replay(traces, factory, stop_at_first=not args.all, on_progress=on_progress)
+    progress.done(format_report(report))
+    if not args.traces:  # the corpus: every edge of the graph must have been replayed
+        from refsched.verify import corpus
+        edges = int(corpus.read_manifest().get("edges", 0))
+        print(f"edges replayed: {report.edges:,} of {edges:,} "
+              f"({100 * report.edges / max(edges, 1):.1f}%)")
+        if report.ok and report.edges != edges:
+            return 1
+    return 0 if report.ok else 1
+
+
+def cmd_validate_trace(args: argparse.Namespace) -> int:
+    from refsched.verify import tlc
+    from refsched.verify.validate import TraceError, format_validation, validate_trace
+
+    traces = _read(args.files, "validate-trace")
+    if traces is None:
+        return 2
+    rejected = 0
+    for trace in traces:
+        try:
+            verdict = validate_trace(trace, workers=args.workers, timeout=args.timeout)
+        except TraceError as e:
+            print(f"refsched validate-trace: {trace.name}: {e}", file=sys.stderr)
+            return 2
+        except (tlc.TLCNotFoundError, RuntimeError) as e:
+            print(f"refsched validate-trace: {trace.name}: {e}", file=sys.stderr)
+            return 1
+        print(format_validation(verdict))
+        rejected += not verdict.accepted
+    print(f"{len(traces) - rejected} of {len(traces)} traces accepted by TLC")
+    return 0 if rejected == 0 else 1
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from refsched.verify.itf import trace_to_itf, write_traces
+    from refsched.verify.recording import record_runner_run
+
+    traces = [record_runner_run(seed, tasks=args.tasks, workers=args.workers)
+              for seed in range(args.seed, args.seed + args.runs)]
+    out = Path(args.output)
+    if ".jsonl" in out.name:
+        write_traces(out, traces)
+    elif len(traces) == 1:
+        out.write_text(json.dumps(trace_to_itf(traces[0]), indent=1) + "\n", encoding="utf-8")
+    else:
+        print("refsched record: several runs need a .jsonl or .jsonl.gz output",
+              file=sys.stderr)
+        return 2
+    steps = sum(len(t.steps) for t in traces)
+    print(f"wrote {out}: {len(traces)} recorded run(s), {steps:,} steps")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refsched",
@@ -204,7 +308,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "taking max_concurrency (default refsched:TaskScheduler)")
     verify.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
                         help="TLC worker threads (default: one per core)")
-    verify.add_argument("--skip-tlc", action="store_true", help="skip model checking")
+    verify.add_argument("--runs", type=int, default=3, metavar="N",
+                        help="recorded Runner runs TLC validates (default 3; 0 skips them)")
+    verify.add_argument("--skip-tlc", action="store_true",
+                        help="skip every check that runs TLC")
+    verify.add_argument("--skip-replay", action="store_true",
+                        help="skip the replay of the trace corpus")
     verify.add_argument("--skip-liveness", action="store_true",
                         help="skip the liveness check (the slowest TLC run)")
     verify.add_argument("--fail-fast", action="store_true", help="stop at the first failed check")
@@ -228,6 +337,52 @@ def build_parser() -> argparse.ArgumentParser:
                         help="TLC worker threads (default: one per core)")
     traces.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     traces.set_defaults(handler=cmd_traces)
+
+    replay = commands.add_parser(
+        "replay",
+        help="replay ITF traces against the reference model and an implementation",
+        description="Replay each trace against the reference model and a fresh scheduler, "
+                    "comparing the scheduler's snapshot with the trace's state after every "
+                    "step. Without TRACES, the corpus in traces/, which must cover every edge.")
+    replay.add_argument("traces", nargs="*", metavar="TRACES",
+                        help="ITF files: .itf.json, .jsonl or .jsonl.gz (default: the corpus)")
+    replay.add_argument("--impl", default="refsched:TaskScheduler", metavar="MODULE:FACTORY",
+                        help="the implementation to replay against: a callable taking "
+                             "max_concurrency (default refsched:TaskScheduler)")
+    replay.add_argument("--all", action="store_true",
+                        help="go on after a diverging trace and report every one")
+    replay.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    replay.set_defaults(handler=cmd_replay)
+
+    validate = commands.add_parser(
+        "validate-trace",
+        help="ask TLC whether recorded ITF traces are behaviours of the spec",
+        description="Turn each ITF trace into a TLA+ module that walks it step by step and "
+                    "ask TLC whether it is a behaviour of Spec. A rejected trace names the "
+                    "first step TLC could not take and why, in the reference model's words.")
+    validate.add_argument("files", nargs="+", metavar="FILE",
+                          help="ITF files: .itf.json, .jsonl or .jsonl.gz")
+    validate.add_argument("--workers", type=int, default=1, metavar="N",
+                          help="TLC worker threads (default 1)")
+    validate.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
+                          help="give up on a trace after this long (default 300)")
+    validate.set_defaults(handler=cmd_validate_trace)
+
+    record = commands.add_parser(
+        "record",
+        help="record random multi-threaded Runner runs as ITF traces",
+        description="Run the Runner on a random graph with real threads and write what its "
+                    "scheduler did, step by step, as an ITF trace that validate-trace and "
+                    "replay accept.")
+    record.add_argument("-o", "--output", required=True, metavar="FILE",
+                        help="an .itf.json file (one run) or a .jsonl / .jsonl.gz bundle")
+    record.add_argument("--seed", type=int, default=1, help="the first run's seed (default 1)")
+    record.add_argument("--runs", type=int, default=1, metavar="N", help="runs (default 1)")
+    record.add_argument("--tasks", type=int, default=6, metavar="N",
+                        help="task ids per run (default 6)")
+    record.add_argument("--workers", type=int, default=3, metavar="N",
+                        help="worker threads, also the concurrency limit (default 3)")
+    record.set_defaults(handler=cmd_record)
     return parser
 
 

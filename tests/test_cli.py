@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -12,14 +14,14 @@ from refsched.cli import main
 
 
 def test_verify_passes_for_the_production_scheduler(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["verify", "--skip-tlc", "--examples", "40", "--quiet"]) == 0
+    assert main(["verify", "--skip-tlc", "--skip-replay", "--examples", "40", "--quiet"]) == 0
     out, err = capsys.readouterr()
     assert "1 of 1 checks passed" in out
     assert "snapshots equal after every call" in err
 
 
 def test_verify_fails_for_a_broken_scheduler(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["verify", "--skip-tlc", "--examples", "200", "--quiet",
+    code = main(["verify", "--skip-tlc", "--skip-replay", "--examples", "200", "--quiet",
                  "--impl", "mutants.broken_schedulers:FailReportedAsSuccess"])
     out, err = capsys.readouterr()
     assert code == 1
@@ -42,3 +44,57 @@ def test_version_and_usage_errors_follow_argparse_conventions() -> None:
     run = subprocess.run([sys.executable, "-m", "refsched"], capture_output=True, text=True,
                          check=False)
     assert run.returncode == 2 and "usage:" in run.stderr
+
+
+def test_traces_check_passes_on_the_committed_corpus(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["traces", "--check", "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "ok   model = spec: 5,784 states and 56,921 labelled edges" in err
+    assert "is current" in err
+
+
+def test_replay_of_the_corpus_covers_every_edge(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", "--quiet"]) == 0
+    out, err = capsys.readouterr()
+    assert "edges replayed: 56,921 of 56,921 (100.0%)" in out
+    assert "no divergence" in err
+
+
+def test_replay_names_the_diverging_step_of_a_broken_scheduler(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["replay", "--quiet", "--impl", "mutants.broken_schedulers:ClaimsTwice"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "the implementation diverges from the trace" in err
+    assert "step" in err and "Claim(k=" in err
+
+
+def test_record_then_validate_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run.itf.json"
+    assert main(["record", "--seed", "3", "-o", str(run)]) == 0
+    assert main(["validate-trace", str(run)]) == 0
+    assert "1 of 1 traces accepted by TLC" in capsys.readouterr().out
+    doc = json.loads(run.read_text())
+    doc["states"][-1]["nextSeq"] += 1  # a state the spec does not reach
+    run.write_text(json.dumps(doc))
+    assert main(["validate-trace", str(run)]) == 1
+    out = capsys.readouterr().out
+    assert f"rejected at step {len(doc['states']) - 1}" in out
+    assert "0 of 1 traces accepted" in out
+
+
+def test_unreadable_traces_are_usage_errors(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.itf.json"
+    bad.write_text("{not json")
+    assert main(["validate-trace", str(bad)]) == 2
+    assert main(["replay", str(tmp_path / "missing.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "not JSON" in err and "missing.jsonl" in err
+
+
+def test_verify_json_is_data(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--skip-tlc", "--skip-replay", "--examples", "10", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is True and report["checks"] == 1
+    assert report["results"][0]["figures"]["examples"] >= 10

@@ -21,6 +21,8 @@ __all__ = [
     "corpus_check",
     "lockstep_check",
     "model_equals_spec",
+    "recorded_runs_check",
+    "replay_check",
     "tlc_check",
 ]
 
@@ -149,3 +151,64 @@ def lockstep_check(session: Session, factory: Callable[[int], Any], impl_name: s
     if missing:  # not a disagreement, but a weaker check than it should be
         detail += f"\n  note: never exercised: {', '.join(missing)} (run more --examples)"
     return Outcome(name, True, detail, _elapsed(started), figures)
+
+
+def replay_check(session: Session, factory: Callable[[int], Any], impl_name: str) -> Outcome:
+    """Every trace of the corpus, replayed against the model and ``factory``'s scheduler."""
+    from . import corpus
+    from .itf import TraceFormatError, read_traces
+    from .replay import format_divergence, replay
+
+    started = time.monotonic()
+    name = f"corpus replay vs {impl_name}"
+    directory = corpus.traces_dir()
+    try:
+        manifest = corpus.read_manifest(directory)
+        session.report(f"  replay: reading {directory / corpus.BUNDLE}")
+        traces = read_traces(directory / str(manifest.get("bundle", corpus.BUNDLE)))
+    except (corpus.CorpusMismatch, TraceFormatError) as e:
+        return Outcome(name, False, str(e), _elapsed(started))
+    total = len(traces)
+
+    def on_progress(done: int, steps: int) -> None:
+        if done % 500 == 0:
+            session.report(f"  replay: {done:,} of {total:,} traces, {steps:,} steps")
+
+    report = replay(traces, factory, on_progress=on_progress)
+    edges = int(manifest.get("edges", 0))
+    figures = {"traces": report.traces, "steps": report.steps, "edges_replayed": report.edges,
+               "edges": edges, "steps_per_second": round(report.steps_per_second),
+               "replay_seconds": round(report.seconds, 3)}
+    if not report.ok:
+        return Outcome(name, False, "divergence\n" + format_divergence(report.divergences[0]),
+                       _elapsed(started), figures)
+    ledger = ", ".join(f"{a} {c.edges:,}" for a, c in report.coverage.items())
+    detail = (f"{report.steps:,} steps of {report.traces:,} traces, {report.edges:,} of "
+              f"{edges:,} edges ({100 * report.edges / max(edges, 1):.0f}%), "
+              f"{report.steps_per_second:,.0f} steps/s\n  edges by action: {ledger}")
+    return Outcome(name, report.edges == edges, detail if report.edges == edges else
+                   f"only {report.edges:,} of the corpus's {edges:,} edges were replayed\n"
+                   + detail, _elapsed(started), figures)
+
+
+def recorded_runs_check(session: Session, runs: int) -> Outcome:
+    """TLC confirms that recorded multi-threaded Runner runs are behaviours of ``Spec``."""
+    from .recording import record_runner_run
+    from .validate import format_validation, validate_trace
+
+    started = time.monotonic()
+    name = f"TLC validates {runs} recorded Runner runs"
+    steps = 0
+    for seed in range(1, runs + 1):
+        session.report(f"  recording and validating run {seed} of {runs}")
+        trace = record_runner_run(seed)
+        steps += len(trace.steps)
+        try:
+            verdict = validate_trace(trace)
+        except (tlc.TLCNotFoundError, RuntimeError, ValueError) as e:
+            return Outcome(name, False, f"{trace.name}: {e}", _elapsed(started))
+        if not verdict.accepted:
+            return Outcome(name, False, format_validation(verdict), _elapsed(started),
+                           {"runs": seed, "steps": steps})
+    return Outcome(name, True, f"{runs} runs, {steps:,} steps, every one a behaviour of Spec",
+                   _elapsed(started), {"runs": runs, "steps": steps})
