@@ -20,7 +20,7 @@ from refsched.errors import (
     UnknownTaskError,
 )
 from refsched.runner import CancelToken, Runner, TaskFuture
-from refsched.scheduler import SchedulerStats, TaskScheduler
+from refsched.scheduler import Recorder, SchedulerStats, TaskScheduler
 from refsched.types import Claim, CloseReport, Snapshot, TaskInfo, TaskState, VersionView
 
 __version__ = "0.1.0"
@@ -37,6 +37,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidTransitionError",
     "InvariantViolation",
+    "Recorder",
     "Runner",
     "SchedulerClosedError",
     "SchedulerError",
