@@ -8,6 +8,7 @@
 - ``refsched replay [TRACES]``: replay ITF traces against the model and an implementation.
 - ``refsched validate-trace FILE``: TLC's verdict on recorded ITF traces.
 - ``refsched record -o FILE``: record random multi-threaded Runner runs as ITF traces.
+- ``refsched explore [SCENARIO] [--replay ID]``: explore thread interleavings of the scenarios.
 
 Exit status 0 when every check passed, 1 when one failed, 2 for a usage error or unreadable
 input.
@@ -383,12 +384,23 @@ def build_parser() -> argparse.ArgumentParser:
     record.add_argument("--workers", type=int, default=3, metavar="N",
                         help="worker threads, also the concurrency limit (default 3)")
     record.set_defaults(handler=cmd_record)
+
+    explore = commands.add_parser(
+        "explore", add_help=False,
+        help="explore the thread interleavings of the scheduler's scenarios (see explore -h)",
+        description="Explore thread interleavings under a controlled runtime.")
+    explore.add_argument("args", nargs=argparse.REMAINDER,
+                         help="[SCENARIO ...] [--replay ID] [--compare] [options]")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
     try:
+        if arguments[:1] == ["explore"]:  # its own parser, options and --help included
+            from refsched.explore.__main__ import main as explore_main
+            return explore_main(arguments[1:])
+        args = build_parser().parse_args(arguments)
         return int(args.handler(args))
     except KeyboardInterrupt:
         print("refsched: interrupted", file=sys.stderr)
