@@ -543,3 +543,35 @@ def test_the_command_line_explores_lists_and_replays(capsys: pytest.CaptureFixtu
     assert main(["failure_while_claiming", "--max-preemptions", "none", "--max-schedules",
                  "5"]) == 0
     assert "cut" in capsys.readouterr().out
+
+
+# -- states inside the TLC instance's bounds are states of TLC's graph ---------------------
+
+class RetrySkipsASeq(TaskScheduler):
+    """retry() numbers the next version one too far: every invariant still holds."""
+
+    def retry(self, task_id: Any) -> int:
+        generation = super().retry(task_id)
+        with self._lock:
+            self._next_seq += 1
+        return generation
+
+
+def test_a_state_outside_tlc_graph_is_caught_where_invariants_hold() -> None:
+    scenario = catalogue.complete_stale(RetrySkipsASeq)
+    report = explore(scenario, ExploreConfig(max_preemptions=2))
+    assert report.failures, report.summary()
+    failure = report.failures[0]
+    assert failure.kind == "invariant"
+    assert "state in TLC's graph" in failure.message and "next_seq=4" in failure.message
+    again = replay(scenario, failure.schedule_id)
+    assert again.failure is not None and "TLC's graph" in again.failure.message
+
+
+def test_a_scenario_leaving_the_graph_bounds_says_so() -> None:
+    def body(ctx: Context) -> None:
+        s = ctx.watch(TaskScheduler(1), tlc_graph=True)
+        s.submit("z")  # not an id of the instance
+
+    report = explore(Scenario("outside", body), ExploreConfig(max_preemptions=0))
+    assert report.failures and "outside MCSchedulerTraces.cfg" in report.failures[0].message

@@ -23,6 +23,7 @@ from refsched.explore.linearizability import (
     check,
     history_key,
 )
+from refsched.explore.tlcgraph import in_tlc_graph
 from refsched.model import ReferenceScheduler
 from refsched.runner import Runner
 
@@ -67,14 +68,18 @@ class Context:
         return thread
 
     def watch(self, scheduler: W, *, model: Callable[[], Any] | None = None,
-              label: str = "scheduler") -> W:
+              label: str = "scheduler", tlc_graph: bool = False) -> W:
         """Watch ``scheduler``: return a proxy that records the calls made through it.
 
         Its ``check_invariants()`` runs after every step; at the end the recorded history must be
         linearizable against ``model()`` (by default a ``ReferenceScheduler`` of the same
-        ``max_concurrency``).
+        ``max_concurrency``). With ``tlc_graph`` its snapshot after every step must also be a
+        state of TLC's graph (:mod:`refsched.explore.tlcgraph`): for scenarios that stay inside
+        that instance's bounds, which the check enforces.
         """
         self.check(f"{label}.check_invariants()", scheduler.check_invariants)
+        if tlc_graph:
+            self.check(f"{label} state in TLC's graph", partial(in_tlc_graph, scheduler))
         if model is None:
             model = partial(ReferenceScheduler, scheduler.max_concurrency)
         history = History()

@@ -79,7 +79,7 @@ def ready_cancel(cls: SchedulerClass = TaskScheduler) -> Scenario:
     """ready() claims a while cancel('a') cancels it; b depends on a."""
 
     def body(ctx: Context) -> None:
-        s = ctx.watch(cls(1))
+        s = ctx.watch(cls(1), tlc_graph=True)
         s.submit("a")
         s.submit("b", ["a"])
         s.start()
@@ -105,7 +105,7 @@ def complete_stale(cls: SchedulerClass = TaskScheduler) -> Scenario:
     first version."""
 
     def body(ctx: Context) -> None:
-        s = ctx.watch(cls(1))
+        s = ctx.watch(cls(1), tlc_graph=True)
         s.submit("a")
         s.start()
         s.ready()  # version 1 of a runs
@@ -141,7 +141,7 @@ def resubmit_claim(cls: SchedulerClass = TaskScheduler) -> Scenario:
     """submit('a') again (a new version) while another thread claims and completes a."""
 
     def body(ctx: Context) -> None:
-        s = ctx.watch(cls(1))
+        s = ctx.watch(cls(1), tlc_graph=True)
         s.submit("a")
         s.start()
         done: list[TaskState] = []
