@@ -235,9 +235,15 @@ class Runner:
             # an iterable goes as it is, for the scheduler to reject.
             with contextlib.suppress(TypeError):
                 deps = tuple(deps)
+        # Built before the lock is taken (Future.__init__ makes a Condition); it is nobody
+        # else's until returned, so its generation is filled in once the scheduler has it.
+        future = TaskFuture(self, task_id, 0)
         out: list[_Settlement] = []
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # not ``with``: this runs once per task
+        try:
             generation = self._scheduler.submit(task_id, deps, fn)
+            future.generation = generation
             entry = self._tasks.get(task_id)
             if entry is None:
                 entry = self._tasks[task_id] = _Entry(generation)
@@ -247,8 +253,10 @@ class Runner:
                 if old is not None and not old._settled:
                     old._settled = True
                     out.append((old, _CANCEL, None))
-            future = self._renew_locked(entry, task_id, generation)
+            self._renew_locked(entry, generation, future)
             self._after_change_locked(out)
+        finally:
+            lock.release()
         if out:
             self._settle(out)
         return future
@@ -320,21 +328,21 @@ class Runner:
                     other.blocked_by = None
                     other.live = True
                     self._live += 1
-            future = self._renew_locked(entry, task_id, generation)
+            future = TaskFuture(self, task_id, generation)
+            self._renew_locked(entry, generation, future)
             self._after_change_locked(out)
         if out:
             self._settle(out)
         return future
 
-    def _renew_locked(self, entry: _Entry, task_id: Hashable, generation: int) -> TaskFuture:
-        """Point ``entry`` at the new live version ``generation`` and give it a fresh future."""
+    def _renew_locked(self, entry: _Entry, generation: int, future: TaskFuture) -> None:
+        """Point ``entry`` at the new live version ``generation`` and its fresh ``future``."""
         entry.generation = generation
         entry.blocked_by = None
         if not entry.live:
             entry.live = True
             self._live += 1
-        future = entry.future = TaskFuture(self, task_id, generation)
-        return future
+        entry.future = future
 
     def _after_change_locked(self, out: list[_Settlement]) -> None:
         """After a submission or retry: resolve what ended, hand out what became claimable."""
@@ -435,7 +443,8 @@ class Runner:
         while True:
             out: list[_Settlement] = []
             claim: Claim | None = None
-            with lock:
+            lock.acquire()  # not ``with``: once per task, and half the cost
+            try:
                 self._resolving -= applied
                 applied = 0
                 if outcome is not None:
@@ -448,11 +457,13 @@ class Runner:
                     self._work.wait()
                 if queue:
                     claim = queue.popleft()
-                    key = (claim.task_id, claim.generation)
-                    if self._cancel_requested and key in self._cancel_requested:
+                    if self._cancel_requested and (
+                            (claim.task_id, claim.generation) in self._cancel_requested):
                         outcome = (claim, _CANCEL, None)  # asked to stop before it started
                         claim = None
                 exiting = claim is None and outcome is None and not out
+            finally:
+                lock.release()
             if out:
                 _apply(out)
                 applied = len(out)
@@ -686,11 +697,17 @@ def _as_exception(task_id: Hashable, error: Any) -> BaseException:
 
 def _wants_token(fn: Callable[..., Any]) -> bool:
     """Whether ``fn`` takes a ``token`` keyword argument (checked by name)."""
-    code = getattr(fn, "__code__", None)
-    if isinstance(code, types.CodeType) and not hasattr(fn, "__wrapped__"):
-        names = code.co_varnames[code.co_posonlyargcount:
-                                 code.co_argcount + code.co_kwonlyargcount]
-        return "token" in names
+    code: types.CodeType | None
+    if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__:
+        code = fn.__code__  # the common case, without a failing attribute lookup
+    else:
+        code = getattr(fn, "__code__", None)
+        if not isinstance(code, types.CodeType) or hasattr(fn, "__wrapped__"):
+            code = None
+    if code is not None:
+        # Most functions have no name "token" at all: that needs no slice.
+        return "token" in code.co_varnames and "token" in code.co_varnames[
+            code.co_posonlyargcount:code.co_argcount + code.co_kwonlyargcount]
     try:
         param = inspect.signature(fn).parameters.get("token")
     except (TypeError, ValueError):
