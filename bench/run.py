@@ -1,0 +1,463 @@
+"""Benchmarks of refsched against the peers users would pick instead, measured side by side.
+
+    python bench/run.py [--quick] [--out bench/results] [--only core,runner,memory,sync]
+
+Every contender gets the same graph objects (bench/graphs.py: fixed seeds) in one process. The
+contenders of a comparison run interleaved, round after round, their order rotated each round,
+with a full garbage collection before each run (garbage left by one contender is not charged to
+the next). The collector stays on while timing, since its cost is part of the real cost, except in
+the ``*_gc_off`` contenders, which pause it to show the algorithms' own cost. A ratio is ours /
+peer within one round; the table gives the median ratio over the rounds and
+its range, next to each side's best and median time.
+
+Writes RESULTS.md and results.json (the raw times) to the output folder, and scaling.png when
+matplotlib is installed. --quick (about a minute) stops at V = 100,000 and runs fewer rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import contenders as c
+import graphs
+from graphs import Graph
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class Comparison:
+    """Times of refsched and one peer on one workload, one entry per round."""
+
+    section: str
+    workload: str
+    nodes: int
+    edges: int
+    ours: str
+    peer: str
+    ours_s: list[float]
+    peer_s: list[float]
+    target: float | None = None  # the ratio ours / peer must not exceed this
+
+    @property
+    def ratios(self) -> list[float]:
+        return [a / b for a, b in zip(self.ours_s, self.peer_s, strict=True)]
+
+    @property
+    def ratio(self) -> float:
+        return statistics.median(self.ratios)
+
+
+@dataclass
+class Memory:
+    workload: str
+    nodes: int
+    ours_bytes: int
+    peer_bytes: int
+    target: float
+
+    @property
+    def ratio(self) -> float:
+        return self.ours_bytes / self.peer_bytes
+
+
+@dataclass
+class Results:
+    quick: bool
+    environment: dict[str, str]
+    comparisons: list[Comparison] = field(default_factory=list)
+    memory: list[Memory] = field(default_factory=list)
+
+
+# -- measuring -----------------------------------------------------------------------------
+
+def timed(fn: c.Contender, graph: Graph) -> float:
+    gc.collect()
+    start = time.perf_counter()
+    finished = fn(graph)
+    elapsed = time.perf_counter() - start
+    if finished != len(graph):
+        raise SystemExit(f"{fn.__name__} finished {finished} of {len(graph)} nodes")
+    return elapsed
+
+
+def interleaved(fns: Sequence[c.Contender], graph: Graph, rounds: int) -> list[list[float]]:
+    """Run each of ``fns`` once per round, the order rotated each round; the times per fn."""
+    times: list[list[float]] = [[] for _ in fns]
+    for r in range(rounds):
+        for i in range(len(fns)):
+            k = (i + r) % len(fns)
+            times[k].append(timed(fns[k], graph))
+    return times
+
+
+# The report section, ours, the peer, and the most ours / peer may be (None: no target).
+Pair = tuple[str, c.Contender, c.Contender, float | None]
+
+
+def compare(results: Results, workload: str, graph: Graph, rounds: int,
+            pairs: Sequence[Pair]) -> None:
+    """Time every contender of ``pairs`` interleaved on ``graph``; one row per pair."""
+    fns = list(dict.fromkeys(fn for _, ours, peer, _ in pairs for fn in (ours, peer)))
+    times = dict(zip(fns, interleaved(fns, graph, rounds), strict=True))
+    for section, ours, peer, target in pairs:
+        row = Comparison(section, workload, len(graph), graphs.edges(graph), ours.__name__,
+                         peer.__name__, times[ours], times[peer], target)
+        results.comparisons.append(row)
+        print(f"  {workload:<30} {row.ours} / {row.peer}: {row.ratio:.2f} "
+              f"[{min(row.ratios):.2f}-{max(row.ratios):.2f}] over {rounds} rounds "
+              f"(median {statistics.median(row.ours_s):.3f}s vs "
+              f"{statistics.median(row.peer_s):.3f}s)", flush=True)
+
+
+def retained_bytes(build: Callable[[Graph], object], graph: Graph) -> int:
+    """Bytes allocated by building the structure that are still held once it is built."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        built = build(graph)
+        gc.collect()
+        after = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    del built
+    return after - before
+
+
+def rounds_for(nodes: int, quick: bool) -> int:
+    if quick:
+        return max(3, min(9, 300_000 // nodes))
+    return max(5, min(31, 3_000_000 // nodes))
+
+
+# -- the sections --------------------------------------------------------------------------
+
+def run_core(results: Results, sizes: Sequence[int], others: int, quick: bool) -> None:
+    print("core: TaskScheduler vs graphlib.TopologicalSorter, one thread", flush=True)
+    warm = graphs.layered(10_000)
+    interleaved([c.core_refsched, c.core_graphlib], warm, 1)
+    for n in sizes:
+        graph = graphs.layered(n)
+        gc.collect()
+        compare(results, f"layered DAG, V={n:,}", graph, rounds_for(n, quick), [
+            ("core", c.core_refsched, c.core_graphlib, 1.0 if n >= 200_000 else None),
+            ("gc-off", c.core_refsched_gc_off, c.core_graphlib_gc_off, None),
+        ])
+        del graph
+    for name, build in (("chain", graphs.chain), ("fan-out and fan-in", graphs.fan)):
+        graph = build(others)
+        gc.collect()
+        compare(results, f"{name}, V={others:,}", graph, rounds_for(others, quick),
+                [("core", c.core_refsched, c.core_graphlib, None)])
+        del graph
+
+
+def run_runner(results: Results, nodes: int, rounds: int) -> None:
+    print(f"runner: {nodes:,} no-op functions on 4 threads", flush=True)
+    pairs: list[Pair] = [("runner", c.runner_refsched, c.runner_graphlib_pool, 0.7)]
+    if c.dask_version() is None:
+        print("  dask is not installed: its contender is skipped (pip install dask)")
+    else:
+        pairs.append(("runner", c.runner_refsched, c.runner_dask, 0.1))
+    interleaved([c.runner_refsched] + [p for _, _, p, _ in pairs], graphs.layered(1_000), 1)
+    compare(results, f"layered DAG, V={nodes:,}", graphs.layered(nodes), rounds, pairs)
+
+
+def run_memory(results: Results, sizes: Sequence[int]) -> None:
+    print("memory: bytes held per task once built and started/prepared (tracemalloc)",
+          flush=True)
+    for n in sizes:
+        graph = graphs.layered(n)
+        ours = min(retained_bytes(c.build_refsched, graph) for _ in range(2))
+        peer = min(retained_bytes(c.build_graphlib, graph) for _ in range(2))
+        row = Memory(f"layered DAG, V={n:,}", n, ours, peer, 1.5)
+        results.memory.append(row)
+        print(f"  {row.workload:<28} {ours / n:.0f} vs {peer / n:.0f} bytes per task: "
+              f"{row.ratio:.2f}", flush=True)
+        del graph
+
+
+def run_sync(results: Results, core_nodes: int, runner_nodes: int, rounds: int) -> None:
+    print("sync: primitives built through refsched.sync vs threading directly", flush=True)
+    compare(results, f"core, layered DAG, V={core_nodes:,}", graphs.layered(core_nodes), rounds,
+            [("sync", c.core_refsched, c.core_refsched_threading, None)])
+    compare(results, f"runner, layered DAG, V={runner_nodes:,}", graphs.layered(runner_nodes),
+            rounds, [("sync", c.runner_refsched, c.runner_refsched_threading, None)])
+
+
+# -- the report ----------------------------------------------------------------------------
+
+def _s(seconds: float) -> str:
+    return f"{seconds * 1e3:,.1f} ms" if seconds < 1 else f"{seconds:,.2f} s"
+
+
+def _verdict(row: Comparison | Memory) -> str:
+    if row.target is None:
+        return ""
+    met = row.ratio <= row.target
+    return f"≤ {row.target:g} {'✓' if met else '✗'}"
+
+
+def _comparison_table(rows: Sequence[Comparison]) -> list[str]:
+    lines = [
+        "| workload | ours | best | median | peer | best | median | ours / peer: median [range] "
+        "| rounds | target |",
+        "|---|---|--:|--:|---|--:|--:|--:|--:|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r.workload} | `{r.ours}` | {_s(min(r.ours_s))} | "
+            f"{_s(statistics.median(r.ours_s))} | `{r.peer}` | {_s(min(r.peer_s))} | "
+            f"{_s(statistics.median(r.peer_s))} | **{r.ratio:.2f}** "
+            f"[{min(r.ratios):.2f}-{max(r.ratios):.2f}] | {len(r.ratios)} | {_verdict(r)} |")
+    return lines
+
+
+def scaling_rows(results: Results, section: str = "core") -> list[Comparison]:
+    """The layered-DAG rows of ``section`` ("core", or "gc-off": the collector paused)."""
+    return sorted((r for r in results.comparisons
+                   if r.section == section and r.workload.startswith("layered")),
+                  key=lambda r: r.nodes)
+
+
+def scaling_summary(rows: Sequence[Comparison]) -> tuple[int, int, float, float] | None:
+    """refsched's time per node at the largest V over that at V = 10,000 (medians, bests)."""
+    base = next((r for r in rows if r.nodes == 10_000), None)
+    if base is None:
+        return None
+    top = rows[-1]
+    per = [statistics.median(r.ours_s) / r.nodes for r in (base, top)]
+    best = [min(r.ours_s) / r.nodes for r in (base, top)]
+    return base.nodes, top.nodes, per[1] / per[0], best[1] / best[0]
+
+
+def _ns(times: Sequence[float], nodes: int) -> str:
+    return f"{min(times) / nodes * 1e9:,.0f} / {statistics.median(times) / nodes * 1e9:,.0f}"
+
+
+def _scaling_section(results: Results) -> list[str]:
+    on = scaling_rows(results)
+    off = {r.nodes: r for r in scaling_rows(results, "gc-off")}
+    lines = [
+        "## Scaling: time per node as V grows",
+        "",
+        "![time per node](scaling.png)",
+        "",
+        "Nanoseconds per node, best / median, from the core runs above; the last three columns "
+        "time the same graphs with the cyclic garbage collector paused (`gc.disable()` around "
+        "each run), which leaves the algorithms' own cost.",
+        "",
+        "| V | E | refsched | graphlib | ratio | refsched, collector paused "
+        "| graphlib, collector paused | ratio |",
+        "|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for r in on:
+        o = off.get(r.nodes)
+        paused = (f"{_ns(o.ours_s, o.nodes)} | {_ns(o.peer_s, o.nodes)} | {o.ratio:.2f}"
+                  if o is not None else " | | ")
+        lines.append(f"| {r.nodes:,} | {r.edges:,} | {_ns(r.ours_s, r.nodes)} | "
+                     f"{_ns(r.peer_s, r.nodes)} | {r.ratio:.2f} | {paused} |")
+    lines.append("")
+    for label, rows, target in (("", on, True),
+                                (", collector paused", sorted(off.values(),
+                                                              key=lambda r: r.nodes), False)):
+        summary = scaling_summary(rows)
+        if summary is None:
+            continue
+        base, top, median_ratio, best_ratio = summary
+        verdict = f"; target ≤ 1.2 {'✓' if median_ratio <= 1.2 else '✗'}" if target else ""
+        lines += [
+            f"refsched's time per node at V = {top:,} over that at V = {base:,}{label}: "
+            f"**{median_ratio:.2f}** (medians; bests: {best_ratio:.2f}){verdict}.",
+            "",
+        ]
+    return lines
+
+
+def write_markdown(results: Results, out: Path) -> None:
+    env = results.environment
+    lines = [
+        "# refsched benchmarks",
+        "",
+        f"`python bench/run.py{' --quick' if results.quick else ''}` on {env['date']}: "
+        f"Python {env['python']}, {env['cpus']} CPUs, {env['platform']}; load average "
+        f"{env['load_before']} before, {env['load_after']} after; dask {env['dask']}.",
+        "",
+        "Each comparison runs its contenders interleaved in one process, the order rotated each "
+        "round; a ratio is ours / peer within one round, given as the median over the rounds and "
+        "its range. Times include building the graph structure (and starting and stopping the "
+        "threads for the runners). Graphs: `bench/graphs.py` (layered random DAGs with a fixed "
+        f"seed, about sqrt(V) layers, {graphs.FAN_IN} dependencies per node on the previous "
+        "layer; a chain; one root, V - 2 middle nodes and one sink).",
+        "",
+        "## Core: `TaskScheduler` against `graphlib.TopologicalSorter`",
+        "",
+        "`TaskScheduler(max_concurrency=V)`: `submit` every node, `start()`, then `ready()` and "
+        "`complete()` each claim until nothing is ready; `graphlib`: `add`, `prepare()`, then "
+        "`get_ready()` and `done(*nodes)` while active. One thread.",
+        "",
+        *_comparison_table([r for r in results.comparisons if r.section == "core"]),
+        "",
+        "## Runner: no-op functions on 4 threads",
+        "",
+        "`Runner(max_workers=4)`: `submit` every function, `start()`, `wait()`, close. "
+        "`runner_graphlib_pool`: the parallel loop of the graphlib documentation with a "
+        "`ThreadPoolExecutor(4)` as its workers and a `queue.SimpleQueue` of finalized nodes. "
+        "`runner_dask`: `dask.threaded.get(dsk, keys, num_workers=4)`, each node a task whose "
+        "arguments are its dependencies.",
+        "",
+        *_comparison_table([r for r in results.comparisons if r.section == "runner"]),
+        "",
+    ]
+    if env["dask"] == "not installed":
+        lines += ["dask is not installed: its contender was skipped (`pip install dask`).", ""]
+    lines += [
+        "## Memory per task",
+        "",
+        "Bytes allocated while building the structure (every node submitted and `start()`; "
+        "every node added and `prepare()`) and still held once built, measured with "
+        "`tracemalloc`; the graph itself is allocated before and not counted.",
+        "",
+        "| workload | refsched bytes/task | graphlib bytes/task | ratio | target |",
+        "|---|--:|--:|--:|---|",
+        *(f"| {m.workload} | {m.ours_bytes / m.nodes:,.0f} | {m.peer_bytes / m.nodes:,.0f} | "
+          f"**{m.ratio:.2f}** | {_verdict(m)} |" for m in results.memory),
+        "",
+        *_scaling_section(results),
+        "## The injectable primitives (`refsched.sync`)",
+        "",
+        "The scheduler and the runner build every lock, condition, event and thread through "
+        "`refsched.sync`, which by default holds the `threading` classes themselves "
+        f"(`refsched.sync.Lock is threading.Lock`: {env['sync_is_threading']}). The same runs "
+        "with the `threading` module put in the place of `refsched.sync`:",
+        "",
+        *_comparison_table([r for r in results.comparisons if r.section == "sync"]),
+        "",
+    ]
+    (out / "RESULTS.md").write_text("\n".join(lines), encoding="utf-8")
+
+
+def write_plot(results: Results, out: Path) -> bool:
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install matplotlib)")
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = scaling_rows(results)
+    if not rows:
+        return False
+    paused = scaling_rows(results, "gc-off")
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
+    series = [
+        ("refsched TaskScheduler", rows, True, "tab:blue", "o-"),
+        ("graphlib.TopologicalSorter", rows, False, "tab:orange", "o-"),
+        ("refsched, collector paused", paused, True, "tab:blue", "s--"),
+        ("graphlib, collector paused", paused, False, "tab:orange", "s--"),
+    ]
+    for label, these, ours, colour, style in series:
+        if not these:
+            continue
+        v = [r.nodes for r in these]
+        per_node = [[t / r.nodes * 1e9 for t in (r.ours_s if ours else r.peer_s)]
+                    for r in these]
+        left.plot(v, [statistics.median(p) for p in per_node], style, color=colour, label=label)
+        left.fill_between(v, [min(p) for p in per_node], [max(p) for p in per_node],
+                          color=colour, alpha=0.15)
+    left.set_xscale("log")
+    left.set_ylim(bottom=0)
+    left.set_xlabel("V (nodes; E ≈ 4 V)")
+    left.set_ylabel("ns per node (median; band: min to max)")
+    left.set_title("Submit and drain a layered DAG: time per node")
+    left.legend(fontsize="small")
+    for label, these, style in (("collector on", rows, "o-"), ("collector paused", paused, "s--")):
+        if not these:
+            continue
+        v = [r.nodes for r in these]
+        right.plot(v, [r.ratio for r in these], style, color="tab:blue", label=label)
+        right.fill_between(v, [min(r.ratios) for r in these], [max(r.ratios) for r in these],
+                           color="tab:blue", alpha=0.15)
+    right.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+    right.set_xscale("log")
+    right.set_ylim(bottom=0)
+    right.set_xlabel("V (nodes)")
+    right.set_ylabel("time ratio refsched / graphlib")
+    right.set_title("refsched / graphlib, same graph, same round")
+    right.legend(fontsize="small")
+    fig.savefig(out / "scaling.png", dpi=110)
+    plt.close(fig)
+    return True
+
+
+def environment() -> dict[str, str]:
+    import refsched.sync
+
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+        "cpus": str(os.cpu_count()),
+        "load_before": " / ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "dask": c.dask_version() or "not installed",
+        "sync_is_threading": str(refsched.sync.Lock is __import__("threading").Lock),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="a smoke run of about a minute")
+    parser.add_argument("--out", type=Path, default=HERE / "results",
+                        help="folder for RESULTS.md, results.json and scaling.png")
+    parser.add_argument("--only", default="core,runner,memory,sync",
+                        help="comma-separated sections to run (default: all)")
+    args = parser.parse_args(argv)
+    sections = set(args.only.split(","))
+    unknown = sections - {"core", "runner", "memory", "sync"}
+    if unknown:
+        parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    quick = bool(args.quick)
+    results = Results(quick, environment())
+    started = time.perf_counter()
+    if quick:
+        sizes, others, memory_sizes = [1_000, 10_000, 100_000], 100_000, [100_000]
+        sync_nodes = 100_000
+    else:
+        sizes = [1_000, 3_000, 10_000, 30_000, 100_000, 200_000, 1_000_000]
+        others, memory_sizes, sync_nodes = 1_000_000, [200_000, 1_000_000], 200_000
+    runner_rounds = 3 if quick else 9
+    if "core" in sections:
+        run_core(results, sizes, others, quick)
+    if "runner" in sections:
+        run_runner(results, 20_000, runner_rounds)
+    if "memory" in sections:
+        run_memory(results, memory_sizes)
+    if "sync" in sections:
+        run_sync(results, sync_nodes, 20_000, 3 if quick else 7)
+    results.environment["load_after"] = " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    write_markdown(results, args.out)
+    with open(args.out / "results.json", "w", encoding="utf-8") as f:
+        json.dump(asdict(results), f, indent=1)
+    plotted = write_plot(results, args.out)
+    print(f"wrote {args.out / 'RESULTS.md'}, results.json"
+          f"{', scaling.png' if plotted else ''} in {time.perf_counter() - started:.0f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
