@@ -1,0 +1,1053 @@
+"""Mutation testing of the verification layers: seeded bugs in the TaskScheduler and the Runner.
+
+Each :class:`Mutant` is a source patch of ``refsched/scheduler.py`` or ``refsched/runner.py``: an
+exact snippet of the current file (it must occur there exactly once), its replacement, and the bug
+it plants. A mutant is run in fresh subprocesses, one per layer, whose import system serves the
+patched source as ``refsched.scheduler`` / ``refsched.runner`` (the files themselves are never
+written), against the layers cheapest first:
+
+``unit``      the unit tests of the scheduler and the runner (``pytest -x``);
+``lockstep``  the Hypothesis lock-step machine against the reference model (``run_lockstep``);
+``replay``    the ITF corpus in ``traces/`` replayed against the scheduler (``replay``);
+``tlc``       recorded multi-threaded Runner runs judged by TLC (``validate_trace``);
+``explore``   the interleaving explorer's scenarios, built on the mutant classes (``explore``).
+
+A layer kills a mutant only by its own verdict (a failing test, a disagreement, a divergence, a
+rejected trace, a failing schedule); a layer that runs out of time or crashes says so and does not
+count. A mutant stops at the first layer that kills it unless every layer is asked for. A patched
+module that cannot be imported is an invalid mutant: the catalogue is wrong, not the checks.
+
+    python -m refsched.verify.mutants                     # the whole catalogue, first kill
+    python -m refsched.verify.mutants double_decrement --all-layers --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "CATALOGUE",
+    "LAYERS",
+    "Budget",
+    "Layer",
+    "LayerResult",
+    "Mutant",
+    "MutantResult",
+    "PatchError",
+    "RunReport",
+    "format_markdown",
+    "format_text",
+    "main",
+    "patched_source",
+    "run",
+    "run_mutant",
+]
+
+_PACKAGE = Path(__file__).resolve().parent.parent  # refsched/
+_PROJECT = _PACKAGE.parent
+MODULES = {"scheduler": "refsched.scheduler", "runner": "refsched.runner"}
+
+Report = Callable[[str], None]
+
+
+# -- mutants ----------------------------------------------------------------------------------
+
+class PatchError(ValueError):
+    """A mutant whose snippet does not occur exactly once in the current source."""
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """One seeded bug: replace ``original`` (found exactly once in ``file``) by ``replacement``."""
+
+    name: str
+    file: str  # a key of MODULES: "scheduler" or "runner"
+    original: str
+    replacement: str
+    description: str  # the bug, in one line
+    # non-empty: no behaviour tells the mutant from the original, and this says why
+    equivalent: str = ""
+    # non-empty: a known survivor of every layer, and the check that would kill it
+    wanted_check: str = ""
+
+
+def source_path(file: str) -> Path:
+    """The production source file a mutant of ``file`` patches."""
+    if file not in MODULES:
+        raise PatchError(f"unknown file {file!r}; known: {', '.join(MODULES)}")
+    return _PACKAGE / f"{file}.py"
+
+
+def patched_source(mutant: Mutant, source: str | None = None) -> str:
+    """The source of ``mutant.file`` with the patch applied; ``PatchError`` unless it fits once."""
+    text = source_path(mutant.file).read_text(encoding="utf-8") if source is None else source
+    count = text.count(mutant.original)
+    if count != 1:
+        raise PatchError(f"{mutant.name}: the snippet occurs {count} times in "
+                         f"refsched/{mutant.file}.py, not once")
+    if mutant.original == mutant.replacement:
+        raise PatchError(f"{mutant.name}: the replacement is the snippet itself")
+    return text.replace(mutant.original, mutant.replacement)
+
+
+def _m(name: str, file: str, description: str, original: str, replacement: str,
+       equivalent: str = "", wanted_check: str = "") -> Mutant:
+    return Mutant(name, file, original, replacement, description, equivalent, wanted_check)
+
+
+_S, _R = "scheduler", "runner"
+
+CATALOGUE: tuple[Mutant, ...] = (
+    # -- TaskScheduler: locking ----------------------------------------------------------------
+    _m("claim_outside_lock", _S, "ready() claims under a lock of its own, not the scheduler's",
+       """        lock = self._lock
+        lock.acquire()
+        try:
+            if not self._started:
+                raise InvalidTransitionError("ready(): the scheduler is not started")""",
+       """        lock = sync.Lock()
+        lock.acquire()
+        try:
+            if not self._started:
+                raise InvalidTransitionError("ready(): the scheduler is not started")""",
+       wanted_check="the explorer switches threads only at synchronisation operations and the "
+                    "claim loop has none, so it runs whole; a lock-discipline check (every "
+                    "write to a task record made while the scheduler's own lock is held, "
+                    "asserted by the explorer's runtime) would kill it"),
+    _m("claim_check_then_act", _S,
+       "ready() counts the free slots and ready versions, drops the lock, then claims that many",
+       """            heap = self._heap
+            take = self._ready_at.pop""",
+       """            lock.release()
+            lock.acquire()
+            heap = self._heap
+            take = self._ready_at.pop"""),
+    _m("dependents_released_before_state_write", _S,
+       "complete() readies the dependents, drops the lock, and only then marks the version "
+       "succeeded",
+       """                if newly_ready:
+                    self._ready_count += newly_ready
+            if self._recorder is not None:
+                self._record("Complete",""",
+       """                if newly_ready:
+                    self._ready_count += newly_ready
+            rec.state = _RUNNING
+            lock.release()
+            lock.acquire()
+            rec.state = _SUCCEEDED
+            if self._recorder is not None:
+                self._record("Complete","""),
+    # -- TaskScheduler: counts and order -------------------------------------------------------
+    _m("double_decrement", _S, "complete() decrements a dependent's remaining count twice",
+       """                        left = x.remaining - 1""",
+       """                        left = x.remaining - 2 if x.remaining > 1 else 0"""),
+    _m("concurrency_off_by_one", _S, "ready() allows max_concurrency + 1 running versions",
+       """            free = self._max - self._running""",
+       """            free = self._max - self._running + 1"""),
+    _m("complete_keeps_running_count", _S, "complete() does not give the slot back",
+       """            self._running -= 1
+            self._n_succeeded += 1""",
+       """            self._n_succeeded += 1"""),
+    _m("ready_order_not_by_seq", _S,
+       "ready() pops the heap's last entry instead of the smallest seq",
+       """                    seq = _heappop(heap)""",
+       """                    seq = heap.pop()"""),
+    _m("claim_skips_state_check", _S,
+       "ready() claims a stale heap entry whose version was cancelled or blocked meanwhile",
+       """                if rec is None or rec.seq != seq or rec.state != _READY:""",
+       """                if rec is None or rec.seq != seq:"""),
+    _m("cancel_keeps_ready_count", _S, "cancel() of a ready version leaves the ready count",
+       """            if st <= _READY:
+                if st == _READY:
+                    self._ready_count -= 1""",
+       """            if st <= _READY:
+                if st == _READY:
+                    pass"""),
+    _m("close_keeps_ready_count", _S, "close(cancel_pending) leaves the ready count as it was",
+       """                    self._n_cancelled += cancelled
+                    self._ready_count = 0""",
+       """                    self._n_cancelled += cancelled"""),
+    _m("complete_visits_ready_dependents", _S,
+       "complete() steps ready dependents as well as pending ones",
+       """                for x in dependents:
+                    if x.state == _PENDING:""",
+       """                for x in dependents:
+                    if x.state <= _READY:""",
+       equivalent="a dependent of a running version has a dependency not succeeded, so it is "
+                  "pending (or dead), never ready: both guards pick the same versions"),
+    # -- TaskScheduler: generations and callbacks ----------------------------------------------
+    _m("complete_skips_generation_check", _S,
+       "complete() of an older generation completes the running current version",
+       """ or rec.generation != generation
+                    or rec.state != _RUNNING):""",
+       """
+                    or rec.state != _RUNNING):"""),
+    _m("stale_generation_accepted", _S,
+       "fail(), acknowledge_cancel() and cancel(t, g) accept an older generation",
+       """        if generation != rec.generation:
+            self._n_stale += 1""",
+       """        if generation > rec.generation:
+            self._n_stale += 1"""),
+    _m("cancel_of_running_ignored", _S, "cancel() of a running version sets no request",
+       """            if st == _RUNNING and not rec.cancel_requested:""",
+       """            if st == _RUNNING and rec.cancel_requested:"""),
+    _m("resubmit_over_running", _S, "submit() replaces a running version under its worker",
+       """            if rec is not None and rec.state == _RUNNING:
+                raise TaskRunningError(""",
+       """            if rec is not None and rec.state == _RUNNING and rec.cancel_requested:
+                raise TaskRunningError("""),
+    _m("resubmit_keeps_dependents_ready", _S,
+       "replacing a succeeded version leaves its ready dependents ready",
+       """                    if old_state == _SUCCEEDED:""",
+       """                    if old_state == _FAILED:"""),
+    # -- TaskScheduler: blocking (Settle) ------------------------------------------------------
+    _m("settle_one_level_early", _S,
+       "blocking stops one level early: dependents of the second level stay pending",
+       """        for m in order:  # grows while iterating: breadth-first""",
+       """        for m in list(order):  # grows while iterating: breadth-first"""),
+    _m("settle_direct_dependents_only", _S, "blocking reaches only the direct dependents",
+       """        for m in order:  # grows while iterating: breadth-first""",
+       """        for m in order[:0]:  # grows while iterating: breadth-first"""),
+    _m("settle_blocks_running", _S, "blocking spreads into running versions beyond the first level",
+       """        for m in order:  # grows while iterating: breadth-first
+            for x in m.dependents:
+                if x.state <= _READY:""",
+       """        for m in order:  # grows while iterating: breadth-first
+            for x in m.dependents:
+                if x.state <= _RUNNING:"""),
+    _m("blocked_by_latest_cause", _S,
+       "a blocked version names its dead dependency with the largest seq, not the smallest",
+       """(cause is None or r.seq < cause.seq)""",
+       """(cause is None or r.seq > cause.seq)"""),
+    _m("acknowledge_cancel_skips_settle", _S,
+       "a cancelled running version leaves its dependents pending",
+       """                self._endings.append((rec.task_id, rec.generation, _STATES[to]))
+            self._settle((rec,), ())""",
+       """                self._endings.append((rec.task_id, rec.generation, _STATES[to]))
+            if to == _FAILED:
+                self._settle((rec,), ())"""),
+    _m("submit_onto_dead_dep_not_blocked", _S,
+       "a version submitted onto a failed dependency stays pending",
+       """            if dead:
+                self._settle((), (rec,))""",
+       """            if dead and remaining > 1:
+                self._settle((), (rec,))"""),
+    # -- TaskScheduler: retry, start, close ----------------------------------------------------
+    _m("retry_forgets_blocked_descendants", _S,
+       "retry() renews only the task, not the versions blocked because of it",
+       """            for m in members:  # grows while iterating""",
+       """            for m in members[:0]:  # grows while iterating"""),
+    _m("retry_renews_direct_children_only", _S,
+       "retry() renews the versions blocked by the task but not those blocked through them",
+       """                    if x.blocked_by is m and x is not root:""",
+       """                    if x.blocked_by is m and x is not root and m is root:"""),
+    _m("retry_of_succeeded", _S, "retry() accepts a succeeded version",
+       """            if root.state < _FAILED:
+                raise InvalidTransitionError(""",
+       """            if root.state < _SUCCEEDED:
+                raise InvalidTransitionError("""),
+    _m("retry_keeps_seq_order_flag", _S,
+       "retry() renumbers versions but keeps the graph marked seq-ordered",
+       """            self._seq_ordered = False
+            self._n_retried += len(members)""",
+       """            self._n_retried += len(members)"""),
+    _m("start_skips_cycle_search", _S, "start() searches for cycles only when none can exist",
+       """            if not self._seq_ordered:
+                cycles = _find_cycles(tasks.values())""",
+       """            if self._seq_ordered:
+                cycles = _find_cycles(tasks.values())"""),
+    _m("close_cancels_only_pending", _S, "close(cancel_pending) leaves ready versions ready",
+       """                    for rec in self._tasks.values():
+                        if rec.state <= _READY:""",
+       """                    for rec in self._tasks.values():
+                        if rec.state == _PENDING:"""),
+    _m("close_drops_endings", _S,
+       "close() cancels pending versions without reporting them as endings",
+       """                            if endings is not None:
+                                endings.append(""",
+       """                            if endings is None:
+                                endings.append("""),
+    # -- Runner ----------------------------------------------------------------------------------
+    _m("close_notifies_one_worker", _R, "close() wakes one idle worker instead of all",
+       """                self._work.notify_all()""",
+       """                self._work.notify()"""),
+    _m("close_drops_queued_claims", _R,
+       "a worker that sees the runner closed leaves claimed versions in the queue",
+       """                if queue:
+                    claim = queue.popleft()""",
+       """                if queue and not self._closed:
+                    claim = queue.popleft()"""),
+    _m("dispatch_wakes_one_too_few", _R,
+       "submit()/start()/cancel() wake one worker fewer than there are claims (lost wake-up)",
+       """            wake = len(claims) - 1 if self_take else len(claims)""",
+       """            wake = len(claims) - 1"""),
+    _m("worker_skips_idle_notify", _R,
+       "a worker that reported the last version does not wake wait() (lost wake-up)",
+       """                self._resolving += len(out)
+                if self._idle_waiters:
+                    self._notify_idle_locked()
+                while not queue""",
+       """                self._resolving += len(out)
+                while not queue"""),
+    _m("wait_returns_while_pending", _R,
+       "wait() returns once nothing is in flight, closed or not",
+       """        return self._live == 0 or (self._closed and self._inflight == 0)""",
+       """        return self._live == 0 or self._inflight == 0"""),
+    _m("runner_limit_off_by_one", _R, "the Runner's scheduler allows max_workers + 1 claims",
+       """TaskScheduler(max_workers, track_endings=True""",
+       """TaskScheduler(max_workers + 1, track_endings=True"""),
+    _m("runner_cancel_of_running_ignored", _R,
+       "Runner.cancel() of a running version neither sets its token nor withdraws it",
+       """            if state is _RUNNING and entry is not None:""",
+       """            if state is _READY and entry is not None:"""),
+    _m("runner_cancel_token_not_set", _R, "Runner.cancel() records the request but sets no token",
+       """                token = self._tokens.get(key)
+                if token is not None:
+                    token._event.set()
+                remote = self._exec_futures.get(key)""",
+       """                token = self._tokens.get(key)
+                remote = self._exec_futures.get(key)"""),
+    _m("withdrawn_claim_reported_as_result", _R,
+       "a claim cancelled before its worker took it is reported as succeeded",
+       """                        outcome = (claim, _CANCEL, None)""",
+       """                        outcome = (claim, _RESULT, None)"""),
+    _m("failure_reported_as_success", _R, "a function that raised is reported with complete()",
+       """                self._scheduler.fail(task_id, generation, value)""",
+       """                self._scheduler.complete(task_id, generation, value)"""),
+    _m("failed_future_never_resolved", _R, "the future of a version that failed is never set",
+       """                out.append((future, _RESULT if state is _SUCCEEDED else _ERROR,
+                            value if state is _SUCCEEDED else _as_exception(t, value)))
+                continue""",
+       """                if state is _SUCCEEDED:
+                    out.append((future, _RESULT, value))
+                continue"""),
+    _m("stale_ending_settles_current_future", _R,
+       "an ending of an older generation settles the current version's future",
+       """            if entry is None or entry.generation != g:""",
+       """            if entry is None:""",
+       equivalent="every action through the Runner renews its entries before it collects the "
+                  "endings, so each ending it sees is of the current generation; only an "
+                  "action taken on runner.scheduler directly, which the API forbids, could "
+                  "tell"),
+    _m("retry_members_not_renewed", _R,
+       "Runner.retry() does not follow the versions renewed with the task",
+       """                if current != other.generation:""",
+       """                if current == other.generation:"""),
+    _m("cancel_skips_dispatch", _R, "Runner.cancel() does not hand out claims afterwards",
+       """            self._collect_locked(out, None, 0, None)
+            self._dispatch_locked(False)
+            self._resolving += len(out)
+        if remote is not None:""",
+       """            self._collect_locked(out, None, 0, None)
+            self._resolving += len(out)
+        if remote is not None:""",
+       equivalent="a cancel frees no slot and readies no version (it can only block), so "
+                  "nothing becomes claimable that was not claimed before it"),
+)
+
+_BY_NAME = {m.name: m for m in CATALOGUE}
+assert len(_BY_NAME) == len(CATALOGUE), "mutant names must be unique"
+
+
+# -- layers and budgets -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Layer:
+    """A verification layer: its name, what it runs, and which files' mutants it can see."""
+
+    name: str
+    title: str
+    targets: frozenset[str]  # keys of MODULES whose code the layer exercises
+
+
+LAYERS: tuple[Layer, ...] = (
+    Layer("unit", "pytest tests/test_scheduler.py tests/test_runner.py",
+          frozenset({_S, _R})),
+    Layer("lockstep", "Hypothesis lock-step machine vs the model (TaskScheduler only)",
+          frozenset({_S})),
+    Layer("replay", "ITF corpus replay (TaskScheduler only)", frozenset({_S})),
+    Layer("tlc", "TLC validation of recorded Runner runs", frozenset({_S, _R})),
+    Layer("explore", "interleaving explorer scenarios, <= 2 preemptions", frozenset({_S, _R})),
+)
+LAYER_NAMES = tuple(layer.name for layer in LAYERS)
+_LAYER = {layer.name: layer for layer in LAYERS}
+
+# Scenarios that drive a TaskScheduler class, and those that drive a Runner class.
+SCHEDULER_SCENARIOS = ("ready_ready", "ready_cancel", "complete_stale", "resubmit_claim",
+                       "close_ready_callbacks", "failure_while_claiming")
+RUNNER_SCENARIOS = ("runner_close_timeout", "cooperative_cancel", "runner_chain",
+                    "submit_to_idle_runner", "wait_before_start", "runner_failure")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much each layer may do, and how long it may take (seconds, wall clock)."""
+
+    unit_files: tuple[str, ...] = ("tests/test_scheduler.py", "tests/test_runner.py")
+    lockstep_examples: int = 300
+    lockstep_steps: int = 40
+    tlc_runs: int = 4  # record_runner_run seeds 1..tlc_runs
+    explore_preemptions: int = 2
+    explore_max_schedules: int = 3000  # per scenario
+    explore_run_timeout: float = 30.0  # wall seconds before one explored run is stuck
+    scenarios: tuple[str, ...] | None = None  # None: every scenario that fits the class
+    timeouts: tuple[tuple[str, float], ...] = (
+        ("unit", 60.0), ("lockstep", 120.0), ("replay", 120.0), ("tlc", 180.0),
+        ("explore", 240.0))
+
+    def timeout(self, layer: str) -> float:
+        return dict(self.timeouts).get(layer, 300.0)
+
+
+# -- results ----------------------------------------------------------------------------------
+
+# Status of one layer for one mutant.
+KILLED, SURVIVED, TIMEOUT, ERROR = "killed", "survived", "timeout", "error"
+INVALID, NOT_APPLICABLE, SKIPPED = "invalid", "n/a", "skipped"
+
+
+@dataclass
+class LayerResult:
+    """What one layer said about one mutant."""
+
+    layer: str
+    status: str  # killed, survived, timeout, error, invalid, n/a, skipped
+    evidence: str = ""  # how to see the kill again: a test, a call sequence, a trace step, an id
+    seconds: float = 0.0
+
+
+@dataclass
+class MutantResult:
+    """Every layer's result for one mutant."""
+
+    mutant: Mutant
+    layers: list[LayerResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def killed_by(self) -> list[str]:
+        return [r.layer for r in self.layers if r.status == KILLED]
+
+    @property
+    def verdict(self) -> str:
+        """killed, invalid, equivalent (survived, and known to be) or survived."""
+        if any(r.status == INVALID for r in self.layers):
+            return INVALID
+        if self.killed_by:
+            return KILLED
+        return "equivalent" if self.mutant.equivalent else SURVIVED
+
+    @property
+    def evidence(self) -> str:
+        for r in self.layers:
+            if r.status == KILLED:
+                return r.evidence
+        return ""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"name": self.mutant.name, "file": f"refsched/{self.mutant.file}.py",
+                "description": self.mutant.description, "equivalent": self.mutant.equivalent,
+                "wanted_check": self.mutant.wanted_check,
+                "verdict": self.verdict, "killed_by": self.killed_by,
+                "seconds": round(self.seconds, 2),
+                "layers": [{**asdict(r), "seconds": round(r.seconds, 2)} for r in self.layers]}
+
+
+@dataclass
+class RunReport:
+    """A run of mutants: each one's results, the layers asked for, and the time taken."""
+
+    results: list[MutantResult]
+    layers: tuple[str, ...]
+    all_layers: bool
+    seconds: float
+    budget: Budget
+
+    def count(self, verdict: str) -> int:
+        return sum(1 for r in self.results if r.verdict == verdict)
+
+    @property
+    def kill_rate(self) -> float:
+        """Killed over the valid mutants that are not known to be equivalent."""
+        judged = len(self.results) - self.count(INVALID) - self.count("equivalent")
+        return self.count(KILLED) / judged if judged else 1.0
+
+    @property
+    def ok(self) -> bool:
+        return self.count(SURVIVED) == 0 and self.count(INVALID) == 0
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunReport:
+        """The report :meth:`as_json` gave (mutants looked up in the catalogue by name)."""
+        results = []
+        for item in data["mutants"]:
+            mutant = _BY_NAME.get(item["name"]) or Mutant(
+                item["name"], Path(item["file"]).stem, "", "", item["description"],
+                item.get("equivalent", ""), item.get("wanted_check", ""))
+            layers = [LayerResult(r["layer"], r["status"], r["evidence"], r["seconds"])
+                      for r in item["layers"]]
+            results.append(MutantResult(mutant, layers, item["seconds"]))
+        fields: dict[str, Any] = {
+            k: tuple(tuple(x) if isinstance(x, list) else x for x in v)
+            if isinstance(v, list) else v for k, v in data["budget"].items()}
+        budget = Budget(**fields)
+        return cls(results, tuple(data["layers"]), data["all_layers"], data["seconds"], budget)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"mutants": [r.as_json() for r in self.results], "layers": list(self.layers),
+                "all_layers": self.all_layers, "seconds": round(self.seconds, 1),
+                "totals": {v: self.count(v) for v in (KILLED, SURVIVED, "equivalent", INVALID)},
+                "kill_rate": round(self.kill_rate, 4), "budget": asdict(self.budget)}
+
+
+# -- the subprocess ---------------------------------------------------------------------------
+
+# Runs first in the child: serves the patched source as the mutated module before anything
+# imports refsched, then hands over to _child_main. Standard library only: importing any of
+# refsched here would load the real module first.
+_BOOTSTRAP = r"""
+import importlib.abc, importlib.util, json, sys, traceback
+payload = json.loads(sys.argv[1])
+
+class PatchedModule(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    def find_spec(self, name, path=None, target=None):
+        if name != payload["module"]:
+            return None
+        return importlib.util.spec_from_loader(name, self, origin=payload["origin"])
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        module.__file__ = payload["origin"]
+        with open(payload["source"], encoding="utf-8") as f:
+            text = f.read()
+        exec(compile(text, payload["label"], "exec", dont_inherit=True), module.__dict__)
+
+if payload["module"]:
+    sys.meta_path.insert(0, PatchedModule())
+try:
+    import refsched
+except BaseException:
+    with open(payload["result"], "w", encoding="utf-8") as f:
+        json.dump({"status": "invalid", "evidence": traceback.format_exc()[-3000:]}, f)
+    sys.exit(0)
+from refsched.verify.mutants import _child_main
+sys.exit(_child_main(payload))
+"""
+
+
+def _short(text: str, limit: int = 4000) -> str:
+    return text if len(text) <= limit else text[:limit] + "\n..."
+
+
+def _unit_layer(payload: dict[str, Any]) -> tuple[str, str]:
+    import pytest
+
+    class Watch:
+        first: str = ""
+
+        def pytest_runtest_logreport(self, report: Any) -> None:
+            if report.failed and not self.first:
+                lines = [ln for ln in str(report.longreprtext).splitlines() if ln.strip()]
+                cause = next((ln for ln in lines if ln.startswith("E ")), "")
+                self.first = f"{report.nodeid} ({report.when}) {cause[:300]}".strip()
+
+    watch = Watch()
+    files = [str(_PROJECT / f) for f in payload["budget"]["unit_files"]]
+    code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", *files], plugins=[watch])
+    if code == 0:
+        return SURVIVED, ""
+    if code == 1:
+        return KILLED, watch.first or "a test failed"
+    return ERROR, f"pytest exited with {code}"
+
+
+def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
+    from hypothesis import settings
+
+    from refsched.scheduler import TaskScheduler
+
+    from .lockstep import run_lockstep
+
+    # Derandomized: the same mutant meets the same examples, so a kill replays.
+    settings.register_profile("refsched-mutants", derandomize=True, database=None)
+    settings.load_profile("refsched-mutants")
+    budget = payload["budget"]
+    try:
+        run_lockstep(TaskScheduler, examples=budget["lockstep_examples"],
+                     steps=budget["lockstep_steps"])
+    except Exception as exc:  # the shrunk call sequence is in the notes
+        head = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        notes = "\n".join(getattr(exc, "__notes__", []))
+        return KILLED, _short(f"{head}\n{notes}")
+    return SURVIVED, ""
+
+
+def _replay_layer(payload: dict[str, Any]) -> tuple[str, str]:
+    from refsched.scheduler import TaskScheduler
+
+    from .replay import format_divergence, replay
+
+    traces = _load_traces(payload.get("traces"))
+    report = replay(traces, TaskScheduler)
+    if report.ok:
+        return SURVIVED, f"{report.steps:,} steps of {report.traces:,} traces"
+    d = report.divergences[0]
+    params = ", ".join(f"{k}={v!r}" for k, v in d.params.items())
+    return KILLED, _short(f"trace {d.trace} step {d.step} {d.action}({params}): {d.reason}\n"
+                          + format_divergence(d))
+
+
+def _tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
+    from .recording import record_runner_run
+    from .validate import format_validation, validate_trace
+
+    for seed in range(1, payload["budget"]["tlc_runs"] + 1):
+        try:
+            trace = record_runner_run(seed)
+        except Exception:
+            return ERROR, _short(f"record_runner_run({seed}) raised\n{traceback.format_exc()}")
+        verdict = validate_trace(trace)
+        if not verdict.accepted:
+            return KILLED, _short(f"record_runner_run({seed}): {format_validation(verdict)}")
+    return SURVIVED, ""
+
+
+def _explore_layer(payload: dict[str, Any]) -> tuple[str, str]:
+    from refsched.explore import ExploreConfig, explore
+    from refsched.explore import scenarios as catalogue
+    from refsched.runner import Runner
+    from refsched.scheduler import TaskScheduler
+
+    budget = payload["budget"]
+    config = ExploreConfig(max_preemptions=budget["explore_preemptions"],
+                           max_schedules=budget["explore_max_schedules"],
+                           run_timeout=budget["explore_run_timeout"], strategy="dfs")
+    names = list(budget["scenarios"] or (
+        (*SCHEDULER_SCENARIOS, *RUNNER_SCENARIOS) if payload["file"] == _S
+        else RUNNER_SCENARIOS))
+    stuck = ""
+    for name in names:
+        cls: Any = Runner if name in RUNNER_SCENARIOS else TaskScheduler
+        factory = _EXTRA_SCENARIOS.get(name) or getattr(catalogue, name)
+        report = explore(factory(cls), config)
+        if report.failures:
+            f = report.failures[0]
+            message = f.message.strip().splitlines()
+            line = (f"scenario {name}: {f.kind}, schedule {f.schedule_id}: "
+                    f"{message[0] if message else ''}")
+            if f.kind == "stuck":
+                # Wall-clock "no progress" is a hang, not a verdict: a loaded machine gives it
+                # too. Other scenarios may still decide.
+                stuck = stuck or line
+                continue
+            return KILLED, _short(f"{line}\n{f.report(max_steps=30)}")
+    if stuck:
+        return TIMEOUT, stuck
+    return SURVIVED, f"scenarios {', '.join(names)}"
+
+
+def submit_to_idle_runner(cls: Callable[[int], Any]) -> Any:
+    """A scenario the catalogue needs beyond ``SCENARIOS``: a function submitted after
+    ``start()``, while the one worker may already wait idle, must still be run.
+
+    Every catalogued Runner scenario submits before ``start()``, where a worker finds its claim
+    queued before it ever waits; only a submission to an idle runner depends on the wake-up.
+    """
+    from refsched.explore.context import Context, Scenario
+
+    def body(ctx: Context) -> None:
+        runner = ctx.watch_runner(cls(1))
+        runner.start()
+        future = runner.submit("a", lambda: "A")
+        finished = runner.wait()
+        runner.close()
+
+        def ran() -> None:
+            assert finished, "Runner.wait() returned False"
+            assert future.result(timeout=0) == "A", future
+
+        ctx.at_end("the function submitted to the idle runner ran", ran)
+
+    return Scenario("submit_to_idle_runner", body, submit_to_idle_runner.__doc__ or "")
+
+
+def wait_before_start(cls: Callable[[int], Any]) -> Any:
+    """A scenario the catalogue needs beyond ``SCENARIOS``: ``wait()`` called before another
+    thread calls ``start()`` returns only once the submitted function has run.
+
+    After ``start()`` a live version is always queued or running, so only a wait begun before
+    it can tell "nothing in flight" from "nothing left".
+    """
+    from refsched.explore.context import Context, Scenario
+
+    def body(ctx: Context) -> None:
+        runner = ctx.watch_runner(cls(1))
+        future = runner.submit("a", lambda: "A")
+        ctx.spawn(runner.start, name="starter")
+        finished = runner.wait()
+        done = future.done()
+        runner.close()
+
+        def ran_first() -> None:
+            assert finished and done, f"wait() returned {finished} with the future {future}"
+
+        ctx.at_end("wait() returned after the function ran", ran_first)
+
+    return Scenario("wait_before_start", body, wait_before_start.__doc__ or "")
+
+
+def runner_failure(cls: Callable[[int], Any]) -> Any:
+    """A scenario the catalogue needs beyond ``SCENARIOS``: a function that raises fails its
+    future with its exception, and its dependent's future with ``BlockedError``.
+
+    The catalogued Runner scenarios only run functions that return.
+    """
+    from refsched.errors import BlockedError
+    from refsched.explore.context import Context, Scenario
+
+    def boom() -> None:
+        raise ValueError("boom")
+
+    def body(ctx: Context) -> None:
+        runner = ctx.watch_runner(cls(1))
+        failing = runner.submit("a", boom)
+        blocked = runner.submit("b", lambda: "B", ["a"])
+        runner.start()
+        finished = runner.wait()
+        runner.close()
+
+        def both_resolved() -> None:
+            assert finished, "Runner.wait() returned False"
+            assert failing.done() and blocked.done(), (failing, blocked)
+            assert isinstance(failing.exception(timeout=0), ValueError), failing
+            assert isinstance(blocked.exception(timeout=0), BlockedError), blocked
+
+        ctx.at_end("a failed with its error, b is blocked", both_resolved)
+
+    return Scenario("runner_failure", body, runner_failure.__doc__ or "")
+
+
+_EXTRA_SCENARIOS = {"runner_failure": runner_failure,
+                    "submit_to_idle_runner": submit_to_idle_runner,
+                    "wait_before_start": wait_before_start}
+
+
+_LAYER_RUNNERS: dict[str, Callable[[dict[str, Any]], tuple[str, str]]] = {
+    "unit": _unit_layer, "lockstep": _lockstep_layer, "replay": _replay_layer,
+    "tlc": _tlc_layer, "explore": _explore_layer,
+}
+
+
+def _child_main(payload: dict[str, Any]) -> int:
+    """Run one layer in this (patched) process and write its verdict as JSON."""
+    try:
+        status, evidence = _LAYER_RUNNERS[payload["layer"]](payload)
+    except Exception:
+        status, evidence = ERROR, _short(traceback.format_exc())
+    Path(payload["result"]).write_text(json.dumps({"status": status, "evidence": evidence}),
+                                       encoding="utf-8")
+    return 0
+
+
+def _load_traces(cache: str | None) -> list[Any]:
+    if cache and Path(cache).exists():
+        with open(cache, "rb") as f:
+            traces: list[Any] = pickle.load(f)  # written by this module in this run
+        return traces
+    from . import corpus
+    from .itf import read_traces
+
+    directory = corpus.traces_dir()
+    manifest = corpus.read_manifest(directory)
+    return read_traces(directory / str(manifest.get("bundle", corpus.BUNDLE)))
+
+
+def _run_layer(mutant: Mutant | None, layer: str, source: Path | None, workdir: Path,
+               budget: Budget, traces: str | None) -> LayerResult:
+    """One layer in a fresh subprocess (its whole process group ends with it on a timeout)."""
+    result_file = workdir / f"{mutant.name if mutant else 'original'}-{layer}.json"
+    payload = {
+        "module": MODULES[mutant.file] if mutant else "",
+        "file": mutant.file if mutant else _S,
+        "origin": str(source_path(mutant.file)) if mutant else "",
+        "source": str(source) if source else "",
+        "label": f"refsched/{mutant.file}.py [mutant {mutant.name}]" if mutant else "",
+        "layer": layer, "result": str(result_file), "budget": asdict(budget), "traces": traces,
+    }
+    started = time.monotonic()
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, json.dumps(payload)],
+                            cwd=_PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True, env=env)
+    try:
+        output, _ = proc.communicate(timeout=budget.timeout(layer))
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return LayerResult(layer, TIMEOUT, f"no verdict within {budget.timeout(layer):.0f} s",
+                           time.monotonic() - started)
+    seconds = time.monotonic() - started
+    if not result_file.exists():
+        tail = output.decode(errors="replace")[-2000:]
+        return LayerResult(layer, ERROR, f"the layer exited with {proc.returncode}\n{tail}",
+                           seconds)
+    data = json.loads(result_file.read_text(encoding="utf-8"))
+    return LayerResult(layer, str(data["status"]), str(data["evidence"]), seconds)
+
+
+# -- the runner -------------------------------------------------------------------------------
+
+def run_mutant(mutant: Mutant, layers: Sequence[str] = LAYER_NAMES, *, budget: Budget = Budget(),
+               all_layers: bool = False, workdir: Path | None = None, traces: str | None = None,
+               report: Report = lambda _line: None, label: str = "") -> MutantResult:
+    """Run ``mutant`` against ``layers`` in order, stopping at the first kill unless
+    ``all_layers``. ``PatchError`` if the patch does not apply to the current source."""
+    text = patched_source(mutant)
+    result = MutantResult(mutant)
+    started = time.monotonic()
+    with contextlib.ExitStack() as stack:
+        if workdir is None:
+            workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(
+                prefix="refsched-mutant-")))
+        source = workdir / f"{mutant.name}.py"
+        source.write_text(text, encoding="utf-8")
+        done = False
+        for name in layers:
+            if done:
+                result.layers.append(LayerResult(name, SKIPPED))
+                continue
+            if mutant.file not in _LAYER[name].targets:
+                result.layers.append(LayerResult(name, NOT_APPLICABLE,
+                                                 f"does not run refsched/{mutant.file}.py"))
+                continue
+            report(f"{label}{mutant.name}: {name} ...")
+            layer = _run_layer(mutant, name, source, workdir, budget, traces)
+            result.layers.append(layer)
+            report(f"{label}{mutant.name}: {name} {layer.status} ({layer.seconds:.1f} s)")
+            done = layer.status == INVALID or (layer.status == KILLED and not all_layers)
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _traces_cache(workdir: Path, report: Report) -> str:
+    """Parse the corpus once and pickle it for the replay layers of this run."""
+    path = workdir / "corpus.pickle"
+    report("reading the trace corpus once for every replay ...")
+    with open(path, "wb") as f:
+        pickle.dump(_load_traces(None), f, protocol=pickle.HIGHEST_PROTOCOL)
+    return str(path)
+
+
+def run(mutants: Iterable[Mutant] = CATALOGUE, layers: Sequence[str] = LAYER_NAMES, *,
+        budget: Budget = Budget(), all_layers: bool = False, jobs: int = 2,
+        report: Report = lambda _line: None) -> RunReport:
+    """Run every mutant against ``layers``, ``jobs`` mutants at a time; report each as it ends."""
+    chosen = list(mutants)
+    for name in layers:
+        if name not in _LAYER:
+            raise ValueError(f"unknown layer {name!r}; known: {', '.join(LAYER_NAMES)}")
+    for mutant in chosen:  # fail before running anything if the catalogue has rotted
+        patched_source(mutant)
+    started = time.monotonic()
+    total = len(chosen)
+    lock = threading.Lock()
+
+    def say(line: str) -> None:
+        with lock:
+            report(line)
+
+    with tempfile.TemporaryDirectory(prefix="refsched-mutants-") as tmp:
+        workdir = Path(tmp)
+        traces = (_traces_cache(workdir, say)
+                  if "replay" in layers and any(m.file == _S for m in chosen) else None)
+
+        def one(item: tuple[int, Mutant]) -> MutantResult:
+            i, mutant = item
+            result = run_mutant(mutant, layers, budget=budget, all_layers=all_layers,
+                                workdir=workdir, traces=traces, report=say,
+                                label=f"[{i} of {total}] ")
+            killed = ", ".join(result.killed_by) or "-"
+            say(f"[{i} of {total}] {mutant.name}: {result.verdict} (killed by {killed}) "
+                f"in {result.seconds:.1f} s")
+            return result
+
+        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+            results = list(pool.map(one, enumerate(chosen, start=1)))
+    return RunReport(results, tuple(layers), all_layers, time.monotonic() - started, budget)
+
+
+# -- reports ----------------------------------------------------------------------------------
+
+_MARK = {KILLED: "KILLED", SURVIVED: "survived", TIMEOUT: "timeout", ERROR: "error",
+         INVALID: "invalid", NOT_APPLICABLE: "n/a", SKIPPED: "·"}
+
+
+def _cell(result: MutantResult, layer: str) -> str:
+    for r in result.layers:
+        if r.layer == layer:
+            return _MARK.get(r.status, r.status)
+    return ""
+
+
+def _one_line(text: str, limit: int = 160) -> str:
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+def _evidence_line(result: MutantResult) -> str:
+    if result.verdict == "equivalent":
+        return "equivalent: " + result.mutant.equivalent
+    if result.verdict == INVALID:
+        return _one_line(next(r.evidence for r in result.layers if r.status == INVALID))
+    if result.verdict == SURVIVED:
+        return ("survives; would be killed by: " + result.mutant.wanted_check
+                if result.mutant.wanted_check else "survives every layer run")
+    return _one_line(result.evidence)
+
+
+def _totals(rep: RunReport) -> str:
+    n = len(rep.results)
+    return (f"{n} mutants: {rep.count(KILLED)} killed, {rep.count(SURVIVED)} survived, "
+            f"{rep.count('equivalent')} equivalent, {rep.count(INVALID)} invalid; kill rate "
+            f"{100 * rep.kill_rate:.1f}% of the non-equivalent mutants; {rep.seconds:.0f} s "
+            f"({'every layer' if rep.all_layers else 'stopping at the first kill'})")
+
+
+def format_text(rep: RunReport) -> str:
+    """The table as plain text, with the totals."""
+    head = ["#", "mutant", "file", "verdict", *rep.layers, "evidence"]
+    rows = [[str(i), r.mutant.name, r.mutant.file, r.verdict,
+             *(_cell(r, layer) for layer in rep.layers), _evidence_line(r)]
+            for i, r in enumerate(rep.results, start=1)]
+    widths = [max(len(row[c]) for row in [head, *rows]) for c in range(len(head) - 1)]
+    lines = []
+    for row in [head, *rows]:
+        lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False))
+                     + "  " + row[-1])
+    return "\n".join([*lines, "", _totals(rep)])
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def format_markdown(rep: RunReport, command: str = "") -> str:
+    """The table as Markdown: totals, one row per mutant, then every kill's evidence."""
+    out = [
+        "# Mutation score of the verification layers", "",
+        "Seeded bugs of `refsched/scheduler.py` and `refsched/runner.py` (the catalogue in "
+        "`refsched/verify/mutants.py`), each run in its own subprocesses against the layers in "
+        f"this order: {', '.join(rep.layers)}. A layer kills a mutant only by its own verdict; "
+        "a timeout or a crash is reported and never counted as a kill.", "",
+        "Regenerate with `refsched mutants --markdown > docs/mutants.md` (or "
+        "`python -m refsched.verify.mutants --markdown`); add `--all-layers` to run every "
+        "layer on every mutant, or name mutants to run only those.", "",
+        f"**{_totals(rep)}.**", "",
+        "| # | mutant | bug | verdict | " + " | ".join(rep.layers) + " |",
+        "|---|---|---|---|" + "---|" * len(rep.layers),
+    ]
+    for i, r in enumerate(rep.results, start=1):
+        out.append(f"| {i} | `{r.mutant.name}` ({r.mutant.file}) | {_md(r.mutant.description)} "
+                   f"| **{r.verdict}** | "
+                   + " | ".join(_cell(r, layer) for layer in rep.layers) + " |")
+    out += ["", "Cells: KILLED (the layer's verdict), survived, n/a (the layer does not run "
+            "that file), · (not run: an earlier layer killed it), timeout or error (no "
+            "verdict; never counted as a kill).", "", "### Evidence", ""]
+    for i, r in enumerate(rep.results, start=1):
+        out.append(f"{i}. `{r.mutant.name}` — {_md(_evidence_line(r))}")
+    if command:
+        out += ["", f"Generated by `{command}`."]
+    return "\n".join(out)
+
+
+# -- command line -----------------------------------------------------------------------------
+
+def _select(names: Sequence[str]) -> list[Mutant]:
+    unknown = [n for n in names if n not in _BY_NAME]
+    if unknown:
+        raise SystemExit(f"unknown mutant(s) {', '.join(unknown)}; "
+                         f"`--list` shows the {len(CATALOGUE)} known")
+    return [_BY_NAME[n] for n in names] if names else list(CATALOGUE)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``refsched mutants [NAMES] [--json] [--layers ...]``: run mutants, print the table.
+
+    Exit status 0 when every mutant is killed or known to be equivalent, 1 otherwise.
+    """
+    parser = argparse.ArgumentParser(
+        prog="refsched mutants",
+        description="Run seeded bugs of the scheduler and the runner against every "
+                    "verification layer and report which layer kills each.")
+    parser.add_argument("names", nargs="*", help="mutants to run (default: the catalogue)")
+    parser.add_argument("--layers", default=",".join(LAYER_NAMES),
+                        help=f"comma-separated, in order (default: {','.join(LAYER_NAMES)})")
+    parser.add_argument("--all-layers", action="store_true",
+                        help="run every layer even after one killed the mutant")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument("--list", action="store_true", help="list the catalogue and exit")
+    parser.add_argument("--from-json", metavar="FILE",
+                        help="print the table of a run saved with --json instead of running")
+    parser.add_argument("--examples", type=int, default=Budget.lockstep_examples,
+                        help="lock-step examples (default %(default)s)")
+    parser.add_argument("--tlc-runs", type=int, default=Budget.tlc_runs,
+                        help="recorded Runner runs validated by TLC (default %(default)s)")
+    parser.add_argument("--max-schedules", type=int, default=Budget.explore_max_schedules,
+                        help="explored schedules per scenario (default %(default)s)")
+    args = parser.parse_args(argv)
+    mutants = _select(args.names)
+    if args.list:
+        for m in mutants:
+            print(f"{m.name:40} {m.file:10} {m.description}")
+        return 0
+    rep: RunReport
+    if args.from_json:
+        rep = RunReport.from_json(json.loads(Path(args.from_json).read_text(encoding="utf-8")))
+        print(format_markdown(rep) if args.markdown else format_text(rep))
+        return 0 if rep.ok else 1
+    layers = tuple(n.strip() for n in args.layers.split(",") if n.strip())
+    budget = replace(Budget(), lockstep_examples=args.examples, tlc_runs=args.tlc_runs,
+                     explore_max_schedules=args.max_schedules)
+
+    def progress(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    try:
+        rep = run(mutants, layers, budget=budget, all_layers=args.all_layers, jobs=args.jobs,
+                  report=progress)
+    except (PatchError, ValueError) as exc:
+        print(f"refsched mutants: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(rep.as_json(), indent=2))
+    elif args.markdown:
+        print(format_markdown(rep, "refsched mutants " + " ".join(
+            argv if argv is not None else sys.argv[1:])))
+    else:
+        print(format_text(rep))
+    return 0 if rep.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,132 @@
+"""The mutant catalogue stays applicable, and each verification layer kills what it should.
+
+Every patch must fit the current scheduler and runner sources exactly once (so the catalogue
+cannot rot silently); a few mutants, each killed by a different layer, are run against that
+layer alone; a patch that only renames a local variable must be reported as a survivor.
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+import pytest
+
+from refsched.verify.mutants import (
+    CATALOGUE,
+    LAYER_NAMES,
+    Budget,
+    Mutant,
+    MutantResult,
+    PatchError,
+    RunReport,
+    format_markdown,
+    format_text,
+    main,
+    patched_source,
+    run_mutant,
+    source_path,
+)
+
+BY_NAME = {m.name: m for m in CATALOGUE}
+
+# A mutant and the one layer expected to kill it, one per layer.
+EXPECTED_KILLS = (
+    ("concurrency_off_by_one", "unit"),
+    ("cancel_of_running_ignored", "lockstep"),
+    ("ready_order_not_by_seq", "replay"),
+    ("runner_limit_off_by_one", "tlc"),
+    ("close_notifies_one_worker", "explore"),
+)
+
+# Renames a local variable: no behaviour can tell it from the original.
+HARMLESS = Mutant(
+    "renamed_local", "scheduler",
+    """            endings = self._endings
+            if endings:
+                self._endings = []
+                return endings""",
+    """            found = self._endings
+            if found:
+                self._endings = []
+                return found""",
+    "pop_endings() names its local differently")
+
+QUICK = replace(Budget(), lockstep_examples=100, tlc_runs=4, explore_max_schedules=500,
+                scenarios=None)
+
+
+@pytest.mark.parametrize("mutant", CATALOGUE, ids=lambda m: m.name)
+def test_every_patch_applies_exactly_once_and_compiles(mutant: Mutant) -> None:
+    source = source_path(mutant.file).read_text(encoding="utf-8")
+    assert source.count(mutant.original) == 1, (
+        f"{mutant.name}: the snippet no longer occurs exactly once in "
+        f"refsched/{mutant.file}.py; update the catalogue")
+    compile(patched_source(mutant, source), f"{mutant.name}.py", "exec")
+
+
+def test_the_catalogue_has_thirty_named_one_line_mutants_of_both_files() -> None:
+    assert len(CATALOGUE) >= 30
+    assert len(BY_NAME) == len(CATALOGUE)
+    assert {m.file for m in CATALOGUE} == {"scheduler", "runner"}
+    assert all(m.description and "\n" not in m.description for m in CATALOGUE)
+
+
+def test_a_patch_that_does_not_fit_once_is_refused() -> None:
+    mutant = BY_NAME["double_decrement"]
+    with pytest.raises(PatchError, match="0 times"):
+        patched_source(mutant, "nothing to patch here")
+    with pytest.raises(PatchError, match="2 times"):
+        patched_source(mutant, mutant.original + "\n" + mutant.original)
+
+
+def _expected(item: tuple[str, str]) -> tuple[str, str, MutantResult]:
+    name, layer = item
+    scenarios = ("runner_chain",) if layer == "explore" else None
+    budget = replace(QUICK, scenarios=scenarios)
+    return name, layer, run_mutant(BY_NAME[name], [layer], budget=budget)
+
+
+def _harmless() -> MutantResult:
+    budget = replace(QUICK, tlc_runs=1, scenarios=("ready_ready", "runner_chain"))
+    return run_mutant(HARMLESS, ["lockstep", "tlc", "explore"], budget=budget)
+
+
+def test_each_layer_kills_its_mutant_and_a_harmless_patch_survives() -> None:
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        harmless = pool.submit(_harmless)
+        kills = list(pool.map(_expected, EXPECTED_KILLS))
+        survivor = harmless.result()
+
+    for name, layer, result in kills:
+        (only,) = result.layers
+        assert only.status == "killed", f"{name}: {layer} said {only.status}\n{only.evidence}"
+        assert result.verdict == "killed" and result.killed_by == [layer]
+        assert only.evidence, f"{name}: a kill without evidence"
+    evidence = {name: result.evidence for name, _, result in kills}
+    assert "schedule " in evidence["close_notifies_one_worker"]  # a replayable schedule id
+    assert "record_runner_run(" in evidence["runner_limit_off_by_one"]
+    assert "step " in evidence["ready_order_not_by_seq"]
+
+    assert [r.status for r in survivor.layers] == ["survived"] * 3, survivor.layers
+    assert survivor.verdict == "survived" and survivor.killed_by == []
+
+    report = RunReport([*(r for _, _, r in kills), survivor], LAYER_NAMES, False, 1.0, QUICK)
+    assert not report.ok
+    assert report.count("killed") == 5 and report.count("survived") == 1
+    assert report.kill_rate == pytest.approx(5 / 6)
+    text = format_text(report)
+    assert "renamed_local" in text and "83.3%" in text
+    assert "| **survived** |" in format_markdown(report)
+    again = RunReport.from_json(json.loads(json.dumps(report.as_json())))
+    assert format_text(again) == text
+
+
+def test_the_command_lists_the_catalogue_and_refuses_unknown_names(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert len(listed) == len(CATALOGUE)
+    with pytest.raises(SystemExit, match="no_such_mutant"):
+        main(["no_such_mutant"])
