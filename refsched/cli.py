@@ -9,6 +9,7 @@
 - ``refsched validate-trace FILE``: TLC's verdict on recorded ITF traces.
 - ``refsched record -o FILE``: record random multi-threaded Runner runs as ITF traces.
 - ``refsched explore [SCENARIO] [--replay ID]``: explore thread interleavings of the scenarios.
+- ``refsched mutants [NAMES]``: run every verification layer against seeded mutants.
 
 Exit status 0 when every check passed, 1 when one failed, 2 for a usage error or unreadable
 input.
@@ -391,6 +392,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Explore thread interleavings under a controlled runtime.")
     explore.add_argument("args", nargs=argparse.REMAINDER,
                          help="[SCENARIO ...] [--replay ID] [--compare] [options]")
+
+    mutants = commands.add_parser(
+        "mutants", add_help=False,
+        help="run every verification layer against seeded mutants (see mutants -h)",
+        description="The mutation score of the verification layers.")
+    mutants.add_argument("args", nargs=argparse.REMAINDER,
+                         help="[NAMES ...] [--layers ...] [--json] [--markdown] [options]")
     return parser
 
 
@@ -400,6 +408,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if arguments[:1] == ["explore"]:  # its own parser, options and --help included
             from refsched.explore.__main__ import main as explore_main
             return explore_main(arguments[1:])
+        if arguments[:1] == ["mutants"]:
+            from refsched.verify.mutants import main as mutants_main
+            return mutants_main(arguments[1:])
         args = build_parser().parse_args(arguments)
         return int(args.handler(args))
     except KeyboardInterrupt:
