@@ -416,6 +416,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("refsched: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`refsched ... | head`): stop quietly, as other CLIs do, and
+        # keep Python from complaining again when it flushes stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

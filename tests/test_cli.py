@@ -98,3 +98,15 @@ def test_verify_json_is_data(capsys: pytest.CaptureFixture[str]) -> None:
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is True and report["checks"] == 1
     assert report["results"][0]["figures"]["examples"] >= 10
+
+
+def test_a_reader_that_goes_away_is_not_a_traceback() -> None:
+    # `refsched mutants --list | head -1`, made deterministic: the reader is gone before the
+    # first write.
+    proc = subprocess.Popen([sys.executable, "-m", "refsched", "mutants", "--list"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read()
+    proc.wait(timeout=60)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
