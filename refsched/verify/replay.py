@@ -39,8 +39,7 @@ from refsched.scheduler import TaskScheduler
 from refsched.types import Snapshot, TaskState, VersionView
 
 from .itf import Trace
-from .specstate import SPEC_VARIABLES, snapshot_of
-from .tla import ModelValue
+from .specstate import SPEC_VARIABLES, snapshot_of, task_id
 
 __all__ = [
     "Coverage",
@@ -73,12 +72,6 @@ class StepMismatch(AssertionError):
 
 # -- One step through the API -----------------------------------------------------------------
 
-def _task_id(value: Any) -> Hashable:
-    # Ids parsed from TLC's output are model values; the model and the API use their names,
-    # as snapshot_of does for the states.
-    return value.name if isinstance(value, ModelValue) else value
-
-
 def _spec_params(action: str, params: Mapping[str, Any], before: Snapshot) -> dict[str, Any]:
     """The parameters of ``action`` as the model and the API take them.
 
@@ -89,9 +82,9 @@ def _spec_params(action: str, params: Mapping[str, Any], before: Snapshot) -> di
         if name in params:
             value = params[name]
             if name == "t":
-                value = _task_id(value)
+                value = task_id(value)
             elif name == "D":
-                value = frozenset(_task_id(d) for d in value)
+                value = frozenset(task_id(d) for d in value)
             out[name] = value
         else:
             raise ValueError(f"{action} needs the parameter {name!r}; the step gives "

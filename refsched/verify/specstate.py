@@ -22,6 +22,7 @@ __all__ = [
     "SpecStateError",
     "snapshot_of",
     "spec_state",
+    "task_id",
     "task_ids",
 ]
 
@@ -86,7 +87,8 @@ def task_ids(state: Mapping[str, Any]) -> list[Hashable]:
     return list(generation)
 
 
-def _task_id(value: Any) -> Hashable:
+def task_id(value: Any) -> Hashable:
+    """An id as the model and the API name it: a TLC model value becomes its name."""
     # TLC prints the ids of a model-checking instance as model values; the model uses names.
     return value.name if isinstance(value, ModelValue) else value
 
@@ -113,12 +115,12 @@ def snapshot_of(state: Mapping[str, Any]) -> Snapshot:
         except ValueError:
             raise SpecStateError(f"id {t!r} has state {row['state']!r}") from None
         blocked_by = row["blockedBy"]
-        tasks[_task_id(t)] = VersionView(
+        tasks[task_id(t)] = VersionView(
             generation=row["generation"],
             state=task_state,
-            deps=frozenset(_task_id(d) for d in row["deps"]),
+            deps=frozenset(task_id(d) for d in row["deps"]),
             remaining_deps=row["remainingDeps"],
-            blocked_by=None if _is_no_task(blocked_by) else _task_id(blocked_by),
+            blocked_by=None if _is_no_task(blocked_by) else task_id(blocked_by),
             cancel_requested=row["cancelRequested"],
             claims=row["claims"],
             seq=row["seq"],

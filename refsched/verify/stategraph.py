@@ -16,7 +16,7 @@ import re
 import tempfile
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +80,6 @@ class StateGraph:
     edges: dict[Snapshot, list[Edge]]  # by source, in the model's Next order
     tlc: tlc.TLCResult | None = None  # the run that dumped it, when one did
     dump_bytes: int = 0
-    notes: list[str] = field(default_factory=list)
 
     @property
     def state_count(self) -> int:
