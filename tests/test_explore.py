@@ -26,6 +26,7 @@ from refsched.explore import (
     ScheduleMismatch,
     SchedulePlan,
     compare_reduction,
+    discipline,
     explore,
     pct_schedules,
     replay,
@@ -35,6 +36,7 @@ from refsched.explore import (
 from refsched.explore import runtime as rt
 from refsched.explore import scenarios as catalogue
 from refsched.explore.__main__ import main
+from refsched.explore.discipline import guarded_fields
 from refsched.explore.linearizability import (
     History,
     RecordingProxy,
@@ -44,7 +46,7 @@ from refsched.explore.linearizability import (
 )
 from refsched.explore.search import decode_schedule, encode_schedule
 from refsched.model import ReferenceScheduler
-from refsched.scheduler import _READY, _RUNNING
+from refsched.scheduler import _READY, _RUNNING, _Task
 from refsched.types import Claim
 
 QUICK = settings(max_examples=25, deadline=None, database=None, derandomize=True,
@@ -113,12 +115,31 @@ class ForgetfulToken(Runner):
         return token
 
 
+class OwnLockClaim(TaskScheduler):
+    """ready() claims holding a lock of its own: the claim has no synchronisation operation the
+    scheduler's callers contend on, so it runs whole in every schedule and only the lock
+    discipline sees it."""
+
+    def ready(self, limit: int | None = None) -> list[Claim]:
+        claims = []
+        with refsched_sync.Lock():
+            for rec in list(self._tasks.values()):
+                if rec.state == _READY and self._running < self._max:
+                    rec.state = _RUNNING
+                    rec.claims = 1
+                    self._running += 1
+                    self._ready_count -= 1
+                    claims.append(Claim(rec.task_id, rec.generation, rec.fn))
+        return claims
+
+
 # (scenario factory, broken class, the kind of failure it shows)
 BUGS: list[tuple[Callable[[Any], Scenario], type, str]] = [
     (catalogue.ready_ready, SplitClaim, "invariant"),
     (catalogue.complete_stale, LateComplete, "linearizability"),
     (catalogue.runner_chain, NotifyOneAtClose, "lost wake-up"),
     (catalogue.cooperative_cancel, ForgetfulToken, "lost wake-up"),
+    (catalogue.ready_ready, OwnLockClaim, "lock discipline"),
 ]
 
 
@@ -261,6 +282,72 @@ def test_hypothesis_shrinks_a_failing_schedule_to_one_that_replays() -> None:
     assert result.failure is not None and result.preemptions <= 2
     again = replay(scenario, result.schedule_id)
     assert again.failure is not None and again.failure.kind == result.failure.kind
+
+
+# -- lock discipline -----------------------------------------------------------------------
+
+def test_the_guarded_fields_are_those_init_assigns_after_the_lock() -> None:
+    scheduler_fields = guarded_fields(TaskScheduler)
+    assert {"_running", "_ready_count", "_tasks", "_heap", "_closed"} <= scheduler_fields
+    assert "_max" not in scheduler_fields and "_lock" not in scheduler_fields
+    assert {"_inflight", "_resolving", "_queue", "_closed"} <= guarded_fields(Runner)
+    with pytest.raises(ValueError, match=r"never assigns self\._lock"):
+        guarded_fields(ReferenceScheduler)
+    with pytest.raises(ValueError, match="is not Python code"):
+        guarded_fields(Claim)
+
+
+def test_a_claim_under_its_own_lock_fails_the_first_schedule_naming_the_write() -> None:
+    report = explore(catalogue.ready_ready(OwnLockClaim))
+    failure = report.failures[0]
+    assert report.executions == 1
+    assert failure.kind == "lock discipline", failure.report()
+    assert "wrote _Task.state (task 'a')" in failure.message
+    assert "holding no TaskScheduler's lock" in failure.message
+
+
+def test_a_record_written_under_another_schedulers_lock_is_caught() -> None:
+    def body(ctx: Context) -> None:
+        mine, other = TaskScheduler(1), TaskScheduler(1)
+        mine.submit("a")
+        mine.start()  # "a" becomes ready under mine's lock
+        record = mine._tasks["a"]
+
+        def wrong_lock() -> None:
+            with other._lock:
+                record.stamp = 1.0
+
+        ctx.spawn(wrong_lock, name="wrong_lock")
+
+    failure = explore(Scenario("wrong_lock", body)).failures[0]
+    assert failure.kind == "lock discipline"
+    assert "wrong_lock wrote _Task.stamp" in failure.message
+    assert "a different TaskScheduler lock than its earlier writes" in failure.message
+
+
+def test_a_runner_counter_written_without_the_runner_lock_is_caught() -> None:
+    def body(ctx: Context) -> None:
+        runner = Runner(1)
+
+        def unlocked() -> None:
+            runner._inflight += 1
+
+        ctx.spawn(unlocked, name="unlocked")
+
+    failure = explore(Scenario("unlocked_counter", body)).failures[0]
+    assert failure.kind == "lock discipline"
+    assert "unlocked wrote Runner._inflight" in failure.message
+
+
+def test_the_discipline_hooks_act_only_inside_a_run_and_come_out_after() -> None:
+    with discipline.enforced():
+        assert "__setattr__" in TaskScheduler.__dict__
+        scheduler = TaskScheduler(1)  # outside a run: no thread is controlled, nothing checked
+        scheduler.submit("a")
+        scheduler.start()
+        scheduler._tasks["a"].stamp = 2.0
+    for cls in (TaskScheduler, Runner, _Task):
+        assert "__setattr__" not in cls.__dict__
 
 
 # -- the runtime -------------------------------------------------------------------------

@@ -22,9 +22,9 @@ raises :class:`WouldBlock`.
 same ``Condition``, ``Event`` and ``Lock``, since the Runner's ``TaskFuture`` is a ``Future`` whose
 internal condition comes from ``threading``) for as long as its block lasts.
 
-Only synchronisation operations are interleaved. Shared data touched outside any lock is not:
-races on plain attributes are out of reach, as in any tool that controls only the
-synchronisation layer.
+Only synchronisation operations are interleaved. Shared data touched outside any lock is not: a
+race on plain attributes is never split into an interleaving. :mod:`refsched.explore.discipline`
+reports such writes instead, for the classes whose locking it knows.
 """
 
 from __future__ import annotations
@@ -59,6 +59,7 @@ __all__ = [
     "Step",
     "Thread",
     "WouldBlock",
+    "controlled_thread",
     "current_thread_name",
     "installed",
 ]
@@ -661,6 +662,18 @@ def _owner_name(owner: _ThreadState | _Outside | None) -> str:
     return "nobody" if owner is None else "a thread outside the run"
 
 
+def controlled_thread() -> tuple[Execution, _ThreadState] | None:
+    """The active run and the controlled thread calling, or None outside a run's control.
+
+    None too once the run is over and its threads unwind (their ``finally`` blocks run with
+    the locks they held given up)."""
+    ex = _active
+    if ex is None or ex.quiet or ex.aborted:
+        return None
+    t = ex._by_ident.get(_get_ident())
+    return None if t is None else (ex, t)
+
+
 def current_thread_name() -> str:
     """The name of the controlled thread calling, or of the real thread outside a run."""
     ex = _active
@@ -901,6 +914,10 @@ class Execution:
             self.dirty = False
         finally:
             self.quiet = False
+
+    def fail(self, kind: str, message: str) -> None:
+        """Fail the run from a controlled thread (a check of its own): the thread unwinds."""
+        self._fail(kind, message, abort=True)
 
     def _stuck(self) -> None:
         waits: list[str] = []

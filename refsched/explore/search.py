@@ -34,18 +34,19 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import dataclasses
 import hashlib
 import os
 import random
 import time
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 
 from hypothesis import strategies as st
 
-from refsched.explore import runtime
+from refsched.explore import discipline, runtime
 from refsched.explore.context import Context, Scenario
 from refsched.explore.linearizability import Verdict
 from refsched.explore.runtime import Alternative, Chooser, Decision, Execution, Step
@@ -699,12 +700,19 @@ def _trace_digest(moves: Sequence[Alternative]) -> str:
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
+@contextlib.contextmanager
+def _controlled() -> Iterator[None]:
+    """The controlled runtime in ``refsched.sync``, with the lock discipline enforced."""
+    with runtime.installed(), discipline.enforced():
+        yield
+
+
 def explore(scenario: Scenario, config: ExploreConfig | None = None) -> ExploreReport:
     """Run ``scenario`` under the schedules ``config`` asks for; report what was found."""
     config = config if config is not None else ExploreConfig()
     report = ExploreReport(scenario.name, config)
     started = time.perf_counter()
-    with runtime.installed():
+    with _controlled():
         if config.strategy == "dfs":
             _explore_dfs(scenario, config, report)
         else:
@@ -761,7 +769,7 @@ def replay(scenario: Scenario, schedule_id: str, config: ExploreConfig | None = 
     deviations = decode_schedule(schedule_id)
     follow = _Follow(deviations)
     config = config if config is not None else ExploreConfig()
-    with runtime.installed():
+    with _controlled():
         result = _run(scenario, follow, config)
     if follow.problem is not None:
         raise ScheduleMismatch(f"{scenario.name}: {follow.problem}")
@@ -780,7 +788,7 @@ def run_schedule(scenario: Scenario, plan: SchedulePlan | PctPlan,
     else:
         chooser = _Pct(dict(enumerate(map(float, plan.priorities))), plan.change_points)
     config = config if config is not None else ExploreConfig()
-    with runtime.installed():
+    with _controlled():
         return _run(scenario, chooser, config)
 
 

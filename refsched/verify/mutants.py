@@ -126,10 +126,7 @@ CATALOGUE: tuple[Mutant, ...] = (
         try:
             if not self._started:
                 raise InvalidTransitionError("ready(): the scheduler is not started")""",
-       wanted_check="the explorer switches threads only at synchronisation operations and the "
-                    "claim loop has none, so it runs whole; a lock-discipline check (every "
-                    "write to a task record made while the scheduler's own lock is held, "
-                    "asserted by the explorer's runtime) would kill it"),
+       ),
     _m("claim_check_then_act", _S,
        "ready() counts the free slots and ready versions, drops the lock, then claims that many",
        """            heap = self._heap
@@ -153,6 +150,14 @@ CATALOGUE: tuple[Mutant, ...] = (
             rec.state = _SUCCEEDED
             if self._recorder is not None:
                 self._record("Complete","""),
+    _m("success_counted_outside_lock", _S,
+       "complete() counts the success after releasing the lock (a lost update under contention)",
+       """            self._running -= 1
+            self._n_succeeded += 1""",
+       """            self._running -= 1
+            lock.release()
+            self._n_succeeded += 1
+            lock.acquire()"""),
     # -- TaskScheduler: counts and order -------------------------------------------------------
     _m("double_decrement", _S, "complete() decrements a dependent's remaining count twice",
        """                        left = x.remaining - 1""",
@@ -284,6 +289,16 @@ CATALOGUE: tuple[Mutant, ...] = (
        """                            if endings is None:
                                 endings.append("""),
     # -- Runner ----------------------------------------------------------------------------------
+    _m("settlements_uncounted_outside_lock", _R,
+       "a worker takes back the settlements it applied before taking the runner lock",
+       """            lock.acquire()  # not ``with``: once per task, and half the cost
+            try:
+                self._resolving -= applied
+                applied = 0""",
+       """            self._resolving -= applied
+            lock.acquire()  # not ``with``: once per task, and half the cost
+            try:
+                applied = 0"""),
     _m("close_notifies_one_worker", _R, "close() wakes one idle worker instead of all",
        """                self._work.notify_all()""",
        """                self._work.notify()"""),

@@ -1,0 +1,185 @@
+"""Lock discipline: every write to guarded state is made holding the lock that guards it.
+
+The runtime interleaves threads only at synchronisation operations, so a write made outside the
+lock that should guard it runs whole and unseen: no schedule can interleave it, and a scheduler
+that claims under the wrong lock passes every schedule. This check closes that gap by testing the
+discipline the code states in its own comments:
+
+- ``TaskScheduler``: "_lock guards every attribute below, and every field of every _Task";
+- ``Runner``: "the runner lock guards every field below".
+
+"Below" is read from the class's ``__init__``: the attributes it assigns after ``self._lock``.
+While :func:`enforced` is active, assigning one of them, or any field of a ``_Task``, from a
+controlled thread that does not hold the guarding lock fails the run as ``lock discipline``,
+naming the thread, the field and the line. Writes made by an ``__init__`` of the object are exempt
+(it is not shared yet). A ``_Task`` does not know its scheduler, so its guard is found as
+Eraser's lockset is: the scheduler locks held at each write, intersected over the record's life;
+an empty intersection is a write no single scheduler lock covered.
+
+Only attribute assignment is seen, not the mutation of a container an attribute holds (a dict's
+``pop``, a heap's ``heappush``); the fields of ``_Task`` and the counters cover every step of the
+spec, so a step taken outside the lock always writes one of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dis
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any, Final
+
+from refsched import runner as _runner_module
+from refsched import scheduler as _scheduler_module
+from refsched.explore import runtime
+
+__all__ = ["enforced", "guarded_fields"]
+
+_LOCK: Final = "_lock"
+
+
+def guarded_fields(cls: type, lock: str = _LOCK) -> frozenset[str]:
+    """The attributes ``cls.__init__`` assigns after ``self.<lock>``: those the lock guards.
+
+    Read from the compiled ``__init__`` (its ``STORE_ATTR`` instructions in order), so it holds
+    for a class built from source that is not on disk too.
+    """
+    code = getattr(cls.__init__, "__code__", None)  # type: ignore[misc]
+    if code is None:
+        raise ValueError(f"{cls.__qualname__}.__init__ is not Python code")
+    fields: list[str] = []
+    seen_lock = False
+    for instruction in dis.get_instructions(code):
+        if instruction.opname != "STORE_ATTR":
+            continue
+        if instruction.argval == lock:
+            seen_lock = True
+        elif seen_lock:
+            fields.append(instruction.argval)
+    if not seen_lock:
+        raise ValueError(f"{cls.__qualname__}.__init__ never assigns self.{lock}")
+    return frozenset(fields)
+
+
+def _constructing(frame: Any, obj: object) -> bool:
+    """Whether ``frame`` is an ``__init__`` of ``obj`` (its class's or a subclass's): the object
+    is not shared yet, so its fields need no lock."""
+    code = frame.f_code
+    return (code.co_name == "__init__" and code.co_argcount > 0
+            and frame.f_locals.get(code.co_varnames[0]) is obj)
+
+
+def _site(frame: Any) -> str:
+    return (f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} "
+            f"in {frame.f_code.co_name}()")
+
+
+class _Monitor:
+    """The hooks installed for one :func:`enforced` block."""
+
+    def __init__(self) -> None:
+        self.execution: runtime.Execution | None = None  # the run the two below belong to
+        # the lock of every TaskScheduler built in that run: what may guard a _Task
+        self.scheduler_locks: list[runtime.Lock] = []
+        # the scheduler locks held at every write of a _Task so far (Eraser's candidate set)
+        self.candidates: dict[Any, frozenset[int]] = {}
+
+    def _in_run(self, ex: runtime.Execution) -> None:
+        """Forget what earlier runs built: their schedulers and records are gone."""
+        if ex is not self.execution:
+            self.execution = ex
+            self.scheduler_locks = []
+            self.candidates = {}
+
+    def register(self, lock: object) -> None:
+        if isinstance(lock, runtime.Lock) and lock._ex is not None:
+            self._in_run(lock._ex)
+            self.scheduler_locks.append(lock)
+
+    def own_lock_hook(self, cls: type, fields: frozenset[str],
+                      register: bool) -> Callable[[Any, str, Any], None]:
+        """``__setattr__`` for a class whose fields below ``_lock`` are guarded by it."""
+        plain = object.__setattr__
+        monitor = self
+
+        def __setattr__(obj: Any, name: str, value: Any) -> None:
+            plain(obj, name, value)
+            if name == _LOCK and register:
+                monitor.register(value)
+            if name not in fields:
+                return
+            frame = sys._getframe(1)
+            if _constructing(frame, obj):
+                return
+            here = runtime.controlled_thread()
+            if here is None:
+                return
+            ex, t = here
+            lock = obj.__dict__.get(_LOCK)
+            if isinstance(lock, runtime.Lock) and not lock._is_owned(t):
+                ex.fail("lock discipline",
+                        f"{t.name} wrote {cls.__name__}.{name} at {_site(frame)} without "
+                        f"holding that {cls.__name__}'s lock ({lock._label})")
+
+        return __setattr__
+
+    def record_hook(self, cls: type) -> Callable[[Any, str, Any], None]:
+        """``__setattr__`` for ``_Task``: every field guarded by its scheduler's lock."""
+        plain = object.__setattr__
+        monitor = self
+
+        def __setattr__(obj: Any, name: str, value: Any) -> None:
+            plain(obj, name, value)
+            frame = sys._getframe(1)
+            if _constructing(frame, obj):
+                return
+            here = runtime.controlled_thread()
+            if here is None:
+                return
+            ex, t = here
+            monitor._in_run(ex)
+            held = frozenset(id(lock) for lock in monitor.scheduler_locks
+                             if lock._is_owned(t))
+            before = monitor.candidates.get(obj)
+            now = held if before is None else before & held
+            monitor.candidates[obj] = now
+            if not now:
+                task = getattr(obj, "task_id", "?")
+                what = ("no TaskScheduler's lock" if not held else
+                        "a different TaskScheduler lock than its earlier writes")
+                ex.fail("lock discipline",
+                        f"{t.name} wrote {cls.__name__}.{name} (task {task!r}) at "
+                        f"{_site(frame)} holding {what}")
+
+        return __setattr__
+
+
+@contextlib.contextmanager
+def enforced() -> Iterator[None]:
+    """Check the lock discipline of TaskScheduler, its records and Runner while the block runs.
+
+    Outside a controlled run (no :class:`runtime.Execution` active, or a thread it does not
+    manage) the hooks only assign; production code never runs them.
+    """
+    monitor = _Monitor()
+    task_scheduler = _scheduler_module.TaskScheduler
+    record = _scheduler_module._Task
+    runner = _runner_module.Runner
+    hooks = [
+        (task_scheduler, monitor.own_lock_hook(task_scheduler, guarded_fields(task_scheduler),
+                                               register=True)),
+        (runner, monitor.own_lock_hook(runner, guarded_fields(runner), register=False)),
+        (record, monitor.record_hook(record)),
+    ]
+    for cls, _ in hooks:
+        if "__setattr__" in cls.__dict__:
+            raise RuntimeError(f"{cls.__qualname__} already has a __setattr__ of its own")
+    try:
+        for cls, hook in hooks:
+            cls.__setattr__ = hook  # type: ignore[assignment]
+        yield
+    finally:
+        for cls, _ in hooks:
+            if "__setattr__" in cls.__dict__:
+                delattr(cls, "__setattr__")
