@@ -20,6 +20,7 @@ Design:
 
 from __future__ import annotations
 
+import concurrent.futures._base as _futures
 import contextlib
 import inspect
 import os
@@ -29,7 +30,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import CancelledError, Executor, Future, InvalidStateError
 from concurrent.futures import ThreadPoolExecutor as _ThreadPoolExecutor
-from typing import Any
+from typing import Any, Final
 
 from refsched import sync
 from refsched.errors import (
@@ -100,6 +101,10 @@ class CancelToken:
                 f"cancelled={self.cancelled}>")
 
 
+_FUTURE_DONE: Final = frozenset({_futures.CANCELLED, _futures.CANCELLED_AND_NOTIFIED,
+                                 _futures.FINISHED})
+
+
 class TaskFuture(Future[Any]):
     """The outcome of one version of a task: a ``concurrent.futures.Future``.
 
@@ -110,12 +115,40 @@ class TaskFuture(Future[Any]):
     """
 
     def __init__(self, runner: Runner, task_id: Hashable, generation: int) -> None:
-        super().__init__()
+        # Future.__init__ would build a Condition (and its RLock) per future, the largest cost
+        # of a submit; the futures of one runner share the runner's instead. A notify then wakes
+        # waiters of other futures too, so result() and exception() wait in a loop (below).
+        # One shared condition, not several: concurrent.futures.wait() takes the conditions of
+        # all its futures in list order, which would deadlock two waiters over shared stripes.
+        self._condition = runner._futures_condition
+        self._state = _futures.PENDING
+        self._result = None
+        self._exception = None
+        self._waiters: list[Any] = []
+        self._done_callbacks: list[Callable[[Future[Any]], object]] = []
         self.task_id = task_id
         self.generation = generation
         self._runner = runner
         self._settled = False  # guarded by the runner lock: a settlement was decided
         self._started = False  # the function was called (only read by running())
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The function's return value; waits up to ``timeout`` seconds (None: no limit)."""
+        self._wait_done(timeout)
+        return super().result(0)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The function's exception, or None; waits up to ``timeout`` seconds (None: no limit)."""
+        self._wait_done(timeout)
+        return super().exception(0)
+
+    def _wait_done(self, timeout: float | None) -> None:
+        """Wait on the shared condition until this future is done or ``timeout`` passes."""
+        with self._condition:
+            self._condition.wait_for(self._is_done, timeout)
+
+    def _is_done(self) -> bool:
+        return self._state in _FUTURE_DONE
 
     def cancel(self) -> bool:
         """Cancel this version: pending/ready → cancelled (True); running → request a stop (False).
@@ -186,6 +219,9 @@ class Runner:
         self._scheduler = TaskScheduler(max_workers, track_endings=True, recorder=recorder)
         # The runner lock guards every field below and serialises every call on the scheduler.
         self._lock = sync.Lock()
+        # Every future of this runner waits and notifies here (see TaskFuture.__init__); an
+        # RLock, as in Future, since concurrent.futures.wait() takes it once per future.
+        self._futures_condition = sync.Condition(sync.RLock())
         self._work = sync.Condition(self._lock)  # workers wait here: for a claim, or for close
         self._idle = sync.Condition(self._lock)  # wait()/close() wait here for the counters below
         self._queue: deque[Claim] = deque()  # claimed versions no worker has taken yet
@@ -346,8 +382,11 @@ class Runner:
 
     def _after_change_locked(self, out: list[_Settlement]) -> None:
         """After a submission or retry: resolve what ended, hand out what became claimable."""
-        self._collect_locked(out, None, 0, None)
-        self._dispatch_locked(False)
+        if self._started:
+            # Before start() nothing ends but what the calls settle themselves (a replaced
+            # version, a cancel), and nothing is claimed: submitting a graph skips both.
+            self._collect_locked(out, None, 0, None)
+            self._dispatch_locked(False)
         self._resolving += len(out)
 
     def future(self, task_id: Hashable) -> TaskFuture:

@@ -403,6 +403,29 @@ def test_future_result_timeout_holds_while_other_futures_settle() -> None:
         assert done == {i * i for i in range(2000)}
 
 
+def test_a_task_future_has_every_field_a_future_has() -> None:
+    # TaskFuture sets Future's fields itself (sharing one condition per runner); a Python whose
+    # Future grows a field would otherwise leave it missing.
+    with Runner(max_workers=1) as runner:
+        future = runner.submit("a", lambda: 1)
+        assert set(vars(cf.Future())) <= set(vars(future))
+        runner.start()
+        assert future.result(LONG) == 1
+
+
+def test_two_threads_waiting_on_the_same_futures_in_opposite_orders_both_return() -> None:
+    # concurrent.futures.wait() takes every future's condition in list order: with one shared
+    # condition that order cannot deadlock two waiters.
+    with Runner(max_workers=2) as runner:
+        futures = [runner.submit(i, functools.partial(_square, i)) for i in range(200)]
+        waiter = cf.ThreadPoolExecutor(max_workers=2)
+        forward = waiter.submit(cf.wait, futures, LONG)
+        backward = waiter.submit(cf.wait, futures[::-1], LONG)
+        runner.start()
+        assert not forward.result(LONG).not_done and not backward.result(LONG).not_done
+        waiter.shutdown()
+
+
 def test_functions_may_submit_more_tasks_while_the_runner_runs() -> None:
     with Runner(max_workers=2) as runner:
         children: list[TaskFuture] = []
