@@ -8,6 +8,11 @@ layer alone; a patch that only renames a local variable must be reported as a su
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -130,3 +135,48 @@ def test_the_command_lists_the_catalogue_and_refuses_unknown_names(
     assert len(listed) == len(CATALOGUE)
     with pytest.raises(SystemExit, match="no_such_mutant"):
         main(["no_such_mutant"])
+
+
+def _layer_processes(parent: int) -> list[int]:
+    """Pids of the layer subprocesses ``parent`` started that still run (zombies excluded)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == parent and fields[0] != "Z":
+                pids.append(int(entry))
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_a_terminated_run_leaves_no_layer_process_behind() -> None:
+    parent = subprocess.Popen([sys.executable, "-m", "refsched", "mutants", "double_decrement",
+                               "--layers", "unit"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not _layer_processes(parent.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        children = _layer_processes(parent.pid)
+        assert children, "no layer process started"
+        parent.send_signal(signal.SIGTERM)
+        assert parent.wait(30) == 128 + signal.SIGTERM
+        deadline = time.monotonic() + 10
+        while any(map(_alive, children)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(map(_alive, children))
+    finally:
+        parent.kill()
+        parent.wait()

@@ -795,6 +795,23 @@ def _load_traces(cache: str | None) -> list[Any]:
     return read_traces(directory / str(manifest.get("bundle", corpus.BUNDLE)))
 
 
+# Layer subprocesses alive now: each runs in a session of its own (so a timeout can end its whole
+# process group), which also keeps a Ctrl-C at the terminal from reaching it; run() ends them.
+_children: set[subprocess.Popen[bytes]] = set()
+_children_lock = threading.Lock()
+_interrupted = threading.Event()  # set by _end_children: start no more layers
+
+
+def _end_children() -> None:
+    """Kill the process group of every layer subprocess still running; start no more."""
+    with _children_lock:
+        _interrupted.set()
+        alive = list(_children)
+    for proc in alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 def _run_layer(mutant: Mutant | None, layer: str, source: Path | None, workdir: Path,
                budget: Budget, traces: str | None) -> LayerResult:
     """One layer in a fresh subprocess (its whole process group ends with it on a timeout)."""
@@ -809,9 +826,13 @@ def _run_layer(mutant: Mutant | None, layer: str, source: Path | None, workdir: 
     }
     started = time.monotonic()
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
-    proc = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, json.dumps(payload)],
-                            cwd=_PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, env=env)
+    with _children_lock:
+        if _interrupted.is_set():
+            return LayerResult(layer, SKIPPED, "interrupted", 0.0)
+        proc = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, json.dumps(payload)],
+                                cwd=_PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True, env=env)
+        _children.add(proc)
     try:
         output, _ = proc.communicate(timeout=budget.timeout(layer))
     except subprocess.TimeoutExpired:
@@ -820,6 +841,9 @@ def _run_layer(mutant: Mutant | None, layer: str, source: Path | None, workdir: 
         proc.communicate()
         return LayerResult(layer, TIMEOUT, f"no verdict within {budget.timeout(layer):.0f} s",
                            time.monotonic() - started)
+    finally:
+        with _children_lock:
+            _children.discard(proc)
     seconds = time.monotonic() - started
     if not result_file.exists():
         tail = output.decode(errors="replace")[-2000:]
@@ -905,8 +929,17 @@ def run(mutants: Iterable[Mutant] = CATALOGUE, layers: Sequence[str] = LAYER_NAM
                 f"in {result.seconds:.1f} s")
             return result
 
-        with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        _interrupted.clear()
+        pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+        try:
             results = list(pool.map(one, enumerate(chosen, start=1)))
+        except BaseException:
+            # Interrupted (Ctrl-C, a SIGTERM turned into SystemExit by main): the layers
+            # running now would go on without anyone reading their verdicts.
+            _end_children()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     return RunReport(results, tuple(layers), all_layers, time.monotonic() - started, budget)
 
 
@@ -1048,12 +1081,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     def progress(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
+    def terminated(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, terminated) if in_main else None
     try:
         rep = run(mutants, layers, budget=budget, all_layers=args.all_layers, jobs=args.jobs,
                   report=progress)
     except (PatchError, ValueError) as exc:
         print(f"refsched mutants: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
     if args.json:
         print(json.dumps(rep.as_json(), indent=2))
     elif args.markdown:
