@@ -862,3 +862,75 @@ def test_retry_follows_a_blocked_by_cycle_of_an_unstarted_graph_once() -> None:
     assert impl.snapshot() == model.snapshot()
     assert impl.info("b").generation == 2
     impl.check_invariants()
+
+
+class _Steps:
+    """A Recorder keeping (action, params, state after) for every spec step."""
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[str, dict[str, Any], Any]] = []
+
+    def record(self, action: str, params: dict[str, Any], state: Any) -> None:
+        self.steps.append((action, dict(params), state))
+
+
+def _expected_stats(steps: list[tuple[str, dict[str, Any], Any]]) -> dict[str, int]:
+    """The counters stats() must show, counted from the spec steps and the states they reach."""
+    from refsched.types import Snapshot
+
+    counts = dict.fromkeys(("submitted", "retried", "claimed", "succeeded", "failed",
+                            "cancelled", "blocked", "stale_callbacks", "duplicate_callbacks"), 0)
+    before = Snapshot()
+    for action, params, after in steps:
+        renewed = [t for t, v in after.tasks.items()
+                   if t in before.tasks and before.tasks[t].generation != v.generation]
+        ended = {t: v.state for t, v in after.tasks.items()
+                 if v.state is not (before.tasks[t].state if t in before.tasks else None)
+                 or (t in before.tasks and before.tasks[t].generation != v.generation)}
+        if action == "Submit":
+            counts["submitted"] += 1
+        elif action == "Retry":
+            counts["retried"] += len(renewed)
+        elif action == "Claim":
+            counts["claimed"] += params["k"]
+        elif action == "StaleCallback":
+            counts["stale_callbacks"] += 1
+        elif action == "RepeatedCallback":
+            counts["duplicate_callbacks"] += 1
+        for state in ended.values():
+            if state is TaskState.SUCCEEDED:
+                counts["succeeded"] += 1
+            elif state is TaskState.FAILED:
+                counts["failed"] += 1
+            elif state is TaskState.CANCELLED:
+                counts["cancelled"] += 1
+            elif state is TaskState.BLOCKED:
+                counts["blocked"] += 1
+        before = after
+    return counts
+
+
+def test_stats_count_what_the_spec_steps_did_on_every_corpus_trace() -> None:
+    from refsched.verify.corpus import BUNDLE, traces_dir
+    from refsched.verify.itf import read_traces
+    from refsched.verify.replay import replay
+
+    runs: list[tuple[TaskScheduler, _Steps]] = []
+
+    def recorded(max_concurrency: int) -> TaskScheduler:
+        steps = _Steps()
+        scheduler = TaskScheduler(max_concurrency, recorder=steps)
+        runs.append((scheduler, steps))
+        return scheduler
+
+    report = replay(read_traces(traces_dir() / BUNDLE)[::10], recorded)
+    assert report.ok, report.divergences
+    assert len(runs) > 1000
+    totals: dict[str, int] = {}
+    for scheduler, steps in runs:
+        stats = scheduler.stats()
+        expected = _expected_stats(steps.steps)
+        assert {name: getattr(stats, name) for name in expected} == expected, steps.steps
+        for name, value in expected.items():
+            totals[name] = totals.get(name, 0) + value
+    assert all(totals.values()), totals  # every counter was exercised somewhere

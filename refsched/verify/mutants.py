@@ -288,6 +288,10 @@ CATALOGUE: tuple[Mutant, ...] = (
                                 endings.append(""",
        """                            if endings is None:
                                 endings.append("""),
+    _m("close_counts_one_cancel", _S,
+       "close(cancel_pending) adds one to the cancelled count, however many versions it cancels",
+       """                    self._n_cancelled += cancelled""",
+       """                    self._n_cancelled += 1 if cancelled else 0"""),
     # -- Runner ----------------------------------------------------------------------------------
     _m("settlements_uncounted_outside_lock", _R,
        "a worker takes back the settlements it applied before taking the runner lock",
