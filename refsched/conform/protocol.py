@@ -1,0 +1,422 @@
+"""The conformance wire protocol: JSON lines between the oracle and an implementation.
+
+Pure encoding and decoding, shared by the serving side (:mod:`refsched.serve`) and the driving
+side (:mod:`refsched.conform.client`): requests, responses, each operation's result as a
+refsched value (:class:`~refsched.types.Claim`, :class:`~refsched.types.TaskState`,
+:class:`~refsched.types.CloseReport`, :class:`~refsched.types.Snapshot`) and errors as the
+exceptions of :mod:`refsched.errors`. ``docs/conformance.md`` states the protocol; the operations
+are the actions of ``spec/Scheduler.tla`` under their API names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import graphlib
+import json
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, NoReturn
+
+from refsched import errors
+from refsched.types import Claim, CloseReport, Snapshot, TaskState, VersionView
+
+__all__ = [
+    "OPS",
+    "PROTOCOL_VERSION",
+    "ForeignError",
+    "Request",
+    "Unsupported",
+    "WireError",
+    "claims_from_json",
+    "close_report_from_json",
+    "decode_line",
+    "decode_request",
+    "encode_line",
+    "error_from_json",
+    "error_response",
+    "error_to_json",
+    "generation_from_json",
+    "null_from_json",
+    "ok_response",
+    "request",
+    "result_to_json",
+    "snapshot_from_json",
+    "snapshot_to_json",
+    "state_from_json",
+]
+
+PROTOCOL_VERSION: Final = 1
+
+# op -> (arguments it must carry, arguments it may leave out and their value when left out)
+OPS: Final[Mapping[str, tuple[tuple[str, ...], Mapping[str, Any]]]] = {
+    "hello": (("protocol",), {}),
+    "new": (("max_concurrency",), {}),
+    "submit": (("task",), {"deps": []}),
+    "start": ((), {}),
+    "ready": ((), {"limit": None}),
+    "complete": (("task", "generation"), {}),
+    "fail": (("task", "generation"), {}),
+    "cancel": (("task",), {"generation": None}),
+    "acknowledge_cancel": (("task", "generation"), {}),
+    "retry": (("task",), {}),
+    "close": ((), {"cancel_pending": True}),
+    "snapshot": ((), {}),
+    "state": (("task",), {}),
+    "bye": ((), {}),
+}
+
+_STATES: Final = {s.value: s for s in TaskState}
+_CLOSE_FIELDS: Final = tuple(f.name for f in dataclasses.fields(CloseReport))
+_VIEW_FIELDS: Final = tuple(f.name for f in dataclasses.fields(VersionView))
+_SNAPSHOT_FIELDS: Final = ("started", "closed", "next_seq", "tasks")
+
+# error type name on the wire -> the refsched exception it decodes to
+_ERRORS: Final[Mapping[str, type[Exception]]] = {
+    name: cls for name in errors.__all__
+    if isinstance(cls := getattr(errors, name), type) and issubclass(cls, Exception)
+}
+
+
+class WireError(ValueError):
+    """A line, a message or a result that does not have the protocol's shape.
+
+    ``request_id`` is the id of the request it belongs to, when that much could be read.
+    """
+
+    def __init__(self, message: str, request_id: int | None = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+class ForeignError(Exception):
+    """An error answer whose type is not one of refsched's (``ValueError``, ``KeyError``, ...).
+
+    It is an answer like any other: the implementation raised something refsched never does.
+    """
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(f"{type_name}: {message}")
+        self.type_name = type_name
+        self.message = message
+
+
+class Unsupported(Exception):
+    """The operation is outside the implementation's capability profile (wire type ``Unsupported``).
+
+    Adapters raise it for calls they cannot map onto the scheduler they wrap.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One decoded request: its id, its op and its arguments (defaults filled in)."""
+
+    id: int
+    op: str
+    args: Mapping[str, Any]
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _reject_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")
+
+
+# ------------------------------------------------------------------ lines
+
+def encode_line(message: Mapping[str, Any]) -> str:
+    """One message as one line of JSON, newline included.
+
+    Errors: a value JSON cannot carry (a NaN, an object) -> ``TypeError`` or ``ValueError``.
+    """
+    # json.dumps escapes every control character, so the text never holds a raw newline.
+    return json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+
+
+def decode_line(line: bytes | str) -> dict[str, Any]:
+    """The JSON object one line holds. Errors: not UTF-8, not JSON, not an object -> WireError."""
+    try:
+        text = line.decode("utf-8") if isinstance(line, bytes) else line
+        value = json.loads(text, parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise WireError(f"not a line of JSON: {_cut(line)} ({e})") from None
+    if not isinstance(value, dict):
+        raise WireError(f"not a JSON object: {_cut(line)}")
+    return value
+
+
+def _cut(line: bytes | str, width: int = 120) -> str:
+    text = repr(line)
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+# ------------------------------------------------------------------ requests
+
+def request(request_id: int, op: str, **args: Any) -> dict[str, Any]:
+    """The request object ``{"id": request_id, "op": op, ...args}``."""
+    return {"id": request_id, "op": op, **args}
+
+
+def decode_request(message: Mapping[str, Any]) -> Request:
+    """Check a request object and fill in the arguments it may leave out.
+
+    An op outside :data:`OPS` is returned with its arguments unchecked (the server answers it
+    ``Unsupported``). Errors: no int ``id``, no str ``op``, an argument missing or unknown, a
+    ``task`` that is not a string, ``deps`` that are not a list of strings -> ``WireError``.
+    """
+    request_id = message.get("id")
+    if not _is_int(request_id):
+        raise WireError(f"a request needs an integer id, not {request_id!r}")
+    assert isinstance(request_id, int)
+    op = message.get("op")
+    if not isinstance(op, str):
+        raise WireError(f"a request needs a string op, not {op!r}", request_id)
+    args = {k: v for k, v in message.items() if k not in ("id", "op")}
+    if op not in OPS:
+        return Request(request_id, op, args)
+    required, optional = OPS[op]
+    missing = [a for a in required if a not in args]
+    unknown = sorted(set(args) - set(required) - set(optional))
+    if missing or unknown:
+        raise WireError(
+            f"{op}: " + "; ".join(
+                ([f"missing {', '.join(missing)}"] if missing else [])
+                + ([f"unknown {', '.join(unknown)}"] if unknown else [])),
+            request_id,
+        )
+    for name, default in optional.items():
+        args.setdefault(name, default)
+    if "task" in args and not isinstance(args["task"], str):
+        raise WireError(f"{op}: task ids are strings, not {args['task']!r}", request_id)
+    if op == "submit" and not (isinstance(args["deps"], list)
+                               and all(isinstance(d, str) for d in args["deps"])):
+        raise WireError(f"submit: deps must be a list of strings, not {args['deps']!r}",
+                        request_id)
+    return Request(request_id, op, args)
+
+
+# ------------------------------------------------------------------ responses
+
+def ok_response(request_id: int, result: Any) -> dict[str, Any]:
+    """The answer ``{"id": request_id, "ok": result}``."""
+    return {"id": request_id, "ok": result}
+
+
+def error_response(request_id: int | None, error: Mapping[str, Any]) -> dict[str, Any]:
+    """The answer ``{"id": request_id, "error": error}`` (``error`` from :func:`error_to_json`)."""
+    return {"id": request_id, "error": dict(error)}
+
+
+def error_to_json(exc: BaseException) -> dict[str, Any]:
+    """An exception as an error object: its class name, its message and what identifies it.
+
+    A cycle error (refsched's, or graphlib's as graphlib raised it) carries ``cycle``; refsched's
+    also ``cycles``; an ``UnknownDependencyError`` its ``missing`` pairs; an ``Unsupported`` has
+    the type ``Unsupported``.
+    """
+    error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, graphlib.CycleError):
+        # graphlib.CycleError carries (message, cycle) as its arguments, and refsched's keeps
+        # them there too: both answer the cycle exactly as the scheduler found it.
+        if exc.args and isinstance(exc.args[0], str):
+            error["message"] = exc.args[0]
+        error["cycle"] = list(exc.args[1]) if len(exc.args) > 1 else []
+        if isinstance(exc, errors.CycleError):
+            error["cycles"] = [list(c) for c in exc.cycles]
+    elif isinstance(exc, errors.UnknownDependencyError):
+        error["missing"] = [[t, d] for t, d in exc.missing]
+    elif isinstance(exc, errors.InvariantViolation):
+        error["invariant"] = exc.invariant
+    return error
+
+
+def error_from_json(error: Any) -> Exception:
+    """The exception an error object stands for.
+
+    A refsched error type gives that very class (a ``CycleError`` with its ``cycle`` and
+    ``cycles``); ``Unsupported`` gives :class:`Unsupported`; any other type a
+    :class:`ForeignError`. Errors: not an object with a string ``type`` and ``message``, a
+    ``CycleError`` without a list ``cycle`` -> ``WireError``.
+    """
+    if not isinstance(error, dict):
+        raise WireError(f"an error must be an object, not {error!r}")
+    type_name = error.get("type")
+    message = error.get("message")
+    if not isinstance(type_name, str) or not isinstance(message, str):
+        raise WireError(f"an error needs a string type and message: {error!r}")
+    if type_name == "Unsupported":
+        return Unsupported(message)
+    cls = _ERRORS.get(type_name)
+    if cls is None:
+        return ForeignError(type_name, message)
+    if cls is errors.CycleError:
+        cycle = error.get("cycle")
+        if not isinstance(cycle, list) or not all(isinstance(t, str) for t in cycle):
+            raise WireError(f"a CycleError needs a cycle, a list of task ids: {error!r}")
+        cycles = error.get("cycles", [cycle])
+        if not (isinstance(cycles, list) and cycles and cycles[0] == cycle and all(
+                isinstance(c, list) and all(isinstance(t, str) for t in c) for c in cycles)):
+            raise WireError(f"a CycleError's cycles must be lists of task ids, the first its "
+                            f"cycle: {error!r}")
+        return errors.CycleError(message, cycles)
+    if cls is errors.UnknownDependencyError:
+        missing = error.get("missing", [])
+        if not (isinstance(missing, list) and all(
+                isinstance(p, list) and len(p) == 2 and all(isinstance(t, str) for t in p)
+                for p in missing)):
+            raise WireError(f"an UnknownDependencyError's missing must be [task, dep] pairs: "
+                            f"{error!r}")
+        return errors.UnknownDependencyError(message, [(t, d) for t, d in missing])
+    if cls is errors.InvariantViolation:
+        # its constructor builds the message from the invariant's name; keep the message sent
+        violation = errors.InvariantViolation.__new__(errors.InvariantViolation)
+        AssertionError.__init__(violation, message)
+        invariant = error.get("invariant")
+        violation.invariant = invariant if isinstance(invariant, str) else ""
+        return violation
+    return cls(message)
+
+
+# ------------------------------------------------------------------ results, serving side
+
+def result_to_json(op: str, value: Any) -> Any:
+    """The JSON form of what the scheduler returned for ``op``.
+
+    Errors: a value that is not what ``op`` returns (a claim that is not a pair, a state that
+    is not a ``TaskState``) -> the ``TypeError`` or ``ValueError`` met while converting it.
+    """
+    if op in ("new", "start", "bye"):
+        return None
+    if op == "ready":
+        return [[claim[0], claim[1]] for claim in value]
+    if op in ("complete", "fail", "cancel", "acknowledge_cancel", "state"):
+        return TaskState(value).value
+    if op == "close":
+        return {name: list(getattr(value, name)) for name in _CLOSE_FIELDS}
+    if op == "snapshot":
+        return snapshot_to_json(value)
+    return value  # submit and retry: the generation
+
+
+def snapshot_to_json(snapshot: Snapshot) -> dict[str, Any]:
+    """A snapshot as the ``snapshot`` op answers it (each version's deps sorted)."""
+    return {
+        "started": snapshot.started,
+        "closed": snapshot.closed,
+        "next_seq": snapshot.next_seq,
+        "tasks": {
+            task_id: {
+                "generation": v.generation,
+                "state": v.state.value,
+                "deps": sorted(v.deps),  # str ids on the wire, hence sortable
+                "remaining_deps": v.remaining_deps,
+                "blocked_by": v.blocked_by,
+                "cancel_requested": v.cancel_requested,
+                "claims": v.claims,
+                "seq": v.seq,
+            }
+            for task_id, v in snapshot.tasks.items()
+        },
+    }
+
+
+# ------------------------------------------------------------------ results, driving side
+
+def null_from_json(op: str, value: Any) -> None:
+    """Check the answer of an op that answers ``null``."""
+    if value is not None:
+        raise WireError(f"{op} answers null, not {_cut(repr(value))}")
+
+
+def generation_from_json(op: str, value: Any) -> int:
+    """A generation (``submit``, ``retry``): an integer."""
+    if not _is_int(value):
+        raise WireError(f"{op} answers a generation (an integer), not {_cut(repr(value))}")
+    assert isinstance(value, int)
+    return value
+
+
+def state_from_json(op: str, value: Any) -> TaskState:
+    """A state name: one of pending, ready, running, succeeded, failed, blocked, cancelled."""
+    if not isinstance(value, str) or value not in _STATES:
+        raise WireError(f"{op} answers a state name ({', '.join(_STATES)}), "
+                        f"not {_cut(repr(value))}")
+    return _STATES[value]
+
+
+def claims_from_json(op: str, value: Any) -> list[Claim]:
+    """``ready``'s list of ``[task, generation]`` pairs as claims without a function."""
+    if not isinstance(value, list):
+        raise WireError(f"{op} answers a list of [task, generation], not {_cut(repr(value))}")
+    claims = []
+    for item in value:
+        if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
+                and _is_int(item[1])):
+            raise WireError(f"{op}: a claim is [task, generation], not {_cut(repr(item))}")
+        claims.append(Claim(item[0], item[1], None))
+    return claims
+
+
+def _ids(op: str, where: str, value: Any) -> list[Hashable]:
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise WireError(f"{op}: {where} must be a list of task ids, not {_cut(repr(value))}")
+    return list(value)
+
+
+def _exact_keys(op: str, where: str, value: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise WireError(f"{op}: {where} must be an object, not {_cut(repr(value))}")
+    if set(value) != set(keys):
+        missing = [k for k in keys if k not in value]
+        unknown = sorted(set(value) - set(keys))
+        raise WireError(f"{op}: {where} must have exactly the keys {', '.join(keys)}"
+                        + (f"; missing {', '.join(missing)}" if missing else "")
+                        + (f"; unknown {', '.join(unknown)}" if unknown else ""))
+    return value
+
+
+def close_report_from_json(op: str, value: Any) -> CloseReport:
+    """``close``'s object: one list of task ids per state, every state present."""
+    report = _exact_keys(op, "the report", value, _CLOSE_FIELDS)
+    return CloseReport(**{name: tuple(_ids(op, name, report[name])) for name in _CLOSE_FIELDS})
+
+
+def snapshot_from_json(op: str, value: Any) -> Snapshot:
+    """``snapshot``'s object as the :class:`~refsched.types.Snapshot` it stands for."""
+    snap = _exact_keys(op, "the snapshot", value, _SNAPSHOT_FIELDS)
+    for name in ("started", "closed"):
+        if not isinstance(snap[name], bool):
+            raise WireError(f"{op}: {name} must be true or false, not {snap[name]!r}")
+    if not _is_int(snap["next_seq"]):
+        raise WireError(f"{op}: next_seq must be an integer, not {snap['next_seq']!r}")
+    if not isinstance(snap["tasks"], dict):
+        raise WireError(f"{op}: tasks must be an object, not {_cut(repr(snap['tasks']))}")
+    views: dict[Hashable, VersionView] = {}
+    for task_id, raw in snap["tasks"].items():
+        where = f"task {task_id!r}"
+        v = _exact_keys(op, where, raw, _VIEW_FIELDS)
+        for name in ("generation", "remaining_deps", "claims", "seq"):
+            if not _is_int(v[name]):
+                raise WireError(f"{op}: {where}: {name} must be an integer, not {v[name]!r}")
+        if not isinstance(v["cancel_requested"], bool):
+            raise WireError(f"{op}: {where}: cancel_requested must be true or false, "
+                            f"not {v['cancel_requested']!r}")
+        if v["blocked_by"] is not None and not isinstance(v["blocked_by"], str):
+            raise WireError(f"{op}: {where}: blocked_by must be a task id or null, "
+                            f"not {v['blocked_by']!r}")
+        deps = _ids(op, f"{where}: deps", v["deps"])
+        if len(set(deps)) != len(deps):
+            raise WireError(f"{op}: {where}: deps names a task twice: {deps!r}")
+        views[task_id] = VersionView(
+            generation=v["generation"],
+            state=state_from_json(f"{op}: {where}: state", v["state"]),
+            deps=frozenset(deps),
+            remaining_deps=v["remaining_deps"],
+            blocked_by=v["blocked_by"],
+            cancel_requested=v["cancel_requested"],
+            claims=v["claims"],
+            seq=v["seq"],
+        )
+    return Snapshot(snap["started"], snap["closed"], snap["next_seq"], views)

@@ -1,0 +1,512 @@
+"""The conformance protocol: refsched.serve and the graphlib adapter over the wire, the
+protocol's encoding, and the harness verdicts for implementations that misbehave.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from refsched import TaskScheduler, errors
+from refsched.conform import protocol
+from refsched.conform.client import (
+    ForeignError,
+    HarnessError,
+    ImplementationCrashed,
+    ImplementationTimedOut,
+    InProcessImplementation,
+    ProtocolImplementation,
+    ProtocolViolation,
+    Unsupported,
+    load_factory,
+)
+from refsched.conform.graphlib_adapter import GraphlibScheduler
+from refsched.conform.profile import FULL, STATIC, Profile
+from refsched.serve import serve
+from refsched.types import CloseReport, Snapshot, TaskState
+
+ROOT = Path(__file__).resolve().parent.parent
+IMPLS = Path(__file__).resolve().parent / "conform_impls"
+SERVE = [sys.executable, "-m", "refsched.serve"]
+GRAPHLIB = [sys.executable, "-m", "refsched.conform.graphlib_adapter"]
+SHORT = 2.0  # the timeout given to misbehaving implementations
+
+
+def script(name: str, *args: str) -> list[str]:
+    return [sys.executable, str(IMPLS / name), *args]
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` is a process that has not exited (a zombie has exited)."""
+    if Path("/proc/self/stat").exists():
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+        return state not in ("Z", "X")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def assert_gone(*pids: int) -> None:
+    """Every pid has exited; an orphan may take its new parent a moment to notice."""
+    deadline = time.monotonic() + 5.0
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not [p for p in pids if alive(p)], "processes left behind"
+
+
+def outcome(call: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
+    """What a call did: its value, or the type, message and identifying fields of its error."""
+    try:
+        return ("ok", call(*args))
+    except Exception as e:
+        extra: tuple[Any, ...] = ()
+        if isinstance(e, errors.CycleError):
+            extra = (e.cycle, e.cycles)
+        elif isinstance(e, errors.UnknownDependencyError):
+            extra = (e.missing,)
+        return ("raised", type(e), str(e), *extra)
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[ProtocolImplementation]:
+    with ProtocolImplementation(SERVE, cwd=ROOT) as impl:
+        yield impl
+
+
+# ------------------------------------------------------------------ refsched.serve round trips
+
+# Every op, every error type the wire can carry, in one scheduler's life (max_concurrency 2).
+SCRIPT: list[tuple[str, tuple[Any, ...]]] = [
+    ("submit", ("a",)),
+    ("submit", ("b", ["a"])),
+    ("submit", ("c", ["b", "zz"])),
+    ("start", ()),  # UnknownDependencyError
+    ("submit", ("c", ["b", "d"])),
+    ("submit", ("d", ["c"])),
+    ("start", ()),  # CycleError c -> d -> c
+    ("submit", ("d", [])),  # generation 2 breaks the cycle
+    ("submit", ("e", ["e"])),  # InvalidArgumentError: self-dependency
+    ("submit", ("e", ["a", "a"])),  # InvalidArgumentError: the same dependency twice
+    ("ready", ()),  # InvalidTransitionError: not started
+    ("state", ("c",)),
+    ("start", ()),
+    ("start", ()),  # InvalidTransitionError: already started
+    ("ready", (-1,)),  # InvalidArgumentError
+    ("ready", (1,)),
+    ("submit", ("a",)),  # TaskRunningError
+    ("complete", ("a", 2)),  # StaleGenerationError
+    ("complete", ("a", "1")),  # InvalidArgumentError: a generation that is not an int
+    ("complete", ("b", 1)),  # InvalidTransitionError: pending
+    ("state", ("nope",)),  # UnknownTaskError
+    ("complete", ("nope", 1)),  # UnknownTaskError
+    ("complete", ("a", 1)),
+    ("complete", ("a", 1)),  # repeated: the state again
+    ("ready", (None,)),
+    ("cancel", ("b",)),  # running: a stop request
+    ("cancel", ("b", 1)),
+    ("acknowledge_cancel", ("b", 1)),  # c becomes blocked
+    ("state", ("c",)),
+    ("fail", ("d", 2)),
+    ("submit", ("f", ["d"])),  # blocked at once by the failed d
+    ("submit", ("k", ["nope"])),  # UnknownDependencyError after start
+    ("retry", ("b",)),  # b and the c it blocked
+    ("retry", ("a",)),  # InvalidTransitionError: succeeded
+    ("ready", ()),
+    ("fail", ("b", 2)),
+    ("cancel", ("f", None)),  # terminal: the state, no step
+    ("submit", ("g",)),
+    ("submit", ("h", ["g"])),
+    ("submit", ("g", ["h"])),  # CycleError after start
+    ("close", (False,)),
+    ("submit", ("i",)),  # SchedulerClosedError
+    ("retry", ("b",)),  # SchedulerClosedError
+    ("ready", ()),  # closed: []
+    ("close", (True,)),  # already closed: the report again
+]
+
+
+def test_every_op_through_serve_answers_as_the_scheduler_does(
+        served: ProtocolImplementation) -> None:
+    direct = TaskScheduler(2)
+    wire = served.new(2)
+    seen_errors = set()
+    for op, args in SCRIPT:
+        expected = outcome(getattr(direct, op), *args)
+        got = outcome(getattr(wire, op), *args)
+        assert got == expected, f"{op}{args}"
+        if expected[0] == "raised":
+            seen_errors.add(expected[1].__name__)
+        assert wire.snapshot() == direct.snapshot(), f"after {op}{args}"
+    assert seen_errors == {
+        "UnknownDependencyError", "CycleError", "InvalidArgumentError", "InvalidTransitionError",
+        "TaskRunningError", "StaleGenerationError", "UnknownTaskError", "SchedulerClosedError",
+    }
+
+
+def test_cycle_error_keeps_its_cycle_and_every_component(served: ProtocolImplementation) -> None:
+    direct, wire = TaskScheduler(1), served.new(1)
+    for s in (direct, wire):
+        for task, deps in [("a", ["c"]), ("b", ["a"]), ("c", ["b"]), ("x", ["y"]), ("y", ["x"])]:
+            s.submit(task, deps)
+    expected, got = outcome(direct.start), outcome(wire.start)
+    assert got == expected
+    assert got[1] is errors.CycleError and len(got[4]) == 2
+    cycle = got[3]
+    assert cycle[0] == cycle[-1]
+
+
+def test_results_have_the_scheduler_types(served: ProtocolImplementation) -> None:
+    s = served.new(1)
+    assert s.submit("a") == 1
+    s.start()
+    claims = s.ready()
+    assert claims == [("a", 1, None)] and claims[0].task_id == "a"
+    assert s.complete("a", 1) is TaskState.SUCCEEDED
+    report = s.close()
+    assert report == CloseReport(succeeded=("a",))
+    assert isinstance(s.snapshot(), Snapshot)
+    s.check_invariants()
+
+
+def test_new_with_a_bad_max_concurrency_raises_the_scheduler_error(
+        served: ProtocolImplementation) -> None:
+    with pytest.raises(errors.InvalidArgumentError):
+        served.new(-1)
+    assert served.new(1).submit("a") == 1  # the session goes on
+
+
+def test_a_replaced_instance_refuses_calls(served: ProtocolImplementation) -> None:
+    old = served.new(1)
+    served.new(1)
+    with pytest.raises(RuntimeError, match="replaced"):
+        old.submit("a")
+
+
+def test_ids_that_are_not_strings_are_caller_errors(served: ProtocolImplementation) -> None:
+    s = served.new(1)
+    with pytest.raises(TypeError):
+        s.submit(1)
+    with pytest.raises(TypeError):
+        s.submit("a", [("x",)])
+    with pytest.raises(TypeError):
+        s.submit("a", "bc")
+    with pytest.raises(TypeError):
+        s.complete("a", object())  # type: ignore[arg-type]
+    assert s.submit("a") == 1  # nothing went out
+
+
+def test_hello_declares_the_profile_given() -> None:
+    profile = {"cancel": False, "retry": False}
+    with ProtocolImplementation([*SERVE, "--profile", json.dumps(profile), "--name", "narrow"],
+                                cwd=ROOT) as impl:
+        assert impl.name == "narrow"
+        assert impl.profile == Profile(cancel=False, retry=False)
+        s = impl.new(1)
+        s.submit("a")
+        with pytest.raises(Unsupported):
+            s.cancel("a")
+        assert s.state("a") is TaskState.READY  # cancel never reached the scheduler
+
+
+def test_full_profile_by_default(served: ProtocolImplementation) -> None:
+    assert served.name == "refsched.TaskScheduler"
+    assert served.profile == FULL
+
+
+def test_serve_impl_serves_another_factory_and_its_foreign_errors() -> None:
+    # ClaimsTwice over-commits; list(max_concurrency) raises a TypeError refsched never raises
+    with ProtocolImplementation([*SERVE, "--impl", "mutants.broken_schedulers:ClaimsTwice"],
+                                cwd=ROOT / "tests") as impl:
+        s = impl.new(2)
+        s.submit("a")
+        s.submit("b")
+        s.start()
+        assert [c.task_id for c in s.ready(1)] == ["a", "b"]
+    with ProtocolImplementation([*SERVE, "--impl", "builtins:list"], cwd=ROOT) as impl:
+        with pytest.raises(ForeignError) as caught:
+            impl.new(1)
+        assert caught.value.type_name == "TypeError"
+        assert str(caught.value).startswith("TypeError: ")
+
+
+def test_serve_answers_bad_requests_and_keeps_going() -> None:
+    lines = [
+        protocol.request(0, "hello", protocol=1),
+        protocol.request(1, "submit", task="a"),  # no scheduler yet
+        protocol.request(2, "new", max_concurrency=1),
+        protocol.request(3, "submit", task=1),
+        protocol.request(4, "submit", task="a", deps="b"),
+        protocol.request(5, "submit", task="a", colour="red"),
+        protocol.request(6, "complete", task="a"),
+        protocol.request(7, "frobnicate"),
+        protocol.request(8, "hello", protocol=2),
+        protocol.request(9, "submit", task="a"),
+    ]
+    stdin = io.StringIO("".join(protocol.encode_line(x) for x in lines) + "\n[1]\nnot json\n")
+    stdout = io.StringIO()
+    serve(TaskScheduler, FULL, "test", stdin, stdout)
+    answers = [json.loads(line) for line in stdout.getvalue().splitlines()]
+    assert [a["id"] for a in answers] == [*range(10), None, None]
+    kinds = [a["error"]["type"] if "error" in a else "ok" for a in answers]
+    assert kinds == ["ok", "BadRequest", "ok", "BadRequest", "BadRequest", "BadRequest",
+                     "BadRequest", "Unsupported", "BadRequest", "ok", "BadRequest", "BadRequest"]
+    assert answers[9]["ok"] == 1
+
+
+def test_serve_stops_at_bye() -> None:
+    stdin = io.StringIO(protocol.encode_line(protocol.request(0, "bye"))
+                        + protocol.encode_line(protocol.request(1, "hello", protocol=1)))
+    stdout = io.StringIO()
+    serve(TaskScheduler, FULL, "test", stdin, stdout)
+    assert [json.loads(x) for x in stdout.getvalue().splitlines()] == [{"id": 0, "ok": None}]
+
+
+# ------------------------------------------------------------------ the graphlib adapter
+
+def test_graphlib_adapter_declares_static_and_runs_a_static_graph() -> None:
+    with ProtocolImplementation(GRAPHLIB, cwd=ROOT) as impl:
+        assert impl.profile == STATIC
+        assert impl.name.startswith("graphlib.TopologicalSorter")
+        g, direct = impl.new(4), TaskScheduler(4)
+        for s in (g, direct):
+            s.submit("b", ["a"])
+            s.submit("c", ["a", "b"])
+            s.submit("d", ["a"])
+            s.submit("a")
+            s.start()
+        order = []
+        while True:
+            got, expected = g.ready(), direct.ready()
+            assert {c.task_id for c in got} == {c.task_id for c in expected}
+            if not got:
+                break
+            for claim in got:
+                assert g.state(claim.task_id) is TaskState.RUNNING
+                assert g.complete(claim.task_id, claim.generation) is TaskState.SUCCEEDED
+                direct.complete(claim.task_id, claim.generation)
+                order.append(claim.task_id)
+        assert order[0] == "a" and order[-1] == "c"
+        assert g.state("c") is TaskState.SUCCEEDED
+
+
+def test_graphlib_adapter_shows_where_graphlib_differs() -> None:
+    with ProtocolImplementation(GRAPHLIB, cwd=ROOT) as impl:
+        g = impl.new(1)
+        g.submit("b", ["a"])
+        g.submit("a", ["c"])
+        g.submit("c", ["b"])
+        with pytest.raises(errors.CycleError) as caught:
+            g.start()
+        assert caught.value.cycle == ["b", "c", "a", "b"]  # as graphlib gives it
+        with pytest.raises(ForeignError, match="ValueError"):  # refsched lets you fix it
+            g.start()
+
+        g = impl.new(1)
+        g.submit("b", ["x"])  # never added: graphlib makes it a node of its own
+        g.start()
+        assert g.ready() == [("x", 1, None)]
+        with pytest.raises(Unsupported):
+            g.state("b")  # pending or ready: graphlib cannot say
+        with pytest.raises(errors.UnknownTaskError):
+            g.state("never")
+        assert g.complete("x", 1) is TaskState.SUCCEEDED
+        with pytest.raises(ForeignError) as twice:
+            g.complete("x", 1)  # refsched answers succeeded again
+        assert twice.value.type_name == "ValueError"
+        with pytest.raises(Unsupported):
+            g.cancel("b")
+        with pytest.raises(Unsupported):
+            g.ready(1)
+        with pytest.raises(Unsupported):
+            g.submit("b")
+
+
+def test_graphlib_scheduler_runs_in_process_too() -> None:
+    with InProcessImplementation(GraphlibScheduler, profile=STATIC) as impl:
+        assert impl.name == "refsched.conform.graphlib_adapter:GraphlibScheduler"
+        g = impl.new(1)
+        g.submit("a")
+        g.start()
+        assert g.ready() == [("a", 1, None)]
+
+
+# ------------------------------------------------------------------ in-process and loading
+
+def test_in_process_implementation_hands_out_factory_schedulers() -> None:
+    impl = InProcessImplementation(TaskScheduler)
+    assert impl.name == "refsched.scheduler:TaskScheduler" and impl.profile == FULL
+    with impl:
+        s = impl.new(3)
+        assert isinstance(s, TaskScheduler) and s.max_concurrency == 3
+
+
+def test_load_factory_names_what_is_missing() -> None:
+    assert load_factory("refsched:TaskScheduler") is TaskScheduler
+    for bad, named in [("refsched", "MODULE:FACTORY"), ("refsched:NoSuchThing", "NoSuchThing"),
+                       ("no_such_module_here:f", "cannot import 'no_such_module_here'")]:
+        with pytest.raises(ValueError, match=named):
+            load_factory(bad)
+
+
+# ------------------------------------------------------------------ the encoding
+
+def test_snapshot_survives_the_wire() -> None:
+    s = TaskScheduler(1)
+    s.submit("a")
+    s.submit("b", ["a", "c"])
+    s.submit("c")
+    s.start()
+    s.ready()
+    snap = s.snapshot()
+    assert protocol.snapshot_from_json("snapshot", json.loads(json.dumps(
+        protocol.snapshot_to_json(snap)))) == snap
+
+
+@pytest.mark.parametrize(("op", "convert", "value"), [
+    ("ready", protocol.claims_from_json, "everything"),
+    ("ready", protocol.claims_from_json, [["a", "1"]]),
+    ("submit", protocol.generation_from_json, True),
+    ("state", protocol.state_from_json, "done"),
+    ("start", protocol.null_from_json, 0),
+    ("close", protocol.close_report_from_json, {"succeeded": []}),
+    ("snapshot", protocol.snapshot_from_json,
+     {"started": True, "closed": False, "next_seq": 1, "tasks": {"a": {}}}),
+])
+def test_results_of_the_wrong_shape_are_wire_errors(
+        op: str, convert: Callable[[str, Any], Any], value: Any) -> None:
+    with pytest.raises(protocol.WireError):
+        convert(op, value)
+
+
+def test_errors_decode_to_refsched_classes_or_foreign_errors() -> None:
+    for exc in (errors.StaleGenerationError("stale"), errors.UnknownTaskError("who?"),
+                errors.UnknownDependencyError("missing", [("a", "b")]),
+                errors.CycleError("cycle", [["a", "b", "a"]])):
+        back = protocol.error_from_json(json.loads(json.dumps(protocol.error_to_json(exc))))
+        assert type(back) is type(exc) and str(back) == str(exc)
+    back = protocol.error_from_json({"type": "KeyError", "message": "'a'"})
+    assert isinstance(back, ForeignError) and back.type_name == "KeyError"
+    assert isinstance(protocol.error_from_json({"type": "Unsupported", "message": "no"}),
+                      Unsupported)
+    with pytest.raises(protocol.WireError):
+        protocol.error_from_json({"type": "CycleError", "message": "no cycle given"})
+
+
+# ------------------------------------------------------------------ misbehaving implementations
+
+def test_crash_after_hello_is_a_crash_with_its_status_and_stderr() -> None:
+    with ProtocolImplementation(script("crash_after_hello.py"), timeout=SHORT) as impl:
+        pid = impl.pid
+        with pytest.raises(ImplementationCrashed) as caught:
+            impl.new(1)
+    assert caught.value.returncode == 3 and caught.value.verdict == "crashed"
+    assert "exited with status 3" in str(caught.value)
+    assert "giving up on the first request" in caught.value.stderr_tail
+    assert pid is not None
+    assert_gone(pid)
+
+
+def test_silent_exit_before_hello_is_a_crash() -> None:
+    impl = ProtocolImplementation(script("silent_exit.py"), timeout=SHORT)
+    with pytest.raises(ImplementationCrashed) as caught:
+        impl.open()
+    assert caught.value.returncode == 0
+    assert impl.pid is not None
+    assert_gone(impl.pid)
+
+
+def test_a_program_that_cannot_start_is_a_crash() -> None:
+    with pytest.raises(ImplementationCrashed, match="could not be started"):
+        ProtocolImplementation([str(IMPLS / "no_such_program")]).open()
+
+
+def test_hang_times_out_and_stays_broken() -> None:
+    impl = ProtocolImplementation(script("hang.py"), timeout=SHORT)
+    with impl:
+        with pytest.raises(ImplementationTimedOut) as caught:
+            impl.new(1)
+        assert caught.value.verdict == "timed out"
+        with pytest.raises(ImplementationTimedOut):
+            impl.new(1)  # at once: the implementation is broken
+    assert impl.pid is not None and impl.returncode is not None  # it ignored SIGTERM
+    assert_gone(impl.pid)
+
+
+def test_garbage_is_a_protocol_violation() -> None:
+    impl = ProtocolImplementation(script("garbage.py"), timeout=SHORT)
+    with pytest.raises(ProtocolViolation, match="not a line of JSON") as caught:
+        impl.open()
+    assert caught.value.verdict == "protocol violation"
+    assert impl.pid is not None
+    assert_gone(impl.pid)
+
+
+def test_an_answer_with_the_wrong_id_is_a_protocol_violation() -> None:
+    with ProtocolImplementation(script("out_of_order.py"), timeout=SHORT) as impl, \
+            pytest.raises(ProtocolViolation, match="expected 1"):
+        impl.new(1)
+
+
+@pytest.mark.parametrize("mode", [(), ("lines",)])
+def test_a_flood_is_cut_off_at_max_line(mode: tuple[str, ...]) -> None:
+    with ProtocolImplementation(script("flood.py", *mode), timeout=SHORT,
+                                max_line=1 << 16) as impl:
+        with pytest.raises(ProtocolViolation):
+            impl.new(1)
+        pid = impl.pid
+    assert pid is not None
+    assert_gone(pid)
+
+
+def test_a_result_of_the_wrong_shape_is_a_protocol_violation() -> None:
+    with ProtocolImplementation(script("wrong_shape.py"), timeout=SHORT) as impl:
+        s = impl.new(1)
+        assert s.submit("a") == 1
+        s.start()
+        with pytest.raises(ProtocolViolation, match="ready answers a list"):
+            s.ready()
+
+
+def test_a_bad_profile_in_the_hello_is_a_protocol_violation() -> None:
+    with pytest.raises(ProtocolViolation, match="bad profile"):
+        ProtocolImplementation(script("bad_profile.py"), timeout=SHORT).open()
+
+
+def test_children_of_a_hung_implementation_are_killed_too(tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    impl = ProtocolImplementation(script("spawns_child.py", str(pid_file)), timeout=SHORT)
+    with pytest.raises(ImplementationTimedOut):
+        impl.open()
+    child = int(pid_file.read_text())
+    assert impl.pid is not None
+    assert_gone(impl.pid, child)
+
+
+def test_an_interrupted_caller_leaves_no_process() -> None:
+    with pytest.raises(KeyboardInterrupt), ProtocolImplementation(SERVE, cwd=ROOT) as impl:
+        impl.new(1).submit("a")
+        pid = impl.pid
+        raise KeyboardInterrupt
+    assert pid is not None
+    assert_gone(pid)
+    impl.close()  # twice is fine
+
+
+def test_every_verdict_is_a_harness_error() -> None:
+    for cls in (ImplementationCrashed, ImplementationTimedOut, ProtocolViolation):
+        assert issubclass(cls, HarnessError)
+        assert not issubclass(cls, errors.SchedulerError)
+    assert str(ProtocolViolation("bad", "line 1\nline 2")).endswith("line 1\nline 2")
