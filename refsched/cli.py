@@ -10,6 +10,8 @@
 - ``refsched record -o FILE``: record random multi-threaded Runner runs as ITF traces.
 - ``refsched explore [SCENARIO] [--replay ID]``: explore thread interleavings of the scenarios.
 - ``refsched mutants [NAMES]``: run every verification layer against seeded mutants.
+- ``refsched conform -- COMMAND``: check another implementation against the reference model
+  through the conformance protocol (``docs/conformance.md``).
 
 Exit status 0 when every check passed, 1 when one failed, 2 for a usage error or unreadable
 input.
@@ -399,6 +401,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="The mutation score of the verification layers.")
     mutants.add_argument("args", nargs=argparse.REMAINDER,
                          help="[NAMES ...] [--layers ...] [--json] [--markdown] [options]")
+
+    conform = commands.add_parser(
+        "conform", add_help=False,
+        help="check an implementation in any language against the reference model "
+             "(see conform -h)",
+        description="The conformance oracle.")
+    conform.add_argument("args", nargs=argparse.REMAINDER,
+                         help="[options] -- COMMAND [ARGS ...], or --impl MODULE:FACTORY")
     return parser
 
 
@@ -411,6 +421,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if arguments[:1] == ["mutants"]:
             from refsched.verify.mutants import main as mutants_main
             return mutants_main(arguments[1:])
+        if arguments[:1] == ["conform"]:
+            from refsched.conform.main import main as conform_main
+            return conform_main(arguments[1:])
         args = build_parser().parse_args(arguments)
         return int(args.handler(args))
     except KeyboardInterrupt:

@@ -403,6 +403,18 @@ def test_errors_decode_to_refsched_classes_or_foreign_errors() -> None:
                       Unsupported)
     with pytest.raises(protocol.WireError):
         protocol.error_from_json({"type": "CycleError", "message": "no cycle given"})
+    with pytest.raises(protocol.WireError):
+        protocol.error_from_json({"type": "StaleGenerationError", "message": "no generations"})
+
+
+def test_a_stale_generation_error_carries_the_generations_across(
+        served: ProtocolImplementation) -> None:
+    wire = served.new(1)
+    wire.submit("a")
+    wire.start()
+    with pytest.raises(errors.StaleGenerationError) as stale:
+        wire.complete("a", 3)
+    assert (stale.value.generation, stale.value.current) == (3, 1)
 
 
 # ------------------------------------------------------------------ misbehaving implementations

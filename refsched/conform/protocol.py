@@ -213,8 +213,9 @@ def error_to_json(exc: BaseException) -> dict[str, Any]:
     """An exception as an error object: its class name, its message and what identifies it.
 
     A cycle error (refsched's, or graphlib's as graphlib raised it) carries ``cycle``; refsched's
-    also ``cycles``; an ``UnknownDependencyError`` its ``missing`` pairs; an ``Unsupported`` has
-    the type ``Unsupported``.
+    also ``cycles``; an ``UnknownDependencyError`` its ``missing`` pairs; a
+    ``StaleGenerationError`` the ``generation`` named and the ``current`` one; an
+    ``Unsupported`` has the type ``Unsupported``.
     """
     error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
     if isinstance(exc, graphlib.CycleError):
@@ -227,6 +228,9 @@ def error_to_json(exc: BaseException) -> dict[str, Any]:
             error["cycles"] = [list(c) for c in exc.cycles]
     elif isinstance(exc, errors.UnknownDependencyError):
         error["missing"] = [[t, d] for t, d in exc.missing]
+    elif isinstance(exc, errors.StaleGenerationError):
+        error["generation"] = exc.generation
+        error["current"] = exc.current
     elif isinstance(exc, errors.InvariantViolation):
         error["invariant"] = exc.invariant
     return error
@@ -238,7 +242,8 @@ def error_from_json(error: Any) -> Exception:
     A refsched error type gives that very class (a ``CycleError`` with its ``cycle`` and
     ``cycles``); ``Unsupported`` gives :class:`Unsupported`; any other type a
     :class:`ForeignError`. Errors: not an object with a string ``type`` and ``message``, a
-    ``CycleError`` without a list ``cycle`` -> ``WireError``.
+    ``CycleError`` without a list ``cycle``, a ``StaleGenerationError`` without int
+    ``generation`` and ``current`` -> ``WireError``.
     """
     if not isinstance(error, dict):
         raise WireError(f"an error must be an object, not {error!r}")
@@ -269,6 +274,13 @@ def error_from_json(error: Any) -> Exception:
             raise WireError(f"an UnknownDependencyError's missing must be [task, dep] pairs: "
                             f"{error!r}")
         return errors.UnknownDependencyError(message, [(t, d) for t, d in missing])
+    if cls is errors.StaleGenerationError:
+        generation, current = error.get("generation"), error.get("current")
+        if (not isinstance(generation, int) or isinstance(generation, bool)
+                or not isinstance(current, int) or isinstance(current, bool)):
+            raise WireError(f"a StaleGenerationError needs the generation named and the current "
+                            f"one, as ints: {error!r}")
+        return errors.StaleGenerationError(message, None, generation, current)
     if cls is errors.InvariantViolation:
         # its constructor builds the message from the invariant's name; keep the message sent
         violation = errors.InvariantViolation.__new__(errors.InvariantViolation)

@@ -30,8 +30,9 @@ import operator
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
+from refsched.conform.profile import FULL, Profile
 from refsched.errors import StaleGenerationError
 from refsched.model.actions import ACTIONS, INITIAL, WAITING, ready_order
 from refsched.model.graph import action_args, describe
@@ -42,6 +43,7 @@ from .itf import Trace
 from .specstate import SPEC_VARIABLES, snapshot_of, task_id
 
 __all__ = [
+    "ApiCall",
     "Coverage",
     "Divergence",
     "ReplayReport",
@@ -50,9 +52,13 @@ __all__ = [
     "format_divergence",
     "format_report",
     "replay",
+    "side_by_side",
+    "step_call",
 ]
 
 Side = Literal["model", "implementation"]
+Fatal = tuple[type[BaseException], ...]
+"""Exceptions that end a replay as they are rather than as a divergence (a harness failure)."""
 
 
 class StepMismatch(AssertionError):
@@ -102,8 +108,12 @@ def _version(name: str, p: Mapping[str, Any], before: Snapshot) -> VersionView:
 _Plan = tuple[str, tuple[Any, ...], dict[str, Any], Any]  # method, args, kwargs, answer
 
 
-def _plan(name: str, p: Mapping[str, Any], before: Snapshot) -> _Plan:
-    """The API call that takes the step, and the answer it must give, as ``_answer`` shows it."""
+def _plan(name: str, p: Mapping[str, Any], before: Snapshot, profile: Profile = FULL) -> _Plan:
+    """The API call that takes the step, and the answer it must give, as ``_answer`` shows it.
+
+    Under a profile without ``limit`` a Claim is ``ready()``, which claims every ready version:
+    a Claim of fewer cannot be taken that way (``ValueError``).
+    """
     if name == "Submit":
         t = p["t"]
         view = before.tasks.get(t)
@@ -114,10 +124,15 @@ def _plan(name: str, p: Mapping[str, Any], before: Snapshot) -> _Plan:
         return "start", (), {}, None
     if name == "Claim":
         k = p["k"]
-        order = ready_order(before.tasks)[:k]
+        order = ready_order(before.tasks)
+        if not profile.limit and len(order) != k:
+            raise ValueError(f"Claim(k={k}): {len(order)} versions are ready, and without a "
+                             "limit ready() claims them all")
+        order = order[:k]
         if len(order) != k:
             raise ValueError(f"Claim(k={k}): only {len(order)} ready versions before the step")
-        return "ready", (), {"limit": k}, [(t, before.tasks[t].generation) for t in order]
+        kwargs = {"limit": k} if profile.limit else {}
+        return "ready", (), kwargs, [(t, before.tasks[t].generation) for t in order]
     if name == "Complete":
         return "complete", (p["t"], p["g"]), {}, TaskState.SUCCEEDED
     if name == "Fail":
@@ -140,10 +155,12 @@ def _plan(name: str, p: Mapping[str, Any], before: Snapshot) -> _Plan:
     return "complete", (p["t"], view.generation), {}, view.state
 
 
-def _answer(name: str, result: Any) -> Any:
+def _answer(name: str, result: Any, profile: Profile = FULL) -> Any:
     """The part of an API answer the step fixes, comparable with ``_plan``'s answer."""
     if name == "Claim":
-        return [(c.task_id, c.generation) for c in result]
+        claims = [(c.task_id, c.generation) for c in result]
+        # "any": the profile leaves the order of one batch of claims to the implementation
+        return claims if profile.ready_order == "seq" else sorted(claims, key=repr)
     if name == "Close":
         # The contract names the list each id is in, not the order within a list.
         by_id: dict[Hashable, TaskState] = {}
@@ -167,22 +184,54 @@ def _show_answer(name: str, answer: Any) -> str:
     return repr(answer)
 
 
-def _mismatch(name: str, p: Mapping[str, Any], plan: _Plan, actual: str) -> StepMismatch:
-    method, args, kwargs, answer = plan
+def _show_call(plan: _Plan) -> str:
+    method, args, kwargs, _ = plan
     shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
-    return StepMismatch(describe(name, p), f"{method}({', '.join(shown)})",
-                        _show_answer(name, answer), actual)
+    return f"{method}({', '.join(shown)})"
+
+
+def _mismatch(name: str, p: Mapping[str, Any], plan: _Plan, actual: str) -> StepMismatch:
+    return StepMismatch(describe(name, p), _show_call(plan), _show_answer(name, plan[3]), actual)
+
+
+class ApiCall(NamedTuple):
+    """The API call that takes a spec step, and the answer it must give, shown as text."""
+
+    method: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    answer: str
+
+
+def step_call(action: str, params: Mapping[str, Any], before: Snapshot, *,
+              profile: Profile = FULL) -> ApiCall:
+    """The call :func:`apply_step` makes for the step ``action(params)`` from ``before``.
+
+    ``ApiCall("ready", (), {"limit": 1}, "[('a', 1)]")``. Errors: as :func:`apply_step`'s
+    ``ValueError``.
+    """
+    if action not in ACTIONS:
+        raise ValueError(f"{action!r} is not an action of the spec")
+    p = _spec_params(action, params, before)
+    method, args, kwargs, answer = _plan(action, p, before, profile)
+    return ApiCall(method, args, kwargs, _show_answer(action, answer))
 
 
 _MALFORMED = object()  # an answer of the wrong shape (not claims, not a close report)
 
 
-def _apply(scheduler: Any, name: str, p: Mapping[str, Any], before: Snapshot) -> None:
+def _apply(scheduler: Any, name: str, p: Mapping[str, Any], before: Snapshot,
+           profile: Profile = FULL, fatal: Fatal = ()) -> None:
     """apply_step for a spec action name and normalised parameters."""
-    plan = _plan(name, p, before)
+    plan = _plan(name, p, before, profile)
     method, args, kwargs, answer = plan
+    if name == "Claim" and profile.ready_order != "seq":
+        answer = sorted(answer, key=repr)  # as _answer gives claims under this profile
+        plan = (method, args, kwargs, answer)
     try:
         result = getattr(scheduler, method)(*args, **kwargs)
+    except fatal:
+        raise
     except Exception as error:
         if name == "StaleCallback" and isinstance(error, StaleGenerationError):
             if (error.generation, error.current) == answer:
@@ -197,7 +246,7 @@ def _apply(scheduler: Any, name: str, p: Mapping[str, Any], before: Snapshot) ->
     shown = repr(result)
     if name != "StaleCallback":
         try:
-            got = _answer(name, result)
+            got = _answer(name, result, profile)
         except (AttributeError, TypeError):
             got = _MALFORMED
         if got == answer:
@@ -208,7 +257,8 @@ def _apply(scheduler: Any, name: str, p: Mapping[str, Any], before: Snapshot) ->
 
 
 def apply_step(scheduler: Any, action: str, params: Mapping[str, Any], *,
-               before: Snapshot | None = None) -> None:
+               before: Snapshot | None = None, profile: Profile = FULL,
+               fatal: Fatal = ()) -> None:
     """Take the spec step ``action(params)`` through the public API of ``scheduler``.
 
     ``scheduler`` is anything with the TaskScheduler API (``TaskScheduler``,
@@ -231,9 +281,14 @@ def apply_step(scheduler: Any, action: str, params: Mapping[str, Any], *,
     RepeatedCallback(t)         ``complete(t, current generation)`` returns the terminal state
     ==========================  ===================================================================
 
+    ``profile`` (default: the full contract) changes two of these: without ``limit`` a Claim
+    is ``ready()``, which must claim every ready version; with ``ready_order`` "any" the
+    claims are compared as a set.
+
     Errors: another answer, or any exception from the call -> :class:`StepMismatch` (the
-    exception as its cause); an action that is not the spec's, a missing parameter or a step
-    not enabled in ``before`` (an id with no version, too few ready versions) ->
+    exception as its cause), except one of the ``fatal`` types, which propagates as it is; an
+    action that is not the spec's, a missing parameter or a step not enabled in ``before`` (an
+    id with no version, too few ready versions) or that the profile cannot take ->
     ``ValueError``. The resulting state is not checked here: compare ``scheduler.snapshot()``
     with the step's target.
     """
@@ -242,7 +297,7 @@ def apply_step(scheduler: Any, action: str, params: Mapping[str, Any], *,
         raise ValueError(f"{action!r} is not an action of the spec")
     if before is None:
         before = scheduler.snapshot()
-    _apply(scheduler, name, _spec_params(name, params, before), before)
+    _apply(scheduler, name, _spec_params(name, params, before), before, profile, fatal)
 
 
 # -- Records ----------------------------------------------------------------------------------
@@ -261,6 +316,8 @@ class Divergence:
     expected: Snapshot | None  # the trace's state after the step (None: not a spec state)
     actual: Snapshot | None  # the side's state after the step (None: it has none)
     diff: str  # the differing fields side by side ("" when the states are equal)
+    # the implementation's answer when it is not the one the step implies ("" otherwise)
+    answer: str = ""
 
 
 @dataclass
@@ -315,8 +372,12 @@ def _row(view: VersionView | None) -> tuple[Any, ...]:
     return tuple(getattr(view, name) for name in _FIELDS)
 
 
-def _side_by_side(expected: Snapshot, actual: Snapshot, side: str) -> str:
-    """One line per differing field: id, field, trace value, ``side``'s value."""
+def side_by_side(expected: Snapshot, actual: Snapshot, side: str, *,
+                 reference: str = "trace") -> str:
+    """One line per differing field: id, field, ``reference``'s value, ``side``'s value.
+
+    ``""`` when the two are equal.
+    """
     rows: list[tuple[str, str, str, str]] = []
     for name in ("started", "closed", "next_seq"):
         a, b = getattr(expected, name), getattr(actual, name)
@@ -329,7 +390,7 @@ def _side_by_side(expected: Snapshot, actual: Snapshot, side: str) -> str:
                 rows.append((str(t), name, _show(a), _show(b)))
     if not rows:
         return ""
-    table = [("id", "field", "trace", side), *rows]
+    table = [("id", "field", reference, side), *rows]
     widths = [max(len(r[i]) for r in table) for i in range(3)]
     return "\n".join(
         f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip()
@@ -396,9 +457,12 @@ _values_of: Callable[[Mapping[str, Any]], tuple[Any, ...]] = operator.itemgetter
 class _Replayer:
     """The state shared by the traces of one replay: state and edge caches, the ledger."""
 
-    def __init__(self, factory: Callable[[int], Any], report: ReplayReport) -> None:
+    def __init__(self, factory: Callable[[int], Any], report: ReplayReport,
+                 profile: Profile = FULL, fatal: Fatal = ()) -> None:
         self.factory = factory
         self.report = report
+        self.profile = profile
+        self.fatal = fatal
         # a trace state's values (in SPEC_VARIABLES order) -> (state number, its Snapshot):
         # corpus traces share most of their states, and converting one costs more than
         # hashing it
@@ -438,11 +502,13 @@ class _Replayer:
 
         def diverge(step: int, action: str, params: Mapping[str, Any], side: Side, reason: str,
                     source: Snapshot | None, expected: Snapshot | None,
-                    actual: Snapshot | None) -> _Diverged:
+                    actual: Snapshot | None, answer: str = "") -> _Diverged:
             diff = ("" if expected is None or actual is None
-                    else _side_by_side(expected, actual, side))
+                    else side_by_side(expected, actual, side))
             return _Diverged(Divergence(name, step, action, dict(params), side, reason, source,
-                                        expected, actual, diff))
+                                        expected, actual, diff, answer))
+
+        profile, fatal = self.profile, self.fatal
 
         mc = trace.constants.get("MaxConcurrency")
         if not isinstance(mc, int) or isinstance(mc, bool) or mc < 1:
@@ -457,10 +523,11 @@ class _Replayer:
             raise diverge(0, "init", {}, "model", "the initial state is not Init (the empty "
                           "snapshot)", None, source, INITIAL)
         impl = self.factory(mc)
-        actual = _snapshot(impl)
-        if actual != INITIAL:
-            raise diverge(0, "init", {}, "implementation", "a new scheduler is not in Init",
-                          None, INITIAL, actual)
+        if profile.snapshot:
+            actual = _snapshot(impl, fatal)
+            if actual != INITIAL:
+                raise diverge(0, "init", {}, "implementation", "a new scheduler is not in Init",
+                              None, INITIAL, actual)
         check = getattr(impl, "check_invariants", None)
         report, coverage = self.report, self.report.coverage
         edges, model_checked = self.edges, self.model_checked
@@ -496,19 +563,29 @@ class _Replayer:
                 model_checked.add((mc, edge))
 
             try:
-                _apply(impl, action, params, source)
+                _apply(impl, action, params, source, profile, fatal)
             except StepMismatch as error:
                 raise diverge(index, action, params, "implementation",
                               f"{error.call} {error.actual}, expected {error.expected}",
-                              source, target, _snapshot(impl)) from None
-            actual = _snapshot(impl)
-            if actual != target:
-                raise diverge(index, action, params, "implementation",
-                              "the state after the step is not the trace's", source, target,
-                              actual)
+                              source, target,
+                              _snapshot(impl, fatal) if profile.snapshot else None,
+                              error.actual) from None
+            except ValueError as error:  # a step the profile's calls cannot take
+                raise diverge(index, action, params, "model", str(error), source, target,
+                              None) from None
+            if profile.snapshot:
+                actual = _snapshot(impl, fatal)
+                if actual != target:
+                    raise diverge(index, action, params, "implementation",
+                                  "the state after the step is not the trace's", source, target,
+                                  actual)
+            else:  # only the answers are compared
+                actual = None
             if check is not None:
                 try:
                     check()
+                except fatal:
+                    raise
                 except Exception as error:  # InvariantViolation is an AssertionError
                     raise diverge(index, action, params, "implementation",
                                   f"check_invariants() raised {type(error).__name__}: {error}",
@@ -523,10 +600,12 @@ class _Replayer:
             source_number, source = target_number, target
 
 
-def _snapshot(scheduler: Any) -> Snapshot | None:
-    """The scheduler's snapshot, or None when asking for it fails."""
+def _snapshot(scheduler: Any, fatal: Fatal = ()) -> Snapshot | None:
+    """The scheduler's snapshot, or None when asking for it fails (but for ``fatal`` errors)."""
     try:
         snapshot = scheduler.snapshot()
+    except fatal:
+        raise
     except Exception:  # a scheduler broken enough not to answer: the divergence says the rest
         return None
     return snapshot if isinstance(snapshot, Snapshot) else None
@@ -534,7 +613,8 @@ def _snapshot(scheduler: Any) -> Snapshot | None:
 
 def replay(traces: Iterable[Trace], factory: Callable[[int], Any] = TaskScheduler, *,
            stop_at_first: bool = True,
-           on_progress: Callable[[int, int], None] | None = None) -> ReplayReport:
+           on_progress: Callable[[int, int], None] | None = None,
+           profile: Profile = FULL, fatal: Fatal = ()) -> ReplayReport:
     """Replay each trace against the reference model and a fresh ``factory(MaxConcurrency)``.
 
     For each trace: its constant ``MaxConcurrency`` must be an int >= 1 and its initial state
@@ -544,9 +624,17 @@ def replay(traces: Iterable[Trace], factory: Callable[[int], Any] = TaskSchedule
     ``check_invariants()`` when it has one. A trace stops at its first :class:`Divergence`;
     with ``stop_at_first`` the replay stops there too, else it goes on with the next trace.
     ``on_progress(traces, steps)`` is called after each trace with the totals so far.
+
+    ``profile`` says what the implementation keeps of the contract (default: all of it).
+    Without ``snapshot`` only the answers of the calls are compared (the trace's states are
+    still checked against the model); ``limit`` and ``ready_order`` change how a Claim is
+    taken and compared (see :func:`apply_step`). The traces must be ones the profile admits:
+    a step its calls cannot take is a divergence on the model's side. An exception of a
+    ``fatal`` type raised by the implementation (a harness failure, not an answer) ends the
+    replay and propagates.
     """
     report = ReplayReport()
-    replayer = _Replayer(factory, report)
+    replayer = _Replayer(factory, report, profile, fatal)
     started = time.perf_counter()
     try:
         for trace in traces:

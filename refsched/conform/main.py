@@ -1,0 +1,191 @@
+"""``refsched conform``: judge a scheduler implementation against the reference model.
+
+::
+
+    refsched conform [options] -- COMMAND [ARGS...]         # a program speaking the protocol
+    refsched conform [options] --impl MODULE:FACTORY [--profile JSON]   # a Python factory
+
+The report goes to stdout (``--json``: as JSON), progress to stderr (``-q``: none). Exit status:
+0 the implementation conforms, 1 it diverges, 3 a harness verdict (it crashed, timed out or broke
+the protocol), 2 a usage error or a corpus that cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .profile import FULL, Profile, ProfileError
+from .report import ConformanceReport
+
+if TYPE_CHECKING:
+    from refsched.cli import Progress
+
+__all__ = ["build_parser", "main"]
+
+USAGE_ERROR = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="refsched conform",
+        usage="%(prog)s [options] (-- COMMAND [ARGS...] | --impl MODULE:FACTORY "
+              "[--profile JSON])",
+        description="Check a scheduler implementation against refsched's reference model: "
+                    "replay the trace corpus through it, then drive it and the model with the "
+                    "same Hypothesis-generated calls. On a divergence, print the shortest "
+                    "sequence of calls found that shows it.",
+        epilog="Exit status: 0 conforms, 1 diverges, 3 the implementation crashed, timed out "
+               "or broke the protocol, 2 usage error.")
+    parser.add_argument("--examples", type=int, default=200, metavar="N",
+                        help="generated examples (default 200; 0 skips the generated phase)")
+    parser.add_argument("--steps", type=int, default=40, metavar="N",
+                        help="calls per generated example, at most (default 40)")
+    parser.add_argument("--no-corpus", action="store_true",
+                        help="skip the replay of the trace corpus")
+    parser.add_argument("--seed", type=int, default=0, metavar="N",
+                        help="the generated phase's seed (default 0: the same run every time)")
+    parser.add_argument("--timeout", type=float, metavar="SECONDS",
+                        help="how long COMMAND may take to answer one request (default: the "
+                             "client's, 10 s)")
+    parser.add_argument("--trace-out", metavar="FILE",
+                        help="write the counterexample's spec steps as ITF: an .itf.json file, "
+                             "or a .jsonl / .jsonl.gz bundle")
+    parser.add_argument("--json", action="store_true",
+                        help="print the report as JSON on stdout")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    parser.add_argument("--impl", metavar="MODULE:FACTORY",
+                        help="check a Python factory max_concurrency -> scheduler in this "
+                             "process instead of a COMMAND")
+    parser.add_argument("--profile", metavar="JSON",
+                        help="with --impl: the parts of the contract it keeps, a JSON object "
+                             "of profile flags (default: the full contract)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND",
+                        help="the implementation's command line, after --")
+    return parser
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """The arguments, checked together; a usage error exits with status 2."""
+    args = parser.parse_args(argv)
+    if args.command[:1] == ["--"]:
+        args.command = args.command[1:]
+    if bool(args.command) == bool(args.impl):
+        parser.error("give either -- COMMAND [ARGS...] or --impl MODULE:FACTORY")
+    if args.profile is not None and not args.impl:
+        parser.error("--profile goes with --impl: a COMMAND declares its profile itself")
+    if args.timeout is not None and not args.command:
+        parser.error("--timeout goes with a COMMAND")
+    if args.timeout is not None and args.timeout <= 0:
+        parser.error("--timeout must be positive")
+    if args.examples < 0 or args.steps < 1:
+        parser.error("--examples must be >= 0 and --steps >= 1")
+    if args.no_corpus and args.examples == 0:
+        parser.error("nothing to check: --no-corpus and --examples 0")
+    args.profile_value = FULL
+    if args.profile is not None:
+        try:
+            args.profile_value = Profile.from_json(json.loads(args.profile))
+        except (ValueError, ProfileError) as e:  # JSONDecodeError is a ValueError
+            parser.error(f"--profile: {e}")
+    return args
+
+
+def _write_trace(report: ConformanceReport, path: str) -> str:
+    """Write the counterexample's trace to ``path``; what to tell the user."""
+    from refsched.verify.itf import trace_to_itf, write_traces
+
+    if report.counterexample is None:
+        return f"no counterexample: {path} not written"
+    trace = report.counterexample.trace
+    out = Path(path)
+    if ".jsonl" in out.name:
+        write_traces(out, [trace])
+    else:
+        out.write_text(json.dumps(trace_to_itf(trace), indent=1) + "\n", encoding="utf-8")
+    return (f"wrote {out}: the counterexample's {len(trace.steps)} spec steps "
+            f"(refsched replay {out}; refsched validate-trace {out})")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from refsched.cli import Progress
+
+    from . import client, oracle
+
+    display = Progress(sys.stderr, quiet=args.quiet or args.json)
+    shown_phase = ""
+
+    def progress(phase: str, done: int, total: int) -> None:
+        nonlocal shown_phase
+        unit = "traces" if phase == "corpus" else "examples"
+        display.update(f"  {phase}: {done:,} of {total:,} {unit}", force=phase != shown_phase)
+        shown_phase = phase
+
+    impl: Any
+    if args.impl:
+        try:
+            factory = client.load_factory(args.impl)
+        except ValueError as e:
+            print(f"refsched conform: {e}", file=sys.stderr)
+            return USAGE_ERROR
+        impl = client.InProcessImplementation(factory, profile=args.profile_value,
+                                              name=args.impl)
+    else:
+        options = {} if args.timeout is None else {"timeout": args.timeout}
+        impl = client.ProtocolImplementation(args.command, **options)
+        started = time.monotonic()
+        try:
+            impl.open()
+        except client.HarnessError as error:  # before the hello's answer: no name, no profile
+            report = oracle.harness_failure(shlex.join(args.command), error)
+            report.seconds = time.monotonic() - started
+            return _finish(report, args, display)
+    try:
+        report = oracle.check(impl, examples=args.examples, steps=args.steps,
+                              corpus=not args.no_corpus, seed=args.seed, progress=progress)
+    except oracle.OracleError as e:
+        display.done(f"refsched conform: {e}")
+        return USAGE_ERROR
+    return _finish(report, args, display)
+
+
+def _finish(report: ConformanceReport, args: argparse.Namespace, display: Progress) -> int:
+    if not display.quiet:
+        display.done(f"  {report.implementation}: {report.verdict} [{report.seconds:.1f}s]")
+    if args.trace_out:
+        message = _write_trace(report, args.trace_out)
+        if not args.quiet:
+            print(message, file=sys.stderr)
+    if args.json:
+        json.dump(report.to_json(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(report.format())
+    return report.exit_status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``refsched conform``: the exit status (0 conforms, 1 diverges, 3 harness, 2 usage)."""
+    args = _parse(build_parser(), list(sys.argv[1:] if argv is None else argv))
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print("refsched conform: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`refsched conform ... | head`): stop quietly, as refsched's
+        # other commands do, and keep Python from complaining again when it flushes stdout.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

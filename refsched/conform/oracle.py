@@ -1,0 +1,314 @@
+"""The conformance oracle: an implementation of the TaskScheduler API judged by the reference model.
+
+:func:`check` runs two phases against an :class:`~refsched.conform.client.Implementation` (a
+program speaking the protocol of ``docs/conformance.md``, or a Python factory):
+
+1. **corpus**: the traces of ``traces/`` (every edge of TLC's state graph of the spec) that the
+   implementation's :class:`~refsched.conform.profile.Profile` admits, replayed through its API
+   by :func:`refsched.verify.replay.replay`: each call's answer, and the snapshot after each
+   step when the profile has ``snapshot``, must be the trace's;
+2. **generated**: Hypothesis drives the model and the implementation with the same calls
+   (:mod:`refsched.verify.lockstep`, narrowed to the profile) and compares every answer, and
+   every snapshot when the profile has them.
+
+The first phase that finds a divergence ends the check with a
+:class:`~refsched.conform.report.Counterexample`: the calls that show it (a corpus trace up to the
+step that diverges, the shortest such prefix in the corpus; or the run Hypothesis shrank) and the
+model's spec steps along them as an ITF trace. A harness failure (the implementation crashed,
+hung or broke the protocol) ends the check with that verdict. The implementation is closed
+when the check ends, whatever happened.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from hypothesis import HealthCheck, Phase, Verbosity
+
+from refsched.verify import corpus as corpus_files
+from refsched.verify.itf import Step, Trace, TraceFormatError, read_traces
+from refsched.verify.lockstep import Call, Disagreement, Ledger, run_lockstep
+from refsched.verify.replay import Divergence, replay, step_call
+from refsched.verify.specstate import snapshot_of
+
+from .client import HarnessError, Implementation
+from .profile import Profile
+from .report import DIVERGES, ConformanceReport, Counterexample, PhaseResult
+
+__all__ = ["OracleError", "Progress", "admitted_steps", "admitted_traces", "check",
+           "harness_failure"]
+
+Progress = Callable[[str, int, int], None]
+"""Called with (phase, done, total) as a check goes: corpus traces, generated examples."""
+
+# The spec actions a profile flag must allow, besides what Submit and Claim depend on.
+_NEEDS: Final = {"Fail": "fail", "Cancel": "cancel", "AcknowledgeCancel": "cancel",
+                 "Retry": "retry", "Close": "close", "StaleCallback": "generations"}
+
+# Quiet, one failure, no health checks (a slow implementation is not a bad test), no database:
+# the same seed makes the same calls and finds the same counterexample.
+_HYPOTHESIS: Final[Mapping[str, Any]] = {
+    "verbosity": Verbosity.quiet, "report_multiple_bugs": False, "print_blob": False,
+    "suppress_health_check": list(HealthCheck), "phases": (Phase.generate, Phase.shrink),
+}
+
+
+class OracleError(RuntimeError):
+    """The oracle cannot judge: the trace corpus is missing or unreadable, or disagrees with
+    the reference model (then the corpus or the model is wrong, not the implementation)."""
+
+
+# -- the corpus phase -------------------------------------------------------------------------
+
+def _admits_step(profile: Profile, action: str, params: Mapping[str, Any],
+                 before: Mapping[str, Any]) -> bool:
+    flag = _NEEDS.get(action)
+    if flag is not None:
+        return bool(getattr(profile, flag))
+    if action == "Submit":
+        if before["started"] and not profile.dynamic:
+            return False
+        return profile.generations or before["generation"][params["t"]] == 0
+    if action == "Claim":  # without a limit, ready() claims every ready version
+        return profile.limit or params["k"] == sum(
+            1 for state in before["state"].values() if state == "ready")
+    return True
+
+
+def admitted_steps(profile: Profile, trace: Trace) -> int:
+    """How many steps of ``trace``, from its start, the oracle may ask of an implementation
+    with ``profile`` (``len(trace.steps)``: all of them).
+
+    Left out: Fail, Cancel, AcknowledgeCancel, Retry, Close and StaleCallback steps unless
+    the profile has ``fail``, ``cancel``, ``retry``, ``close``, ``generations``; a Submit
+    after Start unless ``dynamic``; a Submit of an id already submitted unless
+    ``generations``; without ``limit``, a Claim of fewer than every ready version (``ready()``
+    claims them all). A malformed trace is admitted whole: the replay says what is wrong.
+    """
+    before = trace.initial
+    try:
+        for index, step in enumerate(trace.steps):
+            if not _admits_step(profile, step.action, step.params, before):
+                return index
+            before = step.state
+    except (KeyError, TypeError, AttributeError):
+        return len(trace.steps)
+    return len(trace.steps)
+
+
+def _calls_key(steps: Sequence[Step]) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
+    return tuple((s.action, tuple(sorted(s.params.items()))) for s in steps)
+
+
+def admitted_traces(profile: Profile, traces: Sequence[Trace]) -> tuple[list[Trace], int]:
+    """What of ``traces`` the oracle replays under ``profile``, and how many are whole.
+
+    A trace every step of which is admitted is kept whole; of another, its longest admitted
+    prefix (a prefix of a behaviour of the spec is one too), named ``<name>-first-<n>``, unless
+    it is empty or the start of a trace already kept. Restrictive profiles thus still replay
+    the corpus's beginnings.
+    """
+    whole: list[Trace] = []
+    cut: list[Trace] = []
+    for trace in traces:
+        n = admitted_steps(profile, trace)
+        if n == len(trace.steps):
+            whole.append(trace)
+        elif n > 0:
+            cut.append(Trace(f"{trace.name}-first-{n}", trace.constants, trace.initial,
+                             tuple(trace.steps[:n]), trace.meta))
+    if not cut:
+        return whole, len(whole)
+    seen: set[tuple[Any, ...]] = set()
+    for trace in whole:
+        key = _calls_key(trace.steps)
+        seen.update(key[:i] for i in range(1, len(key) + 1))
+    prefixes: list[Trace] = []
+    for trace in sorted(cut, key=lambda t: -len(t.steps)):  # longest first: shorter are starts
+        key = _calls_key(trace.steps)
+        if key not in seen:
+            seen.update(key[:i] for i in range(1, len(key) + 1))
+            prefixes.append(trace)
+    order = {id(t): i for i, t in enumerate(cut)}
+    return whole + sorted(prefixes, key=lambda t: order[id(t)]), len(whole)
+
+
+def _read_corpus() -> list[Trace]:
+    directory = corpus_files.traces_dir()
+    try:
+        manifest = corpus_files.read_manifest(directory)
+        return read_traces(directory / str(manifest.get("bundle", corpus_files.BUNDLE)))
+    except (corpus_files.CorpusMismatch, TraceFormatError) as e:
+        raise OracleError(f"cannot read the trace corpus: {e}") from None
+
+
+def _answer_text(actual: str) -> str:
+    """replay's "returned X" / "raised E: m" as the table shows answers: "X" / "E: m"."""
+    for verb in ("returned ", "raised "):
+        if actual.startswith(verb):
+            return actual[len(verb):]
+    return actual
+
+
+def _corpus_counterexample(trace: Trace, divergence: Divergence, profile: Profile,
+                           max_concurrency: int) -> Counterexample:
+    """The trace up to its diverging step, as calls and as a (shorter) trace of the spec."""
+    calls: list[Call] = []
+    if divergence.step == 0:  # a new scheduler is not in Init
+        calls.append(Call("new", (max_concurrency,), "an empty scheduler", "another state",
+                          False, divergence.diff))
+    before = snapshot_of(trace.initial)
+    for index, step in enumerate(trace.steps[:divergence.step], start=1):
+        api = step_call(step.action, step.params, before, profile=profile)
+        after = snapshot_of(step.state)
+        failing = index == divergence.step
+        calls.append(Call(
+            api.method, api.args, api.answer,
+            _answer_text(divergence.answer or api.answer) if failing else api.answer,
+            not failing, divergence.diff if failing else "",
+            ((step.action, dict(step.params)),), after, api.kwargs))
+        before = after
+    prefix = Trace(f"{trace.name}-to-step-{divergence.step}", trace.constants, trace.initial,
+                   tuple(trace.steps[:divergence.step]),
+                   {**trace.meta, "source": f"{trace.name} of the corpus, to the diverging step"})
+    return Counterexample(
+        "corpus", divergence.reason,
+        f"corpus trace {trace.name}, steps 1 to {divergence.step}", max_concurrency,
+        tuple(calls), prefix)
+
+
+def _corpus_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
+                  progress: Progress | None) -> Counterexample | None:
+    everything = _read_corpus()
+    traces, whole = admitted_traces(profile, everything)
+    figures = phase.figures
+    figures.update(traces=len(everything), admitted=whole, prefixes=len(traces) - whole,
+                   steps_admitted=sum(len(t.steps) for t in traces), traces_run=0, steps_run=0)
+
+    def on_progress(done: int, steps: int) -> None:
+        figures["traces_run"], figures["steps_run"] = done, steps
+        if progress is not None:
+            progress("corpus", done, len(traces))
+
+    # Every admitted trace is replayed, divergent or not, so that the counterexample is the
+    # shortest diverging prefix the corpus holds: a conforming implementation costs as much.
+    result = replay(traces, impl.new, stop_at_first=False, on_progress=on_progress,
+                    profile=profile, fatal=(HarnessError,))
+    if result.ok:
+        return None
+    wrong = [d for d in result.divergences if d.side == "model"]
+    if wrong:
+        raise OracleError(f"trace {wrong[0].trace} of the corpus disagrees with the reference "
+                          f"model at step {wrong[0].step}: {wrong[0].reason} (is the corpus "
+                          "current? `refsched traces --check`)")
+    first = min(result.divergences, key=lambda d: d.step)
+    trace = next(t for t in traces if t.name == first.trace)
+    return _corpus_counterexample(trace, first, profile,
+                                  int(trace.constants.get("MaxConcurrency", 0)))
+
+
+# -- the generated phase ----------------------------------------------------------------------
+
+def _disagreement(error: BaseException) -> Disagreement | None:
+    """The Disagreement ``error`` is or holds (Hypothesis groups a flaky failure's errors)."""
+    if isinstance(error, Disagreement):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _disagreement(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult, *,
+                     examples: int, steps: int, seed: int | None,
+                     progress: Progress | None) -> Counterexample | None:
+    ledger = Ledger()
+
+    def on_example() -> None:
+        phase.figures.update(examples=ledger.examples + 1, calls=ledger.calls)
+        if progress is not None:
+            progress("generated", ledger.examples + 1, examples)
+
+    try:
+        run_lockstep(impl.new, examples=examples, steps=steps, on_example=on_example,
+                     ledger=ledger, profile=profile, python_api=False, seed=seed,
+                     fatal=(HarnessError,), hypothesis_settings=_HYPOTHESIS)
+    except Exception as error:
+        found = _disagreement(error)
+        if found is None:
+            raise
+        return Counterexample(
+            "generated", found.reason,
+            f"generated with seed {seed}, shrunk by Hypothesis" if seed is not None
+            else "generated, shrunk by Hypothesis",
+            found.max_concurrency, found.calls, found.trace("conform-counterexample"))
+    finally:
+        phase.figures.update(examples=ledger.examples, calls=ledger.calls)
+    return None
+
+
+# -- the check --------------------------------------------------------------------------------
+
+def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus: bool = True,
+          seed: int | None = 0, progress: Progress | None = None) -> ConformanceReport:
+    """Judge ``impl`` against the reference model; close it; return the report.
+
+    ``impl`` must be open (a ``ProtocolImplementation`` entered or ``open()``-ed): its name
+    and profile are read first. ``corpus`` runs the corpus phase; ``examples`` (0: none)
+    Hypothesis examples of at most ``steps`` calls each run the generated phase, with
+    ``seed`` fixing its choices (None: a random run). ``progress(phase, done, total)`` is
+    called as traces and examples go by. The verdict is ``"conforms"``, ``"diverges"`` (with
+    the counterexample) or the harness verdict (``"crashed"``, ``"timed out"``,
+    ``"protocol violation"``, with the implementation's last lines of stderr).
+
+    Errors: :class:`OracleError` when the corpus cannot be read or disagrees with the model.
+    """
+    started = time.monotonic()
+    try:
+        profile = impl.profile
+        report = ConformanceReport(implementation=impl.name, profile=profile, seed=seed)
+        current: PhaseResult | None = None
+        try:
+            for name in [n for n, wanted in (("corpus", corpus), ("generated", examples > 0))
+                         if wanted]:
+                current = PhaseResult(name)
+                report.phases.append(current)
+                phase_started = time.monotonic()
+                try:
+                    found = (_corpus_phase(impl, profile, current, progress) if name == "corpus"
+                             else _generated_phase(impl, profile, current, examples=examples,
+                                                   steps=steps, seed=seed, progress=progress))
+                finally:
+                    current.seconds = time.monotonic() - phase_started
+                if found is not None:
+                    current.ok = False
+                    report.verdict = DIVERGES
+                    report.counterexample = found
+                    break
+        except HarnessError as error:
+            if current is not None:
+                current.ok = False
+            _record_harness_failure(report, error)
+    finally:
+        impl.close()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _record_harness_failure(report: ConformanceReport, error: HarnessError) -> None:
+    report.verdict = error.verdict
+    report.harness_message = error.message
+    report.stderr_tail = error.stderr_tail
+
+
+def harness_failure(implementation: str, error: HarnessError) -> ConformanceReport:
+    """The report on an implementation that failed before a check could start (at its hello):
+    the harness verdict, no phase, no profile."""
+    report = ConformanceReport(implementation=implementation, profile=None, seed=None)
+    _record_harness_failure(report, error)
+    return report
+

@@ -1,0 +1,115 @@
+"""A pytest plugin: the conformance oracle as two test items of a project's own test run.
+
+Registered as the ``refsched`` plugin (a ``pytest11`` entry point); without ``--refsched-impl`` it
+adds nothing. With it::
+
+    pytest --refsched-impl=mypackage.sched:make_scheduler \\
+           [--refsched-profile='{"retry": false}'] [--refsched-examples=200]
+
+the session gets ``refsched-conformance::corpus`` (the trace corpus replayed through the factory's
+schedulers) and ``refsched-conformance::generated`` (Hypothesis-generated calls compared with the
+reference model). Each runs :func:`refsched.conform.oracle.check` in-process for its phase and
+fails with the report: the verdict and, on a divergence, the counterexample's table of calls.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from .profile import FULL, Profile, ProfileError
+from .report import ConformanceReport
+
+__all__ = ["ConformanceFailure", "ConformanceItem", "ConformanceSuite"]
+
+SUITE = "refsched-conformance"
+PHASES = ("corpus", "generated")
+# the checked factory's spec, the factory, its profile, the examples: set when the option is
+_TARGET = pytest.StashKey[tuple[str, Any, Profile, int]]()
+
+
+class ConformanceFailure(Exception):
+    """A conformance item found the implementation does not conform; carries the report."""
+
+    def __init__(self, report: ConformanceReport) -> None:
+        super().__init__(report.headline())
+        self.report = report
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("refsched", "refsched conformance oracle")
+    group.addoption("--refsched-impl", metavar="MODULE:FACTORY", default=None,
+                    help="check this scheduler factory (max_concurrency -> scheduler) against "
+                         "refsched's reference model, as the items refsched-conformance::corpus "
+                         "and ::generated")
+    group.addoption("--refsched-profile", metavar="JSON", default=None,
+                    help="the parts of the contract the implementation keeps, a JSON object of "
+                         "profile flags (default: the full contract)")
+    group.addoption("--refsched-examples", metavar="N", type=int, default=200,
+                    help="Hypothesis examples of the generated item (default 200)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Check the options now: a bad factory or profile is a usage error, not a failing test."""
+    spec = config.getoption("refsched_impl")
+    if spec is None:
+        return
+    from .client import load_factory
+
+    try:
+        factory = load_factory(spec)
+    except ValueError as e:
+        raise pytest.UsageError(f"--refsched-impl: {e}") from None
+    raw = config.getoption("refsched_profile")
+    try:
+        profile = FULL if raw is None else Profile.from_json(json.loads(raw))
+    except (ValueError, ProfileError) as e:  # JSONDecodeError is a ValueError
+        raise pytest.UsageError(f"--refsched-profile: {e}") from None
+    examples = config.getoption("refsched_examples")
+    if examples < 1:
+        raise pytest.UsageError("--refsched-examples must be at least 1")
+    config.stash[_TARGET] = (spec, factory, profile, examples)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect items: ours can be selected too
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    if _TARGET not in config.stash:
+        return
+    suite = ConformanceSuite.from_parent(session, name=SUITE, nodeid=SUITE)
+    items.extend(suite.collect())
+
+
+class ConformanceSuite(pytest.Collector):
+    """The conformance items, one per phase of the oracle."""
+
+    def collect(self) -> Iterator[ConformanceItem]:
+        for phase in PHASES:
+            yield ConformanceItem.from_parent(self, name=phase)
+
+
+class ConformanceItem(pytest.Item):
+    """One phase of :func:`~refsched.conform.oracle.check` on the ``--refsched-impl`` factory."""
+
+    def runtest(self) -> None:
+        from .client import InProcessImplementation
+        from .oracle import check
+
+        spec, factory, profile, examples = self.config.stash[_TARGET]
+        implementation = InProcessImplementation(factory, profile=profile, name=spec)
+        report = check(implementation, corpus=self.name == "corpus",
+                       examples=examples if self.name == "generated" else 0)
+        if not report.ok:
+            raise ConformanceFailure(report)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> Any:
+        if isinstance(excinfo.value, ConformanceFailure):
+            return excinfo.value.report.format()
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[str, int | None, str]:
+        return SUITE, None, f"{SUITE}::{self.name}"

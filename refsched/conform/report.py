@@ -1,0 +1,198 @@
+"""The oracle's verdict on an implementation: what ran, what it found, for people and as JSON.
+
+A :class:`ConformanceReport` holds the verdict (``"conforms"``, ``"diverges"``, or the verdict
+of a harness failure: ``"crashed"``, ``"timed out"``, ``"protocol violation"``), the profile
+the implementation declared, one :class:`PhaseResult` per phase run, and on a divergence the
+:class:`Counterexample`: the calls that show it, as a table, and the model's steps along them as
+an ITF trace that ``refsched replay`` and ``refsched validate-trace`` read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from refsched.verify.itf import Trace, trace_to_itf
+from refsched.verify.lockstep import Call
+
+from .profile import Profile
+
+__all__ = [
+    "CONFORMS",
+    "DIVERGES",
+    "EXIT_STATUS",
+    "ConformanceReport",
+    "Counterexample",
+    "PhaseResult",
+]
+
+CONFORMS: Final = "conforms"
+DIVERGES: Final = "diverges"
+# the verdict -> the exit status of ``refsched conform``; any harness verdict is 3
+EXIT_STATUS: Final = {CONFORMS: 0, DIVERGES: 1}
+HARNESS_EXIT_STATUS: Final = 3
+
+_CELL: Final = 60  # characters shown of a cell of an agreeing row; the failing row is shown whole
+
+
+@dataclass
+class PhaseResult:
+    """One phase of a check: ``"corpus"`` (trace replay) or ``"generated"`` (lock-step)."""
+
+    name: str
+    seconds: float = 0.0
+    # corpus: traces (in the corpus), admitted (whole, by the profile), prefixes (of the others,
+    # replayed as far as admitted), steps_admitted, traces_run, steps_run (steps replayed
+    # without divergence); generated: examples, calls
+    figures: dict[str, int] = field(default_factory=dict)
+    ok: bool = True  # False: the phase found the divergence, or the harness failed in it
+
+    def summary(self) -> str:
+        """The figures in a line."""
+        f = self.figures
+        if self.name == "corpus":
+            prefixes = (f" and {f['prefixes']:,} prefixes of others" if f.get("prefixes")
+                        else "")
+            return (f"{f.get('admitted', 0):,} of {f.get('traces', 0):,} traces admitted"
+                    f"{prefixes} ({f.get('steps_admitted', 0):,} steps); replayed "
+                    f"{f.get('traces_run', 0):,} traces, {f.get('steps_run', 0):,} steps")
+        # Hypothesis runs more examples while it shrinks a failure
+        shrinking = "" if self.ok else " (shrinking included)"
+        return f"{f.get('examples', 0):,} examples{shrinking}, {f.get('calls', 0):,} calls"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "ok": self.ok, "seconds": round(self.seconds, 3),
+                "figures": dict(self.figures)}
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+@dataclass(frozen=True)
+class Counterexample:
+    """The calls that show a divergence, and the spec behaviour the model took along them.
+
+    ``calls`` end with the failing one; ``trace`` holds the model's spec steps along them (a
+    call the model refused took none), starting from ``Init``.
+    """
+
+    phase: str  # the phase that found it: "corpus" or "generated"
+    reason: str  # the disagreement in a sentence
+    source: str  # where it comes from: a corpus trace's prefix, or the shrunk generated run
+    max_concurrency: int
+    calls: tuple[Call, ...]
+    trace: Trace
+
+    def table(self) -> str:
+        """The calls as a table: step, call, the model's answer, the implementation's.
+
+        The failing call is marked ``!`` and followed by the snapshot fields that differ
+        after it, when they were compared and differ.
+        """
+        rows = [("step", "call", "model", "implementation")]
+        failing = len(self.calls)
+        for number, call in enumerate(self.calls, start=1):
+            mark = "!" if not call.agrees else " "
+            if number == failing:
+                rows.append((f"{mark}{number}", call.text, call.model, call.implementation))
+            else:
+                rows.append((f"{mark}{number}", _clip(call.text, _CELL), _clip(call.model, _CELL),
+                             _clip(call.implementation, _CELL)))
+        # a long cell of the failing row overflows its column rather than widen every row
+        widths = [max(min(len(r[i]), _CELL) for r in rows) for i in range(3)]
+        lines = []
+        for index, row in enumerate(rows):
+            lines.append("  " + "  ".join(cell.ljust(widths[i]) for i, cell in
+                                          enumerate(row[:3])) + "  " + row[3])
+            diff = self.calls[index - 1].diff if index else ""
+            if diff:
+                lines.append("        fields that differ after the call:")
+                lines += ["      " + line for line in diff.splitlines()]
+        return "\n".join(line.rstrip() for line in lines)
+
+    def format(self) -> str:
+        """The counterexample for people: where it comes from, the table, the reason."""
+        return "\n".join([
+            f"counterexample ({self.source}; {len(self.calls)} calls, "
+            f"max_concurrency={self.max_concurrency}):",
+            self.table(),
+            f"the implementation diverges: {self.reason}",
+        ])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"phase": self.phase, "reason": self.reason, "source": self.source,
+                "max_concurrency": self.max_concurrency,
+                "calls": [c.to_json() for c in self.calls], "trace": trace_to_itf(self.trace)}
+
+
+@dataclass
+class ConformanceReport:
+    """The oracle's verdict on one implementation."""
+
+    implementation: str  # the implementation's name
+    profile: Profile | None  # None: unknown (the implementation failed before declaring it)
+    verdict: str = CONFORMS  # CONFORMS, DIVERGES, or a harness verdict
+    phases: list[PhaseResult] = field(default_factory=list)
+    counterexample: Counterexample | None = None
+    harness_message: str = ""  # the harness failure, without the stderr tail
+    stderr_tail: str = ""  # the implementation's last lines of stderr, on a harness failure
+    seed: int | None = 0
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == CONFORMS
+
+    @property
+    def exit_status(self) -> int:
+        """0 conforms, 1 diverges, 3 a harness verdict (crashed, timed out, protocol)."""
+        return EXIT_STATUS.get(self.verdict, HARNESS_EXIT_STATUS)
+
+    def phase(self, name: str) -> PhaseResult | None:
+        return next((p for p in self.phases if p.name == name), None)
+
+    def headline(self) -> str:
+        verdict = {CONFORMS: "conforms to the model",
+                   DIVERGES: "DIVERGES from the model"}.get(self.verdict,
+                                                           self.verdict.upper())
+        profile = "profile unknown" if self.profile is None else self.profile.describe()
+        return (f"refsched conform: {self.implementation} {verdict} ({profile}) "
+                f"in {self.seconds:.1f}s")
+
+    def format(self) -> str:
+        """The report for people: the verdict, a line per phase, then what went wrong."""
+        lines = [self.headline()]
+        lines += _phase_lines(self.phases)
+        if self.harness_message:
+            lines.append(f"{self.verdict}: {self.harness_message}")
+            if self.stderr_tail:
+                lines.append("last lines of its stderr:")
+                lines += ["  " + line for line in self.stderr_tail.splitlines()]
+        if self.counterexample is not None:
+            lines.append(self.counterexample.format())
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "implementation": self.implementation,
+            "verdict": self.verdict,
+            "ok": self.ok,
+            "exit_status": self.exit_status,
+            "profile": None if self.profile is None else self.profile.to_json(),
+            "seed": self.seed,
+            "seconds": round(self.seconds, 3),
+            "phases": [p.to_json() for p in self.phases],
+            "counterexample": (None if self.counterexample is None
+                               else self.counterexample.to_json()),
+            "harness": (None if not self.harness_message else
+                        {"verdict": self.verdict, "message": self.harness_message,
+                         "stderr_tail": self.stderr_tail}),
+        }
+
+
+def _phase_lines(phases: Sequence[PhaseResult]) -> list[str]:
+    width = max((len(p.name) for p in phases), default=0)
+    return [f"  {p.name.ljust(width)}  {'ok  ' if p.ok else 'FAIL'}  {p.seconds:6.1f}s  "
+            f"{p.summary()}" for p in phases]
