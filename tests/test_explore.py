@@ -55,6 +55,18 @@ QUICK = settings(max_examples=25, deadline=None, database=None, derandomize=True
 
 # -- seeded concurrency bugs ---------------------------------------------------------------
 
+def _claim(scheduler: TaskScheduler, records: list[Any]) -> list[Claim]:
+    """Mark ``records`` running and return their claims, taking no lock of its own."""
+    claims = []
+    for rec in records:
+        rec.state = _RUNNING
+        rec.claims = 1
+        scheduler._running += 1
+        scheduler._ready_count -= 1
+        claims.append(Claim(rec.task_id, rec.generation, rec.fn))
+    return claims
+
+
 class SplitClaim(TaskScheduler):
     """ready() picks the ready versions under the lock, then claims them in a second lock region
     without looking again: a check-then-act split, so two callers claim the same versions."""
@@ -63,15 +75,8 @@ class SplitClaim(TaskScheduler):
         with self._lock:
             free = self._max - self._running
             picked = [r for r in self._tasks.values() if r.state == _READY][:max(free, 0)]
-        claims = []
         with self._lock:
-            for rec in picked:
-                rec.state = _RUNNING
-                rec.claims = 1
-                self._running += 1
-                self._ready_count -= 1
-                claims.append(Claim(rec.task_id, rec.generation, rec.fn))
-        return claims
+            return _claim(self, picked)
 
 
 class LateComplete(TaskScheduler):
@@ -121,16 +126,9 @@ class OwnLockClaim(TaskScheduler):
     discipline sees it."""
 
     def ready(self, limit: int | None = None) -> list[Claim]:
-        claims = []
         with refsched_sync.Lock():
-            for rec in list(self._tasks.values()):
-                if rec.state == _READY and self._running < self._max:
-                    rec.state = _RUNNING
-                    rec.claims = 1
-                    self._running += 1
-                    self._ready_count -= 1
-                    claims.append(Claim(rec.task_id, rec.generation, rec.fn))
-        return claims
+            free = self._max - self._running
+            return _claim(self, [r for r in self._tasks.values() if r.state == _READY][:free])
 
 
 # (scenario factory, broken class, the kind of failure it shows)

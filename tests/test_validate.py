@@ -19,6 +19,7 @@ import pytest
 
 from refsched import TaskScheduler
 from refsched import scheduler as scheduler_module
+from refsched.conform.broken import CompleteForgetsDependents
 from refsched.errors import SchedulerError
 from refsched.model import ACTIONS, INITIAL, ReferenceScheduler
 from refsched.model.graph import action_args
@@ -240,20 +241,7 @@ def test_changed_initial_state_is_rejected_before_any_step() -> None:
 
 
 # -- TLC rejects what broken schedulers record ----------------------------------------------
-
-class CompleteForgetsDependents(TaskScheduler):
-    """complete() never makes a waiting dependent ready: its dependents stay pending."""
-
-    def complete(self, task_id: Hashable, generation: int, result: Any = None) -> Any:
-        rec = self._tasks.get(task_id)
-        if rec is None:
-            return super().complete(task_id, generation, result)
-        dependents, rec.dependents = rec.dependents, {}
-        try:
-            return super().complete(task_id, generation, result)
-        finally:
-            rec.dependents = dependents
-
+# (the schedulers that break one rule each are those the conformance oracle is tested with)
 
 def test_mutant_complete_without_dependents_is_rejected_at_the_complete() -> None:
     recorder = TraceRecorder()

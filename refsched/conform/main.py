@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 import time
@@ -172,20 +171,15 @@ def _finish(report: ConformanceReport, args: argparse.Namespace, display: Progre
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``refsched conform``: the exit status (0 conforms, 1 diverges, 3 harness, 2 usage)."""
-    args = _parse(build_parser(), list(sys.argv[1:] if argv is None else argv))
-    try:
-        return _run(args)
-    except KeyboardInterrupt:
-        print("refsched conform: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        # The reader went away (`refsched conform ... | head`): stop quietly, as refsched's
-        # other commands do, and keep Python from complaining again when it flushes stdout.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1
+    """``refsched conform``: the exit status (0 conforms, 1 diverges, 3 harness, 2 usage).
+
+    Called by ``refsched.cli.main``, which handles an interrupt and a closed stdout as it does
+    for every command.
+    """
+    return _run(_parse(build_parser(), list(sys.argv[1:] if argv is None else argv)))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from refsched.cli import main as cli_main
+
+    sys.exit(cli_main(["conform", *sys.argv[1:]]))

@@ -70,6 +70,19 @@ def _constructing(frame: Any, obj: object) -> bool:
             and frame.f_locals.get(code.co_varnames[0]) is obj)
 
 
+def _shared_write(obj: object) -> tuple[Any, runtime.Execution, Any] | None:
+    """For a write to ``obj`` made by the caller of the ``__setattr__`` hook calling this: the
+    writing frame, the run and its thread, when the write is one to check (made by a
+    controlled thread, outside the object's ``__init__``); else None."""
+    frame = sys._getframe(2)
+    if _constructing(frame, obj):
+        return None
+    here = runtime.controlled_thread()
+    if here is None:
+        return None
+    return frame, here[0], here[1]
+
+
 def _site(frame: Any) -> str:
     return (f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} "
             f"in {frame.f_code.co_name}()")
@@ -109,13 +122,10 @@ class _Monitor:
                 monitor.register(value)
             if name not in fields:
                 return
-            frame = sys._getframe(1)
-            if _constructing(frame, obj):
+            write = _shared_write(obj)
+            if write is None:
                 return
-            here = runtime.controlled_thread()
-            if here is None:
-                return
-            ex, t = here
+            frame, ex, t = write
             lock = obj.__dict__.get(_LOCK)
             if isinstance(lock, runtime.Lock) and not lock._is_owned(t):
                 ex.fail("lock discipline",
@@ -131,13 +141,10 @@ class _Monitor:
 
         def __setattr__(obj: Any, name: str, value: Any) -> None:
             plain(obj, name, value)
-            frame = sys._getframe(1)
-            if _constructing(frame, obj):
+            write = _shared_write(obj)
+            if write is None:
                 return
-            here = runtime.controlled_thread()
-            if here is None:
-                return
-            ex, t = here
+            frame, ex, t = write
             monitor._in_run(ex)
             held = frozenset(id(lock) for lock in monitor.scheduler_locks
                              if lock._is_owned(t))
