@@ -114,8 +114,21 @@ def test_a_static_profile_asks_only_what_it_admits() -> None:
     assert corpus is not None and corpus.figures["admitted"] == 0 < corpus.figures["prefixes"]
     assert calls["submit"] and calls["start"] and calls["ready"] and calls["complete"]
     for never in ("retry", "cancel", "fail", "acknowledge_cancel", "close", "snapshot",
-                  "info", "submit after start", "ready with a limit"):
+                  "state", "info", "submit after start", "ready with a limit"):
         assert calls[never] == 0, (never, calls)
+
+
+def test_without_error_types_a_refusal_under_another_name_passes_and_a_missing_one_does_not(
+        ) -> None:
+    names_only = Profile(error_types=False)
+    renamed = InProcessImplementation(broken.UnknownTaskWrongError, profile=names_only)
+    report = check(renamed, corpus=False, examples=150)
+    assert report.ok, report.format()
+    missing = InProcessImplementation(broken.StartMissesCycle, profile=names_only)
+    report = check(missing, corpus=False, examples=150)
+    assert report.verdict == "diverges", report.format()
+    assert report.counterexample is not None
+    assert "returned" in report.counterexample.reason
 
 
 def test_admitted_traces_cut_a_trace_at_its_first_step_outside_the_profile() -> None:

@@ -42,9 +42,13 @@ class Profile:
     # "seq": ready() claims the smallest submission sequence numbers first, in that order;
     # "any": claims are compared as a set (only without ``limit``: then ready() claims all)
     ready_order: str = "seq"
-    # snapshot() returns the spec state (started, closed, next_seq, and each task's version);
-    # False: only the answers of the calls are compared
+    # snapshot() returns the spec state (started, closed, next_seq, and each task's version)
+    # and state() a task's state; False: neither is asked, only the answers of the calls are
+    # compared
     snapshot: bool = True
+    # refusals are named as in refsched.errors; False (errors with names of their own): only
+    # whether a call is refused is compared, not which error it raises
+    error_types: bool = True
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -87,4 +91,5 @@ class Profile:
 FULL: Final = Profile()
 # a static graph, run once: what graphlib.TopologicalSorter offers
 STATIC: Final = Profile(generations=False, cancel=False, retry=False, fail=False, dynamic=False,
-                        close=False, limit=False, ready_order="any", snapshot=False)
+                        close=False, limit=False, ready_order="any", snapshot=False,
+                        error_types=False)

@@ -357,7 +357,7 @@ def lockstep_machine(factory: Callable[[int], Any],
                 if expected_error is None:
                     return (f"the implementation raised {_show_answer(None, actual_error)}, "
                             f"the model returned {_show_answer(expected, None)}")
-                if type(actual_error) is not type(expected_error):
+                if profile.error_types and type(actual_error) is not type(expected_error):
                     return (f"the implementation raised {type(actual_error).__name__}, "
                             f"the model {type(expected_error).__name__}")
                 cycle = getattr(actual_error, "cycle", None)
@@ -519,7 +519,7 @@ def lockstep_machine(factory: Callable[[int], Any],
             def close(self, cancel_pending: bool) -> None:
                 self.both("close", cancel_pending)
 
-        @precondition(lambda self: self.model is not None)
+        @precondition(lambda self: self.model is not None and profile.snapshot)
         @rule(data=st.data())
         def introspect(self, data: st.DataObject) -> None:
             task_id = data.draw(st.sampled_from(self.known()))

@@ -233,6 +233,8 @@ def _apply(scheduler: Any, name: str, p: Mapping[str, Any], before: Snapshot,
     except fatal:
         raise
     except Exception as error:
+        if name == "StaleCallback" and not profile.error_types:
+            return  # refused: all this profile compares
         if name == "StaleCallback" and isinstance(error, StaleGenerationError):
             if (error.generation, error.current) == answer:
                 return
