@@ -388,42 +388,33 @@ def build_parser() -> argparse.ArgumentParser:
                         help="worker threads, also the concurrency limit (default 3)")
     record.set_defaults(handler=cmd_record)
 
-    explore = commands.add_parser(
-        "explore", add_help=False,
-        help="explore the thread interleavings of the scheduler's scenarios (see explore -h)",
-        description="Explore thread interleavings under a controlled runtime.")
-    explore.add_argument("args", nargs=argparse.REMAINDER,
-                         help="[SCENARIO ...] [--replay ID] [--compare] [options]")
-
-    mutants = commands.add_parser(
-        "mutants", add_help=False,
-        help="run every verification layer against seeded mutants (see mutants -h)",
-        description="The mutation score of the verification layers.")
-    mutants.add_argument("args", nargs=argparse.REMAINDER,
-                         help="[NAMES ...] [--layers ...] [--json] [--markdown] [options]")
-
-    conform = commands.add_parser(
-        "conform", add_help=False,
-        help="check an implementation in any language against the reference model "
-             "(see conform -h)",
-        description="The conformance oracle.")
-    conform.add_argument("args", nargs=argparse.REMAINDER,
-                         help="[options] -- COMMAND [ARGS ...], or --impl MODULE:FACTORY")
+    for name, (_, summary, usage) in _OWN_PARSERS.items():
+        # Listed here for `refsched --help`; main() hands their arguments to their own parser.
+        own = commands.add_parser(name, add_help=False, help=f"{summary} (see {name} -h)")
+        own.add_argument("args", nargs=argparse.REMAINDER, help=usage)
     return parser
+
+
+# Commands with a parser of their own: module (with a main(argv)), summary, usage.
+_OWN_PARSERS: dict[str, tuple[str, str, str]] = {
+    "explore": ("refsched.explore.__main__",
+                "explore the thread interleavings of the scheduler's scenarios",
+                "[SCENARIO ...] [--replay ID] [--compare] [options]"),
+    "mutants": ("refsched.verify.mutants",
+                "run every verification layer against seeded mutants",
+                "[NAMES ...] [--layers ...] [--json] [--markdown] [options]"),
+    "conform": ("refsched.conform.main",
+                "check an implementation in any language against the reference model",
+                "[options] -- COMMAND [ARGS ...], or --impl MODULE:FACTORY"),
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
-        if arguments[:1] == ["explore"]:  # its own parser, options and --help included
-            from refsched.explore.__main__ import main as explore_main
-            return explore_main(arguments[1:])
-        if arguments[:1] == ["mutants"]:
-            from refsched.verify.mutants import main as mutants_main
-            return mutants_main(arguments[1:])
-        if arguments[:1] == ["conform"]:
-            from refsched.conform.main import main as conform_main
-            return conform_main(arguments[1:])
+        if arguments[:1] and arguments[0] in _OWN_PARSERS:  # options and --help their own
+            module = importlib.import_module(_OWN_PARSERS[arguments[0]][0])
+            return int(module.main(arguments[1:]))
         args = build_parser().parse_args(arguments)
         return int(args.handler(args))
     except KeyboardInterrupt:
