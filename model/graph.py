@@ -11,28 +11,31 @@ edges of the graph (TLC does the same).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from refsched.types import Snapshot
 
 from .actions import ACTIONS, INITIAL, Action
 
 __all__ = [
-    "Edge", "ModelGraph", "action_args", "describe", "explore", "next_steps", "within_bound",
+    "Edge", "ModelGraph", "action_args", "describe", "explore", "next_steps", "search",
+    "within_bound",
 ]
+
+S = TypeVar("S", bound=Hashable)
 
 
 @dataclass(frozen=True, slots=True)
-class Edge:
+class Edge(Generic[S]):
     """One step of ``Next``: ``action(params)`` takes ``source`` to ``target``."""
 
-    source: Snapshot
+    source: S
     action: str
     params: tuple[tuple[str, Any], ...]  # (spec parameter name, value), in the action's order
-    target: Snapshot
+    target: S
 
     @property
     def param_map(self) -> dict[str, Any]:
@@ -104,12 +107,12 @@ def within_bound(s: Snapshot, max_generation: int) -> bool:
 
 
 @dataclass
-class ModelGraph:
-    """The states reachable by :func:`next_steps` from ``INITIAL``, and every edge between them."""
+class ModelGraph(Generic[S]):
+    """The states reachable by a system's steps from its initial state, and every edge."""
 
-    initial: Snapshot
-    depth: dict[Snapshot, int] = field(default_factory=dict)  # BFS level, initial state = 1
-    edges: dict[Snapshot, list[Edge]] = field(default_factory=dict)  # by source, in Next order
+    initial: S
+    depth: dict[S, int] = field(default_factory=dict)  # BFS level, initial state = 1
+    edges: dict[S, list[Edge[S]]] = field(default_factory=dict)  # by source, in Next order
 
     @property
     def edge_count(self) -> int:
@@ -117,15 +120,27 @@ class ModelGraph:
 
 
 def explore(tasks: Sequence[Hashable], max_concurrency: int, max_generation: int,
-            initial: Snapshot = INITIAL) -> ModelGraph:
+            initial: Snapshot = INITIAL) -> ModelGraph[Snapshot]:
     """Breadth-first search of ``Next`` under ``GenerationBound``, as TLC explores the spec."""
-    graph = ModelGraph(initial=initial, depth={initial: 1})
+    return search(initial, lambda s: next_steps(s, tasks, max_concurrency),
+                  lambda s: within_bound(s, max_generation))
+
+
+def search(initial: S, successors: Callable[[S], Iterable[tuple[str, dict[str, Any], S]]],
+           keep: Callable[[S], bool]) -> ModelGraph[S]:
+    """Breadth-first search from ``initial`` along ``successors``, as TLC explores a spec.
+
+    ``successors(s)`` yields every enabled action instance as (action, parameters, target);
+    ``keep`` is the model's state constraint: a state it rejects is neither kept nor explored,
+    and edges into it are not edges of the graph (TLC does the same).
+    """
+    graph: ModelGraph[S] = ModelGraph(initial=initial, depth={initial: 1})
     frontier = deque([initial])
     while frontier:
         s = frontier.popleft()
-        out: list[Edge] = []
-        for name, params, t in next_steps(s, tasks, max_concurrency):
-            if not within_bound(t, max_generation):
+        out: list[Edge[S]] = []
+        for name, params, t in successors(s):
+            if not keep(t):
                 continue
             out.append(Edge(s, name, tuple(params.items()), t))
             if t not in graph.depth:

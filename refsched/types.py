@@ -1,4 +1,4 @@
-"""Values shared by the TaskScheduler, its reference model and the verification tools.
+"""Values shared by the schedulers, their reference models and the verification tools.
 
 A :class:`Snapshot` is shaped like the variables of ``spec/Scheduler.tla``: the reference model
 (``refsched.model``) uses it as its state, and ``TaskScheduler.snapshot()`` returns one, so the
@@ -13,7 +13,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
-__all__ = ["Claim", "CloseReport", "Snapshot", "TaskInfo", "TaskState", "VersionView"]
+__all__ = [
+    "Claim", "CloseReport", "Due", "Snapshot", "TaskInfo", "TaskState", "TimerCloseReport",
+    "TimerEntry", "TimerSnapshot", "TimerState", "TimerStats", "TimerVersionView", "VersionView",
+    "Wait",
+]
 
 
 class TaskState(enum.Enum):
@@ -135,3 +139,126 @@ class Snapshot:
     def _fields(self) -> dict[str, Any]:
         return {"started": self.started, "closed": self.closed, "next_seq": self.next_seq,
                 "tasks": self.tasks}
+
+
+# -- The timer scheduler (spec/TimerQueue.tla) ------------------------------------------------
+
+class TimerState(enum.Enum):
+    """The state of one version of a timer task (spec: ``state[t]``)."""
+
+    PENDING = "pending"  # in the heap, waiting for its time
+    RUNNING = "running"  # handed out by next()
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"  # cancelled, superseded never: a superseded version simply ends
+
+    @property
+    def is_terminal(self) -> bool:
+        """True for completed, failed and cancelled: the version never changes again."""
+        return self in _TIMER_TERMINAL
+
+    def __repr__(self) -> str:
+        return f"TimerState.{self.name}"
+
+
+_TIMER_TERMINAL = frozenset({TimerState.COMPLETED, TimerState.FAILED, TimerState.CANCELLED})
+
+
+class Due(NamedTuple):
+    """``next()``: this version is due and now running; run ``fn``, then report its version."""
+
+    task_id: Hashable
+    version: int
+    fn: Callable[..., Any] | None
+
+
+class Wait(NamedTuple):
+    """``next()``: nothing is due; the earliest live entry is due in ``seconds`` (> 0)."""
+
+    seconds: float
+
+
+class TimerEntry(NamedTuple):
+    """One heap entry (spec: an element of ``heap``). Ordered by :attr:`key`."""
+
+    run_at: float
+    priority: int
+    seq: int  # unique: the entry's submission sequence number
+    task_id: Hashable
+    version: int
+
+    @property
+    def key(self) -> tuple[float, int, int]:
+        """Earliest time first, then higher priority, then first scheduled."""
+        return (self.run_at, -self.priority, self.seq)
+
+
+@dataclass(frozen=True, slots=True)
+class TimerVersionView:
+    """One timer task's current version: the spec variables at index ``t``."""
+
+    version: int  # >= 1; +1 per schedule of the id
+    state: TimerState
+    run_at: float
+    priority: int
+    seq: int  # the sequence number of this version's heap entry
+    cancel_requested: bool  # only ever set while RUNNING
+    claims: int  # times this version was handed out by next(): 0 or 1
+
+
+@dataclass(frozen=True)
+class TimerSnapshot:
+    """An immutable value shaped like ``spec/TimerQueue.tla``'s variables; compare with ``==``."""
+
+    now: float = 0
+    closed: bool = False
+    next_seq: int = 1
+    tasks: Mapping[Hashable, TimerVersionView] = field(
+        default_factory=lambda: MappingProxyType({}))
+    heap: frozenset[TimerEntry] = frozenset()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.tasks, MappingProxyType):
+            object.__setattr__(self, "tasks", MappingProxyType(dict(self.tasks)))
+        if not isinstance(self.heap, frozenset):
+            object.__setattr__(self, "heap", frozenset(self.heap))
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.now, self.closed, self.next_seq, self.heap)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TimerSnapshot):
+            return NotImplemented
+        return self._key() == other._key() and dict(self.tasks) == dict(other.tasks)
+
+    def __hash__(self) -> int:
+        return hash((*self._key(), frozenset(self.tasks.items())))
+
+    def replace(self, **changes: Any) -> TimerSnapshot:
+        """A copy with some fields replaced (``tasks`` may be any mapping)."""
+        fields = {"now": self.now, "closed": self.closed, "next_seq": self.next_seq,
+                  "tasks": self.tasks, "heap": self.heap}
+        return TimerSnapshot(**{**fields, **changes})
+
+
+@dataclass(frozen=True, slots=True)
+class TimerCloseReport:
+    """What ``TimerScheduler.close()`` did: the ids it cancelled, the ids still running."""
+
+    cancelled: tuple[Hashable, ...] = ()  # pending when close() began, in scheduling order
+    running: tuple[Hashable, ...] = ()  # left to finish and report
+
+
+@dataclass(frozen=True, slots=True)
+class TimerStats:
+    """Counters of a ``TimerScheduler``; ``heap - live`` entries are garbage awaiting removal."""
+
+    live: int  # pending versions: each has exactly one heap entry
+    heap: int  # heap entries, live and stale; heap <= 2 * live + rebuild_floor
+    rebuilds: int  # times the heap was rebuilt from its live entries
+    running: int
+    scheduled: int  # schedule() calls that made a version
+    claimed: int  # versions handed out by next()
+    completed: int
+    failed: int
+    cancelled: int
