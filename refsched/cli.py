@@ -32,6 +32,7 @@ from typing import Any, TextIO
 
 import refsched
 from refsched.verify.checks import Outcome
+from refsched.verify.system import NAMES as SYSTEM_NAMES
 
 CHECK_CONFIGS = (
     ("safety", "MCScheduler.cfg"),
@@ -164,14 +165,16 @@ def _graph_progress(progress: Progress) -> Callable[[str], None]:
 
 
 def cmd_traces(args: argparse.Namespace) -> int:
-    from refsched.verify import corpus, stategraph
+    from refsched.verify import corpus, stategraph, system
 
+    chosen = system.get(args.system)
     progress = Progress(sys.stderr, quiet=args.quiet)
     started = time.monotonic()
-    progress.update(f"  TLC: dumping the state graph of spec/{stategraph.TRACES_CONFIG}",
+    progress.update(f"  TLC: dumping the state graph of spec/{chosen.traces_config}",
                     force=True)
     try:
-        graph = stategraph.tlc_graph(workers=args.workers, on_line=_graph_progress(progress))
+        graph = stategraph.tlc_graph(workers=args.workers, on_line=_graph_progress(progress),
+                                     system=chosen)
     except stategraph.GraphMismatch as e:
         progress.done(f"FAIL model = spec: {e}")
         return 1
@@ -192,16 +195,16 @@ def cmd_traces(args: argparse.Namespace) -> int:
         return 0
     manifest = corpus.write_corpus(graph, directory)
     where = directory or corpus.traces_dir()
-    size = (where / corpus.BUNDLE).stat().st_size
-    progress.done(f"wrote {where / corpus.BUNDLE}: {manifest['traces']:,} traces, "
+    size = (where / chosen.bundle).stat().st_size
+    progress.done(f"wrote {where / chosen.bundle}: {manifest['traces']:,} traces, "
                   f"{manifest['steps']:,} steps covering all {manifest['edges']:,} edges "
                   f"({size / 1e6:.1f} MB) [{time.monotonic() - started:.1f}s]")
     return 0
 
 
-def _default_bundle() -> Path:
-    from refsched.verify import corpus
-    return corpus.traces_dir() / corpus.BUNDLE
+def _default_bundle(name: str = "scheduler") -> Path:
+    from refsched.verify import corpus, system
+    return corpus.traces_dir() / system.get(name).bundle
 
 
 def _read(paths: Sequence[str], command: str) -> list[Any] | None:
@@ -219,29 +222,42 @@ def _read(paths: Sequence[str], command: str) -> list[Any] | None:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
+    from refsched.verify import system
+    from refsched.verify.itf import TraceFormatError, spec_variables
     from refsched.verify.replay import format_report, replay
 
     try:
-        factory = load_factory(args.impl)
+        factory = load_factory(args.impl) if args.impl else None
     except ValueError as e:
         print(f"refsched replay: {e}", file=sys.stderr)
         return 2
     progress = Progress(sys.stderr, quiet=args.quiet)
-    paths = args.traces or [str(_default_bundle())]
+    paths = args.traces or [str(_default_bundle(args.system or "scheduler"))]
     progress.update(f"  reading {', '.join(paths)}", force=True)
     traces = _read(paths, "replay")
     if traces is None:
         return 2
     total = len(traces)
+    if args.system:
+        chosen = system.get(args.system)
+    else:  # the spec whose variables the traces hold
+        try:
+            variables = spec_variables(traces[0].initial) if traces else ()
+        except TraceFormatError as e:
+            print(f"refsched replay: {e}", file=sys.stderr)
+            return 2
+        chosen = next((system.get(name) for name in system.NAMES
+                       if system.get(name).variables == variables), system.get())
 
     def on_progress(done: int, steps: int) -> None:
         progress.update(f"  replayed {done:,} of {total:,} traces, {steps:,} steps")
 
-    report = replay(traces, factory, stop_at_first=not args.all, on_progress=on_progress)
+    report = replay(traces, factory, stop_at_first=not args.all, on_progress=on_progress,
+                    system=chosen)
     progress.done(format_report(report))
     if not args.traces:  # the corpus: every edge of the graph must have been replayed
         from refsched.verify import corpus
-        edges = int(corpus.read_manifest().get("edges", 0))
+        edges = int(corpus.read_manifest(system=chosen).get("edges", 0))
         print(f"edges replayed: {report.edges:,} of {edges:,} "
               f"({100 * report.edges / max(edges, 1):.1f}%)")
         if report.ok and report.edges != edges:
@@ -329,10 +345,13 @@ def build_parser() -> argparse.ArgumentParser:
     traces = commands.add_parser(
         "traces",
         help="check model = spec on TLC's state graph and write the edge-covering trace corpus",
-        description="Dump TLC's state graph of spec/MCSchedulerTraces.cfg, check that a "
+        description="Dump TLC's state graph of the system's corpus instance "
+                    "(spec/MCSchedulerTraces.cfg, spec/MCTimerQueueTraces.cfg), check that a "
                     "breadth-first search of the reference model yields exactly its states and "
                     "labelled edges, and write traces that cover every edge to traces/ "
-                    "(ITF, one trace per line, gzipped) with a MANIFEST.json.")
+                    "(ITF, one trace per line, gzipped) with a manifest.")
+    traces.add_argument("--system", choices=SYSTEM_NAMES, default="scheduler",
+                        help="the scheduler whose spec to dump (default: scheduler)")
     traces.add_argument("--check", action="store_true",
                         help="write nothing; fail unless the committed corpus is current")
     traces.add_argument("-o", "--output", metavar="DIR",
@@ -347,12 +366,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay ITF traces against the reference model and an implementation",
         description="Replay each trace against the reference model and a fresh scheduler, "
                     "comparing the scheduler's snapshot with the trace's state after every "
-                    "step. Without TRACES, the corpus in traces/, which must cover every edge.")
+                    "step. Without TRACES, the system's corpus in traces/, which must cover "
+                    "every edge.")
     replay.add_argument("traces", nargs="*", metavar="TRACES",
                         help="ITF files: .itf.json, .jsonl or .jsonl.gz (default: the corpus)")
-    replay.add_argument("--impl", default="refsched:TaskScheduler", metavar="MODULE:FACTORY",
-                        help="the implementation to replay against: a callable taking "
-                             "max_concurrency (default refsched:TaskScheduler)")
+    replay.add_argument("--system", choices=SYSTEM_NAMES, default=None,
+                        help="the spec the traces are behaviours of (default: the one whose "
+                             "variables they hold; without TRACES, scheduler)")
+    replay.add_argument("--impl", default=None, metavar="MODULE:FACTORY",
+                        help="the implementation to replay against: for the scheduler a "
+                             "callable taking max_concurrency (default refsched:TaskScheduler), "
+                             "for the timer one taking clock and rebuild_floor "
+                             "(default refsched:TimerScheduler)")
     replay.add_argument("--all", action="store_true",
                         help="go on after a diverging trace and report every one")
     replay.add_argument("-q", "--quiet", action="store_true", help="no progress display")

@@ -1,4 +1,4 @@
-"""The trace corpus: a set of behaviours that together take every edge of TLC's state graph.
+"""The trace corpora: sets of behaviours that together take every edge of TLC's state graph.
 
 :func:`path_cover` turns a matched :class:`~refsched.verify.stategraph.StateGraph` into
 traces from the initial state such that every edge (with its multiplicity: two action
@@ -7,12 +7,14 @@ starts with the shortest path to its first uncovered edge, then keeps taking unc
 edges while it can, self-loops first (they cost one state and leave the walk where it is).
 Everything here is deterministic: the same spec and model always give the same bytes.
 
-The corpus on disk is ``traces/`` (or ``$REFSCHED_TRACES_DIR``):
+Each system (:mod:`refsched.verify.system`) has its corpus in ``traces/`` (or
+``$REFSCHED_TRACES_DIR``):
 
-- ``scheduler-cover.jsonl.gz``: the traces, one ITF object per line (see
-  :mod:`refsched.verify.itf`);
-- ``MANIFEST.json``: what they came from (hashes of the spec files, the constants, TLC's
-  version and figures) and what they hold (states, edges, traces, steps, the bundle's hash).
+- the traces, one ITF object per line (see :mod:`refsched.verify.itf`):
+  ``scheduler-cover.jsonl.gz``, ``timer-cover.jsonl.gz``;
+- a manifest saying what they came from (hashes of the spec files, the constants, TLC's
+  version and figures) and what they hold (states, edges, traces, steps, the bundle's hash):
+  ``MANIFEST.json`` for the TaskScheduler, ``timer-manifest.json``.
 """
 
 from __future__ import annotations
@@ -20,18 +22,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from refsched.model.graph import Edge
-from refsched.types import Snapshot
 
+from . import system as systems
 from . import tlc
 from .itf import Step, Trace, encode_bundle
-from .specstate import spec_state
-from .stategraph import TRACES_CONFIG, StateGraph
+from .stategraph import StateGraph
 
 __all__ = [
     "BUNDLE",
@@ -49,8 +50,9 @@ __all__ = [
 ]
 
 BUNDLE = "scheduler-cover.jsonl.gz"
+"""The TaskScheduler's corpus (``system.get("scheduler").bundle``)."""
 MANIFEST = "MANIFEST.json"
-SPEC_FILES = ("Scheduler.tla", "MCScheduler.tla", TRACES_CONFIG)
+"""The TaskScheduler's manifest (``system.get("scheduler").manifest``)."""
 
 
 class CorpusMismatch(AssertionError):
@@ -65,23 +67,24 @@ def traces_dir() -> Path:
     return tlc.spec_dir().parent / "traces"
 
 
-def spec_hashes() -> dict[str, str]:
-    """SHA-256 of each spec file the corpus depends on."""
+def spec_hashes(system: systems.System | None = None) -> dict[str, str]:
+    """SHA-256 of each spec file the system's corpus depends on."""
+    files = (system or systems.get()).spec_files
     return {name: hashlib.sha256((tlc.spec_dir() / name).read_bytes()).hexdigest()
-            for name in SPEC_FILES}
+            for name in files}
 
 
-def path_cover(graph: StateGraph) -> list[list[Edge]]:
+def path_cover(graph: StateGraph) -> list[list[Edge[Any]]]:
     """Paths from the initial state that together take every edge of ``graph``."""
-    parent: dict[Snapshot, Edge] = {}
+    parent: dict[Hashable, Edge[Any]] = {}
     for source in sorted(graph.edges, key=graph.depth.__getitem__):
         for e in graph.edges[source]:
             if (e.target not in parent and e.target != graph.initial
                     and graph.depth[e.target] == graph.depth[source] + 1):
                 parent[e.target] = e
 
-    def prefix(state: Snapshot) -> list[Edge]:
-        path: list[Edge] = []
+    def prefix(state: Hashable) -> list[Edge[Any]]:
+        path: list[Edge[Any]] = []
         while state != graph.initial:
             edge = parent[state]
             path.append(edge)
@@ -89,12 +92,12 @@ def path_cover(graph: StateGraph) -> list[list[Edge]]:
         return path[::-1]
 
     # Uncovered edges of each state: self-loops first, then the rest in Next order.
-    uncovered: dict[Snapshot, list[Edge]] = {
+    uncovered: dict[Hashable, list[Edge[Any]]] = {
         s: [e for e in out if e.target == s] + [e for e in out if e.target != s]
         for s, out in graph.edges.items()
     }
     by_depth = sorted(uncovered, key=graph.depth.__getitem__)
-    paths: list[list[Edge]] = []
+    paths: list[list[Edge[Any]]] = []
     for start in by_depth:
         while uncovered[start]:
             path = prefix(start)
@@ -113,32 +116,31 @@ def path_cover(graph: StateGraph) -> list[list[Edge]]:
 
 def cover_traces(graph: StateGraph) -> list[Trace]:
     """The path cover as ITF traces named ``cover-00001``..., states over the instance's ids."""
-    tasks = graph.instance.tasks
-    constants = {"Tasks": list(tasks), "MaxConcurrency": graph.instance.max_concurrency}
-    converted: dict[Snapshot, dict[str, Any]] = {}
+    system = systems.get(graph.system)
+    constants = system.constants(graph.instance)
+    converted: dict[Hashable, dict[str, Any]] = {}
 
-    def state(s: Snapshot) -> dict[str, Any]:
+    def state(s: Hashable) -> dict[str, Any]:
         if s not in converted:
-            converted[s] = spec_state(s, tasks)
+            converted[s] = system.spec_state(s, graph.instance)
         return converted[s]
 
     traces = []
     for number, path in enumerate(path_cover(graph), start=1):
         steps = [Step(e.action, e.param_map, state(e.target)) for e in path]
         traces.append(Trace(f"cover-{number:05d}", constants, state(graph.initial), steps,
-                            {"source": f"spec/{TRACES_CONFIG}"}))
+                            {"source": f"spec/{system.traces_config}"}))
     return traces
 
 
 def manifest_for(graph: StateGraph, traces: list[Trace], bundle_sha256: str) -> dict[str, Any]:
     """The manifest recording where ``traces`` came from and what they hold."""
     result = graph.tlc
+    system = systems.get(graph.system)
     return {
-        "spec": spec_hashes(),
-        "config": TRACES_CONFIG,
-        "constants": {"Tasks": list(graph.instance.tasks),
-                      "MaxConcurrency": graph.instance.max_concurrency,
-                      "MaxGeneration": graph.instance.max_generation},
+        "spec": spec_hashes(system),
+        "config": system.traces_config,
+        "constants": system.manifest_constants(graph.instance),
         "tlc": {
             "version": result.version if result else None,
             "states_generated": result.states_generated if result else None,
@@ -149,26 +151,30 @@ def manifest_for(graph: StateGraph, traces: list[Trace], bundle_sha256: str) -> 
         "edges": graph.edge_count,
         "traces": len(traces),
         "steps": sum(len(t.steps) for t in traces),
-        "bundle": BUNDLE,
+        "bundle": system.bundle,
         "bundle_sha256": bundle_sha256,
     }
 
 
 def write_corpus(graph: StateGraph, directory: Path | None = None) -> dict[str, Any]:
     """Write the bundle and the manifest to ``directory`` (default :func:`traces_dir`)."""
+    system = systems.get(graph.system)
     where = directory or traces_dir()
     where.mkdir(parents=True, exist_ok=True)
     traces = cover_traces(graph)
     data = encode_bundle(traces)
-    (where / BUNDLE).write_bytes(data)
+    (where / system.bundle).write_bytes(data)
     digest = hashlib.sha256(data).hexdigest()
     manifest = manifest_for(graph, traces, digest)
-    (where / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    (where / system.manifest).write_text(json.dumps(manifest, indent=2) + "\n",
+                                         encoding="utf-8")
     return manifest
 
 
-def read_manifest(directory: Path | None = None) -> dict[str, Any]:
-    path = (directory or traces_dir()) / MANIFEST
+def read_manifest(directory: Path | None = None,
+                  system: systems.System | None = None) -> dict[str, Any]:
+    """The manifest of the system's corpus (default: the TaskScheduler's)."""
+    path = (directory or traces_dir()) / (system or systems.get()).manifest
     try:
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -190,19 +196,20 @@ def check_corpus(graph: StateGraph, directory: Path | None = None) -> CorpusChec
 
     The message says which spec files changed, or which figures differ.
     """
+    system = systems.get(graph.system)
     where = directory or traces_dir()
-    manifest = read_manifest(where)
-    fix = "run `refsched traces` and commit traces/"
-    changed = [name for name, digest in spec_hashes().items()
+    manifest = read_manifest(where, system)
+    fix = f"run `refsched traces --system {system.name}` and commit traces/"
+    changed = [name for name, digest in spec_hashes(system).items()
                if manifest.get("spec", {}).get(name) != digest]
     if changed:
         raise CorpusMismatch(f"traces/ was made from another version of {', '.join(changed)}: "
                              f"{fix}")
-    bundle = where / str(manifest.get("bundle", BUNDLE))
+    bundle = where / str(manifest.get("bundle", system.bundle))
     if not bundle.is_file():
         raise CorpusMismatch(f"{bundle} is missing: {fix}")
     if hashlib.sha256(bundle.read_bytes()).hexdigest() != manifest.get("bundle_sha256"):
-        raise CorpusMismatch(f"{bundle} is not the file MANIFEST.json describes: {fix}")
+        raise CorpusMismatch(f"{bundle} is not the file {system.manifest} describes: {fix}")
     traces = cover_traces(graph)
     fresh_digest = hashlib.sha256(encode_bundle(traces)).hexdigest()
     fresh = manifest_for(graph, traces, fresh_digest)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .specstate import SPEC_VARIABLES
+from . import system as systems
 from .tla import Function, ModelValue
 
 __all__ = [
@@ -55,8 +55,9 @@ __all__ = [
 
 ACTION_TAKEN = "mbt::actionTaken"
 NONDET_PICKS = "mbt::nondetPicks"
-PARAMETERS = ("t", "D", "k", "g", "cancelPending")
-"""Every parameter name the spec's actions take."""
+PARAMETERS = ("t", "D", "k", "g", "cancelPending", "r", "p", "v")
+"""Every parameter name the specs' actions take (``spec/Scheduler.tla``, then
+``spec/TimerQueue.tla``)."""
 
 
 _SAFE_INTEGER = 2**53
@@ -142,12 +143,39 @@ def _picks(params: Mapping[str, Any]) -> dict[str, Any]:
             for name in PARAMETERS if name in params}
 
 
+_VARIABLES: dict[frozenset[str], tuple[str, ...]] = {}
+
+
+def spec_variables(names: Iterable[str]) -> tuple[str, ...]:
+    """The variables, in declaration order, of the spec whose variables include ``names``.
+
+    A state of the spec may omit variables (a recorded trace need not hold them all); the
+    others are not the spec's and are ignored. ``TraceFormatError`` if no spec has them.
+    """
+    key = frozenset(names)
+    known = _VARIABLES.get(key)
+    if known is None:
+        best: tuple[str, ...] = ()
+        for name in systems.NAMES:  # the specs share names like "state" and "closed"
+            variables = systems.get(name).variables
+            if key <= set(variables):
+                best = variables
+                break
+            if len(key & set(variables)) > len(key & set(best)):
+                best = variables
+        if not key & set(best):
+            raise TraceFormatError(f"no spec has the variables {sorted(key)}")
+        known = _VARIABLES[key] = best
+    return known
+
+
 def _state_json(index: int, state: Mapping[str, Any], action: str, params: Mapping[str, Any],
                 cache: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {"#meta": {"index": index}}
     encoded = None if cache is None else cache.get(id(state))
     if encoded is None:
-        encoded = {name: encode_value(state[name]) for name in SPEC_VARIABLES if name in state}
+        encoded = {name: encode_value(state[name]) for name in spec_variables(state)
+                   if name in state}
         if cache is not None:
             cache[id(state)] = encoded
     out.update(encoded)
@@ -167,7 +195,8 @@ def trace_to_itf(trace: Trace, cache: dict[int, dict[str, Any]] | None = None) -
     states = [_state_json(0, trace.initial, "init", {}, cache)]
     states += [_state_json(i, step.state, step.action, step.params, cache)
                for i, step in enumerate(trace.steps, start=1)]
-    return {"#meta": meta, "params": [], "vars": [*SPEC_VARIABLES, ACTION_TAKEN, NONDET_PICKS],
+    variables = spec_variables(trace.initial)
+    return {"#meta": meta, "params": [], "vars": [*variables, ACTION_TAKEN, NONDET_PICKS],
             "states": states, "loop": None}
 
 
@@ -213,11 +242,14 @@ def trace_from_itf(doc: Mapping[str, Any], default_name: str = "trace",
         raise TraceFormatError(f"{name}: the trace has no states")
     states: list[dict[str, Any]] = []
     steps: list[Step] = []
+    names: tuple[str, ...] = ()
     for index, raw in enumerate(raw_states):
         where = f"{name}, state {index}"
         if not isinstance(raw, dict):
             raise TraceFormatError(f"{where}: not an object")
-        variables = {k: v for k, v in raw.items() if k in SPEC_VARIABLES}
+        if index == 0:  # the spec is the first state's: later ones are read as its states
+            names = spec_variables(k for k in raw if k != "#meta" and not k.startswith("mbt::"))
+        variables = {k: v for k, v in raw.items() if k in names}
         key = json.dumps(variables, sort_keys=True) if cache is not None else ""
         state = cache.get(key) if cache is not None else None
         if state is None:

@@ -47,7 +47,8 @@ from refsched.types import Snapshot, TaskState
 
 from .itf import Trace
 from .recording import TraceRecorder
-from .replay import Fatal, side_by_side
+from .replay import side_by_side
+from .system import Fatal
 
 __all__ = [
     "IDS",

@@ -1,11 +1,12 @@
-"""Replay of spec traces against the reference model and an implementation of the TaskScheduler API.
+"""Replay of spec traces against the reference model and an implementation of the system's API.
 
-A trace (:mod:`refsched.verify.itf`) is a behaviour of ``spec/Scheduler.tla``: an initial state
-and steps, each naming the action taken, its parameters and the state it led to. Replaying it
-drives a fresh scheduler through the same actions, one API call per step (:func:`apply_step`),
+A trace (:mod:`refsched.verify.itf`) is a behaviour of a spec (``spec/Scheduler.tla`` by
+default; any :mod:`refsched.verify.system`): an initial state and steps, each naming the action
+taken, its parameters and the state it led to. Replaying it drives a fresh implementation
+through the same actions, one API call per step (for the TaskScheduler :func:`apply_step`),
 checks each call's answer against what the step implies, and after every step compares three
-states: the trace's, the reference model's (``refsched.model.actions``) and the scheduler's
-``snapshot()``. The first disagreement in a trace is a :class:`Divergence`:
+states: the trace's, the reference model's (``refsched.model.actions``) and the
+implementation's ``snapshot()``. The first disagreement in a trace is a :class:`Divergence`:
 
 * ``side == "model"``: the trace and the model disagree (the trace is malformed, takes a step
   the model does not enable, or records a state the model does not reach): the corpus or the
@@ -15,9 +16,10 @@ states: the trace's, the reference model's (``refsched.model.actions``) and the 
 
 Entry points::
 
-    report = replay(read_traces("traces/corpus.jsonl.gz"))          # against TaskScheduler
+    report = replay(read_traces("traces/scheduler-cover.jsonl.gz"))  # against TaskScheduler
     report = replay(traces, ReferenceScheduler, stop_at_first=False)
-    print(format_report(report))                                     # divergences included
+    report = replay(read_traces("traces/timer-cover.jsonl.gz"), system=system.get("timer"))
+    print(format_report(report))                                      # divergences included
 
 The model is pure, so each distinct edge (source state, action, parameters, target state) is
 checked against it once per replay; the implementation is driven through every step of every
@@ -26,6 +28,7 @@ trace, since its state is built call by call.
 
 from __future__ import annotations
 
+import json
 import operator
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
@@ -34,13 +37,14 @@ from typing import Any, Literal, NamedTuple
 
 from refsched.conform.profile import FULL, Profile
 from refsched.errors import StaleGenerationError
-from refsched.model.actions import ACTIONS, INITIAL, WAITING, ready_order
-from refsched.model.graph import action_args, describe
-from refsched.scheduler import TaskScheduler
+from refsched.model.actions import ACTIONS, WAITING, ready_order
+from refsched.model.graph import describe
 from refsched.types import Snapshot, TaskState, VersionView
 
+from . import system as systems
 from .itf import Trace
-from .specstate import SPEC_VARIABLES, snapshot_of, task_id
+from .specstate import task_id
+from .system import Fatal
 
 __all__ = [
     "ApiCall",
@@ -53,12 +57,12 @@ __all__ = [
     "format_report",
     "replay",
     "side_by_side",
+    "spec_params",
     "step_call",
+    "summary",
 ]
 
 Side = Literal["model", "implementation"]
-Fatal = tuple[type[BaseException], ...]
-"""Exceptions that end a replay as they are rather than as a divergence (a harness failure)."""
 
 
 class StepMismatch(AssertionError):
@@ -78,7 +82,7 @@ class StepMismatch(AssertionError):
 
 # -- One step through the API -----------------------------------------------------------------
 
-def _spec_params(action: str, params: Mapping[str, Any], before: Snapshot) -> dict[str, Any]:
+def spec_params(action: str, params: Mapping[str, Any], before: Snapshot) -> dict[str, Any]:
     """The parameters of ``action`` as the model and the API take them.
 
     Raises ``ValueError`` when one is missing.
@@ -212,7 +216,7 @@ def step_call(action: str, params: Mapping[str, Any], before: Snapshot, *,
     """
     if action not in ACTIONS:
         raise ValueError(f"{action!r} is not an action of the spec")
-    p = _spec_params(action, params, before)
+    p = spec_params(action, params, before)
     method, args, kwargs, answer = _plan(action, p, before, profile)
     return ApiCall(method, args, kwargs, _show_answer(action, answer))
 
@@ -220,9 +224,9 @@ def step_call(action: str, params: Mapping[str, Any], before: Snapshot, *,
 _MALFORMED = object()  # an answer of the wrong shape (not claims, not a close report)
 
 
-def _apply(scheduler: Any, name: str, p: Mapping[str, Any], before: Snapshot,
-           profile: Profile = FULL, fatal: Fatal = ()) -> None:
-    """apply_step for a spec action name and normalised parameters."""
+def apply_normalised(scheduler: Any, name: str, p: Mapping[str, Any], before: Snapshot,
+                     profile: Profile = FULL, fatal: Fatal = ()) -> None:
+    """apply_step for a spec action name and normalised parameters (:func:`spec_params`)."""
     plan = _plan(name, p, before, profile)
     method, args, kwargs, answer = plan
     if name == "Claim" and profile.ready_order != "seq":
@@ -299,7 +303,7 @@ def apply_step(scheduler: Any, action: str, params: Mapping[str, Any], *,
         raise ValueError(f"{action!r} is not an action of the spec")
     if before is None:
         before = scheduler.snapshot()
-    _apply(scheduler, name, _spec_params(name, params, before), before, profile, fatal)
+    apply_normalised(scheduler, name, spec_params(name, params, before), before, profile, fatal)
 
 
 # -- Records ----------------------------------------------------------------------------------
@@ -320,6 +324,7 @@ class Divergence:
     diff: str  # the differing fields side by side ("" when the states are equal)
     # the implementation's answer when it is not the one the step implies ("" otherwise)
     answer: str = ""
+    system: str = "scheduler"  # the name of the system the trace is a behaviour of
 
 
 @dataclass
@@ -399,7 +404,7 @@ def side_by_side(expected: Snapshot, actual: Snapshot, side: str, *,
         for r in table)
 
 
-def _summary(s: Snapshot) -> str:
+def summary(s: Snapshot) -> str:
     """A state on a few lines: the scheduler flags, then one line per id."""
     lines = [f"  started={s.started} closed={s.closed} next_seq={s.next_seq}"]
     for t in sorted(s.tasks, key=repr):
@@ -415,11 +420,12 @@ def _summary(s: Snapshot) -> str:
 
 def format_divergence(d: Divergence) -> str:
     """The divergence for people: where, which step, what disagreed, the differing fields."""
+    system = systems.get(d.system)
     who = "the model" if d.side == "model" else "the implementation"
-    lines = [f"trace {d.trace}, step {d.step}: {describe(d.action, d.params)}",
+    lines = [f"trace {d.trace}, step {d.step}: {system.describe(d.action, d.params)}",
              f"{who} diverges from the trace: {d.reason}"]
     if d.source is not None:
-        lines += ["state before the step:", _summary(d.source)]
+        lines += ["state before the step:", system.summary(d.source)]
     if d.diff:
         lines += ["differing fields after the step:", d.diff]
     return "\n".join(lines)
@@ -453,38 +459,44 @@ class _Diverged(Exception):
 
 
 EdgeKey = tuple[int, str, frozenset[tuple[str, Any]], int]
-_values_of: Callable[[Mapping[str, Any]], tuple[Any, ...]] = operator.itemgetter(*SPEC_VARIABLES)
 
 
 class _Replayer:
     """The state shared by the traces of one replay: state and edge caches, the ledger."""
 
-    def __init__(self, factory: Callable[[int], Any], report: ReplayReport,
-                 profile: Profile = FULL, fatal: Fatal = ()) -> None:
+    def __init__(self, system: systems.System, factory: Callable[..., Any],
+                 report: ReplayReport, profile: Profile = FULL, fatal: Fatal = ()) -> None:
+        self.system = system
         self.factory = factory
         self.report = report
         self.profile = profile
         self.fatal = fatal
-        # a trace state's values (in SPEC_VARIABLES order) -> (state number, its Snapshot):
+        self.values_of: Callable[[Mapping[str, Any]], tuple[Any, ...]] = operator.itemgetter(
+            *system.variables)
+        # a trace state's values (in the spec's variable order) -> (state number, model state):
         # corpus traces share most of their states, and converting one costs more than
         # hashing it
-        self.by_values: dict[tuple[Any, ...], tuple[int, Snapshot]] = {}
-        # each distinct Snapshot -> its state number: the ids edges are made of
-        self.numbers: dict[Snapshot, int] = {}
+        self.by_values: dict[tuple[Any, ...], tuple[int, Hashable]] = {}
+        # each distinct model state -> its state number: the ids edges are made of
+        self.numbers: dict[Hashable, int] = {}
         self.edges: set[EdgeKey] = set()
-        # (MaxConcurrency, edge) the model was found to take; the model is pure, so once is enough
-        self.model_checked: set[tuple[int, EdgeKey]] = set()
+        # (constants, edge) the model was found to take; the model is pure, so once is enough
+        self.model_checked: set[tuple[str, EdgeKey]] = set()
 
-    def state(self, values: Mapping[str, Any]) -> tuple[int, Snapshot]:
-        """The number and Snapshot of a trace state.
+    def state(self, values: Mapping[str, Any]) -> tuple[int, Any]:
+        """The number and model state of a trace state.
 
-        Raises ``SpecStateError`` (a ``ValueError``) or ``TypeError`` if it is malformed.
+        Raises ``ValueError`` (``SpecStateError`` is one) or ``TypeError`` if it is malformed.
         """
+        snapshot_of = self.system.snapshot_of
         try:
-            key = _values_of(values)
+            key = self.values_of(values)
             known = self.by_values.get(key)
         except (KeyError, TypeError):  # not a state, or an unhashable value: let snapshot_of say
-            snapshot = snapshot_of(values)
+            try:
+                snapshot = snapshot_of(values)
+            except KeyError as missing:
+                raise ValueError(f"no variable {missing}") from None
             return self.numbers.setdefault(snapshot, len(self.numbers)), snapshot
         if known is None:
             snapshot = snapshot_of(values)
@@ -501,46 +513,47 @@ class _Replayer:
 
     def _run(self, trace: Trace) -> None:
         name = trace.name
+        system = self.system
 
         def diverge(step: int, action: str, params: Mapping[str, Any], side: Side, reason: str,
-                    source: Snapshot | None, expected: Snapshot | None,
-                    actual: Snapshot | None, answer: str = "") -> _Diverged:
+                    source: Any, expected: Any, actual: Any, answer: str = "") -> _Diverged:
             diff = ("" if expected is None or actual is None
-                    else side_by_side(expected, actual, side))
+                    else system.side_by_side(expected, actual, side))
             return _Diverged(Divergence(name, step, action, dict(params), side, reason, source,
-                                        expected, actual, diff, answer))
+                                        expected, actual, diff, answer, system.name))
 
         profile, fatal = self.profile, self.fatal
-
-        mc = trace.constants.get("MaxConcurrency")
-        if not isinstance(mc, int) or isinstance(mc, bool) or mc < 1:
-            raise diverge(0, "init", {}, "model", f"the constant MaxConcurrency is {mc!r}, "
-                          "not an int >= 1", None, None, None)
+        constants = trace.constants
+        wrong = system.constants_error(constants)
+        if wrong is not None:
+            raise diverge(0, "init", {}, "model", wrong, None, None, None)
+        constants_key = json.dumps(constants, sort_keys=True, default=repr)
         try:
             source_number, source = self.state(trace.initial)
         except (ValueError, TypeError) as error:  # SpecStateError is a ValueError
             raise diverge(0, "init", {}, "model", f"the initial state is not a state of the "
                           f"spec: {error}", None, None, None) from None
-        if source != INITIAL:
-            raise diverge(0, "init", {}, "model", "the initial state is not Init (the empty "
-                          "snapshot)", None, source, INITIAL)
-        impl = self.factory(mc)
+        if source != system.initial:
+            raise diverge(0, "init", {}, "model", "the initial state is not Init",
+                          None, source, system.initial)
+        impl = system.new_implementation(self.factory, constants)
         if profile.snapshot:
-            actual = _snapshot(impl, fatal)
-            if actual != INITIAL:
-                raise diverge(0, "init", {}, "implementation", "a new scheduler is not in Init",
-                              None, INITIAL, actual)
+            actual = system.snapshot(impl, constants, fatal)
+            if actual != system.initial:
+                raise diverge(0, "init", {}, "implementation",
+                              f"a new {system.title} is not in Init", None, system.initial,
+                              actual)
         check = getattr(impl, "check_invariants", None)
         report, coverage = self.report, self.report.coverage
-        edges, model_checked = self.edges, self.model_checked
+        edges, model_checked, actions = self.edges, self.model_checked, system.actions
 
         for index, step in enumerate(trace.steps, start=1):
             action = step.action
-            if action not in ACTIONS:
+            if action not in actions:
                 raise diverge(index, step.action, step.params, "model",
                               f"{step.action!r} is not an action of the spec", source, None, None)
             try:
-                params = _spec_params(action, step.params, source)
+                params = system.spec_params(action, step.params, source)
                 target_number, target = self.state(step.state)
                 edge: EdgeKey = (source_number, action, frozenset(params.items()),
                                  target_number)
@@ -549,9 +562,9 @@ class _Replayer:
                               f"the step is not a step of the spec: {error}",
                               source, None, None) from None
 
-            if (mc, edge) not in model_checked:
-                spec_action = ACTIONS[action]
-                args = action_args(spec_action, params, mc)
+            if (constants_key, edge) not in model_checked:
+                spec_action = actions[action]
+                args = system.model_args(action, params, constants)
                 refusal = spec_action.refusal(source, *args)
                 if refusal is not None:
                     raise diverge(index, action, params, "model",
@@ -562,21 +575,22 @@ class _Replayer:
                     raise diverge(index, action, params, "model",
                                   "the model's step reaches another state than the trace's",
                                   source, target, reached)
-                model_checked.add((mc, edge))
+                model_checked.add((constants_key, edge))
 
             try:
-                _apply(impl, action, params, source, profile, fatal)
+                system.apply(impl, action, params, source, profile, fatal)
             except StepMismatch as error:
                 raise diverge(index, action, params, "implementation",
                               f"{error.call} {error.actual}, expected {error.expected}",
                               source, target,
-                              _snapshot(impl, fatal) if profile.snapshot else None,
+                              system.snapshot(impl, constants, fatal)
+                              if profile.snapshot else None,
                               error.actual) from None
             except ValueError as error:  # a step the profile's calls cannot take
                 raise diverge(index, action, params, "model", str(error), source, target,
                               None) from None
             if profile.snapshot:
-                actual = _snapshot(impl, fatal)
+                actual = system.snapshot(impl, constants, fatal)
                 if actual != target:
                     raise diverge(index, action, params, "implementation",
                                   "the state after the step is not the trace's", source, target,
@@ -602,22 +616,17 @@ class _Replayer:
             source_number, source = target_number, target
 
 
-def _snapshot(scheduler: Any, fatal: Fatal = ()) -> Snapshot | None:
-    """The scheduler's snapshot, or None when asking for it fails (but for ``fatal`` errors)."""
-    try:
-        snapshot = scheduler.snapshot()
-    except fatal:
-        raise
-    except Exception:  # a scheduler broken enough not to answer: the divergence says the rest
-        return None
-    return snapshot if isinstance(snapshot, Snapshot) else None
-
-
-def replay(traces: Iterable[Trace], factory: Callable[[int], Any] = TaskScheduler, *,
+def replay(traces: Iterable[Trace], factory: Callable[..., Any] | None = None, *,
            stop_at_first: bool = True,
            on_progress: Callable[[int, int], None] | None = None,
-           profile: Profile = FULL, fatal: Fatal = ()) -> ReplayReport:
-    """Replay each trace against the reference model and a fresh ``factory(MaxConcurrency)``.
+           profile: Profile = FULL, fatal: Fatal = (),
+           system: systems.System | None = None) -> ReplayReport:
+    """Replay each trace against the reference model and a fresh implementation.
+
+    ``system`` says which spec the traces are behaviours of (default: the TaskScheduler's,
+    whose implementation is ``factory(MaxConcurrency)``, ``TaskScheduler`` unless given); the
+    rest of this describes the TaskScheduler's replay, and other systems do the same with
+    their own constants and calls.
 
     For each trace: its constant ``MaxConcurrency`` must be an int >= 1 and its initial state
     the empty snapshot (spec ``Init``), as must the new scheduler's; then each step is checked
@@ -635,8 +644,9 @@ def replay(traces: Iterable[Trace], factory: Callable[[int], Any] = TaskSchedule
     ``fatal`` type raised by the implementation (a harness failure, not an answer) ends the
     replay and propagates.
     """
-    report = ReplayReport()
-    replayer = _Replayer(factory, report, profile, fatal)
+    system = system or systems.get()
+    report = ReplayReport(coverage={name: Coverage() for name in system.actions})
+    replayer = _Replayer(system, factory or system.default_factory(), report, profile, fatal)
     started = time.perf_counter()
     try:
         for trace in traces:

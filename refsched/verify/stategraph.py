@@ -15,17 +15,19 @@ from __future__ import annotations
 import re
 import tempfile
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from refsched.model.graph import Edge, ModelGraph, describe, explore
+from refsched.model.graph import Edge, ModelGraph
 from refsched.types import Snapshot
 
 from . import tlc
-from .specstate import SpecStateError, snapshot_of
 from .tla import ModelValue, TLAParseError, parse_state, parse_value
+
+if TYPE_CHECKING:
+    from .system import System
 
 __all__ = [
     "TRACES_CONFIG",
@@ -37,6 +39,7 @@ __all__ = [
     "load_dot",
     "match",
     "read_instance",
+    "show",
     "tlc_graph",
 ]
 
@@ -65,7 +68,7 @@ class Instance:
 class TLCStateGraph:
     """A state graph as TLC dumped it: states by TLC fingerprint, and labelled edges."""
 
-    states: dict[int, Snapshot]
+    states: dict[int, Any]  # the system's model states (a Snapshot for the TaskScheduler)
     initial: list[int]
     edges: list[tuple[int, int, str]]  # (source, target, action name), parallel edges kept
 
@@ -74,12 +77,13 @@ class TLCStateGraph:
 class StateGraph:
     """The matched graph: TLC's states and edges, each edge with its recovered parameters."""
 
-    instance: Instance
-    initial: Snapshot
-    depth: dict[Snapshot, int]  # BFS level of each state, initial = 1
-    edges: dict[Snapshot, list[Edge]]  # by source, in the model's Next order
+    instance: Any  # the system's constants (an Instance for the TaskScheduler)
+    initial: Any
+    depth: dict[Any, int]  # BFS level of each state, initial = 1
+    edges: dict[Any, list[Edge[Any]]]  # by source, in the model's Next order
     tlc: tlc.TLCResult | None = None  # the run that dumped it, when one did
     dump_bytes: int = 0
+    system: str = "scheduler"  # the name of the system it is a graph of
 
     @property
     def state_count(self) -> int:
@@ -89,7 +93,7 @@ class StateGraph:
     def edge_count(self) -> int:
         return sum(len(out) for out in self.edges.values())
 
-    def all_edges(self) -> list[Edge]:
+    def all_edges(self) -> list[Edge[Any]]:
         return [e for out in self.edges.values() for e in out]
 
 
@@ -123,9 +127,15 @@ def _unescape(label: str) -> str:
     return _DOT_ESCAPE.sub(lambda m: "\n" if m.group(1) == "n" else m.group(1), label)
 
 
-def load_dot(path: str | Path) -> TLCStateGraph:
-    """Read a ``-dump dot,actionlabels`` file as a multigraph of Snapshots."""
-    states: dict[int, Snapshot] = {}
+def _system(system: System | None) -> System:
+    from .system import get  # the systems import this module
+    return system if system is not None else get()
+
+
+def load_dot(path: str | Path, system: System | None = None) -> TLCStateGraph:
+    """Read a ``-dump dot,actionlabels`` file as a multigraph of the system's model states."""
+    system = _system(system)
+    states: dict[int, Hashable] = {}
     initial: list[int] = []
     edges: list[tuple[int, int, str]] = []
     with Path(path).open(encoding="utf-8") as handle:
@@ -135,14 +145,14 @@ def load_dot(path: str | Path) -> TLCStateGraph:
             if edge is not None:
                 label = edge.group(3)
                 edges.append((int(edge.group(1)), int(edge.group(2)),
-                              LABEL_ACTIONS.get(label, label)))
+                              system.label_actions.get(label, label)))
                 continue
             node = _NODE.match(line)
             if node is None:
                 continue
             try:
-                snapshot = snapshot_of(parse_state(_unescape(node.group(2))))
-            except (TLAParseError, SpecStateError) as exc:
+                snapshot = system.snapshot_of(parse_state(_unescape(node.group(2))))
+            except (TLAParseError, ValueError, KeyError, TypeError) as exc:
                 raise GraphMismatch(f"{path}:{number}: a TLC state the model cannot "
                                     f"represent: {exc}") from None
             states[int(node.group(1))] = snapshot
@@ -153,29 +163,34 @@ def load_dot(path: str | Path) -> TLCStateGraph:
     return TLCStateGraph(states, initial, edges)
 
 
-def dump_state_graph(config: str = TRACES_CONFIG, *, workers: int = 2,
+def dump_state_graph(config: str | None = None, *, workers: int = 2,
                      on_line: Callable[[str], None] | None = None,
-                     keep: str | Path | None = None) -> tuple[TLCStateGraph, tlc.TLCResult, int]:
-    """Run TLC on ``MCScheduler`` with ``config`` and read its state graph.
+                     keep: str | Path | None = None,
+                     system: System | None = None) -> tuple[TLCStateGraph, tlc.TLCResult, int]:
+    """Run TLC on the system's model-checking module with ``config`` and read its state graph.
 
-    Returns the graph, TLC's result and the dump's size in bytes. ``keep`` names a file to
-    keep the dump in; by default it goes to a temporary folder.
+    ``config`` defaults to the system's corpus instance. Returns the graph, TLC's result and
+    the dump's size in bytes. ``keep`` names a file to keep the dump in; by default it goes to
+    a temporary folder.
     """
+    system = _system(system)
+    config = config or system.traces_config
     with tempfile.TemporaryDirectory(prefix="refsched-graph-") as scratch:
         dump = (Path(keep) if keep is not None else Path(scratch) / "graph").resolve()
         if dump.suffix != ".dot":  # TLC would add it
             dump = dump.with_name(dump.name + ".dot")
-        result = tlc.run_tlc(config, "MCScheduler.tla", workers=workers, on_line=on_line,
+        result = tlc.run_tlc(config, system.mc_module, workers=workers, on_line=on_line,
                              extra_args=["-deadlock", "-dump", "dot,actionlabels", str(dump)])
         if not result.ok:
             raise GraphMismatch(f"TLC found an error in {config}: {result.violation_kind} "
                                 f"{result.violated}\n{result.trace or result.output[-2000:]}")
-        return load_dot(dump), result, dump.stat().st_size
+        return load_dot(dump, system), result, dump.stat().st_size
 
 
 # -- Matching ------------------------------------------------------------------------------
 
-def _show(s: Snapshot) -> str:
+def show(s: Snapshot) -> str:
+    """A TaskScheduler state on a few lines, as mismatch messages show it."""
     if not s.tasks:
         return f"started={s.started} closed={s.closed} nextSeq={s.next_seq} (no task submitted)"
     rows = [f"started={s.started} closed={s.closed} nextSeq={s.next_seq}"]
@@ -188,24 +203,26 @@ def _show(s: Snapshot) -> str:
     return "\n".join(rows)
 
 
-def match(dumped: TLCStateGraph, instance: Instance,
-          model: ModelGraph | None = None) -> StateGraph:
+def match(dumped: TLCStateGraph, instance: Any, model: ModelGraph[Any] | None = None,
+          system: System | None = None) -> StateGraph:
     """Match TLC's graph against the model's over the same constants; raise on any difference.
 
     States must be the same sets; from each state the multiset of (action, target) of TLC's
     edges must equal the model's. The first difference (in breadth-first order) is named in
     the :class:`GraphMismatch`. On success every TLC edge has its parameters.
     """
+    system = _system(system)
     if model is None:
-        model = explore(instance.tasks, instance.max_concurrency, instance.max_generation)
+        model = system.explore(instance)
+    show_state = system.show
     tlc_states = set(dumped.states.values())
     if len(tlc_states) != len(dumped.states):
         raise GraphMismatch("two TLC states map to one model state")
     initial = [dumped.states[fp] for fp in dumped.initial]
     if initial != [model.initial]:
         raise GraphMismatch(f"initial states differ: TLC has {len(initial)}, first:\n"
-                            + "\n".join(_show(s) for s in initial[:1])
-                            + f"\nthe model's is:\n{_show(model.initial)}")
+                            + "\n".join(show_state(s) for s in initial[:1])
+                            + f"\nthe model's is:\n{show_state(model.initial)}")
     only_model = [s for s in model.depth if s not in tlc_states]
     only_tlc = [s for s in tlc_states if s not in model.depth]
     if only_model or only_tlc:
@@ -214,12 +231,12 @@ def match(dumped: TLCStateGraph, instance: Instance,
             first = min(only_model, key=lambda s: model.depth[s])
             parts.append(f"{len(only_model)} only in the model; the first (depth "
                          f"{model.depth[first]}), reached by "
-                         f"{_reached_by(model, first)}:\n{_show(first)}")
+                         f"{_reached_by(model, first, system)}:\n{show_state(first)}")
         if only_tlc:
-            parts.append(f"{len(only_tlc)} only in TLC; one:\n{_show(only_tlc[0])}")
+            parts.append(f"{len(only_tlc)} only in TLC; one:\n{show_state(only_tlc[0])}")
         raise GraphMismatch("\n".join(parts))
 
-    tlc_out: dict[Snapshot, Counter[tuple[str, Snapshot]]] = defaultdict(Counter)
+    tlc_out: dict[Hashable, Counter[tuple[str, Hashable]]] = defaultdict(Counter)
     for source, target, label in dumped.edges:
         if source not in dumped.states or target not in dumped.states:
             raise GraphMismatch(f"TLC edge {source} -> {target} names an unknown state")
@@ -227,39 +244,48 @@ def match(dumped: TLCStateGraph, instance: Instance,
     for s in sorted(model.depth, key=model.depth.__getitem__):
         model_out = Counter((e.action, e.target) for e in model.edges[s])
         if model_out != tlc_out.get(s, Counter()):
-            raise GraphMismatch(_edge_difference(s, model, model_out, tlc_out.get(s, Counter())))
-    return StateGraph(instance, model.initial, dict(model.depth), dict(model.edges))
+                raise GraphMismatch(_edge_difference(s, model, model_out,
+                                                 tlc_out.get(s, Counter()), system))
+    return StateGraph(instance, model.initial, dict(model.depth), dict(model.edges),
+                      system=system.name)
 
 
-def _reached_by(model: ModelGraph, state: Snapshot) -> str:
+def _reached_by(model: ModelGraph[Any], state: Hashable, system: System) -> str:
     for source, out in model.edges.items():
         for e in out:
             if e.target == state and model.depth[source] < model.depth[state]:
-                return str(describe(e.action, e.param_map))
+                return system.describe(e.action, e.param_map)
     return "(initial)"
 
 
-def _edge_difference(s: Snapshot, model: ModelGraph, model_out: Counter[tuple[str, Snapshot]],
-                     tlc_out: Counter[tuple[str, Snapshot]]) -> str:
-    lines = [f"edges differ from the state at depth {model.depth[s]}:", _show(s)]
+def _edge_difference(s: Hashable, model: ModelGraph[Any],
+                     model_out: Counter[tuple[str, Hashable]],
+                     tlc_out: Counter[tuple[str, Hashable]], system: System) -> str:
+    lines = [f"edges differ from the state at depth {model.depth[s]}:", system.show(s)]
     for key in sorted(set(model_out) | set(tlc_out), key=lambda k: k[0]):
         if model_out[key] == tlc_out[key]:
             continue
         action, target = key
-        instances = [describe(e.action, e.param_map) for e in model.edges[s]
+        instances = [system.describe(e.action, e.param_map) for e in model.edges[s]
                      if (e.action, e.target) == key]
         lines.append(f"{action}: model {model_out[key]} edge(s) "
-                     f"{', '.join(instances) or ''}, TLC {tlc_out[key]}, to:\n{_show(target)}")
+                     f"{', '.join(instances) or ''}, TLC {tlc_out[key]}, to:\n"
+                     f"{system.show(target)}")
         break
     return "\n".join(lines)
 
 
-def tlc_graph(config: str = TRACES_CONFIG, *, workers: int = 2,
-              on_line: Callable[[str], None] | None = None) -> StateGraph:
-    """Dump TLC's graph of ``config``, match it against the model, and return the match."""
-    instance = read_instance(config)
-    dumped, result, size = dump_state_graph(config, workers=workers, on_line=on_line)
-    graph = match(dumped, instance)
+def tlc_graph(config: str | None = None, *, workers: int = 2,
+              on_line: Callable[[str], None] | None = None,
+              system: System | None = None) -> StateGraph:
+    """Dump TLC's graph of ``config`` (default: the system's corpus instance), match it
+    against the model, and return the match."""
+    system = _system(system)
+    config = config or system.traces_config
+    instance = system.read_instance(config)
+    dumped, result, size = dump_state_graph(config, workers=workers, on_line=on_line,
+                                            system=system)
+    graph = match(dumped, instance, system=system)
     graph.tlc = result
     graph.dump_bytes = size
     if result.distinct_states is not None and result.distinct_states != graph.state_count:

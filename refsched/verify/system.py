@@ -1,0 +1,160 @@
+"""A system under verification: one spec, its reference model, and the API that implements it.
+
+The verification chain (TLC's state graph matched against the model, the trace corpus that
+covers it, replay of that corpus against an implementation) is the same for every scheduler;
+what differs is said here once per system: which spec and model-checking files, how a TLC
+state reads as the model's state and back, the model's actions, and how a spec step is taken
+through the implementation's API. :func:`get` returns a system by name:
+
+- ``"scheduler"``: the dependency-aware TaskScheduler (``spec/Scheduler.tla``);
+- ``"timer"``: the timer scheduler (``spec/TimerQueue.tla``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from refsched.model.graph import ModelGraph
+
+__all__ = ["NAMES", "Fatal", "System", "get"]
+
+Fatal = tuple[type[BaseException], ...]
+"""Exceptions that end a replay as they are rather than as a divergence (a harness failure)."""
+
+_MODULES = {
+    "scheduler": "refsched.verify.dag_system",
+    "timer": "refsched.verify.timer_system",
+}
+NAMES = tuple(_MODULES)
+"""Every system's name, the first the default."""
+
+
+class System(ABC):
+    """What the generic verification tools need to know of one system."""
+
+    name: str  # "scheduler", "timer": the prefix of its files under traces/
+    title: str  # what people call the implementation: "TaskScheduler"
+    spec_files: tuple[str, ...]  # the files under spec/ its corpus is made from
+    mc_module: str  # the model-checking module TLC runs
+    traces_config: str  # the instance whose state graph the corpus covers
+    variables: tuple[str, ...]  # the spec's variables, in declaration order
+    parameters: tuple[str, ...]  # every parameter name its actions take
+    label_actions: Mapping[str, str]  # TLC dump labels that are not the model's action name
+    initial: Hashable  # the model's initial state (spec Init)
+    actions: Mapping[str, Any]  # action name -> the model's Action (refusal, step, params)
+
+    @property
+    def bundle(self) -> str:
+        """The corpus file under ``traces/``."""
+        return f"{self.name}-cover.jsonl.gz"
+
+    @property
+    def manifest(self) -> str:
+        """The corpus manifest under ``traces/``."""
+        return f"{self.name}-manifest.json"
+
+    # -- The model and TLC's states ----------------------------------------------------------
+
+    @abstractmethod
+    def read_instance(self, config: str | Path) -> Any:
+        """The constants of a ``.cfg`` of :attr:`mc_module`."""
+
+    @abstractmethod
+    def explore(self, instance: Any) -> ModelGraph[Any]:
+        """The model's state graph over ``instance``, as TLC explores the spec."""
+
+    @abstractmethod
+    def constants(self, instance: Any) -> dict[str, Any]:
+        """The constants a trace of ``instance`` records (plain JSON values)."""
+
+    def manifest_constants(self, instance: Any) -> dict[str, Any]:
+        """The constants the corpus manifest records (by default the traces' constants)."""
+        return self.constants(instance)
+
+    @abstractmethod
+    def snapshot_of(self, values: Mapping[str, Any]) -> Hashable:
+        """A state as the spec's variables (TLC's or a trace's) -> the model's state."""
+
+    @abstractmethod
+    def spec_state(self, state: Any, instance: Any) -> dict[str, Any]:
+        """The model's state -> the spec's variables over ``instance``'s ids."""
+
+    @abstractmethod
+    def show(self, state: Any) -> str:
+        """A state for people, on a few lines."""
+
+    @abstractmethod
+    def describe(self, action: str, params: Mapping[str, Any]) -> str:
+        """``Schedule(t=a, r=1, p=0)``: an action instance as people read it."""
+
+    # -- Replay ------------------------------------------------------------------------------
+
+    @abstractmethod
+    def default_factory(self) -> Callable[..., Any]:
+        """The production implementation replay drives unless told otherwise."""
+
+    @abstractmethod
+    def constants_error(self, constants: Mapping[str, Any]) -> str | None:
+        """Why a trace's constants cannot be replayed, or None."""
+
+    @abstractmethod
+    def new_implementation(self, factory: Callable[..., Any],
+                           constants: Mapping[str, Any]) -> Any:
+        """A fresh implementation for a trace with ``constants``."""
+
+    @abstractmethod
+    def spec_params(self, action: str, params: Mapping[str, Any],
+                    before: Any) -> dict[str, Any]:
+        """A step's parameters as the model and the API take them (``ValueError`` if wrong)."""
+
+    @abstractmethod
+    def model_args(self, action: str, params: Mapping[str, Any],
+                   constants: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The arguments of the model's ``refusal`` / ``step`` for the step."""
+
+    @abstractmethod
+    def apply(self, implementation: Any, action: str, params: Mapping[str, Any], before: Any,
+              profile: Any, fatal: Fatal) -> None:
+        """Take the step through the implementation's API; raise ``StepMismatch`` on a wrong
+        answer, ``ValueError`` for a step the calls cannot take."""
+
+    @abstractmethod
+    def snapshot(self, implementation: Any, constants: Mapping[str, Any],
+                 fatal: Fatal) -> Any:
+        """The implementation's state as the model's, or None when it cannot say."""
+
+    @abstractmethod
+    def side_by_side(self, expected: Any, actual: Any, side: str) -> str:
+        """One line per differing field; ``""`` when the states are equal."""
+
+    @abstractmethod
+    def summary(self, state: Any) -> str:
+        """A state on a few indented lines, as a divergence shows where a step started."""
+
+    def edge_key_values(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
+        """A trace state's variables as a hashable tuple (a cache key)."""
+        return tuple(values[name] for name in self.variables)
+
+
+def get(name: str = "scheduler") -> System:
+    """The system called ``name`` (one of :data:`NAMES`)."""
+    try:
+        module = _MODULES[name]
+    except KeyError:
+        raise ValueError(f"no system {name!r}; the systems are {', '.join(NAMES)}") from None
+    system: System = importlib.import_module(module).SYSTEM
+    return system
+
+
+def by_spec_variables(names: Sequence[str]) -> System:
+    """The system whose spec has these variables (how an ITF trace says what it is of)."""
+    wanted = set(names)
+    for name in NAMES:
+        system = get(name)
+        if wanted <= set(system.variables):
+            return system
+    raise ValueError(f"no system has the variables {sorted(wanted)}")
