@@ -21,7 +21,24 @@ from refsched.errors import (
 )
 from refsched.runner import CancelToken, Runner, TaskFuture
 from refsched.scheduler import Recorder, SchedulerStats, TaskScheduler
-from refsched.types import Claim, CloseReport, Snapshot, TaskInfo, TaskState, VersionView
+from refsched.timer import TimerRecorder, TimerScheduler
+from refsched.timer_runner import TimerFuture, TimerRunner
+from refsched.types import (
+    Claim,
+    CloseReport,
+    Due,
+    Snapshot,
+    TaskInfo,
+    TaskState,
+    TimerCloseReport,
+    TimerEntry,
+    TimerSnapshot,
+    TimerState,
+    TimerStats,
+    TimerVersionView,
+    VersionView,
+    Wait,
+)
 
 __version__ = "0.1.0"
 
@@ -33,6 +50,7 @@ __all__ = [
     "CloseReport",
     "ConflictError",
     "CycleError",
+    "Due",
     "GraphError",
     "InvalidArgumentError",
     "InvalidTransitionError",
@@ -49,7 +67,18 @@ __all__ = [
     "TaskRunningError",
     "TaskScheduler",
     "TaskState",
+    "TimerCloseReport",
+    "TimerEntry",
+    "TimerFuture",
+    "TimerRecorder",
+    "TimerRunner",
+    "TimerScheduler",
+    "TimerSnapshot",
+    "TimerState",
+    "TimerStats",
+    "TimerVersionView",
     "UnknownDependencyError",
     "UnknownTaskError",
     "VersionView",
+    "Wait",
 ]
