@@ -103,12 +103,14 @@ def _print_table(outcomes: list[Outcome], stream: TextIO) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from refsched.verify import checks
+    from refsched.verify import checks, system
 
     progress = Progress(sys.stderr, quiet=args.quiet or args.json)
     session = checks.Session(workers=args.workers, report=progress.update)
     plan: list[Callable[[], Outcome]] = []
-    if not args.skip_tlc:
+    dag = args.system in ("all", "scheduler")
+    timer = args.system in ("all", "timer")
+    if dag and not args.skip_tlc:
         for label, config in CHECK_CONFIGS:
             if label == "liveness" and args.skip_liveness:
                 continue
@@ -120,13 +122,25 @@ def cmd_verify(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"refsched verify: {e}", file=sys.stderr)
         return 2
-    if not args.skip_replay:
+    if dag and not args.skip_replay:
         plan.append(functools.partial(checks.replay_check, session, factory, args.impl))
-    if not args.skip_tlc and args.runs > 0:
+    if dag and not args.skip_tlc and args.runs > 0:
         plan.append(functools.partial(checks.recorded_runs_check, session, args.runs))
-    if args.examples > 0:
+    if dag and args.examples > 0:
         plan.append(functools.partial(checks.lockstep_check, session, factory, args.impl,
                                       args.examples))
+    if timer:
+        timers = system.get("timer")
+        if not args.skip_tlc:
+            plan.append(functools.partial(checks.tlc_check, session, "timer safety",
+                                          "MCTimerQueue.cfg", timers.mc_module))
+            plan.append(functools.partial(checks.model_equals_spec, session, timers))
+            plan.append(functools.partial(checks.corpus_check, session, timers))
+        if not args.skip_replay:
+            plan.append(functools.partial(checks.replay_check, session, None,
+                                          "refsched:TimerScheduler", timers))
+        if args.examples > 0:
+            plan.append(functools.partial(checks.timer_lockstep_check, session, args.examples))
     if not plan:
         print("refsched verify: nothing to check (every check skipped)", file=sys.stderr)
         return 2
@@ -319,13 +333,18 @@ def build_parser() -> argparse.ArgumentParser:
     verify = commands.add_parser(
         "verify",
         help="model-check the spec with TLC and check the implementation against the model",
-        description="Model-check spec/MCScheduler with TLC (safety, then liveness) and run the "
-                    "lock-step check of the production TaskScheduler against the reference model.")
+        description="For each scheduler: model-check its spec with TLC, match TLC's state "
+                    "graph against the reference model, check the trace corpus is current and "
+                    "replay it against the production implementation, and run the lock-step "
+                    "check of the implementation against the model (for the TaskScheduler also "
+                    "liveness and TLC validation of recorded Runner runs).")
+    verify.add_argument("--system", choices=("all", *SYSTEM_NAMES), default="all",
+                        help="which scheduler's chain to check (default: all)")
     verify.add_argument("--examples", type=int, default=500, metavar="N",
                         help="lock-step examples to run (default 500; 0 skips the check)")
     verify.add_argument("--impl", default="refsched:TaskScheduler", metavar="MODULE:FACTORY",
-                        help="the implementation the model is checked against: a callable "
-                             "taking max_concurrency (default refsched:TaskScheduler)")
+                        help="the TaskScheduler implementation the model is checked against: "
+                             "a callable taking max_concurrency (default refsched:TaskScheduler)")
     verify.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
                         help="TLC worker threads (default: one per core)")
     verify.add_argument("--runs", type=int, default=3, metavar="N",

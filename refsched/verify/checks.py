@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import system as systems
 from . import tlc
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "model_equals_spec",
     "recorded_runs_check",
     "replay_check",
+    "timer_lockstep_check",
     "tlc_check",
 ]
 
@@ -51,7 +53,13 @@ class Session:
 
     workers: int = 2
     report: Report = lambda _line: None
-    graph: Any = None  # the matched StateGraph, once model_equals_spec has run
+    # each system's matched StateGraph, by name, once model_equals_spec has run for it
+    graphs: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def graph(self) -> Any:
+        """The TaskScheduler's matched StateGraph (None before model_equals_spec)."""
+        return self.graphs.get("scheduler")
 
 
 def _elapsed(started: float) -> float:
@@ -65,14 +73,15 @@ def _tlc_lines(label: str, report: Report) -> Callable[[str], None]:
     return on_line
 
 
-def tlc_check(session: Session, label: str, config: str) -> Outcome:
-    """Model-check ``MCScheduler`` with ``config``: every invariant and property it names."""
+def tlc_check(session: Session, label: str, config: str,
+              module: str = "MCScheduler.tla") -> Outcome:
+    """Model-check ``module`` with ``config``: every invariant and property it names."""
     started = time.monotonic()
     name = f"TLC {label} ({config})"
     try:
         # -deadlock: a scheduler closed before any submission has no successor, and that is
         # not an error (TLC 2.15 has no CHECK_DEADLOCK keyword for the config).
-        result = tlc.run_tlc(config, "MCScheduler.tla", workers=session.workers,
+        result = tlc.run_tlc(config, module, workers=session.workers,
                              extra_args=["-deadlock"], on_line=_tlc_lines(label, session.report))
     except (tlc.TLCNotFoundError, FileNotFoundError) as e:
         return Outcome(name, False, str(e), _elapsed(started))
@@ -88,35 +97,38 @@ def tlc_check(session: Session, label: str, config: str) -> Outcome:
                    _elapsed(started), figures)
 
 
-def model_equals_spec(session: Session) -> Outcome:
-    """TLC's state graph of the traces instance equals the model's, edge for edge."""
+def model_equals_spec(session: Session, system: systems.System | None = None) -> Outcome:
+    """TLC's state graph of the system's traces instance equals the model's, edge for edge."""
     from . import stategraph
 
+    system = system or systems.get()
     started = time.monotonic()
-    name = f"model = spec ({stategraph.TRACES_CONFIG})"
+    name = f"model = spec ({system.traces_config})"
     try:
-        graph = stategraph.tlc_graph(workers=session.workers,
+        graph = stategraph.tlc_graph(workers=session.workers, system=system,
                                      on_line=_tlc_lines("state graph", session.report))
     except (stategraph.GraphMismatch, tlc.TLCNotFoundError, FileNotFoundError) as e:
         return Outcome(name, False, str(e), _elapsed(started))
-    session.graph = graph
+    session.graphs[system.name] = graph
     figures = {"states": graph.state_count, "edges": graph.edge_count}
     return Outcome(name, True, f"{graph.state_count:,} states and {graph.edge_count:,} "
                    "labelled edges, the same in TLC's graph and the model's",
                    _elapsed(started), figures)
 
 
-def corpus_check(session: Session) -> Outcome:
+def corpus_check(session: Session, system: systems.System | None = None) -> Outcome:
     """The committed trace corpus is the one the current spec and model give."""
     from . import corpus
 
+    system = system or systems.get()
     started = time.monotonic()
-    name = "corpus is current (traces/)"
-    if session.graph is None:
+    name = f"corpus is current (traces/{system.bundle})"
+    graph = session.graphs.get(system.name)
+    if graph is None:
         return Outcome(name, False, "needs the state graph, and model = spec did not pass",
                        _elapsed(started))
     try:
-        check = corpus.check_corpus(session.graph)
+        check = corpus.check_corpus(graph)
     except corpus.CorpusMismatch as e:
         return Outcome(name, False, str(e), _elapsed(started))
     m = check.manifest
@@ -153,19 +165,22 @@ def lockstep_check(session: Session, factory: Callable[[int], Any], impl_name: s
     return Outcome(name, True, detail, _elapsed(started), figures)
 
 
-def replay_check(session: Session, factory: Callable[[int], Any], impl_name: str) -> Outcome:
-    """Every trace of the corpus, replayed against the model and ``factory``'s scheduler."""
+def replay_check(session: Session, factory: Callable[..., Any] | None, impl_name: str,
+                 system: systems.System | None = None) -> Outcome:
+    """Every trace of the system's corpus, replayed against the model and ``factory``'s
+    implementation (the system's own by default)."""
     from . import corpus
     from .itf import TraceFormatError, read_traces
     from .replay import format_divergence, replay
 
+    system = system or systems.get()
     started = time.monotonic()
     name = f"corpus replay vs {impl_name}"
     directory = corpus.traces_dir()
     try:
-        manifest = corpus.read_manifest(directory)
-        session.report(f"  replay: reading {directory / corpus.BUNDLE}")
-        traces = read_traces(directory / str(manifest.get("bundle", corpus.BUNDLE)))
+        manifest = corpus.read_manifest(directory, system)
+        session.report(f"  replay: reading {directory / system.bundle}")
+        traces = read_traces(directory / str(manifest.get("bundle", system.bundle)))
     except (corpus.CorpusMismatch, TraceFormatError) as e:
         return Outcome(name, False, str(e), _elapsed(started))
     total = len(traces)
@@ -174,7 +189,7 @@ def replay_check(session: Session, factory: Callable[[int], Any], impl_name: str
         if done % 500 == 0:
             session.report(f"  replay: {done:,} of {total:,} traces, {steps:,} steps")
 
-    report = replay(traces, factory, on_progress=on_progress)
+    report = replay(traces, factory, on_progress=on_progress, system=system)
     edges = int(manifest.get("edges", 0))
     figures = {"traces": report.traces, "steps": report.steps, "edges_replayed": report.edges,
                "edges": edges, "steps_per_second": round(report.steps_per_second),
@@ -189,6 +204,30 @@ def replay_check(session: Session, factory: Callable[[int], Any], impl_name: str
     return Outcome(name, report.edges == edges, detail if report.edges == edges else
                    f"only {report.edges:,} of the corpus's {edges:,} edges were replayed\n"
                    + detail, _elapsed(started), figures)
+
+
+def timer_lockstep_check(session: Session, examples: int) -> Outcome:
+    """Hypothesis drives the timer model and ``TimerScheduler`` side by side on one fake clock."""
+    from refsched.timer import TimerScheduler
+
+    from .timer_lockstep import Ledger, run_timer_lockstep
+
+    started = time.monotonic()
+    ledger = Ledger()
+    name = "lock-step timer model vs refsched:TimerScheduler"
+    session.report(f"  timer lock-step: {examples} examples")
+    try:
+        run_timer_lockstep(TimerScheduler, examples=examples, ledger=ledger)
+    except Exception as e:  # the shrunk failing sequence is in the message
+        detail = "".join(traceback.format_exception_only(type(e), e))
+        return Outcome(name, False, f"disagreement found\n{detail}", _elapsed(started))
+    figures = {"examples": ledger.examples, "calls": ledger.calls}
+    detail = (f"{ledger.examples} examples, snapshots equal after every call"
+              f"\n  {ledger.summary()}")
+    missing = ledger.missing()
+    if missing:
+        detail += f"\n  note: never exercised: {', '.join(missing)} (run more --examples)"
+    return Outcome(name, True, detail, _elapsed(started), figures)
 
 
 def recorded_runs_check(session: Session, runs: int) -> Outcome:

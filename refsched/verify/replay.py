@@ -570,7 +570,7 @@ class _Replayer:
                     raise diverge(index, action, params, "model",
                                   f"the model does not enable the step: {refusal.reason}",
                                   source, target, None)
-                reached = spec_action.step(source, *args)
+                reached = system.model_step(action, source, args, constants)
                 if reached != target:
                     raise diverge(index, action, params, "model",
                                   "the model's step reaches another state than the trace's",

@@ -116,6 +116,11 @@ class System(ABC):
                    constants: Mapping[str, Any]) -> tuple[Any, ...]:
         """The arguments of the model's ``refusal`` / ``step`` for the step."""
 
+    def model_step(self, action: str, source: Any, args: tuple[Any, ...],
+                   constants: Mapping[str, Any]) -> Any:
+        """The model's state after the step (it must be enabled)."""
+        return self.actions[action].step(source, *args)
+
     @abstractmethod
     def apply(self, implementation: Any, action: str, params: Mapping[str, Any], before: Any,
               profile: Any, fatal: Fatal) -> None:
