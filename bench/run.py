@@ -1,6 +1,6 @@
 """Benchmarks of refsched against the peers users would pick instead, measured side by side.
 
-    python bench/run.py [--quick] [--out bench/results] [--only core,runner,memory,sync]
+    python bench/run.py [--quick] [--out bench/results] [--only core,runner,memory,sync,timer]
 
 Every contender gets the same graph objects (bench/graphs.py: fixed seeds) in one process. The
 contenders of a comparison run interleaved, round after round, their order rotated each round,
@@ -29,9 +29,11 @@ import tracemalloc
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import contenders as c
 import graphs
+import timers
 from graphs import Graph
 
 HERE = Path(__file__).resolve().parent
@@ -74,16 +76,35 @@ class Memory:
 
 
 @dataclass
+class Garbage:
+    """The timer heap's worst size against its live entries over a random run."""
+
+    workload: str
+    calls: int
+    worst_excess: int  # the most heap - 2 * live seen after any call
+    rebuild_floor: int
+
+    @property
+    def met(self) -> bool:
+        return self.worst_excess <= self.rebuild_floor
+
+
+@dataclass
 class Results:
     quick: bool
     environment: dict[str, str]
     comparisons: list[Comparison] = field(default_factory=list)
     memory: list[Memory] = field(default_factory=list)
+    garbage: list[Garbage] = field(default_factory=list)
 
 
 # -- measuring -----------------------------------------------------------------------------
 
-def timed(fn: c.Contender, graph: Graph) -> float:
+Work = Graph | timers.Workload  # a graph for the DAG contenders, entries for the timers
+Contender = Callable[[Any], int]
+
+
+def timed(fn: Contender, graph: Work) -> float:
     gc.collect()
     start = time.perf_counter()
     finished = fn(graph)
@@ -93,7 +114,7 @@ def timed(fn: c.Contender, graph: Graph) -> float:
     return elapsed
 
 
-def interleaved(fns: Sequence[c.Contender], graph: Graph, rounds: int) -> list[list[float]]:
+def interleaved(fns: Sequence[Contender], graph: Work, rounds: int) -> list[list[float]]:
     """Run each of ``fns`` once per round, the order rotated each round; the times per fn."""
     times: list[list[float]] = [[] for _ in fns]
     for r in range(rounds):
@@ -104,17 +125,18 @@ def interleaved(fns: Sequence[c.Contender], graph: Graph, rounds: int) -> list[l
 
 
 # The report section, ours, the peer, and the most ours / peer may be (None: no target).
-Pair = tuple[str, c.Contender, c.Contender, float | None]
+Pair = tuple[str, Contender, Contender, float | None]
 
 
-def compare(results: Results, workload: str, graph: Graph, rounds: int,
-            pairs: Sequence[Pair]) -> None:
+def compare(results: Results, workload: str, graph: Work, rounds: int,
+            pairs: Sequence[Pair], edges: int | None = None) -> None:
     """Time every contender of ``pairs`` interleaved on ``graph``; one row per pair."""
     fns = list(dict.fromkeys(fn for _, ours, peer, _ in pairs for fn in (ours, peer)))
     times = dict(zip(fns, interleaved(fns, graph, rounds), strict=True))
     for section, ours, peer, target in pairs:
-        row = Comparison(section, workload, len(graph), graphs.edges(graph), ours.__name__,
-                         peer.__name__, times[ours], times[peer], target)
+        row = Comparison(section, workload, len(graph),
+                         graphs.edges(graph) if edges is None else edges,
+                         ours.__name__, peer.__name__, times[ours], times[peer], target)
         results.comparisons.append(row)
         print(f"  {workload:<30} {row.ours} / {row.peer}: {row.ratio:.2f} "
               f"[{min(row.ratios):.2f}-{max(row.ratios):.2f}] over {rounds} rounds "
@@ -196,6 +218,29 @@ def run_sync(results: Results, core_nodes: int, runner_nodes: int, rounds: int) 
             [("sync", c.core_refsched, c.core_refsched_threading, None)])
     compare(results, f"runner, layered DAG, V={runner_nodes:,}", graphs.layered(runner_nodes),
             rounds, [("sync", c.runner_refsched, c.runner_refsched_threading, None)])
+
+
+def run_timer(results: Results, drain_entries: int, cancel_entries: int, rounds: int) -> None:
+    print("timer: TimerScheduler vs sched.scheduler, fake clock, one thread", flush=True)
+    warm = timers.entries(1_000)
+    interleaved([timers.drain_refsched, timers.drain_sched], warm, 1)
+    compare(results, f"schedule and run, {drain_entries:,} entries",
+            timers.entries(drain_entries), rounds,
+            [("timer", timers.drain_refsched, timers.drain_sched, 1.0)], edges=0)
+    heavy = timers.entries(cancel_entries)
+    compare(results, f"half cancelled, {cancel_entries:,} entries", heavy, max(3, rounds // 3),
+            [("timer", timers.cancel_half_refsched, timers.cancel_half_sched, 0.02)], edges=0)
+    # sched pays O(n) per cancel, four times per id here: 5,000 ids already take it seconds.
+    rescheduled = min(cancel_entries, 5_000)
+    compare(results, f"rescheduled {timers.RESCHEDULES} times, {rescheduled:,} entries",
+            timers.entries(rescheduled), max(3, rounds // 3),
+            [("timer", timers.reschedule_refsched, timers.reschedule_sched, 0.02)], edges=0)
+    for n in (cancel_entries, drain_entries):
+        calls, worst, floor = timers.worst_garbage(timers.entries(n))
+        row = Garbage(f"{n:,} ids", calls, worst, floor)
+        results.garbage.append(row)
+        print(f"  garbage over {calls:,} random calls on {n:,} ids: heap - 2 * live at most "
+              f"{worst} (rebuild_floor {floor})", flush=True)
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -347,7 +392,37 @@ def write_markdown(results: Results, out: Path) -> None:
         *_comparison_table([r for r in results.comparisons if r.section == "sync"]),
         "",
     ]
+    if any(r.section == "timer" for r in results.comparisons):
+        lines += _timer_section(results)
     (out / "RESULTS.md").write_text("\n".join(lines), encoding="utf-8")
+
+
+def _timer_section(results: Results) -> list[str]:
+    return [
+        "## Timer: `TimerScheduler` against `sched.scheduler`",
+        "",
+        "Both on a fake clock set past every entry once all are scheduled, so nothing sleeps; "
+        "every function that comes due is called (a no-op). `TimerScheduler`: `schedule` each "
+        "entry, then `next()` and `complete()` until nothing is due. `sched.scheduler`: "
+        "`enterabs` each entry, then `run()`. Half cancelled: every other entry is cancelled "
+        "before the run (`cancel(task_id)`; `sched.cancel(event)`). Rescheduled: each id is "
+        f"scheduled again {timers.RESCHEDULES} times before the run (a new version supersedes "
+        "the old; for `sched`, `cancel` then `enterabs`, since it has no reschedule). "
+        "Workloads: `bench/timers.py` (times uniform in [0, 1000), priorities 0 to 3, fixed "
+        "seed).",
+        "",
+        *_comparison_table([r for r in results.comparisons if r.section == "timer"]),
+        "",
+        "Garbage: random schedules, reschedules, cancels and claims over the ids, with "
+        "`stats()` read after every call; the heap may hold at most `2 * live + rebuild_floor` "
+        "entries.",
+        "",
+        "| ids | calls | most `heap - 2 * live` seen | `rebuild_floor` | bound |",
+        "|--:|--:|--:|--:|---|",
+        *(f"| {g.workload} | {g.calls:,} | {g.worst_excess} | {g.rebuild_floor} | "
+          f"{'✓' if g.met else '✗'} |" for g in results.garbage),
+        "",
+    ]
 
 
 def write_plot(results: Results, out: Path) -> bool:
@@ -423,11 +498,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run of about a minute")
     parser.add_argument("--out", type=Path, default=HERE / "results",
                         help="folder for RESULTS.md, results.json and scaling.png")
-    parser.add_argument("--only", default="core,runner,memory,sync",
+    parser.add_argument("--only", default="core,runner,memory,sync,timer",
                         help="comma-separated sections to run (default: all)")
     args = parser.parse_args(argv)
     sections = set(args.only.split(","))
-    unknown = sections - {"core", "runner", "memory", "sync"}
+    unknown = sections - {"core", "runner", "memory", "sync", "timer"}
     if unknown:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -449,6 +524,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_memory(results, memory_sizes)
     if "sync" in sections:
         run_sync(results, sync_nodes, 20_000, 3 if quick else 7)
+    if "timer" in sections:
+        run_timer(results, 20_000 if quick else 100_000, 5_000 if quick else 20_000,
+                  3 if quick else 9)
     results.environment["load_after"] = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     write_markdown(results, args.out)
     with open(args.out / "results.json", "w", encoding="utf-8") as f:
