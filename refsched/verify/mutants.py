@@ -1,15 +1,18 @@
-"""Mutation testing of the verification layers: seeded bugs in the TaskScheduler and the Runner.
+"""Mutation testing of the verification layers: seeded bugs in the schedulers and their runners.
 
-Each :class:`Mutant` is a source patch of ``refsched/scheduler.py`` or ``refsched/runner.py``: an
-exact snippet of the current file (it must occur there exactly once), its replacement, and the bug
-it plants. A mutant is run in fresh subprocesses, one per layer, whose import system serves the
-patched source as ``refsched.scheduler`` / ``refsched.runner`` (the files themselves are never
-written), against the layers cheapest first:
+Each :class:`Mutant` is a source patch of one production module (``refsched/scheduler.py``,
+``runner.py``, ``timer.py`` or ``timer_runner.py``): an exact snippet of the current file (it must
+occur there exactly once), its replacement, and the bug it plants. A mutant is run in fresh
+subprocesses, one per layer, whose import system serves the patched source as the module (the
+files themselves are never written), against the layers cheapest first, each on the system the
+mutated module belongs to:
 
-``unit``      the unit tests of the scheduler and the runner (``pytest -x``);
-``lockstep``  the Hypothesis lock-step machine against the reference model (``run_lockstep``);
-``replay``    the ITF corpus in ``traces/`` replayed against the scheduler (``replay``);
-``tlc``       recorded multi-threaded Runner runs judged by TLC (``validate_trace``);
+``unit``      the unit tests of that scheduler and its runner (``pytest -x``);
+``lockstep``  the Hypothesis lock-step machine against the reference model (``run_lockstep``,
+              ``run_timer_lockstep``);
+``replay``    the system's ITF corpus in ``traces/`` replayed against the scheduler (``replay``);
+``tlc``       recorded multi-threaded Runner runs judged by TLC (``validate_trace``; the
+              TaskScheduler's Runner only);
 ``explore``   the interleaving explorer's scenarios, built on the mutant classes (``explore``).
 
 A layer kills a mutant only by its own verdict (a failing test, a disagreement, a divergence, a
@@ -61,7 +64,8 @@ __all__ = [
 
 _PACKAGE = Path(__file__).resolve().parent.parent  # refsched/
 _PROJECT = _PACKAGE.parent
-MODULES = {"scheduler": "refsched.scheduler", "runner": "refsched.runner"}
+MODULES = {"scheduler": "refsched.scheduler", "runner": "refsched.runner",
+           "timer": "refsched.timer", "timer_runner": "refsched.timer_runner"}
 
 Report = Callable[[str], None]
 
@@ -77,7 +81,7 @@ class Mutant:
     """One seeded bug: replace ``original`` (found exactly once in ``file``) by ``replacement``."""
 
     name: str
-    file: str  # a key of MODULES: "scheduler" or "runner"
+    file: str  # a key of MODULES: "scheduler", "runner", "timer" or "timer_runner"
     original: str
     replacement: str
     description: str  # the bug, in one line
@@ -111,7 +115,7 @@ def _m(name: str, file: str, description: str, original: str, replacement: str,
     return Mutant(name, file, original, replacement, description, equivalent, wanted_check)
 
 
-_S, _R = "scheduler", "runner"
+_S, _R, _T, _TR = "scheduler", "runner", "timer", "timer_runner"
 
 CATALOGUE: tuple[Mutant, ...] = (
     # -- TaskScheduler: locking ----------------------------------------------------------------
@@ -396,13 +400,14 @@ class Layer:
 
 
 LAYERS: tuple[Layer, ...] = (
-    Layer("unit", "pytest tests/test_scheduler.py tests/test_runner.py",
-          frozenset({_S, _R})),
-    Layer("lockstep", "Hypothesis lock-step machine vs the model (TaskScheduler only)",
-          frozenset({_S})),
-    Layer("replay", "ITF corpus replay (TaskScheduler only)", frozenset({_S})),
+    Layer("unit", "pytest: the scheduler's and its runner's unit tests",
+          frozenset({_S, _R, _T, _TR})),
+    Layer("lockstep", "Hypothesis lock-step machine vs the model (the schedulers)",
+          frozenset({_S, _T})),
+    Layer("replay", "ITF corpus replay (the schedulers)", frozenset({_S, _T})),
     Layer("tlc", "TLC validation of recorded Runner runs", frozenset({_S, _R})),
-    Layer("explore", "interleaving explorer scenarios, <= 2 preemptions", frozenset({_S, _R})),
+    Layer("explore", "interleaving explorer scenarios, <= 2 preemptions",
+          frozenset({_S, _R, _T, _TR})),
 )
 LAYER_NAMES = tuple(layer.name for layer in LAYERS)
 _LAYER = {layer.name: layer for layer in LAYERS}
@@ -419,6 +424,7 @@ class Budget:
     """How much each layer may do, and how long it may take (seconds, wall clock)."""
 
     unit_files: tuple[str, ...] = ("tests/test_scheduler.py", "tests/test_runner.py")
+    timer_unit_files: tuple[str, ...] = ("tests/test_timer.py", "tests/test_timer_runner.py")
     lockstep_examples: int = 300
     lockstep_steps: int = 40
     tlc_runs: int = 4  # record_runner_run seeds 1..tlc_runs
@@ -589,7 +595,8 @@ def _unit_layer(payload: dict[str, Any]) -> tuple[str, str]:
                 self.first = f"{report.nodeid} ({report.when}) {cause[:300]}".strip()
 
     watch = Watch()
-    files = [str(_PROJECT / f) for f in payload["budget"]["unit_files"]]
+    key = "timer_unit_files" if payload["file"] in (_T, _TR) else "unit_files"
+    files = [str(_PROJECT / f) for f in payload["budget"][key]]
     code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", *files], plugins=[watch])
     if code == 0:
         return SURVIVED, ""
@@ -610,8 +617,15 @@ def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
     settings.load_profile("refsched-mutants")
     budget = payload["budget"]
     try:
-        run_lockstep(TaskScheduler, examples=budget["lockstep_examples"],
-                     steps=budget["lockstep_steps"])
+        if payload["file"] == _T:
+            from refsched.timer import TimerScheduler
+
+            from .timer_lockstep import run_timer_lockstep
+            run_timer_lockstep(TimerScheduler, examples=budget["lockstep_examples"],
+                               steps=budget["lockstep_steps"])
+        else:
+            run_lockstep(TaskScheduler, examples=budget["lockstep_examples"],
+                         steps=budget["lockstep_steps"])
     except Exception as exc:  # the shrunk call sequence is in the notes
         head = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         notes = "\n".join(getattr(exc, "__notes__", []))
@@ -622,10 +636,14 @@ def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
 def _replay_layer(payload: dict[str, Any]) -> tuple[str, str]:
     from refsched.scheduler import TaskScheduler
 
+    from . import system
     from .replay import format_divergence, replay
 
-    traces = _load_traces(payload.get("traces"))
-    report = replay(traces, TaskScheduler)
+    if payload["file"] == _T:
+        timer = system.get("timer")
+        report = replay(_load_traces(None, timer.name), system=timer)
+    else:
+        report = replay(_load_traces(payload.get("traces")), TaskScheduler)
     if report.ok:
         return SURVIVED, f"{report.steps:,} steps of {report.traces:,} traces"
     d = report.divergences[0]
@@ -786,17 +804,18 @@ def _child_main(payload: dict[str, Any]) -> int:
     return 0
 
 
-def _load_traces(cache: str | None) -> list[Any]:
+def _load_traces(cache: str | None, system_name: str = "scheduler") -> list[Any]:
     if cache and Path(cache).exists():
         with open(cache, "rb") as f:
             traces: list[Any] = pickle.load(f)  # written by this module in this run
         return traces
-    from . import corpus
+    from . import corpus, system
     from .itf import read_traces
 
+    chosen = system.get(system_name)
     directory = corpus.traces_dir()
-    manifest = corpus.read_manifest(directory)
-    return read_traces(directory / str(manifest.get("bundle", corpus.BUNDLE)))
+    manifest = corpus.read_manifest(directory, chosen)
+    return read_traces(directory / str(manifest.get("bundle", chosen.bundle)))
 
 
 # Layer subprocesses alive now: each runs in a session of its own (so a timeout can end its whole
@@ -1006,7 +1025,8 @@ def format_markdown(rep: RunReport, command: str = "") -> str:
     """The table as Markdown: totals, one row per mutant, then every kill's evidence."""
     out = [
         "# Mutation score of the verification layers", "",
-        "Seeded bugs of `refsched/scheduler.py` and `refsched/runner.py` (the catalogue in "
+        "Seeded bugs of `refsched/scheduler.py`, `runner.py`, `timer.py` and "
+        "`timer_runner.py` (the catalogue in "
         "`refsched/verify/mutants.py`), each run in its own subprocesses against the layers in "
         f"this order: {', '.join(rep.layers)}. A layer kills a mutant only by its own verdict; "
         "a timeout or a crash is reported and never counted as a kill.", "",
@@ -1048,7 +1068,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     parser = argparse.ArgumentParser(
         prog="refsched mutants",
-        description="Run seeded bugs of the scheduler and the runner against every "
+        description="Run seeded bugs of the schedulers and their runners against every "
                     "verification layer and report which layer kills each.")
     parser.add_argument("names", nargs="*", help="mutants to run (default: the catalogue)")
     parser.add_argument("--layers", default=",".join(LAYER_NAMES),
@@ -1071,7 +1091,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     mutants = _select(args.names)
     if args.list:
         for m in mutants:
-            print(f"{m.name:40} {m.file:10} {m.description}")
+            print(f"{m.name:40} {m.file:12} {m.description}")
         return 0
     rep: RunReport
     if args.from_json:
