@@ -19,6 +19,7 @@ from refsched.errors import (
     UnknownDependencyError,
     UnknownTaskError,
 )
+from refsched.pool import PoolStats, WorkStealingPool
 from refsched.runner import CancelToken, Runner, TaskFuture
 from refsched.scheduler import Recorder, SchedulerStats, TaskScheduler
 from refsched.timer import TimerRecorder, TimerScheduler
@@ -55,6 +56,7 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidTransitionError",
     "InvariantViolation",
+    "PoolStats",
     "Recorder",
     "Runner",
     "SchedulerClosedError",
@@ -81,4 +83,5 @@ __all__ = [
     "UnknownTaskError",
     "VersionView",
     "Wait",
+    "WorkStealingPool",
 ]

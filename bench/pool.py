@@ -1,0 +1,244 @@
+"""WorkStealingPool against ThreadPoolExecutor, measured side by side in one process.
+
+    python bench/pool.py [--rounds N] [--workers W] [--flat N] [--depth D] [--hang-timeout S]
+
+Workloads, each with ``W`` workers (default 4) on both sides:
+
+- flat: ``N`` (default 100,000) no-op submissions from one outside thread, then
+  ``concurrent.futures.wait()`` on all of them.
+- fork-join: a full binary tree with ``2**D`` leaves (default D = 16), counted recursively. On
+  the pool each node submits its two children and waits on their futures from inside the task
+  (nested waits). ThreadPoolExecutor deadlocks on that code (every worker ends up blocked in
+  ``result()`` on a child queued behind it), so its side runs the same tree restructured without
+  nested waits: each node submits its two children and returns, and a leaf reports its count up
+  the tree through per-node join counters; the last child of a node to report carries the sum on
+  to the parent. Both sides run one task per node, 2**(D+1) - 1 in all.
+- the deadlock itself: the nested-wait tree on ThreadPoolExecutor, in a subprocess killed after
+  ``--hang-timeout`` seconds (default 5).
+- steals: an unbalanced tree (a long spine, each node forking one slow leaf) on the pool; its
+  ``stats().stolen`` must be above 0.
+
+The contenders of a comparison run interleaved, round after round, their order alternated each
+round, with a full garbage collection before each run; the collector stays on while timing. Each
+time includes starting and shutting down the workers. A ratio is pool / ThreadPoolExecutor within
+one round; the table gives the median ratio over the rounds and its range.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import gc
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from refsched import WorkStealingPool
+
+Executor = cf.Executor
+
+
+def _noop() -> None:
+    return None
+
+
+# -- flat ----------------------------------------------------------------------------------
+
+def flat_pool(n: int, workers: int) -> int:
+    with WorkStealingPool(workers=workers) as pool:
+        futures = [pool.submit(_noop) for _ in range(n)]
+        cf.wait(futures)
+    return len(futures)
+
+
+def flat_tpe(n: int, workers: int) -> int:
+    with cf.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [pool.submit(_noop) for _ in range(n)]
+        cf.wait(futures)
+    return len(futures)
+
+
+# -- fork-join -----------------------------------------------------------------------------
+
+def tree_nested(pool: Executor, depth: int) -> int:
+    """Leaves of a full binary tree of ``depth``, by fork-join with nested waits."""
+    if depth == 0:
+        return 1
+    left = pool.submit(tree_nested, pool, depth - 1)
+    right = pool.submit(tree_nested, pool, depth - 1)
+    return int(left.result()) + int(right.result())
+
+
+def forkjoin_pool(depth: int, workers: int) -> int:
+    with WorkStealingPool(workers=workers) as pool:
+        return pool.submit(tree_nested, pool, depth).result()
+
+
+class _Join:
+    """A tree node waiting for its children's counts (ThreadPoolExecutor's restructured tree)."""
+
+    __slots__ = ("lock", "parent", "pending", "total")
+
+    def __init__(self, parent: _Join | None, pending: int) -> None:
+        self.parent = parent  # the node to report to once both children have; None: the root
+        self.pending = pending  # children that have not reported yet
+        self.total = 0  # the sum of the counts reported so far
+        self.lock = threading.Lock()  # guards pending and total
+
+
+def forkjoin_tpe(depth: int, workers: int) -> int:
+    done: cf.Future[int] = cf.Future()
+
+    def report(node: _Join | None, count: int) -> None:
+        while node is not None:
+            with node.lock:
+                node.total += count
+                node.pending -= 1
+                last = node.pending == 0
+            if not last:
+                return
+            count, node = node.total, node.parent
+        done.set_result(count)
+
+    def expand(parent: _Join | None, d: int) -> None:
+        if d == 0:
+            report(parent, 1)
+            return
+        node = _Join(parent, 2)
+        pool.submit(expand, node, d - 1)
+        pool.submit(expand, node, d - 1)
+
+    with cf.ThreadPoolExecutor(max_workers=workers) as pool:
+        pool.submit(expand, None, depth)
+        return done.result()
+
+
+_HANG = textwrap.dedent("""
+    import concurrent.futures as cf, sys
+    sys.path.insert(0, {here!r})
+    from pool import tree_nested
+    pool = cf.ThreadPoolExecutor(max_workers={workers})
+    print(pool.submit(tree_nested, pool, {depth}).result(), flush=True)
+""")
+
+
+def tpe_nested_hangs(depth: int, workers: int, timeout: float) -> str:
+    """Run the nested-wait tree on ThreadPoolExecutor in a subprocess; describe the outcome."""
+    code = _HANG.format(here=os.path.dirname(os.path.abspath(__file__)), workers=workers,
+                        depth=depth)
+    start = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"deadlocked: no result after {timeout:g} s (killed)"
+    took = time.perf_counter() - start
+    return f"finished in {took:.2f} s: {done.stdout.strip() or done.stderr.strip()[-200:]}"
+
+
+# -- steals --------------------------------------------------------------------------------
+
+def _slow_leaf() -> int:
+    time.sleep(0.0005)
+    return 1
+
+
+def skewed(pool: Executor, depth: int) -> int:
+    """A spine of ``depth`` nodes, each also forking one slow leaf."""
+    if depth == 0:
+        return _slow_leaf()
+    spine = pool.submit(skewed, pool, depth - 1)
+    leaf = pool.submit(_slow_leaf)
+    return int(spine.result()) + int(leaf.result())
+
+
+def steals_on_unbalanced_tree(depth: int, workers: int) -> tuple[int, int, int]:
+    with WorkStealingPool(workers=workers) as pool:
+        leaves = pool.submit(skewed, pool, depth).result()
+    stats = pool.stats()
+    return leaves, stats.stolen, stats.executed
+
+
+# -- driver --------------------------------------------------------------------------------
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    gc.collect()
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value
+
+
+def compare(name: str, ours: Callable[[], Any], peer: Callable[[], Any], expected: Any,
+            rounds: int, target: float) -> dict[str, Any]:
+    ours_s: list[float] = []
+    peer_s: list[float] = []
+    for r in range(rounds):
+        order = [(ours, ours_s), (peer, peer_s)]
+        if r % 2:
+            order.reverse()
+        for fn, times in order:
+            took, value = _timed(fn)
+            if value != expected:
+                raise AssertionError(f"{name}: got {value!r}, expected {expected!r}")
+            times.append(took)
+        print(f"  {name} round {r + 1}: pool {ours_s[-1]:.3f} s, "
+              f"ThreadPoolExecutor {peer_s[-1]:.3f} s, ratio {ours_s[-1] / peer_s[-1]:.2f}",
+              flush=True)
+    ratios = [a / b for a, b in zip(ours_s, peer_s, strict=True)]
+    return {"name": name, "ours": statistics.median(ours_s), "peer": statistics.median(peer_s),
+            "ratio": statistics.median(ratios), "low": min(ratios), "high": max(ratios),
+            "target": target}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--flat", type=int, default=100_000, help="flat no-op submissions")
+    parser.add_argument("--depth", type=int, default=16, help="fork-join tree: 2**depth leaves")
+    parser.add_argument("--hang-timeout", type=float, default=5.0)
+    args = parser.parse_args(argv)
+    w = args.workers
+    load = os.getloadavg() if hasattr(os, "getloadavg") else ()
+    print(f"Python {platform.python_version()}, {os.cpu_count()} CPUs, {platform.platform()}; "
+          f"load average {' / '.join(f'{x:.2f}' for x in load)}; {w} workers, "
+          f"{args.rounds} rounds")
+
+    rows = [
+        compare(f"flat: {args.flat:,} no-op submissions",
+                lambda: flat_pool(args.flat, w), lambda: flat_tpe(args.flat, w), args.flat,
+                args.rounds, 1.0),
+        compare(f"fork-join: 2**{args.depth} leaves (pool: nested waits; "
+                "ThreadPoolExecutor: restructured, no nested waits)",
+                lambda: forkjoin_pool(args.depth, w), lambda: forkjoin_tpe(args.depth, w),
+                2 ** args.depth, args.rounds, 1.0),
+    ]
+    print()
+    print("| workload | pool (median) | ThreadPoolExecutor (median) | pool / TPE: median [range] "
+          "| target |")
+    print("|---|--:|--:|--:|---|")
+    for row in rows:
+        ok = "✓" if row["ratio"] <= row["target"] else "✗"
+        print(f"| {row['name']} | {row['ours']:.3f} s | {row['peer']:.3f} s | "
+              f"**{row['ratio']:.2f}** [{row['low']:.2f}-{row['high']:.2f}] | "
+              f"≤ {row['target']:g} {ok} |")
+    print()
+    print(f"ThreadPoolExecutor({w}) on the nested-wait tree (2**{args.depth} leaves): "
+          f"{tpe_nested_hangs(args.depth, w, args.hang_timeout)}")
+    depth = 64
+    leaves, stolen, executed = steals_on_unbalanced_tree(depth, w)
+    print(f"Unbalanced tree ({depth} spine nodes, each forking a slow leaf) on the pool: "
+          f"{leaves} leaves, {executed} tasks, {stolen} steals "
+          f"{'✓' if stolen > 0 else '✗ (expected > 0)'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,633 @@
+"""WorkStealingPool: a fixed set of workers, each with its own deque, that steal from each other.
+
+The pool implements ``spec/WorkStealing.tla``. ``submit()`` from outside the pool is
+``SubmitExternal(t, w)``; from inside one of the pool's running tasks it is ``SubmitChild(t, w)``,
+which pushes onto the bottom of that worker's own deque. A worker takes ``Pop(w)`` (its own deque,
+bottom, LIFO) or, with its own deque empty, ``Steal(thief, victim)`` (another deque, top, FIFO),
+runs the task, and records ``Finish(w)`` (``outstanding - 1``). ``shutdown()`` is ``Shutdown``:
+the pool goes accepting → draining → terminated, the last step once ``outstanding`` is 0.
+
+Design:
+- One pool lock guards every deque and every counter. Per-deque locks (an owner end and a thief
+  end) were measured against it: with the GIL nothing runs in parallel, and the extra lock round
+  trips (submit: the state check, then the push; a worker: the pop, then the Finish) made both
+  the flat and the fork-join benchmark slower. So the deques share the pool lock, and a worker
+  records the Finish of one task and takes the next in a single critical section. A task leaves
+  its deque under that lock before it runs, so it is claimed exactly once; a task cancelled while
+  queued is still taken (Pop or Steal) and finished (Finish), without running.
+- ``outstanding`` counts tasks queued or running. A submission increments it in the critical
+  section that pushes the task; a child is submitted while its parent runs, so it is counted
+  before its parent's Finish, and ``outstanding`` cannot touch 0 while work remains.
+- A worker with nothing to take searches: a bounded backoff (``_BACKOFF_ROUNDS`` GIL yields,
+  each followed by a re-scan), then it parks on its own condition over the pool lock. The last
+  scan and the park happen in one critical section, and every push holds the lock too. A push
+  wakes a parked worker only when no worker is searching (the searcher's next scan sees the
+  task); a searcher that finds a task wakes the next parked worker if work is left. No wake-up
+  is lost, nothing polls, and a producer that outpaces the workers wakes them one at a time
+  instead of once per task.
+- ``future.result()`` / ``exception()`` called from inside one of the pool's tasks helps while it
+  waits: it pops its own deque, else steals, and runs what it gets on the same thread; with
+  nothing runnable it parks, registered on the awaited future, whose Finish (or ``cancel()``)
+  wakes it. Fork-join code therefore cannot starve the pool of threads. Helping nests on the
+  thread's stack, a few frames per task: within ``_FRAME_MARGIN`` frames of the recursion limit
+  a waiting worker stops taking tasks and only waits, so no RecursionError strikes the pool's
+  own bookkeeping (there, as with ThreadPoolExecutor, waits can deadlock).
+- A task is its own future (:class:`_Task`), and it builds the condition ``Future`` waits on
+  only when some thread first needs it; a future nobody waits on is claimed and settled under a
+  bare per-task lock. With 100,000 tasks in flight, the conditions (and the garbage collections
+  they cause) were most of the cost of a submission.
+- User code (task functions, done-callbacks, ``Future.cancel``'s callbacks) never runs under the
+  pool lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import sys
+import threading
+import time
+import types
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Executor, Future
+from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING, RUNNING
+from dataclasses import dataclass
+from typing import Any, Final, Literal, ParamSpec, TypeVar, cast
+
+from refsched import sync
+from refsched.errors import InvalidArgumentError, SchedulerClosedError
+
+__all__ = ["PoolStats", "WorkStealingPool"]
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+PoolState = Literal["accepting", "draining", "terminated"]
+_ACCEPTING: Final = "accepting"  # root and child submissions are taken
+_DRAINING: Final = "draining"  # only children of running tasks are taken; outstanding > 0
+_TERMINATED: Final = "terminated"  # outstanding == 0 after Shutdown; workers have left
+
+_DONE: Final = frozenset({CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED})
+
+# A waiting worker runs other tasks on its own stack, a few Python frames each. From this many
+# nested tasks on, result() first counts the frames on the stack, and only helps while more
+# than _FRAME_MARGIN are left below the recursion limit (otherwise it just waits): a RecursionError
+# must never strike inside the pool's bookkeeping.
+_CHECK_DEPTH: Final = 32
+_FRAME_MARGIN: Final = 100
+# Full scans of the deques (each after yielding the GIL) before a worker with nothing to take
+# parks: a producer gets a chance to push without the cost of a park and a wake-up.
+_BACKOFF_ROUNDS: Final = 2
+
+_LOGGER: Final = logging.getLogger("concurrent.futures")
+
+
+@dataclass(frozen=True, slots=True)
+class PoolStats:
+    """A consistent snapshot of a :class:`WorkStealingPool`'s counters."""
+
+    executed: int  # tasks whose function was called and has returned or raised
+    stolen: int  # Steal actions taken so far (a cancelled task stolen counts too)
+    queue_lengths: tuple[int, ...]  # per worker: tasks in its deque, cancelled ones included
+    parked: int  # workers parked now: nothing to take (or waiting on a future, nothing to help)
+    outstanding: int  # tasks queued or running: sum(queue_lengths) + running
+    state: PoolState  # "accepting", "draining" or "terminated"
+
+
+class _Task(Future[Any]):
+    """One submitted task: its future, and the call to make.
+
+    A ``Future`` whose condition (and its ``_waiters`` / ``_done_callbacks`` lists) is made only
+    when a thread first needs one: to wait, to add a callback, to cancel. Until then no thread
+    can be waiting on the future nor have a callback on it, so the pool claims and settles it
+    under ``_guard`` alone, without building a condition for a future nobody watches. Making the
+    condition and those bare transitions both hold ``_guard``, so neither misses the other; once
+    the condition exists every transition goes through ``Future``'s own methods.
+    """
+
+    __slots__ = ("_args", "_callbacks", "_cond", "_exception", "_fn", "_guard", "_joiners",
+                 "_kwargs", "_pool", "_result", "_state", "_waiter_list")
+
+    def __init__(self, pool: WorkStealingPool, fn: Callable[..., Any], args: tuple[Any, ...],
+                 kwargs: dict[str, Any]) -> None:
+        # Future.__init__ is not called: it would build the condition this class makes lazily.
+        self._state = PENDING  # a concurrent.futures state; only ever moves forward
+        self._result: Any = None
+        self._exception: BaseException | None = None
+        self._guard = sync.Lock()  # guards _cond, and _state while _cond is None
+        self._cond: threading.Condition | None = None  # Future's condition, once needed
+        self._waiter_list: list[Any] | None = None  # Future's _waiters, once needed
+        self._callbacks: list[Callable[[Future[Any]], object]] | None = None  # _done_callbacks
+        self._pool = pool  # the pool it was submitted to
+        # the call to make; all three are None once the task has been taken to run
+        self._fn: Callable[..., Any] | None = fn
+        self._args: tuple[Any, ...] | None = args
+        self._kwargs: dict[str, Any] | None = kwargs
+        # guarded by the pool lock: workers parked in result()/exception() on this future
+        self._joiners: list[int] | None = None
+
+    # Future's own fields, made on first use. Future reads _waiters and _done_callbacks only
+    # while holding _condition, so that holds for making them too. (The setters are for
+    # Future.__init__'s sake; it is never called.)
+
+    @property
+    def _condition(self) -> threading.Condition:
+        cond = self._cond
+        if cond is not None:
+            return cond
+        with self._guard:
+            if self._cond is None:
+                if self._state is FINISHED:
+                    # Final: nobody will wait on it or notify it (Future returns, raises or
+                    # calls a callback at once), so a bare RLock is all that wait() and
+                    # as_completed() need of it, and far cheaper to make.
+                    self._cond = cast(threading.Condition, sync.RLock())
+                else:
+                    self._cond = sync.Condition(sync.RLock())
+            return self._cond
+
+    @_condition.setter
+    def _condition(self, cond: threading.Condition) -> None:
+        self._cond = cond
+
+    @property
+    def _waiters(self) -> list[Any]:
+        if self._waiter_list is None:
+            self._waiter_list = []
+        return self._waiter_list
+
+    @_waiters.setter
+    def _waiters(self, waiters: list[Any]) -> None:
+        self._waiter_list = waiters
+
+    @property
+    def _done_callbacks(self) -> list[Callable[[Future[Any]], object]]:
+        if self._callbacks is None:
+            self._callbacks = []
+        return self._callbacks
+
+    @_done_callbacks.setter
+    def _done_callbacks(self, callbacks: list[Callable[[Future[Any]], object]]) -> None:
+        self._callbacks = callbacks
+
+    def _claim(self) -> bool:
+        """Move to running before the function is called; False if it was cancelled instead."""
+        if self._cond is None:
+            with self._guard:
+                if self._cond is None:
+                    # No condition: nobody cancelled (cancel() makes one), nobody waits.
+                    if self._state is not PENDING:
+                        raise RuntimeError(f"{self!r}: claimed twice")  # as Future would
+                    self._state = RUNNING
+                    return True
+        return self.set_running_or_notify_cancel()
+
+    def _settle(self, failed: bool, value: Any) -> None:
+        """Resolve the future with the function's outcome (running → finished)."""
+        if self._cond is None:
+            with self._guard:
+                if self._cond is None:
+                    # No condition: no waiter and no done-callback to tell.
+                    if failed:
+                        self._exception = value
+                    else:
+                        self._result = value
+                    self._state = FINISHED
+                    return
+        if failed:
+            self.set_exception(value)
+        else:
+            self.set_result(value)
+
+    def done(self) -> bool:
+        """Whether the task has finished or was cancelled."""
+        return self._state in _DONE
+
+    def result(self, timeout: float | None = None) -> Any:
+        """The function's return value; waits up to ``timeout`` seconds (None: no limit).
+
+        Called from inside one of the pool's tasks, it runs other tasks while it waits (the
+        timeout is then checked between them). Raises the function's exception, ``TimeoutError``
+        or ``CancelledError``.
+        """
+        if self._state is FINISHED and self._exception is None:  # final: no condition needed
+            return self._result
+        if self._state not in _DONE and self._pool._local.worker is not None:
+            self._pool._help_until(self, timeout)
+            timeout = 0
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        """The function's exception, or None; waits (and helps) as :meth:`result` does."""
+        if self._state is FINISHED:
+            return self._exception
+        if self._state not in _DONE and self._pool._local.worker is not None:
+            self._pool._help_until(self, timeout)
+            timeout = 0
+        return super().exception(timeout)
+
+    def cancel(self) -> bool:
+        """Cancel the task if it has not started: True if it is cancelled, False if not.
+
+        A cancelled task stays in its deque until a worker takes it, and is then dropped (it
+        still counts in ``outstanding`` until then).
+        """
+        if not super().cancel():
+            return False
+        self._pool._wake_joiners(self)
+        return True
+
+
+class _WorkerLocal(threading.local):
+    """Per-thread: which of the pool's workers this thread is."""
+
+    worker: int | None = None  # this thread's worker index; None on every other thread
+    depth = 0  # tasks running on this thread's stack: 1 + nested tasks run while waiting
+
+
+class WorkStealingPool(Executor):
+    """Run functions on ``workers`` threads, each with its own deque, stealing when idle.
+
+    ``WorkStealingPool(workers=N)``; a ``concurrent.futures.Executor`` and a context manager
+    (leaving the block shuts it down and waits). ``submit(fn, *args, **kwargs)`` returns a
+    future. A task's exception goes to its future; the worker carries on.
+
+    ``future.result()`` and ``future.exception()`` called from inside a task of this pool run
+    other tasks of the pool while they wait, so recursive fork-join code cannot deadlock it.
+    ``concurrent.futures.wait()`` and ``as_completed()`` do not help: called from inside a task,
+    they block its worker as they would in any executor.
+
+    The worker threads are daemons: call ``shutdown()`` (or use ``with``) to wait for the work.
+    """
+
+    def __init__(self, workers: int | None = None) -> None:
+        if workers is None:
+            workers = os.cpu_count() or 1
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise InvalidArgumentError(
+                f"WorkStealingPool(workers={workers!r}): workers must be an int >= 1")
+        self._workers: Final = workers
+        self._local: Final = _WorkerLocal()
+        # The pool lock guards every field below that is not Final.
+        self._lock: Final = sync.Lock()
+        # One deque per worker: its owner pushes and pops at the right end (bottom), thieves
+        # take from the left end (top).
+        self._deques: Final[tuple[deque[_Task], ...]] = tuple(deque() for _ in range(workers))
+        # Worker w parks on _wake[w]; only worker w ever waits there.
+        self._wake: Final = tuple(sync.Condition(self._lock) for _ in range(workers))
+        self._terminated: Final = sync.Condition(self._lock)  # await_termination() waits here
+        self._state: PoolState = _ACCEPTING
+        self._outstanding = 0  # == sum(map(len, _deques)) + tasks taken and not yet Finished
+        self._executed = 0  # == tasks whose function was called and has returned or raised
+        self._stolen = 0  # == Steal actions taken
+        # Parked workers, as an ordered set (the most recently parked last); a worker is in it
+        # only while it waits on its _wake condition, and whoever wakes it removes it.
+        self._parked: dict[int, None] = {}
+        self._parked_deep = 0  # == workers too deep in their stack to help, parked (not in _parked)
+        # _searching_flags[w]: worker w is awake with nothing in hand and will scan the deques
+        # again before it parks (set by whoever wakes it for a push, cleared when it finds a
+        # task or parks). A push wakes a parked worker only when nobody searches: the searcher
+        # will see the task, and once it finds one it wakes the next (_pass_wake_locked).
+        self._searching_flags = [False] * workers
+        self._searching = 0  # == _searching_flags.count(True)
+        self._next = 0  # the deque the next external submission goes to (round-robin), < workers
+        self._rng = random.Random()  # picks where a steal starts
+        self._threads: Final = tuple(
+            # daemon: a pool never shut down must not keep the interpreter from exiting
+            sync.Thread(target=self._work_loop, args=(w,), daemon=True,
+                        name=f"refsched-pool-worker-{w}")
+            for w in range(workers))
+        for thread in self._threads:
+            thread.start()
+
+    # -- public API ------------------------------------------------------------------------
+
+    @property
+    def workers(self) -> int:
+        return self._workers
+
+    def submit(self, fn: Callable[_P, _T], /, *args: _P.args, **kwargs: _P.kwargs) -> Future[_T]:
+        """Queue ``fn(*args, **kwargs)`` and return its future.
+
+        Spec: SubmitExternal(t, w) from outside the pool: accepting only; the task goes to the
+        deque of a parked worker, which is woken, when no worker is searching, else round-robin.
+        Spec: SubmitChild(t, w) from inside a running task of worker w: accepting or draining;
+        the task goes to the bottom of w's own deque, and a parked worker is woken to steal it
+        when no worker is searching. ``outstanding + 1``.
+        Errors, raised before anything changes: ``InvalidArgumentError`` (a ``TypeError``) when
+        ``fn`` is not callable, ``SchedulerClosedError`` (a ``RuntimeError``) for a submission
+        from outside once ``shutdown()`` was called.
+        """
+        if not callable(fn):
+            raise InvalidArgumentError(
+                f"submit({fn!r}): fn must be callable, not {type(fn).__name__}")
+        task = _Task(self, fn, args, kwargs)
+        w = self._local.worker
+        lock = self._lock
+        lock.acquire()  # not ``with``: this runs once per task
+        try:
+            if w is None:
+                if self._state is not _ACCEPTING:
+                    raise SchedulerClosedError(
+                        f"submit({fn!r}): the pool is {self._state}; it takes no new tasks "
+                        "from outside")
+                self._outstanding += 1
+                if self._parked and not self._searching:
+                    self._deques[self._wake_one_locked()].append(task)
+                else:
+                    target = self._next
+                    self._next = target + 1 if target + 1 < self._workers else 0
+                    self._deques[target].append(task)
+            else:
+                # A child is submitted while its parent runs: the pool is not terminated.
+                self._outstanding += 1
+                self._deques[w].append(task)
+                if self._parked and not self._searching:
+                    self._wake_one_locked()
+        finally:
+            lock.release()
+        return task
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop taking tasks from outside; with ``wait``, return once every task has finished.
+
+        Spec: Shutdown. accepting → draining, or straight to terminated when nothing is
+        outstanding; later calls change nothing. While draining, tasks that are running may
+        still submit children, and the pool terminates once ``outstanding`` is 0.
+        ``cancel_futures`` cancels every task queued at the time of the call (a task that has
+        started, or a child submitted later, runs). Called from inside one of the pool's tasks,
+        it does not wait: that task would be waiting for itself.
+        """
+        queued: list[_Task] = []
+        with self._lock:
+            if self._state is _ACCEPTING:
+                self._state = _DRAINING
+                if self._outstanding == 0:
+                    self._terminate_locked()
+            if cancel_futures:
+                for dq in self._deques:
+                    queued.extend(dq)
+        for task in queued:
+            task.cancel()  # False for a task a worker started meanwhile: it runs
+        if wait and self._local.worker is None:
+            with self._lock:
+                self._terminated.wait_for(self._is_terminated)
+            for thread in self._threads:
+                thread.join()
+
+    def await_termination(self, timeout: float | None = None) -> bool:
+        """Block until the pool has terminated, or ``timeout`` seconds pass; True if it has.
+
+        Terminated means ``shutdown()`` was called and no task is queued or running.
+        ``InvalidArgumentError`` for a timeout that is not a number.
+        """
+        if timeout is not None and (isinstance(timeout, bool)
+                                    or not isinstance(timeout, (int, float))):
+            raise InvalidArgumentError(
+                f"await_termination(timeout={timeout!r}): timeout must be a number or None")
+        with self._lock:
+            return self._terminated.wait_for(self._is_terminated, timeout)
+
+    def stats(self) -> PoolStats:
+        """Return a consistent snapshot of the pool's counters."""
+        with self._lock:
+            return PoolStats(
+                executed=self._executed,
+                stolen=self._stolen,
+                queue_lengths=tuple(len(dq) for dq in self._deques),
+                parked=len(self._parked) + self._parked_deep,
+                outstanding=self._outstanding,
+                state=self._state,
+            )
+
+    def __enter__(self) -> WorkStealingPool:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: types.TracebackType | None) -> None:
+        """Shut down and wait for every task to finish."""
+        self.shutdown(wait=True)
+
+    def __repr__(self) -> str:
+        return f"<WorkStealingPool workers={self._workers} {self._state}>"
+
+    # -- the workers -----------------------------------------------------------------------
+
+    def _work_loop(self, w: int) -> None:
+        """Worker ``w``: take, run and finish tasks until the pool terminates."""
+        self._local.worker = w
+        self._serve(w, None, None)
+
+    def _help_until(self, awaited: _Task, timeout: float | None) -> None:
+        """On a worker's thread: run the pool's tasks until ``awaited`` is done or time is up."""
+        deadline = None if timeout is None else time.monotonic() + max(timeout, 0.0)
+        local = self._local
+        w = local.worker
+        assert w is not None
+        if local.depth >= _CHECK_DEPTH and _frames_left() <= _FRAME_MARGIN:
+            with self._lock:
+                while awaited._state not in _DONE and (deadline is None
+                                                       or time.monotonic() < deadline):
+                    self._park_locked(w, awaited, deadline, False)
+            return
+        self._serve(w, awaited, deadline)
+
+    def _serve(self, w: int, awaited: _Task | None, deadline: float | None) -> None:
+        """Take (Pop, else Steal), run and Finish tasks as worker ``w``.
+
+        With ``awaited`` None this is the worker's main loop: it returns once the pool has
+        terminated. Otherwise it returns once ``awaited`` is done or ``deadline`` (a
+        ``time.monotonic()`` value, None: none) has passed.
+        """
+        lock = self._lock
+        local = self._local
+        own = self._deques[w]
+        flags = self._searching_flags
+        finished: _Task | None = None  # run by this loop, Finish not yet recorded
+        ran = False  # finished's function was called (it was not cancelled)
+        idle_rounds = 0  # failed scans in a row, each followed by a GIL yield
+        searching = False  # == flags[w] while this worker is awake
+        lock.acquire()
+        try:
+            while True:
+                if finished is not None:
+                    self._finish_locked(finished, ran)
+                    finished = None
+                if awaited is not None and (
+                        awaited._state in _DONE
+                        or (deadline is not None and time.monotonic() >= deadline)):
+                    if searching:
+                        flags[w] = False
+                        self._searching -= 1
+                    self._pass_wake_locked()
+                    return
+                task: _Task | None
+                if own:
+                    task = own.pop()  # Spec: Pop(w)
+                else:
+                    task = self._steal_locked(w)
+                    if task is None:
+                        if awaited is None and self._state is _TERMINATED:
+                            return
+                        if not searching:
+                            searching = flags[w] = True
+                            self._searching += 1
+                        if idle_rounds < _BACKOFF_ROUNDS:
+                            idle_rounds += 1
+                            lock.release()
+                            time.sleep(0)  # yield the GIL to whoever may push
+                            lock.acquire()
+                        else:
+                            idle_rounds = 0
+                            searching = flags[w] = False
+                            self._searching -= 1
+                            self._park_locked(w, awaited, deadline, True)
+                            searching = flags[w]  # set when woken for a push
+                        continue
+                if searching:
+                    searching = flags[w] = False
+                    self._searching -= 1
+                    self._pass_wake_locked()
+                idle_rounds = 0
+                lock.release()
+                local.depth += 1
+                ran = _run(task)
+                local.depth -= 1
+                finished = task
+                lock.acquire()
+        finally:
+            lock.release()
+
+    # -- under the pool lock ---------------------------------------------------------------
+
+    def _steal_locked(self, w: int) -> _Task | None:
+        """Take the oldest task of another worker's deque, from a random start (Spec: Steal)."""
+        n = self._workers
+        if n == 1:
+            return None
+        deques = self._deques
+        victim = self._rng.randrange(n)
+        for _ in range(n):
+            if victim != w and deques[victim]:
+                self._stolen += 1
+                return deques[victim].popleft()  # Spec: Steal(w, victim)
+            victim = victim + 1 if victim + 1 < n else 0
+        return None
+
+    def _finish_locked(self, task: _Task, ran: bool) -> None:
+        """Record that a taken task is done (Spec: Finish(w)); wake the workers waiting on it."""
+        self._outstanding -= 1
+        if ran:
+            self._executed += 1
+        if task._joiners:
+            self._wake_joiners_locked(task)
+        if self._outstanding == 0 and self._state is _DRAINING:
+            self._terminate_locked()
+
+    def _park_locked(self, w: int, awaited: _Task | None, deadline: float | None,
+                     available: bool) -> None:
+        """Wait on ``_wake[w]`` until woken (a push, ``awaited`` done, termination) or timed out.
+
+        ``available``: there was nothing to take, and a push should wake this worker; the lock
+        is held since that was seen, so any later push finds it parked. Not available: a waiting
+        worker too deep in its stack to help, which only ``awaited`` being done (or the
+        deadline) wakes.
+        """
+        timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        if available:
+            self._parked[w] = None
+        else:
+            self._parked_deep += 1
+        if awaited is not None:
+            if awaited._joiners is None:
+                awaited._joiners = []
+            awaited._joiners.append(w)
+        try:
+            self._wake[w].wait(timeout)
+        finally:
+            if available:
+                self._parked.pop(w, None)  # still there when it timed out
+            else:
+                self._parked_deep -= 1
+            if awaited is not None:
+                assert awaited._joiners is not None
+                awaited._joiners.remove(w)
+
+    def _wake_one_locked(self) -> int:
+        """Wake the most recently parked worker to search: there is work it may take."""
+        w, _ = self._parked.popitem()
+        self._searching_flags[w] = True
+        self._searching += 1
+        self._wake[w].notify()
+        return w
+
+    def _pass_wake_locked(self) -> None:
+        """A worker stopped searching: if it was the last and work is left, wake another.
+
+        Called when a searcher found a task (more may be queued, that nobody else was woken
+        for), and when a waiting worker goes back to its task (a push may have woken it).
+        """
+        if self._parked and not self._searching and any(self._deques):
+            self._wake_one_locked()
+
+    def _wake_joiners_locked(self, task: _Task) -> None:
+        """Wake the workers parked waiting on ``task`` (each is registered only while parked)."""
+        for w in task._joiners or ():
+            self._parked.pop(w, None)
+            self._wake[w].notify()
+
+    def _terminate_locked(self) -> None:
+        """draining → terminated (outstanding == 0): wake every parked worker so it leaves."""
+        self._state = _TERMINATED
+        for w in self._parked:
+            self._wake[w].notify()
+        self._parked.clear()
+        self._terminated.notify_all()
+
+    def _is_terminated(self) -> bool:
+        return self._state is _TERMINATED
+
+    # -- outside the pool lock -------------------------------------------------------------
+
+    def _wake_joiners(self, task: _Task) -> None:
+        """After ``task`` was cancelled: wake the workers parked waiting on it."""
+        with self._lock:
+            if task._joiners:
+                self._wake_joiners_locked(task)
+
+
+def _frames_left() -> int:
+    """How many more Python frames this thread's stack can take before a RecursionError."""
+    depth = 0
+    frame: types.FrameType | None = sys._getframe()
+    while frame is not None:
+        depth += 1
+        frame = frame.f_back
+    return sys.getrecursionlimit() - depth
+
+
+def _run(task: _Task) -> bool:
+    """Call the task's function and settle its future; False if it was cancelled instead."""
+    fn, args, kwargs = task._fn, task._args, task._kwargs
+    task._fn = task._args = task._kwargs = None  # let go of them once the future is settled
+    try:
+        if not task._claim():
+            return False
+    except RuntimeError:
+        return False  # settled by hand (set_result on the future): the first outcome stands
+    assert fn is not None and args is not None and kwargs is not None
+    try:
+        result = fn(*args, **kwargs)
+    except BaseException as exc:
+        failed, value = True, exc
+    else:
+        failed, value = False, result
+    try:
+        task._settle(failed, value)
+    except BaseException:
+        # InvalidStateError (settled by hand), or a BaseException out of a done-callback
+        # (Future logs the Exceptions itself): the worker carries on
+        _LOGGER.exception("exception settling %r", task)
+    return True
