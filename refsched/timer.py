@@ -100,7 +100,6 @@ _heappush = heapq.heappush
 _heappop = heapq.heappop
 _heapify = heapq.heapify
 _tuple_new = tuple.__new__
-_new = object.__new__
 
 # A heap entry: (run_at, -priority, seq, task_id, version). Ordered by TimerEntry.key.
 _HeapEntry = tuple[float, int, int, Hashable, int]
@@ -126,7 +125,8 @@ class TimerRecorder(Protocol):
 class _Timer:
     """One task id and its current version (spec variables at index ``t``).
 
-    Built field by field in ``schedule()`` (no ``__init__``: a call less per new id).
+    Built field by field in ``schedule()``: no ``__init__``, so ``_Timer()`` runs no Python code
+    (and costs less than ``object.__new__(_Timer)``, a call CPython 3.11 does not specialize).
     """
 
     __slots__ = (
@@ -293,11 +293,10 @@ class TimerScheduler:
         ``InvalidArgumentError``; closed -> ``SchedulerClosedError``; current version running
         -> ``TaskRunningError``.
         """
-        cls = run_at.__class__
-        if cls is float:
-            if run_at - run_at != 0.0:  # NaN or infinite
-                raise InvalidArgumentError(_bad_schedule(task_id, run_at, priority, fn))
-        elif cls is not int or not -_LARGEST <= run_at <= _LARGEST:
+        # A finite float passes with one test (x - x is 0.0 for no NaN or infinity), an int
+        # the floats can hold with a second; _as_time() converts or refuses anything else.
+        if ((run_at.__class__ is not float or run_at - run_at != 0.0)
+                and (run_at.__class__ is not int or not -_LARGEST <= run_at <= _LARGEST)):
             at = _as_time(run_at)
             if at is None:
                 raise InvalidArgumentError(_bad_schedule(task_id, run_at, priority, fn))
@@ -322,7 +321,7 @@ class TimerScheduler:
                     f"schedule({_r(task_id)}, {_r(run_at)}): the scheduler is closed")
             seq = self._next_seq
             if rec is None:
-                rec = _new(_Timer)
+                rec = _Timer()
                 rec.task_id = task_id
                 rec.version = 1
                 rec.state = _PENDING
@@ -361,9 +360,12 @@ class TimerScheduler:
             self._next_seq = seq + 1
             heap = self._heap
             _heappush(heap, (run_at, -priority, seq, task_id, version))
-            n = len(heap)
-            if n > self._floor and 2 * self._stale > n:
-                self._compact_locked()
+            # stale == 0 (no garbage: the common case) rules a rebuild out with one load
+            stale = self._stale
+            if stale:
+                n = len(heap)
+                if n > self._floor and 2 * stale > n:
+                    self._compact_locked()
             if self._recorder is not None:
                 self._record("Schedule", {"t": task_id, "r": run_at, "p": priority})
             return version
@@ -415,7 +417,8 @@ class TimerScheduler:
         Otherwise returns ``Wait(run_at - now)`` for the earliest live entry, or ``None`` when the
         heap is empty (always after ``close()``).
         """
-        clock_now = self._clock()
+        clock = self._clock  # bound first: LOAD_METHOD does not specialize an instance attribute
+        clock_now = clock()
         lock = self._lock
         lock.acquire()
         try:
@@ -427,24 +430,30 @@ class TimerScheduler:
             while heap:
                 run_at, _, seq, task_id, version = heap[0]
                 rec = tasks[task_id]
-                if rec.seq == seq and rec.state is _PENDING:
-                    if run_at > now:
-                        if self._recorder is not None:
-                            self._record("Idle", {})
-                        return _tuple_new(Wait, (run_at - now,))
-                    _heappop(heap)
-                    rec.state = _RUNNING
-                    rec.claims += 1
-                    fn = rec.fn
-                    rec.fn = None  # handed out: the record need not keep it alive
-                    n = len(heap)
-                    if n > self._floor and 2 * self._stale > n:
-                        self._compact_locked()
+                # The stale case comes first so that its test jumps a short way: CPython 3.11
+                # specializes ``rec.seq != seq`` only when the jump after it needs no
+                # EXTENDED_ARG.
+                if rec.seq != seq or rec.state is not _PENDING:
+                    _heappop(heap)  # stale: superseded or cancelled
+                    self._stale -= 1
+                    continue
+                if run_at > now:
                     if self._recorder is not None:
-                        self._record("Claim", {})
-                    return _tuple_new(Due, (task_id, version, fn))
-                _heappop(heap)  # stale: superseded or cancelled
-                self._stale -= 1
+                        self._record("Idle", {})
+                    return _tuple_new(Wait, (run_at - now,))
+                _heappop(heap)
+                rec.state = _RUNNING
+                rec.claims += 1  # counted, not set: a second claim must show
+                fn = rec.fn
+                rec.fn = None  # handed out: the record need not keep it alive
+                stale = self._stale  # as in schedule(): no garbage, no rebuild
+                if stale:
+                    n = len(heap)
+                    if n > self._floor and 2 * stale > n:
+                        self._compact_locked()
+                if self._recorder is not None:
+                    self._record("Claim", {})
+                return _tuple_new(Due, (task_id, version, fn))
             if self._recorder is not None:
                 self._record("Idle", {})
             return None
@@ -466,9 +475,9 @@ class TimerScheduler:
         lock.acquire()
         try:
             try:
-                rec = self._tasks.get(task_id)
-            except TypeError:
-                rec = None
+                rec = self._tasks[task_id]  # a subscript is cheaper than .get()
+            except (KeyError, TypeError):
+                rec = None  # unknown or unhashable: _check_callback() says which
             if (rec is None or version.__class__ is not int or rec.version != version
                     or rec.state is not _RUNNING):
                 checked = self._check_callback("complete", task_id, version)
@@ -494,9 +503,9 @@ class TimerScheduler:
         lock.acquire()
         try:
             try:
-                rec = self._tasks.get(task_id)
-            except TypeError:
-                rec = None
+                rec = self._tasks[task_id]  # a subscript is cheaper than .get()
+            except (KeyError, TypeError):
+                rec = None  # unknown or unhashable: _check_callback() says which
             if (rec is None or version.__class__ is not int or rec.version != version
                     or rec.state is not _RUNNING):
                 checked = self._check_callback("fail", task_id, version)
