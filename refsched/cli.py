@@ -32,7 +32,7 @@ from typing import Any, TextIO
 
 import refsched
 from refsched.verify.checks import Outcome
-from refsched.verify.system import NAMES as SYSTEM_NAMES
+from refsched.verify.system import REPLAYABLE as SYSTEM_NAMES
 
 CHECK_CONFIGS = (
     ("safety", "MCScheduler.cfg"),
@@ -260,7 +260,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         except TraceFormatError as e:
             print(f"refsched replay: {e}", file=sys.stderr)
             return 2
-        chosen = next((system.get(name) for name in system.NAMES
+        chosen = next((system.get(name) for name in system.REPLAYABLE
                        if system.get(name).variables == variables), system.get())
 
     def on_progress(done: int, steps: int) -> None:

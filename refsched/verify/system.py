@@ -7,7 +7,9 @@ state reads as the model's state and back, the model's actions, and how a spec s
 through the implementation's API. :func:`get` returns a system by name:
 
 - ``"scheduler"``: the dependency-aware TaskScheduler (``spec/Scheduler.tla``);
-- ``"timer"``: the timer scheduler (``spec/TimerQueue.tla``).
+- ``"timer"``: the timer scheduler (``spec/TimerQueue.tla``);
+- ``"pool"``: the work-stealing pool (``spec/WorkStealing.tla``): its state graph is matched
+  against the model, but no corpus is replayed against ``WorkStealingPool`` yet.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from refsched.model.graph import ModelGraph
 
-__all__ = ["NAMES", "Fatal", "System", "get"]
+__all__ = ["NAMES", "REPLAYABLE", "Fatal", "System", "get"]
 
 Fatal = tuple[type[BaseException], ...]
 """Exceptions that end a replay as they are rather than as a divergence (a harness failure)."""
@@ -28,9 +30,12 @@ Fatal = tuple[type[BaseException], ...]
 _MODULES = {
     "scheduler": "refsched.verify.dag_system",
     "timer": "refsched.verify.timer_system",
+    "pool": "refsched.verify.pool_system",
 }
 NAMES = tuple(_MODULES)
 """Every system's name, the first the default."""
+REPLAYABLE = ("scheduler", "timer")
+"""The systems with a trace corpus replayed against their implementation."""
 
 
 class System(ABC):

@@ -1,0 +1,281 @@
+---------------------------- MODULE WorkStealing ----------------------------
+(***************************************************************************)
+(* The work-stealing pool of refsched (refsched.WorkStealingPool), as the  *)
+(* design document states it.  A fixed set of workers, each with its own   *)
+(* deque.  A task submitted from outside goes to the bottom of some        *)
+(* worker's deque; a running task may submit children onto the bottom of   *)
+(* its own worker's deque.  The owner takes from the bottom (LIFO); a      *)
+(* worker with an empty deque that runs nothing steals from the top of     *)
+(* another's (FIFO).  A task runs only once it has been taken out of a     *)
+(* deque, so taking it is the one point where it is claimed.               *)
+(* Shutdown moves the pool from accepting to draining (no new roots; the   *)
+(* tasks already admitted still run and may still spawn children) and the  *)
+(* pool is terminated once nothing is outstanding.  A task's failure is an *)
+(* outcome of Finish, not another path.  Each action here is a step of the *)
+(* reference model refsched.model.pool and a call (or a worker's move) of  *)
+(* refsched.WorkStealingPool.                                              *)
+(***************************************************************************)
+EXTENDS Integers, Sequences, FiniteSets
+
+CONSTANTS
+    Workers,  \* the pool's workers, each with its own deque
+    Tasks,    \* the task ids a behaviour may submit; each is submitted at most once
+    Children, \* the tasks submitted from inside, by whatever task runs; the others are
+              \* roots, submitted from outside
+    NoTask    \* running[w] of an idle worker, parent[t] of a root or unsubmitted task
+
+ASSUME Workers # {}
+ASSUME Children \subseteq Tasks
+ASSUME NoTask \notin Tasks
+
+VARIABLES
+    phase,       \* "accepting", "draining" or "terminated"; only ever moves forward
+    deque,       \* [Workers -> Seq(Tasks)]: deque[w][1] is the top (where thieves take),
+                 \* deque[w][Len(deque[w])] the bottom (where the owner pushes and pops)
+    running,     \* [Workers -> Tasks \cup {NoTask}]: the task w runs; NoTask while w is idle
+    outstanding, \* Nat: the pool's count of tasks submitted and not yet finished or cancelled
+    submitted,   \* SUBSET Tasks: every task submitted so far, root or child
+    finished,    \* SUBSET Tasks: the tasks whose run has ended, by returning or by raising
+    cancelled,   \* SUBSET Tasks: the tasks CancelQueued took out of a deque before they ran
+    runs,        \* [Tasks -> Nat]: how many times a worker took t out of a deque to run it
+    parent       \* [Tasks -> Tasks \cup {NoTask}]: the running task that submitted t;
+                 \* NoTask for a root task and for a task not submitted
+
+vars == <<phase, deque, running, outstanding, submitted, finished, cancelled, runs, parent>>
+
+-----------------------------------------------------------------------------
+(* Deques and derived sets *)
+
+Phases == {"accepting", "draining", "terminated"}
+\* The pool's life cycle: accepting -> draining -> terminated, or accepting -> terminated.
+
+Bottom(s) == s[Len(s)]
+\* The bottom of a non-empty deque: the task its owner pushed last.
+
+WithoutBottom(s) == SubSeq(s, 1, Len(s) - 1)
+\* A non-empty deque after its owner popped the bottom.
+
+Range(s) == {s[i] : i \in DOMAIN s}
+\* The tasks a deque holds.
+
+Queued == UNION {Range(deque[w]) : w \in Workers}
+\* The tasks waiting in some deque.
+
+Running == {running[w] : w \in Workers} \ {NoTask}
+\* The tasks some worker runs.
+
+Slots == UNION {{<<w, i>> : i \in DOMAIN deque[w]} : w \in Workers}
+\* Every deque slot: <<w, i>> is the i-th place of w's deque, counted from the top.
+
+Copies(t) == Cardinality({s \in Slots : deque[s[1]][s[2]] = t})
+\* How many deque slots, over all deques, hold t.
+
+-----------------------------------------------------------------------------
+(* Initial state *)
+
+Init ==
+    /\ phase = "accepting"
+    /\ deque = [w \in Workers |-> <<>>]
+    /\ running = [w \in Workers |-> NoTask]
+    /\ outstanding = 0
+    /\ submitted = {}
+    /\ finished = {}
+    /\ cancelled = {}
+    /\ runs = [t \in Tasks |-> 0]
+    /\ parent = [t \in Tasks |-> NoTask]
+\* A fresh pool: accepting, every deque empty, every worker idle, nothing submitted.
+
+-----------------------------------------------------------------------------
+(* Actions *)
+
+SubmitExternal(t, w) ==
+    /\ phase = "accepting"
+    /\ t \in Tasks \ Children
+    /\ t \notin submitted
+    /\ deque' = [deque EXCEPT ![w] = Append(@, t)]
+    /\ outstanding' = outstanding + 1
+    /\ submitted' = submitted \cup {t}
+    /\ UNCHANGED <<phase, running, finished, cancelled, runs, parent>>
+\* submit(t) from outside the pool: the root task t goes to the bottom of w's deque and is
+\* counted.  Which deque the pool picks (the least loaded, round robin) is its own choice:
+\* any w here.  Only while accepting.
+
+SubmitChild(t, w) ==
+    LET p == running[w]
+    IN  /\ phase \in {"accepting", "draining"}
+        /\ p # NoTask
+        /\ t \in Children
+        /\ t \notin submitted
+        /\ deque' = [deque EXCEPT ![w] = Append(@, t)]
+        /\ outstanding' = outstanding + 1
+        /\ submitted' = submitted \cup {t}
+        /\ parent' = [parent EXCEPT ![t] = p]
+        /\ UNCHANGED <<phase, running, finished, cancelled, runs>>
+\* submit(t) from inside: the task p that w runs (a root, or a child itself) spawns the
+\* child t onto the bottom of w's own deque, and t is counted now, a step before p can
+\* finish: outstanding never drops to zero while p's children are still to run.  Allowed
+\* while draining too: a shutdown stops new roots, not the work already admitted.
+
+Pop(w) ==
+    /\ running[w] = NoTask
+    /\ deque[w] # <<>>
+    /\ running' = [running EXCEPT ![w] = Bottom(deque[w])]
+    /\ deque' = [deque EXCEPT ![w] = WithoutBottom(@)]
+    /\ runs' = [runs EXCEPT ![Bottom(deque[w])] = @ + 1]
+    /\ UNCHANGED <<phase, outstanding, submitted, finished, cancelled, parent>>
+\* The idle worker w takes the task at the bottom of its own deque, the one pushed last
+\* (LIFO), and runs it.
+
+Steal(thief, victim) ==
+    /\ thief # victim
+    /\ running[thief] = NoTask
+    /\ deque[thief] = <<>>
+    /\ deque[victim] # <<>>
+    /\ running' = [running EXCEPT ![thief] = Head(deque[victim])]
+    /\ deque' = [deque EXCEPT ![victim] = Tail(@)]
+    /\ runs' = [runs EXCEPT ![Head(deque[victim])] = @ + 1]
+    /\ UNCHANGED <<phase, outstanding, submitted, finished, cancelled, parent>>
+\* The idle thief, its own deque empty, takes the task at the top of the victim's deque,
+\* the oldest there (FIFO), and runs it.  Taking it out is the claim: whoever loses the
+\* race for that task finds it gone.
+
+Finish(w) ==
+    /\ running[w] # NoTask
+    /\ running' = [running EXCEPT ![w] = NoTask]
+    /\ finished' = finished \cup {running[w]}
+    /\ outstanding' = outstanding - 1
+    /\ phase' = IF phase = "draining" /\ outstanding = 1 THEN "terminated" ELSE phase
+    /\ UNCHANGED <<deque, submitted, cancelled, runs, parent>>
+\* The task w runs ends, returning or raising (its future holds the outcome; the worker
+\* lives on), and is no longer counted.  The last task of a draining pool to end
+\* terminates it.
+
+Shutdown ==
+    /\ phase = "accepting"
+    /\ phase' = IF outstanding = 0 THEN "terminated" ELSE "draining"
+    /\ UNCHANGED <<deque, running, outstanding, submitted, finished, cancelled, runs, parent>>
+\* shutdown(): no more roots.  The pool drains what it has, or is terminated at once when
+\* nothing is outstanding.  A second shutdown() changes nothing: no step.
+
+CancelQueued ==
+    /\ phase = "draining"
+    /\ Queued # {}
+    /\ deque' = [w \in Workers |-> <<>>]
+    /\ cancelled' = cancelled \cup Queued
+    /\ outstanding' = outstanding - Cardinality(Queued)
+    /\ phase' = IF outstanding = Cardinality(Queued) THEN "terminated" ELSE phase
+    /\ UNCHANGED <<running, submitted, finished, runs, parent>>
+\* shutdown(cancel_futures=True), after Shutdown: every task still in a deque is cancelled
+\* and no longer counted; running tasks run on (and may still spawn children).  The pool
+\* is terminated if nothing runs.
+
+Next ==
+    \/ \E t \in Tasks, w \in Workers : SubmitExternal(t, w)
+    \/ \E t \in Tasks, w \in Workers : SubmitChild(t, w)
+    \/ \E w \in Workers : Pop(w)
+    \/ \E thief, victim \in Workers : Steal(thief, victim)
+    \/ \E w \in Workers : Finish(w)
+    \/ Shutdown
+    \/ CancelQueued
+\* Any one call, or any one worker's move.
+
+Spec == Init /\ [][Next]_vars
+\* Every behaviour of the pool, without fairness.
+
+FairSpec ==
+    /\ Spec
+    /\ \A w \in Workers : WF_vars(Pop(w))
+    /\ \A w \in Workers : WF_vars(\E v \in Workers : Steal(w, v))
+    /\ \A w \in Workers : WF_vars(Finish(w))
+\* Workers keep working: an idle worker with a task in its deque takes it, an idle worker
+\* with an empty deque steals while there is something to steal, and every running task
+\* eventually ends.
+
+-----------------------------------------------------------------------------
+(* Invariants *)
+
+TypeOK ==
+    /\ phase \in Phases
+    /\ deque \in [Workers -> Seq(Tasks)]
+    /\ running \in [Workers -> Tasks \cup {NoTask}]
+    /\ outstanding \in Nat
+    /\ submitted \subseteq Tasks
+    /\ finished \subseteq Tasks
+    /\ cancelled \subseteq Tasks
+    /\ runs \in [Tasks -> Nat]
+    /\ parent \in [Tasks -> Tasks \cup {NoTask}]
+\* Every variable holds a value of its type.
+
+ExecutedAtMostOnce == \A t \in Tasks : runs[t] + Copies(t) <= 1
+\* Every task is taken to run at most once; and once taken it is in no deque, nor is any
+\* task in two deque slots: no later step can run it a second time.
+
+OutstandingIsQueuedPlusRunning == outstanding = Cardinality(Queued \cup Running)
+\* The pool's count is the number of tasks queued plus those running.  (ExecutedAtMostOnce
+\* keeps the two apart and each task in one slot; counting the union leaves that fault to it.)
+
+TerminatedOnlyWhenIdle ==
+    phase = "terminated" =>
+        /\ outstanding = 0
+        /\ \A w \in Workers : deque[w] = <<>> /\ running[w] = NoTask
+\* The pool is terminated only when nothing is outstanding, every deque is empty and no
+\* worker runs a task.
+
+NoTaskLost == submitted = Queued \cup Running \cup finished \cup cancelled
+\* Every submitted task is queued, running, finished or cancelled, and nothing else is
+\* anywhere.
+
+CancelledNeverRan == \A t \in cancelled : runs[t] = 0
+\* Only a task that never started is cancelled.
+
+-----------------------------------------------------------------------------
+(* Action properties *)
+
+Spawned(t) == t \notin submitted /\ t \in submitted'
+\* t is submitted in this step.
+
+StartsRunning(w) == running[w] = NoTask /\ running'[w] # NoTask
+\* The idle worker w takes a task in this step.
+
+ChildCountedBeforeParentCompletes ==
+    [][\A t \in Tasks :
+          (Spawned(t) /\ parent'[t] # NoTask)
+              => parent'[t] \in Running /\ parent'[t] \notin finished']_vars
+\* A child is submitted while its parent runs, never after the parent ended; and as it is
+\* queued it is counted (OutstandingIsQueuedPlusRunning), so the count never drops to zero
+\* between a parent's end and its children.
+
+OwnerTakesBottom ==
+    [][\A w \in Workers :
+          (StartsRunning(w) /\ deque[w] # <<>>) => running'[w] = Bottom(deque[w])]_vars
+\* A worker with tasks of its own takes the one at the bottom of its deque (LIFO).
+
+ThiefTakesTop ==
+    [][\A w \in Workers :
+          (StartsRunning(w) /\ deque[w] = <<>>)
+              => \E v \in Workers \ {w} : deque[v] # <<>> /\ running'[w] = Head(deque[v])]_vars
+\* A worker with an empty deque takes the task at the top of another worker's deque (FIFO).
+
+RootsOnlyWhileAccepting ==
+    [][\A t \in Tasks : (Spawned(t) /\ parent'[t] = NoTask) => phase = "accepting"]_vars
+\* No task is submitted from outside once shutdown() was called.
+
+PhasesInOrder ==
+    [][/\ phase = "draining" => phase' \in {"draining", "terminated"}
+       /\ phase = "terminated" => phase' = "terminated"
+       /\ phase = "accepting" /\ phase' # "accepting"
+              => UNCHANGED <<deque, running, outstanding>>]_vars
+\* accepting -> draining -> terminated, never back; and only shutdown(), which moves no task,
+\* ends accepting: the pool does not close itself when it runs out of work.
+
+-----------------------------------------------------------------------------
+(* Liveness *)
+
+EverySubmittedTaskRuns ==
+    \A t \in Tasks : t \in submitted ~> (t \in finished \/ t \in cancelled)
+\* Every submitted task runs to its end, unless shutdown(cancel_futures=True) cancels it
+\* before it starts.
+
+ShutdownTerminates == phase = "draining" ~> phase = "terminated"
+\* A draining pool is eventually terminated.
+=============================================================================
