@@ -6,19 +6,22 @@ that claims under the wrong lock passes every schedule. This check closes that g
 discipline the code states in its own comments:
 
 - ``TaskScheduler``: "_lock guards every attribute below, and every field of every _Task";
-- ``Runner``: "the runner lock guards every field below".
+- ``Runner``: "the runner lock guards every field below";
+- ``TimerScheduler``: "_lock guards every attribute below, and every field of every _Timer";
+- ``TimerRunner``: "the runner lock guards every field below".
 
 "Below" is read from the class's ``__init__``: the attributes it assigns after ``self._lock``.
-While :func:`enforced` is active, assigning one of them, or any field of a ``_Task``, from a
-controlled thread that does not hold the guarding lock fails the run as ``lock discipline``,
-naming the thread, the field and the line. Writes made by an ``__init__`` of the object are exempt
-(it is not shared yet). A ``_Task`` does not know its scheduler, so its guard is found as
-Eraser's lockset is: the scheduler locks held at each write, intersected over the record's life;
-an empty intersection is a write no single scheduler lock covered.
+While :func:`enforced` is active, assigning one of them, or any field of a ``_Task`` or a
+``_Timer``, from a controlled thread that does not hold the guarding lock fails the run as ``lock
+discipline``, naming the thread, the field and the line. Writes made by an ``__init__`` of the
+object are exempt (it is not shared yet). A record does not know its scheduler, so its guard is
+found as Eraser's lockset is: the locks of its kind of scheduler (``TaskScheduler`` for a
+``_Task``, ``TimerScheduler`` for a ``_Timer``) held at each write, intersected over the record's
+life; an empty intersection is a write no single scheduler lock covered.
 
 Only attribute assignment is seen, not the mutation of a container an attribute holds (a dict's
-``pop``, a heap's ``heappush``); the fields of ``_Task`` and the counters cover every step of the
-spec, so a step taken outside the lock always writes one of them.
+``pop``, a heap's ``heappush``); the record fields and the counters cover every step of the
+specs, so a step taken outside the lock always writes one of them.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from typing import Any, Final
 
 from refsched import runner as _runner_module
 from refsched import scheduler as _scheduler_module
+from refsched import timer as _timer_module
+from refsched import timer_runner as _timer_runner_module
 from refsched.explore import runtime
 
 __all__ = ["enforced", "guarded_fields"]
@@ -93,22 +98,22 @@ class _Monitor:
 
     def __init__(self) -> None:
         self.execution: runtime.Execution | None = None  # the run the two below belong to
-        # the lock of every TaskScheduler built in that run: what may guard a _Task
-        self.scheduler_locks: list[runtime.Lock] = []
-        # the scheduler locks held at every write of a _Task so far (Eraser's candidate set)
+        # by scheduler class, the lock of every one built in that run: what may guard a record
+        self.scheduler_locks: dict[type, list[runtime.Lock]] = {}
+        # the scheduler locks held at every write of a record so far (Eraser's candidate set)
         self.candidates: dict[Any, frozenset[int]] = {}
 
     def _in_run(self, ex: runtime.Execution) -> None:
         """Forget what earlier runs built: their schedulers and records are gone."""
         if ex is not self.execution:
             self.execution = ex
-            self.scheduler_locks = []
+            self.scheduler_locks = {}
             self.candidates = {}
 
-    def register(self, lock: object) -> None:
+    def register(self, owner: type, lock: object) -> None:
         if isinstance(lock, runtime.Lock) and lock._ex is not None:
             self._in_run(lock._ex)
-            self.scheduler_locks.append(lock)
+            self.scheduler_locks.setdefault(owner, []).append(lock)
 
     def own_lock_hook(self, cls: type, fields: frozenset[str],
                       register: bool) -> Callable[[Any, str, Any], None]:
@@ -119,7 +124,7 @@ class _Monitor:
         def __setattr__(obj: Any, name: str, value: Any) -> None:
             plain(obj, name, value)
             if name == _LOCK and register:
-                monitor.register(value)
+                monitor.register(cls, value)
             if name not in fields:
                 return
             write = _shared_write(obj)
@@ -134,8 +139,9 @@ class _Monitor:
 
         return __setattr__
 
-    def record_hook(self, cls: type) -> Callable[[Any, str, Any], None]:
-        """``__setattr__`` for ``_Task``: every field guarded by its scheduler's lock."""
+    def record_hook(self, cls: type, owner: type) -> Callable[[Any, str, Any], None]:
+        """``__setattr__`` for a record (``_Task``, ``_Timer``): every field guarded by the lock
+        of its scheduler, an ``owner``."""
         plain = object.__setattr__
         monitor = self
 
@@ -146,15 +152,15 @@ class _Monitor:
                 return
             frame, ex, t = write
             monitor._in_run(ex)
-            held = frozenset(id(lock) for lock in monitor.scheduler_locks
+            held = frozenset(id(lock) for lock in monitor.scheduler_locks.get(owner, ())
                              if lock._is_owned(t))
             before = monitor.candidates.get(obj)
             now = held if before is None else before & held
             monitor.candidates[obj] = now
             if not now:
                 task = getattr(obj, "task_id", "?")
-                what = ("no TaskScheduler's lock" if not held else
-                        "a different TaskScheduler lock than its earlier writes")
+                what = (f"no {owner.__name__}'s lock" if not held else
+                        f"a different {owner.__name__} lock than its earlier writes")
                 ex.fail("lock discipline",
                         f"{t.name} wrote {cls.__name__}.{name} (task {task!r}) at "
                         f"{_site(frame)} holding {what}")
@@ -164,7 +170,8 @@ class _Monitor:
 
 @contextlib.contextmanager
 def enforced() -> Iterator[None]:
-    """Check the lock discipline of TaskScheduler, its records and Runner while the block runs.
+    """Check the lock discipline of TaskScheduler, TimerScheduler, their records, Runner and
+    TimerRunner while the block runs.
 
     Outside a controlled run (no :class:`runtime.Execution` active, or a thread it does not
     manage) the hooks only assign; production code never runs them.
@@ -173,11 +180,19 @@ def enforced() -> Iterator[None]:
     task_scheduler = _scheduler_module.TaskScheduler
     record = _scheduler_module._Task
     runner = _runner_module.Runner
+    timer_scheduler = _timer_module.TimerScheduler
+    timer = _timer_module._Timer
+    timer_runner = _timer_runner_module.TimerRunner
     hooks = [
         (task_scheduler, monitor.own_lock_hook(task_scheduler, guarded_fields(task_scheduler),
                                                register=True)),
         (runner, monitor.own_lock_hook(runner, guarded_fields(runner), register=False)),
-        (record, monitor.record_hook(record)),
+        (record, monitor.record_hook(record, task_scheduler)),
+        (timer_scheduler, monitor.own_lock_hook(timer_scheduler, guarded_fields(timer_scheduler),
+                                                register=True)),
+        (timer_runner, monitor.own_lock_hook(timer_runner, guarded_fields(timer_runner),
+                                             register=False)),
+        (timer, monitor.record_hook(timer, timer_scheduler)),
     ]
     for cls, _ in hooks:
         if "__setattr__" in cls.__dict__:

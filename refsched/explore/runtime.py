@@ -59,6 +59,7 @@ __all__ = [
     "Step",
     "Thread",
     "WouldBlock",
+    "clock",
     "controlled_thread",
     "current_thread_name",
     "installed",
@@ -94,6 +95,7 @@ CLEAR: Final = "clear"
 IS_SET: Final = "is_set"
 EVENT_WAIT: Final = "event_wait"
 ARM: Final = "arm"  # a timed operation reads the clock and sets its deadline
+READ_CLOCK: Final = "read_clock"  # clock(): code under test reads virtual time
 
 _RUN_GUARD: Final = _RealLock()  # one run at a time in a process
 _active: Execution | None = None  # the run objects built now belong to
@@ -672,6 +674,37 @@ def controlled_thread() -> tuple[Execution, _ThreadState] | None:
         return None
     t = ex._by_ident.get(_get_ident())
     return None if t is None else (ex, t)
+
+
+class _VirtualClock(_SyncObject):
+    """Virtual time as the object a :func:`clock` read operates on: its id is ``CLOCK``."""
+
+    __slots__ = ()
+
+    def __init__(self) -> None:  # one, shared by every run: it takes no id from a run
+        self._ex = None
+        self._oid = CLOCK
+        self._label = "clock"
+
+
+_THE_CLOCK: Final = _VirtualClock()
+
+
+def clock() -> float:
+    """The active run's virtual time (``Execution.now``): a ``clock`` to give code under test.
+
+    Read by a controlled thread, it is a step of its own on the clock, so the search orders it
+    against timeouts and other timed operations (a read racing a timeout is tried on both sides
+    of it). Read by a check between steps, or by a thread unwinding out of a run, it is no step.
+    Outside a run there is no virtual time: ``RuntimeError``.
+    """
+    ex = _active
+    if ex is None:
+        raise RuntimeError("refsched.explore.runtime.clock() read outside a run")
+    here = controlled_thread()
+    if here is not None:
+        here[0].point(here[1], _Op(READ_CLOCK, _THE_CLOCK))
+    return ex.now
 
 
 def current_thread_name() -> str:

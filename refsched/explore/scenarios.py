@@ -4,7 +4,8 @@ Each is a factory taking the class under test (so a deliberately broken subclass
 the same way) and returning a :class:`Scenario` of two or three threads. Every TaskScheduler is
 watched: its invariants are checked after every step and its history of calls must be
 linearizable against ``ReferenceScheduler``; each scenario adds what must hold at its end.
-``SCENARIOS`` holds them all, built on the production classes.
+``SCENARIOS`` holds them all, built on the production classes, and the timer scenarios of
+:mod:`refsched.explore.timer_scenarios` too, so ``scenario(name)`` and the command line know them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from refsched.errors import (
 )
 from refsched.explore import runtime
 from refsched.explore.context import Context, Scenario
+from refsched.explore.timer_scenarios import TIMER_SCENARIOS
 from refsched.runner import CancelToken, Runner, TaskFuture
 from refsched.scheduler import TaskScheduler
 from refsched.types import Claim, TaskState
@@ -333,6 +335,7 @@ SCENARIOS: dict[str, Scenario] = {
         runner_chain(),
     )
 }
+SCENARIOS.update(TIMER_SCENARIOS)  # the TimerScheduler and TimerRunner scenarios
 
 
 def scenario(name: str) -> Scenario:
