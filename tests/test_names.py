@@ -1,28 +1,36 @@
-"""One vocabulary: spec, model and implementation name the same actions and invariants."""
+"""One vocabulary: spec, model and implementation name the same actions and invariants, for
+each system: the TaskScheduler, the timer scheduler and the work-stealing pool."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
 
-from refsched import scheduler
+import pytest
+
+from refsched import scheduler, timer
 from refsched.model import ACTION_PROPERTIES, ACTIONS, INVARIANTS
+from refsched.model import pool as pool_model
+from refsched.model import timer as timer_model
+from refsched.verify import system
 from refsched.verify.stategraph import LABEL_ACTIONS
 from refsched.verify.tlc import spec_dir
 
 SPEC = Path(spec_dir())
 
 
-def spec_actions() -> set[str]:
+def spec_actions(module: str = "Scheduler.tla",
+                 labels: Mapping[str, str] = LABEL_ACTIONS) -> set[str]:
     """The actions named in the disjuncts of the spec's Next, under their model names.
 
     ``AnyStaleCallback`` quantifies over StaleCallback's generations; the state-graph reader
     maps it to StaleCallback, and so does this test, through the same table.
     """
-    text = (SPEC / "Scheduler.tla").read_text()
+    text = (SPEC / module).read_text()
     block = text.split("\nNext ==", 1)[1].split("\n\n", 1)[0]
     names = re.findall(r"(?:\\/|:)\s*([A-Z]\w*)\b(?!\s*\\in)", block)
-    return {LABEL_ACTIONS.get(name, name) for name in names}
+    return {labels.get(name, name) for name in names}
 
 
 def cfg_section(config: str, keyword: str) -> set[str]:
@@ -64,3 +72,36 @@ def test_every_named_invariant_is_defined_in_the_spec() -> None:
     text = (SPEC / "Scheduler.tla").read_text()
     for name in [*INVARIANTS, *ACTION_PROPERTIES, "EveryVersionEnds"]:
         assert re.search(rf"^{name} ==", text, re.MULTILINE), name
+
+
+# -- The timer scheduler and the work-stealing pool ----------------------------------------------
+
+def test_timer_spec_model_and_recorder_have_the_same_actions() -> None:
+    actions = spec_actions("TimerQueue.tla", system.get("timer").label_actions)
+    assert actions == set(timer_model.ACTIONS)
+    # Tick, the clock moving on, is the environment's: the scheduler records every other one.
+    assert set(timer.ACTIONS) == actions - {"Tick"}
+
+
+def test_timer_checked_invariants_are_the_models_and_the_implementations() -> None:
+    for config in ("MCTimerQueue.cfg", "MCTimerQueueTraces.cfg"):
+        checked = cfg_section(config, "INVARIANTS")
+        assert checked == set(timer_model.INVARIANTS) == set(timer.INVARIANTS), config
+        assert cfg_section(config, "PROPERTIES") == set(timer_model.ACTION_PROPERTIES), config
+
+
+def test_pool_spec_and_model_have_the_same_actions_and_checks() -> None:
+    assert spec_actions("WorkStealing.tla", system.get("pool").label_actions) == set(
+        pool_model.ACTIONS)
+    assert cfg_section("MCWorkStealing.cfg", "INVARIANTS") == set(pool_model.INVARIANTS)
+    assert cfg_section("MCWorkStealing.cfg", "PROPERTIES") == set(pool_model.ACTION_PROPERTIES)
+
+
+@pytest.mark.parametrize(("module", "names"), [
+    ("TimerQueue.tla", [*timer_model.INVARIANTS, *timer_model.ACTION_PROPERTIES]),
+    ("WorkStealing.tla", [*pool_model.INVARIANTS, *pool_model.ACTION_PROPERTIES]),
+])
+def test_every_named_check_is_defined_in_its_spec(module: str, names: list[str]) -> None:
+    text = (SPEC / module).read_text()
+    for name in names:
+        assert re.search(rf"^{name} ==", text, re.MULTILINE), (module, name)

@@ -382,6 +382,107 @@ CATALOGUE: tuple[Mutant, ...] = (
         if remote is not None:""",
        equivalent="a cancel frees no slot and readies no version (it can only block), so "
                   "nothing becomes claimable that was not claimed before it"),
+
+    # -- TimerScheduler ------------------------------------------------------------------------
+    _m("timer_priority_inverted", _T,
+       "the heap orders equal times by lower priority first (sched's order), not higher",
+       """            _heappush(heap, (run_at, -priority, seq, task_id, version))""",
+       """            _heappush(heap, (run_at, priority, seq, task_id, version))"""),
+    _m("timer_due_only_after_run_at", _T,
+       "next() waits for an entry whose run_at is exactly now instead of handing it out",
+       """                if run_at > now:
+                    if self._recorder is not None:
+                        self._record("Idle", {})""",
+       """                if run_at >= now:
+                    if self._recorder is not None:
+                        self._record("Idle", {})"""),
+    _m("timer_cancelled_entry_runs", _T,
+       "next() drops superseded entries but hands out a cancelled version's entry",
+       """                if rec.seq != seq or rec.state is not _PENDING:""",
+       """                if rec.seq != seq:"""),
+    _m("timer_supersede_not_counted_stale", _T,
+       "a reschedule does not count the superseded entry as stale",
+       """                if st is _PENDING:
+                    # superseded: its entry is stale from now on
+                    self._stale += 1""",
+       """                if st is _PENDING:
+                    # superseded: its entry is stale from now on
+                    pass"""),
+    _m("timer_rebuild_at_half", _T,
+       "cancel() rebuilds the heap when stale entries are half of it, not more than half",
+       """                n = len(self._heap)
+                if n > self._floor and 2 * stale > n:""",
+       """                n = len(self._heap)
+                if n > self._floor and 2 * stale >= n:"""),
+    _m("timer_cancel_forgets_stop_request", _T,
+       "cancel() of a running version does not record the cooperative stop request",
+       """            if st is _RUNNING and not rec.cancel_requested:
+                rec.cancel_requested = True""",
+       """            if st is _RUNNING and not rec.cancel_requested:
+                pass"""),
+    _m("timer_time_follows_clock_back", _T,
+       "next() takes the clock's reading even when it is earlier than the scheduler's time",
+       """            if clock_now > now:
+                self._now = now = clock_now""",
+       """            if clock_now != now:
+                self._now = now = clock_now"""),
+    _m("timer_stale_complete_accepted", _T,
+       "complete() does not check that the version named is the current one",
+       """            if (rec is None or version.__class__ is not int or rec.version != version
+                    or rec.state is not _RUNNING):
+                checked = self._check_callback("complete", task_id, version)""",
+       """            if (rec is None or version.__class__ is not int
+                    or rec.state is not _RUNNING):
+                checked = self._check_callback("complete", task_id, version)"""),
+    _m("timer_close_keeps_pending", _T,
+       "close() empties the heap but leaves the pending versions pending",
+       """                for rec in pending:
+                    rec.state = _CANCELLED
+                    rec.fn = None""",
+       """                for rec in pending:
+                    rec.fn = None"""),
+    _m("timer_claim_outside_lock", _T,
+       "next() claims under a lock of its own, not the scheduler's",
+       """        clock_now = clock()
+        lock = self._lock
+        lock.acquire()""",
+       """        clock_now = clock()
+        lock = sync.Lock()
+        lock.acquire()"""),
+
+    # -- TimerRunner ---------------------------------------------------------------------------
+    _m("timer_runner_earlier_entry_no_wake", _TR,
+       "schedule() does not wake the dispatcher when the new entry is due before its deadline",
+       """            if deadline is not None and (at < deadline
+                                         or (stale_at is not None and stale_at <= deadline)):
+                self._poke_locked()""",
+       """            if deadline is not None and (stale_at is not None and stale_at <= deadline):
+                self._poke_locked()"""),
+    _m("timer_runner_close_no_wake", _TR,
+       "close() does not wake the dispatcher sleeping toward a far entry",
+       """        self._deadline = None
+        self._wake.notify_all()
+        self._work.notify_all()
+        self._idle.notify_all()
+        return report.cancelled""",
+       """        self._deadline = None
+        self._work.notify_all()
+        self._idle.notify_all()
+        return report.cancelled"""),
+    _m("timer_runner_one_worker_too_many", _TR,
+       "the dispatcher claims while every worker is busy: max_workers + 1 functions can run",
+       """                if self._busy >= self._max_workers:""",
+       """                if self._busy > self._max_workers:"""),
+    _m("timer_runner_cancelled_claim_runs", _TR,
+       "a version cancelled after its claim but before its worker took it still runs",
+       """                    stop = slot.stop
+                    token = slot.token""",
+       """                    stop = False
+                    token = slot.token""",
+       equivalent="whether a cancel lands before or after the worker takes the claim is "
+                  "decided under the runner lock and seen by no caller: either way the version "
+                  "was running when cancel() returned False, and its function may run, with "
+                  "its token set, as a running version's may"),
 )
 
 _BY_NAME = {m.name: m for m in CATALOGUE}
@@ -417,6 +518,10 @@ SCHEDULER_SCENARIOS = ("ready_ready", "ready_cancel", "complete_stale", "resubmi
                        "close_ready_callbacks", "failure_while_claiming")
 RUNNER_SCENARIOS = ("runner_close_timeout", "cooperative_cancel", "runner_chain",
                     "submit_to_idle_runner", "wait_before_start", "runner_failure")
+# Scenarios that drive a TimerScheduler class, and those that drive a TimerRunner class.
+TIMER_SCHEDULER_SCENARIOS = ("timer_next_races_changes",)
+TIMER_RUNNER_SCENARIOS = ("timer_earlier_while_sleeping", "timer_cancel_races_next",
+                          "timer_close_during_sleep", "timer_reschedule_races_claim")
 
 
 @dataclass(frozen=True)
@@ -668,22 +773,30 @@ def _tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
 
 
 def _explore_layer(payload: dict[str, Any]) -> tuple[str, str]:
-    from refsched.explore import ExploreConfig, explore
+    from refsched.explore import ExploreConfig, explore, timer_scenarios
     from refsched.explore import scenarios as catalogue
     from refsched.runner import Runner
     from refsched.scheduler import TaskScheduler
+    from refsched.timer import TimerScheduler
+    from refsched.timer_runner import TimerRunner
 
     budget = payload["budget"]
     config = ExploreConfig(max_preemptions=budget["explore_preemptions"],
                            max_schedules=budget["explore_max_schedules"],
                            run_timeout=budget["explore_run_timeout"], strategy="dfs")
-    names = list(budget["scenarios"] or (
-        (*SCHEDULER_SCENARIOS, *RUNNER_SCENARIOS) if payload["file"] == _S
-        else RUNNER_SCENARIOS))
+    by_file = {_S: (*SCHEDULER_SCENARIOS, *RUNNER_SCENARIOS), _R: RUNNER_SCENARIOS,
+               _T: (*TIMER_SCHEDULER_SCENARIOS, *TIMER_RUNNER_SCENARIOS),
+               _TR: TIMER_RUNNER_SCENARIOS}
+    names = list(budget["scenarios"] or by_file[payload["file"]])
+    classes = {**dict.fromkeys(SCHEDULER_SCENARIOS, TaskScheduler),
+               **dict.fromkeys(RUNNER_SCENARIOS, Runner),
+               **dict.fromkeys(TIMER_SCHEDULER_SCENARIOS, TimerScheduler),
+               **dict.fromkeys(TIMER_RUNNER_SCENARIOS, TimerRunner)}
     stuck = ""
     for name in names:
-        cls: Any = Runner if name in RUNNER_SCENARIOS else TaskScheduler
-        factory = _EXTRA_SCENARIOS.get(name) or getattr(catalogue, name)
+        cls: Any = classes[name]
+        factory = (_EXTRA_SCENARIOS.get(name) or getattr(catalogue, name, None)
+                   or getattr(timer_scenarios, name))
         report = explore(factory(cls), config)
         if report.failures:
             f = report.failures[0]
