@@ -45,6 +45,7 @@ from refsched.explore.linearizability import (
     history_key,
 )
 from refsched.explore.search import decode_schedule, encode_schedule
+from refsched.explore.timer_scenarios import TIMER_SCENARIOS
 from refsched.model import ReferenceScheduler
 from refsched.scheduler import _READY, _RUNNING, _Task
 from refsched.types import Claim
@@ -147,7 +148,8 @@ def _bug_id(case: tuple[Callable[[Any], Scenario], type, str]) -> str:
 
 # -- the production code is clean ----------------------------------------------------------
 
-@pytest.mark.parametrize("name", list(SCENARIOS))
+# The timer scenarios, in SCENARIOS too, are explored by tests/test_timer_explore.py.
+@pytest.mark.parametrize("name", [n for n in SCENARIOS if n not in TIMER_SCENARIOS])
 def test_every_scenario_explores_clean_within_two_preemptions(name: str) -> None:
     report = explore(SCENARIOS[name], ExploreConfig(max_preemptions=2, reduction=True))
     print(report.summary())
