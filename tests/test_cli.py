@@ -14,14 +14,24 @@ from refsched.cli import main
 
 
 def test_verify_passes_for_the_production_scheduler(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["verify", "--skip-tlc", "--skip-replay", "--examples", "40", "--quiet"]) == 0
+    assert main(["verify", "--system", "scheduler", "--skip-tlc", "--skip-replay",
+                 "--examples", "40", "--quiet"]) == 0
     out, err = capsys.readouterr()
     assert "1 of 1 checks passed" in out
     assert "snapshots equal after every call" in err
 
 
+def test_verify_checks_both_schedulers_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--skip-tlc", "--skip-replay", "--examples", "20", "--quiet"]) == 0
+    out, _ = capsys.readouterr()
+    assert "2 of 2 checks passed" in out
+    assert "lock-step model vs refsched:TaskScheduler" in out
+    assert "lock-step timer model vs refsched:TimerScheduler" in out
+
+
 def test_verify_fails_for_a_broken_scheduler(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["verify", "--skip-tlc", "--skip-replay", "--examples", "200", "--quiet",
+    code = main(["verify", "--system", "scheduler", "--skip-tlc", "--skip-replay",
+                 "--examples", "200", "--quiet",
                  "--impl", "mutants.broken_schedulers:FailReportedAsSuccess"])
     out, err = capsys.readouterr()
     assert code == 1
@@ -94,7 +104,8 @@ def test_unreadable_traces_are_usage_errors(tmp_path: Path,
 
 
 def test_verify_json_is_data(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["verify", "--skip-tlc", "--skip-replay", "--examples", "10", "--json"]) == 0
+    assert main(["verify", "--system", "scheduler", "--skip-tlc", "--skip-replay",
+                 "--examples", "10", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["ok"] is True and report["checks"] == 1
     assert report["results"][0]["figures"]["examples"] >= 10
