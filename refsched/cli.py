@@ -237,7 +237,6 @@ def _read(paths: Sequence[str], command: str) -> list[Any] | None:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from refsched.verify import system
-    from refsched.verify.itf import TraceFormatError, spec_variables
     from refsched.verify.replay import format_report, replay
 
     try:
@@ -252,16 +251,18 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if traces is None:
         return 2
     total = len(traces)
-    if args.system:
-        chosen = system.get(args.system)
+    if args.system or not traces:
+        chosen = system.get(args.system or "scheduler")
     else:  # the spec whose variables the traces hold
         try:
-            variables = spec_variables(traces[0].initial) if traces else ()
-        except TraceFormatError as e:
+            chosen = system.by_spec_variables(traces[0].initial)
+        except ValueError as e:  # TraceFormatError is one
             print(f"refsched replay: {e}", file=sys.stderr)
             return 2
-        chosen = next((system.get(name) for name in system.REPLAYABLE
-                       if system.get(name).variables == variables), system.get())
+        if chosen.name not in system.REPLAYABLE:
+            print(f"refsched replay: no corpus of the {chosen.title} is replayed yet",
+                  file=sys.stderr)
+            return 2
 
     def on_progress(done: int, steps: int) -> None:
         progress.update(f"  replayed {done:,} of {total:,} traces, {steps:,} steps")

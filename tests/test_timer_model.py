@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import random
-import re
 from dataclasses import replace
 from fractions import Fraction
 from typing import Any
@@ -48,7 +47,6 @@ from refsched.types import (
     TimerVersionView,
     Wait,
 )
-from refsched.verify.tlc import spec_dir
 
 PENDING, RUNNING = TimerState.PENDING, TimerState.RUNNING
 COMPLETED, FAILED, CANCELLED = TimerState.COMPLETED, TimerState.FAILED, TimerState.CANCELLED
@@ -521,28 +519,3 @@ def test_no_stale_or_cancelled_run_rejects_a_cancelled_version_made_running() ->
 
 
 # -- One vocabulary ------------------------------------------------------------------------------
-
-def _cfg_section(config: str, keyword: str) -> set[str]:
-    names: set[str] = set()
-    section = None
-    for raw in (spec_dir() / config).read_text().splitlines():
-        line = raw.split("\\*", 1)[0].strip()
-        if not line:
-            continue
-        head, *rest = line.split()
-        if head.isupper():
-            section = head
-            names.update(rest if section == keyword else ())
-        elif section == keyword:
-            names.add(head)
-    return names
-
-
-def test_spec_and_model_have_the_same_actions_invariants_and_properties() -> None:
-    text = (spec_dir() / "TimerQueue.tla").read_text()
-    block = text.split("\nNext ==", 1)[1].split("\n\\*", 1)[0]
-    names = set(re.findall(r"(?:\\/|:)\s*([A-Z]\w*)\b(?!\s*\\in)", block))
-    assert {"StaleCallback" if n == "AnyStaleCallback" else n for n in names} == set(ACTIONS)
-    for config in ("MCTimerQueue.cfg", "MCTimerQueueTraces.cfg"):
-        assert _cfg_section(config, "INVARIANTS") == set(INVARIANTS)
-        assert _cfg_section(config, "PROPERTIES") == set(ACTION_PROPERTIES)

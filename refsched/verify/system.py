@@ -145,10 +145,6 @@ class System(ABC):
     def summary(self, state: Any) -> str:
         """A state on a few indented lines, as a divergence shows where a step started."""
 
-    def edge_key_values(self, values: Mapping[str, Any]) -> tuple[Any, ...]:
-        """A trace state's variables as a hashable tuple (a cache key)."""
-        return tuple(values[name] for name in self.variables)
-
 
 def get(name: str = "scheduler") -> System:
     """The system called ``name`` (one of :data:`NAMES`)."""
