@@ -13,8 +13,9 @@ Design:
   trips (submit: the state check, then the push; a worker: the pop, then the Finish) made both
   the flat and the fork-join benchmark slower. So the deques share the pool lock, and a worker
   records the Finish of one task and takes the next in a single critical section. A task leaves
-  its deque under that lock before it runs, so it is claimed exactly once; a task cancelled while
-  queued is still taken (Pop or Steal) and finished (Finish), without running.
+  its deque under that lock before it runs, so it is claimed exactly once; a task whose future
+  was cancelled while queued is still taken (Pop or Steal) and finished (Finish), without
+  running. ``shutdown(cancel_futures=True)`` is CancelQueued: it empties the deques at once.
 - ``outstanding`` counts tasks queued or running. A submission increments it in the critical
   section that pushes the task; a child is submitted while its parent runs, so it is counted
   before its parent's Finish, and ``outstanding`` cannot touch 0 while work remains.
@@ -201,6 +202,30 @@ class _Task(Future[Any]):
         else:
             self.set_result(value)
 
+    def _cancel_queued(self) -> bool:
+        """Cancel the task, taken out of its deque before it started: its future is settled as
+        cancelled now, and its waiters told. True if it was pending (its done-callbacks are
+        then still to be called), False if it was already done (cancelled, or settled by hand).
+        """
+        if self._cond is None:
+            with self._guard:
+                if self._cond is None:
+                    # No condition: nobody waits on it and no callback is registered.
+                    if self._state is not PENDING:
+                        return False
+                    self._state = CANCELLED_AND_NOTIFIED
+                    return True
+        with self._cond:
+            was_pending = self._state is PENDING
+            if self._state in (PENDING, CANCELLED):
+                # as cancel() then set_running_or_notify_cancel() would, with the callbacks left
+                # to the caller
+                self._state = CANCELLED_AND_NOTIFIED
+                for waiter in self._waiters:
+                    waiter.add_cancelled(self)
+                self._cond.notify_all()
+            return was_pending
+
     def done(self) -> bool:
         """Whether the task has finished or was cancelled."""
         return self._state in _DONE
@@ -294,13 +319,19 @@ class WorkStealingPool(Executor):
         self._searching = 0  # == _searching_flags.count(True)
         self._next = 0  # the deque the next external submission goes to (round-robin), < workers
         self._rng = random.Random()  # picks where a steal starts
-        self._threads: Final = tuple(
+        self._threads: Final = self._start_workers()
+
+    def _start_workers(self) -> tuple[threading.Thread, ...]:
+        """Start one thread per worker. (A pool driven step by step, as replay drives it, takes
+        the workers' moves itself and starts none.)"""
+        threads = tuple(
             # daemon: a pool never shut down must not keep the interpreter from exiting
             sync.Thread(target=self._work_loop, args=(w,), daemon=True,
                         name=f"refsched-pool-worker-{w}")
-            for w in range(workers))
-        for thread in self._threads:
+            for w in range(self._workers))
+        for thread in threads:
             thread.start()
+        return threads
 
     # -- public API ------------------------------------------------------------------------
 
@@ -356,21 +387,23 @@ class WorkStealingPool(Executor):
         Spec: Shutdown. accepting → draining, or straight to terminated when nothing is
         outstanding; later calls change nothing. While draining, tasks that are running may
         still submit children, and the pool terminates once ``outstanding`` is 0.
-        ``cancel_futures`` cancels every task queued at the time of the call (a task that has
-        started, or a child submitted later, runs). Called from inside one of the pool's tasks,
-        it does not wait: that task would be waiting for itself.
+        ``cancel_futures`` (Spec: CancelQueued, after Shutdown) takes every task still queued
+        out of its deque and cancels it, in one critical section: it never runs and no longer
+        counts. A task that has started runs on, and so does a child submitted later. Called
+        from inside one of the pool's tasks, it does not wait: that task would be waiting for
+        itself.
         """
-        queued: list[_Task] = []
+        dropped: list[_Task] = []
         with self._lock:
             if self._state is _ACCEPTING:
                 self._state = _DRAINING
                 if self._outstanding == 0:
                     self._terminate_locked()
-            if cancel_futures:
-                for dq in self._deques:
-                    queued.extend(dq)
-        for task in queued:
-            task.cancel()  # False for a task a worker started meanwhile: it runs
+            if cancel_futures and self._state is _DRAINING:
+                dropped = self._cancel_queued_locked()
+        for task in dropped:
+            # Future's own (not in its type stubs); user code, so outside the pool lock
+            task._invoke_callbacks()  # type: ignore[attr-defined]
         if wait and self._local.worker is None:
             with self._lock:
                 self._terminated.wait_for(self._is_terminated)
@@ -443,7 +476,6 @@ class WorkStealingPool(Executor):
         """
         lock = self._lock
         local = self._local
-        own = self._deques[w]
         flags = self._searching_flags
         finished: _Task | None = None  # run by this loop, Finish not yet recorded
         ran = False  # finished's function was called (it was not cancelled)
@@ -463,29 +495,25 @@ class WorkStealingPool(Executor):
                         self._searching -= 1
                     self._pass_wake_locked()
                     return
-                task: _Task | None
-                if own:
-                    task = own.pop()  # Spec: Pop(w)
-                else:
-                    task = self._steal_locked(w)
-                    if task is None:
-                        if awaited is None and self._state is _TERMINATED:
-                            return
-                        if not searching:
-                            searching = flags[w] = True
-                            self._searching += 1
-                        if idle_rounds < _BACKOFF_ROUNDS:
-                            idle_rounds += 1
-                            lock.release()
-                            time.sleep(0)  # yield the GIL to whoever may push
-                            lock.acquire()
-                        else:
-                            idle_rounds = 0
-                            searching = flags[w] = False
-                            self._searching -= 1
-                            self._park_locked(w, awaited, deadline, True)
-                            searching = flags[w]  # set when woken for a push
-                        continue
+                task = self._take_locked(w)
+                if task is None:
+                    if awaited is None and self._state is _TERMINATED:
+                        return
+                    if not searching:
+                        searching = flags[w] = True
+                        self._searching += 1
+                    if idle_rounds < _BACKOFF_ROUNDS:
+                        idle_rounds += 1
+                        lock.release()
+                        time.sleep(0)  # yield the GIL to whoever may push
+                        lock.acquire()
+                    else:
+                        idle_rounds = 0
+                        searching = flags[w] = False
+                        self._searching -= 1
+                        self._park_locked(w, awaited, deadline, True)
+                        searching = flags[w]  # set when woken for a push
+                    continue
                 if searching:
                     searching = flags[w] = False
                     self._searching -= 1
@@ -502,13 +530,27 @@ class WorkStealingPool(Executor):
 
     # -- under the pool lock ---------------------------------------------------------------
 
-    def _steal_locked(self, w: int) -> _Task | None:
-        """Take the oldest task of another worker's deque, from a random start (Spec: Steal)."""
+    def _take_locked(self, w: int, victim: int | None = None) -> _Task | None:
+        """Worker ``w`` (running nothing) takes a task: the bottom of its own deque (Spec:
+        Pop(w)), or with that empty, the top of another's (Spec: Steal); None if all are empty.
+
+        The task leaves its deque here, under the pool lock: that is the claim, so a task is
+        taken once. ``victim``: the deque a steal tries first (None: a random one).
+        """
+        own = self._deques[w]
+        if own:
+            return own.pop()  # Spec: Pop(w)
+        return self._steal_locked(w, victim)
+
+    def _steal_locked(self, w: int, victim: int | None = None) -> _Task | None:
+        """Take the oldest task of another worker's deque, trying ``victim`` first (None: a
+        random one) and then the next ones in turn (Spec: Steal)."""
         n = self._workers
         if n == 1:
             return None
         deques = self._deques
-        victim = self._rng.randrange(n)
+        if victim is None:
+            victim = self._rng.randrange(n)
         for _ in range(n):
             if victim != w and deques[victim]:
                 self._stolen += 1
@@ -577,6 +619,29 @@ class WorkStealingPool(Executor):
         for w in task._joiners or ():
             self._parked.pop(w, None)
             self._wake[w].notify()
+
+    def _cancel_queued_locked(self) -> list[_Task]:
+        """Take every queued task out of its deque, cancelled and no longer counted (Spec:
+        CancelQueued); terminate if nothing runs. Returns the tasks cancelled here, whose
+        done-callbacks are still to be called (outside the pool lock).
+
+        Cancelled in the same critical section that takes them out: no worker can start one
+        meanwhile, and once the pool reads terminated every future is done.
+        """
+        dropped: list[_Task] = []
+        count = 0
+        for dq in self._deques:
+            for task in dq:
+                if task._cancel_queued():
+                    dropped.append(task)
+                if task._joiners:
+                    self._wake_joiners_locked(task)
+            count += len(dq)
+            dq.clear()
+        self._outstanding -= count
+        if count and self._outstanding == 0:
+            self._terminate_locked()
+        return dropped
 
     def _terminate_locked(self) -> None:
         """draining → terminated (outstanding == 0): wake every parked worker so it leaves."""

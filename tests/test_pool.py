@@ -364,16 +364,47 @@ def test_cancel_futures_cancels_tasks_not_yet_started(make_pool: MakePool) -> No
     running = pool.submit(blocker)
     assert started.wait(LONG)
     queued = [pool.submit(ran.append, name) for name in "abc"]
+    told: list[cf.Future[Any]] = []
+    queued[0].add_done_callback(told.append)
+    waiting_on_b = queued[1].exception  # a condition exists: the cancel must notify it
     pool.shutdown(wait=False, cancel_futures=True)
+    # CancelQueued: out of the deques and no longer counted in the same step, not when a
+    # worker comes across them
+    stats = pool.stats()
+    assert (stats.queue_lengths, stats.outstanding, stats.state) == ((0,), 1, "draining")
     assert all(f.cancelled() for f in queued)
+    assert told == [queued[0]]
+    with pytest.raises(cf.CancelledError):
+        waiting_on_b(timeout=0)
+    done, _ = cf.wait(queued, timeout=0)  # cancelled and notified: wait() sees them at once
+    assert done == set(queued)
     assert not running.cancelled()
     gate.set()
     assert running.result(timeout=LONG) == "blocker"
     assert pool.await_termination(LONG)
-    done, _ = cf.wait(queued, timeout=LONG)  # cancelled and notified once a worker took them
-    assert done == set(queued)
     assert ran == []
     assert pool.stats().executed == 1
+
+
+def test_cancel_futures_with_only_queued_work_terminates_at_once(make_pool: MakePool) -> None:
+    pool = make_pool(1)
+    gate = threading.Event()
+    started = threading.Event()
+
+    def blocker() -> None:
+        started.set()
+        gate.wait(LONG)
+
+    first = pool.submit(blocker)
+    assert started.wait(LONG)
+    queued = [pool.submit(int) for _ in range(3)]
+    gate.set()
+    assert first.result(timeout=LONG) is None
+    # the worker may have run some of the queue meanwhile; the rest is cancelled at once
+    pool.shutdown(wait=True, cancel_futures=True)
+    assert pool.stats().state == "terminated"
+    assert all(f.done() for f in queued)
+    assert pool.stats().executed == 1 + sum(not f.cancelled() for f in queued)
 
 
 def test_a_cancelled_task_never_runs(make_pool: MakePool) -> None:
