@@ -55,9 +55,9 @@ __all__ = [
 
 ACTION_TAKEN = "mbt::actionTaken"
 NONDET_PICKS = "mbt::nondetPicks"
-PARAMETERS = ("t", "D", "k", "g", "cancelPending", "r", "p", "v")
+PARAMETERS = ("t", "D", "k", "g", "cancelPending", "r", "p", "v", "w", "thief", "victim")
 """Every parameter name the specs' actions take (``spec/Scheduler.tla``, then
-``spec/TimerQueue.tla``)."""
+``spec/TimerQueue.tla``, then ``spec/WorkStealing.tla``)."""
 
 
 _SAFE_INTEGER = 2**53

@@ -1,9 +1,10 @@
-"""The work-stealing pool as a :class:`~refsched.verify.system.System`: the state-graph parts.
+"""The work-stealing pool as a :class:`~refsched.verify.system.System`.
 
-``spec/WorkStealing.tla`` and the model ``refsched.model.pool``: enough for TLC's state graph
-of ``MCWorkStealingTraces.cfg`` to be read and matched against the model
-(:func:`refsched.verify.stategraph.match`). Replaying a trace through the production
-``refsched.WorkStealingPool`` is not wired yet: those methods raise ``NotImplementedError``.
+``spec/WorkStealing.tla`` and the model ``refsched.model.pool``: TLC's state graph of
+``MCWorkStealingTraces.cfg`` read and matched against the model
+(:func:`refsched.verify.stategraph.match`), and a trace replayed through the production
+``refsched.WorkStealingPool``, its workers' moves taken step by step
+(:class:`~refsched.verify.pool_driver.SteppedPool` says how each action is taken).
 """
 
 from __future__ import annotations
@@ -11,21 +12,20 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NoReturn
+from typing import Any
 
 from refsched.model.graph import ModelGraph, describe
-from refsched.model.pool import ACTIONS, INITIAL, Instance, PoolSnapshot
+from refsched.model.pool import ACTIONS, INITIAL, Instance, Phase, PoolSnapshot
 from refsched.model.pool import explore as explore_model
+from refsched.pool import WorkStealingPool
 
 from . import poolspec
+from .pool_driver import SteppedPool, StepRefused
+from .replay import StepMismatch
+from .specstate import task_id
 from .system import Fatal, System
 
 __all__ = ["SYSTEM", "PoolSystem"]
-
-
-def _no_replay(what: str) -> NoReturn:
-    raise NotImplementedError(f"pool system: {what} is not implemented yet (no replay of "
-                              "work-stealing traces against an implementation)")
 
 
 class PoolSystem(System):
@@ -63,36 +63,69 @@ class PoolSystem(System):
     def describe(self, action: str, params: Mapping[str, Any]) -> str:
         return str(describe(action, params))
 
-    # -- Replay: not yet -----------------------------------------------------------------------
+    # -- Replay ------------------------------------------------------------------------------
 
     def default_factory(self) -> Callable[..., Any]:
-        _no_replay("default_factory")
+        return WorkStealingPool
 
     def constants_error(self, constants: Mapping[str, Any]) -> str | None:
-        _no_replay("constants_error")
+        workers = constants.get("Workers")
+        if (not isinstance(workers, list) or not workers
+                or len(set(map(str, workers))) != len(workers)):
+            return f"the constant Workers is {workers!r}, not a non-empty list of distinct names"
+        return None
 
     def new_implementation(self, factory: Callable[..., Any],
-                           constants: Mapping[str, Any]) -> Any:
-        _no_replay("new_implementation")
+                           constants: Mapping[str, Any]) -> SteppedPool:
+        return SteppedPool(factory, constants["Workers"])
 
     def spec_params(self, action: str, params: Mapping[str, Any],
                     before: Any) -> dict[str, Any]:
-        _no_replay("spec_params")
+        out: dict[str, Any] = {}
+        for name in ACTIONS[action].params:
+            if name not in params:
+                raise ValueError(f"{action} needs the parameter {name!r}; the step gives "
+                                 f"{sorted(params)}")
+            out[name] = task_id(params[name])
+        return out
 
     def model_args(self, action: str, params: Mapping[str, Any],
                    constants: Mapping[str, Any]) -> tuple[Any, ...]:
-        _no_replay("model_args")
+        return tuple(params[name] for name in ACTIONS[action].params)
 
-    def apply(self, implementation: Any, action: str, params: Mapping[str, Any], before: Any,
-              profile: Any, fatal: Fatal) -> None:
-        _no_replay("apply")
+    def apply(self, implementation: SteppedPool, action: str, params: Mapping[str, Any],
+              before: Any, profile: Any, fatal: Fatal) -> None:
+        move, call = _MOVES[action]
+        args = tuple(params[name] for name in ACTIONS[action].params)
+        try:
+            move(implementation, *args)
+        except fatal:
+            raise
+        except StepRefused as error:
+            raise StepMismatch(self.describe(action, params), call.format(*args),
+                               "a task", str(error)) from error
+        except Exception as error:
+            raise StepMismatch(self.describe(action, params), call.format(*args),
+                               "no error", f"raised {type(error).__name__}: {error}") from error
 
-    def snapshot(self, implementation: Any, constants: Mapping[str, Any],
-                 fatal: Fatal) -> Any:
-        _no_replay("snapshot")
+    def snapshot(self, implementation: SteppedPool, constants: Mapping[str, Any],
+                 fatal: Fatal) -> PoolSnapshot | None:
+        try:
+            return implementation.snapshot()
+        except fatal:
+            raise
+        except Exception:  # a pool broken enough not to answer: the divergence says the rest
+            return None
 
-    def side_by_side(self, expected: Any, actual: Any, side: str) -> str:
-        _no_replay("side_by_side")
+    def side_by_side(self, expected: PoolSnapshot, actual: PoolSnapshot, side: str) -> str:
+        rows = [(name, _cell(getattr(expected, name)), _cell(getattr(actual, name)))
+                for name in _FIELDS if getattr(expected, name) != getattr(actual, name)]
+        if not rows:
+            return ""
+        table = [("field", "trace", side), *rows]
+        widths = [max(len(r[i]) for r in table) for i in range(2)]
+        return "\n".join(f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip()
+                         for r in table)
 
     def summary(self, state: Hashable) -> str:
         assert isinstance(state, PoolSnapshot)
@@ -100,3 +133,30 @@ class PoolSystem(System):
 
 
 SYSTEM = PoolSystem()
+
+
+_FIELDS = ("phase", "deque", "running", "outstanding", "submitted", "finished", "cancelled",
+           "runs", "parent")
+
+_MOVES: dict[str, tuple[Callable[..., object], str]] = {
+    "SubmitExternal": (SteppedPool.submit_external, "submit() from outside, to worker {1}"),
+    "SubmitChild": (SteppedPool.submit_child, "submit() from worker {1}'s task"),
+    "Pop": (SteppedPool.pop, "worker {0} takes a task"),
+    "Steal": (SteppedPool.steal, "worker {0} takes a task, stealing from {1} first"),
+    "Finish": (SteppedPool.finish, "worker {0} runs and finishes its task"),
+    "Shutdown": (SteppedPool.shutdown, "shutdown()"),
+    "CancelQueued": (SteppedPool.cancel_queued, "shutdown(cancel_futures=True)"),
+}
+"""Per action: the driver's move that takes it, and the call as a divergence names it."""
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, Phase):
+        return str(value.value)
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_cell(v)}" for k, v in sorted(value.items(), key=repr)) + "}"
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(sorted(map(str, value))) + "}"
+    if isinstance(value, tuple):
+        return "<<" + ", ".join(map(str, value)) + ">>"
+    return str(value)
