@@ -141,6 +141,21 @@ def cmd_verify(args: argparse.Namespace) -> int:
                                           "refsched:TimerScheduler", timers))
         if args.examples > 0:
             plan.append(functools.partial(checks.timer_lockstep_check, session, args.examples))
+    if args.system in ("all", "pool"):
+        pools = system.get("pool")
+        if not args.skip_tlc:
+            plan.append(functools.partial(checks.tlc_check, session, "pool safety",
+                                          "MCWorkStealing.cfg", pools.mc_module))
+            if not args.skip_liveness:
+                plan.append(functools.partial(checks.tlc_check, session, "pool liveness",
+                                              "MCWorkStealingLiveness.cfg", pools.mc_module))
+            plan.append(functools.partial(checks.model_equals_spec, session, pools))
+            plan.append(functools.partial(checks.corpus_check, session, pools))
+        if not args.skip_replay:
+            plan.append(functools.partial(checks.replay_check, session, None,
+                                          "refsched:WorkStealingPool", pools))
+        if args.examples > 0:
+            plan.append(functools.partial(checks.pool_lockstep_check, session, args.examples))
     if not plan:
         print("refsched verify: nothing to check (every check skipped)", file=sys.stderr)
         return 2
@@ -337,8 +352,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="For each scheduler: model-check its spec with TLC, match TLC's state "
                     "graph against the reference model, check the trace corpus is current and "
                     "replay it against the production implementation, and run the lock-step "
-                    "check of the implementation against the model (for the TaskScheduler also "
-                    "liveness and TLC validation of recorded Runner runs).")
+                    "check of the implementation against the model (for the TaskScheduler and the "
+                    "pool also liveness, for the TaskScheduler TLC validation of recorded "
+                    "Runner runs).")
     verify.add_argument("--system", choices=("all", *SYSTEM_NAMES), default="all",
                         help="which scheduler's chain to check (default: all)")
     verify.add_argument("--examples", type=int, default=500, metavar="N",

@@ -21,12 +21,22 @@ def test_verify_passes_for_the_production_scheduler(capsys: pytest.CaptureFixtur
     assert "snapshots equal after every call" in err
 
 
-def test_verify_checks_both_schedulers_by_default(capsys: pytest.CaptureFixture[str]) -> None:
+def test_verify_checks_every_scheduler_by_default(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", "--skip-tlc", "--skip-replay", "--examples", "20", "--quiet"]) == 0
     out, _ = capsys.readouterr()
-    assert "2 of 2 checks passed" in out
+    assert "3 of 3 checks passed" in out
     assert "lock-step model vs refsched:TaskScheduler" in out
     assert "lock-step timer model vs refsched:TimerScheduler" in out
+    assert "lock-step pool model vs refsched:WorkStealingPool" in out
+
+
+def test_verify_of_the_pool_replays_its_corpus(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--system", "pool", "--skip-tlc", "--examples", "20", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in report["results"]] == [
+        "corpus replay vs refsched:WorkStealingPool",
+        "lock-step pool model vs refsched:WorkStealingPool"]
+    assert report["results"][0]["figures"]["edges_replayed"] == 9216
 
 
 def test_verify_fails_for_a_broken_scheduler(capsys: pytest.CaptureFixture[str]) -> None:

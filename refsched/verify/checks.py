@@ -22,6 +22,7 @@ __all__ = [
     "corpus_check",
     "lockstep_check",
     "model_equals_spec",
+    "pool_lockstep_check",
     "recorded_runs_check",
     "replay_check",
     "timer_lockstep_check",
@@ -212,12 +213,33 @@ def timer_lockstep_check(session: Session, examples: int) -> Outcome:
 
     from .timer_lockstep import Ledger, run_timer_lockstep
 
-    started = time.monotonic()
-    ledger = Ledger()
-    name = "lock-step timer model vs refsched:TimerScheduler"
-    session.report(f"  timer lock-step: {examples} examples")
-    try:
+    def run() -> Ledger:
+        ledger = Ledger()
         run_timer_lockstep(TimerScheduler, examples=examples, ledger=ledger)
+        return ledger
+
+    return _lockstep(session, "timer", "refsched:TimerScheduler", examples, run)
+
+
+def pool_lockstep_check(session: Session, examples: int) -> Outcome:
+    """Hypothesis drives the pool model and ``WorkStealingPool`` (its workers' moves stepped)
+    side by side."""
+    from refsched.pool import WorkStealingPool
+
+    from .pool_lockstep import run_pool_lockstep
+
+    return _lockstep(session, "pool", "refsched:WorkStealingPool", examples,
+                     lambda: run_pool_lockstep(WorkStealingPool, examples=examples))
+
+
+def _lockstep(session: Session, model: str, impl_name: str, examples: int,
+              run: Callable[[], Any]) -> Outcome:
+    """Run a lock-step machine; ``run`` returns its ledger (examples, calls, what was taken)."""
+    started = time.monotonic()
+    name = f"lock-step {model} model vs {impl_name}"
+    session.report(f"  {model} lock-step: {examples} examples")
+    try:
+        ledger = run()
     except Exception as e:  # the shrunk failing sequence is in the message
         detail = "".join(traceback.format_exception_only(type(e), e))
         return Outcome(name, False, f"disagreement found\n{detail}", _elapsed(started))

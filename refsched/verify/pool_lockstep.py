@@ -1,0 +1,165 @@
+"""Lock-step: WorkStealingPool and the pool's reference model, driven by the same random steps.
+
+A Hypothesis state machine picks one of the steps ``spec/WorkStealing.tla`` enables (an
+action and its worker, task, thief or victim) at random, over a small instance, and takes it on
+both sides: on the model (``refsched.model.pool``) and on the production pool, its workers'
+moves driven by :class:`~refsched.verify.pool_driver.SteppedPool`. After every step the pool's
+state must be the model's, and the pool's counters must agree with it
+(``SteppedPool.check_invariants``).
+
+A few calls per walk must be refused: a root submitted once the pool is shut down (the model's
+refusal names ``SchedulerClosedError``) and a submission of something that is not callable
+(``InvalidArgumentError``); the pool must raise that error and change nothing. Unlike the trace
+corpus, whose instance TLC enumerates exhaustively, the random walks here run over more workers
+and tasks, and longer.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from refsched.errors import InvalidArgumentError, SchedulerClosedError
+from refsched.model.pool import ACTIONS, INITIAL, Instance, Phase, PoolSnapshot, next_steps
+
+from . import system
+from .pool_driver import SteppedPool
+
+__all__ = ["WORKERS", "Disagreement", "Ledger", "pool_lockstep_machine", "run_pool_lockstep"]
+
+WORKERS = ("w1", "w2", "w3")
+ROOTS = ("a", "b", "c", "d", "e")
+CHILDREN = ("f", "g", "h", "i", "j", "k")
+INSTANCE = Instance(WORKERS, ROOTS + CHILDREN, CHILDREN)
+
+_POOL = system.get("pool")
+
+
+class Disagreement(AssertionError):
+    """The pool and the model parted: the steps taken so far, and where they differ."""
+
+
+@dataclass
+class Ledger:
+    """What the random walks took: examples, and steps per action (refusals by their error)."""
+
+    examples: int = 0
+    actions: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def calls(self) -> int:
+        """Steps taken and calls refused, over every walk."""
+        return sum(self.actions.values())
+
+    def missing(self) -> list[str]:
+        """The actions no walk took."""
+        return [name for name in ACTIONS if self.actions[name] == 0]
+
+    def summary(self) -> str:
+        taken = ", ".join(f"{name} {n:,}" for name, n in sorted(self.actions.items()))
+        return f"{self.examples:,} examples; steps: {taken}"
+
+
+def pool_lockstep_machine(factory: Callable[..., Any],
+                          ledger: Ledger) -> type[RuleBasedStateMachine]:
+    """The state machine that drives ``factory`` (a WorkStealingPool class) and the model."""
+
+    class PoolLockstep(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model: PoolSnapshot = INITIAL
+            self.pool = SteppedPool(factory, WORKERS)
+            self.steps: list[str] = []
+            self.bad = 0  # calls made that must be refused: a few per walk, not most of it
+            ledger.examples += 1
+
+        def fail(self, reason: str) -> None:
+            walk = "\n".join(f"  {i}. {s}" for i, s in enumerate(self.steps, start=1))
+            raise Disagreement(f"{reason}\nsteps:\n{walk}")
+
+        def take(self, action: str, params: dict[str, Hashable]) -> None:
+            """An enabled step, on both sides."""
+            self.steps.append(_POOL.describe(action, params))
+            try:
+                _POOL.apply(self.pool, action, params, self.model, None, ())
+            except AssertionError as error:  # StepMismatch
+                self.fail(str(error))
+            spec_action = ACTIONS[action]
+            self.model = spec_action.step(self.model, *(params[p] for p in spec_action.params))
+            ledger.actions[action] += 1
+            self.agree()
+
+        def refused(self, call: Callable[[], object], error: type[Exception],
+                    before: PoolSnapshot) -> None:
+            try:
+                call()
+            except error:
+                pass
+            except Exception as other:
+                self.fail(f"expected {error.__name__}, the pool raised {other!r}")
+            else:
+                self.fail(f"expected {error.__name__}, the pool took the step")
+            after = self.pool.snapshot()
+            if after != before:
+                self.fail("a refused call changed the pool:\n"
+                          + _POOL.side_by_side(before, after, "after"))
+
+        def agree(self) -> None:
+            actual = self.pool.snapshot()
+            if actual != self.model:
+                self.fail("the pool's state is not the model's:\n"
+                          + _POOL.side_by_side(self.model, actual, "pool"))
+            try:
+                self.pool.check_invariants()
+            except AssertionError as error:
+                self.fail(f"check_invariants(): {error}")
+
+        @rule(data=st.data())
+        def step(self, data: st.DataObject) -> None:
+            """One of the steps the spec enables here, each as likely as the others."""
+            enabled = [(name, params) for name, params, _ in next_steps(self.model, INSTANCE)]
+            if enabled:
+                self.take(*data.draw(st.sampled_from(enabled), label="step"))
+
+        @precondition(lambda self: self.model.phase is not Phase.ACCEPTING and self.bad < 2)
+        @rule(t=st.sampled_from(ROOTS), w=st.sampled_from(WORKERS))
+        def submit_after_shutdown(self, t: str, w: str) -> None:
+            self.bad += 1
+            self.steps.append(f"submit() from outside, the pool {self.model.phase.value}")
+            before = self.pool.snapshot()
+            self.refused(lambda: self.pool.submit_external(t, w), SchedulerClosedError, before)
+            ledger.actions["SubmitExternal refused"] += 1
+
+        @precondition(lambda self: self.bad < 2)
+        @rule(fn=st.sampled_from([None, 3, "f"]))
+        def submit_not_callable(self, fn: object) -> None:
+            self.bad += 1
+            self.steps.append(f"submit({fn!r})")
+            before = self.pool.snapshot()
+            self.refused(lambda: self.pool.pool.submit(fn), InvalidArgumentError,  # type: ignore[arg-type]
+                         before)
+            ledger.actions["submit(not callable) refused"] += 1
+
+    return PoolLockstep
+
+
+def run_pool_lockstep(factory: Callable[..., Any], examples: int = 200,
+                      steps: int = 50) -> Ledger:
+    """Run ``examples`` random walks of up to ``steps`` steps; raise on the first disagreement."""
+    ledger = Ledger()
+    machine = pool_lockstep_machine(factory, ledger)
+    run_state_machine_as_test(machine, settings=settings(  # type: ignore[no-untyped-call]
+        max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
+        print_blob=True, report_multiple_bugs=False))
+    return ledger
