@@ -44,6 +44,14 @@ from refsched import WorkStealingPool
 
 Executor = cf.Executor
 
+# The standard sizes, shared with bench/run.py's pool section.
+WORKERS = 4
+ROUNDS = 5
+FLAT_SUBMISSIONS = 100_000
+TREE_DEPTH = 16  # fork-join: 2**TREE_DEPTH leaves
+HANG_TIMEOUT = 5.0  # seconds the deadlocking ThreadPoolExecutor gets before it is killed
+STEAL_SPINE = 64  # spine nodes of the unbalanced tree
+
 
 def _noop() -> None:
     return None
@@ -199,11 +207,13 @@ def compare(name: str, ours: Callable[[], Any], peer: Callable[[], Any], expecte
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--flat", type=int, default=100_000, help="flat no-op submissions")
-    parser.add_argument("--depth", type=int, default=16, help="fork-join tree: 2**depth leaves")
-    parser.add_argument("--hang-timeout", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--workers", type=int, default=WORKERS)
+    parser.add_argument("--flat", type=int, default=FLAT_SUBMISSIONS,
+                        help="flat no-op submissions")
+    parser.add_argument("--depth", type=int, default=TREE_DEPTH,
+                        help="fork-join tree: 2**depth leaves")
+    parser.add_argument("--hang-timeout", type=float, default=HANG_TIMEOUT)
     args = parser.parse_args(argv)
     w = args.workers
     load = os.getloadavg() if hasattr(os, "getloadavg") else ()
@@ -232,9 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"ThreadPoolExecutor({w}) on the nested-wait tree (2**{args.depth} leaves): "
           f"{tpe_nested_hangs(args.depth, w, args.hang_timeout)}")
-    depth = 64
-    leaves, stolen, executed = steals_on_unbalanced_tree(depth, w)
-    print(f"Unbalanced tree ({depth} spine nodes, each forking a slow leaf) on the pool: "
+    leaves, stolen, executed = steals_on_unbalanced_tree(STEAL_SPINE, w)
+    print(f"Unbalanced tree ({STEAL_SPINE} spine nodes, each forking a slow leaf) on the pool: "
           f"{leaves} leaves, {executed} tasks, {stolen} steals "
           f"{'✓' if stolen > 0 else '✗ (expected > 0)'}")
     return 0

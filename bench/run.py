@@ -1,6 +1,6 @@
 """Benchmarks of refsched against the peers users would pick instead, measured side by side.
 
-    python bench/run.py [--quick] [--out bench/results] [--only core,runner,memory,sync,timer]
+    python bench/run.py [--quick] [--out bench/results] [--only core,runner,memory,sync,timer,pool]
 
 Every contender gets the same graph objects (bench/graphs.py: fixed seeds) in one process. The
 contenders of a comparison run interleaved, round after round, their order rotated each round,
@@ -12,6 +12,8 @@ its range, next to each side's best and median time.
 
 Writes RESULTS.md and results.json (the raw times) to the output folder, and scaling.png when
 matplotlib is installed. --quick (about a minute) stops at V = 100,000 and runs fewer rounds.
+A run of some sections (--only) writes only to a folder named with --out, and otherwise prints
+its report: bench/results holds the report of a full run, which a partial one would cut short.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 
 import contenders as c
 import graphs
+import pool
 import timers
 from graphs import Graph
 
@@ -90,17 +93,71 @@ class Garbage:
 
 
 @dataclass
+class Deadlock:
+    """What ThreadPoolExecutor did with nested waits, in a subprocess killed after a timeout."""
+
+    workload: str
+    workers: int
+    timeout: float
+    outcome: str  # "deadlocked: no result after ...", or "finished in ...: <its output>"
+
+
+@dataclass
+class Steals:
+    """Steals the pool took on an unbalanced tree; balancing it takes at least one."""
+
+    spine: int
+    workers: int
+    leaves: int
+    executed: int
+    stolen: int
+
+    @property
+    def met(self) -> bool:
+        return self.stolen > 0
+
+
+@dataclass
 class Results:
     quick: bool
     environment: dict[str, str]
     comparisons: list[Comparison] = field(default_factory=list)
     memory: list[Memory] = field(default_factory=list)
     garbage: list[Garbage] = field(default_factory=list)
+    deadlocks: list[Deadlock] = field(default_factory=list)
+    steals: list[Steals] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)  # as given to --only, for the report
 
 
 # -- measuring -----------------------------------------------------------------------------
 
-Work = Graph | timers.Workload  # a graph for the DAG contenders, entries for the timers
+# The pool workloads run bench/pool.py's functions, which take sizes rather than data. compare()
+# hands each contender one workload and checks that it returns len(workload), so a pool workload
+# carries the sizes and, as its len(), the count a correct run returns.
+
+@dataclass(frozen=True)
+class FlatWork:
+    submissions: int
+    workers: int
+
+    def __len__(self) -> int:
+        return self.submissions  # both sides return how many futures they waited for
+
+
+@dataclass(frozen=True)
+class TreeWork:
+    depth: int
+    workers: int
+
+    def __len__(self) -> int:
+        return 2 ** self.depth  # both sides return the tree's leaves, counted
+
+
+PoolWork = FlatWork | TreeWork
+
+
+# A graph for the DAG contenders, entries for the timers, sizes for the pools.
+Work = Graph | timers.Workload | PoolWork
 Contender = Callable[[Any], int]
 
 
@@ -243,6 +300,56 @@ def run_timer(results: Results, drain_entries: int, cancel_entries: int, rounds:
               f"{worst} (rebuild_floor {floor})", flush=True)
 
 
+# Named after the bench/pool.py functions they call, since the report shows these names.
+def flat_pool(work: FlatWork) -> int:
+    return pool.flat_pool(work.submissions, work.workers)
+
+
+def flat_tpe(work: FlatWork) -> int:
+    return pool.flat_tpe(work.submissions, work.workers)
+
+
+def forkjoin_pool(work: TreeWork) -> int:
+    return pool.forkjoin_pool(work.depth, work.workers)
+
+
+def forkjoin_tpe(work: TreeWork) -> int:
+    return pool.forkjoin_tpe(work.depth, work.workers)
+
+
+def run_pool(results: Results, submissions: int, depth: int, rounds: int,
+             hang_timeout: float) -> None:
+    workers = pool.WORKERS
+    print(f"pool: WorkStealingPool vs ThreadPoolExecutor, {workers} workers each", flush=True)
+    # One small run of each first, so round one is not charged for first-call costs.
+    interleaved([flat_pool, flat_tpe], FlatWork(1_000, workers), 1)
+    interleaved([forkjoin_pool, forkjoin_tpe], TreeWork(8, workers), 1)
+    compare(results, f"flat, {submissions:,} no-op submissions",
+            FlatWork(submissions, workers), rounds, [("pool", flat_pool, flat_tpe, 1.0)],
+            edges=0)
+    compare(results, f"fork-join, 2**{depth} leaves", TreeWork(depth, workers), rounds,
+            [("pool", forkjoin_pool, forkjoin_tpe, 1.0)], edges=0)
+    record_deadlock(results, depth, workers, hang_timeout)
+    record_steals(results, workers)
+
+
+def record_deadlock(results: Results, depth: int, workers: int, timeout: float) -> None:
+    outcome = pool.tpe_nested_hangs(depth, workers, timeout)
+    row = Deadlock(f"2**{depth} leaves", workers, timeout, outcome)
+    results.deadlocks.append(row)
+    print(f"  ThreadPoolExecutor({workers}) on the nested-wait fork-join tree, {row.workload}: "
+          f"{outcome}", flush=True)
+
+
+def record_steals(results: Results, workers: int) -> None:
+    leaves, stolen, executed = pool.steals_on_unbalanced_tree(pool.STEAL_SPINE, workers)
+    row = Steals(pool.STEAL_SPINE, workers, leaves, executed, stolen)
+    results.steals.append(row)
+    print(f"  unbalanced tree, {row.spine} spine nodes each forking a slow leaf: "
+          f"{executed:,} tasks, {stolen:,} steals {'✓' if row.met else '✗ (expected > 0)'}",
+          flush=True)
+
+
 # -- the report ----------------------------------------------------------------------------
 
 def _s(seconds: float) -> str:
@@ -295,6 +402,8 @@ def _ns(times: Sequence[float], nodes: int) -> str:
 
 def _scaling_section(results: Results) -> list[str]:
     on = scaling_rows(results)
+    if not on:
+        return []
     off = {r.nodes: r for r in scaling_rows(results, "gc-off")}
     lines = [
         "## Scaling: time per node as V grows",
@@ -332,12 +441,33 @@ def _scaling_section(results: Results) -> list[str]:
     return lines
 
 
+def _rows(results: Results, section: str) -> list[Comparison]:
+    return [r for r in results.comparisons if r.section == section]
+
+
+def render_markdown(results: Results) -> str:
+    """RESULTS.md: the header, then a part for each section that ran, in the usual order."""
+    parts = [_header(results), _core_section(results), _runner_section(results),
+             _memory_section(results), _scaling_section(results), _sync_section(results),
+             _timer_section(results), _pool_section(results)]
+    return "\n".join(line for part in parts for line in part)
+
+
 def write_markdown(results: Results, out: Path) -> None:
+    (out / "RESULTS.md").write_text(render_markdown(results), encoding="utf-8")
+
+
+def _command(results: Results) -> str:
+    only = "" if set(results.sections) == set(SECTIONS) else f" --only {','.join(results.sections)}"
+    return f"python bench/run.py{' --quick' if results.quick else ''}{only}"
+
+
+def _header(results: Results) -> list[str]:
     env = results.environment
-    lines = [
+    return [
         "# refsched benchmarks",
         "",
-        f"`python bench/run.py{' --quick' if results.quick else ''}` on {env['date']}: "
+        f"`{_command(results)}` on {env['date']}: "
         f"Python {env['python']}, {env['cpus']} CPUs, {env['platform']}; load average "
         f"{env['load_before']} before, {env['load_after']} after; dask {env['dask']}.",
         "",
@@ -348,14 +478,30 @@ def write_markdown(results: Results, out: Path) -> None:
         f"seed, about sqrt(V) layers, {graphs.FAN_IN} dependencies per node on the previous "
         "layer; a chain; one root, V - 2 middle nodes and one sink).",
         "",
+    ]
+
+
+def _core_section(results: Results) -> list[str]:
+    rows = _rows(results, "core")
+    if not rows:
+        return []
+    return [
         "## Core: `TaskScheduler` against `graphlib.TopologicalSorter`",
         "",
         "`TaskScheduler(max_concurrency=V)`: `submit` every node, `start()`, then `ready()` and "
         "`complete()` each claim until nothing is ready; `graphlib`: `add`, `prepare()`, then "
         "`get_ready()` and `done(*nodes)` while active. One thread.",
         "",
-        *_comparison_table([r for r in results.comparisons if r.section == "core"]),
+        *_comparison_table(rows),
         "",
+    ]
+
+
+def _runner_section(results: Results) -> list[str]:
+    rows = _rows(results, "runner")
+    if not rows:
+        return []
+    lines = [
         "## Runner: no-op functions on 4 threads",
         "",
         "`Runner(max_workers=4)`: `submit` every function, `start()`, `wait()`, close. "
@@ -364,12 +510,18 @@ def write_markdown(results: Results, out: Path) -> None:
         "`runner_dask`: `dask.threaded.get(dsk, keys, num_workers=4)`, each node a task whose "
         "arguments are its dependencies.",
         "",
-        *_comparison_table([r for r in results.comparisons if r.section == "runner"]),
+        *_comparison_table(rows),
         "",
     ]
-    if env["dask"] == "not installed":
+    if results.environment["dask"] == "not installed":
         lines += ["dask is not installed: its contender was skipped (`pip install dask`).", ""]
-    lines += [
+    return lines
+
+
+def _memory_section(results: Results) -> list[str]:
+    if not results.memory:
+        return []
+    return [
         "## Memory per task",
         "",
         "Bytes allocated while building the structure (every node submitted and `start()`; "
@@ -381,23 +533,30 @@ def write_markdown(results: Results, out: Path) -> None:
         *(f"| {m.workload} | {m.ours_bytes / m.nodes:,.0f} | {m.peer_bytes / m.nodes:,.0f} | "
           f"**{m.ratio:.2f}** | {_verdict(m)} |" for m in results.memory),
         "",
-        *_scaling_section(results),
+    ]
+
+
+def _sync_section(results: Results) -> list[str]:
+    rows = _rows(results, "sync")
+    if not rows:
+        return []
+    return [
         "## The injectable primitives (`refsched.sync`)",
         "",
         "The scheduler and the runner build every lock, condition, event and thread through "
         "`refsched.sync`, which by default holds the `threading` classes themselves "
-        f"(`refsched.sync.Lock is threading.Lock`: {env['sync_is_threading']}). The same runs "
-        "with the `threading` module put in the place of `refsched.sync`:",
+        f"(`refsched.sync.Lock is threading.Lock`: {results.environment['sync_is_threading']}). "
+        "The same runs with the `threading` module put in the place of `refsched.sync`:",
         "",
-        *_comparison_table([r for r in results.comparisons if r.section == "sync"]),
+        *_comparison_table(rows),
         "",
     ]
-    if any(r.section == "timer" for r in results.comparisons):
-        lines += _timer_section(results)
-    (out / "RESULTS.md").write_text("\n".join(lines), encoding="utf-8")
 
 
 def _timer_section(results: Results) -> list[str]:
+    rows = _rows(results, "timer")
+    if not rows:
+        return []
     return [
         "## Timer: `TimerScheduler` against `sched.scheduler`",
         "",
@@ -411,7 +570,7 @@ def _timer_section(results: Results) -> list[str]:
         "Workloads: `bench/timers.py` (times uniform in [0, 1000), priorities 0 to 3, fixed "
         "seed).",
         "",
-        *_comparison_table([r for r in results.comparisons if r.section == "timer"]),
+        *_comparison_table(rows),
         "",
         "Garbage: random schedules, reschedules, cancels and claims over the ids, with "
         "`stats()` read after every call; the heap may hold at most `2 * live + rebuild_floor` "
@@ -421,6 +580,52 @@ def _timer_section(results: Results) -> list[str]:
         "|--:|--:|--:|--:|---|",
         *(f"| {g.workload} | {g.calls:,} | {g.worst_excess} | {g.rebuild_floor} | "
           f"{'✓' if g.met else '✗'} |" for g in results.garbage),
+        "",
+    ]
+
+
+def _pool_section(results: Results) -> list[str]:
+    rows = _rows(results, "pool")
+    if not rows:
+        return []
+    return [
+        "## Work-stealing pool: `WorkStealingPool` against `concurrent.futures.ThreadPoolExecutor`",
+        "",
+        f"Both with {pool.WORKERS} workers; a time includes starting and shutting down the "
+        "workers. Workloads: `bench/pool.py`.",
+        "",
+        "- Flat: no-op functions submitted one by one from the main thread, then "
+        "`concurrent.futures.wait()` on all their futures, which times handing a task to a "
+        "worker and its result back.",
+        "- Fork-join: a full binary tree counted recursively, one task per node; on the pool each "
+        "node submits its two children and waits on their futures inside its task (nested "
+        "waits), and since `ThreadPoolExecutor` deadlocks on that code, its side runs the same "
+        "tree restructured without nested waits, each leaf reporting its count up the tree "
+        "through per-node join counters.",
+        "",
+        *_comparison_table(rows),
+        "",
+        *(line for d in results.deadlocks for line in _deadlock_lines(d)),
+        *(line for s in results.steals for line in _steals_lines(s)),
+    ]
+
+
+def _deadlock_lines(d: Deadlock) -> list[str]:
+    return [
+        f"Deadlock: `ThreadPoolExecutor({d.workers})` running the pool's side of fork-join "
+        f"(nested waits, {d.workload}) in a subprocess killed after {d.timeout:g} s: "
+        f"**{d.outcome}**. Its workers end up blocked in `result()` on children queued behind "
+        "them; the pool's `result()` runs queued tasks while it waits.",
+        "",
+    ]
+
+
+def _steals_lines(s: Steals) -> list[str]:
+    return [
+        f"Steals: an unbalanced tree on the pool, a spine of {s.spine} nodes each forking one "
+        "slow leaf; a task submitted from a task goes onto its own worker's deque, so another "
+        f"worker gets it only by stealing it: {s.leaves} leaves, {s.executed:,} tasks, "
+        f"**{s.stolen:,} steals** (`stats().stolen`; must be above 0 {'✓' if s.met else '✗'}).",
         "",
     ]
 
@@ -493,21 +698,43 @@ def environment() -> dict[str, str]:
     }
 
 
+SECTIONS = ("core", "runner", "memory", "sync", "timer", "pool")
+DEFAULT_OUT = HERE / "results"
+
+
+def output_folder(out: Path | None, sections: Sequence[str]) -> Path | None:
+    """Where to write; None: print the report instead.
+
+    A report of some sections written over bench/results would silently drop the others' figures
+    from the full run's report, so a partial run writes only where --out says.
+    """
+    if out is not None:
+        return out
+    return DEFAULT_OUT if set(sections) == set(SECTIONS) else None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run of about a minute")
-    parser.add_argument("--out", type=Path, default=HERE / "results",
-                        help="folder for RESULTS.md, results.json and scaling.png")
-    parser.add_argument("--only", default="core,runner,memory,sync,timer",
+    parser.add_argument("--out", type=Path, default=None,
+                        help="folder for RESULTS.md, results.json and scaling.png (default: "
+                             "bench/results for a run of every section; a run of some sections "
+                             "prints its report and writes nothing without --out)")
+    parser.add_argument("--only", default=",".join(SECTIONS),
                         help="comma-separated sections to run (default: all)")
     args = parser.parse_args(argv)
-    sections = set(args.only.split(","))
-    unknown = sections - {"core", "runner", "memory", "sync", "timer"}
+    sections = list(dict.fromkeys(args.only.split(",")))
+    unknown = set(sections) - set(SECTIONS)
     if unknown:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
-    args.out.mkdir(parents=True, exist_ok=True)
+    out = output_folder(args.out, sections)
+    if out is None:
+        print(f"--only {args.only} without --out: the report is printed at the end and not "
+              f"written ({DEFAULT_OUT.relative_to(HERE.parent)} keeps the full run's)", flush=True)
+    else:
+        out.mkdir(parents=True, exist_ok=True)
     quick = bool(args.quick)
-    results = Results(quick, environment())
+    results = Results(quick, environment(), sections=sections)
     started = time.perf_counter()
     if quick:
         sizes, others, memory_sizes = [1_000, 10_000, 100_000], 100_000, [100_000]
@@ -527,12 +754,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "timer" in sections:
         run_timer(results, 20_000 if quick else 100_000, 5_000 if quick else 20_000,
                   3 if quick else 9)
+    if "pool" in sections:
+        run_pool(results, 20_000 if quick else pool.FLAT_SUBMISSIONS,
+                 12 if quick else pool.TREE_DEPTH, 3 if quick else pool.ROUNDS,
+                 2.0 if quick else pool.HANG_TIMEOUT)
     results.environment["load_after"] = " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    write_markdown(results, args.out)
-    with open(args.out / "results.json", "w", encoding="utf-8") as f:
+    if out is None:
+        print(render_markdown(results))
+        print(f"ran in {time.perf_counter() - started:.0f}s; nothing written (no --out)")
+        return 0
+    write_markdown(results, out)
+    with open(out / "results.json", "w", encoding="utf-8") as f:
         json.dump(asdict(results), f, indent=1)
-    plotted = write_plot(results, args.out)
-    print(f"wrote {args.out / 'RESULTS.md'}, results.json"
+    plotted = write_plot(results, out)
+    print(f"wrote {out / 'RESULTS.md'}, results.json"
           f"{', scaling.png' if plotted else ''} in {time.perf_counter() - started:.0f}s")
     return 0
 
