@@ -179,10 +179,14 @@ class _Task(Future[Any]):
             with self._guard:
                 if self._cond is None:
                     # No condition: nobody cancelled (cancel() makes one), nobody waits.
-                    if self._state is not PENDING:
-                        raise RuntimeError(f"{self!r}: claimed twice")  # as Future would
-                    self._state = RUNNING
-                    return True
+                    if self._state is PENDING:
+                        self._state = RUNNING
+                        return True
+                    twice = True
+                else:
+                    twice = False
+            if twice:  # raised outside _guard: repr() reads the condition, which takes it
+                raise RuntimeError(f"{self!r}: claimed twice")  # as Future would
         return self.set_running_or_notify_cancel()
 
     def _settle(self, failed: bool, value: Any) -> None:

@@ -27,6 +27,7 @@ from refsched import (
     WorkStealingPool,
 )
 from refsched.explore import Context, ExploreConfig, Scenario, explore
+from refsched.pool import _Task
 
 LONG = 20.0  # seconds: only reached when something is broken
 
@@ -599,3 +600,26 @@ def test_exploration_catches_a_pool_that_forgets_to_wake_a_worker() -> None:
                                    max_steps=20_000, run_timeout=LONG))
     assert report.failures
     assert "lost wake-up" in str(report.failures[0])
+
+
+def test_a_task_claimed_twice_raises_rather_than_hangs() -> None:
+    # Only a broken pool claims twice; the error must reach it, not deadlock its worker.
+    pool = WorkStealingPool(1)
+    try:
+        task = _Task(pool, int, (), {})
+        assert task._claim()
+        outcome: list[BaseException] = []
+
+        def claim_again() -> None:
+            try:
+                task._claim()
+            except RuntimeError as error:
+                outcome.append(error)
+
+        thread = threading.Thread(target=claim_again, daemon=True)
+        thread.start()
+        thread.join(LONG)
+        assert not thread.is_alive(), "the second claim hung"
+        assert len(outcome) == 1 and "claimed twice" in str(outcome[0])
+    finally:
+        pool.shutdown()
