@@ -44,6 +44,7 @@ from refsched.explore.linearizability import (
     check,
     history_key,
 )
+from refsched.explore.pool_scenarios import POOL_SCENARIOS
 from refsched.explore.search import decode_schedule, encode_schedule
 from refsched.explore.timer_scenarios import TIMER_SCENARIOS
 from refsched.model import ReferenceScheduler
@@ -148,8 +149,10 @@ def _bug_id(case: tuple[Callable[[Any], Scenario], type, str]) -> str:
 
 # -- the production code is clean ----------------------------------------------------------
 
-# The timer scenarios, in SCENARIOS too, are explored by tests/test_timer_explore.py.
-@pytest.mark.parametrize("name", [n for n in SCENARIOS if n not in TIMER_SCENARIOS])
+# The timer and pool scenarios, in SCENARIOS too, are explored by tests/test_timer_explore.py
+# and tests/test_pool_explore.py.
+@pytest.mark.parametrize("name", [n for n in SCENARIOS
+                                  if n not in TIMER_SCENARIOS and n not in POOL_SCENARIOS])
 def test_every_scenario_explores_clean_within_two_preemptions(name: str) -> None:
     report = explore(SCENARIOS[name], ExploreConfig(max_preemptions=2, reduction=True))
     print(report.summary())

@@ -8,16 +8,22 @@ discipline the code states in its own comments:
 - ``TaskScheduler``: "_lock guards every attribute below, and every field of every _Task";
 - ``Runner``: "the runner lock guards every field below";
 - ``TimerScheduler``: "_lock guards every attribute below, and every field of every _Timer";
-- ``TimerRunner``: "the runner lock guards every field below".
+- ``TimerRunner``: "the runner lock guards every field below";
+- ``WorkStealingPool``: "the pool lock guards every field below that is not Final" (a Final
+  field is assigned once, by ``__init__``, which is exempt), and a pool task's ``_joiners``,
+  "guarded by the pool lock".
 
 "Below" is read from the class's ``__init__``: the attributes it assigns after ``self._lock``.
-While :func:`enforced` is active, assigning one of them, or any field of a ``_Task`` or a
-``_Timer``, from a controlled thread that does not hold the guarding lock fails the run as ``lock
-discipline``, naming the thread, the field and the line. Writes made by an ``__init__`` of the
-object are exempt (it is not shared yet). A record does not know its scheduler, so its guard is
-found as Eraser's lockset is: the locks of its kind of scheduler (``TaskScheduler`` for a
-``_Task``, ``TimerScheduler`` for a ``_Timer``) held at each write, intersected over the record's
-life; an empty intersection is a write no single scheduler lock covered.
+While :func:`enforced` is active, assigning one of them, or any field of a scheduler's ``_Task``
+or a ``_Timer``, or a pool ``_Task``'s ``_joiners``, from a controlled thread that does not hold
+the guarding lock fails the run as ``lock discipline``, naming the thread, the field and the line.
+Writes made by an ``__init__`` of the object are exempt (it is not shared yet). A scheduler's
+record does not know its scheduler, so its guard is found as Eraser's lockset is: the locks of its
+kind of scheduler (``TaskScheduler`` for a ``_Task``, ``TimerScheduler`` for a ``_Timer``) held at
+each write, intersected over the record's life; an empty intersection is a write no single
+scheduler lock covered. A pool task knows its pool (``_pool``), so its guard is that pool's lock.
+A pool task's other fields are not the pool lock's: its future's state is guarded by the task's
+own ``_guard`` or its ``Future`` condition.
 
 Only attribute assignment is seen, not the mutation of a container an attribute holds (a dict's
 ``pop``, a heap's ``heappush``); the record fields and the counters cover every step of the
@@ -33,6 +39,7 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
+from refsched import pool as _pool_module
 from refsched import runner as _runner_module
 from refsched import scheduler as _scheduler_module
 from refsched import timer as _timer_module
@@ -42,6 +49,8 @@ from refsched.explore import runtime
 __all__ = ["enforced", "guarded_fields"]
 
 _LOCK: Final = "_lock"
+# The fields of a pool task that its pool's lock guards (the rest are its future's).
+_POOL_TASK_FIELDS: Final = frozenset({"_joiners"})
 
 
 def guarded_fields(cls: type, lock: str = _LOCK) -> frozenset[str]:
@@ -167,11 +176,33 @@ class _Monitor:
 
         return __setattr__
 
+    def owner_lock_hook(self, cls: type, fields: frozenset[str], owner_attr: str,
+                        owner: type) -> Callable[[Any, str, Any], None]:
+        """``__setattr__`` for a record that knows its ``owner`` (in its ``owner_attr``):
+        ``fields`` are guarded by that owner's ``_lock``."""
+        plain = object.__setattr__
+
+        def __setattr__(obj: Any, name: str, value: Any) -> None:
+            plain(obj, name, value)
+            if name not in fields:
+                return
+            write = _shared_write(obj)
+            if write is None:
+                return
+            frame, ex, t = write
+            lock = getattr(getattr(obj, owner_attr, None), _LOCK, None)
+            if isinstance(lock, runtime.Lock) and not lock._is_owned(t):
+                ex.fail("lock discipline",
+                        f"{t.name} wrote {cls.__name__}.{name} at {_site(frame)} without "
+                        f"holding its {owner.__name__}'s lock ({lock._label})")
+
+        return __setattr__
+
 
 @contextlib.contextmanager
 def enforced() -> Iterator[None]:
-    """Check the lock discipline of TaskScheduler, TimerScheduler, their records, Runner and
-    TimerRunner while the block runs.
+    """Check the lock discipline of TaskScheduler, TimerScheduler, their records, Runner,
+    TimerRunner, WorkStealingPool and its tasks' joiners while the block runs.
 
     Outside a controlled run (no :class:`runtime.Execution` active, or a thread it does not
     manage) the hooks only assign; production code never runs them.
@@ -183,6 +214,8 @@ def enforced() -> Iterator[None]:
     timer_scheduler = _timer_module.TimerScheduler
     timer = _timer_module._Timer
     timer_runner = _timer_runner_module.TimerRunner
+    pool = _pool_module.WorkStealingPool
+    pool_task = _pool_module._Task
     hooks = [
         (task_scheduler, monitor.own_lock_hook(task_scheduler, guarded_fields(task_scheduler),
                                                register=True)),
@@ -193,6 +226,8 @@ def enforced() -> Iterator[None]:
         (timer_runner, monitor.own_lock_hook(timer_runner, guarded_fields(timer_runner),
                                              register=False)),
         (timer, monitor.record_hook(timer, timer_scheduler)),
+        (pool, monitor.own_lock_hook(pool, guarded_fields(pool), register=False)),
+        (pool_task, monitor.owner_lock_hook(pool_task, _POOL_TASK_FIELDS, "_pool", pool)),
     ]
     for cls, _ in hooks:
         if "__setattr__" in cls.__dict__:

@@ -21,6 +21,7 @@ from refsched.errors import (
 )
 from refsched.explore import runtime
 from refsched.explore.context import Context, Scenario
+from refsched.explore.pool_scenarios import POOL_SCENARIOS
 from refsched.explore.timer_scenarios import TIMER_SCENARIOS
 from refsched.runner import CancelToken, Runner, TaskFuture
 from refsched.scheduler import TaskScheduler
@@ -336,6 +337,7 @@ SCENARIOS: dict[str, Scenario] = {
     )
 }
 SCENARIOS.update(TIMER_SCENARIOS)  # the TimerScheduler and TimerRunner scenarios
+SCENARIOS.update(POOL_SCENARIOS)  # the WorkStealingPool scenarios
 
 
 def scenario(name: str) -> Scenario:

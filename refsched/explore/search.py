@@ -710,6 +710,8 @@ def _controlled() -> Iterator[None]:
 def explore(scenario: Scenario, config: ExploreConfig | None = None) -> ExploreReport:
     """Run ``scenario`` under the schedules ``config`` asks for; report what was found."""
     config = config if config is not None else ExploreConfig()
+    if config.reduction and not scenario.reduction:
+        config = config.replace(reduction=False)
     report = ExploreReport(scenario.name, config)
     started = time.perf_counter()
     with _controlled():
