@@ -432,6 +432,33 @@ def test_a_cancelled_task_never_runs(make_pool: MakePool) -> None:
         victim.result(timeout=LONG)
 
 
+def test_termination_wakes_every_thread_waiting_for_it(make_pool: MakePool) -> None:
+    pool = make_pool(1)
+    gate = threading.Event()
+    started = threading.Event()
+
+    def blocker() -> None:
+        started.set()
+        gate.wait(LONG)
+
+    pool.submit(blocker)
+    assert started.wait(LONG)
+    pool.shutdown(wait=False)
+    answers: list[bool] = []
+    # no timeout: a waiter nobody notifies stays blocked (with one, it would wake at the
+    # timeout and still answer True)
+    waiters = [threading.Thread(target=lambda: answers.append(pool.await_termination()),
+                                daemon=True) for _ in range(3)]
+    for waiter in waiters:
+        waiter.start()
+    wait_until(lambda: all(w.is_alive() for w in waiters), "the waiters to start")
+    time.sleep(0.05)  # let them block in await_termination(); a late one returns at once
+    gate.set()
+    for waiter in waiters:
+        waiter.join(LONG)
+    assert answers == [True, True, True], "a thread waiting for termination was not woken"
+
+
 def test_shutdown_twice_is_fine(make_pool: MakePool) -> None:
     pool = make_pool(2)
     future = pool.submit(lambda: 1)
