@@ -1,16 +1,17 @@
 """Mutation testing of the verification layers: seeded bugs in the schedulers and their runners.
 
 Each :class:`Mutant` is a source patch of one production module (``refsched/scheduler.py``,
-``runner.py``, ``timer.py`` or ``timer_runner.py``): an exact snippet of the current file (it must
-occur there exactly once), its replacement, and the bug it plants. A mutant is run in fresh
-subprocesses, one per layer, whose import system serves the patched source as the module (the
-files themselves are never written), against the layers cheapest first, each on the system the
-mutated module belongs to:
+``runner.py``, ``timer.py``, ``timer_runner.py`` or ``pool.py``): an exact snippet of the current
+file (it must occur there exactly once), its replacement, and the bug it plants. A mutant is run
+in fresh subprocesses, one per layer, whose import system serves the patched source as the module
+(the files themselves are never written), against the layers cheapest first, each on the system
+the mutated module belongs to:
 
 ``unit``      the unit tests of that scheduler and its runner (``pytest -x``);
 ``lockstep``  the Hypothesis lock-step machine against the reference model (``run_lockstep``,
-              ``run_timer_lockstep``);
-``replay``    the system's ITF corpus in ``traces/`` replayed against the scheduler (``replay``);
+              ``run_timer_lockstep``, ``run_pool_lockstep``);
+``replay``    the system's ITF corpus in ``traces/`` replayed against the scheduler or the pool
+              (``replay``);
 ``tlc``       recorded multi-threaded Runner runs judged by TLC (``validate_trace``; the
               TaskScheduler's Runner only);
 ``explore``   the interleaving explorer's scenarios, built on the mutant classes (``explore``).
@@ -65,7 +66,8 @@ __all__ = [
 _PACKAGE = Path(__file__).resolve().parent.parent  # refsched/
 _PROJECT = _PACKAGE.parent
 MODULES = {"scheduler": "refsched.scheduler", "runner": "refsched.runner",
-           "timer": "refsched.timer", "timer_runner": "refsched.timer_runner"}
+           "timer": "refsched.timer", "timer_runner": "refsched.timer_runner",
+           "pool": "refsched.pool"}
 
 Report = Callable[[str], None]
 
@@ -81,7 +83,7 @@ class Mutant:
     """One seeded bug: replace ``original`` (found exactly once in ``file``) by ``replacement``."""
 
     name: str
-    file: str  # a key of MODULES: "scheduler", "runner", "timer" or "timer_runner"
+    file: str  # a key of MODULES: "scheduler", "runner", "timer", "timer_runner" or "pool"
     original: str
     replacement: str
     description: str  # the bug, in one line
@@ -115,7 +117,7 @@ def _m(name: str, file: str, description: str, original: str, replacement: str,
     return Mutant(name, file, original, replacement, description, equivalent, wanted_check)
 
 
-_S, _R, _T, _TR = "scheduler", "runner", "timer", "timer_runner"
+_S, _R, _T, _TR, _P = "scheduler", "runner", "timer", "timer_runner", "pool"
 
 CATALOGUE: tuple[Mutant, ...] = (
     # -- TaskScheduler: locking ----------------------------------------------------------------
@@ -483,6 +485,78 @@ CATALOGUE: tuple[Mutant, ...] = (
                   "decided under the runner lock and seen by no caller: either way the version "
                   "was running when cancel() returned False, and its function may run, with "
                   "its token set, as a running version's may"),
+
+    # -- WorkStealingPool ----------------------------------------------------------------------
+    _m("pool_take_check_then_pop", _P,
+       "a worker sees its deque non-empty, lets the lock go, then pops: a thief may take the "
+       "task in between",
+       """        own = self._deques[w]
+        if own:
+            return own.pop()  # Spec: Pop(w)""",
+       """        own = self._deques[w]
+        if own:
+            self._lock.release()
+            self._lock.acquire()
+            return own.pop()  # Spec: Pop(w)"""),
+    _m("pool_child_counted_late", _P,
+       "a child is pushed, and counted in outstanding only in a later critical section: its "
+       "parent's Finish can reach 0 first",
+       """                self._outstanding += 1
+                self._deques[w].append(task)
+                if self._parked and not self._searching:
+                    self._wake_one_locked()""",
+       """                self._deques[w].append(task)
+                if self._parked and not self._searching:
+                    self._wake_one_locked()
+                lock.release()
+                lock.acquire()
+                self._outstanding += 1"""),
+    _m("pool_termination_wakes_one_waiter", _P,
+       "termination notifies one thread waiting for it (notify), not all of them (notify_all)",
+       """        self._parked.clear()
+        self._terminated.notify_all()""",
+       """        self._parked.clear()
+        self._terminated.notify()"""),
+    _m("pool_termination_wakes_one_worker", _P,
+       "termination wakes one parked worker, not every one: the others never leave",
+       """        for w in self._parked:
+            self._wake[w].notify()
+        self._parked.clear()""",
+       """        for w in self._parked:
+            self._wake[w].notify()
+            break
+        self._parked.clear()"""),
+    _m("pool_terminates_on_empty_deques", _P,
+       "a Finish terminates a draining pool once every deque is empty, though a task still runs",
+       """        if self._outstanding == 0 and self._state is _DRAINING:""",
+       """        if not any(self._deques) and self._state is _DRAINING:"""),
+    _m("pool_pop_takes_top", _P,
+       "the owner takes the oldest task of its own deque (FIFO), not the newest",
+       """            return own.pop()  # Spec: Pop(w)""",
+       """            return own.popleft()  # Spec: Pop(w)"""),
+    _m("pool_steal_takes_bottom", _P,
+       "a thief takes the newest task of the victim's deque, the end its owner works at",
+       """                return deques[victim].popleft()  # Spec: Steal(w, victim)""",
+       """                return deques[victim].pop()  # Spec: Steal(w, victim)"""),
+    _m("pool_cancel_keeps_count", _P,
+       "shutdown(cancel_futures=True) empties the deques but leaves the tasks counted",
+       """        self._outstanding -= count
+        if count and self._outstanding == 0:""",
+       """        if count and self._outstanding == 0:"""),
+    _m("pool_push_wakes_nobody", _P,
+       "a push marks a parked worker as woken but does not notify it (a lost wake-up)",
+       """        self._searching += 1
+        self._wake[w].notify()
+        return w""",
+       """        self._searching += 1
+        return w"""),
+    _m("pool_waiting_task_does_not_help", _P,
+       "result() inside a task blocks its worker instead of running other tasks",
+       """        if self._state not in _DONE and self._pool._local.worker is not None:
+            self._pool._help_until(self, timeout)
+            timeout = 0
+        return super().result(timeout)""",
+       """        return super().result(timeout)"""),
 )
 
 _BY_NAME = {m.name: m for m in CATALOGUE}
@@ -501,14 +575,14 @@ class Layer:
 
 
 LAYERS: tuple[Layer, ...] = (
-    Layer("unit", "pytest: the scheduler's and its runner's unit tests",
-          frozenset({_S, _R, _T, _TR})),
-    Layer("lockstep", "Hypothesis lock-step machine vs the model (the schedulers)",
-          frozenset({_S, _T})),
-    Layer("replay", "ITF corpus replay (the schedulers)", frozenset({_S, _T})),
+    Layer("unit", "pytest: the scheduler's and its runner's unit tests (the pool's)",
+          frozenset({_S, _R, _T, _TR, _P})),
+    Layer("lockstep", "Hypothesis lock-step machine vs the model (the schedulers, the pool)",
+          frozenset({_S, _T, _P})),
+    Layer("replay", "ITF corpus replay (the schedulers, the pool)", frozenset({_S, _T, _P})),
     Layer("tlc", "TLC validation of recorded Runner runs", frozenset({_S, _R})),
     Layer("explore", "interleaving explorer scenarios, <= 2 preemptions",
-          frozenset({_S, _R, _T, _TR})),
+          frozenset({_S, _R, _T, _TR, _P})),
 )
 LAYER_NAMES = tuple(layer.name for layer in LAYERS)
 _LAYER = {layer.name: layer for layer in LAYERS}
@@ -522,6 +596,9 @@ RUNNER_SCENARIOS = ("runner_close_timeout", "cooperative_cancel", "runner_chain"
 TIMER_SCHEDULER_SCENARIOS = ("timer_next_races_changes",)
 TIMER_RUNNER_SCENARIOS = ("timer_earlier_while_sleeping", "timer_cancel_races_next",
                           "timer_close_during_sleep", "timer_reschedule_races_claim")
+# Scenarios that drive a WorkStealingPool class.
+POOL_SCENARIOS = ("pool_pop_races_steal", "pool_two_thieves_one_victim",
+                  "pool_shutdown_races_child", "pool_nested_waits")
 
 
 @dataclass(frozen=True)
@@ -530,6 +607,7 @@ class Budget:
 
     unit_files: tuple[str, ...] = ("tests/test_scheduler.py", "tests/test_runner.py")
     timer_unit_files: tuple[str, ...] = ("tests/test_timer.py", "tests/test_timer_runner.py")
+    pool_unit_files: tuple[str, ...] = ("tests/test_pool.py",)
     lockstep_examples: int = 300
     lockstep_steps: int = 40
     tlc_runs: int = 4  # record_runner_run seeds 1..tlc_runs
@@ -700,7 +778,8 @@ def _unit_layer(payload: dict[str, Any]) -> tuple[str, str]:
                 self.first = f"{report.nodeid} ({report.when}) {cause[:300]}".strip()
 
     watch = Watch()
-    key = "timer_unit_files" if payload["file"] in (_T, _TR) else "unit_files"
+    key = {_T: "timer_unit_files", _TR: "timer_unit_files",
+           _P: "pool_unit_files"}.get(payload["file"], "unit_files")
     files = [str(_PROJECT / f) for f in payload["budget"][key]]
     code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", *files], plugins=[watch])
     if code == 0:
@@ -728,6 +807,12 @@ def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
             from .timer_lockstep import run_timer_lockstep
             run_timer_lockstep(TimerScheduler, examples=budget["lockstep_examples"],
                                steps=budget["lockstep_steps"])
+        elif payload["file"] == _P:
+            from refsched.pool import WorkStealingPool
+
+            from .pool_lockstep import run_pool_lockstep
+            run_pool_lockstep(WorkStealingPool, examples=budget["lockstep_examples"],
+                              steps=budget["lockstep_steps"])
         else:
             run_lockstep(TaskScheduler, examples=budget["lockstep_examples"],
                          steps=budget["lockstep_steps"])
@@ -744,9 +829,9 @@ def _replay_layer(payload: dict[str, Any]) -> tuple[str, str]:
     from . import system
     from .replay import format_divergence, replay
 
-    if payload["file"] == _T:
-        timer = system.get("timer")
-        report = replay(_load_traces(None, timer.name), system=timer)
+    if payload["file"] in (_T, _P):
+        chosen = system.get(payload["file"])
+        report = replay(_load_traces(None, chosen.name), system=chosen)
     else:
         report = replay(_load_traces(payload.get("traces")), TaskScheduler)
     if report.ok:
@@ -773,8 +858,9 @@ def _tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
 
 
 def _explore_layer(payload: dict[str, Any]) -> tuple[str, str]:
-    from refsched.explore import ExploreConfig, explore, timer_scenarios
+    from refsched.explore import ExploreConfig, explore, pool_scenarios, timer_scenarios
     from refsched.explore import scenarios as catalogue
+    from refsched.pool import WorkStealingPool
     from refsched.runner import Runner
     from refsched.scheduler import TaskScheduler
     from refsched.timer import TimerScheduler
@@ -786,17 +872,18 @@ def _explore_layer(payload: dict[str, Any]) -> tuple[str, str]:
                            run_timeout=budget["explore_run_timeout"], strategy="dfs")
     by_file = {_S: (*SCHEDULER_SCENARIOS, *RUNNER_SCENARIOS), _R: RUNNER_SCENARIOS,
                _T: (*TIMER_SCHEDULER_SCENARIOS, *TIMER_RUNNER_SCENARIOS),
-               _TR: TIMER_RUNNER_SCENARIOS}
+               _TR: TIMER_RUNNER_SCENARIOS, _P: POOL_SCENARIOS}
     names = list(budget["scenarios"] or by_file[payload["file"]])
     classes = {**dict.fromkeys(SCHEDULER_SCENARIOS, TaskScheduler),
                **dict.fromkeys(RUNNER_SCENARIOS, Runner),
                **dict.fromkeys(TIMER_SCHEDULER_SCENARIOS, TimerScheduler),
-               **dict.fromkeys(TIMER_RUNNER_SCENARIOS, TimerRunner)}
+               **dict.fromkeys(TIMER_RUNNER_SCENARIOS, TimerRunner),
+               **dict.fromkeys(POOL_SCENARIOS, WorkStealingPool)}
     stuck = ""
     for name in names:
         cls: Any = classes[name]
         factory = (_EXTRA_SCENARIOS.get(name) or getattr(catalogue, name, None)
-                   or getattr(timer_scenarios, name))
+                   or getattr(timer_scenarios, name, None) or getattr(pool_scenarios, name))
         report = explore(factory(cls), config)
         if report.failures:
             f = report.failures[0]
@@ -1138,8 +1225,8 @@ def format_markdown(rep: RunReport, command: str = "") -> str:
     """The table as Markdown: totals, one row per mutant, then every kill's evidence."""
     out = [
         "# Mutation score of the verification layers", "",
-        "Seeded bugs of `refsched/scheduler.py`, `runner.py`, `timer.py` and "
-        "`timer_runner.py` (the catalogue in "
+        "Seeded bugs of `refsched/scheduler.py`, `runner.py`, `timer.py`, `timer_runner.py` "
+        "and `pool.py` (the catalogue in "
         "`refsched/verify/mutants.py`), each run in its own subprocesses against the layers in "
         f"this order: {', '.join(rep.layers)}. A layer kills a mutant only by its own verdict; "
         "a timeout or a crash is reported and never counted as a kill.", "",
