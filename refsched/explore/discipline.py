@@ -127,26 +127,14 @@ class _Monitor:
     def own_lock_hook(self, cls: type, fields: frozenset[str],
                       register: bool) -> Callable[[Any, str, Any], None]:
         """``__setattr__`` for a class whose fields below ``_lock`` are guarded by it."""
-        plain = object.__setattr__
         monitor = self
 
-        def __setattr__(obj: Any, name: str, value: Any) -> None:
-            plain(obj, name, value)
-            if name == _LOCK and register:
-                monitor.register(cls, value)
-            if name not in fields:
-                return
-            write = _shared_write(obj)
-            if write is None:
-                return
-            frame, ex, t = write
-            lock = obj.__dict__.get(_LOCK)
-            if isinstance(lock, runtime.Lock) and not lock._is_owned(t):
-                ex.fail("lock discipline",
-                        f"{t.name} wrote {cls.__name__}.{name} at {_site(frame)} without "
-                        f"holding that {cls.__name__}'s lock ({lock._label})")
+        def on_lock(obj: Any, lock: Any) -> None:
+            if register:
+                monitor.register(cls, lock)
 
-        return __setattr__
+        return _guarded_hook(cls, fields, lambda obj: obj.__dict__.get(_LOCK),
+                             f"that {cls.__name__}'s lock", on_lock)
 
     def record_hook(self, cls: type, owner: type) -> Callable[[Any, str, Any], None]:
         """``__setattr__`` for a record (``_Task``, ``_Timer``): every field guarded by the lock
@@ -180,23 +168,36 @@ class _Monitor:
                         owner: type) -> Callable[[Any, str, Any], None]:
         """``__setattr__`` for a record that knows its ``owner`` (in its ``owner_attr``):
         ``fields`` are guarded by that owner's ``_lock``."""
-        plain = object.__setattr__
+        return _guarded_hook(cls, fields,
+                             lambda obj: getattr(getattr(obj, owner_attr, None), _LOCK, None),
+                             f"its {owner.__name__}'s lock")
 
-        def __setattr__(obj: Any, name: str, value: Any) -> None:
-            plain(obj, name, value)
-            if name not in fields:
-                return
-            write = _shared_write(obj)
-            if write is None:
-                return
-            frame, ex, t = write
-            lock = getattr(getattr(obj, owner_attr, None), _LOCK, None)
-            if isinstance(lock, runtime.Lock) and not lock._is_owned(t):
-                ex.fail("lock discipline",
-                        f"{t.name} wrote {cls.__name__}.{name} at {_site(frame)} without "
-                        f"holding its {owner.__name__}'s lock ({lock._label})")
 
-        return __setattr__
+def _guarded_hook(cls: type, fields: frozenset[str], lock_of: Callable[[Any], Any], whose: str,
+                  on_lock: Callable[[Any, Any], None] | None = None,
+                  ) -> Callable[[Any, str, Any], None]:
+    """``__setattr__`` failing the run when a controlled thread writes one of ``fields`` of a
+    ``cls`` without holding the lock ``lock_of(obj)`` (``whose`` names it in the failure);
+    ``on_lock(obj, lock)`` hears of every assignment of ``_lock`` itself."""
+    plain = object.__setattr__
+
+    def __setattr__(obj: Any, name: str, value: Any) -> None:
+        plain(obj, name, value)
+        if name == _LOCK and on_lock is not None:
+            on_lock(obj, value)
+        if name not in fields:
+            return
+        write = _shared_write(obj)
+        if write is None:
+            return
+        frame, ex, t = write
+        lock = lock_of(obj)
+        if isinstance(lock, runtime.Lock) and not lock._is_owned(t):
+            ex.fail("lock discipline",
+                    f"{t.name} wrote {cls.__name__}.{name} at {_site(frame)} without "
+                    f"holding {whose} ({lock._label})")
+
+    return __setattr__
 
 
 @contextlib.contextmanager
