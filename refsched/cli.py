@@ -102,8 +102,33 @@ def _print_table(outcomes: list[Outcome], stream: TextIO) -> None:
                      f"{o.seconds:6.1f}s  {first}\n")
 
 
-def cmd_verify(args: argparse.Namespace) -> int:
+def _spec_checks(args: argparse.Namespace, session: Any, name: str, configs: dict[str, str],
+                 implementation: str,
+                 lockstep: Callable[[Any, int], Outcome]) -> list[Callable[[], Outcome]]:
+    """The checks of one system other than the TaskScheduler, as ``args`` select them: TLC on
+    each of ``configs`` (label -> config), model = spec, the corpus, its replay against the
+    production ``implementation`` and the ``lockstep`` machine."""
     from refsched.verify import checks, system
+
+    chosen = system.get(name)
+    plan: list[Callable[[], Outcome]] = []
+    if not args.skip_tlc:
+        for label, config in configs.items():
+            if label != "liveness" or not args.skip_liveness:
+                plan.append(functools.partial(checks.tlc_check, session, f"{name} {label}",
+                                              config, chosen.mc_module))
+        plan.append(functools.partial(checks.model_equals_spec, session, chosen))
+        plan.append(functools.partial(checks.corpus_check, session, chosen))
+    if not args.skip_replay:
+        plan.append(functools.partial(checks.replay_check, session, None, implementation,
+                                      chosen))
+    if args.examples > 0:
+        plan.append(functools.partial(lockstep, session, args.examples))
+    return plan
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from refsched.verify import checks
 
     progress = Progress(sys.stderr, quiet=args.quiet or args.json)
     session = checks.Session(workers=args.workers, report=progress.update)
@@ -130,32 +155,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         plan.append(functools.partial(checks.lockstep_check, session, factory, args.impl,
                                       args.examples))
     if timer:
-        timers = system.get("timer")
-        if not args.skip_tlc:
-            plan.append(functools.partial(checks.tlc_check, session, "timer safety",
-                                          "MCTimerQueue.cfg", timers.mc_module))
-            plan.append(functools.partial(checks.model_equals_spec, session, timers))
-            plan.append(functools.partial(checks.corpus_check, session, timers))
-        if not args.skip_replay:
-            plan.append(functools.partial(checks.replay_check, session, None,
-                                          "refsched:TimerScheduler", timers))
-        if args.examples > 0:
-            plan.append(functools.partial(checks.timer_lockstep_check, session, args.examples))
+        plan += _spec_checks(args, session, "timer", {"safety": "MCTimerQueue.cfg"},
+                             "refsched:TimerScheduler", checks.timer_lockstep_check)
     if args.system in ("all", "pool"):
-        pools = system.get("pool")
-        if not args.skip_tlc:
-            plan.append(functools.partial(checks.tlc_check, session, "pool safety",
-                                          "MCWorkStealing.cfg", pools.mc_module))
-            if not args.skip_liveness:
-                plan.append(functools.partial(checks.tlc_check, session, "pool liveness",
-                                              "MCWorkStealingLiveness.cfg", pools.mc_module))
-            plan.append(functools.partial(checks.model_equals_spec, session, pools))
-            plan.append(functools.partial(checks.corpus_check, session, pools))
-        if not args.skip_replay:
-            plan.append(functools.partial(checks.replay_check, session, None,
-                                          "refsched:WorkStealingPool", pools))
-        if args.examples > 0:
-            plan.append(functools.partial(checks.pool_lockstep_check, session, args.examples))
+        plan += _spec_checks(args, session, "pool", {"safety": "MCWorkStealing.cfg",
+                                                     "liveness": "MCWorkStealingLiveness.cfg"},
+                             "refsched:WorkStealingPool", checks.pool_lockstep_check)
     if not plan:
         print("refsched verify: nothing to check (every check skipped)", file=sys.stderr)
         return 2
