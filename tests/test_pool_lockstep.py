@@ -88,7 +88,16 @@ class CancelLeavesFutures(WorkStealingPool):
         "cancel-leaves-futures"])
 def test_a_broken_pool_is_caught(factory: Callable[..., Any], says: str) -> None:
     with pytest.raises(Disagreement) as caught:
-        run_pool_lockstep(factory, examples=300, steps=50)
+        run_pool_lockstep(factory, examples=300, steps=50, shrink=False)
     text = str(caught.value)
     assert says in text, text
     assert "steps:\n  1. " in text, text
+
+
+def test_a_disagreement_is_shrunk_to_a_short_walk() -> None:
+    with pytest.raises(Disagreement) as caught:
+        run_pool_lockstep(ChildGoesElsewhere, examples=300, steps=50)
+    walk = str(caught.value).split("steps:\n")[1].splitlines()
+    # a few roots, a Pop, then the child that lands on the wrong deque; not 50 steps
+    assert len(walk) <= 10, walk
+    assert "Pop" in " ".join(walk) and "SubmitChild" in walk[-1], walk

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from refsched import WorkStealingPool
 from refsched.errors import SchedulerClosedError
 from refsched.model.graph import ModelGraph
 from refsched.model.pool import (
@@ -381,7 +382,7 @@ def test_every_named_check_is_defined_in_the_spec() -> None:
 
 # -- The system the generic tools see ------------------------------------------------------------
 
-def test_the_pool_system_is_registered_for_the_state_graph_tools() -> None:
+def test_the_pool_system_is_registered_for_the_verification_tools() -> None:
     pool = system.get("pool")
     assert pool.name == "pool" and pool.mc_module == "MCWorkStealing.tla"
     assert pool.variables == SPEC_VARIABLES and pool.initial == INITIAL
@@ -390,5 +391,7 @@ def test_the_pool_system_is_registered_for_the_state_graph_tools() -> None:
                                       "Children": ["c", "d"]}
     assert pool.describe("Steal", {"thief": "w2", "victim": "w1"}) == "Steal(thief=w2, victim=w1)"
     assert system.by_spec_variables(["deque", "outstanding"]) is pool
-    with pytest.raises(NotImplementedError):
-        pool.default_factory()
+    assert pool.name in system.REPLAYABLE
+    assert pool.default_factory() is WorkStealingPool
+    assert pool.constants_error({"Workers": []}) is not None
+    assert pool.constants_error({"Workers": ["w1", "w2"]}) is None

@@ -21,6 +21,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from hypothesis import Phase as HypothesisPhase
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -154,14 +155,18 @@ def pool_lockstep_machine(factory: Callable[..., Any],
     return PoolLockstep
 
 
-def run_pool_lockstep(factory: Callable[..., Any], examples: int = 200,
-                      steps: int = 50) -> Ledger:
-    """Run ``examples`` random walks of up to ``steps`` steps; raise on the first disagreement."""
+def run_pool_lockstep(factory: Callable[..., Any], examples: int = 200, steps: int = 50, *,
+                      shrink: bool = True) -> Ledger:
+    """Run ``examples`` random walks of up to ``steps`` steps; raise on the first disagreement,
+    shrunk to a shortest walk that shows it unless ``shrink`` is False (a quicker verdict)."""
     ledger = Ledger()
     machine = pool_lockstep_machine(factory, ledger)
+    skipped = ({HypothesisPhase.explain} if shrink
+               else {HypothesisPhase.explain, HypothesisPhase.shrink})
     # typed through cast: Hypothesis releases differ on whether this function is annotated
     run = cast(Callable[..., None], run_state_machine_as_test)
     run(machine, settings=settings(
         max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
-        print_blob=True, report_multiple_bugs=False))
+        print_blob=True, report_multiple_bugs=False,
+        phases=[p for p in HypothesisPhase if p not in skipped]))
     return ledger
