@@ -62,6 +62,21 @@ def wait_until(predicate: Callable[[], bool], what: str) -> None:
         time.sleep(0.001)
 
 
+def occupy(pool: WorkStealingPool) -> tuple[threading.Event, cf.Future[None]]:
+    """Submit a task that holds its worker until the returned gate is set; return once it runs,
+    with the gate and the task's future."""
+    gate = threading.Event()
+    started = threading.Event()
+
+    def blocker() -> None:
+        started.set()
+        gate.wait(LONG)
+
+    future = pool.submit(blocker)
+    assert started.wait(LONG)
+    return gate, future
+
+
 def fib(pool: WorkStealingPool, n: int) -> int:
     """Fibonacci by fork-join: each call waits on the futures of the two it submits."""
     if n < 2:
@@ -331,15 +346,7 @@ def test_children_of_running_tasks_are_accepted_while_draining(make_pool: MakePo
 
 def test_await_termination_is_true_only_once_outstanding_is_zero(make_pool: MakePool) -> None:
     pool = make_pool(2)
-    gate = threading.Event()
-    started = threading.Event()
-
-    def blocker() -> None:
-        started.set()
-        gate.wait(LONG)
-
-    pool.submit(blocker)
-    assert started.wait(LONG)
+    gate, _ = occupy(pool)
     assert not pool.await_termination(0.01)  # still accepting
     pool.shutdown(wait=False)
     assert not pool.await_termination(0.05)
@@ -353,17 +360,8 @@ def test_await_termination_is_true_only_once_outstanding_is_zero(make_pool: Make
 
 def test_cancel_futures_cancels_tasks_not_yet_started(make_pool: MakePool) -> None:
     pool = make_pool(1)
-    gate = threading.Event()
-    started = threading.Event()
     ran: list[str] = []
-
-    def blocker() -> str:
-        started.set()
-        gate.wait(LONG)
-        return "blocker"
-
-    running = pool.submit(blocker)
-    assert started.wait(LONG)
+    gate, running = occupy(pool)
     queued = [pool.submit(ran.append, name) for name in "abc"]
     told: list[cf.Future[Any]] = []
     queued[0].add_done_callback(told.append)
@@ -381,7 +379,7 @@ def test_cancel_futures_cancels_tasks_not_yet_started(make_pool: MakePool) -> No
     assert done == set(queued)
     assert not running.cancelled()
     gate.set()
-    assert running.result(timeout=LONG) == "blocker"
+    assert running.result(timeout=LONG) is None
     assert pool.await_termination(LONG)
     assert ran == []
     assert pool.stats().executed == 1
@@ -389,15 +387,7 @@ def test_cancel_futures_cancels_tasks_not_yet_started(make_pool: MakePool) -> No
 
 def test_cancel_futures_with_only_queued_work_terminates_at_once(make_pool: MakePool) -> None:
     pool = make_pool(1)
-    gate = threading.Event()
-    started = threading.Event()
-
-    def blocker() -> None:
-        started.set()
-        gate.wait(LONG)
-
-    first = pool.submit(blocker)
-    assert started.wait(LONG)
+    gate, first = occupy(pool)
     queued = [pool.submit(int) for _ in range(3)]
     gate.set()
     assert first.result(timeout=LONG) is None
@@ -410,16 +400,8 @@ def test_cancel_futures_with_only_queued_work_terminates_at_once(make_pool: Make
 
 def test_a_cancelled_task_never_runs(make_pool: MakePool) -> None:
     pool = make_pool(1)
-    gate = threading.Event()
-    started = threading.Event()
     ran: list[int] = []
-
-    def blocker() -> None:
-        started.set()
-        gate.wait(LONG)
-
-    pool.submit(blocker)
-    assert started.wait(LONG)
+    gate, _ = occupy(pool)
     victim = pool.submit(ran.append, 1)
     kept = pool.submit(ran.append, 2)
     assert victim.cancel()
@@ -434,15 +416,7 @@ def test_a_cancelled_task_never_runs(make_pool: MakePool) -> None:
 
 def test_termination_wakes_every_thread_waiting_for_it(make_pool: MakePool) -> None:
     pool = make_pool(1)
-    gate = threading.Event()
-    started = threading.Event()
-
-    def blocker() -> None:
-        started.set()
-        gate.wait(LONG)
-
-    pool.submit(blocker)
-    assert started.wait(LONG)
+    gate, _ = occupy(pool)
     pool.shutdown(wait=False)
     answers: list[bool] = []
     # no timeout: a waiter nobody notifies stays blocked (with one, it would wake at the
@@ -515,15 +489,7 @@ def test_stats_is_a_frozen_snapshot_of_the_counters(make_pool: MakePool) -> None
 
 def test_queue_lengths_count_what_waits_in_each_deque(make_pool: MakePool) -> None:
     pool = make_pool(1)
-    gate = threading.Event()
-    started = threading.Event()
-
-    def blocker() -> None:
-        started.set()
-        gate.wait(LONG)
-
-    pool.submit(blocker)
-    assert started.wait(LONG)
+    gate, _ = occupy(pool)
     for _ in range(4):
         pool.submit(lambda: None)
     stats = pool.stats()
