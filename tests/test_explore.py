@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from explore_support import assert_caught_and_replays
 from hypothesis import HealthCheck, find, given, settings
 
 from refsched import CancelToken, Runner, TaskScheduler, TaskState
@@ -170,16 +171,7 @@ def test_a_seeded_bug_is_found_with_and_without_the_reduction_and_replays(
     scenario = factory(broken)
     reduced, full = compare_reduction(scenario, ExploreConfig(max_preemptions=2))
     for report in (reduced, full):
-        print(report.summary())
-        assert report.failures, f"{broken.__name__} went unnoticed: {report.summary()}"
-        failure = report.failures[0]
-        assert failure.kind == kind, failure.report()
-        text = failure.report()
-        assert failure.schedule_id in text and "replay" in text
-        again = replay(scenario, failure.schedule_id)
-        assert again.failure is not None and again.failure.kind == kind
-        assert again.schedule_id == failure.schedule_id
-        assert again.steps == failure.steps  # the same schedule, step for step
+        assert_caught_and_replays(scenario, report, kind)
     assert reduced.executions <= full.executions
     print(reduced.failures[0].report(max_steps=12))
 

@@ -12,9 +12,10 @@ from concurrent.futures import Future
 from typing import Any, ParamSpec, TypeVar
 
 import pytest
+from explore_support import assert_caught_and_replays
 
 from refsched import WorkStealingPool
-from refsched.explore import SCENARIOS, ExploreConfig, Scenario, explore, replay, scenario
+from refsched.explore import SCENARIOS, ExploreConfig, Scenario, explore, scenario
 from refsched.explore import pool_scenarios as pools
 from refsched.explore.discipline import guarded_fields
 from refsched.pool import _ACCEPTING, _DRAINING, _TERMINATED, _Task
@@ -181,15 +182,8 @@ def test_a_broken_pool_is_caught_and_replays(
         case: tuple[Callable[[Any], Scenario], type[WorkStealingPool], str, str]) -> None:
     factory, broken, kind, words = case
     broken_scenario = factory(broken)
-    report = explore(broken_scenario, BOUND)
-    print(report.summary())
-    assert report.failures, f"{broken.__name__} went unnoticed: {report.summary()}"
-    failure = report.failures[0]
-    assert failure.kind == kind, failure.report()
-    assert words in failure.message, failure.report()
-    again = replay(broken_scenario, failure.schedule_id)
-    assert again.failure is not None and again.failure.kind == kind
-    assert again.steps == failure.steps  # the same schedule, step for step
+    failure = assert_caught_and_replays(broken_scenario, explore(broken_scenario, BOUND), kind,
+                                        words)
     print(failure.report(max_steps=12))
 
 

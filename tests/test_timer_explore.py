@@ -12,6 +12,7 @@ from concurrent.futures import Future
 from typing import Any
 
 import pytest
+from explore_support import assert_caught_and_replays
 
 from refsched import TimerRunner, TimerScheduler, TimerState
 from refsched.cli import main as refsched_main
@@ -152,15 +153,8 @@ def test_a_broken_timer_is_caught_and_replays(
         case: tuple[Callable[[Any], Scenario], type, str, str]) -> None:
     factory, broken, kind, words = case
     broken_scenario = factory(broken)
-    report = explore(broken_scenario, BOUND)
-    print(report.summary())
-    assert report.failures, f"{broken.__name__} went unnoticed: {report.summary()}"
-    failure = report.failures[0]
-    assert failure.kind == kind, failure.report()
-    assert words in failure.message, failure.report()
-    again = replay(broken_scenario, failure.schedule_id)
-    assert again.failure is not None and again.failure.kind == kind
-    assert again.steps == failure.steps  # the same schedule, step for step
+    failure = assert_caught_and_replays(broken_scenario, explore(broken_scenario, BOUND), kind,
+                                        words)
     print(failure.report(max_steps=12))
 
 
