@@ -260,14 +260,11 @@ def test_liveness_mutant_violates_exactly_its_property(name: str, tmp_path: Path
 # -- Model = spec on the traces instance --------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def dumped(tmp_path_factory: pytest.TempPathFactory) -> stategraph.TLCStateGraph:
+def dumped() -> stategraph.TLCStateGraph:
     """TLC's whole state graph of the traces instance, its states read as the model's."""
-    dump = tmp_path_factory.mktemp("pool-graph") / "graph.dot"
-    result = run_tlc(TRACES_CONFIG, MODULE, workers=2,
-                     extra_args=["-deadlock", "-dump", "dot,actionlabels", str(dump)])
-    assert result.ok, result.output[-4000:]
+    graph, result, _ = stategraph.dump_state_graph(TRACES_CONFIG, system=POOL)
     assert (result.distinct_states, result.depth) == (TRACES_DISTINCT_STATES, TRACES_DEPTH)
-    return stategraph.load_dot(dump, POOL)
+    return graph
 
 
 def test_tlc_state_graph_equals_the_models(dumped: stategraph.TLCStateGraph) -> None:
