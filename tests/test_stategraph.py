@@ -216,3 +216,17 @@ def test_a_stale_corpus_is_refused_with_the_fix(matched: stategraph.StateGraph,
     bundle.write_bytes(bundle.read_bytes()[:-10])
     with pytest.raises(corpus.CorpusMismatch, match=r"not the file MANIFEST\.json describes"):
         corpus.check_corpus(matched, tmp_path / "traces")
+
+
+def test_a_config_is_read_without_its_comments_and_a_missing_constant_is_named(
+        tmp_path: Path) -> None:
+    from refsched.verify import poolspec, timerspec, tlc
+
+    cfg = tmp_path / "MC.cfg"
+    cfg.write_text("CONSTANTS\n  Tasks = {a, b}  \\* was {x}\n  MaxConcurrency = 2\n")
+    path, _, values = tlc.read_config(cfg, ("Tasks", "MaxConcurrency"))
+    assert path == cfg and values["MaxConcurrency"] == 2
+    assert {t.name for t in values["Tasks"]} == {"a", "b"}
+    for reader in (stategraph.read_instance, poolspec.read_instance, timerspec.read_instance):
+        with pytest.raises(ValueError, match="no constant"):
+            reader(cfg)

@@ -22,7 +22,7 @@ from refsched.model.pool.graph import Instance
 
 from . import tlc
 from .specstate import NO_TASK, SpecStateError, task_id
-from .tla import Function, ModelValue, parse_value
+from .tla import Function, ModelValue
 
 __all__ = [
     "SPEC_VARIABLES",
@@ -53,16 +53,8 @@ def _model_values(path: Path, name: str, value: Any) -> tuple[str, ...]:
 
 def read_instance(config: str | Path) -> Instance:
     """The constants of a ``MCWorkStealing*.cfg`` file (relative paths: under ``spec/``)."""
-    path = Path(config)
-    if not path.is_absolute() and not path.exists():
-        path = tlc.spec_dir() / path
-    text = re.sub(r"\\\*.*", "", path.read_text(encoding="utf-8"))
-    values: dict[str, tuple[str, ...]] = {}
-    for name in _SETS:
-        m = re.search(rf"^\s*{name}\s*=\s*(.+?)\s*$", text, re.M)
-        if m is None:
-            raise ValueError(f"{path}: no constant {name}")
-        values[name] = _model_values(path, name, parse_value(m.group(1)))
+    path, text, read = tlc.read_config(config, _SETS)
+    values = {name: _model_values(path, name, value) for name, value in read.items()}
     if re.search(r"^\s*NoTask\s*=\s*NoTask\s*$", text, re.M) is None:
         raise ValueError(f"{path}: NoTask must be the model value NoTask")
     if not values["Workers"]:

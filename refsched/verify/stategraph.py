@@ -24,7 +24,7 @@ from refsched.model.graph import Edge, ModelGraph
 from refsched.types import Snapshot
 
 from . import tlc
-from .tla import ModelValue, TLAParseError, parse_state, parse_value
+from .tla import ModelValue, TLAParseError, parse_state
 
 if TYPE_CHECKING:
     from .system import System
@@ -101,16 +101,7 @@ class StateGraph:
 
 def read_instance(config: str | Path) -> Instance:
     """The constants ``Tasks``, ``MaxConcurrency`` and ``MaxGeneration`` of a ``.cfg`` file."""
-    path = Path(config)
-    if not path.is_absolute() and not path.exists():
-        path = tlc.spec_dir() / path
-    text = re.sub(r"\\\*.*", "", path.read_text(encoding="utf-8"))
-    values: dict[str, Any] = {}
-    for name in ("Tasks", "MaxConcurrency", "MaxGeneration"):
-        m = re.search(rf"^\s*{name}\s*=\s*(.+?)\s*$", text, re.M)
-        if m is None:
-            raise ValueError(f"{path}: no constant {name}")
-        values[name] = parse_value(m.group(1))
+    path, _, values = tlc.read_config(config, ("Tasks", "MaxConcurrency", "MaxGeneration"))
     tasks = values["Tasks"]
     if not isinstance(tasks, frozenset) or not all(isinstance(t, ModelValue) for t in tasks):
         raise ValueError(f"{path}: Tasks must be a set of model values")

@@ -20,7 +20,7 @@ from refsched.types import TimerEntry, TimerSnapshot, TimerState, TimerVersionVi
 
 from . import tlc
 from .specstate import SpecStateError, task_id
-from .tla import Function, ModelValue, parse_value
+from .tla import Function, ModelValue
 
 __all__ = [
     "SPEC_VARIABLES",
@@ -50,16 +50,7 @@ _CONSTANTS = ("Tasks", "Priorities", "RebuildFloor", "MaxTime", "MaxVersion", "M
 
 def read_instance(config: str | Path) -> Instance:
     """The constants of a ``MCTimerQueue*.cfg`` file (relative paths: under ``spec/``)."""
-    path = Path(config)
-    if not path.is_absolute() and not path.exists():
-        path = tlc.spec_dir() / path
-    text = re.sub(r"\\\*.*", "", path.read_text(encoding="utf-8"))
-    values: dict[str, Any] = {}
-    for name in _CONSTANTS:
-        m = re.search(rf"^\s*{name}\s*=\s*(.+?)\s*$", text, re.M)
-        if m is None:
-            raise ValueError(f"{path}: no constant {name}")
-        values[name] = parse_value(m.group(1))
+    path, text, values = tlc.read_config(config, _CONSTANTS)
     if re.search(r"^\s*Times\s*<-\s*MCTimes\s*$", text, re.M) is None:
         raise ValueError(f"{path}: Times must be MCTimes (0..MaxTime)")
     tasks, priorities = values["Tasks"], values["Priorities"]

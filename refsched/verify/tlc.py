@@ -29,6 +29,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
+
+from .tla import parse_value
 
 __all__ = [
     "TLCNotFoundError",
@@ -36,6 +39,7 @@ __all__ = [
     "find_java",
     "find_tla2tools",
     "parse_output",
+    "read_config",
     "run_tlc",
     "spec_dir",
 ]
@@ -77,6 +81,23 @@ def spec_dir() -> Path:
     import refsched  # late: this module must stay importable while refsched is half-built
 
     return Path(refsched.__file__).resolve().parents[1] / "spec"
+
+
+def read_config(config: str | Path, constants: Sequence[str]) -> tuple[Path, str, dict[str, Any]]:
+    """A model-checking config (a relative path not found as it is: under ``spec/``): its path,
+    its text with the comments taken out, and the value of each of ``constants`` as TLC reads
+    it (``ValueError`` naming the first one the config does not set)."""
+    path = Path(config)
+    if not path.is_absolute() and not path.exists():
+        path = spec_dir() / path
+    text = re.sub(r"\\\*.*", "", path.read_text(encoding="utf-8"))
+    values: dict[str, Any] = {}
+    for name in constants:
+        m = re.search(rf"^\s*{name}\s*=\s*(.+?)\s*$", text, re.M)
+        if m is None:
+            raise ValueError(f"{path}: no constant {name}")
+        values[name] = parse_value(m.group(1))
+    return path, text, values
 
 
 def find_tla2tools() -> Path:
