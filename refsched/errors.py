@@ -19,9 +19,12 @@ __all__ = [
     "InvalidArgumentError",
     "InvalidTransitionError",
     "InvariantViolation",
+    "LeaseLostError",
     "SchedulerClosedError",
     "SchedulerError",
     "StaleGenerationError",
+    "StaleLeaseError",
+    "StoreError",
     "TaskRunningError",
     "UnknownDependencyError",
     "UnknownTaskError",
@@ -97,6 +100,26 @@ class StaleGenerationError(ConflictError):
         self.task_id = task_id
         self.generation = generation
         self.current = current
+
+
+class StaleLeaseError(StaleGenerationError):
+    """A durable report (complete, fail, acknowledge_cancel) names a lease that is not current:
+    an older generation, an older attempt, or a lease that expired. Nothing changed."""
+
+    def __init__(self, message: str, task_id: Hashable = None, generation: int = 0,
+                 current: int = 0, attempt: int = 0, current_attempt: int = 0) -> None:
+        super().__init__(message, task_id, generation, current)
+        self.attempt = attempt
+        self.current_attempt = current_attempt
+
+
+class LeaseLostError(ConflictError):
+    """A heartbeat names a lease that is no longer the version's live one: stop the work."""
+
+
+class StoreError(SchedulerError, RuntimeError):
+    """The durable store cannot be opened or written: a foreign or corrupt file, a newer
+    schema, a read-only or full disk. Nothing was half-written."""
 
 
 class InvalidTransitionError(SchedulerError, RuntimeError):
