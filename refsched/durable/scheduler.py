@@ -1,0 +1,951 @@
+"""DurableScheduler: the TaskScheduler contract kept in a database, with leases and attempts.
+
+Implements ``spec/DurableScheduler.tla`` (see ``docs/durable.md``). Every public call that
+changes anything is one transaction of the store, named after the spec action it takes; the
+transaction reads the store's clock itself, so a deadline is written and judged on one clock.
+A lease is fenced by ``(task_id, generation, attempt)`` and its worker: a report is accepted only
+while the lease is the version's live one, so a worker that died or paused past its lease can
+never overwrite the work of the one that took the version over.
+
+Expiry happens inside the transactions that claim: a lease whose deadline has passed stays live
+until some claimer's transaction expires it, so a report that commits first wins.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import math
+import re
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from refsched.errors import (
+    CycleError,
+    InvalidArgumentError,
+    InvalidTransitionError,
+    InvariantViolation,
+    LeaseLostError,
+    SchedulerClosedError,
+    StaleLeaseError,
+    TaskRunningError,
+    UnknownDependencyError,
+    UnknownTaskError,
+)
+from refsched.types import CloseReport, Snapshot, TaskState, VersionView
+
+from .store import FORMAT, SCHEMA_VERSION, SQLiteStore, Store, Tx, open_store, schema_statements
+
+__all__ = ["DurableInfo", "DurableScheduler", "DurableStats", "Lease", "LeaseView"]
+
+_WAITING = ("pending", "ready")
+_DEAD = ("failed", "blocked", "cancelled")
+_TERMINAL = ("succeeded", *_DEAD)
+_STATES = frozenset(("pending", "ready", "running", *_TERMINAL))
+_FN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
+_COUNTERS = ("submitted", "retried", "claimed", "reclaimed", "expired", "succeeded", "failed",
+             "cancelled", "blocked", "cycles_reported")
+
+
+class Lease(NamedTuple):
+    """One attempt of one version, handed to ``worker`` by ``claim()``: run ``fn(**args)``.
+
+    ``attempt`` is the fencing token: reports name it, and only the newest attempt of the
+    current generation is accepted. ``deadline`` is on the store's clock.
+    """
+
+    task_id: str
+    generation: int
+    attempt: int
+    deadline: float
+    fn: str
+    args: dict[str, Any]
+    worker: str
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseView:
+    """The lease part of a version (spec: ``attempt``, ``holder``, ``deadline``)."""
+
+    attempt: int  # claims of the version; 0 = never claimed
+    holder: str | None  # the worker whose lease is live; None when none is
+    deadline: float | None  # the live lease's end on the store's clock
+
+
+@dataclass(frozen=True, slots=True)
+class DurableInfo:
+    """What the store knows of a task's current version (``DurableScheduler.info``)."""
+
+    task_id: str
+    generation: int
+    state: TaskState
+    deps: frozenset[str]
+    remaining_deps: int
+    blocked_by: str | None
+    cancel_requested: bool
+    fn: str
+    args: dict[str, Any]
+    seq: int
+    attempts: int  # claims of this version: 1 + the expired attempts taken over
+    holder: str | None  # the worker holding the live lease
+    deadline: float | None
+    result: Any = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DurableStats:
+    """Store-wide counters since the store was created, and this process's refused reports."""
+
+    submitted: int = 0  # versions created by submit()
+    retried: int = 0  # versions created by retry()
+    claimed: int = 0  # versions claimed (first attempts)
+    reclaimed: int = 0  # attempts after an expiry
+    expired: int = 0  # leases expired
+    succeeded: int = 0
+    failed: int = 0  # including versions given up after max_attempts
+    cancelled: int = 0
+    blocked: int = 0
+    cycles_reported: int = 0
+    by_state: dict[str, int] | None = None  # current versions per state
+    live_leases: int = 0
+    stale_callbacks: int = 0  # reports refused by this process's scheduler object
+    duplicate_callbacks: int = 0  # repeated reports answered by this process's object
+
+
+def _r(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_json(value: object, where: str, depth: int = 0) -> None:
+    """Refuse what JSON cannot carry back as it was given (tuples travel as lists)."""
+    if depth > 100:
+        raise InvalidArgumentError(f"{where}: nested more than 100 deep")
+    if value is None or isinstance(value, (bool, str)):
+        return
+    if isinstance(value, int):
+        if abs(value) > 2**63:
+            raise InvalidArgumentError(f"{where}: int {_r(value)} is too large to store")
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidArgumentError(f"{where}: {value!r} is not a JSON number")
+        return
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            _check_json(item, f"{where}[{i}]", depth + 1)
+        return
+    if isinstance(value, dict):
+        for k, item in value.items():
+            if not isinstance(k, str):
+                raise InvalidArgumentError(f"{where}: key {_r(k)} is not a str")
+            _check_json(item, f"{where}[{k!r}]", depth + 1)
+        return
+    raise InvalidArgumentError(f"{where}: {type(value).__name__} is not JSON-serialisable")
+
+
+def _dumps(value: object, where: str) -> str:
+    _check_json(value, where)
+    try:
+        return json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as e:
+        raise InvalidArgumentError(f"{where}: {e}") from None
+
+
+def resolve(fn: str) -> Callable[..., Any]:
+    """The function named ``"module:function"`` (``InvalidArgumentError`` when it is not one)."""
+    if not isinstance(fn, str) or not _FN.match(fn):
+        raise InvalidArgumentError(f"fn={_r(fn)}: name a function as 'module:function'")
+    module_name, _, path = fn.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except Exception as e:  # the module's own import errors: the name is unusable
+        raise InvalidArgumentError(f"fn={fn!r}: cannot import {module_name!r}: {e!r}") from None
+    for part in path.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise InvalidArgumentError(f"fn={fn!r}: {module_name!r} has no {path!r}") from None
+    if not callable(target):
+        raise InvalidArgumentError(f"fn={fn!r}: {path!r} is not callable")
+    f: Callable[..., Any] = target
+    return f
+
+
+def _check_id(call: str, task_id: object) -> str:
+    if not isinstance(task_id, str) or not task_id:
+        raise InvalidArgumentError(f"{call}({_r(task_id)}): a durable task id is a non-empty str")
+    try:
+        task_id.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgumentError(f"{call}({_r(task_id)}): the id is not valid text") from None
+    return task_id
+
+
+def _check_lease(call: str, lease: object) -> Lease:
+    if not isinstance(lease, Lease):
+        raise InvalidArgumentError(f"{call}({_r(lease)}): give the Lease that claim() returned")
+    if (not isinstance(lease.task_id, str) or not _is_int(lease.generation)
+            or not _is_int(lease.attempt) or not isinstance(lease.worker, str)):
+        raise InvalidArgumentError(f"{call}({_r(lease)}): a malformed lease")
+    return lease
+
+
+def _error_text(error: object) -> str | None:
+    if error is None:
+        return None
+    if isinstance(error, BaseException):
+        return f"{type(error).__name__}: {error}"
+    if isinstance(error, str):
+        return error
+    try:
+        return _dumps(error, "error")
+    except InvalidArgumentError:
+        return repr(error)
+
+
+class _Rec:
+    """A version as start()'s cycle search reads it (refsched.scheduler._find_cycles)."""
+
+    __slots__ = ("dependents", "deps", "seq", "task_id")
+
+    def __init__(self, task_id: str, seq: int) -> None:
+        self.task_id = task_id
+        self.seq = seq
+        self.deps: list[str] = []
+        self.dependents: list[_Rec] = []
+
+
+class DurableScheduler:
+    """A dependency scheduler whose state lives in a database shared by many processes.
+
+    ``DurableScheduler(url, max_concurrency=N)`` opens the store at ``url`` (``sqlite:///f.db``),
+    creating it on first use. ``max_concurrency``, ``max_attempts``, ``clock`` and ``record``
+    belong to the store: its creator sets them, later openers may omit them or must repeat them.
+    ``clock='virtual'`` makes the store's clock a value moved only by :meth:`tick` (for tests
+    and lock-step checks); ``record=True`` appends every accepted spec step to the store's
+    history, in commit order (:meth:`history`).
+    """
+
+    def __init__(self, url: str, max_concurrency: int | None = None, *,
+                 max_attempts: int | None = None, clock: str | None = None,
+                 record: bool | None = None, create: bool = True,
+                 synchronous: str = "normal") -> None:
+        if max_concurrency is not None and (not _is_int(max_concurrency) or max_concurrency < 1):
+            raise InvalidArgumentError(
+                f"DurableScheduler(max_concurrency={_r(max_concurrency)}): an int >= 1")
+        if max_attempts is not None and (not _is_int(max_attempts) or max_attempts < 1):
+            raise InvalidArgumentError(
+                f"DurableScheduler(max_attempts={_r(max_attempts)}): an int >= 1")
+        if clock is not None and clock not in ("wall", "virtual"):
+            raise InvalidArgumentError(f"DurableScheduler(clock={_r(clock)}): 'wall' or 'virtual'")
+        if record is not None and not isinstance(record, bool):
+            raise InvalidArgumentError(f"DurableScheduler(record={_r(record)}): a bool")
+        if not isinstance(create, bool):
+            raise InvalidArgumentError(f"DurableScheduler(create={_r(create)}): a bool")
+        self._store: Store = open_store(url, create=create, synchronous=synchronous)
+        self.url = self._store.url
+        self._stale = 0  # reports refused through this object
+        self._duplicates = 0  # repeated reports answered through this object
+        try:
+            settings = self._initialise(max_concurrency, max_attempts, clock, record)
+        except BaseException:
+            self._store.close()
+            raise
+        self._max = int(settings["max_concurrency"])
+        self._max_attempts = int(settings["max_attempts"])
+        self._record = bool(settings["record"])
+        self.clock = str(settings["clock"])
+        if self.clock == "virtual" and isinstance(self._store, SQLiteStore):
+            self._store.use_virtual_clock()
+
+    def _initialise(self, max_concurrency: int | None, max_attempts: int | None,
+                    clock: str | None, record: bool | None) -> dict[str, Any]:
+        with self._store.transaction() as tx:
+            exists = tx.one("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'")
+            meta: dict[str, Any] = dict(tx.all("SELECT key, value FROM meta")) if exists else {}
+            if not meta:
+                if max_concurrency is None:
+                    raise InvalidArgumentError(
+                        f"DurableScheduler({self._store.url!r}): the store is new: give "
+                        "max_concurrency")
+                for statement in schema_statements():
+                    tx.run(statement)
+                meta = {"format": FORMAT, "schema_version": SCHEMA_VERSION,
+                        "max_concurrency": max_concurrency,
+                        "max_attempts": 3 if max_attempts is None else max_attempts,
+                        "clock": clock or "wall", "now": 0.0, "record": int(bool(record)),
+                        "started": 0, "closed": 0, "next_seq": 1,
+                        **{f"count:{c}": 0 for c in _COUNTERS}}
+                tx.many("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
+                return meta
+            from .store import check_meta
+            check_meta(self._store.url, meta)
+            given = {"max_concurrency": max_concurrency, "max_attempts": max_attempts,
+                     "clock": clock, "record": None if record is None else int(record)}
+            for key, value in given.items():
+                if value is not None and meta.get(key) != value:
+                    raise InvalidArgumentError(
+                        f"DurableScheduler({self._store.url!r}, {key}={value!r}): the store "
+                        f"has {key}={meta.get(key)!r}, set by its creator; open it without "
+                        f"{key} to use the store's")
+            return meta
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def max_concurrency(self) -> int:
+        """How many versions may run at once, across every process (the store's setting)."""
+        return self._max
+
+    @property
+    def max_attempts(self) -> int:
+        """How many attempts a version gets before an expiry fails it."""
+        return self._max_attempts
+
+    def release(self) -> None:
+        """Release the connection. Not :meth:`close`: the store's state does not change."""
+        self._store.close()
+
+    def __enter__(self) -> DurableScheduler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def _meta(self, tx: Tx, key: str) -> Any:
+        row = tx.one("SELECT value FROM meta WHERE key = ?", (key,))
+        return None if row is None else row[0]
+
+    def _count(self, tx: Tx, counter: str, n: int = 1) -> None:
+        if n:
+            tx.run("UPDATE meta SET value = value + ? WHERE key = ?", (n, f"count:{counter}"))
+
+    def _step(self, tx: Tx, action: str, **params: Any) -> None:
+        if self._record:
+            tx.run("INSERT INTO step (action, params, at) VALUES (?, ?, ?)",
+                   (action, json.dumps(params, separators=(",", ":")), tx.now()))
+
+    def _row(self, tx: Tx, call: str, task_id: str) -> tuple[Any, ...]:
+        row = tx.one("SELECT generation, state, attempt, holder, cancel_requested, seq, "
+                     "ended_attempt FROM task WHERE id = ?", (task_id,))
+        if row is None:
+            raise UnknownTaskError(f"{call}({task_id!r}): unknown task", task_id)
+        return row
+
+    def _settle(self, tx: Tx, seeds: Iterable[str]) -> None:
+        """Settle: block every waiting version that reaches a dead version through waiting ones.
+
+        Before a step the store has no waiting version with a dead dep (BlockedPropagated), so
+        only the dependents of what the step made dead or waiting can join B: ``seeds`` are
+        those versions; B grows from the seeds that are waiting with a dead dep, or from the
+        dead seeds, through waiting dependents. Each member is blamed on its dep with the
+        smallest seq among those dead or in B.
+        """
+        seeds = list(seeds)
+        if not seeds:
+            return
+        frontier: list[str] = []
+        for t in seeds:
+            row = tx.one("SELECT state FROM task WHERE id = ?", (t,))
+            if row is None:
+                continue
+            if row[0] in _DEAD or (row[0] in _WAITING and tx.one(
+                    "SELECT 1 FROM dep JOIN task d ON d.id = dep.dep WHERE dep.task = ? "
+                    "AND d.state IN ('failed', 'blocked', 'cancelled') LIMIT 1", (t,))):
+                frontier.append(t)
+        members: dict[str, None] = {}
+        for t in frontier:
+            row = tx.one("SELECT state FROM task WHERE id = ?", (t,))
+            if row is not None and row[0] in _WAITING:
+                members[t] = None
+        queue = list(frontier)
+        while queue:
+            t = queue.pop()
+            for (x,) in tx.all("SELECT dep.task FROM dep JOIN task x ON x.id = dep.task "
+                               "WHERE dep.dep = ? AND x.state IN ('pending', 'ready')", (t,)):
+                if x not in members:
+                    members[x] = None
+                    queue.append(x)
+        if not members:
+            return
+        tx.many("UPDATE task SET state = 'blocked', ended_at = ? WHERE id = ?",
+                ((tx.now(), x) for x in members))
+        for x in members:
+            (cause,) = tx.one(
+                "SELECT d.id FROM dep JOIN task d ON d.id = dep.dep WHERE dep.task = ? AND "
+                "d.state IN ('failed', 'blocked', 'cancelled') ORDER BY d.seq LIMIT 1",
+                (x,)) or (None,)
+            tx.run("UPDATE task SET blocked_by = ? WHERE id = ?", (cause, x))
+        self._count(tx, "blocked", len(members))
+
+    # ------------------------------------------------------------------ Submit, Start
+
+    def submit(self, task_id: str, deps: Iterable[str] = (), *, fn: str,
+               args: dict[str, Any] | None = None) -> int:
+        """Submit a new version of ``task_id`` that runs ``fn(**args)``; return its generation.
+
+        Spec: Submit. As ``TaskScheduler.submit``; ``fn`` names a function as
+        ``"module:function"`` importable here, ``args`` is a dict of JSON-serialisable keyword
+        arguments. Errors (nothing is stored): a bad id, deps, fn or args ->
+        ``InvalidArgumentError``; closed -> ``SchedulerClosedError``; running ->
+        ``TaskRunningError``; after start, an unknown dep -> ``UnknownDependencyError``, a
+        cycle -> ``CycleError``.
+        """
+        _check_id("submit", task_id)
+        if isinstance(deps, (str, bytes)) or not isinstance(deps, Iterable):
+            raise InvalidArgumentError(
+                f"submit({task_id!r}, {_r(deps)}): deps must be an iterable of task ids")
+        dep_list = list(deps)
+        for d in dep_list:
+            _check_id(f"submit({task_id!r}) dependency", d)
+        if len(set(dep_list)) != len(dep_list):
+            dup = next(d for i, d in enumerate(dep_list) if d in dep_list[:i])
+            raise InvalidArgumentError(f"submit({task_id!r}): dependency {dup!r} given twice")
+        if task_id in dep_list:
+            raise InvalidArgumentError(f"submit({task_id!r}): a task cannot depend on itself")
+        resolve(fn)
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            raise InvalidArgumentError(f"submit({task_id!r}): args must be a dict of keyword "
+                                       f"arguments, not {type(args).__name__}")
+        args_text = _dumps(args, f"submit({task_id!r}) args")
+        with self._store.transaction() as tx:
+            if self._meta(tx, "closed"):
+                raise SchedulerClosedError(f"submit({task_id!r}): the scheduler is closed")
+            old = tx.one("SELECT generation, state FROM task WHERE id = ?", (task_id,))
+            if old is not None and old[1] == "running":
+                raise TaskRunningError(f"submit({task_id!r}): its current version is running")
+            states = self._states_of(tx, dep_list)
+            started = bool(self._meta(tx, "started"))
+            if started:
+                missing = [(task_id, d) for d in dep_list if d not in states]
+                if missing:
+                    raise UnknownDependencyError(
+                        f"submit({task_id!r}): unknown dependencies: "
+                        + ", ".join(repr(d) for _, d in missing), missing)
+                cycle = self._path_to(tx, dep_list, task_id)
+                if cycle is not None:
+                    self._count(tx, "cycles_reported")
+                    path = [task_id, *cycle]
+                    raise CycleError(f"submit({task_id!r}): dependency cycle "
+                                     + " -> ".join(repr(x) for x in path), [path])
+            seq = int(self._meta(tx, "next_seq"))
+            tx.run("UPDATE meta SET value = value + 1 WHERE key = 'next_seq'")
+            remaining = sum(1 for d in dep_list if states.get(d) != "succeeded")
+            state = "pending" if remaining else "ready"
+            generation = 1 if old is None else old[0] + 1
+            now = tx.now()
+            if old is not None and old[1] == "succeeded":
+                # The replaced success no longer counts for the waiting dependents.
+                tx.run("UPDATE task SET remaining_deps = remaining_deps + 1, state = 'pending' "
+                       "WHERE state IN ('pending', 'ready') AND id IN "
+                       "(SELECT task FROM dep WHERE dep = ?)", (task_id,))
+            tx.run("INSERT OR REPLACE INTO task (id, generation, seq, state, fn, args, "
+                   "remaining_deps, became_ready_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                   (task_id, generation, seq, state, fn, args_text, remaining,
+                    now if state == "ready" else None))
+            tx.run("DELETE FROM dep WHERE task = ?", (task_id,))
+            tx.many("INSERT INTO dep (task, dep) VALUES (?, ?)", ((task_id, d) for d in dep_list))
+            self._count(tx, "submitted")
+            self._step(tx, "Submit", t=task_id, D=sorted(dep_list))
+            self._settle(tx, [task_id])
+        return generation
+
+    def _states_of(self, tx: Tx, ids: Sequence[str]) -> dict[str, str]:
+        return self._column_of(tx, "state", ids)
+
+    def _column_of(self, tx: Tx, column: str, ids: Sequence[str]) -> dict[str, Any]:
+        """``column`` of each id of ``ids`` that has a row, in chunks SQLite accepts."""
+        values: dict[str, Any] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            values.update(tx.all(f"SELECT id, {column} FROM task WHERE id IN ({marks})", chunk))
+        return values
+
+    def _path_to(self, tx: Tx, sources: Sequence[str], target: str) -> list[str] | None:
+        """A dependency path from one of ``sources`` to ``target``, or None (iterative BFS)."""
+        parent: dict[str, str | None] = {s: None for s in sources}
+        queue = list(sources)
+        while queue:
+            x = queue.pop(0)
+            if x == target:
+                path = [x]
+                while parent[path[-1]] is not None:
+                    path.append(parent[path[-1]])  # type: ignore[arg-type]
+                return path[::-1]
+            for (d,) in tx.all("SELECT dep FROM dep WHERE task = ?", (x,)):
+                if d not in parent:
+                    parent[d] = x
+                    queue.append(d)
+        return None
+
+    def start(self) -> None:
+        """Seal the initial graph and allow claims (Spec: Start); errors as ``TaskScheduler``."""
+        from refsched.scheduler import _find_cycles
+        with self._store.transaction() as tx:
+            if self._meta(tx, "closed"):
+                raise SchedulerClosedError("start(): the scheduler is closed")
+            if self._meta(tx, "started"):
+                raise InvalidTransitionError("start(): the scheduler is already started")
+            missing = tx.all("SELECT dep.task, dep.dep FROM dep LEFT JOIN task ON "
+                             "task.id = dep.dep WHERE task.id IS NULL ORDER BY dep.task, dep.dep")
+            if missing:
+                pairs = [(t, d) for t, d in missing]
+                raise UnknownDependencyError(
+                    "start(): unknown dependencies: "
+                    + ", ".join(f"{t!r} needs {d!r}" for t, d in pairs), pairs)
+            recs = {t: _Rec(t, s) for t, s in tx.all("SELECT id, seq FROM task")}
+            for t, d in tx.all("SELECT task, dep FROM dep"):
+                recs[t].deps.append(d)
+                recs[d].dependents.append(recs[t])
+            cycles = _find_cycles(recs.values())  # type: ignore[arg-type]
+            if cycles:
+                self._count(tx, "cycles_reported")
+                raise CycleError("start(): dependency cycle "
+                                 + " -> ".join(repr(x) for x in cycles[0]), cycles)
+            tx.run("UPDATE meta SET value = 1 WHERE key = 'started'")
+            self._step(tx, "Start")
+
+    # ------------------------------------------------------------------ Claim
+
+    def claim(self, worker: str, limit: int = 1, lease: float = 30.0) -> list[Lease]:
+        """Claim up to ``limit`` versions for ``worker`` under leases of ``lease`` seconds.
+
+        One transaction on the store's clock: first Expire every live lease whose deadline has
+        passed (a version out of attempts fails), then Reclaim expired versions, smallest seq
+        first, then Claim ready versions, smallest seq first, within ``max_concurrency``. A
+        re-claimed version keeps the slot it had. Returns the leases in that order; ``[]``
+        when there is nothing to take. After close() only expired versions are re-claimed.
+        Errors: a bad argument -> ``InvalidArgumentError``; not started ->
+        ``InvalidTransitionError``.
+        """
+        if not isinstance(worker, str) or not worker:
+            raise InvalidArgumentError(f"claim({_r(worker)}): worker must be a non-empty str")
+        if not _is_int(limit) or limit < 1:
+            raise InvalidArgumentError(f"claim({worker!r}, limit={_r(limit)}): an int >= 1")
+        if (isinstance(lease, bool) or not isinstance(lease, (int, float))
+                or not math.isfinite(lease) or lease <= 0):
+            raise InvalidArgumentError(f"claim({worker!r}, lease={_r(lease)}): seconds > 0")
+        lease = float(lease)
+        with self._store.transaction() as tx:
+            if not self._meta(tx, "started"):
+                raise InvalidTransitionError("claim(): the scheduler is not started")
+            now = tx.now()
+            self._expire(tx, now)
+            deadline = now + lease
+            taken: list[Lease] = []
+            orphans = tx.all("SELECT id, generation, attempt, fn, args FROM task WHERE "
+                             "state = 'running' AND holder IS NULL ORDER BY seq LIMIT ?",
+                             (limit,))
+            for t, g, a, fn, args in orphans:
+                tx.run("UPDATE task SET attempt = ?, holder = ?, deadline = ?, lease_seconds = ?, "
+                       "claimed_at = ? WHERE id = ?", (a + 1, worker, deadline, lease, now, t))
+                self._step(tx, "Reclaim", w=worker, t=t)
+                taken.append(Lease(t, g, a + 1, deadline, fn, json.loads(args), worker))
+            self._count(tx, "reclaimed", len(taken))
+            want = limit - len(taken)
+            if want and not self._meta(tx, "closed"):
+                (running,) = tx.one("SELECT COUNT(*) FROM task WHERE state = 'running'") or (0,)
+                want = min(want, self._max - running)
+                if want > 0:
+                    rows = tx.all("SELECT id, generation, fn, args FROM task WHERE "
+                                  "state = 'ready' ORDER BY seq LIMIT ?", (want,))
+                    tx.many("UPDATE task SET state = 'running', attempt = 1, holder = ?, "
+                            "deadline = ?, lease_seconds = ?, claimed_at = ? WHERE id = ?",
+                            ((worker, deadline, lease, now, r[0]) for r in rows))
+                    if rows:
+                        self._count(tx, "claimed", len(rows))
+                        self._step(tx, "Claim", w=worker, k=len(rows))
+                    taken.extend(Lease(t, g, 1, deadline, fn, json.loads(args), worker)
+                                 for t, g, fn, args in rows)
+            return taken
+
+    def _expire(self, tx: Tx, now: float) -> None:
+        """Spec: Expire, for every live lease whose deadline is before ``now``, in seq order."""
+        expired = tx.all("SELECT id, attempt FROM task WHERE state = 'running' AND "
+                         "holder IS NOT NULL AND deadline < ? ORDER BY seq", (now,))
+        for t, attempt in expired:
+            self._count(tx, "expired")
+            if attempt < self._max_attempts:
+                tx.run("UPDATE task SET holder = NULL, deadline = NULL WHERE id = ?", (t,))
+            else:
+                tx.run("UPDATE task SET state = 'failed', holder = NULL, deadline = NULL, "
+                       "ended_at = ?, error = ? WHERE id = ?",
+                       (now, f"lease expired {attempt} times (max_attempts={self._max_attempts})"
+                        ": its workers died or stalled", t))
+                self._count(tx, "failed")
+            self._step(tx, "Expire", t=t)
+            if attempt >= self._max_attempts:
+                self._settle(tx, [t])
+
+    # ------------------------------------------------------------------ Reports
+
+    def _current(self, tx: Tx, call: str, lease: Lease) -> tuple[Any, ...] | None:
+        """The version's row when ``lease`` is its live one; None for a repeated report of the
+        attempt that ended it; otherwise ``StaleLeaseError``."""
+        row = self._row(tx, call, lease.task_id)
+        generation, state, attempt, holder, _, _, ended_attempt = row
+        if (generation == lease.generation and attempt == lease.attempt
+                and state == "running" and holder == lease.worker):
+            return row
+        if (generation == lease.generation and ended_attempt == lease.attempt
+                and state in _TERMINAL):
+            return None
+        self._stale += 1
+        if generation != lease.generation:
+            why = f"generation {lease.generation} is stale, current is {generation}"
+        elif attempt != lease.attempt:
+            why = f"attempt {lease.attempt} is stale, current is {attempt}"
+        elif state != "running":
+            why = f"the version is {state}"
+        else:
+            why = "the lease expired"
+        raise StaleLeaseError(f"{call}({lease.task_id!r}, generation={lease.generation}, "
+                              f"attempt={lease.attempt}): {why}", lease.task_id,
+                              lease.generation, generation, lease.attempt, attempt)
+
+    def heartbeat(self, lease: Lease) -> bool:
+        """Extend a live lease by its length; return whether a cancel was requested.
+
+        Spec: Heartbeat. Error: the lease is not the version's live one -> ``LeaseLostError``
+        (stop the work: another attempt has it, or the version ended).
+        """
+        _check_lease("heartbeat", lease)
+        with self._store.transaction() as tx:
+            row = tx.one("SELECT generation, state, attempt, holder, cancel_requested, "
+                         "lease_seconds FROM task WHERE id = ?", (lease.task_id,))
+            if row is None:
+                raise UnknownTaskError(f"heartbeat({lease.task_id!r}): unknown task",
+                                       lease.task_id)
+            generation, state, attempt, holder, cancel_requested, seconds = row
+            if not (generation == lease.generation and attempt == lease.attempt
+                    and state == "running" and holder == lease.worker):
+                raise LeaseLostError(f"heartbeat({lease.task_id!r}, generation="
+                                     f"{lease.generation}, attempt={lease.attempt}): the lease "
+                                     "is no longer live")
+            tx.run("UPDATE task SET deadline = ? WHERE id = ?", (tx.now() + seconds,
+                                                                 lease.task_id))
+            self._step(tx, "Heartbeat", w=lease.worker, t=lease.task_id, g=lease.generation,
+                       a=lease.attempt)
+            return bool(cancel_requested)
+
+    def complete(self, lease: Lease, result: Any = None) -> TaskState:
+        """Report success with a JSON-serialisable ``result`` (Spec: Complete).
+
+        Each pending dependent has one dep fewer to wait for (under the store's write lock)
+        and becomes ready when none is left. A repeat of the accepted report returns the
+        state; a lease that is not live -> ``StaleLeaseError``, and nothing changes.
+        """
+        _check_lease("complete", lease)
+        text = _dumps(result, f"complete({lease.task_id!r}) result")
+        return self._end(lease, "complete", "Complete", "succeeded", result=text)
+
+    def fail(self, lease: Lease, error: Any = None) -> TaskState:
+        """Report failure (Spec: Fail); then blocking spreads (Settle). Errors as complete()."""
+        _check_lease("fail", lease)
+        return self._end(lease, "fail", "Fail", "failed", error=_error_text(error))
+
+    def acknowledge_cancel(self, lease: Lease) -> TaskState:
+        """Report that the function stopped as cancelled (Spec: AcknowledgeCancel)."""
+        _check_lease("acknowledge_cancel", lease)
+        return self._end(lease, "acknowledge_cancel", "AcknowledgeCancel", "cancelled")
+
+    def _end(self, lease: Lease, call: str, action: str, state: str, *,
+             result: str | None = None, error: str | None = None) -> TaskState:
+        with self._store.transaction() as tx:
+            row = self._current(tx, call, lease)
+            if row is None:
+                self._duplicates += 1
+                return TaskState(self._row(tx, call, lease.task_id)[1])
+            t = lease.task_id
+            now = tx.now()
+            tx.run("UPDATE task SET state = ?, holder = NULL, deadline = NULL, ended_attempt = ?, "
+                   "ended_at = ?, result = ?, error = ? WHERE id = ?",
+                   (state, lease.attempt, now, result, error, t))
+            self._count(tx, state)
+            self._step(tx, action, w=lease.worker, t=t, g=lease.generation, a=lease.attempt)
+            if state == "succeeded":
+                # Fan-in: the count of each pending dependent is decremented by this one
+                # statement, under the write lock, so two parents ending at once both count.
+                tx.run("UPDATE task SET remaining_deps = remaining_deps - 1, became_ready_at = "
+                       "CASE WHEN remaining_deps = 1 THEN ? ELSE became_ready_at END, state = "
+                       "CASE WHEN remaining_deps = 1 THEN 'ready' ELSE state END WHERE "
+                       "state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = ?)",
+                       (now, t))
+            else:
+                self._settle(tx, [t])
+            return TaskState(state)
+
+    # ------------------------------------------------------------------ Cancel, Retry, Close
+
+    def cancel(self, task_id: str) -> TaskState:
+        """Cancel a waiting version, or ask a running one to stop (Spec: Cancel).
+
+        Waiting -> cancelled, then Settle; running -> ``cancel_requested`` (the worker hears it
+        on its next heartbeat); otherwise no step. Returns the state after the call.
+        """
+        _check_id("cancel", task_id)
+        with self._store.transaction() as tx:
+            _, state, _, _, requested, _, _ = self._row(tx, "cancel", task_id)
+            if state in _WAITING:
+                tx.run("UPDATE task SET state = 'cancelled', ended_at = ? WHERE id = ?",
+                       (tx.now(), task_id))
+                self._count(tx, "cancelled")
+                self._step(tx, "Cancel", t=task_id)
+                self._settle(tx, [task_id])
+                return TaskState.CANCELLED
+            if state == "running" and not requested:
+                tx.run("UPDATE task SET cancel_requested = 1 WHERE id = ?", (task_id,))
+                self._step(tx, "Cancel", t=task_id)
+            return TaskState(state)
+
+    def retry(self, task_id: str) -> int:
+        """Give a dead version, and every version blocked because of it, a new version.
+
+        Spec: Retry. Returns the new generation of ``task_id``. Errors: unknown ->
+        ``UnknownTaskError``; closed -> ``SchedulerClosedError``; not failed, cancelled or
+        blocked -> ``InvalidTransitionError``.
+        """
+        _check_id("retry", task_id)
+        with self._store.transaction() as tx:
+            _, state, _, _, _, _, _ = self._row(tx, "retry", task_id)
+            if self._meta(tx, "closed"):
+                raise SchedulerClosedError(f"retry({task_id!r}): the scheduler is closed")
+            if state not in _DEAD:
+                raise InvalidTransitionError(f"retry({task_id!r}): the version is {state}, "
+                                             "not failed, cancelled or blocked")
+            members = {task_id: None}
+            queue = [task_id]
+            while queue:
+                x = queue.pop()
+                for (y,) in tx.all("SELECT id FROM task WHERE state = 'blocked' AND "
+                                   "blocked_by = ?", (x,)):
+                    if y not in members:
+                        members[y] = None
+                        queue.append(y)
+            seqs = self._column_of(tx, "seq", list(members))
+            ordered = sorted(members, key=seqs.__getitem__)
+            seq = int(self._meta(tx, "next_seq"))
+            tx.run("UPDATE meta SET value = value + ? WHERE key = 'next_seq'", (len(ordered),))
+            now = tx.now()
+            for i, t in enumerate(ordered):
+                (remaining,) = tx.one(
+                    "SELECT COUNT(*) FROM dep LEFT JOIN task d ON d.id = dep.dep WHERE "
+                    "dep.task = ? AND (d.state IS NULL OR d.state != 'succeeded')", (t,)) or (0,)
+                tx.run("UPDATE task SET generation = generation + 1, seq = ?, state = ?, "
+                       "remaining_deps = ?, blocked_by = NULL, cancel_requested = 0, attempt = 0, "
+                       "holder = NULL, deadline = NULL, ended_attempt = NULL, result = NULL, "
+                       "error = NULL, became_ready_at = ?, claimed_at = NULL, ended_at = NULL "
+                       "WHERE id = ?", (seq + i, "pending" if remaining else "ready", remaining,
+                                        None if remaining else now, t))
+            self._count(tx, "retried", len(ordered))
+            self._step(tx, "Retry", t=task_id)
+            self._settle(tx, ordered)
+            (generation,) = tx.one("SELECT generation FROM task WHERE id = ?", (task_id,)) or (0,)
+            return int(generation)
+
+    def close(self, cancel_pending: bool = True) -> CloseReport:
+        """Take no more submissions or claims, for every process (Spec: Close).
+
+        With ``cancel_pending`` every waiting version is cancelled. Running versions finish
+        (expired ones are still re-claimed). A second close changes nothing. Returns every
+        id by the state of its current version.
+        """
+        if not isinstance(cancel_pending, bool):
+            raise InvalidArgumentError(f"close(cancel_pending={_r(cancel_pending)}): a bool")
+        with self._store.transaction() as tx:
+            if not self._meta(tx, "closed"):
+                tx.run("UPDATE meta SET value = 1 WHERE key = 'closed'")
+                if cancel_pending:
+                    n = tx.run("UPDATE task SET state = 'cancelled', ended_at = ? WHERE state IN "
+                               "('pending', 'ready')", (tx.now(),))
+                    self._count(tx, "cancelled", n)
+                self._step(tx, "Close", c=cancel_pending)
+            by_state: dict[str, list[str]] = {}
+            for t, s in tx.all("SELECT id, state FROM task ORDER BY seq"):
+                by_state.setdefault(s, []).append(t)
+        return CloseReport(**{s: tuple(ids) for s, ids in by_state.items()})
+
+    # ------------------------------------------------------------------ The virtual clock
+
+    def tick(self, seconds: float = 1.0) -> float:
+        """Move a virtual store clock forward by ``seconds``; return the new time (Spec: Tick)."""
+        if (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                or not math.isfinite(seconds) or seconds <= 0):
+            raise InvalidArgumentError(f"tick({_r(seconds)}): seconds > 0")
+        if self.clock != "virtual":
+            raise InvalidTransitionError("tick(): the store's clock is the wall clock; "
+                                         "create the store with clock='virtual'")
+        with self._store.transaction() as tx:
+            tx.run("UPDATE meta SET value = value + ? WHERE key = 'now'", (float(seconds),))
+            self._step(tx, "Tick")
+            return float(self._meta(tx, "now"))
+
+    def now(self) -> float:
+        """The store's clock."""
+        with self._store.transaction(write=False) as tx:
+            return tx.now()
+
+    # ------------------------------------------------------------------ Reading
+
+    def state(self, task_id: str) -> TaskState:
+        """The state of ``task_id``'s current version (``UnknownTaskError`` if never submitted)."""
+        _check_id("state", task_id)
+        with self._store.transaction(write=False) as tx:
+            return TaskState(self._row(tx, "state", task_id)[1])
+
+    def info(self, task_id: str) -> DurableInfo:
+        """Everything the store knows of ``task_id``'s current version."""
+        _check_id("info", task_id)
+        with self._store.transaction(write=False) as tx:
+            row = tx.one("SELECT generation, state, remaining_deps, blocked_by, cancel_requested, "
+                         "fn, args, seq, attempt, holder, deadline, result, error FROM task "
+                         "WHERE id = ?", (task_id,))
+            if row is None:
+                raise UnknownTaskError(f"info({task_id!r}): unknown task", task_id)
+            deps = frozenset(d for (d,) in tx.all("SELECT dep FROM dep WHERE task = ?", (task_id,)))
+        (g, s, rd, bb, cr, fn, args, seq, attempt, holder, deadline, result, error) = row
+        return DurableInfo(task_id, g, TaskState(s), deps, rd, bb, bool(cr), fn,
+                           json.loads(args), seq, attempt, holder, deadline,
+                           None if result is None else json.loads(result), error)
+
+    def result(self, task_id: str) -> Any:
+        """The result the accepted completion stored (``InvalidTransitionError`` if none)."""
+        info = self.info(task_id)
+        if info.state is not TaskState.SUCCEEDED:
+            raise InvalidTransitionError(f"result({task_id!r}): the version is "
+                                         f"{info.state.value}, not succeeded")
+        return info.result
+
+    def snapshot(self) -> Snapshot:
+        """The scheduler part of the state: ``spec/Scheduler.tla``'s variables under the
+        refinement mapping (``claims`` is 1 once a version was claimed)."""
+        with self._store.transaction(write=False) as tx:
+            return self._snapshot(tx)
+
+    def _snapshot(self, tx: Tx) -> Snapshot:
+        deps: dict[str, set[str]] = {}
+        for t, d in tx.all("SELECT task, dep FROM dep"):
+            deps.setdefault(t, set()).add(d)
+        tasks = {
+            t: VersionView(g, TaskState(s), frozenset(deps.get(t, ())), rd, bb, bool(cr),
+                           1 if a else 0, seq)
+            for t, g, s, rd, bb, cr, a, seq in tx.all(
+                "SELECT id, generation, state, remaining_deps, blocked_by, cancel_requested, "
+                "attempt, seq FROM task")}
+        return Snapshot(bool(self._meta(tx, "started")), bool(self._meta(tx, "closed")),
+                        int(self._meta(tx, "next_seq")), tasks)
+
+    def leases(self) -> dict[str, LeaseView]:
+        """The lease part of every claimed version (spec: ``attempt``, ``holder``, ``deadline``)."""
+        with self._store.transaction(write=False) as tx:
+            return {t: LeaseView(a, h, dl) for t, a, h, dl in tx.all(
+                "SELECT id, attempt, holder, deadline FROM task WHERE attempt > 0")}
+
+    def history(self) -> list[tuple[str, dict[str, Any]]]:
+        """Every accepted step, in commit order (a store created with ``record=True``)."""
+        with self._store.transaction(write=False) as tx:
+            return [(a, json.loads(p)) for a, p in tx.all("SELECT action, params FROM step "
+                                                          "ORDER BY n")]
+
+    def stats(self) -> DurableStats:
+        """Store-wide counters, the current versions by state, and the live leases."""
+        with self._store.transaction(write=False) as tx:
+            counts = {k[len("count:"):]: int(v) for k, v in tx.all(
+                "SELECT key, value FROM meta WHERE key LIKE 'count:%'")}
+            by_state: dict[str, int] = dict(
+                tx.all("SELECT state, COUNT(*) FROM task GROUP BY state"))
+            (live,) = tx.one("SELECT COUNT(*) FROM task WHERE holder IS NOT NULL") or (0,)
+        return DurableStats(**counts, by_state=by_state, live_leases=live,
+                            stale_callbacks=self._stale, duplicate_callbacks=self._duplicates)
+
+    def done(self) -> bool:
+        """Whether the store is started and every version is terminal."""
+        with self._store.transaction(write=False) as tx:
+            if not self._meta(tx, "started"):
+                return False
+            return tx.one("SELECT 1 FROM task WHERE state IN ('pending', 'ready', 'running') "
+                          "LIMIT 1") is None
+
+    def wait(self, timeout: float | None = None, *, poll: float = 0.05) -> bool:
+        """Block until :meth:`done` (True) or ``timeout`` seconds pass (False)."""
+        if timeout is not None and (isinstance(timeout, bool)
+                                    or not isinstance(timeout, (int, float))
+                                    or not timeout >= 0):
+            raise InvalidArgumentError(f"wait(timeout={_r(timeout)}): None or seconds >= 0")
+        end = None if timeout is None else time.monotonic() + timeout
+        while not self.done():
+            if end is not None and time.monotonic() >= end:
+                return False
+            time.sleep(poll)
+        return True
+
+    # ------------------------------------------------------------------ Invariants
+
+    def check_invariants(self) -> None:
+        """Raise ``InvariantViolation`` if the store holds a state the spec forbids."""
+        from refsched.scheduler import _find_cycles
+        with self._store.transaction(write=False) as tx:
+            def fail(name: str, detail: str) -> None:
+                raise InvariantViolation(name, detail)
+
+            bad = tx.one("SELECT id, state FROM task WHERE state NOT IN ('pending', 'ready', "
+                         "'running', 'succeeded', 'failed', 'blocked', 'cancelled') OR "
+                         "generation < 1 LIMIT 1")
+            if bad:
+                fail("TypeOK", f"{bad[0]!r} has state {bad[1]!r}")
+            bad = tx.one("SELECT x.id, x.remaining_deps, (SELECT COUNT(*) FROM dep LEFT JOIN "
+                         "task d ON d.id = dep.dep WHERE dep.task = x.id AND (d.state IS NULL OR "
+                         "d.state != 'succeeded')) AS n FROM task x WHERE x.state IN "
+                         "('pending', 'ready') AND (x.remaining_deps != n OR "
+                         "(x.state = 'pending') != (n > 0)) LIMIT 1")
+            if bad:
+                fail("IndegreeInvariant", f"{bad[0]!r}: remaining_deps {bad[1]}, counted {bad[2]}")
+            (running,) = tx.one("SELECT COUNT(*) FROM task WHERE state = 'running'") or (0,)
+            if running > self._max:
+                fail("ConcurrencyBound", f"{running} running > max_concurrency {self._max}")
+            bad = tx.one("SELECT id FROM task x WHERE (x.state = 'blocked') != (x.blocked_by IS "
+                         "NOT NULL) OR (x.blocked_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM "
+                         "dep WHERE dep.task = x.id AND dep.dep = x.blocked_by)) LIMIT 1")
+            if bad:
+                fail("BlockedHasCause", f"{bad[0]!r}")
+            bad = tx.one("SELECT x.id, d.id FROM task x JOIN dep ON dep.task = x.id JOIN task d "
+                         "ON d.id = dep.dep WHERE x.state IN ('pending', 'ready') AND d.state IN "
+                         "('failed', 'blocked', 'cancelled') LIMIT 1")
+            if bad:
+                fail("BlockedPropagated", f"{bad[0]!r} waits on dead {bad[1]!r}")
+            if self._meta(tx, "started"):
+                bad = tx.one("SELECT dep.task, dep.dep FROM dep LEFT JOIN task ON task.id = "
+                             "dep.dep WHERE task.id IS NULL LIMIT 1")
+                if bad:
+                    fail("SealedGraph", f"{bad[0]!r} depends on unknown {bad[1]!r}")
+                recs = {t: _Rec(t, s) for t, s in tx.all("SELECT id, seq FROM task")}
+                for t, d in tx.all("SELECT task, dep FROM dep"):
+                    recs[t].deps.append(d)
+                    recs[d].dependents.append(recs[t])
+                cycles = _find_cycles(recs.values())  # type: ignore[arg-type]
+                if cycles:
+                    fail("SealedGraph", f"cycle {cycles[0]!r}")
+            bad = tx.one("SELECT id, attempt FROM task WHERE attempt > ? OR attempt < 0 LIMIT 1",
+                         (self._max_attempts,))
+            if bad:
+                fail("AttemptsBounded", f"{bad[0]!r} has attempt {bad[1]}")
+            bad = tx.one("SELECT id FROM task WHERE (holder IS NOT NULL AND (state != 'running' "
+                         "OR deadline IS NULL)) OR (state = 'running' AND attempt < 1) LIMIT 1")
+            if bad:
+                fail("AtMostOneLiveLease", f"{bad[0]!r} holds a lease out of running")
+            bad = tx.one("SELECT id FROM task WHERE ended_attempt IS NOT NULL AND (state NOT IN "
+                         "('succeeded', 'failed', 'cancelled') OR ended_attempt != attempt) "
+                         "LIMIT 1")
+            if bad:
+                fail("OnlyCurrentAttemptEnds", f"{bad[0]!r} ended by an attempt not its last")

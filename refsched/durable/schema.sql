@@ -1,0 +1,54 @@
+-- The durable scheduler's schema, version 1: spec/DurableScheduler.tla's variables as rows.
+-- Created by the code that reads it (refsched/durable/store.py), inside one transaction.
+
+-- One row per setting and per scalar spec variable: format (what this file is),
+-- schema_version, max_concurrency, max_attempts, clock ('wall' | 'virtual'), now (the virtual
+-- clock's reading), record (1: every accepted step is appended to step), started, closed,
+-- next_seq; and the store-wide counters of stats(), named 'count:...'.
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value NOT NULL
+);
+
+-- One row per task id: its current version (the spec's variables at index t).
+CREATE TABLE IF NOT EXISTS task (
+    id               TEXT PRIMARY KEY,
+    generation       INTEGER NOT NULL,  -- >= 1
+    seq              INTEGER NOT NULL,  -- the ready order
+    state            TEXT NOT NULL,     -- pending ready running succeeded failed blocked cancelled
+    fn               TEXT NOT NULL,     -- 'module:function'
+    args             TEXT NOT NULL,     -- JSON object of keyword arguments
+    remaining_deps   INTEGER NOT NULL,  -- == deps whose version has not succeeded, while waiting
+    blocked_by       TEXT,              -- the dep that blocked it, when blocked
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    attempt          INTEGER NOT NULL DEFAULT 0,  -- claims of this version: the fencing token
+    holder           TEXT,              -- the worker whose lease is live, else NULL
+    deadline         REAL,              -- the live lease's end, on the store's clock
+    lease_seconds    REAL,              -- what a heartbeat extends the lease by
+    ended_attempt    INTEGER,           -- the attempt whose report ended the version, if one did
+    result           TEXT,              -- JSON given to complete()
+    error            TEXT,              -- what fail() was given, or why the store failed it
+    became_ready_at  REAL,              -- store clock: ready since
+    claimed_at       REAL,              -- store clock: the current attempt's claim
+    ended_at         REAL               -- store clock: the version's end
+);
+CREATE INDEX IF NOT EXISTS task_ready ON task (seq) WHERE state = 'ready';
+CREATE INDEX IF NOT EXISTS task_running ON task (seq) WHERE state = 'running';
+CREATE INDEX IF NOT EXISTS task_blocked_by ON task (blocked_by) WHERE state = 'blocked';
+
+-- One row per dependency edge of a current version: task depends on dep.
+CREATE TABLE IF NOT EXISTS dep (
+    task TEXT NOT NULL,
+    dep  TEXT NOT NULL,
+    PRIMARY KEY (task, dep)
+);
+CREATE INDEX IF NOT EXISTS dep_dependents ON dep (dep, task);
+
+-- The history: every accepted spec step, appended by the transaction that takes it, so the
+-- commit order is the order of the rows (only when meta.record = 1).
+CREATE TABLE IF NOT EXISTS step (
+    n      INTEGER PRIMARY KEY,
+    action TEXT NOT NULL,
+    params TEXT NOT NULL,  -- JSON object
+    at     REAL NOT NULL   -- store clock
+);

@@ -1,0 +1,265 @@
+"""The store seam of the durable scheduler: one transaction interface, one class per database.
+
+:class:`DurableScheduler` takes every spec step as one call of :meth:`Store.transaction`, whose
+:class:`Tx` runs the step's SQL and reads the store's clock (:meth:`Tx.now`) inside that
+transaction. A store knows its database: how to open it, create the schema (``schema.sql``),
+serialise writers and tell the time; the scheduler's logic knows nothing of either.
+
+URLs: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``, or a plain path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from refsched.errors import InvalidArgumentError, StoreError
+
+__all__ = ["FORMAT", "SCHEMA_VERSION", "SQLiteStore", "Store", "Tx", "open_store"]
+
+FORMAT = "refsched-durable"  # meta.format: this file is a refsched store
+SCHEMA_VERSION = 1  # meta.schema_version this code reads and writes
+
+Row = tuple[Any, ...]
+
+
+def schema_statements() -> list[str]:
+    """The statements of ``schema.sql``, in order."""
+    text = resources.files("refsched.durable").joinpath("schema.sql").read_text("utf-8")
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+class Tx(ABC):
+    """One open transaction: SQL with ``?`` placeholders, and the store's clock."""
+
+    @abstractmethod
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        """The first row of a query, or None."""
+
+    @abstractmethod
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Every row of a query."""
+
+    @abstractmethod
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Run a statement; return how many rows it changed."""
+
+    @abstractmethod
+    def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        """Run a statement once per parameter row."""
+
+    @abstractmethod
+    def now(self) -> float:
+        """The store's clock, read once per transaction (seconds)."""
+
+
+class Store(ABC):
+    """A database holding one durable scheduler."""
+
+    url: str
+
+    @abstractmethod
+    def transaction(self, write: bool = True) -> contextlib.AbstractContextManager[Tx]:
+        """One transaction: committed when the block ends, rolled back if it raises."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the connection (the scheduler's state stays as it is)."""
+
+
+# -- SQLite ------------------------------------------------------------------------------------
+
+# The store's clock: SQLite's own reading of the time, in Unix seconds. One machine has one
+# clock, so every process judges a deadline on the same clock as the one that wrote it.
+_WALL_NOW = "SELECT (julianday('now') - 2440587.5) * 86400.0"
+_VIRTUAL_NOW = "SELECT value FROM meta WHERE key = 'now'"
+
+
+class _SQLiteTx(Tx):
+    __slots__ = ("_conn", "_now", "_now_sql")
+
+    def __init__(self, conn: sqlite3.Connection, now_sql: str) -> None:
+        self._conn = conn
+        self._now_sql = now_sql
+        self._now: float | None = None
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        row: Row | None = self._conn.execute(sql, params).fetchone()
+        return row
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return self._conn.execute(sql, params).fetchall()
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self._conn.execute(sql, params).rowcount
+
+    def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        self._conn.executemany(sql, rows)
+
+    def now(self) -> float:
+        if self._now is None:
+            row = self._conn.execute(self._now_sql).fetchone()
+            self._now = float(row[0])
+        return self._now
+
+
+def _sqlite_path(url: str) -> Path:
+    if url.startswith("sqlite://"):
+        rest = url[len("sqlite://"):]
+        if not rest.startswith("/") or rest == "/":
+            raise InvalidArgumentError(
+                f"{url!r}: a SQLite URL is sqlite:///relative/path.db or sqlite:////absolute/path.db")
+        return Path(rest[1:])
+    return Path(url)
+
+
+def _is_sqlite_file(path: Path) -> bool:
+    with path.open("rb") as f:
+        return f.read(16) == b"SQLite format 3\x00"
+
+
+class SQLiteStore(Store):
+    """A store in one SQLite file, shared by every process on the machine.
+
+    WAL mode (readers never wait for the writer), ``synchronous=NORMAL`` (a committed step
+    survives the death of any process; ``synchronous="full"`` also survives a power cut), and
+    ``BEGIN IMMEDIATE`` for every transaction that writes, so a transaction that reads then writes
+    waits for the write lock up front instead of failing when it upgrades. One connection per
+    store object, guarded by a lock: SQLite takes one writer at a time anyway.
+    """
+
+    def __init__(self, url: str, *, create: bool = True, synchronous: str = "normal",
+                 busy_timeout: float = 60.0) -> None:
+        if synchronous not in ("normal", "full"):
+            raise InvalidArgumentError(f"synchronous={synchronous!r}: 'normal' or 'full'")
+        self.url = url
+        self.path = _sqlite_path(url)
+        self._lock = threading.Lock()  # guards _conn: one transaction at a time per object
+        self._check_existing(create)
+        try:
+            conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as e:
+            raise StoreError(f"{url}: cannot open the store: {e}") from None
+        self._conn = conn
+        try:
+            mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"{url}: the store needs WAL mode and got {mode!r} "
+                                 "(a local filesystem is required)")
+            conn.execute(f"PRAGMA synchronous={synchronous.upper()}")
+        except sqlite3.Error as e:
+            conn.close()
+            raise StoreError(f"{url}: cannot open the store: {e}") from None
+        self._now_sql = _WALL_NOW
+
+    def _check_existing(self, create: bool) -> None:
+        """Refuse, before writing a byte, a file that is not a refsched store."""
+        path = self.path
+        if path.is_dir():
+            raise StoreError(f"{self.url}: is a directory, not a store file")
+        if not path.exists():
+            if not create:
+                raise StoreError(f"{self.url}: no store there")
+            parent = path.parent if str(path.parent) else Path(".")
+            if not parent.is_dir():
+                raise StoreError(f"{self.url}: the folder {str(parent)!r} does not exist")
+            return
+        try:
+            size = path.stat().st_size
+            if size == 0:
+                return  # an empty file (a store whose creator died before the first write)
+            if not _is_sqlite_file(path):
+                raise StoreError(f"{self.url}: not a refsched store (not a SQLite file); "
+                                 "it was left untouched")
+        except OSError as e:
+            raise StoreError(f"{self.url}: cannot read the store: {e}") from None
+        # Read-only inspection: a SQLite file of another program must not even get a WAL.
+        try:
+            ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error as e:
+            raise StoreError(f"{self.url}: cannot open the store: {e}") from None
+        try:
+            tables = {r[0] for r in ro.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "meta" not in tables:
+                if tables:
+                    raise StoreError(f"{self.url}: a SQLite file of another program (tables "
+                                     f"{', '.join(sorted(tables))}); it was left untouched")
+                return
+            meta = dict(ro.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.DatabaseError as e:
+            raise StoreError(
+                f"{self.url}: not a valid store ({e}); it was left untouched") from None
+        finally:
+            ro.close()
+        check_meta(self.url, meta)
+
+    @contextlib.contextmanager
+    def transaction(self, write: bool = True) -> Iterator[Tx]:
+        with self._lock:
+            conn = self._conn
+            try:
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+            except sqlite3.Error as e:
+                raise _store_error(self.url, e) from None
+            try:
+                yield _SQLiteTx(conn, self._now_sql)
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.Error as e:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise _store_error(self.url, e) from None
+
+    def use_virtual_clock(self) -> None:
+        """Read the store's clock from ``meta.now`` (a store created with ``clock='virtual'``)."""
+        self._now_sql = _VIRTUAL_NOW
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def _store_error(url: str, e: sqlite3.Error) -> StoreError:
+    text = str(e)
+    if "full" in text:
+        return StoreError(f"{url}: the disk is full: nothing of this step was written")
+    if "readonly" in text or "read-only" in text:
+        return StoreError(f"{url}: the store is read-only: nothing of this step was written")
+    return StoreError(f"{url}: {text}")
+
+
+def check_meta(url: str, meta: dict[str, Any]) -> None:
+    """Refuse a store of another format or of a newer schema."""
+    if meta.get("format") != FORMAT:
+        raise StoreError(f"{url}: not a refsched store (format {meta.get('format')!r}); "
+                         "it was left untouched")
+    version = meta.get("schema_version")
+    if not isinstance(version, int) or version > SCHEMA_VERSION:
+        raise StoreError(f"{url}: the store has schema version {version!r}, newer than this "
+                         f"refsched's {SCHEMA_VERSION}: upgrade refsched to open it")
+
+
+def open_store(url: str, *, create: bool = True, **options: Any) -> Store:
+    """The store behind ``url``."""
+    if not isinstance(url, (str, os.PathLike)):
+        raise InvalidArgumentError(f"store URL must be a str, not {type(url).__name__}")
+    url = os.fspath(url)
+    if not isinstance(url, str) or not url:
+        raise InvalidArgumentError("store URL must be a non-empty str")
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    if scheme in ("", "sqlite"):
+        return SQLiteStore(url, create=create, **options)
+    raise InvalidArgumentError(f"{url!r}: unknown store (sqlite:///path.db)")
