@@ -128,7 +128,13 @@ def _check_json(value: object, where: str, depth: int = 0) -> None:
     """Refuse what JSON cannot carry back as it was given (tuples travel as lists)."""
     if depth > 100:
         raise InvalidArgumentError(f"{where}: nested more than 100 deep")
-    if value is None or isinstance(value, (bool, str)):
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgumentError(f"{where}: a str that is not valid text") from None
         return
     if isinstance(value, int):
         if abs(value) > 2**63:

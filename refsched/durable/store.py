@@ -212,6 +212,10 @@ class SQLiteStore(Store):
                 raise _store_error(self.url, e) from None
             try:
                 yield _SQLiteTx(conn, self._now_sql)
+            except sqlite3.Error as e:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise _store_error(self.url, e) from None
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")

@@ -1,0 +1,66 @@
+"""Task functions for the durable scheduler's tests, run by real worker processes.
+
+Each function that matters for a fault test appends one line to the file named by its ``log``
+argument when it starts and when it ends, so a test can see which attempt ran when, across
+processes: ``start <task> <pid> <time>`` / ``end <task> <pid> <time>``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+
+def _log(log: str | None, what: str, task: str) -> None:
+    if log:
+        with open(log, "a") as f:
+            f.write(f"{what} {task} {os.getpid()} {time.time():.6f}\n")
+            f.flush()
+
+
+def noop(**kwargs: Any) -> Any:
+    return kwargs.get("value")
+
+
+def work(task: str, log: str | None = None, seconds: float = 0.0, value: Any = None) -> Any:
+    """Log the start, sleep ``seconds``, log the end, return ``value`` (or the pid)."""
+    _log(log, "start", task)
+    time.sleep(seconds)
+    _log(log, "end", task)
+    return os.getpid() if value is None else value
+
+
+def hang_first(task: str, marker: str, log: str | None = None, seconds: float = 60.0) -> int:
+    """The first attempt (no ``marker`` file yet) creates the marker and sleeps ``seconds``;
+    every later attempt returns at once: a task that one worker holds far past its lease."""
+    _log(log, "start", task)
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        _log(log, "end", task)
+        return os.getpid()
+    os.close(fd)
+    time.sleep(seconds)
+    _log(log, "end", task)
+    return os.getpid()
+
+
+def boom() -> None:
+    raise ValueError("boom")
+
+
+def exits() -> None:
+    raise SystemExit(3)
+
+
+def unstorable() -> object:
+    return object()
+
+
+def stoppable(token: Any = None) -> str:
+    """Run until the worker's token says a cancel was requested, then acknowledge it."""
+    while not token.wait(0.05):
+        pass
+    token.raise_if_cancelled()
+    return "not reached"
