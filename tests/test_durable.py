@@ -254,7 +254,7 @@ def test_a_foreign_or_corrupt_file_is_refused_and_left_untouched(tmp_path: Path,
                                                                  content: bytes) -> None:
     path = tmp_path / "foreign.db"
     path.write_bytes(content)
-    with pytest.raises(StoreError, match="untouched|not a"):
+    with pytest.raises(StoreError, match=r"untouched|not a"):
         DurableScheduler(f"sqlite:///{path}", max_concurrency=1)
     assert path.read_bytes() == content
     assert sorted(p.name for p in tmp_path.iterdir()) == ["foreign.db"]
@@ -307,7 +307,7 @@ def test_a_read_only_connection_writes_nothing_half(tmp_path: Path) -> None:
     db.start()
     before = db.snapshot()
     db._store._conn.execute("PRAGMA query_only = ON")  # type: ignore[attr-defined]
-    with pytest.raises(StoreError, match="read-only|readonly"):
+    with pytest.raises(StoreError, match=r"read-only|readonly"):
         db.submit("c", ["a"], fn=NOOP)
     db._store._conn.execute("PRAGMA query_only = OFF")  # type: ignore[attr-defined]
     assert db.snapshot() == before

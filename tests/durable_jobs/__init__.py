@@ -1,1 +1,1 @@
-"""Functions that durable tests name as 'tests.durable_jobs.jobs:NAME' (importable from the root)."""
+"""Task functions the durable tests name as "tests.durable_jobs.jobs:NAME"."""
