@@ -472,6 +472,12 @@ _OWN_PARSERS: dict[str, tuple[str, str, str]] = {
     "conform": ("refsched.conform.main",
                 "check an implementation in any language against the reference model",
                 "[options] -- COMMAND [ARGS ...], or --impl MODULE:FACTORY"),
+    "worker": ("refsched.durable.worker",
+               "run a durable store's functions: claim under leases, heartbeat, report",
+               "--db URL [--concurrency N] [--lease S] [--until-done]"),
+    "status": ("refsched.durable.status",
+               "show a durable store: versions by state, live leases, failures",
+               "--db URL [--json]"),
 }
 
 
