@@ -172,7 +172,12 @@ class SQLiteStore(Store):
             parent = path.parent if str(path.parent) else Path(".")
             if not parent.is_dir():
                 raise StoreError(f"{self.url}: the folder {str(parent)!r} does not exist")
+            if os.statvfs(parent).f_flag & os.ST_RDONLY:
+                raise StoreError(f"{self.url}: cannot create a store on a read-only filesystem")
             return
+        if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+            raise StoreError(f"{self.url}: the store is on a read-only filesystem; it needs to "
+                             "write (its WAL, and every step)")
         try:
             size = path.stat().st_size
             if size == 0:
@@ -195,6 +200,8 @@ class SQLiteStore(Store):
                                      f"{', '.join(sorted(tables))}); it was left untouched")
                 return
             meta = dict(ro.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.OperationalError as e:
+            raise StoreError(f"{self.url}: cannot read the store: {e}") from None
         except sqlite3.DatabaseError as e:
             raise StoreError(
                 f"{self.url}: not a valid store ({e}); it was left untouched") from None

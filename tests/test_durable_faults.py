@@ -1,0 +1,321 @@
+"""Real faults against the SQLite store: worker processes killed (SIGKILL) and paused
+(SIGSTOP/SIGCONT), a process killed inside a write transaction, parents completing at once
+from two processes, and real full and read-only filesystems.
+
+Every test bounds its waits; a regression fails instead of hanging. Task functions log their
+starts and ends with the pid and the time (``tests/durable_jobs/jobs.py``).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from refsched.durable import DurableScheduler
+from refsched.errors import StaleLeaseError, StoreError
+from refsched.types import TaskState
+
+ROOT = Path(__file__).resolve().parents[1]
+JOBS = "tests.durable_jobs.jobs"
+
+
+def start_worker(url: str, *options: str, name: str | None = None) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "refsched", "worker", "--db", url, "--poll", "0.05",
+               *options]
+    if name:
+        command += ["--name", name]
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+@pytest.fixture
+def workers() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGCONT)
+            p.kill()
+        p.communicate(timeout=30)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def log_lines(log: Path) -> list[tuple[str, str, int, float]]:
+    if not log.exists():
+        return []
+    rows = []
+    for line in log.read_text().splitlines():
+        what, task, pid, at = line.split()
+        rows.append((what, task, int(pid), float(at)))
+    return rows
+
+
+def accepted_ends(db: DurableScheduler) -> dict[tuple[str, int], int]:
+    ends: dict[tuple[str, int], int] = {}
+    for action, p in db.history():
+        if action in ("Complete", "Fail", "AcknowledgeCancel"):
+            ends[(p["t"], p["g"])] = ends.get((p["t"], p["g"]), 0) + 1
+    return ends
+
+
+def test_a_worker_killed_mid_task_loses_it_to_attempt_two(tmp_path: Path,
+                                                          workers: list[Any]) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    log = tmp_path / "log"
+    db = DurableScheduler(url, max_concurrency=2, record=True)
+    db.submit("slow", fn=f"{JOBS}:work", args={"task": "slow", "log": str(log), "seconds": 1.0})
+    for i in range(6):
+        db.submit(f"after{i}", ["slow"], fn=f"{JOBS}:work",
+                  args={"task": f"after{i}", "log": str(log)})
+    db.start()
+    victim = start_worker(url, "--lease", "1", "--until-done", name="victim")
+    workers.append(victim)
+    wait_for(lambda: any(r[0] == "start" for r in log_lines(log)), what="the first start")
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait(30)
+    survivor = start_worker(url, "--lease", "1", "--until-done", "--concurrency", "2",
+                            name="survivor")
+    workers.append(survivor)
+    assert survivor.wait(60) == 0, survivor.stderr.read() if survivor.stderr else ""
+    info = db.info("slow")
+    assert info.state is TaskState.SUCCEEDED and info.attempts == 2
+    assert all(db.state(f"after{i}") is TaskState.SUCCEEDED for i in range(6))
+    assert set(accepted_ends(db).values()) == {1}
+    starts = [r for r in log_lines(log) if r[:2] == ("start", "slow")]
+    assert [r[2] for r in starts] == [victim.pid, survivor.pid]
+    db.check_invariants()
+
+
+def test_a_worker_paused_past_its_lease_is_refused_and_the_reclaimer_kept(
+        tmp_path: Path, workers: list[Any]) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    log = tmp_path / "log"
+    db = DurableScheduler(url, max_concurrency=1, record=True)
+    db.submit("x", fn=f"{JOBS}:hang_first",
+              args={"task": "x", "marker": str(tmp_path / "marker"), "log": str(log),
+                    "seconds": 1.0})
+    db.start()
+    paused = start_worker(url, "--lease", "0.6", "--until-done", name="paused")
+    workers.append(paused)
+    wait_for(lambda: any(r[0] == "start" for r in log_lines(log)), what="the first start")
+    os.kill(paused.pid, signal.SIGSTOP)  # its heartbeats stop with it
+    reclaimer = start_worker(url, "--lease", "0.6", "--until-done", name="reclaimer")
+    workers.append(reclaimer)
+    assert reclaimer.wait(60) == 0
+    assert db.result("x") == reclaimer.pid
+    os.kill(paused.pid, signal.SIGCONT)  # it wakes, finishes its sleep, reports: refused
+    assert paused.wait(60) == 0
+    _, err = paused.communicate(timeout=30)
+    assert "refused" in err
+    assert db.result("x") == reclaimer.pid
+    assert db.info("x").attempts == 2
+    assert accepted_ends(db) == {("x", 1): 1}
+    assert [r[2] for r in log_lines(log) if r[0] == "end"] == [reclaimer.pid, paused.pid]
+    db.check_invariants()
+
+
+CHILD_INSIDE_TRANSACTION = r"""
+import os, sys, time
+from refsched.durable import DurableScheduler
+from refsched.durable import store
+
+url, ready = sys.argv[1], sys.argv[2]
+db = DurableScheduler(url)
+original = store._SQLiteTx.many
+
+def many(self, sql, rows):
+    original(self, sql, rows)
+    if sql.startswith("INSERT INTO dep"):  # the task row and its edges are written, uncommitted
+        open(ready, "w").close()
+        time.sleep(60)
+
+store._SQLiteTx.many = many
+db.submit("half", ["a"], fn="tests.durable_jobs.jobs:noop")
+"""
+
+
+def test_a_process_killed_inside_a_write_transaction_leaves_a_valid_store(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    db = DurableScheduler(url, max_concurrency=1)
+    db.submit("a", fn=f"{JOBS}:noop")
+    before = db.snapshot()
+    db.release()
+    ready = tmp_path / "ready"
+    child = subprocess.Popen([sys.executable, "-c", CHILD_INSIDE_TRANSACTION, url, str(ready)],
+                             cwd=ROOT)
+    try:
+        wait_for(ready.exists, what="the child inside its transaction")
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait(30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    reopened = DurableScheduler(url)
+    assert reopened.snapshot() == before  # nothing of the killed submit
+    reopened.check_invariants()
+    reopened.submit("half", ["a"], fn=f"{JOBS}:noop")  # the write lock was released
+    reopened.start()
+    reopened.check_invariants()
+
+
+def _complete_at_once(url: str, leases: Any, barrier: Any, done: Any) -> None:
+    """Take each lease sent, meet the other process at the barrier, complete at once."""
+    db = DurableScheduler(url)
+    while (lease := leases.get(timeout=60)) is not None:
+        barrier.wait(30)
+        db.complete(lease)
+        done.put(lease.task_id)
+
+
+def test_two_parents_completing_at_once_from_two_processes_ready_the_child_once(
+        tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    db = DurableScheduler(url, max_concurrency=2)
+    db.start()
+    context = multiprocessing.get_context("spawn")
+    barrier, done = context.Barrier(2), context.Queue()
+    queues = [context.Queue(), context.Queue()]
+    procs = [context.Process(target=_complete_at_once, args=(url, q, barrier, done))
+             for q in queues]
+    for p in procs:
+        p.start()
+    try:
+        for i in range(20):
+            db.submit(f"p{i}a", fn=f"{JOBS}:noop")
+            db.submit(f"p{i}b", fn=f"{JOBS}:noop")
+            db.submit(f"c{i}", [f"p{i}a", f"p{i}b"], fn=f"{JOBS}:noop")
+            leases = db.claim("parents", limit=2, lease=60)
+            assert sorted(x.task_id for x in leases) == [f"p{i}a", f"p{i}b"]
+            for q, lease in zip(queues, leases, strict=True):
+                q.put(lease)
+            assert sorted(done.get(timeout=60) for _ in leases) == [f"p{i}a", f"p{i}b"]
+            info = db.info(f"c{i}")
+            assert (info.state, info.remaining_deps) == (TaskState.READY, 0)
+            (child,) = db.claim("children", limit=2, lease=60)
+            assert child.task_id == f"c{i}"
+            assert db.claim("children", limit=2) == []
+            db.complete(child)
+    finally:
+        for q in queues:
+            q.put(None)
+        for p in procs:
+            p.join(60)
+    assert [p.exitcode for p in procs] == [0, 0]
+    db.check_invariants()
+
+
+def test_max_concurrency_holds_across_processes_and_deps_run_first(tmp_path: Path,
+                                                                   workers: list[Any]) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    log = tmp_path / "log"
+    db = DurableScheduler(url, max_concurrency=3, record=True)
+    layers = [[f"L{layer}n{i}" for i in range(6)] for layer in range(4)]
+    deps: dict[str, list[str]] = {}
+    for layer, names in enumerate(layers):
+        for i, t in enumerate(names):
+            deps[t] = [] if layer == 0 else [layers[layer - 1][i], layers[layer - 1][(i + 1) % 6]]
+            db.submit(t, deps[t], fn=f"{JOBS}:work",
+                      args={"task": t, "log": str(log), "seconds": 0.03})
+    db.start()
+    for k in range(4):
+        workers.append(start_worker(url, "--concurrency", "3", "--until-done", "--lease", "5",
+                                    name=f"w{k}"))
+    for p in workers:
+        assert p.wait(120) == 0
+    rows = log_lines(log)
+    events = sorted((at, 1 if what == "start" else -1) for what, _, _, at in rows)
+    running = peak = 0
+    for _, delta in events:
+        running += delta
+        peak = max(peak, running)
+    assert 1 <= peak <= 3
+    ended = {task: at for what, task, _, at in rows if what == "end"}
+    for what, task, _, at in rows:
+        if what == "start":
+            assert all(ended[d] <= at for d in deps[task]), task
+    assert set(accepted_ends(db).values()) == {1}
+    db.check_invariants()
+
+
+# -- real filesystems: full and read-only ------------------------------------------------------
+
+@pytest.fixture
+def small_filesystem(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs of its own (needs root; skipped where mounting is not allowed)."""
+    where = tmp_path / "fs"
+    where.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(where)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_full_filesystem_gives_a_clear_error_and_nothing_half_written(
+        small_filesystem: Path) -> None:
+    url = f"sqlite:///{small_filesystem / 's.db'}"
+    db = DurableScheduler(url, max_concurrency=1)
+    db.submit("first", fn=f"{JOBS}:noop")
+    ballast = small_filesystem / "ballast"
+    ballast.write_bytes(b"\0" * 300_000)
+    blob = "x" * 50_000
+    accepted = 0
+    with pytest.raises(StoreError, match="full"):
+        for i in range(200):
+            db.submit(f"t{i}", fn=f"{JOBS}:noop", args={"blob": blob})
+            accepted += 1
+    snapshot = db.snapshot()
+    assert len(snapshot.tasks) == accepted + 1  # the refused submit left no row behind
+    db.check_invariants()
+    ballast.unlink()  # room again: the store carries on where it stopped
+    db.start()
+    (lease,) = db.claim("w")
+    assert db.complete(lease) is TaskState.SUCCEEDED
+    db.release()
+    assert len(DurableScheduler(url).snapshot().tasks) == accepted + 1
+
+
+def test_a_read_only_filesystem_gives_a_clear_error(small_filesystem: Path) -> None:
+    url = f"sqlite:///{small_filesystem / 's.db'}"
+    db = DurableScheduler(url, max_concurrency=1)
+    db.submit("a", fn=f"{JOBS}:noop")
+    db.release()
+    subprocess.run(["mount", "-o", "remount,ro", str(small_filesystem)], check=True)
+    with pytest.raises(StoreError) as refused:
+        reopened = DurableScheduler(url)
+        reopened.submit("b", fn=f"{JOBS}:noop")
+    assert "read-only" in str(refused.value)
+
+
+def test_a_late_report_from_a_stale_lease_changes_nothing(tmp_path: Path) -> None:
+    """The in-process shape of the pause test, on the wall clock: expiry is by deadline."""
+    db = DurableScheduler(f"sqlite:///{tmp_path / 's.db'}", max_concurrency=1)
+    db.submit("x", fn=f"{JOBS}:noop")
+    db.start()
+    (old,) = db.claim("w1", lease=0.05)
+    time.sleep(0.2)
+    (new,) = db.claim("w2", lease=30)
+    with pytest.raises(StaleLeaseError):
+        db.complete(old, "old")
+    db.complete(new, "new")
+    assert db.result("x") == "new"
