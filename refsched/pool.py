@@ -30,9 +30,19 @@ Design:
   waits: it pops its own deque, else steals, and runs what it gets on the same thread; with
   nothing runnable it parks, registered on the awaited future, whose Finish (or ``cancel()``)
   wakes it. Fork-join code therefore cannot starve the pool of threads. Helping nests on the
-  thread's stack, a few frames per task: within ``_FRAME_MARGIN`` frames of the recursion limit
-  a waiting worker stops taking tasks and only waits, so no RecursionError strikes the pool's
-  own bookkeeping (there, as with ThreadPoolExecutor, waits can deadlock).
+  thread's stack, a few frames per task. Within ``_FRAME_MARGIN`` frames of the recursion limit
+  the waiting worker goes on helping on a new stack: it starts a thread that is worker ``w``
+  until the awaited future is done, and blocks until that thread returns (a stack segment; one
+  thread at a time acts as each worker). A waiting worker never stops taking tasks: one that
+  waited without helping would leave its awaited child in its own deque, with nobody to run it
+  when it is the only worker or every worker is as deep. The stack is measured only from
+  ``_CHECK_DEPTH`` tasks on a thread on (the walk is too slow for every wait), so no
+  RecursionError strikes the pool's own bookkeeping provided the first ones fit on it. The
+  recursion limit still bounds the nesting, counted in tasks instead of frames: a wait that
+  would nest more than ``sys.getrecursionlimit()`` tasks on one worker (over all its segments)
+  raises ``RecursionError``, as a plain call that deep would, so a runaway recursion ends
+  instead of starting threads without end. The waiting task unwinds; the child it submitted
+  stays queued and runs later, nearer the stack's bottom.
 - A task is its own future (:class:`_Task`), and it builds the condition ``Future`` waits on
   only when some thread first needs it; a future nobody waits on is claimed and settled under a
   bare per-task lock. With 100,000 tasks in flight, the conditions (and the garbage collections
@@ -73,9 +83,9 @@ _TERMINATED: Final = "terminated"  # outstanding == 0 after Shutdown; workers ha
 _DONE: Final = frozenset({CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED})
 
 # A waiting worker runs other tasks on its own stack, a few Python frames each. From this many
-# nested tasks on, result() first counts the frames on the stack, and only helps while more
-# than _FRAME_MARGIN are left below the recursion limit (otherwise it just waits): a RecursionError
-# must never strike inside the pool's bookkeeping.
+# nested tasks on a thread, result() first counts the frames on the stack, and helps on this
+# stack only while more than _FRAME_MARGIN are left below the recursion limit (otherwise on a
+# new thread's): a RecursionError must never strike inside the pool's bookkeeping.
 _CHECK_DEPTH: Final = 32
 _FRAME_MARGIN: Final = 100
 # Full scans of the deques (each after yielding the GIL) before a worker with nothing to take
@@ -92,7 +102,7 @@ class PoolStats:
     executed: int  # tasks whose function was called and has returned or raised
     stolen: int  # Steal actions taken so far (a cancelled task stolen counts too)
     queue_lengths: tuple[int, ...]  # per worker: tasks in its deque, cancelled ones included
-    parked: int  # workers parked now: nothing to take (or waiting on a future, nothing to help)
+    parked: int  # workers parked now: nothing to take (some of them waiting on a future)
     outstanding: int  # tasks queued or running: sum(queue_lengths) + running
     state: PoolState  # "accepting", "draining" or "terminated"
 
@@ -239,7 +249,8 @@ class _Task(Future[Any]):
 
         Called from inside one of the pool's tasks, it runs other tasks while it waits (the
         timeout is then checked between them). Raises the function's exception, ``TimeoutError``
-        or ``CancelledError``.
+        or ``CancelledError``; inside a task already ``sys.getrecursionlimit()`` tasks deep on
+        its worker, ``RecursionError`` (unless the future is done).
         """
         if self._state is FINISHED and self._exception is None:  # final: no condition needed
             return self._result
@@ -274,6 +285,9 @@ class _WorkerLocal(threading.local):
 
     worker: int | None = None  # this thread's worker index; None on every other thread
     depth = 0  # tasks running on this thread's stack: 1 + nested tasks run while waiting
+    # tasks running on the worker's earlier stack segments, each waiting on the next: 0 on the
+    # worker's own thread; below + depth <= sys.getrecursionlimit() (as read when they started)
+    below = 0
 
 
 class WorkStealingPool(Executor):
@@ -285,6 +299,8 @@ class WorkStealingPool(Executor):
 
     ``future.result()`` and ``future.exception()`` called from inside a task of this pool run
     other tasks of the pool while they wait, so recursive fork-join code cannot deadlock it.
+    Tasks nest on a worker up to ``sys.getrecursionlimit()`` deep, as plain calls do; a wait
+    that would nest deeper raises ``RecursionError`` in the waiting task.
     ``concurrent.futures.wait()`` and ``as_completed()`` do not help: called from inside a task,
     they block its worker as they would in any executor.
 
@@ -314,7 +330,6 @@ class WorkStealingPool(Executor):
         # Parked workers, as an ordered set (the most recently parked last); a worker is in it
         # only while it waits on its _wake condition, and whoever wakes it removes it.
         self._parked: dict[int, None] = {}
-        self._parked_deep = 0  # == workers too deep in their stack to help, parked (not in _parked)
         # _searching_flags[w]: worker w is awake with nothing in hand and will scan the deques
         # again before it parks (set by whoever wakes it for a push, cleared when it finds a
         # task or parks). A push wakes a parked worker only when nobody searches: the searcher
@@ -434,7 +449,7 @@ class WorkStealingPool(Executor):
                 executed=self._executed,
                 stolen=self._stolen,
                 queue_lengths=tuple(len(dq) for dq in self._deques),
-                parked=len(self._parked) + self._parked_deep,
+                parked=len(self._parked),
                 outstanding=self._outstanding,
                 state=self._state,
             )
@@ -458,18 +473,51 @@ class WorkStealingPool(Executor):
         self._serve(w, None, None)
 
     def _help_until(self, awaited: _Task, timeout: float | None) -> None:
-        """On a worker's thread: run the pool's tasks until ``awaited`` is done or time is up."""
+        """On a worker's thread: run the pool's tasks until ``awaited`` is done or time is up.
+
+        ``RecursionError``, raised before anything changes, when the waiting task is already
+        nested ``sys.getrecursionlimit()`` tasks deep on its worker: helping would nest more.
+        """
         deadline = None if timeout is None else time.monotonic() + max(timeout, 0.0)
         local = self._local
         w = local.worker
         assert w is not None
+        nested = local.below + local.depth
+        limit = sys.getrecursionlimit()
+        if nested >= limit:
+            raise RecursionError(
+                f"waiting on {awaited!r} inside a task of worker {w}: {nested} tasks are "
+                f"nested on the worker, each waiting on the next, and sys.getrecursionlimit() "
+                f"is {limit}; helping while waiting would nest one more")
         if local.depth >= _CHECK_DEPTH and _frames_left() <= _FRAME_MARGIN:
-            with self._lock:
-                while awaited._state not in _DONE and (deadline is None
-                                                       or time.monotonic() < deadline):
-                    self._park_locked(w, awaited, deadline, False)
-            return
-        self._serve(w, awaited, deadline)
+            self._serve_on_new_stack(w, awaited, deadline, nested)
+        else:
+            self._serve(w, awaited, deadline)
+
+    def _serve_on_new_stack(self, w: int, awaited: _Task, deadline: float | None,
+                            below: int) -> None:
+        """Serve as worker ``w`` (``_serve``) on a new thread until ``awaited`` is done or
+        ``deadline`` has passed, while this thread, ``below`` tasks deep, waits for it to end.
+
+        The new thread is worker ``w`` meanwhile, named as its own thread is: one thread at a
+        time takes worker ``w``'s moves. What it raises is raised here.
+        """
+        failure: list[BaseException] = []
+
+        def segment() -> None:
+            local = self._local
+            local.worker = w
+            local.below = below
+            try:
+                self._serve(w, awaited, deadline)
+            except BaseException as exc:
+                failure.append(exc)
+
+        thread = sync.Thread(target=segment, daemon=True, name=f"refsched-pool-worker-{w}")
+        thread.start()
+        thread.join()
+        if failure:
+            raise failure[0]
 
     def _serve(self, w: int, awaited: _Task | None, deadline: float | None) -> None:
         """Take (Pop, else Steal), run and Finish tasks as worker ``w``.
@@ -515,7 +563,7 @@ class WorkStealingPool(Executor):
                         idle_rounds = 0
                         searching = flags[w] = False
                         self._searching -= 1
-                        self._park_locked(w, awaited, deadline, True)
+                        self._park_locked(w, awaited, deadline)
                         searching = flags[w]  # set when woken for a push
                     continue
                 if searching:
@@ -572,20 +620,14 @@ class WorkStealingPool(Executor):
         if self._outstanding == 0 and self._state is _DRAINING:
             self._terminate_locked()
 
-    def _park_locked(self, w: int, awaited: _Task | None, deadline: float | None,
-                     available: bool) -> None:
+    def _park_locked(self, w: int, awaited: _Task | None, deadline: float | None) -> None:
         """Wait on ``_wake[w]`` until woken (a push, ``awaited`` done, termination) or timed out.
 
-        ``available``: there was nothing to take, and a push should wake this worker; the lock
-        is held since that was seen, so any later push finds it parked. Not available: a waiting
-        worker too deep in its stack to help, which only ``awaited`` being done (or the
-        deadline) wakes.
+        There was nothing to take, and a push should wake this worker: the lock is held since
+        that was seen, so any later push finds it parked.
         """
         timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        if available:
-            self._parked[w] = None
-        else:
-            self._parked_deep += 1
+        self._parked[w] = None
         if awaited is not None:
             if awaited._joiners is None:
                 awaited._joiners = []
@@ -593,10 +635,7 @@ class WorkStealingPool(Executor):
         try:
             self._wake[w].wait(timeout)
         finally:
-            if available:
-                self._parked.pop(w, None)  # still there when it timed out
-            else:
-                self._parked_deep -= 1
+            self._parked.pop(w, None)  # still there when it timed out
             if awaited is not None:
                 assert awaited._joiners is not None
                 awaited._joiners.remove(w)

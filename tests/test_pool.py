@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import dataclasses
 import random
+import sys
 import threading
 import time
 from collections import Counter
@@ -107,6 +108,23 @@ def skewed(pool: WorkStealingPool, depth: int) -> int:
 def slow_leaf() -> int:
     time.sleep(0.001)
     return 1
+
+
+def chain(pool: WorkStealingPool, length: int) -> int:
+    """``length`` nested tasks: each submits the next one and waits on its result."""
+    if length == 1:
+        return 1
+    return 1 + int(pool.submit(chain, pool, length - 1).result())
+
+
+def framed_chain(pool: WorkStealingPool, length: int, frames: int) -> str:
+    """``chain``, each task ``frames`` plain calls deep when it submits and waits; the name of
+    the thread the innermost task ran on."""
+    if frames:
+        return framed_chain(pool, length, frames - 1)
+    if length == 1:
+        return threading.current_thread().name
+    return str(pool.submit(framed_chain, pool, length - 1, 10).result())
 
 
 # -- every task runs exactly once ----------------------------------------------------------
@@ -232,6 +250,65 @@ def test_a_waiting_worker_is_woken_when_the_awaited_task_finishes_elsewhere(
     parent_thread, value = root.result(timeout=LONG)
     assert value == "child"
     assert child_thread == [child_thread[0]] and child_thread[0] != parent_thread
+
+
+# -- how deep waits nest --------------------------------------------------------------------
+
+@pytest.mark.parametrize("length", [170, 185, 999])
+def test_a_chain_of_nested_waits_completes_on_one_worker(make_pool: MakePool, length: int) -> None:
+    # Each waiting task runs the next on its own stack; past 180 or so tasks the stack of one
+    # thread is full, and waiting without helping left the child in the only deque (a hang).
+    pool = make_pool(1)
+    assert pool.submit(chain, pool, length).result(timeout=LONG) == length
+    assert pool.stats().executed == length
+
+
+def test_as_many_nested_tasks_as_the_recursion_limit_complete_and_one_more_raises(
+        make_pool: MakePool) -> None:
+    limit = sys.getrecursionlimit()
+    pool = make_pool(1)
+    assert pool.submit(chain, pool, limit).result(timeout=LONG) == limit
+    with pytest.raises(RecursionError, match=rf"{limit} tasks are nested on the worker, .* "
+                                             rf"sys\.getrecursionlimit\(\) is {limit}"):
+        pool.submit(chain, pool, limit + 1).result(timeout=LONG)
+    # the innermost task's child was left queued when its parent's wait raised; it runs anyway
+    wait_until(lambda: pool.stats().outstanding == 0, "the innermost task to run")
+    assert pool.stats().executed == 2 * limit + 1
+
+
+def test_a_chain_far_deeper_than_the_limit_raises_and_the_pool_stays_usable() -> None:
+    before = set(threading.enumerate())
+    pool = WorkStealingPool(workers=1)
+    try:
+        with pytest.raises(RecursionError, match=r"sys\.getrecursionlimit\(\) is \d+"):
+            pool.submit(chain, pool, 5_000).result(timeout=LONG)
+        assert pool.submit(lambda: "usable").result(timeout=LONG) == "usable"
+        # Every task of the chain runs once: each wait past the limit raised, and the child it
+        # left queued started the rest of the chain afresh, at the bottom of the stack.
+        wait_until(lambda: pool.stats().outstanding == 0, "the rest of the chain to run")
+        assert pool.stats().executed == 5_000 + 1
+    finally:
+        pool.shutdown(wait=False)
+        assert pool.await_termination(LONG), pool.stats()
+    wait_until(lambda: not set(threading.enumerate()) - before,
+               "every thread the pool started to end")
+
+
+def test_a_chain_of_nested_waits_completes_on_four_workers(make_pool: MakePool) -> None:
+    pool = make_pool(4)
+    assert pool.submit(chain, pool, 1_000).result(timeout=LONG) == 1_000
+    pool.shutdown(wait=False)
+    assert pool.await_termination(LONG), pool.stats()
+    assert pool.stats().executed == 1_000
+
+
+def test_nested_waits_deeper_than_one_stack_go_on_as_the_same_worker(
+        make_pool: MakePool) -> None:
+    # 300 tasks of 10 plain calls each, then the pool's own frames: several stacks' worth.
+    pool = make_pool(1)
+    innermost = pool.submit(framed_chain, pool, 300, 10).result(timeout=LONG)
+    assert innermost == "refsched-pool-worker-0"
+    assert pool.stats().executed == 300
 
 
 def test_executor_map_works_inside_and_outside_tasks(make_pool: MakePool) -> None:
