@@ -191,7 +191,7 @@ def test_a_broken_pool_is_caught_and_replays(
 
 def test_the_pool_lock_guards_the_fields_init_assigns_after_it() -> None:
     fields = guarded_fields(WorkStealingPool)
-    assert {"_state", "_outstanding", "_executed", "_stolen", "_parked", "_parked_deep",
+    assert {"_state", "_outstanding", "_executed", "_stolen", "_parked",
             "_searching_flags", "_searching", "_next", "_rng"} <= fields
     assert not {"_workers", "_local", "_lock"} & fields
 
