@@ -425,13 +425,16 @@ class DurableScheduler:
                                        f"arguments, not {type(args).__name__}")
         args_text = _dumps(args, f"submit({task_id!r}) args")
         with self._store.transaction() as tx:
-            if self._meta(tx, "closed"):
+            started, closed, seq = tx.one(
+                "SELECT (SELECT value FROM meta WHERE key = 'started'), "
+                "(SELECT value FROM meta WHERE key = 'closed'), "
+                "(SELECT value FROM meta WHERE key = 'next_seq')") or (0, 0, 1)
+            if closed:
                 raise SchedulerClosedError(f"submit({task_id!r}): the scheduler is closed")
             old = tx.one("SELECT generation, state FROM task WHERE id = ?", (task_id,))
             if old is not None and old[1] == "running":
                 raise TaskRunningError(f"submit({task_id!r}): its current version is running")
-            states = self._states_of(tx, dep_list)
-            started = bool(self._meta(tx, "started"))
+            states = self._states_of(tx, dep_list) if dep_list else {}
             if started:
                 missing = [(task_id, d) for d in dep_list if d not in states]
                 if missing:
@@ -444,7 +447,6 @@ class DurableScheduler:
                     path = [task_id, *cycle]
                     raise CycleError(f"submit({task_id!r}): dependency cycle "
                                      + " -> ".join(repr(x) for x in path), [path])
-            seq = int(self._meta(tx, "next_seq"))
             tx.run("UPDATE meta SET value = value + 1 WHERE key = 'next_seq'")
             remaining = sum(1 for d in dep_list if states.get(d) != "succeeded")
             state = "pending" if remaining else "ready"
@@ -459,11 +461,17 @@ class DurableScheduler:
                    "remaining_deps, became_ready_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                    (task_id, generation, seq, state, fn, args_text, remaining,
                     now if state == "ready" else None))
-            tx.run("DELETE FROM dep WHERE task = ?", (task_id,))
-            tx.many("INSERT INTO dep (task, dep) VALUES (?, ?)", ((task_id, d) for d in dep_list))
+            if old is not None:
+                tx.run("DELETE FROM dep WHERE task = ?", (task_id,))
+            if dep_list:
+                tx.many("INSERT INTO dep (task, dep) VALUES (?, ?)",
+                        ((task_id, d) for d in dep_list))
             self._count(tx, "submitted")
             self._step(tx, "Submit", t=task_id, D=sorted(dep_list))
-            self._settle(tx, [task_id])
+            if any(states.get(d) in _DEAD for d in dep_list):
+                # Only a dead dep can block the new version (and through it, the dependents
+                # its replaced success had): nothing else waiting has a dead dep.
+                self._settle(tx, [task_id])
         return generation
 
     def _states_of(self, tx: Tx, ids: Sequence[str]) -> dict[str, str]:
@@ -544,7 +552,10 @@ class DurableScheduler:
             raise InvalidArgumentError(f"claim({worker!r}, lease={_r(lease)}): seconds > 0")
         lease = float(lease)
         with self._store.transaction() as tx:
-            if not self._meta(tx, "started"):
+            started, closed = tx.one(
+                "SELECT (SELECT value FROM meta WHERE key = 'started'), "
+                "(SELECT value FROM meta WHERE key = 'closed')") or (0, 0)
+            if not started:
                 raise InvalidTransitionError("claim(): the scheduler is not started")
             now = tx.now()
             self._expire(tx, now)
@@ -560,20 +571,22 @@ class DurableScheduler:
                 taken.append(Lease(t, g, a + 1, deadline, fn, json.loads(args), worker))
             self._count(tx, "reclaimed", len(taken))
             want = limit - len(taken)
-            if want and not self._meta(tx, "closed"):
+            if want and not closed:
                 (running,) = tx.one("SELECT COUNT(*) FROM task WHERE state = 'running'") or (0,)
                 want = min(want, self._max - running)
                 if want > 0:
-                    rows = tx.all("SELECT id, generation, fn, args FROM task WHERE "
-                                  "state = 'ready' ORDER BY seq LIMIT ?", (want,))
-                    tx.many("UPDATE task SET state = 'running', attempt = 1, holder = ?, "
-                            "deadline = ?, lease_seconds = ?, claimed_at = ? WHERE id = ?",
-                            ((worker, deadline, lease, now, r[0]) for r in rows))
+                    # One statement picks and takes the k ready versions of smallest seq.
+                    rows = sorted(tx.all(
+                        "UPDATE task SET state = 'running', attempt = 1, holder = ?, "
+                        "deadline = ?, lease_seconds = ?, claimed_at = ? WHERE id IN (SELECT id "
+                        "FROM task WHERE state = 'ready' ORDER BY seq LIMIT ?) "
+                        "RETURNING seq, id, generation, fn, args",
+                        (worker, deadline, lease, now, want)))
                     if rows:
                         self._count(tx, "claimed", len(rows))
                         self._step(tx, "Claim", w=worker, k=len(rows))
                     taken.extend(Lease(t, g, 1, deadline, fn, json.loads(args), worker)
-                                 for t, g, fn, args in rows)
+                                 for _, t, g, fn, args in rows)
             return taken
 
     def _expire(self, tx: Tx, now: float) -> None:
@@ -669,15 +682,17 @@ class DurableScheduler:
     def _end(self, lease: Lease, call: str, action: str, state: str, *,
              result: str | None = None, error: str | None = None) -> TaskState:
         with self._store.transaction() as tx:
-            row = self._current(tx, call, lease)
-            if row is None:
-                self._duplicates += 1
-                return TaskState(self._row(tx, call, lease.task_id)[1])
             t = lease.task_id
             now = tx.now()
-            tx.run("UPDATE task SET state = ?, holder = NULL, deadline = NULL, ended_attempt = ?, "
-                   "ended_at = ?, result = ?, error = ? WHERE id = ?",
-                   (state, lease.attempt, now, result, error, t))
+            # The fence: the row changes only while this lease is the version's live one.
+            if not tx.run("UPDATE task SET state = ?, holder = NULL, deadline = NULL, "
+                          "ended_attempt = ?, ended_at = ?, result = ?, error = ? WHERE id = ? "
+                          "AND generation = ? AND attempt = ? AND state = 'running' AND "
+                          "holder = ?", (state, lease.attempt, now, result, error, t,
+                                         lease.generation, lease.attempt, lease.worker)):
+                self._current(tx, call, lease)  # raises StaleLeaseError unless a repeat
+                self._duplicates += 1
+                return TaskState(self._row(tx, call, t)[1])
             self._count(tx, state)
             self._step(tx, action, w=lease.worker, t=t, g=lease.generation, a=lease.attempt)
             if state == "succeeded":

@@ -1,0 +1,100 @@
+"""The durable scheduler against the queue a user would pick instead, with real worker processes.
+
+- flat: N no-op tasks through 4 worker processes, from the first submit to the last result:
+  refsched's SQLite store with ``refsched worker`` against Huey's ``SqliteHuey`` with
+  ``huey_consumer -w 4 -k process`` (its documented multi-process consumer);
+- dag: a layered DAG of N tasks through durable workers against the in-memory Runner on as
+  many threads: the cost of durability;
+- claims: claims per second of the store, one process claiming and completing in a loop.
+
+Each contender starts its workers before the clock starts and stops them after it stops.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+NOOP = "refsched.durable.benchjobs:noop"
+
+
+def _wait_until(condition, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise TimeoutError("benchmark step did not finish")
+        time.sleep(0.002)
+
+
+def durable_flat(n: int, processes: int = 4) -> float:
+    """Seconds from the first submit to the last completion through worker processes."""
+    from refsched.durable import DurableScheduler
+
+    folder = Path(tempfile.mkdtemp(prefix="refsched-bench-"))
+    url = f"sqlite:///{folder / 'store.db'}"
+    db = DurableScheduler(url, max_concurrency=processes)
+    workers = [subprocess.Popen([sys.executable, "-m", "refsched", "worker", "--db", url,
+                                 "--until-done", "--poll", "0.02"], cwd=ROOT)
+               for _ in range(processes)]
+    try:
+        time.sleep(1.0)  # the workers are up and polling
+        began = time.perf_counter()
+        for i in range(n):
+            db.submit(f"t{i}", fn=NOOP)
+        db.start()
+        for w in workers:
+            w.wait(600)
+        elapsed = time.perf_counter() - began
+        assert db.stats().succeeded == n
+        return elapsed
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+        db.release()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def huey_flat(n: int, processes: int = 4) -> float:
+    """The same through Huey's SQLite storage and its process consumer."""
+    folder = Path(tempfile.mkdtemp(prefix="refsched-bench-huey-"))
+    env = {**os.environ, "HUEY_DB": str(folder / "huey.db"), "PYTHONPATH": str(HERE)}
+    os.environ["HUEY_DB"] = env["HUEY_DB"]
+    sys.path.insert(0, str(HERE))
+    import importlib
+
+    import huey_tasks
+    huey_tasks = importlib.reload(huey_tasks)
+    consumer = subprocess.Popen(
+        [str(Path(sys.executable).parent / "huey_consumer"), "huey_tasks.huey", "-w",
+         str(processes), "-k", "process", "-d", "0.01", "-m", "0.05", "-q"],
+        cwd=folder, env=env)
+    try:
+        time.sleep(1.0)
+        began = time.perf_counter()
+        results = [huey_tasks.noop() for _ in range(n)]
+        for r in results:
+            r.get(blocking=True, timeout=600)
+        return time.perf_counter() - began
+    finally:
+        consumer.send_signal(signal.SIGINT)
+        try:
+            consumer.wait(30)
+        except subprocess.TimeoutExpired:
+            consumer.kill()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
+    for _ in range(2):
+        ours, theirs = durable_flat(n), huey_flat(n)
+        print(f"flat {n}: refsched {ours:.2f} s, huey {theirs:.2f} s, ratio {ours / theirs:.2f}")

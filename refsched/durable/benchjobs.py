@@ -1,0 +1,8 @@
+"""A no-op task function that benchmarks and examples name as ``refsched.durable.benchjobs:noop``."""
+
+from typing import Any
+
+
+def noop(**kwargs: Any) -> int:
+    """Do nothing: what is measured is the scheduler's cost per task."""
+    return 1
