@@ -1,4 +1,4 @@
-"""A no-op task function that benchmarks and examples name as ``refsched.durable.benchjobs:noop``."""
+"""A no-op task for benchmarks and examples: ``refsched.durable.benchjobs:noop``."""
 
 from typing import Any
 
