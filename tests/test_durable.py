@@ -34,8 +34,8 @@ from refsched.errors import (
     UnknownDependencyError,
     UnknownTaskError,
 )
-from refsched.model.api import ReferenceScheduler
 from refsched.types import TaskState
+from refsched.verify.durable_history import HistoryCheck, check_history
 
 NOOP = "tests.durable_jobs.jobs:noop"
 
@@ -333,49 +333,6 @@ def test_a_full_disk_fails_the_step_whole(tmp_path: Path) -> None:
 IDS = ("a", "b", "c")
 
 
-class Refinement:
-    """Maps the store's recorded steps to the reference model's calls (the refinement mapping)."""
-
-    def __init__(self, max_concurrency: int, max_attempts: int) -> None:
-        self.model = ReferenceScheduler(max_concurrency)
-        self.max_attempts = max_attempts
-        self.attempts: dict[str, int] = {}
-        self.seen = 0
-
-    def follow(self, history: list[tuple[str, dict[str, Any]]]) -> None:
-        for action, p in history[self.seen:]:
-            self.seen += 1
-            m = self.model
-            if action == "Submit":
-                m.submit(p["t"], p["D"])
-                self.attempts[p["t"]] = 0
-            elif action == "Start":
-                m.start()
-            elif action == "Claim":
-                for claim in m.ready(p["k"]):
-                    self.attempts[str(claim.task_id)] = 1
-            elif action == "Reclaim":
-                self.attempts[p["t"]] += 1  # stuttering
-            elif action == "Expire":
-                if self.attempts[p["t"]] >= self.max_attempts:  # gives up: Scheduler's Fail
-                    m.fail(p["t"], m.state_value.tasks[p["t"]].generation)
-            elif action in ("Complete", "Fail", "AcknowledgeCancel"):
-                getattr(m, {"Complete": "complete", "Fail": "fail",
-                            "AcknowledgeCancel": "acknowledge_cancel"}[action])(p["t"], p["g"])
-            elif action == "Cancel":
-                m.cancel(p["t"])
-            elif action == "Retry":
-                before = m.state_value.tasks
-                m.retry(p["t"])
-                for t, view in m.state_value.tasks.items():
-                    if view.generation != before[t].generation:
-                        self.attempts[str(t)] = 0
-            elif action == "Close":
-                m.close(p["c"])
-            elif action not in ("Heartbeat", "Tick"):
-                raise AssertionError(f"unknown recorded action {action}")
-
-
 class DurableRefinement(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -383,7 +340,7 @@ class DurableRefinement(RuleBasedStateMachine):
         self.dir = tempfile.TemporaryDirectory()
         self.db = DurableScheduler(f"sqlite:///{self.dir.name}/r.db", max_concurrency=2,
                                    max_attempts=2, clock="virtual", record=True)
-        self.refinement = Refinement(2, 2)
+        self.check = HistoryCheck(2, 2)
         self.held: list[Lease] = []
 
     def teardown(self) -> None:
@@ -437,8 +394,10 @@ class DurableRefinement(RuleBasedStateMachine):
 
     @invariant()
     def refines_the_scheduler(self) -> None:
-        self.refinement.follow(self.db.history())
-        assert self.db.snapshot() == self.refinement.model.snapshot()
+        for action, params in self.db.history()[self.check.steps:]:
+            self.check.step(action, params)
+        assert self.check.problems == []
+        assert self.db.snapshot() == self.check.model.snapshot()
         self.db.check_invariants()
         for t, view in self.db.leases().items():
             assert view.attempt <= 2, t
@@ -470,13 +429,29 @@ def test_the_refinement_check_catches_a_store_that_forgets_the_fan_in(tmp_path: 
 
     monkeypatch.setattr(module.DurableScheduler, "_end", no_fan_in)
     db = store(tmp_path, record=True)
-    refinement = Refinement(2, 3)
     dag(db, {"a": [], "b": ["a"]})
     db.start()
     (lease,) = db.claim("w")
     db.complete(lease)
-    refinement.follow(db.history())
-    assert db.snapshot() != refinement.model.snapshot()
+    check = check_history(db.history(), max_concurrency=2, max_attempts=3,
+                          final=db.snapshot())
+    assert check.problems == ["the store's final state is not the one its history leads to"]
+
+
+def test_the_history_check_rejects_a_stale_completion_and_an_unconditional_expiry() -> None:
+    good = [("Submit", {"t": "a", "D": []}), ("Start", {}), ("Claim", {"w": "w1", "k": 1}),
+            ("Tick", {}), ("Expire", {"t": "a"}), ("Reclaim", {"w": "w2", "t": "a"}),
+            ("Complete", {"w": "w2", "t": "a", "g": 1, "a": 2})]
+    assert check_history(good, max_concurrency=1, max_attempts=3).problems == []
+    stale = [*good[:6], ("Complete", {"w": "w1", "t": "a", "g": 1, "a": 1})]
+    assert "OnlyCurrentAttemptEnds" in check_history(stale, max_concurrency=1,
+                                                     max_attempts=3).problems[0]
+    twice = [*good, ("Complete", {"w": "w2", "t": "a", "g": 1, "a": 2})]
+    assert check_history(twice, max_concurrency=1, max_attempts=3).problems
+    late_expiry = [*good, ("Expire", {"t": "a"})]
+    assert "not conditional" in check_history(late_expiry, max_concurrency=1,
+                                              max_attempts=3).problems[0]
+    assert check_history([], max_concurrency=1, max_attempts=3).problems
 
 
 def test_history_rows_are_json(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ import pytest
 from refsched.durable import DurableScheduler
 from refsched.errors import StaleLeaseError, StoreError
 from refsched.types import TaskState
+from refsched.verify.durable_history import check_history
 
 ROOT = Path(__file__).resolve().parents[1]
 JOBS = "tests.durable_jobs.jobs"
@@ -67,11 +68,11 @@ def log_lines(log: Path) -> list[tuple[str, str, int, float]]:
 
 
 def accepted_ends(db: DurableScheduler) -> dict[tuple[str, int], int]:
-    ends: dict[tuple[str, int], int] = {}
-    for action, p in db.history():
-        if action in ("Complete", "Fail", "AcknowledgeCancel"):
-            ends[(p["t"], p["g"])] = ends.get((p["t"], p["g"]), 0) + 1
-    return ends
+    """The accepted ends per version, once the whole history is checked against the spec."""
+    check = check_history(db.history(), max_concurrency=db.max_concurrency,
+                          max_attempts=db.max_attempts, final=db.snapshot())
+    assert check.problems == []
+    return check.ends
 
 
 def test_a_worker_killed_mid_task_loses_it_to_attempt_two(tmp_path: Path,
