@@ -23,7 +23,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-NOOP = "refsched.durable.benchjobs:noop"
+NOOP = "refsched.durable.jobs:noop"
 
 
 def _wait_until(condition, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,185 @@
+"""``refsched soak``: random DAGs through real worker processes under random kills and pauses.
+
+Each run makes a fresh SQLite store that records its history, submits a random DAG of tasks
+that sleep a little, starts worker processes, and while they work sends random faults: SIGKILL
+(the worker is replaced by a new process) and SIGSTOP, then SIGCONT after a pause longer than
+the lease. When every version has ended, the run is judged:
+
+- the recorded history is a behaviour of the spec (:mod:`refsched.verify.durable_history`:
+  the lease rules step by step, the scheduler part through the refinement mapping), ending in
+  the store's own state;
+- the store's invariants hold (``check_invariants()``);
+- every version succeeded (the runs give enough attempts for the faults they send), with one
+  accepted end each.
+
+Exit codes: 0 every run passed, 1 a run failed (its store is kept and named), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from refsched.errors import SchedulerError
+from refsched.verify.durable_history import check_history
+
+from .scheduler import DurableScheduler
+
+__all__ = ["RunReport", "main", "soak_run"]
+
+
+@dataclass
+class RunReport:
+    seed: int
+    tasks: int
+    store: str
+    kills: int = 0
+    pauses: int = 0
+    reclaims: int = 0
+    refused: int = 0
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+
+
+def _worker(url: str, lease: float, name: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "refsched", "worker", "--db", url,
+                             "--lease", str(lease), "--poll", "0.05", "--name", name,
+                             "--concurrency", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def soak_run(seed: int, folder: Path, *, tasks: int = 20, workers: int = 3, lease: float = 0.5,
+             faults: bool = True, timeout: float = 120.0) -> RunReport:
+    """One run (see the module docstring); ``problems`` is empty when it passed."""
+    rng = random.Random(seed)
+    url = f"sqlite:///{folder / f'soak-{seed}.db'}"
+    report = RunReport(seed, tasks, url)
+    db = DurableScheduler(url, max_concurrency=rng.randint(1, 3), max_attempts=50, record=True)
+    for i in range(tasks):
+        deps = rng.sample([f"t{j}" for j in range(i)], k=min(i, rng.randint(0, 3)))
+        db.submit(f"t{i}", deps, fn="refsched.durable.jobs:sleep",
+                  args={"seconds": round(rng.uniform(0.02, 0.3), 3)})
+    db.start()
+    began = time.monotonic()
+    procs = [_worker(url, lease, f"w{k}") for k in range(workers)]
+    names = workers
+    try:
+        while not db.done():
+            if time.monotonic() - began > timeout:
+                report.problems.append(f"not done after {timeout} s")
+                break
+            time.sleep(rng.uniform(0.05, 0.4))
+            if not faults or rng.random() < 0.4:
+                continue
+            k = rng.randrange(len(procs))
+            victim = procs[k]
+            if rng.random() < 0.5:
+                victim.kill()
+                victim.wait()
+                report.kills += 1
+                procs[k] = _worker(url, lease, f"w{names}")
+                names += 1
+            else:
+                os.kill(victim.pid, signal.SIGSTOP)
+                time.sleep(rng.uniform(lease * 1.2, lease * 3))
+                os.kill(victim.pid, signal.SIGCONT)
+                report.pauses += 1
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                _, err = p.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                _, err = p.communicate()
+            report.refused += (err or b"").count(b"report refused")
+    report.seconds = time.monotonic() - began
+    history = db.history()
+    check = check_history(history, max_concurrency=db.max_concurrency,
+                          max_attempts=db.max_attempts, final=db.snapshot())
+    report.problems += check.problems
+    report.reclaims = sum(1 for action, _ in history if action == "Reclaim")
+    try:
+        db.check_invariants()
+    except AssertionError as e:
+        report.problems.append(str(e))
+    snapshot = db.snapshot()
+    not_done = sorted(str(t) for t, v in snapshot.tasks.items() if v.state.value != "succeeded")
+    if not_done:
+        report.problems.append(f"not succeeded: {', '.join(not_done[:10])}")
+    if any(n != 1 for n in check.ends.values()) or len(check.ends) != tasks:
+        report.problems.append("a version does not have exactly one accepted end")
+    db.release()
+    return report
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an int") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be >= 1")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="refsched soak",
+        description="Random DAGs through real worker processes under SIGKILL and "
+                    "SIGSTOP/SIGCONT; every recorded history is checked against the spec. "
+                    "Exit codes: 0 every run passed, 1 a run failed, 2 usage error.")
+    parser.add_argument("--runs", type=_positive, default=3, metavar="N", help="runs (default 3)")
+    parser.add_argument("--seed", type=int, default=1, help="the first run's seed (default 1)")
+    parser.add_argument("--tasks", type=_positive, default=20, metavar="N",
+                        help="tasks per run (default 20)")
+    parser.add_argument("--workers", type=_positive, default=3, metavar="N",
+                        help="worker processes (default 3)")
+    parser.add_argument("--no-faults", action="store_true", help="send no signals")
+    parser.add_argument("--keep", metavar="DIR", help="keep every store in DIR")
+    args = parser.parse_args(argv)
+    folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="refsched-soak-"))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        parser.error(f"--keep {args.keep}: {e}")
+    failed = 0
+    totals = RunReport(0, 0, "")
+    try:
+        for seed in range(args.seed, args.seed + args.runs):
+            try:
+                r = soak_run(seed, folder, tasks=args.tasks, workers=args.workers,
+                             faults=not args.no_faults)
+            except SchedulerError as e:
+                print(f"refsched soak: {e}", file=sys.stderr)
+                return 2
+            verdict = "ok" if not r.problems else "FAILED"
+            print(f"run seed={seed}: {r.tasks} tasks, {r.kills} kills, {r.pauses} pauses, "
+                  f"{r.reclaims} reclaims, {r.refused} refused reports, {r.seconds:.1f} s: "
+                  f"{verdict}", flush=True)
+            for problem in r.problems[:5]:
+                print(f"  {problem}")
+            if r.problems:
+                failed += 1
+                print(f"  store kept: {r.store}")
+            for name in ("tasks", "kills", "pauses", "reclaims", "refused"):
+                setattr(totals, name, getattr(totals, name) + getattr(r, name))
+    finally:
+        if not args.keep and not failed:
+            shutil.rmtree(folder, ignore_errors=True)
+    print(f"refsched soak: {args.runs - failed} of {args.runs} runs passed; {totals.tasks} "
+          f"tasks, {totals.kills} kills, {totals.pauses} pauses, {totals.reclaims} reclaims, "
+          f"{totals.refused} refused reports")
+    return 1 if failed else 0
