@@ -15,9 +15,11 @@ reverse index); only ``start()`` (once), ``close()``, ``snapshot()`` and
 Threads: one lock guards all state. The scheduler never calls user code while holding it: ``fn``
 is only stored, and ``deps`` is iterated and hashed before the lock is taken. The one exception is
 an optional ``Recorder``, called at each step's linearization point, which only the lock makes
-atomic with the step. Task ids are used as
-dict keys under the lock, so their ``__hash__``/``__eq__`` (and ``__repr__`` in error messages) run
-there, as for any dict. The calls made once per task (``submit``, ``ready``, ``complete``,
+atomic with the step. Task ids are used as dict keys under the lock, so their
+``__hash__``/``__eq__`` (and ``__repr__`` in error messages) run there, as for any dict. Every
+call looks up the ids it is given before its first change, so an id whose ``__hash__`` or
+``__eq__`` raises leaves the scheduler as it was (provided they raise, or not, the same way each
+time, as a dict requires). The calls made once per task (``submit``, ``ready``, ``complete``,
 ``pop_endings``) take the lock with ``acquire()``/``release()`` in ``try``/``finally`` rather than
 ``with``, which costs about twice as much on CPython 3.11.
 """
@@ -91,6 +93,8 @@ _perf_counter = time.perf_counter
 _heappush = heapq.heappush
 _heappop = heapq.heappop
 _tuple_new = tuple.__new__
+_NOTHING: Final = object()  # a sentinel: no value a caller passes is this object
+_NO_DEPS: Final[frozenset[Hashable]] = frozenset()
 
 
 class Recorder(Protocol):
@@ -198,8 +202,15 @@ _seq_of: Final[Callable[[_Task], int]] = operator.attrgetter("seq")
 
 
 def _r(value: object) -> str:
-    """repr() cut to a length fit for an error message."""
-    text = repr(value)
+    """repr() cut to a length fit for an error message.
+
+    A ``__repr__`` that raises (or recurses too deeply) gives ``object``'s repr instead: the
+    error being reported is the caller's, not the repr's.
+    """
+    try:
+        text = repr(value)
+    except Exception:
+        text = object.__repr__(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -224,11 +235,21 @@ class TaskScheduler:
 
         ``track_endings`` keeps the endings ``pop_endings()`` returns; ``recorder`` is given
         every spec step as it is taken (see :class:`Recorder`). Errors: ``max_concurrency`` not
-        an int (bool excluded) or negative -> ``InvalidArgumentError``.
+        an int (bool excluded) or negative, ``track_endings`` not a bool, ``recorder`` without a
+        ``record`` method -> ``InvalidArgumentError``.
         """
         if not _is_int(max_concurrency) or max_concurrency < 0:
             raise InvalidArgumentError(
                 f"TaskScheduler({_r(max_concurrency)}): max_concurrency must be an int >= 0"
+            )
+        if not isinstance(track_endings, bool):
+            raise InvalidArgumentError(
+                f"TaskScheduler(track_endings={_r(track_endings)}): track_endings must be True "
+                "or False"
+            )
+        if recorder is not None and not callable(getattr(recorder, "record", None)):
+            raise InvalidArgumentError(
+                f"TaskScheduler(recorder={_r(recorder)}): recorder has no record() method"
             )
         self._max: Final = int(max_concurrency)
         self._track: Final = bool(track_endings)
@@ -287,6 +308,8 @@ class TaskScheduler:
         not callable -> ``InvalidArgumentError``; closed -> ``SchedulerClosedError``; current
         version running -> ``TaskRunningError``; after start: a dep never submitted ->
         ``UnknownDependencyError``; after start: the new edges close a cycle -> ``CycleError``.
+        An id or dep whose ``__hash__`` or ``__eq__`` raises makes the call raise with nothing
+        changed.
         """
         try:
             hash(task_id)
@@ -306,11 +329,18 @@ class TaskScheduler:
                 raise InvalidArgumentError(
                     f"submit({_r(task_id)}, {_r(deps)}): deps is not an iterable"
                 ) from None
+        dep_s = _NO_DEPS
         if dep_t:
             try:
                 dep_s = frozenset(dep_t)
-            except TypeError:
-                bad = next(d for d in dep_t if not isinstance(d, Hashable) or not _hashes(d))
+            except TypeError as e:
+                bad = next((d for d in dep_t if not isinstance(d, Hashable) or not _hashes(d)),
+                           _NOTHING)
+                if bad is _NOTHING:  # every dep hashes: an __eq__ raised the TypeError
+                    raise InvalidArgumentError(
+                        f"submit({_r(task_id)}, {_r(dep_t)}): dependencies cannot be "
+                        f"compared: {e}"
+                    ) from e
                 raise InvalidArgumentError(
                     f"submit({_r(task_id)}, {_r(deps)}): dependency {_r(bad)} is unhashable"
                 ) from None
@@ -337,15 +367,34 @@ class TaskScheduler:
         try:
             if self._closed:
                 raise SchedulerClosedError(f"submit({_r(task_id)}): the scheduler is closed")
+            # Every lookup of a caller's id (its __hash__ and __eq__ may raise) happens before
+            # the first change; the changes below find what they need in these results.
             tasks = self._tasks
+            dangling = self._dangling
             rec = tasks.get(task_id)
             if rec is not None and rec.state == _RUNNING:
                 raise TaskRunningError(
                     f"submit({_r(task_id)}): version {rec.generation} is running"
                 )
+            get = tasks.get
+            # the records of the deps submitted, and (dep, dangling.get(dep)) for each dep never
+            # submitted (only before start: after it, that is an error)
+            dep_recs: list[_Task] | tuple[()] = ()
+            absent: list[tuple[Hashable, dict[_Task, None] | None]] | None = None
+            if dep_t:
+                dep_recs = []
+                append = dep_recs.append
+                for d in dep_t:
+                    r = get(d)
+                    if r is not None:
+                        append(r)
+                    elif absent is None:
+                        absent = [(d, dangling.get(d))]
+                    else:
+                        absent.append((d, dangling.get(d)))
             if self._started:
-                missing = [(task_id, d) for d in dep_t if d not in tasks]
-                if missing:
+                if absent is not None:
+                    missing = [(task_id, d) for d, _ in absent]
                     raise UnknownDependencyError(
                         f"submit({_r(task_id)}, {_r(dep_t)}): unknown "
                         f"{'dependency' if len(missing) == 1 else 'dependencies'} "
@@ -361,27 +410,40 @@ class TaskScheduler:
                             f"the cycle {_show_path(cycle)}",
                             [cycle],
                         )
+            # before start: the versions waiting for this id, which its first version inherits
+            adopted = dangling.get(task_id) if rec is None and dangling else None
+            # the replaced version's edges: the records of its deps submitted, and
+            # (dep, dangling[dep]) for each dep never submitted
+            old_recs: list[_Task] | tuple[()] = ()
+            old_absent: list[tuple[Hashable, dict[_Task, None]]] | tuple[()] = ()
+            if rec is not None and rec.deps:
+                old_recs = []
+                old_absent = []
+                for d in rec.deps:
+                    r = get(d)
+                    if r is not None:
+                        old_recs.append(r)
+                    else:
+                        old_absent.append((d, dangling[d]))
 
             # Guards passed: mutate.
             seq = self._next_seq
-            self._next_seq = seq + 1
-            dangling = self._dangling
             if rec is None:
-                rec = _Task(task_id, seq, dep_t, fn, dangling.pop(task_id, {}))
+                rec = _Task(task_id, seq, dep_t, fn, {} if adopted is None else adopted)
                 tasks[task_id] = rec
+                if adopted is not None:
+                    del dangling[task_id]
             else:
+                # the id's key first: a hash that fails now leaves the record where it was
+                del tasks[task_id]
+                tasks[task_id] = rec  # keep _tasks in seq order
                 old_state = rec.state
                 if old_state == _READY:
                     self._ready_count -= 1
-                for d in rec.deps:
-                    r = tasks.get(d)
-                    if r is not None:
-                        del r.dependents[rec]
-                    else:
-                        waiting = dangling[d]
-                        del waiting[rec]
-                        if not waiting:
-                            del dangling[d]
+                for r in old_recs:
+                    del r.dependents[rec]
+                for _, gone in old_absent:
+                    del gone[rec]
                 if rec.dependents:
                     # Its dependents now have smaller seqs than the new version.
                     self._seq_ordered = False
@@ -392,8 +454,6 @@ class TaskScheduler:
                                 if x.state == _READY:
                                     x.state = _PENDING
                                     self._ready_count -= 1
-                del tasks[task_id]
-                tasks[task_id] = rec  # keep _tasks in seq order
                 rec.task_id = task_id
                 rec.generation += 1
                 rec.seq = seq
@@ -403,27 +463,30 @@ class TaskScheduler:
                 rec.cancel_requested = False
                 rec.claims = 0
                 rec.outcome = None
+            self._next_seq = seq + 1
 
             remaining = 0
             dead = False
-            for d in dep_t:
-                r = tasks.get(d)
-                if r is None:
-                    # Only before start: an absent dep counts as not succeeded.
-                    self._seq_ordered = False
+            for r in dep_recs:
+                r.dependents[rec] = None
+                st = r.state
+                if st != _SUCCEEDED:
                     remaining += 1
-                    waiting_on = dangling.get(d)
-                    if waiting_on is None:
+                    if st >= _FAILED:
+                        dead = True
+            if absent is not None:
+                # Only before start: an absent dep counts as not succeeded.
+                self._seq_ordered = False
+                remaining += len(absent)
+                for d, waiting in absent:
+                    if waiting is None:
                         dangling[d] = {rec: None}
                     else:
-                        waiting_on[rec] = None
-                else:
-                    r.dependents[rec] = None
-                    st = r.state
-                    if st != _SUCCEEDED:
-                        remaining += 1
-                        if st >= _FAILED:
-                            dead = True
+                        waiting[rec] = None
+            for d, gone in old_absent:
+                # only now: the new version may have taken up an absent dep the old one had
+                if not gone:
+                    del dangling[d]
             rec.remaining = remaining
             if remaining:
                 rec.state = _PENDING
@@ -436,7 +499,7 @@ class TaskScheduler:
             if dead:
                 self._settle((), (rec,))
             if self._recorder is not None:
-                self._record("Submit", {"t": task_id, "D": frozenset(dep_t)})
+                self._record("Submit", {"t": task_id, "D": dep_s})
             return rec.generation
         finally:
             lock.release()
@@ -748,8 +811,12 @@ class TaskScheduler:
         not closed -> closed: no more submissions, retries or claims; with ``cancel_pending``,
         every pending/ready version -> cancelled (``blocked_by`` stays none). Running versions
         keep running and may still report. A later ``close()`` changes nothing and returns a
-        fresh report.
+        fresh report. Errors: ``cancel_pending`` not a bool -> ``InvalidArgumentError``.
         """
+        if not isinstance(cancel_pending, bool):
+            raise InvalidArgumentError(
+                f"close({_r(cancel_pending)}): cancel_pending must be True or False"
+            )
         with self._lock:
             if not self._closed:
                 self._closed = True

@@ -22,8 +22,9 @@ Cost: schedule, cancel, next, complete and fail are O(log n) amortised and touch
 only ``close()``, ``snapshot()`` and ``check_invariants()`` look at everything.
 
 Threads: one lock guards all state. The scheduler never calls user code while holding it: ``fn``
-is only stored, the clock is read before the lock is taken, and ``run_at`` / ``priority`` are
-checked (and anything but an ``int`` or ``float`` converted) before it too. Task ids are used as
+is only stored, the clock is read (and its reading checked as ``run_at`` is: one that is no time
+is ignored, like NaN) before the lock is taken, and ``run_at`` / ``priority`` are checked (and
+anything but an ``int`` or ``float`` converted) before it too. Task ids are used as
 dict keys under the lock, so their ``__hash__``/``__eq__`` (and ``__repr__`` in error messages)
 run there, as for any dict. The one exception is an optional ``TimerRecorder``, called at each
 step's linearization point, which only the lock makes atomic with the step. The calls made once
@@ -170,8 +171,15 @@ class _Timer:
 
 
 def _r(value: object) -> str:
-    """repr() cut to a length fit for an error message."""
-    text = repr(value)
+    """repr() cut to a length fit for an error message.
+
+    A ``__repr__`` that raises (or recurses too deeply) gives ``object``'s repr instead: the
+    error being reported is the caller's, not the repr's.
+    """
+    try:
+        text = repr(value)
+    except Exception:
+        text = object.__repr__(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -212,6 +220,24 @@ def _as_time(value: object) -> float | None:
     return converted if math.isfinite(converted) else None
 
 
+# Clocks that read nothing but finite floats: next() and snapshot() call them as they are.
+_FLOAT_CLOCKS: Final = (time.monotonic, time.perf_counter, time.time)
+
+
+def _time_reader(clock: Callable[[], object]) -> Callable[[], float]:
+    """A function reading ``clock`` as a time, as ``_as_time()`` takes ``run_at``.
+
+    A reading that is no time (NaN, an infinity, a ``Decimal``, a bool, an int no float can
+    hold, no number at all) reads as NaN, which is never larger than the scheduler's time: it is
+    ignored, and time stays where it was. Whatever the clock or the reading's conversion
+    raises is raised to the caller, before the scheduler's lock is taken.
+    """
+    def read() -> float:
+        reading = _as_time(clock())
+        return math.nan if reading is None else reading
+    return read
+
+
 def _bad_schedule(task_id: Hashable, run_at: object, priority: object, fn: object) -> str:
     """The message of schedule()'s first refused argument, in the order of docs/timer.md."""
     call = f"schedule({_r(task_id)}, {_r(run_at)})"
@@ -238,10 +264,14 @@ class TimerScheduler:
         """Build an empty, open scheduler reading time from ``clock``.
 
         The scheduler's time starts at 0 and follows ``clock()`` (read by ``next()`` and
-        ``snapshot()``) but never goes back. ``rebuild_floor``: the heap is never rebuilt while it
-        holds at most this many entries. ``recorder`` is given every spec step as it is taken
-        (see :class:`TimerRecorder`). Errors: ``clock`` not callable, ``rebuild_floor`` not an
-        int (bool excluded) or negative, ``recorder`` without a ``record`` method ->
+        ``snapshot()``) but never goes back. A reading that is no time by the rule ``run_at``
+        follows (NaN, an infinity, a ``Decimal``, a bool, an int no float can hold, not a number)
+        is ignored as a reading behind the time is: the time stays where it was. Another real
+        number is converted to ``float``. Whatever the clock raises comes out of the call that
+        read it, which then has changed nothing. ``rebuild_floor``: the heap is never rebuilt
+        while it holds at most this many entries. ``recorder`` is given every spec step as it is
+        taken (see :class:`TimerRecorder`). Errors: ``clock`` not callable, ``rebuild_floor`` not
+        an int (bool excluded) or negative, ``recorder`` without a ``record`` method ->
         ``InvalidArgumentError``.
         """
         if not callable(clock):
@@ -254,6 +284,10 @@ class TimerScheduler:
             raise InvalidArgumentError(
                 f"TimerScheduler(recorder={_r(recorder)}): recorder has no record() method")
         self._clock: Final = clock
+        # what next() and snapshot() call for the time: the clock itself when it can only read
+        # finite floats, else the clock with each reading checked (see _time_reader)
+        self._read_clock: Final = (clock if any(clock is c for c in _FLOAT_CLOCKS)
+                                   else _time_reader(clock))
         self._floor: Final = int(rebuild_floor)
         self._recorder: Final = recorder
         # _lock guards every attribute below, and every field of every _Timer.
@@ -411,13 +445,15 @@ class TimerScheduler:
         """Hand out the earliest due version, or say how long until one is due.
 
         Spec: Claim when it returns ``Due``, Idle otherwise. Reads the clock (the scheduler's time
-        becomes ``max(now, clock())``), then drops stale entries off the top of the heap. If the
-        top entry is then due (``run_at <= now``) its version goes pending -> running (claims 1)
-        and is returned as ``Due(task_id, version, fn)``, then the heap may be compacted.
-        Otherwise returns ``Wait(run_at - now)`` for the earliest live entry, or ``None`` when the
-        heap is empty (always after ``close()``).
+        becomes ``max(now, clock())``; a reading that is no time is ignored, and an error the
+        clock raises is raised with nothing changed), then drops stale entries off the top of the
+        heap. If the top entry is then due (``run_at <= now``) its version goes pending -> running
+        (claims 1) and is returned as ``Due(task_id, version, fn)``, then the heap may be
+        compacted. Otherwise returns ``Wait(run_at - now)`` for the earliest live entry, or
+        ``None`` when the heap is empty (always after ``close()``).
         """
-        clock = self._clock  # bound first: LOAD_METHOD does not specialize an instance attribute
+        # bound first: LOAD_METHOD does not specialize an instance attribute
+        clock = self._read_clock
         clock_now = clock()
         lock = self._lock
         lock.acquire()
@@ -589,10 +625,13 @@ class TimerScheduler:
     def snapshot(self) -> TimerSnapshot:
         """Read the clock as ``next()`` does and return the spec variables as a ``TimerSnapshot``.
 
+        A reading that is no time is ignored; an error the clock raises is raised with nothing
+        changed.
+
         ``heap`` holds every entry, live and stale, as ``TimerEntry(run_at, priority, seq,
         task_id, version)``.
         """
-        clock_now = self._clock()
+        clock_now = self._read_clock()
         with self._lock:
             if clock_now > self._now:
                 self._now = clock_now

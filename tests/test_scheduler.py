@@ -609,6 +609,9 @@ def _bad_calls() -> list[tuple[str, Callable[[TaskScheduler], Any]]]:
         ("limit negative", lambda s: s.ready(-1)),
         ("limit a float", lambda s: s.ready(1.5)),
         ("limit a bool", lambda s: s.ready(True)),
+        ("cancel_pending a str", lambda s: s.close("no")),
+        ("cancel_pending an int", lambda s: s.close(0)),
+        ("cancel_pending None", lambda s: s.close(None)),
     ]
 
 
@@ -629,6 +632,118 @@ def test_bad_input_is_an_invalid_argument_and_changes_nothing(
 def test_bad_max_concurrency_is_refused(value: Any) -> None:
     with pytest.raises(InvalidArgumentError):
         TaskScheduler(value)
+
+
+def test_close_with_a_truthy_cancel_pending_that_is_not_a_bool_cancels_nothing() -> None:
+    s = TaskScheduler(1)
+    s.submit("a")
+    with pytest.raises(InvalidArgumentError, match=r"close\('no'\): cancel_pending"):
+        s.close(cancel_pending="no")  # type: ignore[arg-type]
+    assert s.state("a") is READY and not s.snapshot().closed
+    assert s.close(cancel_pending=False).ready == ("a",)
+
+
+@pytest.mark.parametrize("kwargs", [{"track_endings": "no"}, {"track_endings": 1},
+                                    {"recorder": object()}])
+def test_bad_constructor_flags_are_refused(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(InvalidArgumentError):
+        TaskScheduler(1, **kwargs)
+
+
+# ---------------------------------------------------------------------- ids that raise
+
+
+class Boom(Exception):
+    """What a hostile id raises."""
+
+
+class HashRaises:
+    """An id whose ``__hash__`` raises."""
+
+    def __hash__(self) -> int:
+        raise Boom("__hash__")
+
+
+class EqRaises:
+    """An id that hashes as ``twin`` does and whose ``__eq__`` raises ``error``: every lookup
+    that meets ``twin`` (or another id of that hash) raises."""
+
+    def __init__(self, twin: Hashable, error: type[Exception] = Boom) -> None:
+        self.twin = twin
+        self.error = error
+
+    def __hash__(self) -> int:
+        return hash(self.twin)
+
+    def __eq__(self, other: object) -> bool:
+        raise self.error("__eq__")
+
+    def __repr__(self) -> str:
+        return f"EqRaises({self.twin!r})"
+
+
+def _unstarted() -> TaskScheduler:
+    s = TaskScheduler(2)
+    s.submit("a")
+    s.submit("x", ("m",))  # "m" never submitted: x waits in the dangling index
+    s.submit("y", ("a", "x"))
+    return s
+
+
+def _running() -> TaskScheduler:
+    s = started(2, {"a": (), "b": ("a",), "c": ()})
+    run(s, "a")
+    return s
+
+
+def _raising_calls() -> list[tuple[str, Callable[[], TaskScheduler],
+                                   Callable[[TaskScheduler], Any], type[Exception]]]:
+    cases: list[tuple[str, Callable[[], TaskScheduler], Callable[[TaskScheduler], Any],
+                      type[Exception]]] = []
+    for when, setup in (("unstarted", _unstarted), ("started", _running)):
+        cases += [
+            (f"{when}: id hash", setup, lambda s: s.submit(HashRaises()), Boom),
+            (f"{when}: id eq meets a task", setup, lambda s: s.submit(EqRaises("a")), Boom),
+            (f"{when}: dep hash", setup, lambda s: s.submit("n", ("a", HashRaises())), Boom),
+            (f"{when}: dep eq meets a task", setup,
+             lambda s: s.submit("n", (EqRaises("a"),)), Boom),
+            (f"{when}: dep eq meets a dep", setup,
+             lambda s: s.submit("n", (EqRaises("z"), "z")), Boom),
+            (f"{when}: dep TypeError eq meets a dep", setup,
+             lambda s: s.submit("n", (EqRaises("z", TypeError), "z")), InvalidArgumentError),
+            (f"{when}: resubmission dep eq meets a task", setup,
+             lambda s: s.submit("c" if s.snapshot().started else "y", (EqRaises("a"),)), Boom),
+            (f"{when}: complete", setup, lambda s: s.complete(EqRaises("a"), 1), Boom),
+            (f"{when}: fail", setup, lambda s: s.fail(EqRaises("a"), 1), Boom),
+            (f"{when}: cancel", setup, lambda s: s.cancel(EqRaises("a")), Boom),
+            (f"{when}: retry", setup, lambda s: s.retry(EqRaises("a")), Boom),
+            (f"{when}: state", setup, lambda s: s.state(EqRaises("a")), Boom),
+        ]
+    cases += [
+        ("unstarted: id eq meets a dangling dep", _unstarted,
+         lambda s: s.submit(EqRaises("m")), Boom),
+        ("unstarted: dep eq meets a dangling dep", _unstarted,
+         lambda s: s.submit("n", ("a", "new", EqRaises("m"))), Boom),
+        ("unstarted: resubmission dep eq meets a dangling dep", _unstarted,
+         lambda s: s.submit("x", ("a", EqRaises("m"))), Boom),
+    ]
+    return cases
+
+
+@pytest.mark.parametrize(("case", "setup", "call", "error"), _raising_calls(),
+                         ids=[c[0] for c in _raising_calls()])
+def test_an_id_whose_hash_or_eq_raises_changes_nothing(
+        case: str, setup: Callable[[], TaskScheduler], call: Callable[[TaskScheduler], Any],
+        error: type[Exception]) -> None:
+    s = setup()
+    before, stats = s.snapshot(), s.stats()
+    with pytest.raises(error):
+        call(s)
+    assert s.snapshot() == before and s.stats() == stats
+    s.check_invariants()
+    # and the scheduler goes on as if the call had never been made
+    assert s.submit("later", ("a",)) == 1
+    s.check_invariants()
 
 
 def test_errors_are_instances_of_the_builtins_callers_catch() -> None:

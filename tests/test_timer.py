@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import math
+import numbers
 import random
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
@@ -419,6 +421,82 @@ def test_snapshot_reads_the_clock_as_next_does() -> None:
     assert s.snapshot().now == 3.0
     clock.now = 2.0
     assert s.snapshot().now == 3.0
+
+
+@pytest.mark.parametrize("reading", [
+    math.inf, -math.inf, math.nan, Decimal("7"), 10**400, -(10**400), True, "7", None, 7j,
+], ids=["inf", "-inf", "nan", "Decimal", "int too large", "-int too large", "bool", "str",
+        "None", "complex"])
+def test_a_clock_reading_that_is_no_time_is_ignored_as_nan_is(reading: Any) -> None:
+    s, clock = make(now=5.0)
+    s.schedule("a", 6.0)
+    assert s.snapshot().now == 5.0
+    clock.now = reading
+    assert s.next() == Wait(1.0)
+    assert s.snapshot().now == 5.0 and s.now == 5.0
+    s.check_invariants()
+    clock.now = 6
+    assert claim(s).task_id == "a" and s.now == 6
+    s.check_invariants()
+
+
+def test_a_real_clock_reading_is_taken_as_a_float() -> None:
+    s, clock = make()
+    s.schedule("a", 7.0)
+    clock.now = Fraction(13, 2)  # type: ignore[assignment]
+    assert s.next() == Wait(0.5)
+    assert s.now == 6.5 and type(s.now) is float
+    s.check_invariants()
+
+
+class Interrupted(BaseException):
+    """Neither an Exception nor KeyboardInterrupt: what a clock may still raise."""
+
+
+class FloatRaises:
+    """A real number (by registration) whose conversion to float raises."""
+
+    def __float__(self) -> float:
+        raise Interrupted("__float__")
+
+
+numbers.Real.register(FloatRaises)
+
+
+class RaisingClock:
+    """A clock that reads ``now``, or raises ``error`` when it is set."""
+
+    def __init__(self, now: float) -> None:
+        self.now: Any = now
+        self.error: BaseException | None = None
+
+    def __call__(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.now
+
+
+@pytest.mark.parametrize("error", [RuntimeError("clock"), KeyboardInterrupt(), Interrupted()],
+                         ids=lambda e: type(e).__name__)
+def test_a_clock_that_raises_changes_nothing(error: BaseException) -> None:
+    clock = RaisingClock(5.0)
+    s = TimerScheduler(clock)
+    s.schedule("a", 1.0)
+    s.schedule("b", 9.0)
+    before, stats = s.snapshot(), s.stats()
+    clock.error = error
+    for call in (s.next, s.snapshot):
+        with pytest.raises(type(error)):
+            call()
+    clock.error = None
+    clock.now = FloatRaises()  # the reading raises once the clock has returned
+    for call in (s.next, s.snapshot):
+        with pytest.raises(Interrupted):
+            call()
+    clock.now = 5.0
+    assert s.snapshot() == before and s.stats() == stats
+    s.check_invariants()
+    assert claim(s).task_id == "a"  # the lock was not left held
 
 
 # ---------------------------------------------------------------------- garbage
