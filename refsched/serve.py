@@ -5,6 +5,12 @@ requests on stdin and answers each with one line on stdout (``docs/conformance.m
 from :mod:`refsched.errors` keep their class names; any other exception the scheduler raises is
 answered with its own class name, so the oracle sees exactly what was raised.
 
+Every line gets one answer and the server keeps serving, whatever the line holds: one it cannot
+read (empty, not UTF-8, not JSON, JSON nested too deeply, longer than :data:`MAX_LINE`) is
+answered ``BadRequest`` with the id null. Answers are written in ASCII, so any string read (a
+lone surrogate ``"\\ud800"`` included) goes back out as it came in: such an id is an id like
+any other, as it is for the client.
+
 :func:`serve` is the loop itself, for any factory ``max_concurrency -> scheduler``; adapters
 such as :mod:`refsched.conform.graphlib_adapter` serve through it.
 """
@@ -15,16 +21,20 @@ import argparse
 import io
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
 from refsched.conform import protocol
 from refsched.conform.profile import FULL, Profile, ProfileError
 from refsched.conform.protocol import Request, Unsupported, WireError
 
-__all__ = ["main", "serve", "serve_stdio"]
+__all__ = ["MAX_LINE", "main", "serve", "serve_stdio"]
 
 DEFAULT_NAME = "refsched.TaskScheduler"
+# The longest request line read, in characters (newline excluded); a longer one is answered
+# BadRequest and skipped without being held. The client reads answers up to 1 MiB by default.
+MAX_LINE = 1 << 20
+_SKIP_CHUNK = 1 << 16  # what is read at a time of a line being skipped
 
 
 def _not_in_profile(profile: Profile, op: str, args: Mapping[str, Any]) -> str | None:
@@ -65,6 +75,8 @@ class _Session:
 
     def answer(self, line: str) -> tuple[dict[str, Any], bool]:
         """The response to one request line, and whether the session ends after it."""
+        if not line.strip(_JSON_SPACE):
+            return protocol.error_response(None, _bad_request("an empty line is no request")), False
         try:
             req = protocol.decode_request(protocol.decode_line(line))
         except WireError as e:
@@ -74,20 +86,21 @@ class _Session:
         except _BadRequest as e:
             return protocol.error_response(req.id, _bad_request(str(e))), False
         except Exception as e:  # every other exception is an answer: the oracle compares it
-            return protocol.error_response(req.id, protocol.error_to_json(e)), False
+            return protocol.error_response(req.id, _error_to_json(e)), False
 
     def _result(self, req: Request) -> Any:
         op, args = req.op, req.args
         if op == "hello":
-            if args["protocol"] != protocol.PROTOCOL_VERSION:
-                raise _BadRequest(f"hello: protocol {args['protocol']!r} is not spoken here; "
-                                  f"this server speaks {protocol.PROTOCOL_VERSION}")
+            if (type(args["protocol"]) is not int
+                    or args["protocol"] != protocol.PROTOCOL_VERSION):
+                raise _BadRequest(f"hello: protocol {_shorten(repr(args['protocol']))} is not "
+                                  f"spoken here; this server speaks {protocol.PROTOCOL_VERSION}")
             return {"name": self.name, "protocol": protocol.PROTOCOL_VERSION,
                     "profile": self.profile.to_json()}
         if op == "bye":
             return None
         if op not in protocol.OPS:
-            raise Unsupported(f"{op}: no such operation")
+            raise Unsupported(f"{_shorten(op)}: no such operation")
         why = _not_in_profile(self.profile, op, args)
         if why is not None:
             raise Unsupported(why)
@@ -104,37 +117,75 @@ class _BadRequest(Exception):
     """A request the server could read but that breaks the protocol."""
 
 
+_JSON_SPACE = " \t\r\n"  # the whitespace JSON allows around a value
+
+
 def _bad_request(message: str) -> dict[str, Any]:
     return {"type": "BadRequest", "message": message}
+
+
+def _shorten(text: str, width: int = 120) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _error_to_json(exc: Exception) -> dict[str, Any]:
+    """``protocol.error_to_json(exc)``, or its class name alone when it cannot say more."""
+    try:
+        return protocol.error_to_json(exc)
+    except Exception as e:  # a served scheduler's exception whose str() or fields fail
+        return {"type": type(exc).__name__,
+                "message": f"its message cannot be read ({type(e).__name__})"}
 
 
 def _write(stdout: TextIO, response: dict[str, Any]) -> None:
     try:
         line = protocol.encode_line(response)
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, RecursionError) as e:
         # the scheduler returned or raised something JSON cannot carry: answer that instead
         line = protocol.encode_line(protocol.error_response(
             response.get("id"), {"type": type(e).__name__,
-                                 "message": f"the answer cannot be sent as JSON: {e}"}))
+                                 "message": "the answer cannot be sent as JSON: "
+                                            + _shorten(str(e))}))
     stdout.write(line)
     stdout.flush()
 
 
+def _lines(stdin: TextIO, max_line: int) -> Iterator[str | None]:
+    """The lines of ``stdin``, newline included; None for each longer than ``max_line``.
+
+    A line too long is read to its end a chunk at a time and dropped, never held whole.
+    """
+    while True:
+        line = stdin.readline(max_line + 1)
+        if not line:
+            return
+        if len(line) <= max_line or line.endswith("\n"):
+            yield line
+            continue
+        while line and not line.endswith("\n"):
+            line = stdin.readline(_SKIP_CHUNK)
+        yield None
+
+
 def serve(factory: Callable[[int], Any], profile: Profile = FULL, name: str = DEFAULT_NAME,
-          stdin: TextIO | None = None, stdout: TextIO | None = None) -> None:
+          stdin: TextIO | None = None, stdout: TextIO | None = None, *,
+          max_line: int = MAX_LINE) -> None:
     """Answer requests from ``stdin`` on ``stdout`` until ``bye`` or the end of ``stdin``.
 
     ``factory(max_concurrency)`` makes the scheduler each ``new`` starts; ``profile`` is the
     one declared in the hello, and ops outside it are answered ``Unsupported`` without reaching
-    the scheduler. Blank lines are skipped.
+    the scheduler. Every line is answered: one that is no request (empty, not JSON, not UTF-8,
+    longer than ``max_line`` characters) with a ``BadRequest`` whose id is null.
     """
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
     session = _Session(factory, profile, name)
-    for line in stdin:
-        if not line.strip():
-            continue
-        response, done = session.answer(line)
+    for line in _lines(stdin, max_line):
+        if line is None:
+            response, done = protocol.error_response(None, _bad_request(
+                f"a line longer than {max_line} characters")), False
+        else:
+            response, done = session.answer(line)
         _write(stdout, response)
         if done:
             return
@@ -142,7 +193,10 @@ def serve(factory: Callable[[int], Any], profile: Profile = FULL, name: str = DE
 
 def serve_stdio(factory: Callable[[int], Any], profile: Profile, name: str) -> None:
     """Serve on this process's stdin and stdout, keeping stdout for the protocol alone."""
-    stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n")
+    # Bytes that are not UTF-8 come through as lone surrogates, which decode_line refuses: a
+    # line that is not UTF-8 is answered BadRequest rather than read as something it is not.
+    stdin = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape",
+                             newline="\n")
     stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
     # Whatever the served code prints must not land among the answers: send it to stderr.
     sys.stdout = sys.stderr

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -259,11 +260,110 @@ def test_serve_answers_bad_requests_and_keeps_going() -> None:
     stdout = io.StringIO()
     serve(TaskScheduler, FULL, "test", stdin, stdout)
     answers = [json.loads(line) for line in stdout.getvalue().splitlines()]
-    assert [a["id"] for a in answers] == [*range(10), None, None]
+    assert [a["id"] for a in answers] == [*range(10), None, None, None]
     kinds = [a["error"]["type"] if "error" in a else "ok" for a in answers]
     assert kinds == ["ok", "BadRequest", "ok", "BadRequest", "BadRequest", "BadRequest",
-                     "BadRequest", "Unsupported", "BadRequest", "ok", "BadRequest", "BadRequest"]
+                     "BadRequest", "Unsupported", "BadRequest", "ok", "BadRequest", "BadRequest",
+                     "BadRequest"]
     assert answers[9]["ok"] == 1
+
+
+def _serve_bytes(data: bytes) -> tuple[list[dict[str, Any]], subprocess.CompletedProcess[bytes]]:
+    """Run ``python -m refsched.serve`` on ``data`` as its whole stdin; its answers, parsed."""
+    done = subprocess.run(SERVE, input=data, capture_output=True, cwd=ROOT, timeout=60)
+    assert done.stdout.isascii()
+    return [json.loads(line) for line in done.stdout.splitlines()], done
+
+
+DEEP = 100_000
+# (what the line is, the line, the answer expected: its id and its type, "ok" for a result)
+HOSTILE: list[tuple[str, bytes, Any, str]] = [
+    ("nested 100,000 deep", b"[" * DEEP + b"]" * DEEP, None, "BadRequest"),
+    ("deps nested 100,000 deep",
+     b'{"id":5,"op":"submit","task":"a","deps":' + b"[" * DEEP + b"]" * DEEP + b"}",
+     None, "BadRequest"),
+    ("op a lone surrogate", b'{"id":5,"op":"\\ud800"}', 5, "Unsupported"),
+    ("NaN", b'{"id":5,"op":"ready","limit":NaN}', None, "BadRequest"),
+    ("Infinity", b'{"id":5,"op":"ready","limit":-Infinity}', None, "BadRequest"),
+    ("a number past the floats", b'{"id":5,"op":"ready","limit":1e400}', 5,
+     "InvalidArgumentError"),
+    ("an int of 5,000 digits", b'{"id":5,"op":"ready","limit":' + b"9" * 5000 + b"}", None,
+     "BadRequest"),
+    ("an id of 4,000 digits", b'{"id":' + b"9" * 4000 + b',"op":"snapshot"}', 10**4000 - 1,
+     "ok"),
+    ("an array", b"[1,2]", None, "BadRequest"),
+    ("a string", b'"hello"', None, "BadRequest"),
+    ("null", b"null", None, "BadRequest"),
+    ("an empty line", b"", None, "BadRequest"),
+    ("a line of blanks", b" \t\r", None, "BadRequest"),
+    ("bytes that are not UTF-8", b'{"id":5,"op":"submit","task":"\xff\xfe"}', None,
+     "BadRequest"),
+    ("a line of 2 MiB", b'{"id":5,"op":"submit","task":"' + b"a" * (2 << 20) + b'"}', None,
+     "BadRequest"),
+    ("a bool id", b'{"id":true,"op":"start"}', None, "BadRequest"),
+    ("hello with protocol true", b'{"id":5,"op":"hello","protocol":true}', 5, "BadRequest"),
+    ("cancel_pending a string", b'{"id":5,"op":"close","cancel_pending":"yes"}', 5,
+     "InvalidArgumentError"),
+]
+
+
+def test_serve_answers_every_hostile_line_and_keeps_serving() -> None:
+    opening = [protocol.request(0, "hello", protocol=1),
+               protocol.request(1, "new", max_concurrency=1),
+               protocol.request(2, "submit", task="a"),
+               protocol.request(3, "start")]
+    closing = [protocol.request(6, "state", task="a"), protocol.request(7, "bye")]
+    data = b"".join(protocol.encode_line(x).encode() for x in opening)
+    data += b"".join(line + b"\n" for _, line, _, _ in HOSTILE)
+    data += b"".join(protocol.encode_line(x).encode() for x in closing)
+    answers, done = _serve_bytes(data)
+    assert done.returncode == 0 and not done.stderr, done.stderr.decode(errors="replace")
+    assert len(answers) == len(opening) + len(HOSTILE) + len(closing)
+    got = [(a["id"], a["error"]["type"] if "error" in a else "ok")
+           for a in answers[len(opening):-len(closing)]]
+    assert got == [(request_id, kind) for _, _, request_id, kind in HOSTILE]
+    assert answers[-2:] == [{"id": 6, "ok": "ready"}, {"id": 7, "ok": None}]
+    for (what, *_), answer in zip(HOSTILE, answers[len(opening):], strict=False):
+        if "error" in answer:
+            assert len(answer["error"]["message"]) < 1000, what
+
+
+def test_a_lone_surrogate_id_is_carried_both_ways(served: ProtocolImplementation) -> None:
+    direct, wire = TaskScheduler(1), served.new(1)
+    for s in (direct, wire):
+        assert s.submit("\ud800") == 1
+        assert s.submit("b", ["\ud800", "\udfff"]) == 1
+    assert outcome(wire.start) == outcome(direct.start)  # the unknown dep, named as sent
+    for s in (direct, wire):
+        s.submit("\udfff")
+        s.start()
+    assert wire.ready() == direct.ready() == [("\ud800", 1, None)]
+    assert wire.snapshot() == direct.snapshot()
+    assert outcome(wire.state, "\udbff") == outcome(direct.state, "\udbff")
+
+
+def test_close_with_cancel_pending_not_a_bool_is_refused_over_the_wire(
+        served: ProtocolImplementation) -> None:
+    s = served.new(1)
+    s.submit("a")
+    with pytest.raises(errors.InvalidArgumentError, match="cancel_pending"):
+        s.close("yes")  # type: ignore[arg-type]
+    assert s.state("a") is TaskState.READY and not s.snapshot().closed
+
+
+def test_serve_answers_a_line_too_long_without_reading_it_whole() -> None:
+    lines = (protocol.encode_line(protocol.request(0, "new", max_concurrency=1))
+             + '{"id":1,"op":"submit","task":"' + "a" * 100 + '"}\n'
+             + protocol.encode_line(protocol.request(2, "submit", task="b")))
+    stdout = io.StringIO()
+    serve(TaskScheduler, FULL, "test", io.StringIO(lines), stdout, max_line=64)
+    answers = [json.loads(line) for line in stdout.getvalue().splitlines()]
+    assert answers == [
+        {"id": 0, "ok": None},
+        {"id": None, "error": {"type": "BadRequest",
+                               "message": "a line longer than 64 characters"}},
+        {"id": 2, "ok": 1},
+    ]
 
 
 def test_serve_stops_at_bye() -> None:
@@ -362,6 +462,38 @@ def test_load_factory_names_what_is_missing() -> None:
 
 
 # ------------------------------------------------------------------ the encoding
+
+def test_lines_are_ascii_whatever_they_carry() -> None:
+    message = protocol.request(1, "submit", task="\ud800\u00e9\u2028\U0001f600", deps=["\udfff"])
+    line = protocol.encode_line(message)
+    assert line.isascii() and line.endswith("\n") and line.count("\n") == 1
+    assert protocol.decode_line(line) == message
+    assert protocol.decode_line(line.encode("ascii")) == message
+
+
+@pytest.mark.parametrize(("line", "says"), [
+    ("[" * DEEP + "]" * DEEP, "nested too deeply"),
+    ('{"id": 1, "op": "\udcff"}', "not UTF-8"),  # what surrogateescape makes of a byte 0xff
+    (b'{"id": 1, "op": "\xff"}', "not UTF-8"),
+    ('{"id": 1, "op": "ready", "limit": NaN}', "NaN is not JSON"),
+    ("", "Expecting value"),
+], ids=["nested too deeply", "a lone surrogate", "not UTF-8", "NaN", "empty"])
+def test_lines_that_cannot_be_read_are_wire_errors(line: str | bytes, says: str) -> None:
+    with pytest.raises(protocol.WireError, match=says) as caught:
+        protocol.decode_line(line)
+    assert len(str(caught.value)) < 400
+
+
+def test_an_answer_nested_too_deeply_is_a_protocol_violation() -> None:
+    answer_deeply = ("import sys; sys.stdin.readline(); "
+                     f"sys.stdout.write('[' * {DEEP} + ']' * {DEEP} + '\\n'); "
+                     "sys.stdout.flush(); sys.stdin.read()")
+    impl = ProtocolImplementation([sys.executable, "-c", answer_deeply], timeout=SHORT)
+    with pytest.raises(ProtocolViolation, match="nested too deeply"):
+        impl.open()
+    assert impl.pid is not None
+    assert_gone(impl.pid)
+
 
 def test_snapshot_survives_the_wire() -> None:
     s = TaskScheduler(1)

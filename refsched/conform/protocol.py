@@ -127,28 +127,66 @@ def _reject_constant(name: str) -> NoReturn:
 # ------------------------------------------------------------------ lines
 
 def encode_line(message: Mapping[str, Any]) -> str:
-    """One message as one line of JSON, newline included.
+    """One message as one line of JSON, newline included, in ASCII.
 
-    Errors: a value JSON cannot carry (a NaN, an object) -> ``TypeError`` or ``ValueError``.
+    Every string travels, a lone surrogate (``"\\ud800"``) included: whatever is not ASCII is
+    written as a JSON escape, so the line is valid UTF-8 whatever it carries. Errors: a value
+    JSON cannot carry (a NaN, an object, lists nested too deeply) -> ``TypeError``,
+    ``ValueError`` or ``RecursionError``.
     """
     # json.dumps escapes every control character, so the text never holds a raw newline.
-    return json.dumps(message, ensure_ascii=False, allow_nan=False, separators=(",", ":")) + "\n"
+    return json.dumps(message, ensure_ascii=True, allow_nan=False, separators=(",", ":")) + "\n"
 
 
 def decode_line(line: bytes | str) -> dict[str, Any]:
-    """The JSON object one line holds. Errors: not UTF-8, not JSON, not an object -> WireError."""
+    """The JSON object one line holds.
+
+    A ``str`` line must be text UTF-8 can carry (no lone surrogate, as reading invalid UTF-8
+    with ``errors="surrogateescape"`` gives); a lone surrogate written as a JSON escape is a
+    string like any other. Errors: not UTF-8, not JSON (``NaN`` and ``Infinity`` included),
+    nested too deeply for the parser, not an object -> WireError.
+    """
     try:
-        text = line.decode("utf-8") if isinstance(line, bytes) else line
+        if isinstance(line, bytes):
+            text = line.decode("utf-8")
+        else:
+            text = line
+            if not text.isascii():
+                text.encode("utf-8")  # raises on a lone surrogate: the line was not UTF-8
+    except UnicodeDecodeError as e:
+        raise WireError(f"not a line of JSON: {_cut(line)} (not UTF-8: {e.reason} at byte "
+                        f"{e.start})") from None
+    except UnicodeEncodeError as e:
+        raise WireError(f"not a line of JSON: {_cut(line)} (not UTF-8: a lone surrogate "
+                        f"{e.object[e.start]!r} at character {e.start})") from None
+    try:
         value = json.loads(text, parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError) as e:
-        raise WireError(f"not a line of JSON: {_cut(line)} ({e})") from None
+    except ValueError as e:
+        raise WireError(f"not a line of JSON: {_cut(line)} ({_cut_text(str(e))})") from None
+    except RecursionError:
+        raise WireError(f"not a line of JSON the parser can read: {_cut(line)} (nested too "
+                        "deeply)") from None
     if not isinstance(value, dict):
         raise WireError(f"not a JSON object: {_cut(line)}")
     return value
 
 
 def _cut(line: bytes | str, width: int = 120) -> str:
-    text = repr(line)
+    """``repr(line)`` cut to ``width`` characters, reading no more of ``line`` than that."""
+    text = repr(line[:width + 1])
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _cut_text(text: str, width: int = 200) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _show(value: object, width: int = 120) -> str:
+    """``repr(value)`` cut to ``width`` characters, for a value read off the wire."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"a {type(value).__name__} nested too deeply to show"
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
@@ -168,11 +206,11 @@ def decode_request(message: Mapping[str, Any]) -> Request:
     """
     request_id = message.get("id")
     if not _is_int(request_id):
-        raise WireError(f"a request needs an integer id, not {request_id!r}")
+        raise WireError(f"a request needs an integer id, not {_show(request_id)}")
     assert isinstance(request_id, int)
     op = message.get("op")
     if not isinstance(op, str):
-        raise WireError(f"a request needs a string op, not {op!r}", request_id)
+        raise WireError(f"a request needs a string op, not {_show(op)}", request_id)
     args = {k: v for k, v in message.items() if k not in ("id", "op")}
     if op not in OPS:
         return Request(request_id, op, args)
@@ -181,18 +219,18 @@ def decode_request(message: Mapping[str, Any]) -> Request:
     unknown = sorted(set(args) - set(required) - set(optional))
     if missing or unknown:
         raise WireError(
-            f"{op}: " + "; ".join(
+            f"{op}: " + _cut_text("; ".join(
                 ([f"missing {', '.join(missing)}"] if missing else [])
-                + ([f"unknown {', '.join(unknown)}"] if unknown else [])),
+                + ([f"unknown {', '.join(unknown)}"] if unknown else []))),
             request_id,
         )
     for name, default in optional.items():
         args.setdefault(name, default)
     if "task" in args and not isinstance(args["task"], str):
-        raise WireError(f"{op}: task ids are strings, not {args['task']!r}", request_id)
+        raise WireError(f"{op}: task ids are strings, not {_show(args['task'])}", request_id)
     if op == "submit" and not (isinstance(args["deps"], list)
                                and all(isinstance(d, str) for d in args["deps"])):
-        raise WireError(f"submit: deps must be a list of strings, not {args['deps']!r}",
+        raise WireError(f"submit: deps must be a list of strings, not {_show(args['deps'])}",
                         request_id)
     return Request(request_id, op, args)
 
