@@ -16,6 +16,11 @@ Design:
   itself without a wake-up. Idle workers block on a condition; nothing polls.
 - Futures are set, and user callbacks run, outside the runner lock; ``wait()`` and ``close()``
   also wait for those settlements (``_resolving``), so a future is resolved when they return.
+- User code never costs a worker: whatever a function raises (``BaseException`` included) is its
+  version's failure, and whatever a done-callback raises is logged on the ``concurrent.futures``
+  logger, as ``Future`` logs an ``Exception``, and the next callback runs. If the runner's own
+  machinery fails on a worker (a recorder that raises, a bug), the runner stops instead of
+  losing that worker silently: see :meth:`Runner._break_locked`.
 """
 
 from __future__ import annotations
@@ -23,14 +28,17 @@ from __future__ import annotations
 import concurrent.futures._base as _futures
 import contextlib
 import inspect
+import logging
+import math
+import numbers
 import os
 import threading
 import types
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from concurrent.futures import CancelledError, Executor, Future, InvalidStateError
 from concurrent.futures import ThreadPoolExecutor as _ThreadPoolExecutor
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from refsched import sync
 from refsched.errors import (
@@ -41,7 +49,7 @@ from refsched.errors import (
     StaleGenerationError,
     UnknownTaskError,
 )
-from refsched.scheduler import Recorder, TaskScheduler
+from refsched.scheduler import Recorder, TaskScheduler, _r
 from refsched.types import Claim, CloseReport, TaskInfo, TaskState
 
 __all__ = ["CancelToken", "Runner", "TaskFuture"]
@@ -63,6 +71,14 @@ _Settlement = tuple["TaskFuture", int, Any]
 # A claimed version, how it ended (_RESULT, _ERROR or _CANCEL = AcknowledgeCancel), the value.
 _Outcome = tuple[Claim, int, Any]
 _Key = tuple[Hashable, int]  # (task_id, generation): one version
+
+# Where a done-callback's error and a runner's own failure are reported: the logger Future itself
+# reports a callback's Exception on.
+_LOGGER: Final = logging.getLogger("concurrent.futures")
+
+# A timeout longer than this (about 146 years) is no limit: a lock cannot time one that long.
+_LONGEST_TIMEOUT: Final = threading.TIMEOUT_MAX / 2
+
 
 class CancelToken:
     """A cooperative cancel request for one running version, given to functions with a ``token``.
@@ -105,13 +121,38 @@ _FUTURE_DONE: Final = frozenset({_futures.CANCELLED, _futures.CANCELLED_AND_NOTI
                                  _futures.FINISHED})
 
 
-class TaskFuture(Future[Any]):
+class _RunnerFuture(Future[Any]):
+    """What the futures of both runners (TaskFuture, TimerFuture) share: ``running()``, and
+    done-callbacks whose errors, whatever they are, are logged instead of raised."""
+
+    _settled: bool  # guarded by the runner lock: the runner decided the outcome (set once)
+    _started: bool  # the function was called (set once; only read by running())
+    _done_callbacks: list[Callable[[Future[Any]], object]]  # Future's, which typeshed omits
+
+    def running(self) -> bool:
+        """Whether the function of this version has been called and the future is not done."""
+        return self._started and not self.done()
+
+    def _invoke_callbacks(self) -> None:
+        # Future's own catches only Exception: a callback's SystemExit or KeyboardInterrupt would
+        # end the runner's thread that settles the future, and skip the callbacks after it.
+        for callback in self._done_callbacks:
+            try:
+                callback(self)
+            except BaseException:
+                _LOGGER.exception("exception calling callback for %r", self)
+
+
+class TaskFuture(_RunnerFuture):
     """The outcome of one version of a task: a ``concurrent.futures.Future``.
 
     ``result()`` is the function's return value. A failed version raises the function's exception,
     a blocked one :class:`refsched.BlockedError` (``blocked_by`` names the dependency), a cancelled
     one — by ``cancel()``, by ``close()``, or because a resubmission replaced the version —
-    ``concurrent.futures.CancelledError``.
+    ``concurrent.futures.CancelledError``; if the runner stopped on a failure of its own before
+    the version's outcome was settled, :class:`refsched.SchedulerError` (its ``__cause__`` is that
+    failure). A done-callback's error, whatever it is, is logged on the ``concurrent.futures``
+    logger and the next callback runs: it never reaches the thread that settled the future.
     """
 
     def __init__(self, runner: Runner, task_id: Hashable, generation: int) -> None:
@@ -129,8 +170,8 @@ class TaskFuture(Future[Any]):
         self.task_id = task_id
         self.generation = generation
         self._runner = runner
-        self._settled = False  # guarded by the runner lock: a settlement was decided
-        self._started = False  # the function was called (only read by running())
+        self._settled = False
+        self._started = False
 
     def result(self, timeout: float | None = None) -> Any:
         """The function's return value; waits up to ``timeout`` seconds (None: no limit)."""
@@ -144,6 +185,13 @@ class TaskFuture(Future[Any]):
 
     def _wait_done(self, timeout: float | None) -> None:
         """Wait on the shared condition until this future is done or ``timeout`` passes."""
+        if timeout is not None:
+            # As Future's own result() does: a NaN or negative timeout does not wait (wait_for
+            # would spin on a NaN forever), and one longer than a lock can time has no limit.
+            if not timeout > 0:
+                timeout = 0
+            elif timeout > _LONGEST_TIMEOUT:
+                timeout = None
         with self._condition:
             self._condition.wait_for(self._is_done, timeout)
 
@@ -163,10 +211,6 @@ class TaskFuture(Future[Any]):
         with contextlib.suppress(StaleGenerationError):
             self._runner._cancel(self.task_id, self.generation)
         return self.cancelled()
-
-    def running(self) -> bool:
-        """Whether the function of this version has been called and the future is not done."""
-        return self._started and not self.done()
 
     def __repr__(self) -> str:
         return f"<TaskFuture {self.task_id!r} generation={self.generation} {super().__repr__()}>"
@@ -200,6 +244,16 @@ class Runner:
 
     ``recorder=`` is handed to the TaskScheduler underneath, which gives it every spec step it
     takes, in the order the steps take effect (see :class:`refsched.scheduler.Recorder`).
+
+    A function's exception, whatever it is, fails its version; a done-callback's is logged (on
+    the ``concurrent.futures`` logger) and the next callback runs. If the runner's own machinery
+    fails on a worker thread (a recorder that raises, a bug), the error is logged and the runner
+    stops: it closes (pending and ready versions are cancelled in the scheduler, nothing more is
+    claimed), and every future not yet resolved — pending, claimed or running — fails with a
+    :class:`refsched.SchedulerError` whose ``__cause__`` is that error. ``wait()`` then returns
+    False and ``close()`` returns as usual: both still wait for the functions other workers are
+    running, whose outcomes no longer reach their futures. The scheduler may go on listing the
+    version the failing worker held as running.
     """
 
     def __init__(self, max_workers: int | None = None, executor: Executor | None = None, *,
@@ -237,6 +291,8 @@ class Runner:
         self._exec_futures: dict[_Key, Future[Any]] = {}  # executor futures of running versions
         self._started = False
         self._closed = False
+        # what stopped the runner: the first error of its own machinery on a worker (None: none)
+        self._failure: BaseException | None = None
         self._threads: list[sync.Thread] = []
 
     # -- public API ------------------------------------------------------------------------
@@ -268,9 +324,14 @@ class Runner:
                 f"submit({task_id!r}): fn must be callable, not {type(fn).__name__}")
         if not isinstance(deps, (tuple, str, bytes)):
             # Iterate a caller's iterable (user code) before taking the runner lock; what is not
-            # an iterable goes as it is, for the scheduler to reject.
-            with contextlib.suppress(TypeError):
-                deps = tuple(deps)
+            # an iterable goes as it is, for the scheduler to reject. An error raised while
+            # iterating is the caller's, and leaves nothing submitted.
+            try:
+                iterator = iter(deps)
+            except TypeError:
+                pass
+            else:
+                deps = tuple(iterator)
         # Built before the lock is taken (Future.__init__ makes a Condition); it is nobody
         # else's until returned, so its generation is filled in once the scheduler has it.
         future = TaskFuture(self, task_id, 0)
@@ -320,16 +381,19 @@ class Runner:
 
         Returns True when that holds, False if ``timeout`` seconds passed first, or if the runner
         was closed with versions left pending (``close(cancel_pending=False)``), which can then
-        never end. Before ``start()`` nothing runs, so only ``start()`` from another thread (or the
-        timeout) ends the wait.
+        never end, or stopped on a failure of its own (its futures are resolved, but not every
+        version ran). Before ``start()`` nothing runs, so only ``start()`` from another thread (or
+        the timeout) ends the wait. ``timeout``: None (no limit) or a finite number of seconds
+        >= 0, else ``InvalidArgumentError``.
         """
+        seconds = _check_timeout("wait", timeout)
         with self._lock:
             self._idle_waiters += 1
             try:
-                self._idle.wait_for(self._quiet, timeout)
+                self._idle.wait_for(self._quiet, seconds)
             finally:
                 self._idle_waiters -= 1
-            return self._live == 0 and self._resolving == 0
+            return self._live == 0 and self._resolving == 0 and self._failure is None
 
     def cancel(self, task_id: Hashable) -> TaskState:
         """Cancel the current version of ``task_id``; return its state after. Spec: Cancel.
@@ -425,8 +489,14 @@ class Runner:
         cancelled (they will never run). Functions already running finish; the report gives
         each task's state when close returns, and lists under ``running`` any function still
         running after ``timeout`` — its future resolves when it finishes. A second call waits
-        again and returns a fresh report.
+        again and returns a fresh report. ``timeout``: None (no limit) or a finite number of
+        seconds >= 0; ``cancel_pending``: True or False; anything else raises
+        ``InvalidArgumentError`` with nothing changed.
         """
+        seconds = _check_timeout("close", timeout)
+        if not isinstance(cancel_pending, bool):
+            raise InvalidArgumentError(
+                f"close(cancel_pending={_r(cancel_pending)}): cancel_pending must be True or False")
         out: list[_Settlement] = []
         with self._lock:
             if not self._closed:
@@ -446,7 +516,7 @@ class Runner:
         with self._lock:
             self._idle_waiters += 1
             try:
-                self._idle.wait_for(self._all_returned, timeout)
+                self._idle.wait_for(self._all_returned, seconds)
             finally:
                 self._idle_waiters -= 1
             finished = self._inflight == 0
@@ -474,11 +544,16 @@ class Runner:
     # -- the worker ------------------------------------------------------------------------
 
     def _work_loop(self) -> None:
-        """Take claims, run them, report them; exit once closed with no claim left."""
+        """Take claims, run them, report them; exit once closed with no claim left.
+
+        Only the bookkeeping under the runner lock can raise (``_run`` and ``_apply`` never do):
+        that stops the runner (``_break_locked``), and the worker then exits as on a close.
+        """
         lock = self._lock
         queue = self._queue
         outcome: _Outcome | None = None  # the version this worker ran, not yet reported
         applied = 0  # settlements this worker applied since it last held the lock
+        failure: BaseException | None = None  # what the bookkeeping raised, to log unlocked
         while True:
             out: list[_Settlement] = []
             claim: Claim | None = None
@@ -501,8 +576,24 @@ class Runner:
                         outcome = (claim, _CANCEL, None)  # asked to stop before it started
                         claim = None
                 exiting = claim is None and outcome is None and not out
+            except BaseException as exc:  # the runner's own machinery failed: it stops
+                failure = exc
+                # Nothing above can raise but _report_locked (the scheduler, its recorder), which
+                # gives back the version's in-flight count first: outcome is then still set, and
+                # the settlements it decided are not yet counted as resolving.
+                decided = len(out)
+                uncounted = decided if outcome is not None else 0
+                if claim is not None:
+                    self._inflight -= 1  # taken from the queue, and never to run now
+                outcome = claim = None
+                self._break_locked(exc, out)
+                self._resolving += uncounted + len(out) - decided
+                exiting = False  # apply out, count it back, then exit as on a close
             finally:
                 lock.release()
+            if failure is not None:
+                _log_failure("the runner", failure)
+                failure = None
             if out:
                 _apply(out)
                 applied = len(out)
@@ -570,6 +661,8 @@ class Runner:
         """Report a run version to the scheduler (Complete / Fail / AcknowledgeCancel)."""
         claim, kind, value = outcome
         task_id, generation = claim.task_id, claim.generation
+        # First, so that if what follows raises the count is right (see _work_loop).
+        self._inflight -= 1
         try:
             if kind == _RESULT:
                 self._scheduler.complete(task_id, generation, value)
@@ -579,7 +672,6 @@ class Runner:
                 self._scheduler.acknowledge_cancel(task_id, generation)
         except SchedulerError:
             pass  # ended behind the runner's back (an action taken on runner.scheduler directly)
-        self._inflight -= 1
         if self._cancel_requested or self._tokens or self._exec_futures:
             key = (task_id, generation)
             self._cancel_requested.discard(key)
@@ -650,6 +742,38 @@ class Runner:
                     stack.append(t)
         return members
 
+    def _break_locked(self, exc: BaseException, out: list[_Settlement]) -> None:
+        """Stop the runner: its own machinery raised ``exc`` on a worker. Adds to ``out``.
+
+        The runner's account of what runs can no longer be trusted, so it closes (the scheduler
+        cancels what is pending or ready; nothing more is claimed), drops the claims no worker
+        took, and fails every future not yet settled with a SchedulerError caused by ``exc``,
+        making the missing ones of live versions so that ``future()`` returns them. Functions
+        other workers run go on: ``wait()`` and ``close()`` still wait for them, and their
+        outcomes reach no future. The first such error is kept in ``_failure``.
+        """
+        if self._failure is None:
+            self._failure = exc
+        error = _stopped_error("the runner", exc)
+        self._closed = True
+        self._inflight -= len(self._queue)
+        self._queue.clear()
+        # What this raises is the recorder again, most likely, once the close is made; closed or
+        # not, the runner claims nothing more now that _closed is set, and exc is what to report.
+        with contextlib.suppress(BaseException):
+            self._scheduler.close(True)
+        tasks = self._tasks
+        for task_id, entry in tasks.items():
+            future = entry.future
+            if future is None:
+                if not entry.live:
+                    continue  # ended: future() settles the one it makes from the scheduler
+                future = entry.future = TaskFuture(self, task_id, entry.generation)
+            if not future._settled:
+                future._settled = True
+                out.append((future, _ERROR, error))
+        self._work.notify_all()
+
     def _quiet(self) -> bool:
         """wait()'s condition: all versions ended, or closed with no function left to return."""
         if self._resolving:
@@ -701,7 +825,11 @@ class Runner:
                 self._notify_idle_locked()
 
 
-def _apply(out: list[_Settlement]) -> None:
+def _apply(out: Sequence[tuple[_RunnerFuture, int, Any]]) -> None:
+    """Resolve each future as decided (its done-callbacks run); what a callback raises is logged.
+
+    Both runners settle their futures here, never under their lock.
+    """
     for future, kind, value in out:
         try:
             if kind == _RESULT:
@@ -709,10 +837,54 @@ def _apply(out: list[_Settlement]) -> None:
             elif kind == _ERROR:
                 future.set_exception(value)
             else:
-                Future.cancel(future)  # the base cancel: TaskFuture.cancel asks the runner
+                Future.cancel(future)  # the base cancel: the future's own asks the runner
                 future.set_running_or_notify_cancel()  # wakes concurrent.futures.wait()
         except InvalidStateError:
             pass  # the caller resolved it by hand; the first outcome stands
+        except Exception:
+            # A future driven by hand into a state Future refuses to leave (its callbacks'
+            # errors never get here): the settlements after it are still applied.
+            _LOGGER.exception("exception settling %r", future)
+
+
+def _check_timeout(call: str, timeout: object) -> float | None:
+    """``timeout`` as the seconds a wait may last, None for no limit; checked for ``call``.
+
+    None, or a real number (bool excluded) that is finite and >= 0, else InvalidArgumentError.
+    One longer than a lock can time (``_LONGEST_TIMEOUT``, an int beyond the floats) is no limit.
+    """
+    if timeout is None:
+        return None
+    if not isinstance(timeout, bool) and isinstance(timeout, numbers.Real):
+        try:
+            seconds = float(timeout)
+        except OverflowError:  # an int no float holds: finite, and no limit unless negative
+            if cast(float, timeout) > 0:  # (typeshed's Real declares no comparison with an int)
+                return None
+        except (TypeError, ValueError):
+            pass  # a Real that cannot say its value
+        else:
+            if 0 <= seconds < math.inf:  # NaN fails both
+                return None if seconds > _LONGEST_TIMEOUT else seconds
+    raise InvalidArgumentError(
+        f"{call}(timeout={_r(timeout)}): timeout must be None or a finite number of seconds >= 0")
+
+
+def _stopped_error(runner: str, exc: BaseException) -> SchedulerError:
+    """The error the unresolved futures of a runner stopped by ``exc`` (its cause) fail with.
+
+    Called by the failing thread. The message names no value (a repr may raise): the cause has it.
+    """
+    error = SchedulerError(f"{runner} stopped: its thread {threading.current_thread().name} "
+                           f"failed with {type(exc).__qualname__} (the __cause__)")
+    error.__cause__ = exc
+    return error
+
+
+def _log_failure(runner: str, exc: BaseException) -> None:
+    """Log, as ThreadPoolExecutor logs a worker's death, the error that stopped a runner."""
+    _LOGGER.critical("%s stopped: its thread %s failed", runner,
+                     threading.current_thread().name, exc_info=exc)
 
 
 def _settlement_from_info(future: TaskFuture, info: TaskInfo) -> _Settlement:

@@ -21,6 +21,10 @@ Design:
   entry due no later) wakes it at once, and so does ``close()``. Nothing polls.
 - Futures are resolved, and their callbacks run, outside the runner lock; functions are called
   outside it too. The clock is only read by ``next()``, outside the runner lock.
+- User code never costs a thread: whatever a function raises (``BaseException`` included) is its
+  version's failure, and whatever a done-callback raises is logged, and the next callback runs
+  (the futures are the Runner's kind: see ``refsched.runner._RunnerFuture``). If the clock or the
+  runner's own machinery fails on one of its threads, the runner stops: see ``_fail_locked``.
 """
 
 from __future__ import annotations
@@ -32,12 +36,22 @@ import time
 import types
 from collections import deque
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future, InvalidStateError
 from typing import Any, Final
 
 from refsched import sync
 from refsched.errors import Cancelled, InvalidArgumentError, SchedulerError
-from refsched.runner import CancelToken, _wants_token
+from refsched.runner import (
+    _CANCEL,
+    _ERROR,
+    _RESULT,
+    CancelToken,
+    _apply,
+    _check_timeout,
+    _log_failure,
+    _RunnerFuture,
+    _stopped_error,
+    _wants_token,
+)
 from refsched.timer import TimerRecorder, TimerScheduler, _as_time
 from refsched.types import Due, TimerCloseReport, TimerStats
 
@@ -46,23 +60,23 @@ __all__ = ["TimerFuture", "TimerRunner"]
 _INF: Final = math.inf
 _MAX_WAIT: Final = 86400.0  # seconds: the longest single sleep of the dispatcher
 
-# How a settlement resolves a future (the second field of a ``_Settlement``).
-_RESULT: Final = 0  # set_result(value)
-_ERROR: Final = 1  # set_exception(value)
-_CANCEL: Final = 2  # cancelled: result() raises CancelledError
-
-# A future, how to resolve it, the value: decided under the runner lock, applied outside it.
+# A future, how to resolve it (_RESULT, _ERROR or _CANCEL), the value: decided under the runner
+# lock, applied outside it.
 _Settlement = tuple["TimerFuture", int, Any]
 
 
-class TimerFuture(Future[Any]):
+class TimerFuture(_RunnerFuture):
     """The outcome of one version of a timer task: a ``concurrent.futures.Future``.
 
     ``result()`` is the function's return value; a function's exception is the future's. The
     future is cancelled when the version never runs: cancelled while pending, cancelled by
     ``close()``, or superseded by a new ``schedule()`` of the id. A function that stops on a
     cancel request by raising :class:`refsched.Cancelled` (or that was asked to stop before it
-    started, and was then never called) also leaves its future cancelled.
+    started, and was then never called) also leaves its future cancelled. If the runner stopped
+    on a failure (the clock's, or its own) before the version's outcome was settled, the future
+    fails with :class:`refsched.SchedulerError` (its ``__cause__`` is that failure). A
+    done-callback's error, whatever it is, is logged on the ``concurrent.futures`` logger and the
+    next callback runs: it never reaches the thread that settled the future.
     """
 
     def __init__(self, runner: TimerRunner, task_id: Hashable) -> None:
@@ -70,8 +84,8 @@ class TimerFuture(Future[Any]):
         self.task_id = task_id
         self.version = 0  # the version this future belongs to: set once schedule() made it
         self._runner = runner
-        self._settled = False  # guarded by the runner lock: a settlement was decided
-        self._started = False  # the function was called (only read by running())
+        self._settled = False
+        self._started = False
 
     def cancel(self) -> bool:
         """Cancel this version: pending -> cancelled (True); running -> request a stop (False).
@@ -84,10 +98,6 @@ class TimerFuture(Future[Any]):
             return self.cancelled()
         self._runner._cancel(self.task_id, self.version)
         return self.cancelled()
-
-    def running(self) -> bool:
-        """Whether this version's function has been called and the future is not done."""
-        return self._started and not self.done()
 
     def __repr__(self) -> str:
         return f"<TimerFuture {self.task_id!r} version={self.version} {super().__repr__()}>"
@@ -125,6 +135,16 @@ class TimerRunner:
 
     ``close()`` may be called from inside a task's function (it then waits for the others and
     reports that one as still running) or from a future's done-callback.
+
+    A function's exception, whatever it is, fails its version; a done-callback's is logged (on
+    the ``concurrent.futures`` logger) and the next callback runs. If the clock raises, or the
+    runner's own machinery fails on one of its threads (a recorder that raises, a bug), the error
+    is logged and the runner stops: it closes (what is pending is cancelled in the scheduler,
+    nothing more is claimed), and every future not yet resolved — pending, claimed or running —
+    fails with a :class:`refsched.SchedulerError` whose ``__cause__`` is that error. ``close()``
+    then returns as usual, once the functions still running have returned; their outcomes no
+    longer reach their futures. The scheduler may go on listing the version a failing worker held
+    as running.
     """
 
     def __init__(self, max_workers: int | None = None,
@@ -155,8 +175,9 @@ class TimerRunner:
         self._deadline: float | None = None
         self._poke = False  # a change since the dispatcher last called next() concerns it
         self._slot_wanted = False  # the dispatcher waits for a worker to report
-        self._closed = False  # close() began (or the dispatcher stopped on an error)
-        self._failure: BaseException | None = None  # what stopped the dispatcher, if anything
+        self._closed = False  # close() began (or the runner stopped on a failure)
+        # what stopped the runner: the first error of the clock or of its own machinery (or None)
+        self._failure: BaseException | None = None
         self._threads: list[sync.Thread] = []
         # daemon: a function still running after close(timeout) must not keep the interpreter
         # from exiting
@@ -252,8 +273,10 @@ class TimerRunner:
         running finish and report. Returns the ids cancelled (in scheduling order) and those
         whose function was still running when the wait ended: empty unless ``timeout`` passed
         first (their futures resolve when they finish). A second call cancels nothing, waits
-        again and reports what still runs.
+        again and reports what still runs. ``timeout``: None (no limit) or a finite number of
+        seconds >= 0, else ``InvalidArgumentError`` with nothing changed.
         """
+        seconds = _check_timeout("close", timeout)
         out: list[_Settlement] = []
         cancelled: tuple[Hashable, ...] = ()
         with self._lock:
@@ -265,7 +288,7 @@ class TimerRunner:
         # A function that calls close() waits for the others, not for itself.
         own = 1 if getattr(self._local, "running", False) else 0
         with self._lock:
-            self._idle.wait_for(lambda: self._busy <= own and not self._claiming, timeout)
+            self._idle.wait_for(lambda: self._busy <= own and not self._claiming, seconds)
             finished = self._busy <= own
         if finished:
             for thread in self._threads:
@@ -344,6 +367,8 @@ class TimerRunner:
                        out: list[_Settlement]) -> None:
         """Report a function's end to the scheduler (Complete / Fail), settle its future."""
         task_id, version, _ = due
+        # Counted first, so that if what follows raises busy is right (see _work_loop).
+        self._busy -= 1
         try:
             if kind == _RESULT:
                 self._scheduler.complete(task_id, version, value)
@@ -356,7 +381,6 @@ class TimerRunner:
             future._settled = True
             out.append((future, kind, value))
         slot.stop = False
-        self._busy -= 1
         if self._slot_wanted:
             self._wake.notify()
         if self._closed:
@@ -369,6 +393,7 @@ class TimerRunner:
         lock = self._lock
         scheduler = self._scheduler
         out: list[_Settlement] = []
+        failure: BaseException | None = None  # what stopped the runner here, to log unlocked
         lock.acquire()
         try:
             while not self._closed:
@@ -385,23 +410,32 @@ class TimerRunner:
                 lock.release()
                 try:
                     nxt = scheduler.next()
-                except BaseException as exc:  # the clock failed: nothing can be timed any more
+                except BaseException as exc:  # the clock (or the recorder) failed
                     lock.acquire()
+                    failure = exc
                     self._claiming = False
                     self._busy -= 1
                     self._fail_locked(exc, out)
                     break
                 lock.acquire()
-                self._claiming = False
+                # _claiming stays set until the reservation is the queued claim's or given back,
+                # so that a failure in between gives it back (see the handler below).
                 if isinstance(nxt, Due):
+                    if self._failure is not None:
+                        # claimed as the runner stopped: never run (its future failed already)
+                        self._claiming = False
+                        self._busy -= 1
+                        continue
                     slot = self._slots.get(nxt.task_id)
                     if slot is None or slot.version != nxt.version:
                         # scheduled on runner.scheduler directly: run it, with a future nobody
                         # holds
                         slot = _Slot(nxt.version, TimerFuture(self, nxt.task_id), 0, None)
                     self._queue.append((nxt, slot))
+                    self._claiming = False
                     self._work.notify()
                     continue
+                self._claiming = False
                 self._busy -= 1
                 if self._closed:
                     break
@@ -417,18 +451,50 @@ class TimerRunner:
             self._deadline = None
             self._work.notify_all()  # workers may exit once the queue is empty
             self._idle.notify_all()
+        except BaseException as exc:  # the dispatcher's own bookkeeping failed: the runner stops
+            failure = exc
+            if self._claiming:  # the reservation is nobody's now
+                self._claiming = False
+                self._busy -= 1
+            self._fail_locked(exc, out)
         finally:
             lock.release()
+        if failure is not None:
+            _log_failure("the timer runner", failure)
         if out:
             _apply(out)
 
     def _fail_locked(self, exc: BaseException, out: list[_Settlement]) -> None:
-        """The dispatcher stops on ``exc``: close, failing the pending futures with it."""
-        self._failure = exc
-        error = SchedulerError(f"the timer dispatcher stopped: {exc!r}")
-        error.__cause__ = exc
+        """Stop the runner: ``exc`` came out of the clock or the runner's own machinery.
+
+        The runner's account of what runs can no longer be trusted, so it closes (what is
+        pending is cancelled in the scheduler), drops the claims no worker took (their busy
+        units given back), and fails every future not yet settled with a SchedulerError caused
+        by ``exc``. Functions still running go on, and close() waits for them; their outcomes
+        reach no future. The caller has given back its own reservation or busy unit; the first
+        such error is kept in ``_failure``.
+        """
+        if self._failure is None:
+            self._failure = exc
+        error = _stopped_error("the timer runner", exc)
         if not self._closed:
-            self._close_locked(out, error)
+            try:
+                self._close_locked(out, error)
+            except BaseException:
+                # the recorder again, most likely, once the close is made: _closed is set, the
+                # futures are failed below, and exc is what to report
+                self._closed = True
+        self._busy -= len(self._queue)
+        self._queue.clear()
+        for slot in self._slots.values():
+            future = slot.future
+            if not future._settled:
+                future._settled = True
+                out.append((future, _ERROR, error))
+        self._deadline = None
+        self._wake.notify_all()
+        self._work.notify_all()
+        self._idle.notify_all()
 
     # -- the workers -----------------------------------------------------------------------
 
@@ -438,6 +504,7 @@ class TimerRunner:
         queue = self._queue
         done: tuple[_Slot, Due, int, Any] | None = None  # the run this worker has not reported
         local = self._local
+        failure: BaseException | None = None  # what stopped the runner here, to log unlocked
         while True:
             out: list[_Settlement] = []
             job: tuple[Due, _Slot] | None = None
@@ -458,8 +525,21 @@ class TimerRunner:
                     token = slot.token
                     slot.future._started = not stop
                 exiting = job is None and not out
+            except BaseException as exc:  # the runner's own machinery failed: it stops
+                failure = exc
+                # Nothing above can raise but _report_locked (the scheduler, its recorder), which
+                # gives back the worker's busy unit first.
+                done = None
+                if job is not None:
+                    self._busy -= 1  # taken from the queue, and never to run now
+                    job = None
+                self._fail_locked(exc, out)
+                exiting = False  # apply out, then exit as on a close
             finally:
                 lock.release()
+            if failure is not None:
+                _log_failure("the timer runner", failure)
+                failure = None
             if out:
                 _apply(out)
             if job is not None:
@@ -489,18 +569,3 @@ def _run(due: Due, token: CancelToken | None, stop: bool) -> tuple[int, Any]:
     except BaseException as exc:  # a function's error fails its task, never the worker
         return (_ERROR, exc)
     return (_RESULT, value)
-
-
-def _apply(out: list[_Settlement]) -> None:
-    for future, kind, value in out:
-        try:
-            if kind == _RESULT:
-                future.set_result(value)
-            elif kind == _ERROR:
-                future.set_exception(value)
-            else:
-                Future.cancel(future)  # the base cancel: TimerFuture.cancel asks the runner
-                future.set_running_or_notify_cancel()  # wakes concurrent.futures.wait()
-        except InvalidStateError:
-            pass  # the caller resolved it by hand; the first outcome stands
-

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import functools
+import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Hashable
-from typing import Any
+from collections.abc import Callable, Hashable, Iterator
+from fractions import Fraction
+from typing import Any, TypeVar
 
 import pytest
 
@@ -21,14 +23,19 @@ from refsched import (
     Cancelled,
     CancelToken,
     ConflictError,
+    InvalidArgumentError,
     InvalidTransitionError,
     Runner,
     SchedulerClosedError,
+    SchedulerError,
     TaskFuture,
     TaskState,
+    UnknownTaskError,
 )
 
 LONG = 30.0  # seconds: only reached when something is broken
+
+_T = TypeVar("_T")
 
 
 # -- module-level functions, so a ProcessPoolExecutor can pickle them ----------------------
@@ -490,3 +497,273 @@ def test_every_future_agrees_with_the_scheduler_under_random_cancels_retries_and
             else:
                 assert info.state is TaskState.CANCELLED and future.cancelled(), f"seed={seed}"
         runner.scheduler.check_invariants()
+
+
+# -- what user code raises never costs a worker --------------------------------------------
+
+class _Escape(BaseException):
+    """A BaseException of the user's own, as GeneratorExit is one of Python's."""
+
+
+_BASE_EXCEPTIONS = pytest.mark.parametrize("raised", [SystemExit, KeyboardInterrupt, _Escape],
+                                           ids=["SystemExit", "KeyboardInterrupt", "custom"])
+
+
+def _returns_within(call: Callable[[], _T], timeout: float = LONG) -> _T:
+    """Run ``call`` on a daemon thread; fail (instead of hanging) if it has not returned in time."""
+    outcome: list[_T] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as exc:  # handed to the test's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"{call} did not return within {timeout}s"
+    if errors:
+        raise errors[0]
+    return outcome[0]
+
+
+def _logged(caplog: pytest.LogCaptureFixture) -> list[type[BaseException] | None]:
+    """The exception types of the records logged with a traceback, in order."""
+    return [record.exc_info[0] for record in caplog.records if record.exc_info]
+
+
+@_BASE_EXCEPTIONS
+def test_a_done_callback_raising_a_base_exception_is_logged_and_the_worker_goes_on(
+        raised: type[BaseException], caplog: pytest.LogCaptureFixture) -> None:
+    calls: list[str] = []
+
+    def bad(future: cf.Future[Any]) -> None:
+        calls.append("bad")
+        raise raised()
+
+    runner = Runner(max_workers=1)
+    a = runner.submit("a", lambda: "A")
+    a.add_done_callback(bad)
+    a.add_done_callback(lambda future: calls.append("next"))
+    b = runner.submit("b", lambda: "B", ["a"])
+    with caplog.at_level(logging.ERROR, logger="concurrent.futures"):
+        runner.start()
+        assert runner.wait(LONG)
+        report = _returns_within(runner.close)
+    assert a.result(0) == "A" and b.result(0) == "B"
+    assert calls == ["bad", "next"]  # the callback after the one that raised still ran
+    assert report.succeeded == ("a", "b")
+    assert _logged(caplog) == [raised]
+    assert not any(thread.is_alive() for thread in runner._threads)
+
+
+def test_a_done_callback_raising_in_the_callers_thread_is_logged_and_wait_still_returns(
+        caplog: pytest.LogCaptureFixture) -> None:
+    def bad(future: cf.Future[Any]) -> None:
+        raise _Escape("from a callback")
+
+    runner = Runner(max_workers=1)
+    a = runner.submit("a", lambda: None)
+    a.add_done_callback(bad)
+    runner.submit("b", lambda: "B")
+    with caplog.at_level(logging.ERROR, logger="concurrent.futures"):
+        assert runner.cancel("a") is TaskState.CANCELLED  # settles a's future in this thread
+    assert a.cancelled() and _logged(caplog) == [_Escape]
+    runner.start()
+    assert runner.wait(LONG)
+    assert _returns_within(runner.close).cancelled == ("a",)
+
+
+@_BASE_EXCEPTIONS
+@pytest.mark.parametrize("use_executor", [False, True], ids=["threads", "thread-executor"])
+def test_a_function_raising_a_base_exception_fails_its_task_and_the_worker_goes_on(
+        raised: type[BaseException], use_executor: bool) -> None:
+    error = raised()
+
+    def bad() -> None:
+        raise error
+
+    pool = cf.ThreadPoolExecutor(max_workers=1) if use_executor else None
+    try:
+        runner = Runner(max_workers=1, executor=pool)
+        failing = runner.submit("bad", bad)
+        dependent = runner.submit("dependent", lambda: None, ["bad"])
+        fine = runner.submit("fine", lambda: "ok")
+        runner.start()
+        assert runner.wait(LONG)
+        assert failing.exception(0) is error  # exception(), not result(): it would raise it here
+        assert isinstance(dependent.exception(0), BlockedError)
+        assert fine.result(0) == "ok"
+        assert runner.scheduler.state("bad") is TaskState.FAILED
+        assert _returns_within(runner.close).failed == ("bad",)
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
+# -- the runner's own failure stops it and releases every waiter ---------------------------
+
+class _BreakingRecorder:
+    """Raises at the ``nth`` step named ``action``: the runner's own machinery fails there."""
+
+    def __init__(self, action: str, nth: int = 1) -> None:
+        self.action = action
+        self.nth = nth
+        self.seen = 0
+
+    def record(self, action: str, params: dict[str, Any], state: Any) -> None:
+        if action == self.action:
+            self.seen += 1
+            if self.seen == self.nth:
+                raise RuntimeError(f"the recorder broke at {action}")
+
+
+def _broken_runner(where: str, monkeypatch: pytest.MonkeyPatch) -> Runner:
+    """A one-worker runner whose own machinery raises at ``where``, on the worker's thread."""
+    if where == "recorder-at-complete":
+        return Runner(max_workers=1, recorder=_BreakingRecorder("Complete"))
+    if where == "recorder-at-claim":
+        # the first Claim is start()'s, in the test's thread; the second the worker's, after "a"
+        return Runner(max_workers=1, recorder=_BreakingRecorder("Claim", nth=2))
+    runner = Runner(max_workers=1)
+
+    def broken(*args: Any) -> None:
+        raise RuntimeError("the runner's bookkeeping broke")
+
+    monkeypatch.setattr(runner, "_collect_locked", broken)  # first called by the worker
+    return runner
+
+
+@pytest.mark.parametrize("where", ["recorder-at-complete", "recorder-at-claim", "collect-raises"])
+def test_a_worker_whose_own_bookkeeping_fails_stops_the_runner_and_releases_every_waiter(
+        where: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    runner = _broken_runner(where, monkeypatch)
+    a = runner.submit("a", lambda: "A")
+    b = runner.submit("b", lambda: "B", ["a"])
+    c = runner.submit("c", lambda: "C", ["b"])
+    with caplog.at_level(logging.ERROR, logger="concurrent.futures"):
+        runner.start()
+        assert _returns_within(runner.wait) is False  # not every version could end
+        _returns_within(runner.close)
+    for future in (b, c):
+        error = future.exception(0)
+        assert isinstance(error, SchedulerError) and isinstance(error.__cause__, RuntimeError)
+    assert a.done()
+    assert _logged(caplog) == [RuntimeError]
+    assert not any(thread.is_alive() for thread in runner._threads)
+    with pytest.raises(SchedulerClosedError):
+        runner.submit("late", lambda: None)
+
+
+def test_after_a_worker_fails_close_still_waits_for_the_functions_other_workers_run() -> None:
+    started = threading.Event()
+    release = threading.Event()
+
+    def slow() -> str:
+        started.set()
+        assert release.wait(LONG)
+        return "late"
+
+    runner = Runner(max_workers=2, recorder=_BreakingRecorder("Complete"))
+    slow_future = runner.submit("slow", slow)
+    gate = runner.submit("gate", lambda: None)
+    runner.submit("after", lambda: None, ["gate"])
+    runner.start()
+    assert started.wait(LONG)
+    assert isinstance(gate.exception(LONG), SchedulerError)  # its worker failed reporting it
+    assert isinstance(slow_future.exception(LONG), SchedulerError)  # its outcome can't count
+    assert runner.close(timeout=0.05).running == ("slow",)  # still running: waited for
+    release.set()
+    assert _returns_within(runner.close).running == ()
+    assert not any(thread.is_alive() for thread in runner._threads)
+
+
+# -- bad arguments change nothing ----------------------------------------------------------
+
+_BAD_TIMEOUTS = pytest.mark.parametrize(
+    "timeout", ["x", -1, -0.5, float("nan"), float("inf"), True, [1.0], 1j])
+
+
+@_BAD_TIMEOUTS
+def test_close_with_a_bad_timeout_is_refused_and_changes_nothing(timeout: Any) -> None:
+    runner = Runner(max_workers=1)
+    future = runner.submit("a", lambda: "A")
+    with pytest.raises(InvalidArgumentError, match=r"close\(timeout="):
+        _returns_within(lambda: runner.close(timeout=timeout))
+    assert not runner.scheduler.snapshot().closed and not future.done()
+    runner.start()
+    assert future.result(LONG) == "A"
+    assert _returns_within(runner.close).succeeded == ("a",)
+
+
+@pytest.mark.parametrize("flag", [None, 0, 1, "no", 0.0])
+def test_close_with_a_cancel_pending_that_is_no_bool_is_refused_and_changes_nothing(
+        flag: Any) -> None:
+    runner = Runner(max_workers=1)
+    future = runner.submit("a", lambda: "A")
+    with pytest.raises(InvalidArgumentError, match="cancel_pending"):
+        _returns_within(lambda: runner.close(cancel_pending=flag))
+    assert not runner.scheduler.snapshot().closed and not future.done()
+    runner.start()
+    assert future.result(LONG) == "A"
+    runner.close()
+
+
+@_BAD_TIMEOUTS
+def test_wait_with_a_bad_timeout_is_refused(timeout: Any) -> None:
+    runner = Runner(max_workers=1)
+    runner.submit("a", lambda: "A")
+    with pytest.raises(InvalidArgumentError, match=r"wait\(timeout="):
+        _returns_within(lambda: runner.wait(timeout))
+    assert runner._idle_waiters == 0
+    runner.start()
+    assert runner.wait(LONG)
+    runner.close()
+
+
+def test_timeouts_of_every_real_kind_and_size_are_taken() -> None:
+    release = threading.Event()
+    runner = Runner(max_workers=1)
+    runner.submit("a", lambda: release.wait(LONG))
+    assert runner.wait(0) is False and runner.wait(Fraction(1, 100)) is False
+    runner.start()
+    assert runner.close(timeout=0.0).running == ("a",)
+    threading.Timer(0.05, release.set).start()
+    # longer than a lock can time: no limit
+    assert _returns_within(lambda: runner.wait(1e12)) is True
+    assert _returns_within(lambda: runner.close(timeout=10**400)).succeeded == ("a",)
+
+
+@pytest.mark.parametrize("timeout", [float("nan"), -1, 0])
+def test_a_future_asked_with_a_nan_or_negative_timeout_does_not_wait(timeout: float) -> None:
+    runner = Runner(max_workers=1)
+    future = runner.submit("a", lambda: "A")
+    with pytest.raises(cf.TimeoutError):  # as a concurrent.futures.Future would
+        _returns_within(lambda: future.result(timeout))
+    with pytest.raises(cf.TimeoutError):
+        _returns_within(lambda: future.exception(timeout))
+    runner.start()
+    assert future.result(1e12) == "A"  # longer than a lock can time: no limit
+    runner.close()
+
+
+def test_a_recorder_without_a_record_method_is_refused() -> None:
+    with pytest.raises(InvalidArgumentError, match="recorder"):
+        Runner(max_workers=1, recorder=object())  # type: ignore[arg-type]
+
+
+def test_deps_whose_iteration_fails_submit_nothing() -> None:
+    def deps() -> Iterator[str]:
+        yield "a"
+        raise TypeError("the iterable broke")
+
+    runner = Runner(max_workers=1)
+    runner.submit("a", lambda: None)
+    runner.submit("b", lambda: None)
+    with pytest.raises(TypeError, match="broke"):
+        runner.submit("c", lambda: None, deps())
+    with pytest.raises(UnknownTaskError):
+        runner.scheduler.info("c")
+    runner.close()

@@ -9,10 +9,12 @@ well within ``SOON``, against a sleep of ``LONG`` that would follow a lost wake-
 from __future__ import annotations
 
 import concurrent.futures as cf
+import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Hashable
+from fractions import Fraction
+from typing import Any, TypeVar
 
 import pytest
 
@@ -33,6 +35,8 @@ from refsched import (
 
 LONG = 60.0  # seconds: a sleep that only a lost wake-up would wait out
 SOON = 10.0  # seconds: a generous bound for what must happen at once
+
+_T = TypeVar("_T")
 
 
 class StepRecorder:
@@ -432,3 +436,200 @@ def test_a_time_far_in_the_future_does_not_break_the_dispatcher() -> None:
         assert r.schedule("near", 0, lambda: "near").result(SOON) == "near"
         assert not far.done()
     assert far.cancelled()
+
+
+# ---------------------------------------------------------------------- what user code raises
+
+
+class _Escape(BaseException):
+    """A BaseException of the user's own, as GeneratorExit is one of Python's."""
+
+
+_BASE_EXCEPTIONS = pytest.mark.parametrize("raised", [SystemExit, KeyboardInterrupt, _Escape],
+                                           ids=["SystemExit", "KeyboardInterrupt", "custom"])
+
+
+def _returns_within(call: Callable[[], _T], timeout: float = SOON) -> _T:
+    """Run ``call`` on a daemon thread; fail (instead of hanging) if it has not returned in time."""
+    outcome: list[_T] = []
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as exc:  # handed to the test's thread
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"{call} did not return within {timeout}s"
+    if errors:
+        raise errors[0]
+    return outcome[0]
+
+
+def _logged(caplog: pytest.LogCaptureFixture) -> list[type[BaseException] | None]:
+    """The exception types of the records logged with a traceback, in order."""
+    return [record.exc_info[0] for record in caplog.records if record.exc_info]
+
+
+@_BASE_EXCEPTIONS
+def test_a_done_callback_raising_a_base_exception_is_logged_and_the_worker_goes_on(
+        raised: type[BaseException], caplog: pytest.LogCaptureFixture) -> None:
+    calls: list[str] = []
+    go = threading.Event()
+
+    def bad(future: cf.Future[Any]) -> None:
+        calls.append("bad")
+        raise raised()
+
+    r = TimerRunner(max_workers=1)
+    with caplog.at_level(logging.ERROR, logger="concurrent.futures"):
+        first = r.schedule("a", 0, lambda: go.wait(SOON) and "A")
+        first.add_done_callback(bad)  # before the function returns: the worker runs it
+        first.add_done_callback(lambda future: calls.append("next"))
+        go.set()
+        assert first.result(SOON) == "A"
+        assert r.schedule("b", 0, lambda: "B").result(SOON) == "B"  # the one worker lives on
+        assert _returns_within(r.close) == TimerCloseReport()
+    assert calls == ["bad", "next"]
+    assert _logged(caplog) == [raised]
+    assert not any(thread.is_alive() for thread in r._threads)
+
+
+@_BASE_EXCEPTIONS
+def test_a_done_callback_raising_in_the_dispatcher_is_logged_and_every_future_resolves(
+        raised: type[BaseException], caplog: pytest.LogCaptureFixture) -> None:
+    class Clock:
+        broken = False
+
+        def __call__(self) -> float:
+            if self.broken:
+                raise OSError("the clock is gone")
+            return time.monotonic()
+
+    def bad(future: cf.Future[Any]) -> None:
+        raise raised()
+
+    clock = Clock()
+    rec = StepRecorder()
+    r = TimerRunner(max_workers=1, clock=clock, recorder=rec)
+    first = r.schedule("a", now() + LONG, lambda: None)
+    second = r.schedule("b", now() + LONG, lambda: None)
+    first.add_done_callback(bad)
+    rec.wait_for("Idle", where=asleep_with("b"))
+    with caplog.at_level(logging.ERROR, logger="concurrent.futures"):
+        clock.broken = True
+        r.schedule("c", now() + LONG / 2, lambda: None)  # wakes the dispatcher: next() fails
+        for future in (first, second):
+            assert isinstance(future.exception(SOON), SchedulerError)
+        assert _returns_within(r.close) == TimerCloseReport()
+    assert raised in _logged(caplog)
+    assert not any(thread.is_alive() for thread in r._threads)
+
+
+@_BASE_EXCEPTIONS
+def test_a_function_raising_a_base_exception_fails_its_task_and_the_worker_goes_on(
+        raised: type[BaseException]) -> None:
+    error = raised()
+
+    def bad() -> None:
+        raise error
+
+    r = TimerRunner(max_workers=1)
+    failing = r.schedule("bad", 0, bad)
+    assert failing.exception(SOON) is error  # exception(), not result(): it would raise it here
+    assert r.scheduler.state("bad") is TimerState.FAILED
+    assert r.schedule("after", 0, lambda: "ok").result(SOON) == "ok"
+    assert _returns_within(r.close) == TimerCloseReport()
+
+
+# ---------------------------------------------------------------------- the runner's own failure
+
+
+class _BreakingRecorder(StepRecorder):
+    """A StepRecorder that raises at the ``nth`` step named ``action``, after keeping it."""
+
+    def __init__(self, action: str, nth: int = 1) -> None:
+        super().__init__()
+        self.action = action
+        self.nth = nth
+
+    def record(self, action: str, params: dict[str, Any], state: TimerSnapshot) -> None:
+        super().record(action, params, state)
+        if action == self.action and self.count(action) == self.nth:
+            raise RuntimeError(f"the recorder broke at {action}")
+
+
+class _SlotsFailingInTheDispatcher(dict[Hashable, Any]):
+    """The runner's slots, whose lookup raises when the dispatcher makes it."""
+
+    def get(self, key: Hashable, default: Any = None) -> Any:
+        if threading.current_thread().name == "refsched-timer-dispatcher":
+            raise RuntimeError("the dispatcher's bookkeeping broke")
+        return super().get(key, default)
+
+
+def _broken_runner(where: str) -> TimerRunner:
+    """A one-worker runner whose own machinery raises at ``where``."""
+    if where == "recorder-at-complete":  # in the worker, reporting
+        return TimerRunner(max_workers=1, recorder=_BreakingRecorder("Complete"))
+    if where == "recorder-at-claim":  # in the dispatcher's next(), the version claimed
+        return TimerRunner(max_workers=1, recorder=_BreakingRecorder("Claim"))
+    r = TimerRunner(max_workers=1)
+    r._slots = _SlotsFailingInTheDispatcher()  # in the dispatcher, holding a reservation
+    return r
+
+
+@pytest.mark.parametrize("where", ["recorder-at-complete", "recorder-at-claim",
+                                   "dispatcher-bookkeeping"])
+def test_a_thread_whose_own_bookkeeping_fails_stops_the_runner_and_releases_every_waiter(
+        where: str, caplog: pytest.LogCaptureFixture) -> None:
+    r = _broken_runner(where)
+    with caplog.at_level(logging.ERROR, logger="concurrent.futures"):
+        later = r.schedule("later", now() + LONG, lambda: "later")  # first: the runner is open
+        due = r.schedule("due", 0, lambda: "due")
+        for future in (due, later):
+            error = future.exception(SOON)
+            assert isinstance(error, SchedulerError) and isinstance(error.__cause__, RuntimeError)
+        _returns_within(r.close)
+    assert _logged(caplog) == [RuntimeError]
+    assert not any(thread.is_alive() for thread in r._threads)
+    with pytest.raises(SchedulerClosedError):
+        r.schedule("late", 0, lambda: None)
+
+
+# ---------------------------------------------------------------------- bad arguments
+
+
+@pytest.mark.parametrize("timeout", ["x", -1, -0.5, float("nan"), float("inf"), True, [1.0], 1j])
+def test_close_with_a_bad_timeout_is_refused_and_changes_nothing(timeout: Any) -> None:
+    r = TimerRunner(max_workers=1)
+    pending = r.schedule("later", now() + LONG, lambda: None)
+    with pytest.raises(InvalidArgumentError, match=r"close\(timeout="):
+        _returns_within(lambda: r.close(timeout=timeout))
+    assert not pending.done() and r.scheduler.state("later") is TimerState.PENDING
+    assert r.schedule("now", 0, lambda: "ran").result(SOON) == "ran"
+    assert _returns_within(r.close) == TimerCloseReport(cancelled=("later",))
+
+
+def test_close_takes_timeouts_of_every_real_kind_and_size() -> None:
+    started = threading.Event()
+    release = threading.Event()
+
+    def gated() -> None:
+        started.set()
+        assert release.wait(SOON)
+
+    r = TimerRunner(max_workers=1)
+    r.schedule("gated", 0, gated)
+    r.schedule("later", now() + LONG, lambda: None)
+    assert started.wait(SOON)
+    report = r.close(timeout=Fraction(1, 100))
+    assert report == TimerCloseReport(cancelled=("later",), running=("gated",))
+    assert r.close(timeout=0) == TimerCloseReport(running=("gated",))
+    threading.Timer(0.05, release.set).start()
+    # longer than a lock can time: no limit
+    assert _returns_within(lambda: r.close(timeout=1e12)) == TimerCloseReport()
+    assert r.close(timeout=10**400) == TimerCloseReport()
