@@ -188,7 +188,10 @@ class ReferenceScheduler:
 
     def close(self, cancel_pending: bool = True) -> CloseReport:
         """Spec: Close."""
-        self._take(A.Close, bool(cancel_pending))
+        if not isinstance(cancel_pending, bool):
+            raise InvalidArgumentError(
+                f"close(cancel_pending={cancel_pending!r}): cancel_pending must be a bool")
+        self._take(A.Close, cancel_pending)
         return self.close_report()
 
     # -- introspection ----------------------------------------------------------------------
