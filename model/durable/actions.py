@@ -1,0 +1,531 @@
+"""The actions of ``spec/DurableScheduler.tla`` as pure functions over a :class:`DurableSnapshot`.
+
+A durable state is the TaskScheduler's state (a :class:`~refsched.types.Snapshot`, read through
+the spec's refinement mapping: a version's ``claims`` is 1 once it was given a lease) plus the
+leases. The scheduler's actions are the TaskScheduler model's steps (``refsched.model.actions``)
+applied to that part, with the lease variables reset where a new version starts; the lease
+actions are written here.
+
+Each action is an :class:`Action`: ``refusal(s, ..., limits=...)`` (``None`` when the action is
+enabled, else why not: the error the API raises, or no error when there is simply no step to
+take) and ``step(s, ..., limits=...)`` (the next state; only called when enabled). ``limits``
+holds the spec's constants ``MaxConcurrency``, ``MaxAttempts`` and ``LeaseTime``.
+:func:`claim_transaction` is the composite one claim transaction of the implementation performs
+(expire, re-claim, claim), returning the spec steps it took. No threads, clocks or I/O: the store's
+clock is the state's ``now``. The code favours being obviously the spec over being fast.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from dataclasses import replace as dc_replace
+from types import MappingProxyType
+from typing import Any
+
+from refsched.errors import (
+    InvalidArgumentError,
+    InvalidTransitionError,
+    LeaseLostError,
+    SchedulerError,
+    StaleLeaseError,
+    UnknownTaskError,
+)
+from refsched.types import Snapshot, TaskState
+
+from .. import actions as scheduler
+from ..actions import Refusal
+
+__all__ = [
+    "ACTIONS",
+    "INITIAL",
+    "Action",
+    "DurableSnapshot",
+    "Lease",
+    "Limits",
+    "Refusal",
+    "Step",
+    "claim_transaction",
+    "current",
+    "generation_of",
+    "initial",
+    "lease_of",
+    "live",
+]
+
+RUNNING = TaskState.RUNNING
+
+Lease = tuple[Hashable, int, int]
+"""A lease as the spec writes it: ``<<t, g, a>>``, task id, generation, attempt."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The spec's constants the actions read."""
+
+    max_concurrency: int  # MaxConcurrency >= 1: how many versions may run at once
+    max_attempts: int  # MaxAttempts >= 1: leases a version may be given before expiry fails it
+    lease_time: int  # LeaseTime >= 1: how long a lease lasts from its claim or heartbeat
+
+
+def _frozen(mapping: Mapping[Hashable, Any], drop: Callable[[Any], bool]) -> Mapping[Hashable, Any]:
+    return MappingProxyType({k: v for k, v in mapping.items() if not drop(v)})
+
+
+@dataclass(frozen=True, eq=False)
+class DurableSnapshot:
+    """An immutable value shaped like ``spec/DurableScheduler.tla``'s variables; compare with ==.
+
+    ``scheduler`` holds Scheduler's variables under the refinement mapping. Of the lease
+    variables only what differs from the spec's ``Init`` is listed: an id with attempt 0 has no
+    ``attempt`` entry, no live lease no ``holder`` entry, deadline 0 no ``deadline`` entry, no
+    accepted end no ``ends`` entry, a worker holding nothing no ``held`` entry. So the value does
+    not depend on the instance's ``Tasks`` and ``Workers``; :mod:`refsched.verify.durablespec`
+    adds them back.
+    """
+
+    scheduler: Snapshot = field(default_factory=Snapshot)  # claims == min(attempt, 1) per id
+    attempt: Mapping[Hashable, int] = field(
+        default_factory=lambda: MappingProxyType({}))  # task -> leases given, 1..MaxAttempts
+    holder: Mapping[Hashable, Hashable] = field(
+        default_factory=lambda: MappingProxyType({}))  # task -> worker of its live lease (running)
+    deadline: Mapping[Hashable, int] = field(
+        default_factory=lambda: MappingProxyType({}))  # task -> when its live lease ends
+    now: int = 0  # the store's clock
+    held: Mapping[Hashable, frozenset[Lease]] = field(
+        default_factory=lambda: MappingProxyType({}))  # worker -> the leases it believes it holds
+    ends: Mapping[Hashable, int] = field(
+        default_factory=lambda: MappingProxyType({}))  # task -> accepted ends of its version, <= 1
+    _key: tuple[Any, ...] = field(init=False, repr=False)
+    _hash: int = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # Normal form, so that == is the spec's equality: no zero, no empty set of leases.
+        object.__setattr__(self, "attempt", _frozen(self.attempt, lambda n: n == 0))
+        object.__setattr__(self, "holder", _frozen(self.holder, lambda w: False))
+        object.__setattr__(self, "deadline", _frozen(self.deadline, lambda n: n == 0))
+        object.__setattr__(self, "ends", _frozen(self.ends, lambda n: n == 0))
+        held = {w: frozenset(leases) for w, leases in self.held.items()}
+        object.__setattr__(self, "held", _frozen(held, lambda leases: not leases))
+        key = (self.scheduler, self.now, frozenset(self.attempt.items()),
+               frozenset(self.holder.items()), frozenset(self.deadline.items()),
+               frozenset(self.held.items()), frozenset(self.ends.items()))
+        object.__setattr__(self, "_key", key)  # a graph search hashes each state many times
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DurableSnapshot):
+            return NotImplemented
+        return self._hash == other._hash and self._key == other._key
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def replace(self, **changes: Any) -> DurableSnapshot:
+        """A copy with some fields replaced (mappings may be any mapping)."""
+        fields = {name: getattr(self, name) for name in (
+            "scheduler", "attempt", "holder", "deadline", "now", "held", "ends")}
+        return DurableSnapshot(**{**fields, **changes})
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One spec step: ``action(params)``, parameters named as in the spec, in its order."""
+
+    action: str
+    params: tuple[tuple[str, Any], ...]
+
+    @property
+    def param_map(self) -> dict[str, Any]:
+        return dict(self.params)
+
+
+# -- Queries over a state (the spec's operators) ----------------------------------------------
+
+def generation_of(s: DurableSnapshot, task: Hashable) -> int:
+    """``generation[t]``: 0 for an id never submitted."""
+    view = s.scheduler.tasks.get(task)
+    return 0 if view is None else view.generation
+
+
+def lease_of(s: DurableSnapshot, task: Hashable) -> Lease:
+    """Spec ``Lease(t)``: the lease of the current attempt of ``task``'s current version."""
+    return (task, generation_of(s, task), s.attempt.get(task, 0))
+
+
+def live(s: DurableSnapshot, task: Hashable) -> bool:
+    """Spec ``Live(t)``: the current version runs under a live lease."""
+    view = s.scheduler.tasks.get(task)
+    return view is not None and view.state is RUNNING and task in s.holder
+
+
+def current(s: DurableSnapshot, worker: Hashable, task: Hashable, generation: int,
+            attempt: int) -> bool:
+    """Spec ``Current(w, t, g, a)``: the lease is the live one; the store accepts its reports."""
+    view = s.scheduler.tasks.get(task)
+    return (view is not None and generation == view.generation
+            and attempt == s.attempt.get(task, 0) and view.state is RUNNING
+            and s.holder.get(task) == worker)
+
+
+def _holds(s: DurableSnapshot, worker: Hashable, lease: Lease) -> bool:
+    return lease in s.held.get(worker, frozenset())
+
+
+def _without(mapping: Mapping[Hashable, Any], keys: Iterable[Hashable]) -> dict[Hashable, Any]:
+    drop = set(keys)
+    return {k: v for k, v in mapping.items() if k not in drop}
+
+
+def _add_leases(s: DurableSnapshot, worker: Hashable,
+                leases: Iterable[Lease]) -> dict[Hashable, frozenset[Lease]]:
+    return {**s.held, worker: s.held.get(worker, frozenset()) | frozenset(leases)}
+
+
+def _drop_lease(s: DurableSnapshot, worker: Hashable,
+                lease: Lease) -> dict[Hashable, frozenset[Lease]]:
+    return {**s.held, worker: s.held.get(worker, frozenset()) - {lease}}
+
+
+def _end_lease(s: DurableSnapshot, task: Hashable, scheduler_state: Snapshot) -> DurableSnapshot:
+    """The live lease of ``task`` ends with an accepted end of its version."""
+    return s.replace(scheduler=scheduler_state, holder=_without(s.holder, [task]),
+                     deadline=_without(s.deadline, [task]),
+                     ends={**s.ends, task: s.ends.get(task, 0) + 1})
+
+
+# -- The actions ------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Action:
+    """A spec action: its name, its parameters' names in the spec, when it is enabled, its step.
+
+    ``refusal(s, *args, limits=...)`` and ``effect(s, *args, limits=...)`` take the parameters in
+    the order of ``params``, and the instance's :class:`Limits`.
+    """
+
+    name: str
+    params: tuple[str, ...]
+    refusal: Callable[..., Refusal | None]
+    effect: Callable[..., DurableSnapshot]
+
+    def refused(self, s: DurableSnapshot, *args: Any, limits: Limits) -> Refusal | None:
+        return self.refusal(s, *args, limits=limits)
+
+    def enabled(self, s: DurableSnapshot, *args: Any, limits: Limits) -> bool:
+        return self.refused(s, *args, limits=limits) is None
+
+    def step(self, s: DurableSnapshot, *args: Any, limits: Limits) -> DurableSnapshot:
+        return self.effect(s, *args, limits=limits)
+
+
+# The scheduler's actions: the TaskScheduler model's, on the scheduler part.
+
+def submit_refusal(s: DurableSnapshot, task: Hashable, deps: frozenset[Hashable], *,
+                   limits: Limits) -> Refusal | None:
+    return scheduler.submit_refusal(s.scheduler, task, deps)
+
+
+def submit_effect(s: DurableSnapshot, task: Hashable, deps: frozenset[Hashable], *,
+                  limits: Limits) -> DurableSnapshot:
+    # A running version cannot be replaced, so task had no live lease.
+    return s.replace(scheduler=scheduler.submit_step(s.scheduler, task, deps),
+                     attempt=_without(s.attempt, [task]), holder=_without(s.holder, [task]),
+                     deadline=_without(s.deadline, [task]), ends=_without(s.ends, [task]))
+
+
+def start_refusal(s: DurableSnapshot, *, limits: Limits) -> Refusal | None:
+    return scheduler.start_refusal(s.scheduler)
+
+
+def start_effect(s: DurableSnapshot, *, limits: Limits) -> DurableSnapshot:
+    return s.replace(scheduler=scheduler.start_step(s.scheduler))
+
+
+def cancel_refusal(s: DurableSnapshot, task: Hashable, *, limits: Limits) -> Refusal | None:
+    return scheduler.cancel_refusal(s.scheduler, task)
+
+
+def cancel_effect(s: DurableSnapshot, task: Hashable, *, limits: Limits) -> DurableSnapshot:
+    return s.replace(scheduler=scheduler.cancel_step(s.scheduler, task))
+
+
+def retry_refusal(s: DurableSnapshot, task: Hashable, *, limits: Limits) -> Refusal | None:
+    return scheduler.retry_refusal(s.scheduler, task)
+
+
+def retry_effect(s: DurableSnapshot, task: Hashable, *, limits: Limits) -> DurableSnapshot:
+    # Every member is dead, so none has a live lease; each new version was never claimed.
+    members = scheduler.retry_set(s.scheduler.tasks, task)
+    return s.replace(scheduler=scheduler.retry_step(s.scheduler, task),
+                     attempt=_without(s.attempt, members), ends=_without(s.ends, members))
+
+
+def close_refusal(s: DurableSnapshot, cancel_pending: bool, *, limits: Limits) -> Refusal | None:
+    return scheduler.close_refusal(s.scheduler, cancel_pending)
+
+
+def close_effect(s: DurableSnapshot, cancel_pending: bool, *, limits: Limits) -> DurableSnapshot:
+    return s.replace(scheduler=scheduler.close_step(s.scheduler, cancel_pending))
+
+
+def repeated_callback_refusal(s: DurableSnapshot, task: Hashable, *,
+                              limits: Limits) -> Refusal | None:
+    return scheduler.repeated_callback_refusal(s.scheduler, task)
+
+
+def _unchanged(s: DurableSnapshot, *args: Any, limits: Limits) -> DurableSnapshot:
+    return s
+
+
+# Claims and leases.
+
+def claim_refusal(s: DurableSnapshot, worker: Hashable, k: int, *,
+                  limits: Limits) -> Refusal | None:
+    refusal = scheduler.claim_refusal(s.scheduler, k, limits.max_concurrency)
+    if refusal is None:
+        return None
+    return dc_replace(refusal, reason=refusal.reason.replace("ready()", f"claim({worker!r})", 1))
+
+
+def claim_effect(s: DurableSnapshot, worker: Hashable, k: int, *,
+                 limits: Limits) -> DurableSnapshot:
+    chosen = scheduler.ready_order(s.scheduler.tasks)[:k]
+    until = s.now + limits.lease_time
+    return s.replace(
+        scheduler=scheduler.claim_step(s.scheduler, k, limits.max_concurrency),
+        attempt={**s.attempt, **{t: 1 for t in chosen}},
+        holder={**s.holder, **{t: worker for t in chosen}},
+        deadline={**s.deadline, **{t: until for t in chosen}},
+        held=_add_leases(s, worker, [(t, generation_of(s, t), 1) for t in chosen]),
+    )
+
+
+def reclaim_refusal(s: DurableSnapshot, worker: Hashable, task: Hashable, *,
+                    limits: Limits) -> Refusal | None:
+    call = f"claim({worker!r}): re-claim {task!r}"
+    view = s.scheduler.tasks.get(task)
+    if view is None or view.state is not RUNNING:
+        state = "absent" if view is None else view.state.value
+        return Refusal(None, f"{call}: the version is {state}, not running")
+    if task in s.holder:
+        return Refusal(None, f"{call}: {s.holder[task]!r} holds its live lease")
+    if s.attempt.get(task, 0) >= limits.max_attempts:
+        return Refusal(None, f"{call}: it had its {limits.max_attempts} attempts")
+    return None
+
+
+def reclaim_effect(s: DurableSnapshot, worker: Hashable, task: Hashable, *,
+                   limits: Limits) -> DurableSnapshot:
+    attempt = s.attempt.get(task, 0) + 1
+    return s.replace(attempt={**s.attempt, task: attempt}, holder={**s.holder, task: worker},
+                     deadline={**s.deadline, task: s.now + limits.lease_time},
+                     held=_add_leases(s, worker, [(task, generation_of(s, task), attempt)]))
+
+
+def _report_refusal(s: DurableSnapshot, call: str, error: type[SchedulerError],
+                    worker: Hashable, task: Hashable, generation: int,
+                    attempt: int) -> Refusal | None:
+    """Refusals shared by the reports made with a lease (Heartbeat, Complete, Fail,
+    AcknowledgeCancel): the API's ``error`` for a lease that is not the live one."""
+    call = f"{call}(<<{task!r}, {generation}, {attempt}>>)"
+    view = s.scheduler.tasks.get(task)
+    if view is None:
+        return Refusal(UnknownTaskError, f"{call}: unknown task")
+    latest = s.attempt.get(task, 0)
+    if generation != view.generation:
+        return Refusal(error, f"{call}: generation {generation} is stale, "
+                       f"current is {view.generation}")
+    if attempt != latest:
+        return Refusal(error, f"{call}: attempt {attempt} is stale, current is {latest}")
+    if view.state is not RUNNING:
+        return Refusal(error, f"{call}: the version is {view.state.value}, not running")
+    if s.holder.get(task) != worker:
+        return Refusal(error, f"{call}: the lease expired")
+    if not _holds(s, worker, (task, generation, attempt)):
+        return Refusal(None, f"{call}: worker {worker!r} does not hold the lease")
+    return None
+
+
+def heartbeat_refusal(s: DurableSnapshot, worker: Hashable, task: Hashable, generation: int,
+                      attempt: int, *, limits: Limits) -> Refusal | None:
+    return _report_refusal(s, "heartbeat", LeaseLostError, worker, task, generation, attempt)
+
+
+def heartbeat_effect(s: DurableSnapshot, worker: Hashable, task: Hashable, generation: int,
+                     attempt: int, *, limits: Limits) -> DurableSnapshot:
+    return s.replace(deadline={**s.deadline, task: s.now + limits.lease_time})
+
+
+def complete_refusal(s: DurableSnapshot, worker: Hashable, task: Hashable, generation: int,
+                     attempt: int, *, limits: Limits) -> Refusal | None:
+    return _report_refusal(s, "complete", StaleLeaseError, worker, task, generation, attempt)
+
+
+def complete_effect(s: DurableSnapshot, worker: Hashable, task: Hashable, generation: int,
+                    attempt: int, *, limits: Limits) -> DurableSnapshot:
+    s = s.replace(held=_drop_lease(s, worker, (task, generation, attempt)))
+    return _end_lease(s, task, scheduler.complete_step(s.scheduler, task, generation))
+
+
+def fail_refusal(s: DurableSnapshot, worker: Hashable, task: Hashable, generation: int,
+                 attempt: int, *, limits: Limits) -> Refusal | None:
+    return _report_refusal(s, "fail", StaleLeaseError, worker, task, generation, attempt)
+
+
+def fail_effect(s: DurableSnapshot, worker: Hashable, task: Hashable, generation: int,
+                attempt: int, *, limits: Limits) -> DurableSnapshot:
+    s = s.replace(held=_drop_lease(s, worker, (task, generation, attempt)))
+    return _end_lease(s, task, scheduler.fail_step(s.scheduler, task, generation))
+
+
+def acknowledge_cancel_refusal(s: DurableSnapshot, worker: Hashable, task: Hashable,
+                               generation: int, attempt: int, *,
+                               limits: Limits) -> Refusal | None:
+    return _report_refusal(s, "acknowledge_cancel", StaleLeaseError, worker, task, generation,
+                           attempt)
+
+
+def acknowledge_cancel_effect(s: DurableSnapshot, worker: Hashable, task: Hashable,
+                              generation: int, attempt: int, *,
+                              limits: Limits) -> DurableSnapshot:
+    s = s.replace(held=_drop_lease(s, worker, (task, generation, attempt)))
+    return _end_lease(s, task, scheduler.acknowledge_cancel_step(s.scheduler, task, generation))
+
+
+def refused_refusal(s: DurableSnapshot, worker: Hashable, task: Hashable, generation: int,
+                    attempt: int, *, limits: Limits) -> Refusal | None:
+    lease = f"<<{task!r}, {generation}, {attempt}>>"
+    if not _holds(s, worker, (task, generation, attempt)):
+        return Refusal(None, f"worker {worker!r} does not hold the lease {lease}")
+    if current(s, worker, task, generation, attempt):
+        return Refusal(None, f"the lease {lease} of {worker!r} is live: its reports are taken")
+    return None
+
+
+def refused_effect(s: DurableSnapshot, worker: Hashable, task: Hashable, generation: int,
+                   attempt: int, *, limits: Limits) -> DurableSnapshot:
+    return s.replace(held=_drop_lease(s, worker, (task, generation, attempt)))
+
+
+def expire_refusal(s: DurableSnapshot, task: Hashable, *, limits: Limits) -> Refusal | None:
+    if not live(s, task):
+        return Refusal(None, f"expire({task!r}): no live lease")
+    if s.deadline.get(task, 0) >= s.now:
+        return Refusal(None, f"expire({task!r}): the lease lasts until {s.deadline.get(task, 0)}, "
+                       f"now is {s.now}")
+    return None
+
+
+def expire_effect(s: DurableSnapshot, task: Hashable, *, limits: Limits) -> DurableSnapshot:
+    if s.attempt.get(task, 0) < limits.max_attempts:
+        return s.replace(holder=_without(s.holder, [task]), deadline=_without(s.deadline, [task]))
+    # The last attempt's lease expired: the version fails ("lease expired MaxAttempts times").
+    return _end_lease(s, task,
+                      scheduler.fail_step(s.scheduler, task, generation_of(s, task)))
+
+
+def tick_refusal(s: DurableSnapshot, *, limits: Limits) -> Refusal | None:
+    if not any(live(s, t) and s.deadline.get(t, 0) >= s.now for t in s.holder):
+        return Refusal(None, "tick: no live lease has yet to pass its deadline")
+    return None
+
+
+def tick_effect(s: DurableSnapshot, *, limits: Limits) -> DurableSnapshot:
+    return s.replace(now=s.now + 1)
+
+
+def crash_refusal(s: DurableSnapshot, worker: Hashable, *, limits: Limits) -> Refusal | None:
+    if not s.held.get(worker):
+        return Refusal(None, f"crash({worker!r}): the worker holds no lease")
+    return None
+
+
+def crash_effect(s: DurableSnapshot, worker: Hashable, *, limits: Limits) -> DurableSnapshot:
+    return s.replace(held=_without(s.held, [worker]))
+
+
+_LEASE = ("w", "t", "g", "a")
+
+Submit = Action("Submit", ("t", "D"), submit_refusal, submit_effect)
+Start = Action("Start", (), start_refusal, start_effect)
+Claim = Action("Claim", ("w", "k"), claim_refusal, claim_effect)
+Reclaim = Action("Reclaim", ("w", "t"), reclaim_refusal, reclaim_effect)
+Heartbeat = Action("Heartbeat", _LEASE, heartbeat_refusal, heartbeat_effect)
+Complete = Action("Complete", _LEASE, complete_refusal, complete_effect)
+Fail = Action("Fail", _LEASE, fail_refusal, fail_effect)
+AcknowledgeCancel = Action("AcknowledgeCancel", _LEASE, acknowledge_cancel_refusal,
+                           acknowledge_cancel_effect)
+Refused = Action("Refused", _LEASE, refused_refusal, refused_effect)
+Expire = Action("Expire", ("t",), expire_refusal, expire_effect)
+Tick = Action("Tick", (), tick_refusal, tick_effect)
+Crash = Action("Crash", ("w",), crash_refusal, crash_effect)
+Cancel = Action("Cancel", ("t",), cancel_refusal, cancel_effect)
+Retry = Action("Retry", ("t",), retry_refusal, retry_effect)
+Close = Action("Close", ("cancelPending",), close_refusal, close_effect)
+RepeatedCallback = Action("RepeatedCallback", ("t",), repeated_callback_refusal, _unchanged)
+
+ACTIONS: dict[str, Action] = {a.name: a for a in (
+    Submit, Start, Claim, Reclaim, Heartbeat, Complete, Fail, AcknowledgeCancel, Refused,
+    Expire, Tick, Crash, Cancel, Retry, Close, RepeatedCallback,
+)}
+
+
+def initial() -> DurableSnapshot:
+    """Spec ``Init``: Scheduler's Init, no lease anywhere, the clock at 0."""
+    return DurableSnapshot()
+
+
+INITIAL = initial()
+"""Spec ``Init``."""
+
+
+# -- The claim transaction --------------------------------------------------------------------
+
+def _take(s: DurableSnapshot, steps: list[Step], name: str, limits: Limits,
+          **params: Any) -> DurableSnapshot:
+    action = ACTIONS[name]
+    args = tuple(params[p] for p in action.params)
+    refusal = action.refused(s, *args, limits=limits)
+    assert refusal is None, refusal  # each step is chosen only when enabled
+    steps.append(Step(name, tuple(params.items())))
+    return action.step(s, *args, limits=limits)
+
+
+def _by_seq(s: DurableSnapshot, tasks: Iterable[Hashable]) -> list[Hashable]:
+    return sorted(tasks, key=lambda t: s.scheduler.tasks[t].seq)
+
+
+def claim_transaction(s: DurableSnapshot, worker: Hashable, limit: int, *,
+                      limits: Limits) -> tuple[DurableSnapshot, list[Step]]:
+    """What one ``claim(worker, limit, lease)`` transaction does, as spec steps.
+
+    First every live lease past its deadline expires (``Expire``), in seq order; then versions
+    running with no live lease and attempts left are re-claimed by ``worker`` (``Reclaim``), in
+    seq order, at most ``limit``; then ``Claim(worker, k)`` takes the ``k`` first ready
+    versions, ``k = min(limit - reclaimed, ready, MaxConcurrency - running)``, when ``k >= 1``
+    and the scheduler is open. Returns the state after, and the steps taken, in order; the
+    versions ``worker`` now runs are its new leases in ``held``.
+
+    Raises ``InvalidArgumentError`` when ``limit < 1`` and ``InvalidTransitionError`` before
+    ``start()``; nothing changes then.
+    """
+    call = f"claim({worker!r}, {limit})"
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidArgumentError(f"{call}: limit must be an int >= 1")
+    if not s.scheduler.started:
+        raise InvalidTransitionError(f"{call}: start() has not been called")
+    steps: list[Step] = []
+    for t in _by_seq(s, [t for t in s.holder if ACTIONS["Expire"].enabled(s, t, limits=limits)]):
+        s = _take(s, steps, "Expire", limits, t=t)
+    reclaimable = [t for t, v in s.scheduler.tasks.items()
+                   if ACTIONS["Reclaim"].enabled(s, worker, t, limits=limits)]
+    reclaimed = _by_seq(s, reclaimable)[:limit]
+    for t in reclaimed:
+        s = _take(s, steps, "Reclaim", limits, w=worker, t=t)
+    if not s.scheduler.closed:
+        k = min(limit - len(reclaimed), len(scheduler.ready_order(s.scheduler.tasks)),
+                limits.max_concurrency - scheduler.running_count(s.scheduler.tasks))
+        if k >= 1:
+            s = _take(s, steps, "Claim", limits, w=worker, k=k)
+    return s, steps

@@ -1,0 +1,100 @@
+"""The durable spec's ``Next`` over finite constants, and the state graph it spans.
+
+:func:`next_steps` enumerates ``Next`` exactly as ``spec/DurableScheduler.tla`` writes it: every
+action, every parameter value its quantifiers range over, one step per enabled instance (so
+two instances that reach the same state are two edges, as in TLC's graph). The reports
+(Heartbeat, Complete, Fail, AcknowledgeCancel) are quantified over workers and ids with the
+current generation and attempt, Refused over the leases each worker holds. :func:`explore` is
+a breadth-first search of those steps with :func:`refsched.model.graph.search` under
+``MCDurableScheduler``'s constraints, ``GenerationBound`` and ``TimeBound``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+from ..graph import ModelGraph, search
+from .actions import ACTIONS, INITIAL, DurableSnapshot, Limits, generation_of
+
+__all__ = ["Instance", "explore", "next_steps", "within_bound"]
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """The constants of a model-checking instance (a ``MCDurableScheduler*.cfg``)."""
+
+    tasks: tuple[str, ...]  # Tasks
+    workers: tuple[str, ...]  # Workers
+    max_concurrency: int  # MaxConcurrency
+    max_attempts: int  # MaxAttempts
+    lease_time: int  # LeaseTime
+    max_generation: int  # MaxGeneration: GenerationBound
+    max_time: int  # MaxTime: TimeBound
+
+    @property
+    def limits(self) -> Limits:
+        """The constants the actions read."""
+        return Limits(self.max_concurrency, self.max_attempts, self.lease_time)
+
+
+def _instances(s: DurableSnapshot, instance: Instance) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every (action, parameters) the disjuncts of ``Next`` quantify over in state ``s``."""
+    tasks, workers = instance.tasks, instance.workers
+    for t in tasks:
+        others = [x for x in tasks if x != t]
+        for size in range(len(others) + 1):
+            for deps in combinations(others, size):
+                yield "Submit", {"t": t, "D": frozenset(deps)}
+    yield "Start", {}
+    for w in workers:
+        for k in range(1, instance.max_concurrency + 1):
+            yield "Claim", {"w": w, "k": k}
+    for w in workers:
+        for t in tasks:
+            yield "Reclaim", {"w": w, "t": t}
+    for name in ("Heartbeat", "Complete", "Fail", "AcknowledgeCancel"):
+        for w in workers:
+            for t in tasks:
+                yield name, {"w": w, "t": t, "g": generation_of(s, t), "a": s.attempt.get(t, 0)}
+    for w in workers:
+        for task, g, a in sorted(s.held.get(w, frozenset()), key=str):
+            yield "Refused", {"w": w, "t": task, "g": g, "a": a}
+    for t in tasks:
+        yield "Expire", {"t": t}
+    yield "Tick", {}
+    for w in workers:
+        yield "Crash", {"w": w}
+    for name in ("Cancel", "Retry"):
+        for t in tasks:
+            yield name, {"t": t}
+    for cancel_pending in (False, True):
+        yield "Close", {"cancelPending": cancel_pending}
+    for t in tasks:
+        yield "RepeatedCallback", {"t": t}
+
+
+def next_steps(s: DurableSnapshot,
+               instance: Instance) -> Iterator[tuple[str, dict[str, Any], DurableSnapshot]]:
+    """Every enabled instance of ``Next`` in ``s``: (action name, parameters, next state)."""
+    limits = instance.limits
+    for name, params in _instances(s, instance):
+        action = ACTIONS[name]
+        args = tuple(params[p] for p in action.params)
+        if action.enabled(s, *args, limits=limits):
+            yield name, params, action.step(s, *args, limits=limits)
+
+
+def within_bound(s: DurableSnapshot, instance: Instance) -> bool:
+    """``GenerationBound`` and ``TimeBound``: no id past ``MaxGeneration`` versions, the clock
+    not past ``MaxTime``."""
+    return s.now <= instance.max_time and all(
+        v.generation <= instance.max_generation for v in s.scheduler.tasks.values())
+
+
+def explore(instance: Instance,
+            initial: DurableSnapshot = INITIAL) -> ModelGraph[DurableSnapshot]:
+    """Breadth-first search of ``Next`` under the bounds, as TLC explores the spec."""
+    return search(initial, lambda s: next_steps(s, instance), lambda s: within_bound(s, instance))

@@ -1,0 +1,170 @@
+"""The invariants and action properties of ``spec/DurableScheduler.tla`` as Python predicates.
+
+State invariants take ``(state, limits)``; action properties take ``(before, after, limits)``.
+Names match the spec's (``INVARIANTS`` / ``ACTION_PROPERTIES`` keys). Scheduler's checks are
+the TaskScheduler model's predicates on the scheduler part (the spec reads them through its
+refinement mapping); ``Refinement`` is the spec's ``Abs!Spec`` as a step check: every step is
+one of the TaskScheduler model's steps, or leaves its state alone. The lease checks are written
+from the contract, not from the actions: a wrong action is caught rather than repeated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+from refsched.types import TaskState
+
+from .. import invariants as scheduler
+from ..graph import next_steps as scheduler_steps
+from .actions import DurableSnapshot, Limits
+
+__all__ = ["ACTION_PROPERTIES", "INVARIANTS", "violated", "violated_by_step"]
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _ids(s: DurableSnapshot) -> set[Hashable]:
+    """Every id the state names: the spec's ``Tasks`` as far as this state can tell."""
+    return (set(s.scheduler.tasks) | {d for v in s.scheduler.tasks.values() for d in v.deps}
+            | set(s.attempt) | set(s.holder) | set(s.deadline) | set(s.ends)
+            | {lease[0] for leases in s.held.values() for lease in leases})
+
+
+def _generation(s: DurableSnapshot, task: Hashable) -> int:
+    view = s.scheduler.tasks.get(task)
+    return 0 if view is None else view.generation
+
+
+def _lease(s: DurableSnapshot, task: Hashable) -> tuple[Hashable, int, int]:
+    return (task, _generation(s, task), s.attempt.get(task, 0))
+
+
+def _running(s: DurableSnapshot, task: Hashable) -> bool:
+    view = s.scheduler.tasks.get(task)
+    return view is not None and view.state is TaskState.RUNNING
+
+
+def type_ok(s: DurableSnapshot, limits: Limits) -> bool:
+    """Every variable holds a value of its type; the scheduler part is the mapping's image
+    (a version counts one claim once it was given a lease)."""
+    def lease_ok(lease: object) -> bool:
+        return (isinstance(lease, tuple) and len(lease) == 3
+                and _is_count(lease[1]) and _is_count(lease[2]))
+
+    return (scheduler.type_ok(s.scheduler, limits.max_concurrency)
+            and all(_is_count(n) for n in s.attempt.values())
+            and all(_is_count(n) for n in s.deadline.values())
+            and all(_is_count(n) for n in s.ends.values()) and _is_count(s.now)
+            and all(isinstance(leases, frozenset) and all(map(lease_ok, leases))
+                    for leases in s.held.values())
+            and all(v.claims == min(s.attempt.get(t, 0), 1)
+                    for t, v in s.scheduler.tasks.items()))
+
+
+def _on_scheduler(check: Callable[..., bool]) -> Callable[[DurableSnapshot, Limits], bool]:
+    def holds(s: DurableSnapshot, limits: Limits) -> bool:
+        return check(s.scheduler, limits.max_concurrency)
+    holds.__doc__ = check.__doc__
+    holds.__name__ = check.__name__
+    return holds
+
+
+def at_most_one_end_per_version(s: DurableSnapshot, limits: Limits) -> bool:
+    """The store accepts at most one end of each version."""
+    return all(n <= 1 for n in s.ends.values())
+
+
+def at_most_one_live_lease(s: DurableSnapshot, limits: Limits) -> bool:
+    """A version has a live lease only while it runs, and the lease of its current attempt is
+    held by one worker at most: the holder, if the lease is still live."""
+    for t in _ids(s):
+        if t in s.holder and not _running(s, t):
+            return False
+        lease = _lease(s, t)
+        holding = [w for w, leases in s.held.items() if lease in leases]
+        if len(holding) > 1 or any(s.holder.get(t, w) != w for w in holding):
+            return False
+    return True
+
+
+def attempts_bounded(s: DurableSnapshot, limits: Limits) -> bool:
+    """No version is given more than MaxAttempts leases."""
+    return all(n <= limits.max_attempts for n in s.attempt.values())
+
+
+def no_terminal_to_ready(before: DurableSnapshot, after: DurableSnapshot,
+                         limits: Limits) -> bool:
+    """Scheduler's: a terminal version never changes state."""
+    return scheduler.no_terminal_to_ready(before.scheduler, after.scheduler)
+
+
+def claim_only_after_deps_succeeded(before: DurableSnapshot, after: DurableSnapshot,
+                                    limits: Limits) -> bool:
+    """Scheduler's: a version starts running only when every one of its deps has succeeded."""
+    return scheduler.claim_only_after_deps_succeeded(before.scheduler, after.scheduler)
+
+
+def only_current_attempt_ends(before: DurableSnapshot, after: DurableSnapshot,
+                              limits: Limits) -> bool:
+    """The store accepts an end only from the current attempt, under a live lease: the holder
+    reports with that lease (and drops it), or, with no report, it expires after the last
+    attempt."""
+    for t in _ids(before) | _ids(after):
+        if _generation(after, t) != _generation(before, t):
+            continue
+        if after.ends.get(t, 0) == before.ends.get(t, 0):
+            continue
+        if not (_running(before, t) and t in before.holder):
+            return False
+        lease, w = _lease(before, t), before.holder[t]
+        reported = (lease in before.held.get(w, frozenset())
+                    and lease not in after.held.get(w, frozenset()))
+        gave_up = (dict(after.held) == dict(before.held)
+                   and before.deadline.get(t, 0) < before.now
+                   and before.attempt.get(t, 0) >= limits.max_attempts)
+        if not (reported or gave_up):
+            return False
+    return True
+
+
+def refinement(before: DurableSnapshot, after: DurableSnapshot, limits: Limits) -> bool:
+    """Every step is one of Scheduler's steps, or a stuttering one, under the mapping."""
+    if after.scheduler == before.scheduler:
+        return True
+    tasks = sorted(_ids(before) | _ids(after), key=str)
+    return any(target == after.scheduler for _, _, target in
+               scheduler_steps(before.scheduler, tasks, limits.max_concurrency))
+
+
+INVARIANTS: dict[str, Callable[[DurableSnapshot, Limits], bool]] = {
+    "TypeOK": type_ok,
+    "IndegreeInvariant": _on_scheduler(scheduler.indegree_invariant),
+    "ConcurrencyBound": _on_scheduler(scheduler.concurrency_bound),
+    "BlockedHasCause": _on_scheduler(scheduler.blocked_has_cause),
+    "BlockedPropagated": _on_scheduler(scheduler.blocked_propagated),
+    "SealedGraph": _on_scheduler(scheduler.sealed_graph),
+    "AtMostOneEndPerVersion": at_most_one_end_per_version,
+    "AtMostOneLiveLease": at_most_one_live_lease,
+    "AttemptsBounded": attempts_bounded,
+}
+
+ACTION_PROPERTIES: dict[str, Callable[[DurableSnapshot, DurableSnapshot, Limits], bool]] = {
+    "NoTerminalToReady": no_terminal_to_ready,
+    "ClaimOnlyAfterDepsSucceeded": claim_only_after_deps_succeeded,
+    "OnlyCurrentAttemptEnds": only_current_attempt_ends,
+    "Refinement": refinement,
+}
+
+
+def violated(s: DurableSnapshot, limits: Limits) -> list[str]:
+    """Names of the state invariants ``s`` violates."""
+    return [name for name, holds in INVARIANTS.items() if not holds(s, limits)]
+
+
+def violated_by_step(before: DurableSnapshot, after: DurableSnapshot,
+                     limits: Limits) -> list[str]:
+    """Names of the action properties the step ``before -> after`` violates."""
+    return [name for name, holds in ACTION_PROPERTIES.items()
+            if not holds(before, after, limits)]

@@ -1,0 +1,439 @@
+------------------------- MODULE DurableScheduler -------------------------
+(***************************************************************************)
+(* The durable scheduler of refsched, as docs/durable.md states it: the    *)
+(* TaskScheduler of Scheduler.tla kept in a store, run by worker processes *)
+(* that claim versions under leases.  A lease names the attempt that holds *)
+(* it, and the attempt is the fencing token every report is checked       *)
+(* against: a worker that dies, or pauses past its lease, loses the        *)
+(* version to the next claimer, and whatever it reports afterwards is      *)
+(* refused.  Execution is at-least-once; acceptance is at-most-once.       *)
+(*                                                                         *)
+(* The scheduler's own variables and actions are Scheduler's, reused       *)
+(* through the refinement mapping Abs (claims[t] = 1 once the current      *)
+(* version was claimed).  Each scheduler step conjoins Abs's action last:  *)
+(* by then every durable variable is primed, so TLC evaluates Abs's        *)
+(* claims' = ... as a check of attempt', not as an assignment.  That is    *)
+(* also why, in those steps, the UNCHANGED of the durable variables comes  *)
+(* before the scheduler's update.                                          *)
+(*                                                                         *)
+(* Time.  now is the store's clock and the only one: deadlines are written *)
+(* and judged on it.  Only the order of a deadline and now is ever read    *)
+(* (Expire), and a new deadline is always now + LeaseTime, so two          *)
+(* behaviours that differ only by ticks no lease could notice are the same *)
+(* behaviour shifted in time.  Tick is therefore a step only while some    *)
+(* live lease has not yet passed its deadline.  This keeps the state space *)
+(* small, and it keeps liveness honest: with a clock that can always tick, *)
+(* a fair Tick would rule out every cycle (now only grows), and every      *)
+(* liveness property would hold vacuously.                                 *)
+(*                                                                         *)
+(* Each action is a step of the reference model refsched.model.durable and *)
+(* one transaction (or one worker's move) of refsched.durable.             *)
+(***************************************************************************)
+EXTENDS Naturals, FiniteSets
+
+CONSTANTS
+    Tasks,          \* the task ids a behaviour may use
+    Workers,        \* the worker processes that claim and run versions
+    MaxConcurrency, \* how many versions may run at once
+    MaxAttempts,    \* how many leases a version may be given before its expiry fails it
+    LeaseTime,      \* how long a lease lasts, on the store's clock, from its claim or heartbeat
+    NoTask,         \* a model value outside Tasks: blockedBy of a version that is not blocked
+    NoWorker        \* a model value outside Workers: holder of a version with no live lease
+
+ASSUME NoTask \notin Tasks
+ASSUME NoWorker \notin Workers
+ASSUME Workers # {}
+ASSUME MaxConcurrency \in Nat \ {0}
+ASSUME MaxAttempts \in Nat \ {0}
+ASSUME LeaseTime \in Nat \ {0}
+
+VARIABLES
+    started,         \* BOOLEAN: Start has sealed the initial graph
+    closed,          \* BOOLEAN: Close was called: no submissions, no claims (re-claims go on)
+    nextSeq,         \* the seq the next new version takes; starts at 1
+    generation,      \* [Tasks -> Nat]: current version of t; 0 = never submitted
+    state,           \* [Tasks -> States \cup {"absent"}]: state of the current version
+    deps,            \* [Tasks -> SUBSET Tasks]: the ids the current version depends on
+    remainingDeps,   \* [Tasks -> Nat]: deps not succeeded, kept for pending/ready, frozen after
+    blockedBy,       \* [Tasks -> Tasks \cup {NoTask}]: the dep that blocked a blocked version
+    cancelRequested, \* [Tasks -> BOOLEAN]: a cooperative stop was requested while running
+    seq,             \* [Tasks -> Nat]: submission sequence number of the version (ready order)
+    attempt,         \* [Tasks -> Nat]: how many leases the current version was given; 0 = never
+                     \* claimed.  The fencing token of its newest lease
+    holder,          \* [Tasks -> Workers \cup {NoWorker}]: the worker whose lease on the current
+                     \* version is live; NoWorker when none is (never claimed, ended, expired)
+    deadline,        \* [Tasks -> Nat]: when the live lease ends, on now's clock; 0 when none is live
+    now,             \* Nat: the store's clock
+    held,            \* [Workers -> SUBSET (Tasks \X Nat \X Nat)]: the leases <<t, g, a>> worker
+                     \* process w believes it holds (what it is running)
+    ends             \* [Tasks -> Nat]: how many ends of the current version the store accepted
+                     \* (a history variable)
+
+schedulerVars == <<started, closed, nextSeq, generation, state, deps, remainingDeps,
+                   blockedBy, cancelRequested, seq>>
+\* Scheduler's variables but claims, which the mapping computes from attempt.
+
+leaseVars == <<attempt, holder, deadline, now, held, ends>>
+\* The variables Scheduler does not have.
+
+vars == <<schedulerVars, leaseVars>>
+
+Abs == INSTANCE Scheduler WITH claims <- [t \in Tasks |-> IF attempt[t] > 0 THEN 1 ELSE 0]
+\* The TaskScheduler this scheduler implements: every variable is its own, and a version
+\* counts as claimed once it was given a lease.
+
+-----------------------------------------------------------------------------
+(* Leases *)
+
+Lease(t) == <<t, generation[t], attempt[t]>>
+\* The lease of the current attempt of the current version of t.
+
+Current(w, t, g, a) ==
+    /\ g = generation[t]
+    /\ a = attempt[t]
+    /\ state[t] = "running"
+    /\ holder[t] = w
+\* The lease <<t, g, a>> of w is the live one: the store accepts its reports.
+
+Live(t) == state[t] = "running" /\ holder[t] # NoWorker
+\* The current version of t is running under a live lease.
+
+Chosen(k) ==
+    LET ready == Abs!InState({"ready"})
+    IN  {x \in ready : Cardinality({y \in ready : seq[y] < seq[x]}) < k}
+\* The versions Scheduler's Claim(k) takes: the k ready versions with the smallest seq.
+
+-----------------------------------------------------------------------------
+(* Initial state *)
+
+Init ==
+    /\ attempt = [t \in Tasks |-> 0]
+    /\ holder = [t \in Tasks |-> NoWorker]
+    /\ deadline = [t \in Tasks |-> 0]
+    /\ now = 0
+    /\ held = [w \in Workers |-> {}]
+    /\ ends = [t \in Tasks |-> 0]
+    /\ Abs!Init
+\* A fresh store: Scheduler's Init, no lease anywhere, the clock at 0.
+
+-----------------------------------------------------------------------------
+(* The scheduler's actions *)
+
+Submit(t, D) ==
+    /\ attempt' = [attempt EXCEPT ![t] = 0]
+    /\ holder' = [holder EXCEPT ![t] = NoWorker]
+    /\ deadline' = [deadline EXCEPT ![t] = 0]
+    /\ ends' = [ends EXCEPT ![t] = 0]
+    /\ UNCHANGED <<now, held>>
+    /\ Abs!Submit(t, D)
+\* submit(t, D): Scheduler's Submit; the new version has never been claimed.  (A running
+\* version cannot be replaced, so t had no live lease.)
+
+Start ==
+    /\ UNCHANGED leaseVars
+    /\ Abs!Start
+\* start(): Scheduler's Start.
+
+Cancel(t) ==
+    /\ UNCHANGED leaseVars
+    /\ Abs!Cancel(t)
+\* cancel(t): Scheduler's Cancel.  A running version only gets the request; its worker
+\* learns it from its next heartbeat and ends the version with AcknowledgeCancel.
+
+Retry(t) ==
+    LET R == Abs!BlockedChain({t})
+    IN  /\ attempt' = [x \in Tasks |-> IF x \in R THEN 0 ELSE attempt[x]]
+        /\ ends' = [x \in Tasks |-> IF x \in R THEN 0 ELSE ends[x]]
+        /\ UNCHANGED <<holder, deadline, now, held>>
+        /\ Abs!Retry(t)
+\* retry(t): Scheduler's Retry; every new version it makes has never been claimed.
+\* (Members of R are dead, so none has a live lease.)
+
+Close(cancelPending) ==
+    /\ UNCHANGED leaseVars
+    /\ Abs!Close(cancelPending)
+\* close(cancelPending): Scheduler's Close.  Running versions keep their leases, and
+\* expired ones may still be re-claimed: admitted work finishes.
+
+RepeatedCallback(t) ==
+    /\ UNCHANGED leaseVars
+    /\ Abs!RepeatedCallback(t)
+\* A call on a current version that is already terminal: answered, no change.
+
+-----------------------------------------------------------------------------
+(* Claims and leases *)
+
+Claim(w, k) ==
+    LET C == Chosen(k)
+    IN  /\ attempt' = [x \in Tasks |-> IF x \in C THEN 1 ELSE attempt[x]]
+        /\ holder' = [x \in Tasks |-> IF x \in C THEN w ELSE holder[x]]
+        /\ deadline' = [x \in Tasks |-> IF x \in C THEN now + LeaseTime ELSE deadline[x]]
+        /\ held' = [held EXCEPT ![w] = @ \cup {<<x, generation[x], 1>> : x \in C}]
+        /\ UNCHANGED <<now, ends>>
+        /\ Abs!Claim(k)
+\* claim(w, limit, lease): Scheduler's Claim(k) (started, not closed, room for k, the k
+\* ready versions with the smallest seq), each taken under a first lease of w that ends
+\* LeaseTime from now.
+
+Reclaim(w, t) ==
+    /\ state[t] = "running"
+    /\ holder[t] = NoWorker
+    /\ attempt[t] < MaxAttempts
+    /\ attempt' = [attempt EXCEPT ![t] = @ + 1]
+    /\ holder' = [holder EXCEPT ![t] = w]
+    /\ deadline' = [deadline EXCEPT ![t] = now + LeaseTime]
+    /\ held' = [held EXCEPT ![w] = @ \cup {<<t, generation[t], attempt[t] + 1>>}]
+    /\ UNCHANGED <<now, ends>>
+    /\ UNCHANGED schedulerVars
+\* claim(w, ...) re-claims a running version whose lease expired: a new attempt, a new
+\* fencing token.  Allowed after Close too (the version was admitted); the version keeps
+\* the concurrency slot it never gave up.
+
+Heartbeat(w, t, g, a) ==
+    /\ <<t, g, a>> \in held[w]
+    /\ Current(w, t, g, a)
+    /\ deadline' = [deadline EXCEPT ![t] = now + LeaseTime]
+    /\ UNCHANGED <<attempt, holder, now, held, ends>>
+    /\ UNCHANGED schedulerVars
+\* heartbeat(lease): the live lease lasts LeaseTime from now.  The answer says whether a
+\* cancel was requested (cancelRequested[t]).  Even past its deadline, a lease that no
+\* Expire took away is still live: expiry is a step, not a reading of the clock.
+
+Complete(w, t, g, a) ==
+    /\ <<t, g, a>> \in held[w]
+    /\ Current(w, t, g, a)
+    /\ holder' = [holder EXCEPT ![t] = NoWorker]
+    /\ deadline' = [deadline EXCEPT ![t] = 0]
+    /\ ends' = [ends EXCEPT ![t] = @ + 1]
+    /\ held' = [held EXCEPT ![w] = @ \ {<<t, g, a>>}]
+    /\ UNCHANGED <<attempt, now>>
+    /\ Abs!Complete(t, g)
+\* complete(lease, result): with the live lease, Scheduler's Complete: the version
+\* succeeds, its pending dependents count one dep fewer.  The lease ends.
+
+Fail(w, t, g, a) ==
+    /\ <<t, g, a>> \in held[w]
+    /\ Current(w, t, g, a)
+    /\ holder' = [holder EXCEPT ![t] = NoWorker]
+    /\ deadline' = [deadline EXCEPT ![t] = 0]
+    /\ ends' = [ends EXCEPT ![t] = @ + 1]
+    /\ held' = [held EXCEPT ![w] = @ \ {<<t, g, a>>}]
+    /\ UNCHANGED <<attempt, now>>
+    /\ Abs!Fail(t, g)
+\* fail(lease, error): with the live lease, Scheduler's Fail (then Settle).  The lease ends.
+
+AcknowledgeCancel(w, t, g, a) ==
+    /\ <<t, g, a>> \in held[w]
+    /\ Current(w, t, g, a)
+    /\ holder' = [holder EXCEPT ![t] = NoWorker]
+    /\ deadline' = [deadline EXCEPT ![t] = 0]
+    /\ ends' = [ends EXCEPT ![t] = @ + 1]
+    /\ held' = [held EXCEPT ![w] = @ \ {<<t, g, a>>}]
+    /\ UNCHANGED <<attempt, now>>
+    /\ Abs!AcknowledgeCancel(t, g)
+\* acknowledge_cancel(lease): with the live lease, Scheduler's AcknowledgeCancel (then
+\* Settle).  The lease ends.
+
+Refused(w, t, g, a) ==
+    /\ <<t, g, a>> \in held[w]
+    /\ ~Current(w, t, g, a)
+    /\ held' = [held EXCEPT ![w] = @ \ {<<t, g, a>>}]
+    /\ UNCHANGED <<attempt, holder, deadline, now, ends>>
+    /\ UNCHANGED schedulerVars
+\* Any of heartbeat, complete, fail or acknowledge_cancel with a lease that is not the live
+\* one (an older generation, an older attempt, an expired lease, an ended version): the
+\* store changes nothing (LeaseLostError from heartbeat, StaleLeaseError from the others)
+\* and the worker drops the lease.
+
+AnyRefused(w) == \E l \in held[w] : Refused(w, l[1], l[2], l[3])
+\* Refused for every lease w holds.  TLC names a step after the innermost operator it
+\* reaches before a quantifier whose range depends on the state, so in a state-graph dump
+\* these steps are labelled AnyRefused.
+
+Expire(t) ==
+    /\ Live(t)
+    /\ deadline[t] < now
+    /\ holder' = [holder EXCEPT ![t] = NoWorker]
+    /\ deadline' = [deadline EXCEPT ![t] = 0]
+    /\ UNCHANGED <<attempt, now, held>>
+    /\ \/ /\ attempt[t] < MaxAttempts
+          /\ UNCHANGED ends
+          /\ UNCHANGED schedulerVars
+       \/ /\ attempt[t] >= MaxAttempts
+          /\ ends' = [ends EXCEPT ![t] = @ + 1]
+          /\ Abs!Fail(t, generation[t])
+\* Inside any transaction that claims: the live lease of t is past its deadline.  With
+\* attempts left, the lease is taken away and the version, still running and still in its
+\* slot, waits to be re-claimed.  After MaxAttempts leases the version fails (the cause is
+\* "lease expired MaxAttempts times"), then Settle: that is its end.  The step is
+\* conditional on the lease it read being the live one, so a report committed first wins
+\* and a report that comes after is refused.
+
+Tick ==
+    /\ \E t \in Tasks : Live(t) /\ deadline[t] >= now
+    /\ now' = now + 1
+    /\ UNCHANGED <<attempt, holder, deadline, held, ends>>
+    /\ UNCHANGED schedulerVars
+\* Time passes on the store's clock, while some live lease has yet to pass its deadline:
+\* the only moments a tick can be noticed (see the module's comment).
+
+Crash(w) ==
+    /\ held[w] # {}
+    /\ held' = [held EXCEPT ![w] = {}]
+    /\ UNCHANGED <<attempt, holder, deadline, now, ends>>
+    /\ UNCHANGED schedulerVars
+\* Worker process w dies and forgets what it ran; its leases stay in the store until they
+\* expire.  A worker that pauses is not a step: meanwhile the clock ticks and its leases
+\* expire.  A crash of a worker that holds nothing changes nothing: no step.
+
+Next ==
+    \/ \E t \in Tasks : \E D \in SUBSET (Tasks \ {t}) : Submit(t, D)
+    \/ Start
+    \/ \E w \in Workers : \E k \in 1..MaxConcurrency : Claim(w, k)
+    \/ \E w \in Workers : \E t \in Tasks : Reclaim(w, t)
+    \/ \E w \in Workers : \E t \in Tasks : Heartbeat(w, t, generation[t], attempt[t])
+    \/ \E w \in Workers : \E t \in Tasks : Complete(w, t, generation[t], attempt[t])
+    \/ \E w \in Workers : \E t \in Tasks : Fail(w, t, generation[t], attempt[t])
+    \/ \E w \in Workers : \E t \in Tasks : AcknowledgeCancel(w, t, generation[t], attempt[t])
+    \/ \E w \in Workers : AnyRefused(w)
+    \/ \E t \in Tasks : Expire(t)
+    \/ Tick
+    \/ \E w \in Workers : Crash(w)
+    \/ \E t \in Tasks : Cancel(t)
+    \/ \E t \in Tasks : Retry(t)
+    \/ \E c \in BOOLEAN : Close(c)
+    \/ \E t \in Tasks : RepeatedCallback(t)
+\* Any one transaction, or any one worker's move.  A report is enabled only with the live
+\* lease, so its generation and attempt are the current ones; Refused takes the others.
+
+Spec == Init /\ [][Next]_vars
+\* Every behaviour of the durable scheduler, without fairness.
+
+-----------------------------------------------------------------------------
+(* Fairness *)
+
+FairWorker == CHOOSE w \in Workers : TRUE
+\* One worker process that keeps working; every other one may stop for good at any time.
+
+Finish(w, t) ==
+    \/ Complete(w, t, generation[t], attempt[t])
+    \/ Fail(w, t, generation[t], attempt[t])
+    \/ AcknowledgeCancel(w, t, generation[t], attempt[t])
+\* w ends the version of t it runs under the live lease, one way or another.
+
+Stop(w) == (\E t \in Tasks : Finish(w, t)) \/ Crash(w)
+\* w stops running something: it reports its end, or it dies.
+
+FairSpec ==
+    /\ Spec
+    /\ WF_vars(Tick)
+    /\ \A t \in Tasks : WF_vars(Expire(t))
+    /\ WF_vars(\E k \in 1..MaxConcurrency : Claim(FairWorker, k))
+    /\ \A t \in Tasks : WF_vars(Reclaim(FairWorker, t))
+    /\ \A t \in Tasks : WF_vars(Finish(FairWorker, t))
+    /\ \A w \in Workers \ {FairWorker} : WF_vars(Stop(w))
+\* Time passes, and leases past their deadline are taken away (the fair worker's claim
+\* transactions do it); the fair worker keeps claiming while there is room, re-claims what
+\* others lost, and ends what it runs.  Every other worker may claim or not, but does not
+\* run a version forever: it ends it or it dies (a pause forever is a death: its leases
+\* expire either way).  Without the last condition another worker could heartbeat one
+\* version forever; without fairness on Tick, Expire and the fair worker's Reclaim, the
+\* version of a crashed worker would never end.
+
+-----------------------------------------------------------------------------
+(* Invariants: Scheduler's, through the mapping *)
+
+TypeOK ==
+    /\ Abs!TypeOK
+    /\ attempt \in [Tasks -> Nat]
+    /\ holder \in [Tasks -> Workers \cup {NoWorker}]
+    /\ deadline \in [Tasks -> Nat]
+    /\ now \in Nat
+    /\ held \in [Workers -> SUBSET (Tasks \X Nat \X Nat)]
+    /\ ends \in [Tasks -> Nat]
+\* Every variable holds a value of its type.
+
+IndegreeInvariant == Abs!IndegreeInvariant
+\* Scheduler's: the count of a waiting version is exact, and it is pending exactly while
+\* some dep has not succeeded.
+
+ConcurrencyBound == Abs!ConcurrencyBound
+\* Scheduler's: never more running versions (with a live lease or waiting to be
+\* re-claimed) than the limit.
+
+BlockedHasCause == Abs!BlockedHasCause
+\* Scheduler's: a version is blocked exactly when it names the dep that blocked it.
+
+BlockedPropagated == Abs!BlockedPropagated
+\* Scheduler's: no waiting version has a dead dependency.
+
+SealedGraph == Abs!SealedGraph
+\* Scheduler's: once started, the graph is closed and acyclic.
+
+NoTerminalToReady == Abs!NoTerminalToReady
+\* Scheduler's action property: a terminal version never changes state.
+
+ClaimOnlyAfterDepsSucceeded == Abs!ClaimOnlyAfterDepsSucceeded
+\* Scheduler's action property: no dependent is claimed before every dependency's success
+\* is committed.
+
+-----------------------------------------------------------------------------
+(* Invariants of the leases *)
+
+AtMostOneEndPerVersion == \A t \in Tasks : ends[t] <= 1
+\* The store accepts at most one end of each version.
+
+AtMostOneLiveLease ==
+    \A t \in Tasks :
+        /\ holder[t] # NoWorker => state[t] = "running"
+        /\ \A w \in Workers :
+               Lease(t) \in held[w] =>
+                   /\ holder[t] \in {w, NoWorker}
+                   /\ \A v \in Workers \ {w} : Lease(t) \notin held[v]
+\* A version has a live lease only while it runs, and the lease of its current attempt is
+\* held by one worker at most: the holder, if the lease is still live.  So at most one
+\* worker runs the version with a lease the store would accept.
+
+AttemptsBounded == \A t \in Tasks : attempt[t] <= MaxAttempts
+\* No version is given more than MaxAttempts leases.
+
+-----------------------------------------------------------------------------
+(* Action properties of the leases *)
+
+OnlyCurrentAttemptEnds ==
+    [][\A t \in Tasks :
+          (generation'[t] = generation[t] /\ ends'[t] # ends[t])
+              => /\ Live(t)
+                 /\ \/ /\ Lease(t) \in held[holder[t]]
+                       /\ Lease(t) \notin held'[holder[t]]
+                    \/ /\ held' = held
+                       /\ deadline[t] < now
+                       /\ attempt[t] >= MaxAttempts]_vars
+\* The store accepts an end of a version only from its current attempt, under a live
+\* lease: either the holder reports with that lease (and drops it), or, with no report,
+\* the lease expires after the last attempt.
+
+Refinement == [][Abs!Next]_(Abs!vars)
+\* Every behaviour is one of Scheduler's, under the mapping: Abs!Spec, whose other part,
+\* Abs!Init, Init states itself.  Reclaim, Heartbeat, Refused, Tick, Crash and an Expire
+\* that leaves attempts are stuttering steps; an Expire that gives up is Scheduler's Fail.
+\* (Written without Abs!Init so that TLC names it when it is violated: it names the parts
+\* of a conjunction by their place in the text.)
+
+-----------------------------------------------------------------------------
+(* Liveness *)
+
+Generations == Nat
+\* The generations EveryVersionEnds speaks about; a model-checking module overrides it
+\* with a finite range, since TLC cannot quantify over Nat in a temporal formula.
+
+EveryVersionEnds ==
+    \A t \in Tasks : \A g \in Generations :
+        /\ (state[t] = "running" /\ generation[t] = g)
+               ~> (state[t] # "running" \/ generation[t] # g)
+        /\ (started /\ ~closed /\ state[t] \in Abs!Waiting /\ generation[t] = g)
+               ~> (closed \/ state[t] \notin Abs!Waiting \/ generation[t] # g)
+\* Scheduler's: every running version ends, whichever workers crash or pause; every
+\* waiting version of a started, open scheduler is claimed, blocked, cancelled or
+\* replaced, unless the scheduler is closed first.
+=============================================================================
