@@ -518,7 +518,7 @@ def claim_transaction(s: DurableSnapshot, worker: Hashable, limit: int, *,
     steps: list[Step] = []
     for t in _by_seq(s, [t for t in s.holder if ACTIONS["Expire"].enabled(s, t, limits=limits)]):
         s = _take(s, steps, "Expire", limits, t=t)
-    reclaimable = [t for t, v in s.scheduler.tasks.items()
+    reclaimable = [t for t in s.scheduler.tasks
                    if ACTIONS["Reclaim"].enabled(s, worker, t, limits=limits)]
     reclaimed = _by_seq(s, reclaimable)[:limit]
     for t in reclaimed:
