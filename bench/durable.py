@@ -93,6 +93,90 @@ def huey_flat(n: int, processes: int = 4) -> float:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _layered(n: int, width: int = 100) -> dict[str, list[str]]:
+    """A layered DAG of ``n`` tasks: each depends on two tasks of the layer before."""
+    names = [f"t{i}" for i in range(n)]
+    deps: dict[str, list[str]] = {}
+    for i, t in enumerate(names):
+        layer, k = divmod(i, width)
+        if layer == 0:
+            deps[t] = []
+        else:
+            before = (layer - 1) * width
+            deps[t] = sorted({names[before + k], names[before + (k + 1) % width]})
+    return deps
+
+
+def durable_dag(n: int, processes: int = 4) -> float:
+    """A layered DAG of ``n`` no-op tasks through durable worker processes: submit to done."""
+    from refsched.durable import DurableScheduler
+
+    folder = Path(tempfile.mkdtemp(prefix="refsched-bench-"))
+    url = f"sqlite:///{folder / 'store.db'}"
+    db = DurableScheduler(url, max_concurrency=processes)
+    workers = [subprocess.Popen([sys.executable, "-m", "refsched", "worker", "--db", url,
+                                 "--until-done", "--poll", "0.02"], cwd=ROOT)
+               for _ in range(processes)]
+    try:
+        time.sleep(1.0)
+        began = time.perf_counter()
+        for t, deps in _layered(n).items():
+            db.submit(t, deps, fn=NOOP)
+        db.start()
+        for w in workers:
+            w.wait(1800)
+        elapsed = time.perf_counter() - began
+        assert db.stats().succeeded == n
+        return elapsed
+    finally:
+        for w in workers:
+            if w.poll() is None:
+                w.kill()
+        db.release()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def runner_dag(n: int, processes: int = 4) -> float:
+    """The same DAG on the in-memory Runner with as many threads: no durability."""
+    from refsched import Runner
+
+    def noop() -> int:
+        return 1
+
+    began = time.perf_counter()
+    with Runner(max_workers=processes) as runner:
+        for t, deps in _layered(n).items():
+            runner.submit(t, noop, deps)
+        runner.start()
+        if not runner.wait(600):
+            raise TimeoutError("the Runner did not finish")
+    return time.perf_counter() - began
+
+
+def claims_per_second(n: int = 5_000) -> float:
+    """Claims the store hands out per second to one process that claims and completes."""
+    from refsched.durable import DurableScheduler
+
+    folder = Path(tempfile.mkdtemp(prefix="refsched-bench-"))
+    db = DurableScheduler(f"sqlite:///{folder / 'store.db'}", max_concurrency=8)
+    try:
+        for i in range(n):
+            db.submit(f"t{i}", fn=NOOP)
+        db.start()
+        claims = 0
+        began = time.perf_counter()
+        while leases := db.claim("bench", limit=8):
+            claims += len(leases)
+            for lease in leases:
+                db.complete(lease, 1)
+        elapsed = time.perf_counter() - began
+        assert claims == n
+        return n / elapsed
+    finally:
+        db.release()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
     for _ in range(2):

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import contenders as c
+import durable
 import graphs
 import pool
 import timers
@@ -126,6 +127,7 @@ class Results:
     garbage: list[Garbage] = field(default_factory=list)
     deadlocks: list[Deadlock] = field(default_factory=list)
     steals: list[Steals] = field(default_factory=list)
+    claims_per_s: list[float] = field(default_factory=list)  # the durable store, one process
     sections: list[str] = field(default_factory=list)  # as given to --only, for the report
 
 
@@ -350,6 +352,34 @@ def record_steals(results: Results, workers: int) -> None:
           flush=True)
 
 
+def run_durable(results: Results, flat: int, dag: int, rounds: int) -> None:
+    """The durable store against Huey (flat) and against the in-memory Runner (a DAG).
+
+    These contenders start worker processes, so each returns the seconds it measured itself,
+    from the first submit to the last result, without the workers' start-up.
+    """
+    print(f"durable: 4 worker processes; {rounds} rounds, order alternating", flush=True)
+    rows = [(f"flat, {flat:,} no-op tasks", flat, durable.durable_flat, durable.huey_flat, 1.0),
+            (f"layered DAG, {dag:,} tasks", dag, durable.durable_dag, durable.runner_dag, None)]
+    for workload, n, ours, peer, target in rows:
+        ours_s: list[float] = []
+        peer_s: list[float] = []
+        for r in range(rounds):
+            turns = [(ours, ours_s), (peer, peer_s)]
+            for fn, into in turns if r % 2 == 0 else turns[::-1]:
+                into.append(fn(n))
+        row = Comparison("durable", workload, n, 0, ours.__name__, peer.__name__, ours_s,
+                         peer_s, target)
+        results.comparisons.append(row)
+        print(f"  {workload:<30} {row.ours} / {row.peer}: {row.ratio:.2f} "
+              f"[{min(row.ratios):.2f}-{max(row.ratios):.2f}] (median "
+              f"{statistics.median(ours_s):.2f}s vs {statistics.median(peer_s):.2f}s)",
+              flush=True)
+    results.claims_per_s = [durable.claims_per_second() for _ in range(rounds)]
+    print(f"  claims/s, one process claiming 8 at a time and completing: "
+          f"{statistics.median(results.claims_per_s):,.0f}", flush=True)
+
+
 # -- the report ----------------------------------------------------------------------------
 
 def _s(seconds: float) -> str:
@@ -449,7 +479,7 @@ def render_markdown(results: Results) -> str:
     """RESULTS.md: the header, then a part for each section that ran, in the usual order."""
     parts = [_header(results), _core_section(results), _runner_section(results),
              _memory_section(results), _scaling_section(results), _sync_section(results),
-             _timer_section(results), _pool_section(results)]
+             _timer_section(results), _pool_section(results), _durable_section(results)]
     return "\n".join(line for part in parts for line in part)
 
 
@@ -610,6 +640,29 @@ def _pool_section(results: Results) -> list[str]:
     ]
 
 
+def _durable_section(results: Results) -> list[str]:
+    rows = _rows(results, "durable")
+    if not rows:
+        return []
+    claims = (f"Claims per second of the store, one process claiming 8 at a time and completing "
+              f"each: **{statistics.median(results.claims_per_s):,.0f}** (median).")
+    return [
+        "## Durable scheduler: `DurableScheduler` on SQLite against Huey's `SqliteHuey`, and "
+        "against the in-memory `Runner`",
+        "",
+        "Four worker processes each side (`refsched worker --until-done` and "
+        "`huey_consumer -w 4 -k process`), started before the clock; a time runs from the first "
+        "submit (enqueue) to the last result. The DAG row is the cost of durability: the same "
+        "layered DAG (each task depends on two of the layer before) through durable workers "
+        "and through `Runner(4)` in memory. Workloads: `bench/durable.py`.",
+        "",
+        *_comparison_table(rows),
+        "",
+        claims,
+        "",
+    ]
+
+
 def _deadlock_lines(d: Deadlock) -> list[str]:
     return [
         f"Deadlock: `ThreadPoolExecutor({d.workers})` running the pool's side of fork-join "
@@ -698,7 +751,7 @@ def environment() -> dict[str, str]:
     }
 
 
-SECTIONS = ("core", "runner", "memory", "sync", "timer", "pool")
+SECTIONS = ("core", "runner", "memory", "sync", "timer", "pool", "durable")
 DEFAULT_OUT = HERE / "results"
 
 
@@ -758,6 +811,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_pool(results, 20_000 if quick else pool.FLAT_SUBMISSIONS,
                  12 if quick else pool.TREE_DEPTH, 3 if quick else pool.ROUNDS,
                  2.0 if quick else pool.HANG_TIMEOUT)
+    if "durable" in sections:
+        run_durable(results, 2_000, 2_000 if quick else 10_000, 1 if quick else 3)
     results.environment["load_after"] = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     if out is None:
         print(render_markdown(results))
