@@ -589,6 +589,16 @@ class DurableScheduler:
                                  for _, t, g, fn, args in rows)
             return taken
 
+    def expire(self) -> None:
+        """Expire every live lease whose deadline has passed, without claiming (Spec: Expire).
+
+        The step ``claim()`` takes first, in a transaction of its own: for a reaper that only
+        ends dead workers' leases, and for lock-step checks that take Expire alone. A version
+        out of attempts fails, and blocking spreads.
+        """
+        with self._store.transaction() as tx:
+            self._expire(tx, tx.now())
+
     def _expire(self, tx: Tx, now: float) -> None:
         """Spec: Expire, for every live lease whose deadline is before ``now``, in seq order."""
         expired = tx.all("SELECT id, attempt FROM task WHERE state = 'running' AND "

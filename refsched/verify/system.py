@@ -8,7 +8,8 @@ through the implementation's API. :func:`get` returns a system by name:
 
 - ``"scheduler"``: the dependency-aware TaskScheduler (``spec/Scheduler.tla``);
 - ``"timer"``: the timer scheduler (``spec/TimerQueue.tla``);
-- ``"pool"``: the work-stealing pool (``spec/WorkStealing.tla``).
+- ``"pool"``: the work-stealing pool (``spec/WorkStealing.tla``);
+- ``"durable"``: the durable scheduler (``spec/DurableScheduler.tla``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ _MODULES = {
     "scheduler": "refsched.verify.dag_system",
     "timer": "refsched.verify.timer_system",
     "pool": "refsched.verify.pool_system",
+    "durable": "refsched.verify.durable_system",
 }
 NAMES = tuple(_MODULES)
 """Every system's name, the first the default."""
