@@ -1,0 +1,235 @@
+"""The durable corpus: current with the spec, replayed edge for edge against DurableScheduler, and
+able to catch a store that fences, extends, expires or claims differently.
+
+The corpus (traces/durable-cover.jsonl.gz) covers every edge of TLC's state graph of
+spec/MCDurableSchedulerTraces.cfg. Replay takes each step through a fresh SQLite store on a
+virtual clock, the workers' leases held by the harness (refsched.verify.durable_system); each
+must-fail test breaks one thing in a DurableScheduler and asserts the replay names the first step
+where it shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from refsched.cli import main
+from refsched.durable import DurableScheduler
+from refsched.durable.scheduler import Lease
+from refsched.durable.store import Tx
+from refsched.model.durable import ACTIONS, INITIAL, Instance
+from refsched.verify import corpus, stategraph, system
+from refsched.verify.itf import Step, Trace, read_traces, write_traces
+from refsched.verify.replay import ReplayReport, format_divergence, replay
+
+DURABLE = system.get("durable")
+NOOP = "refsched.durable.jobs:noop"
+
+
+@pytest.fixture(scope="module")
+def traces() -> list[Trace]:
+    return read_traces(corpus.traces_dir() / DURABLE.bundle)
+
+
+def test_the_durable_corpus_is_the_one_the_spec_and_model_give() -> None:
+    graph = stategraph.tlc_graph(system=DURABLE, workers=1)
+    check = corpus.check_corpus(graph)
+    assert check.manifest["edges"] == graph.edge_count == check.fresh["edges"]
+    assert check.manifest["config"] == "MCDurableSchedulerTraces.cfg"
+
+
+def test_every_edge_of_the_durable_corpus_replays_cleanly(traces: list[Trace]) -> None:
+    report = replay(traces, system=DURABLE)
+    assert report.ok, format_divergence(report.divergences[0])
+    manifest = corpus.read_manifest(system=DURABLE)
+    assert (report.traces, report.steps, report.edges) == (
+        manifest["traces"], manifest["steps"], manifest["edges"])
+    assert {name for name, c in report.coverage.items() if c.edges == 0} == set()
+
+
+# -- Broken stores ------------------------------------------------------------------------------
+
+class CompleteSkipsAttempt(DurableScheduler):
+    """complete() fences by generation and worker only: a worker's older attempt of a version
+    it took over again is taken for the live one."""
+
+    def complete(self, lease: Lease, result: Any = None) -> Any:
+        info = self.info(lease.task_id)
+        if info.generation == lease.generation and info.holder == lease.worker:
+            lease = lease._replace(attempt=info.attempts)
+        return super().complete(lease, result)
+
+
+class HeartbeatKeepsDeadline(DurableScheduler):
+    """heartbeat() checks the lease and hears a cancel, but never extends the lease."""
+
+    def heartbeat(self, lease: Lease) -> bool:
+        info = self.info(lease.task_id)
+        if (info.generation, info.attempts, info.holder) == (
+                lease.generation, lease.attempt, lease.worker) and info.state.value == "running":
+            return info.cancel_requested
+        return super().heartbeat(lease)
+
+
+class ExpiryNeverFails(DurableScheduler):
+    """An expired last attempt leaves the version running, to be re-claimed, instead of
+    failing it."""
+
+    def _expire(self, tx: Tx, now: float) -> None:
+        limit = self._max_attempts
+        self._max_attempts = limit + 1
+        try:
+            super()._expire(tx, now)
+        finally:
+            self._max_attempts = limit
+
+
+def first_divergence(traces: list[Trace], factory: Callable[..., Any]) -> ReplayReport:
+    report = replay(traces, factory, system=DURABLE)
+    assert not report.ok, f"{factory} replayed {report.steps:,} steps without a divergence"
+    return report
+
+
+def test_a_complete_that_skips_the_attempt_is_named_at_the_refused_report(
+        traces: list[Trace]) -> None:
+    d = first_divergence(traces, CompleteSkipsAttempt).divergences[0]
+    assert (d.side, d.action) == ("implementation", "Refused"), format_divergence(d)
+    assert d.params["w"] == d.source.holder[d.params["t"]], format_divergence(d)
+    assert "complete(Lease(" in d.reason and "returned succeeded" in d.reason, d.reason
+    assert d.reason.endswith("expected StaleLeaseError"), d.reason
+    assert format_divergence(d).startswith(f"trace {d.trace}, step {d.step}: Refused")
+
+
+@pytest.mark.parametrize(("factory", "action", "field"), [
+    (HeartbeatKeepsDeadline, "Heartbeat", "deadline"),
+    (ExpiryNeverFails, "Expire", "state"),
+], ids=["heartbeat-keeps-deadline", "expiry-never-fails"])
+def test_a_broken_store_is_named_at_its_first_wrong_step(
+        traces: list[Trace], factory: Callable[..., Any], action: str, field: str) -> None:
+    d = first_divergence(traces, factory).divergences[0]
+    assert (d.side, d.action) == ("implementation", action), format_divergence(d)
+    assert d.reason == "the state after the step is not the trace's", d.reason
+    assert d.diff.splitlines()[1].split()[1] == field, d.diff
+
+
+# -- Claim order: two ids, walked through the model ----------------------------------------------
+
+TWO = Instance(tasks=("a", "b"), workers=("w1",), max_concurrency=1, max_attempts=2,
+               lease_time=1, max_generation=1, max_time=2)
+
+
+WIDE = Instance(tasks=("a", "b"), workers=("w1",), max_concurrency=2, max_attempts=2,
+                lease_time=1, max_generation=1, max_time=2)
+
+
+def walked(name: str, *steps: tuple[str, dict[str, Any]], instance: Instance = TWO) -> Trace:
+    """A trace of ``instance`` taking ``steps`` through the model (each must be enabled)."""
+    state, taken, limits = INITIAL, [], instance.limits
+    for action, params in steps:
+        args = tuple(params[p] for p in ACTIONS[action].params)
+        assert ACTIONS[action].enabled(state, *args, limits=limits), (action, params)
+        state = ACTIONS[action].step(state, *args, limits=limits)
+        taken.append(Step(action, params, DURABLE.spec_state(state, instance)))
+    return Trace(name, DURABLE.constants(instance), DURABLE.spec_state(INITIAL, instance),
+                 taken)
+
+
+CLAIM_ORDER = walked(
+    "claim-order",
+    ("Submit", {"t": "a", "D": frozenset()}), ("Submit", {"t": "b", "D": frozenset()}),
+    ("Start", {}), ("Claim", {"w": "w1", "k": 1}),
+    ("Complete", {"w": "w1", "t": "a", "g": 1, "a": 1}), ("Claim", {"w": "w1", "k": 1}),
+    ("Heartbeat", {"w": "w1", "t": "b", "g": 1, "a": 1}), ("Tick", {}), ("Tick", {}),
+    ("Expire", {"t": "b"}), ("Reclaim", {"w": "w1", "t": "b"}),
+    ("Refused", {"w": "w1", "t": "b", "g": 1, "a": 1}), ("Crash", {"w": "w1"}),
+    ("Close", {"cancelPending": True}), ("RepeatedCallback", {"t": "a"}))
+
+
+class ClaimTakesNewest(DurableScheduler):
+    """claim() takes the ready versions of largest seq: the newest work first."""
+
+    def claim(self, worker: str, limit: int = 1, lease: float = 30.0) -> list[Lease]:
+        store, transaction = self._store, self._store.transaction
+
+        @contextlib.contextmanager
+        def newest_first(write: bool = True) -> Iterator[Any]:
+            with transaction(write) as tx:
+                yield _NewestFirst(tx)
+
+        store.transaction = newest_first  # type: ignore[method-assign]
+        try:
+            return super().claim(worker, limit, lease)
+        finally:
+            del store.transaction
+
+
+class _NewestFirst:
+    def __init__(self, tx: Tx) -> None:
+        self._tx = tx
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tx, name)
+
+    def all(self, sql: str, params: Any = ()) -> Any:
+        return self._tx.all(sql.replace("state = 'ready' ORDER BY seq LIMIT",
+                                        "state = 'ready' ORDER BY seq DESC LIMIT"), params)
+
+
+def test_a_trace_of_two_ids_replays_cleanly_through_every_kind_of_step() -> None:
+    report = replay([CLAIM_ORDER], system=DURABLE)
+    assert report.ok, format_divergence(report.divergences[0])
+    assert report.steps == len(CLAIM_ORDER.steps) == 15
+
+
+def test_a_claim_that_ignores_seq_order_is_named_at_the_claim() -> None:
+    d = first_divergence([CLAIM_ORDER], ClaimTakesNewest).divergences[0]
+    assert (d.side, d.action, d.step) == ("implementation", "Claim", 4), format_divergence(d)
+    assert d.reason == ("claim('w1', limit=1, lease=1) returned [<<b, 1, 1>>], expected "
+                        "[<<a, 1, 1>>]"), d.reason
+
+
+def test_a_claim_while_a_lease_waits_to_expire_is_not_a_step_the_calls_take() -> None:
+    # claim() expires first, so the spec's Claim past a lease nobody expired yet has no call
+    # alone; the corpus's instance (one id) has no such step.
+    early = walked("claim-past-a-deadline", ("Submit", {"t": "a", "D": frozenset()}),
+                   ("Submit", {"t": "b", "D": frozenset()}), ("Start", {}),
+                   ("Claim", {"w": "w1", "k": 1}), ("Tick", {}), ("Tick", {}),
+                   ("Claim", {"w": "w1", "k": 1}), instance=WIDE)
+    d = first_divergence([early], DurableScheduler).divergences[0]
+    assert (d.side, d.action, d.step) == ("model", "Claim", 7), format_divergence(d)
+    assert d.reason == "Claim(w=w1, k=1): claim() would first expire ['a']", d.reason
+
+
+# -- The store's Expire, alone ------------------------------------------------------------------
+
+def test_expire_ends_only_the_leases_past_their_deadline(tmp_path: Path) -> None:
+    db = DurableScheduler(f"sqlite:///{tmp_path / 's.db'}", 2, max_attempts=1,
+                          clock="virtual", record=True)
+    db.submit("a", fn=NOOP)
+    db.start()
+    assert [x.task_id for x in db.claim("w1", lease=1)] == ["a"]
+    db.expire()  # not yet past: nothing
+    assert db.leases()["a"].holder == "w1"
+    db.tick(2)
+    db.submit("b", fn=NOOP)
+    db.expire()
+    assert db.leases()["a"].holder is None and db.state("a").value == "failed"
+    assert db.state("b").value == "ready"  # expire() claims nothing
+    assert [a for a, _ in db.history()] == ["Submit", "Start", "Claim", "Tick", "Submit",
+                                            "Expire"]
+    db.release()
+
+
+def test_replay_cli_replays_durable_traces(tmp_path: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "two.jsonl"
+    write_traces(path, [CLAIM_ORDER])
+    assert main(["replay", "-q", str(path)]) == 0  # the spec is read off the traces
+    assert "no divergence" in capsys.readouterr().err
+    assert main(["replay", "-q", "--system", "durable",
+                 "--impl", "tests.test_durable_replay:ClaimTakesNewest", str(path)]) == 1
+    assert "Claim(w=w1, k=1)" in capsys.readouterr().err
