@@ -35,6 +35,7 @@ def traces() -> list[Trace]:
     return read_traces(corpus.traces_dir() / DURABLE.bundle)
 
 
+@pytest.mark.slow
 def test_the_durable_corpus_is_the_one_the_spec_and_model_give() -> None:
     graph = stategraph.tlc_graph(system=DURABLE, workers=1)
     check = corpus.check_corpus(graph)
@@ -42,6 +43,7 @@ def test_the_durable_corpus_is_the_one_the_spec_and_model_give() -> None:
     assert check.manifest["config"] == "MCDurableSchedulerTraces.cfg"
 
 
+@pytest.mark.slow
 def test_every_edge_of_the_durable_corpus_replays_cleanly(traces: list[Trace]) -> None:
     report = replay(traces, system=DURABLE)
     assert report.ok, format_divergence(report.divergences[0])
