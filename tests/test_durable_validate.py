@@ -93,6 +93,8 @@ def test_a_history_recorded_from_worker_processes_is_accepted(tmp_path: Path) ->
     verdict = validate_history(history, max_concurrency=2, max_attempts=3,
                                tasks=dag, workers=[f"worker {n}" for n in range(3)])
     assert verdict.accepted, verdict
+    print(f"{len(history)} steps accepted, {verdict.distinct_states} states, "
+          f"{verdict.duration:.1f}s")
 
 
 @pytest.mark.slow
@@ -119,3 +121,29 @@ def test_a_double_claim_is_rejected(tmp_path: Path) -> None:
     assert not verdict.accepted
     again: History = [*history[:claim + 1], ("Claim", {"w": "w2", "k": 1})]
     assert not validate_history(again, max_concurrency=2, max_attempts=2).accepted
+
+
+@pytest.mark.slow
+def test_a_history_with_give_up_cancel_retry_and_close_is_accepted(tmp_path: Path) -> None:
+    db = DurableScheduler(f"sqlite:///{tmp_path / 'g.db'}", max_concurrency=1, max_attempts=1,
+                          clock="virtual", record=True)
+    db.submit("a", fn=SLEEP)
+    db.submit("b", ["a"], fn=SLEEP)
+    db.submit("c", fn=SLEEP)
+    db.start()
+    db.claim("w1", 1, 1)
+    db.tick(3)
+    [c] = db.claim("w2", 1, 1)  # a ran out of attempts, so b is blocked
+    assert c.task_id == "c" and db.state("b") is TaskState.BLOCKED
+    db.cancel("c")
+    assert db.heartbeat(c) is True
+    db.acknowledge_cancel(c)
+    db.retry("a")
+    db.close(False)
+    history = db.history()
+    db.release()
+    assert ("Expire", {"t": "a"}) in history and ("Retry", {"t": "a"}) in history
+    verdict = validate_history(history, max_concurrency=1, max_attempts=1)
+    assert verdict.accepted, verdict
+    print(f"{len(history)} steps accepted, {verdict.distinct_states} states, "
+          f"{verdict.duration:.1f}s")
