@@ -15,6 +15,8 @@ from pathlib import Path
 
 import itf_py
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from refsched.model import actions as A
 from refsched.model.graph import explore
@@ -26,6 +28,8 @@ from refsched.verify.tla import (
     Function,
     ModelValue,
     TLAParseError,
+    decode_string,
+    encode_string,
     parse_state,
     parse_value,
     render,
@@ -63,6 +67,35 @@ def test_tla_values_read_as_tlc_prints_them() -> None:
 def test_render_reads_back() -> None:
     value = Function({"a": frozenset({"b"}), "b": (1, True, ModelValue("NoTask"))})
     assert parse_value(render(value)) == value
+    text = Function({'say "hi"': ("back\\slash", "line\nbreak")})
+    assert parse_value(render(text, readable=True)) == text
+
+
+# What TLC 2.15 lexes in a string literal as it is: printable ASCII but the quote, the
+# backslash (escapes) and, kept out of comments, parentheses and stars; '%' is the escape.
+TLC_PLAIN = frozenset(chr(c) for c in range(0x20, 0x7F)) - set('"\\()*%')
+
+
+@given(st.text())
+def test_encode_string_is_one_to_one_onto_text_tlc_reads(text: str) -> None:
+    encoded = encode_string(text)
+    assert set(encoded) <= TLC_PLAIN | {"%"}
+    assert decode_string(encoded) == text
+    assert render(text) == f'"{encoded}"'
+
+
+@given(st.text(alphabet=sorted(TLC_PLAIN)))
+def test_encode_string_keeps_plain_text(text: str) -> None:
+    assert encode_string(text) == text
+
+
+@pytest.mark.parametrize(("text", "encoded"), [
+    ("absent", "absent"), ("中", "%E4%B8%AD"), ("a\rb", "a%0Db"), ("a\u2028b", "a%E2%80%A8b"),
+    ('"', "%22"), ("\\", "%5C"), ("(*", "%28%2A"), ("*)", "%2A%29"), ("%41", "%2541"),
+    ("\ud800", "%ED%A0%80"),  # a lone surrogate, which JSON can carry
+])
+def test_encode_string_escapes_what_tlc_cannot_lex(text: str, encoded: str) -> None:
+    assert encode_string(text) == encoded
 
 
 # -- Spec state <-> Snapshot ------------------------------------------------------------------
@@ -87,6 +120,19 @@ def test_malformed_spec_states_are_refused() -> None:
 
 
 # -- ITF -----------------------------------------------------------------------------------------
+
+def test_a_bundle_line_ends_only_at_a_newline(tmp_path: Path) -> None:
+    """JSON strings may hold a raw U+2028 or U+0085, which str.splitlines takes for line
+    ends; a bundle line holds its whole trace all the same."""
+    s0 = Snapshot()
+    trace = Trace("a\u2028b\x85c", {"Tasks": ["a"], "MaxConcurrency": 1}, spec_state(s0, "a"),
+                  [])
+    line = json.dumps(trace_to_itf(trace), ensure_ascii=False)
+    assert "\u2028" in line and "\x85" in line
+    bundle = tmp_path / "t.jsonl"
+    bundle.write_text(line + "\n" + line + "\n", encoding="utf-8")
+    assert [t.name for t in read_traces(bundle)] == [trace.name] * 2
+
 
 def test_itf_round_trip_and_itf_py_reads_it() -> None:
     s0 = Snapshot()

@@ -29,6 +29,7 @@ from refsched.verify.specstate import snapshot_of
 from refsched.verify.tla import Function
 from refsched.verify.tlc import spec_dir
 from refsched.verify.validate import (
+    TLCInternalError,
     TraceError,
     Validation,
     format_validation,
@@ -334,3 +335,111 @@ def test_trace_module_names_its_parts() -> None:
     assert "EXTENDS Scheduler" in module and 'TraceActions == <<\n    "Submit",' in module
     assert "Tasks <- TraceTasks" in config and "MaxConcurrency = 1" in config
     assert config.rstrip().endswith("TraceAccepted")
+
+
+# -- any string is an id: TLC reads it, equal exactly when equal -----------------------------
+
+HOSTILE_IDS = ("中文", "a\rb", "a\nb", "a\u2028b", "%41", "A", 'say "hi"', "back\\slash", "(*",
+               "*)", "\\*", "tab\there")
+HOSTILE_NAME = 'run (* not a comment *) \\* "quoted" \r\n\u2028 中 (*'
+
+
+def hostile_trace() -> Trace:
+    """Every action but Close over ids TLC 2.15 could not lex as string literals, if written
+    as they are: CJK letters, line breaks, quotes, backslashes, comment delimiters."""
+    a, b, c, d, *rest = HOSTILE_IDS
+    recorder = TraceRecorder()
+    s = TaskScheduler(2, recorder=recorder)
+    s.submit(a)
+    s.submit(b, [a])
+    s.submit(c, [a])
+    s.submit(d, [b, c])
+    for t in rest:
+        s.submit(t)
+    s.start()
+    claimed = [x.task_id for x in s.ready()]
+    assert claimed == [a, rest[0]]
+    s.complete(a, 1)
+    s.fail(rest[0], 1)
+    s.retry(rest[0])
+    s.cancel(rest[1])
+    with pytest.raises(SchedulerError):
+        s.complete(a, 0)
+    return recorder.trace(2, name=HOSTILE_NAME)
+
+
+def test_trace_module_is_ascii_and_no_user_text_opens_or_closes_a_comment() -> None:
+    module, config = trace_module(hostile_trace())
+    assert module.isascii() and config.isascii()
+    assert "\r" not in module and "\r" not in config
+    assert module.count("(*") == module.count("*)") == 1  # the module's own comment
+    assert "(*" not in config and "*)" not in config
+    assert all(line.startswith("\\*") for line in config.splitlines() if "\\*" in line)
+
+
+def test_ids_and_names_of_any_characters_are_accepted_by_tlc() -> None:
+    trace = hostile_trace()
+    verdict = check(trace)
+    assert verdict.accepted, verdict.tlc.output[-3000:] if verdict.tlc else verdict
+    assert format_validation(verdict).startswith(repr(HOSTILE_NAME) + ": accepted")
+
+
+def test_ids_of_any_characters_keep_apart_when_tlc_rejects_a_step() -> None:
+    """'%41' and 'A' must stay two ids: a Claim recorded with the other one is rejected."""
+    trace = hostile_trace()
+    claim = next(i for i, s in enumerate(trace.steps, start=1) if s.action == "Claim")
+    state = trace.steps[claim - 1].state
+    assert state["state"]["%41"] == "running" and state["state"]["A"] == "ready"
+    swapped = with_value(with_value(state, "state", "%41", "ready"), "state", "A", "running")
+    verdict = check(replace_step(trace, claim, state=swapped))
+    assert (verdict.first_rejected_step, verdict.action) == (claim, "Claim")
+    assert verdict.reason is not None and 'state["%41"]: recorded "ready"' in verdict.reason
+
+
+def test_integers_tlc_cannot_hold_are_a_trace_error() -> None:
+    trace = small_trace()
+    with pytest.raises(TraceError, match="out of TLC's integer range"):
+        trace_module(replace_step(trace, 1, state={**trace.steps[0].state,
+                                                   "nextSeq": 2**40}))
+    with pytest.raises(TraceError, match="out of TLC's integer range"):
+        trace_module(dataclasses.replace(trace, constants={**trace.constants,
+                                                           "MaxConcurrency": 2**31}))
+
+
+# -- no verdict is not a verdict ------------------------------------------------------------
+
+def test_a_module_tlc_cannot_parse_is_an_internal_error_not_a_rejection(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import refsched.verify.validate as validate
+
+    stated = validate.trace_module
+
+    def broken(trace: Trace, module_name: str = "TraceCheck") -> tuple[str, str]:
+        module, config = stated(trace, module_name)
+        return module.replace("====\n", "(* never closed\n====\n"), config
+
+    monkeypatch.setattr(validate, "trace_module", broken)
+    with pytest.raises(TLCInternalError, match="internal error, not a verdict on the trace "
+                       "sequential: TLC could not parse") as caught:
+        validate_trace(small_trace_named("sequential"))
+    assert "TLC2 Version" not in str(caught.value) and "\n" not in str(caught.value)
+
+
+def small_trace_named(name: str) -> Trace:
+    return dataclasses.replace(small_trace(), name=name)
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"workers": 0}, "workers"), ({"timeout": 0}, "timeout"),
+    ({"timeout": float("nan")}, "timeout"),
+])
+def test_validate_trace_refuses_options_tlc_cannot_take(options: dict[str, Any],
+                                                        message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        validate_trace(small_trace(), **options)
+
+
+@pytest.mark.parametrize("options", [{"tasks": 0}, {"workers": 0}, {"max_deps": -1}])
+def test_record_runner_run_refuses_a_run_it_cannot_make(options: dict[str, int]) -> None:
+    with pytest.raises(ValueError, match=next(iter(options))):
+        record_runner_run(1, **options)

@@ -29,6 +29,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
+import sys
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +42,7 @@ from .tla import Function, ModelValue
 
 __all__ = [
     "ACTION_TAKEN",
+    "MAX_DEPTH",
     "NONDET_PICKS",
     "PARAMETERS",
     "Step",
@@ -114,25 +118,78 @@ def _order(encoded: Any) -> str:
     return json.dumps(encoded, sort_keys=True)
 
 
-def decode_value(value: Any) -> Any:
-    """ITF JSON as a Python value: ``#map`` and records as Function, ``#set`` as frozenset."""
+MAX_DEPTH = 32
+"""How deeply ITF values may nest: the specs' values nest four deep (a function of sets of
+records); a deeper value is refused before it can exhaust Python's stack."""
+
+
+def decode_value(value: Any, depth: int = 0) -> Any:
+    """ITF JSON as a Python value: ``#map`` and records as Function, ``#set`` as frozenset.
+
+    ``TraceFormatError`` for anything else: a JSON number that is not an integer, an object
+    tagged with an unknown ``#`` key, a tag with a value of the wrong shape, a ``#map`` with a
+    key twice, a ``#bigint`` that is not an integer or has more digits than Python converts,
+    values nested more than :data:`MAX_DEPTH` deep.
+    """
     if isinstance(value, bool | str | int):
         return value
+    if depth >= MAX_DEPTH:
+        raise TraceFormatError(f"a value nested more than {MAX_DEPTH} deep")
     if isinstance(value, list):
-        return tuple(decode_value(v) for v in value)
-    if isinstance(value, dict):
-        if "#bigint" in value:
-            return int(value["#bigint"])
-        if "#set" in value:
-            return frozenset(decode_value(v) for v in value["#set"])
-        if "#map" in value:
-            return Function({decode_value(k): decode_value(v) for k, v in value["#map"]})
-        if "#tup" in value:
-            return tuple(decode_value(v) for v in value["#tup"])
-        if "#unserializable" in value:
-            raise TraceFormatError(f"unserializable value {value['#unserializable']!r}")
-        return Function({k: decode_value(v) for k, v in value.items()})
-    raise TraceFormatError(f"not an ITF value: {value!r}")
+        return tuple(decode_value(v, depth + 1) for v in value)
+    if not isinstance(value, dict):
+        raise TraceFormatError(f"not an ITF value: {_brief(value)}")
+    tags = [k for k in value if k.startswith("#")]
+    if not tags:
+        return Function({k: decode_value(v, depth + 1) for k, v in value.items()})
+    tag = tags[0]
+    if len(value) != 1:
+        raise TraceFormatError(f"an object tagged {tag} has other keys: {sorted(value)[:4]}")
+    inner = value[tag]
+    if tag == "#bigint":
+        return _bigint(inner)
+    if tag in ("#set", "#tup", "#map") and not isinstance(inner, list):
+        raise TraceFormatError(f"{tag} holds {_brief(inner)}, not a list")
+    if tag == "#set":
+        return frozenset(decode_value(v, depth + 1) for v in inner)
+    if tag == "#tup":
+        return tuple(decode_value(v, depth + 1) for v in inner)
+    if tag == "#map":
+        pairs: dict[Any, Any] = {}
+        for pair in inner:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise TraceFormatError(f"#map holds {_brief(pair)}, not a [key, value] pair")
+            key = decode_value(pair[0], depth + 1)
+            if key in pairs:
+                raise TraceFormatError(f"#map has the key {_brief(pair[0])} twice")
+            pairs[key] = decode_value(pair[1], depth + 1)
+        return Function(pairs)
+    if tag == "#unserializable":
+        raise TraceFormatError(f"unserializable value {_brief(inner)}")
+    raise TraceFormatError(f"unknown ITF value kind {tag!r}")
+
+
+_INTEGER = re.compile(r"-?[0-9]+")
+
+
+def _bigint(text: Any) -> int:
+    if not isinstance(text, str) or not _INTEGER.fullmatch(text):
+        raise TraceFormatError(f"#bigint holds {_brief(text)}, not the digits of an integer")
+    limit = sys.get_int_max_str_digits()
+    digits = len(text.lstrip("-"))
+    if limit and digits > limit:
+        raise TraceFormatError(f"a #bigint of {digits:,} digits: more than the {limit:,} "
+                               "Python converts")
+    return int(text)
+
+
+def _brief(value: Any) -> str:
+    """``value`` in a message: its JSON, cut short."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _picks(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -207,6 +264,14 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _decode_at(where: str, value: Any) -> Any:
+    """:func:`decode_value`, its error prefixed with where the value was."""
+    try:
+        return decode_value(value)
+    except TraceFormatError as exc:
+        raise TraceFormatError(f"{where}: {exc}") from None
+
+
 def _decode_picks(raw: Any, where: str) -> dict[str, Any]:
     if raw is None:
         return {}
@@ -216,11 +281,11 @@ def _decode_picks(raw: Any, where: str) -> dict[str, Any]:
     for name, pick in raw.items():
         if isinstance(pick, dict) and set(pick) == {"tag", "value"}:
             if pick["tag"] == "Some":
-                params[name] = decode_value(pick["value"])
+                params[name] = _decode_at(f"{where}, pick {name}", pick["value"])
             elif pick["tag"] != "None":
                 raise TraceFormatError(f"{where}: pick {name} has tag {pick['tag']!r}")
         else:  # a plain value: the parameter was picked
-            params[name] = decode_value(pick)
+            params[name] = _decode_at(f"{where}, pick {name}", pick)
     return params
 
 
@@ -232,10 +297,16 @@ def trace_from_itf(doc: Mapping[str, Any], default_name: str = "trace",
     many traces share is decoded once (and shared: treat decoded states as read-only).
     """
     if not isinstance(doc, Mapping) or not isinstance(doc.get("states"), list):
-        raise TraceFormatError("not an ITF trace: no 'states' list")
-    meta = dict(doc.get("#meta") or {})
+        raise TraceFormatError(f"{default_name}: not an ITF trace: no 'states' list")
+    meta = doc.get("#meta") or {}
+    if not isinstance(meta, Mapping):
+        raise TraceFormatError(f"{default_name}: #meta is {_brief(meta)}, not an object")
+    meta = dict(meta)
     name = str(meta.pop("name", default_name))
-    constants = dict(meta.pop("constants", {}) or {})
+    constants = meta.pop("constants", None) or {}
+    if not isinstance(constants, Mapping):
+        raise TraceFormatError(f"{name}: the constants are {_brief(constants)}, not an object")
+    constants = dict(constants)
     meta.pop("format", None)
     raw_states = doc["states"]
     if not raw_states:
@@ -253,7 +324,7 @@ def trace_from_itf(doc: Mapping[str, Any], default_name: str = "trace",
         key = json.dumps(variables, sort_keys=True) if cache is not None else ""
         state = cache.get(key) if cache is not None else None
         if state is None:
-            state = {k: decode_value(v) for k, v in variables.items()}
+            state = {k: _decode_at(f"{where}, {k}", v) for k, v in variables.items()}
             if cache is not None:
                 cache[key] = state
         states.append(state)
@@ -266,17 +337,16 @@ def trace_from_itf(doc: Mapping[str, Any], default_name: str = "trace",
     return Trace(name=name, constants=constants, initial=states[0], steps=tuple(steps), meta=meta)
 
 
-def _open_text(path: Path, mode: str) -> Any:
-    if path.suffix == ".gz":
-        return gzip.open(path, mode + "t", encoding="utf-8")
-    return path.open(mode, encoding="utf-8")
-
-
 _READ: dict[tuple[str, int, int], list[Trace]] = {}  # (path, mtime, size) -> its traces
 
 
 def read_traces(path: str | Path) -> list[Trace]:
     """Every trace in ``path``: a ``.jsonl``/``.jsonl.gz`` bundle or a single ITF JSON file.
+
+    ``TraceFormatError``, saying why, for anything else: no such file, not a regular file, a
+    gzip stream that does not inflate, text that is not UTF-8, lines that are not JSON (or
+    nest too deep), objects that are not ITF traces, and a file that holds no trace at all
+    (empty or blank): reading nothing must not pass for reading traces.
 
     A file read before and unchanged since (same modification time and size) is not
     parsed again: the corpus is large, and several checks in one process replay it.
@@ -285,31 +355,67 @@ def read_traces(path: str | Path) -> list[Trace]:
     try:
         stat = path.stat()
     except OSError as exc:
-        raise TraceFormatError(f"{path}: {exc}") from None
+        raise TraceFormatError(f"{path}: {exc.strerror or exc}") from None
+    if path.is_dir():
+        raise TraceFormatError(f"{path}: a directory, not a trace file")
     key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
     if key not in _READ:
+        try:
+            traces = _read_traces(path)
+        except RecursionError:  # a value past what the JSON reader or the encoder can nest
+            raise TraceFormatError(f"{path}: JSON nested too deep") from None
+        if not traces:
+            raise TraceFormatError(f"{path}: no trace in the file (it is empty or blank)")
         _READ.clear()  # keep one file's traces at most
-        _READ[key] = _read_traces(path)
+        _READ[key] = traces
     return list(_READ[key])
 
 
-def _read_traces(path: Path) -> list[Trace]:
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _read_text(path: Path) -> str:
+    """The file's text: gunzipped when it is gzip (by its name or its first bytes), UTF-8."""
     try:
-        with _open_text(path, "r") as handle:
-            text = handle.read()
-    except (OSError, EOFError) as exc:
-        raise TraceFormatError(f"{path}: {exc}") from None
-    stripped = text.lstrip()
-    docs: list[tuple[str, Any]] = []
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: {exc.strerror or exc}") from None
+    if path.suffix == ".gz" or data.startswith(_GZIP_MAGIC):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
+            raise TraceFormatError(f"{path}: not a readable gzip file: {exc}") from None
     try:
-        if stripped.startswith("{") and ".jsonl" not in path.name:
-            docs.append((path.stem, json.loads(text)))
-        else:
-            for number, line in enumerate(text.splitlines(), start=1):
-                if line.strip():
-                    docs.append((f"{path.name}:{number}", json.loads(line)))
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise TraceFormatError(f"{path}: not UTF-8 text: byte 0x{data[exc.start]:02x} on "
+                               f"line {line}") from None
+
+
+def _json(text: str, where: str) -> Any:
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise TraceFormatError(f"{path}: not JSON: {exc}") from None
+        raise TraceFormatError(f"{where}: not JSON: {exc}") from None
+    except ValueError as exc:  # an integer with more digits than Python converts
+        raise TraceFormatError(f"{where}: not JSON that Python reads: {exc}") from None
+    except RecursionError:
+        raise TraceFormatError(f"{where}: JSON nested too deep") from None
+
+
+def _read_traces(path: Path) -> list[Trace]:
+    text = _read_text(path)
+    docs: list[tuple[str, Any]] = []
+    if text.lstrip().startswith("{") and ".jsonl" not in path.name:
+        docs.append((path.stem, _json(text, str(path))))
+    else:
+        # Lines end at "\n" only: str.splitlines would also split a JSON string at a raw
+        # U+2028 or "\r", which JSON allows in strings.
+        for number, line in enumerate(text.split("\n"), start=1):
+            if line.strip():
+                where = f"{path.name}:{number}"
+                docs.append((where, _json(line, f"{path}, line {number}")))
     cache: dict[str, dict[str, Any]] = {}
     return [trace_from_itf(doc, default_name=name, cache=cache) for name, doc in docs]
 

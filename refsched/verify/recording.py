@@ -142,8 +142,13 @@ def record_runner_run(seed: int, *, tasks: int = 6, workers: int = 3,
     blocked and cancelled tasks, reports a late duplicate and a stale callback as a lost
     worker would, and closes with or without ``cancel_pending``. Which step comes when is up
     to the threads. The Trace is named ``runner-seed-<seed>`` and its ``#meta`` holds the
-    arguments.
+    arguments. ``ValueError`` for ``tasks`` or ``workers`` below 1 or ``max_deps`` below 0.
     """
+    for name, value, least in (("tasks", tasks, 1), ("workers", workers, 1),
+                               ("max_deps", max_deps, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"record_runner_run({seed!r}): {name}={value!r}: must be an "
+                             f"integer >= {least}")
     rng = random.Random(seed)
     ids = [f"t{i}" for i in range(tasks)]
     deps = {t: rng.sample(ids[:i], min(i, rng.randint(0, max_deps))) for i, t in enumerate(ids)}

@@ -16,6 +16,12 @@ TLA+                        Python
 ``(k1 :> v1 @@ k2 :> v2)``  :class:`Function` (an immutable mapping)
 ``[f |-> v]``               :class:`Function` with ``str`` keys
 ==========================  ==========================================
+
+TLC 2.15 reads a string literal of printable ASCII only (a CJK letter, a raw CR or U+2028 is
+a lexical error) with few escapes, so :func:`render` writes every string through
+:func:`encode_string`: a one-to-one ASCII form, the identity on the specs' own strings
+(``"absent"``, action names), so that two strings are equal in TLA+ exactly when they are
+equal in Python.
 """
 
 from __future__ import annotations
@@ -25,7 +31,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Function", "ModelValue", "TLAParseError", "parse_state", "parse_value", "render"]
+__all__ = [
+    "Function",
+    "ModelValue",
+    "TLAParseError",
+    "decode_string",
+    "encode_string",
+    "parse_state",
+    "parse_value",
+    "render",
+]
 
 
 class TLAParseError(ValueError):
@@ -193,23 +208,64 @@ def parse_state(text: str) -> dict[str, Any]:
     return state
 
 
-def render(value: Any) -> str:
-    """``value`` as a TLA+ expression; sets and functions in a stable (sorted) order."""
+# Kept as they are by encode_string: letters, digits and punctuation that neither ends a TLA+
+# string nor starts an escape or a comment ('"', '\\', '(', ')', '*' are encoded, as is '%').
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                   " !#$&'+,-./:;<=>?@[]^_`{|}~")
+
+
+def encode_string(text: str) -> str:
+    """``text`` as printable ASCII that a TLA+ string literal holds as it is: each character
+    outside a plain set (letters, digits, most punctuation) as ``%XX`` per UTF-8 byte, as in a
+    URL. One-to-one (:func:`decode_string` undoes it), and the identity on plain text.
+
+    Lone surrogates (which JSON can carry) are encoded as their three bytes.
+    """
+    if all(c in _PLAIN for c in text):
+        return text
+    out: list[str] = []
+    for c in text:
+        if c in _PLAIN:
+            out.append(c)
+        else:
+            out.extend(f"%{b:02X}" for b in c.encode("utf-8", "surrogatepass"))
+    return "".join(out)
+
+
+def decode_string(text: str) -> str:
+    """The text :func:`encode_string` encoded as ``text``."""
+    return re.sub(r"(?:%[0-9A-F]{2})+",
+                  lambda m: bytes.fromhex(m.group(0).replace("%", "")).decode(
+                      "utf-8", "surrogatepass"), text)
+
+
+def _quoted(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def render(value: Any, *, readable: bool = False) -> str:
+    """``value`` as a TLA+ expression TLC reads; sets and functions in a stable (sorted) order.
+
+    Strings are written through :func:`encode_string`. With ``readable``, for people, they are
+    written as they are (quotes, backslashes and newlines escaped): :func:`parse_value` reads
+    that back, but TLC may not.
+    """
     if isinstance(value, bool):
         return "TRUE" if value else "FALSE"
     if isinstance(value, int):
         return str(value)
     if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+        return _quoted(value if readable else encode_string(value))
     if isinstance(value, ModelValue):
         return value.name
     if isinstance(value, frozenset | set):
-        return "{" + ", ".join(sorted(render(v) for v in value)) + "}"
+        return "{" + ", ".join(sorted(render(v, readable=readable) for v in value)) + "}"
     if isinstance(value, tuple | list):
-        return "<<" + ", ".join(render(v) for v in value) + ">>"
+        return "<<" + ", ".join(render(v, readable=readable) for v in value) + ">>"
     if isinstance(value, Mapping):
         if not value:
             return "<<>>"
-        pairs = sorted((render(k), render(v)) for k, v in value.items())
+        pairs = sorted((render(k, readable=readable), render(v, readable=readable))
+                       for k, v in value.items())
         return "(" + " @@ ".join(f"{k} :> {v}" for k, v in pairs) + ")"
     raise TypeError(f"no TLA+ value for {value!r} ({type(value).__name__})")

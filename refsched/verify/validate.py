@@ -43,9 +43,11 @@ from .tla import render
 
 __all__ = [
     "SPEC_INVARIANTS",
+    "TLCInternalError",
     "TraceError",
     "Validation",
     "format_validation",
+    "shown_name",
     "trace_module",
     "validate_trace",
 ]
@@ -77,6 +79,11 @@ class TraceError(TraceFormatError):
     """A trace that cannot be stated as a TLA+ module of the spec (the message says why)."""
 
 
+class TLCInternalError(RuntimeError):
+    """TLC ran but gave no verdict on the module generated for a trace (it could not parse
+    it, or failed evaluating it): refsched's fault, never a verdict on the trace."""
+
+
 @dataclass(frozen=True)
 class Validation:
     """TLC's verdict on one trace, explained with the reference model when it is negative."""
@@ -101,6 +108,28 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+TLC_INT_LIMIT = 2**30
+"""TLC 2.15's integers are Java ints; integers in a trace stay below this in magnitude, so
+that the spec's arithmetic on them (``nextSeq + 1``, ``generation + 1``) cannot overflow."""
+
+
+def _check_ints(where: str, value: Any) -> None:
+    """Refuse integers TLC cannot hold anywhere in ``value`` (a decoded ITF value)."""
+    if _is_int(value):
+        if abs(value) >= TLC_INT_LIMIT:
+            shown = (str(value) if abs(value) < 10**30
+                     else f"an integer of {value.bit_length()} bits")
+            raise TraceError(f"{where}: {shown} is out of TLC's integer range "
+                             f"(magnitude below 2^30)")
+    elif isinstance(value, Mapping):
+        for key, entry in value.items():
+            _check_ints(where, key)
+            _check_ints(where, entry)
+    elif isinstance(value, frozenset | set | tuple | list):
+        for entry in value:
+            _check_ints(where, entry)
+
+
 def _tasks_of(trace: Trace) -> list[Hashable]:
     """The ids of the spec's ``Tasks``, checked to be expressible as TLA+ values."""
     given = trace.constants.get("Tasks")
@@ -114,6 +143,10 @@ def _tasks_of(trace: Trace) -> list[Hashable]:
         raise TraceError(f"{trace.name}: the constant Tasks is {given!r}, not a list of ids")
     else:
         ids = list(given)
+    if not all(isinstance(t, str) or _is_int(t) for t in ids):
+        kinds = sorted({type(t).__name__ for t in ids})
+        raise TraceError(f"{trace.name}: ids must be all strings or all integers, found "
+                         f"{', '.join(kinds)}")
     if len(set(ids)) != len(ids):
         raise TraceError(f"{trace.name}: the constant Tasks lists an id twice: {ids!r}")
     if all(isinstance(t, str) for t in ids):
@@ -240,8 +273,13 @@ def trace_module(trace: Trace, module_name: str = "TraceCheck") -> tuple[str, st
     max_concurrency = _max_concurrency(trace)
     _check_params(trace, ids)
     id_set = frozenset(ids)
+    _check_ints(f"{trace.name}, the constant Tasks", ids)
+    _check_ints(f"{trace.name}, the constant MaxConcurrency", max_concurrency)
     for index, recorded in enumerate(trace.states):
         _check_state(f"{trace.name}, state {index + 1}", recorded, id_set)
+        _check_ints(f"{trace.name}, state {index + 1}", dict(recorded))
+    for index, step in enumerate(trace.steps, start=1):
+        _check_ints(f"{trace.name}, step {index} ({step.action})", dict(step.params))
     states = [_state_record(s) for s in trace.states]
     actions = [render(step.action) for step in trace.steps]
     params = [_params_record(step.action, step.params) for step in trace.steps]
@@ -252,7 +290,9 @@ def trace_module(trace: Trace, module_name: str = "TraceCheck") -> tuple[str, st
     cases = "\n      [] ".join(f'a = "{name}" -> {call}' for name, call in _CALLS.items())
     invariants = "\n".join(f"    {name}" for name in (*SPEC_INVARIANTS, _ACCEPTED))
     rule = "-" * 77
-    title = repr(trace.name).replace("*)", "* )")  # one line, and it cannot end the comment
+    # The name as a TLA+ string: one line of plain ASCII, with no "(*", "*)" or "\\*" that
+    # would open or close a comment around it.
+    title = render(trace.name)
     module = f"""---- MODULE {module_name} ----
 (* The trace {title} as a behaviour of Scheduler: TLC takes its steps one by one. *)
 EXTENDS Scheduler, Integers, Sequences, TLC
@@ -321,19 +361,25 @@ INVARIANTS
 def validate_trace(trace: Trace, *, timeout: float = 300, workers: int = 1) -> Validation:
     """Ask TLC whether ``trace`` is a behaviour of ``Spec``; explain a rejection.
 
-    Runs TLC (``workers`` threads, killed after ``timeout`` seconds:
-    ``subprocess.TimeoutExpired``) on :func:`trace_module` in a temporary folder beside a copy
-    of ``Scheduler.tla``. Raises :class:`TraceError` for a trace that cannot be stated (see
-    :func:`trace_module`), :class:`refsched.verify.tlc.TLCNotFoundError` without TLC or Java,
-    and ``RuntimeError`` when TLC fails for another reason (its output attached).
+    Runs TLC (``workers`` threads, its process tree killed after ``timeout`` seconds:
+    :class:`refsched.verify.tlc.TLCTimeoutError`) on :func:`trace_module` in a temporary
+    folder beside a copy of ``Scheduler.tla``. Raises :class:`TraceError` for a trace that
+    cannot be stated (see :func:`trace_module`), ``ValueError`` for ``workers`` < 1 or a
+    ``timeout`` that is not a positive number, :class:`refsched.verify.tlc.TLCNotFoundError`
+    without TLC or Java, and :class:`TLCInternalError` when TLC gives no verdict on the
+    module (it could not parse it, or failed evaluating it).
     """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"validate_trace: workers={workers!r}: must be an integer >= 1")
+    if not timeout > 0:  # also refuses NaN
+        raise ValueError(f"validate_trace: timeout={timeout!r}: must be a positive number")
     module_name = "TraceCheck"
     module, config = trace_module(trace, module_name)
     with tempfile.TemporaryDirectory(prefix="refsched-trace-") as tmp:
         folder = Path(tmp)
         shutil.copy(tlc.spec_dir() / "Scheduler.tla", folder / "Scheduler.tla")
-        (folder / f"{module_name}.tla").write_text(module)
-        (folder / f"{module_name}.cfg").write_text(config)
+        (folder / f"{module_name}.tla").write_text(module, encoding="ascii")
+        (folder / f"{module_name}.cfg").write_text(config, encoding="ascii")
         result = tlc.run_tlc(f"{module_name}.cfg", f"{module_name}.tla", directory=folder,
                              extra_args=["-deadlock"], workers=workers, timeout=timeout)
     return _verdict(trace, result)
@@ -364,7 +410,33 @@ def _verdict(trace: Trace, result: tlc.TLCResult) -> Validation:
         # TLC reached states 1..depth and no further: step `depth` is the one it could not take.
         step = result.depth if result.distinct_states else 0
         return rejected(step, _explain(trace, step))
-    raise RuntimeError(f"TLC could not check the trace {trace.name!r}:\n{result.output[-3000:]}")
+    raise TLCInternalError(_internal_error(trace, result))
+
+
+# TLC's words when SANY cannot read a module: a lexical or a parse error.
+_PARSE_FAILURE = re.compile(r"^(Lexical \{?error|Parse Error|\*\*\* Parse Error|Fatal errors while "
+                            r"parsing|Semantic errors|Could not parse)", re.M)
+
+
+# The lines of TLC's output that say where and what, best first.
+_ERROR_DETAIL = (re.compile(r"^(Lexical|Encountered|.*\bline \d+, col)"), _PARSE_FAILURE,
+                 re.compile(r"^Error: "))
+
+
+def _internal_error(trace: Trace, result: tlc.TLCResult) -> str:
+    """What to tell the user when TLC gave no verdict on the module generated for ``trace``."""
+    output = result.output
+    lines = output.splitlines()
+    first = next((line.strip() for pattern in _ERROR_DETAIL for line in lines
+                  if pattern.match(line)), None)
+    if _PARSE_FAILURE.search(output):
+        what = "TLC could not parse the TLA+ module generated for the trace"
+    else:
+        what = (f"TLC gave no verdict on the module generated for the trace (exit status "
+                f"{result.returncode})")
+    return (f"internal error, not a verdict on the trace {shown_name(trace.name)}: "
+            f"{what}" + (f": {first}" if first else "")
+            + ". Please report it with the trace.")
 
 
 def _trace_length(result: tlc.TLCResult) -> int:
@@ -396,7 +468,7 @@ def _differences(recorded: Mapping[str, Any], model: Mapping[str, Any],
 
 def _show(value: Any) -> str:
     try:
-        return render(value)
+        return render(value, readable=True)
     except TypeError:
         return repr(value)
 
@@ -451,17 +523,24 @@ def _short_version(line: str | None) -> str:
     return f"TLC {match.group(1)} rev {match.group(2)}" if match else (line or "TLC")
 
 
+def shown_name(name: str) -> str:
+    """A trace's name on one line of a report: as it is, or quoted with escapes when it holds
+    a line break or another character a terminal would not show as itself."""
+    return name if name.isprintable() else repr(name)
+
+
 def format_validation(v: Validation) -> str:
     """``v`` for people: the verdict, where and why a trace was rejected, and TLC's run."""
     tail = f"({_short_version(v.tlc_version)}, {v.duration:.1f} s)"
+    name = shown_name(v.name)
     if v.accepted:
-        return f"{v.name}: accepted, {v.steps} steps are a behaviour of Spec {tail}"
+        return f"{name}: accepted, {v.steps} steps are a behaviour of Spec {tail}"
     if v.first_rejected_step == 0:
         where = "the initial state"
     else:
         call = describe(v.action or "?", v.params or {})
         where = f"step {v.first_rejected_step} of {v.steps}, {call}"
-    lines = [f"{v.name}: rejected at {where} {tail}"]
+    lines = [f"{name}: rejected at {where} {tail}"]
     if v.violated is not None:
         lines.append(f"  spec invariant {v.violated} is violated")
     if v.reason:
