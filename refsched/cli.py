@@ -14,20 +14,28 @@
   through the conformance protocol (``docs/conformance.md``).
 
 Exit status 0 when every check passed, 1 when one failed, 2 for a usage error or unreadable
-input.
+input (each command's ``--help`` lists its own; ``validate-trace`` adds 3 and 4). An input
+that holds nothing to check is a usage error, never a pass. SIGTERM and SIGHUP end a command
+as SIGINT does (exit 130, 143, 129), killing any TLC it started.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import importlib
 import json
+import math
 import os
+import reprlib
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import Any, TextIO
 
 import refsched
@@ -66,12 +74,72 @@ class Progress:
             self.stream.flush()
             self._last = now
 
-    def done(self, text: str) -> None:
+    def clear(self) -> None:
+        """Erase the live line, if one shows (before a message of another kind)."""
         if self.live and self._width:
             self.stream.write("\r" + " " * self._width + "\r")
             self._width = 0
+            self.stream.flush()
+
+    def done(self, text: str) -> None:
+        self.clear()
         self.stream.write(text + "\n")
         self.stream.flush()
+
+
+# -- argument types: a bad value is argparse's usage error (exit 2), before anything runs --
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    value = _integer(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be an integer >= 1")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: an integer >= 0."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be an integer >= 0")
+    return value
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds > 0 (and within what a wait can take)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not (math.isfinite(value) and 0 < value <= threading.TIMEOUT_MAX):
+        raise argparse.ArgumentTypeError(f"{text!r}: must be a positive number of seconds")
+    return value
+
+
+class FactoryError(Exception):
+    """An ``--impl`` factory raised instead of returning an implementation."""
+
+
+def guarded_factory(spec: str, factory: Callable[..., Any]) -> Callable[..., Any]:
+    """``factory``, raising :class:`FactoryError` (naming ``spec``, the call and the error)
+    for any exception it raises, or a ``SystemExit``: a broken factory is a usage error, not a
+    divergence of the implementation and not a traceback."""
+    def build(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return factory(*args, **kwargs)
+        except (Exception, SystemExit) as error:
+            call = ", ".join([*map(reprlib.repr, args),
+                              *(f"{k}={reprlib.repr(v)}" for k, v in kwargs.items())])
+            raise FactoryError(f"--impl {spec}: {spec}({call}) raised "
+                               f"{type(error).__name__}: {error}") from error
+    return build
 
 
 def load_factory(spec: str) -> Callable[[int], Any]:
@@ -143,7 +211,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         plan.append(functools.partial(checks.model_equals_spec, session))
         plan.append(functools.partial(checks.corpus_check, session))
     try:
-        factory = load_factory(args.impl)
+        factory = guarded_factory(args.impl, load_factory(args.impl))
     except ValueError as e:
         print(f"refsched verify: {e}", file=sys.stderr)
         return 2
@@ -166,7 +234,12 @@ def cmd_verify(args: argparse.Namespace) -> int:
         return 2
     outcomes: list[Outcome] = []
     for check in plan:
-        outcome = check()
+        try:
+            outcome = check()
+        except FactoryError as e:
+            progress.clear()
+            print(f"refsched verify: {' '.join(str(e).split())}", file=sys.stderr)
+            return 2
         outcomes.append(outcome)
         if not args.json:
             mark = "ok  " if outcome.ok else "FAIL"
@@ -199,7 +272,7 @@ def _graph_progress(progress: Progress) -> Callable[[str], None]:
 
 
 def cmd_traces(args: argparse.Namespace) -> int:
-    from refsched.verify import corpus, stategraph, system
+    from refsched.verify import corpus, stategraph, system, tlc
 
     chosen = system.get(args.system)
     progress = Progress(sys.stderr, quiet=args.quiet)
@@ -209,7 +282,7 @@ def cmd_traces(args: argparse.Namespace) -> int:
     try:
         graph = stategraph.tlc_graph(workers=args.workers, on_line=_graph_progress(progress),
                                      system=chosen)
-    except stategraph.GraphMismatch as e:
+    except (stategraph.GraphMismatch, tlc.TLCNotFoundError, FileNotFoundError) as e:
         progress.done(f"FAIL model = spec: {e}")
         return 1
     progress.done(f"ok   model = spec: {graph.state_count:,} states and {graph.edge_count:,} "
@@ -227,7 +300,11 @@ def cmd_traces(args: argparse.Namespace) -> int:
                       f"is current: {m['traces']:,} traces, {m['steps']:,} steps covering "
                       f"{m['edges']:,} edges")
         return 0
-    manifest = corpus.write_corpus(graph, directory)
+    try:
+        manifest = corpus.write_corpus(graph, directory)
+    except OSError as e:
+        progress.done(f"refsched traces: cannot write the corpus: {e}")
+        return 2
     where = directory or corpus.traces_dir()
     size = (where / chosen.bundle).stat().st_size
     progress.done(f"wrote {where / chosen.bundle}: {manifest['traces']:,} traces, "
@@ -241,8 +318,10 @@ def _default_bundle(name: str = "scheduler") -> Path:
     return corpus.traces_dir() / system.get(name).bundle
 
 
-def _read(paths: Sequence[str], command: str) -> list[Any] | None:
-    """Every trace in ``paths``, or None after printing why one cannot be read."""
+def _read(paths: Sequence[str], command: str,
+          progress: Progress | None = None) -> list[Any] | None:
+    """Every trace in ``paths``, or None after printing why one cannot be read (a file that
+    holds no trace is one: checking nothing must not pass) on one line of stderr."""
     from refsched.verify.itf import TraceFormatError, read_traces
 
     traces: list[Any] = []
@@ -250,8 +329,16 @@ def _read(paths: Sequence[str], command: str) -> list[Any] | None:
         try:
             traces += read_traces(path)
         except TraceFormatError as e:
-            print(f"refsched {command}: {e}", file=sys.stderr)
-            return None
+            why = str(e)
+        except (ValueError, TypeError, LookupError, OSError, RecursionError) as e:
+            # read_traces says why for every malformed input it knows; this is one it does not
+            why = f"{path}: cannot read it as ITF traces: {type(e).__name__}: {e}"
+        else:
+            continue
+        if progress is not None:
+            progress.clear()
+        print(f"refsched {command}: {' '.join(why.split())}", file=sys.stderr)
+        return None
     return traces
 
 
@@ -260,14 +347,15 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from refsched.verify.replay import format_report, replay
 
     try:
-        factory = load_factory(args.impl) if args.impl else None
+        factory = guarded_factory(args.impl, load_factory(args.impl)) if args.impl else None
     except ValueError as e:
         print(f"refsched replay: {e}", file=sys.stderr)
         return 2
     progress = Progress(sys.stderr, quiet=args.quiet)
     paths = args.traces or [str(_default_bundle(args.system or "scheduler"))]
-    progress.update(f"  reading {', '.join(paths)}", force=True)
-    traces = _read(paths, "replay")
+    if progress.live:  # a log gets no line for it: an error then stays the only line
+        progress.update(f"  reading {', '.join(paths)}", force=True)
+    traces = _read(paths, "replay", progress)
     if traces is None:
         return 2
     total = len(traces)
@@ -287,8 +375,12 @@ def cmd_replay(args: argparse.Namespace) -> int:
     def on_progress(done: int, steps: int) -> None:
         progress.update(f"  replayed {done:,} of {total:,} traces, {steps:,} steps")
 
-    report = replay(traces, factory, stop_at_first=not args.all, on_progress=on_progress,
-                    system=chosen)
+    try:
+        report = replay(traces, factory, stop_at_first=not args.all, on_progress=on_progress,
+                        system=chosen, fatal=(FactoryError,))
+    except FactoryError as e:
+        progress.done(f"refsched replay: {' '.join(str(e).split())}")
+        return 2
     progress.done(format_report(report))
     if not args.traces:  # the corpus: every edge of the graph must have been replayed
         from refsched.verify import corpus
@@ -300,43 +392,98 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+# validate-trace's exit statuses beyond 0 (accepted), 1 (rejected) and 2 (usage)
+TLC_TIMED_OUT = 3
+TLC_FAILED = 4
+
+
 def cmd_validate_trace(args: argparse.Namespace) -> int:
     from refsched.verify import tlc
-    from refsched.verify.validate import TraceError, format_validation, validate_trace
+    from refsched.verify.validate import (
+        TLCInternalError,
+        TraceError,
+        format_validation,
+        shown_name,
+        trace_module,
+        validate_trace,
+    )
 
     traces = _read(args.files, "validate-trace")
     if traces is None:
         return 2
-    rejected = 0
+    for trace in traces:  # every trace stated before TLC runs on any
+        try:
+            trace_module(trace)
+        except TraceError as e:
+            print(f"refsched validate-trace: {' '.join(str(e).split())}", file=sys.stderr)
+            return 2
+    accepted = rejected = timed_out = failed = 0
     for trace in traces:
         try:
             verdict = validate_trace(trace, workers=args.workers, timeout=args.timeout)
-        except TraceError as e:
-            print(f"refsched validate-trace: {trace.name}: {e}", file=sys.stderr)
-            return 2
-        except (tlc.TLCNotFoundError, RuntimeError) as e:
-            print(f"refsched validate-trace: {trace.name}: {e}", file=sys.stderr)
-            return 1
+        except tlc.TLCTimeoutError as e:
+            print(f"{shown_name(trace.name)}: no verdict: {e} (--timeout)")
+            timed_out += 1
+            continue
+        except TLCInternalError as e:
+            print(f"{shown_name(trace.name)}: no verdict: {e}")
+            failed += 1
+            continue
+        except tlc.TLCNotFoundError as e:
+            print(f"refsched validate-trace: {e}", file=sys.stderr)
+            return TLC_FAILED
         print(format_validation(verdict))
+        accepted += verdict.accepted
         rejected += not verdict.accepted
-    print(f"{len(traces) - rejected} of {len(traces)} traces accepted by TLC")
-    return 0 if rejected == 0 else 1
+    undecided = [f"{n} without a verdict ({why})"
+                 for n, why in ((timed_out, "TLC timed out"), (failed, "TLC failed")) if n]
+    print(f"{accepted} of {len(traces)} traces accepted by TLC"
+          + "".join(f", {part}" for part in undecided))
+    if rejected:
+        return 1
+    if failed:
+        return TLC_FAILED
+    if timed_out:
+        return TLC_TIMED_OUT
+    return 0
+
+
+def _unwritable(out: Path) -> str | None:
+    """Why ``out`` cannot be written (None if it seems it can), checked before recording."""
+    if out.is_dir():
+        return "it is a directory"
+    if not out.parent.is_dir():
+        return f"no folder {out.parent}"
+    if not os.access(out.parent, os.W_OK | os.X_OK) or (out.exists()
+                                                        and not os.access(out, os.W_OK)):
+        return "permission denied"
+    return None
 
 
 def cmd_record(args: argparse.Namespace) -> int:
     from refsched.verify.itf import trace_to_itf, write_traces
     from refsched.verify.recording import record_runner_run
 
-    traces = [record_runner_run(seed, tasks=args.tasks, workers=args.workers)
-              for seed in range(args.seed, args.seed + args.runs)]
     out = Path(args.output)
-    if ".jsonl" in out.name:
-        write_traces(out, traces)
-    elif len(traces) == 1:
-        out.write_text(json.dumps(trace_to_itf(traces[0]), indent=1) + "\n", encoding="utf-8")
-    else:
+    bundle = ".jsonl" in out.name
+    if args.runs > 1 and not bundle:
         print("refsched record: several runs need a .jsonl or .jsonl.gz output",
               file=sys.stderr)
+        return 2
+    problem = _unwritable(out)
+    if problem is not None:
+        print(f"refsched record: cannot write {out}: {problem}", file=sys.stderr)
+        return 2
+    traces = [record_runner_run(seed, tasks=args.tasks, workers=args.workers)
+              for seed in range(args.seed, args.seed + args.runs)]
+    try:
+        if bundle:
+            write_traces(out, traces)
+        else:
+            out.write_text(json.dumps(trace_to_itf(traces[0]), indent=1) + "\n",
+                           encoding="utf-8")
+    except OSError as e:
+        print(f"refsched record: cannot write {out}: {e.strerror or e}", file=sys.stderr)
         return 2
     steps = sum(len(t.steps) for t in traces)
     print(f"wrote {out}: {len(traces)} recorded run(s), {steps:,} steps")
@@ -346,7 +493,10 @@ def cmd_record(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refsched",
-        description="Formally modelled reference task schedulers and the checks that they agree.")
+        description="Formally modelled reference task schedulers and the checks that they agree.",
+        epilog="Exit status: 0 passed, 1 failed, 2 usage error or unreadable input; see each "
+               "command's --help for its own. SIGINT, SIGTERM and SIGHUP kill any TLC a "
+               "command started (exit 130, 143, 129).")
     parser.add_argument("--version", action="version", version=f"refsched {refsched.__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
@@ -359,17 +509,20 @@ def build_parser() -> argparse.ArgumentParser:
                     "replay it against the production implementation, and run the lock-step "
                     "check of the implementation against the model (for the TaskScheduler and the "
                     "pool also liveness, for the TaskScheduler TLC validation of recorded "
-                    "Runner runs).")
+                    "Runner runs).",
+        epilog="Exit status: 0 every check passed, 1 a check failed, 2 usage error (a bad "
+               "option, an --impl that cannot be loaded or whose factory raises).")
     verify.add_argument("--system", choices=("all", *SYSTEM_NAMES), default="all",
                         help="which scheduler's chain to check (default: all)")
-    verify.add_argument("--examples", type=int, default=500, metavar="N",
+    verify.add_argument("--examples", type=non_negative_int, default=500, metavar="N",
                         help="lock-step examples to run (default 500; 0 skips the check)")
     verify.add_argument("--impl", default="refsched:TaskScheduler", metavar="MODULE:FACTORY",
                         help="the TaskScheduler implementation the model is checked against: "
                              "a callable taking max_concurrency (default refsched:TaskScheduler)")
-    verify.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
+    verify.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
+                        metavar="N",
                         help="TLC worker threads (default: one per core)")
-    verify.add_argument("--runs", type=int, default=3, metavar="N",
+    verify.add_argument("--runs", type=non_negative_int, default=3, metavar="N",
                         help="recorded Runner runs TLC validates (default 3; 0 skips them)")
     verify.add_argument("--skip-tlc", action="store_true",
                         help="skip every check that runs TLC")
@@ -390,14 +543,18 @@ def build_parser() -> argparse.ArgumentParser:
                     "(spec/MCSchedulerTraces.cfg, spec/MCTimerQueueTraces.cfg), check that a "
                     "breadth-first search of the reference model yields exactly its states and "
                     "labelled edges, and write traces that cover every edge to traces/ "
-                    "(ITF, one trace per line, gzipped) with a manifest.")
+                    "(ITF, one trace per line, gzipped) with a manifest.",
+        epilog="Exit status: 0 the corpus was written (or, with --check, is current), 1 TLC's "
+               "graph and the model differ, TLC could not run, or the corpus is not current, "
+               "2 usage error (a bad option, a folder that cannot be written).")
     traces.add_argument("--system", choices=SYSTEM_NAMES, default="scheduler",
                         help="the scheduler whose spec to dump (default: scheduler)")
     traces.add_argument("--check", action="store_true",
                         help="write nothing; fail unless the committed corpus is current")
     traces.add_argument("-o", "--output", metavar="DIR",
                         help="the corpus folder (default: traces/ beside spec/)")
-    traces.add_argument("--workers", type=int, default=os.cpu_count() or 1, metavar="N",
+    traces.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
+                        metavar="N",
                         help="TLC worker threads (default: one per core)")
     traces.add_argument("-q", "--quiet", action="store_true", help="no progress display")
     traces.set_defaults(handler=cmd_traces)
@@ -408,7 +565,12 @@ def build_parser() -> argparse.ArgumentParser:
         description="Replay each trace against the reference model and a fresh scheduler, "
                     "comparing the scheduler's snapshot with the trace's state after every "
                     "step. Without TRACES, the system's corpus in traces/, which must cover "
-                    "every edge.")
+                    "every edge.",
+        epilog="Exit status: 0 no divergence (and, for the corpus, every edge replayed), 1 a "
+               "trace diverges from the model or the implementation, 2 usage error: a file "
+               "that is missing or is not ITF traces (not gzip, not UTF-8, not JSON, nested too "
+               "deep, values of unknown kinds), a file that holds no trace, an --impl that "
+               "cannot be loaded or whose factory raises.")
     replay.add_argument("traces", nargs="*", metavar="TRACES",
                         help="ITF files: .itf.json, .jsonl or .jsonl.gz (default: the corpus)")
     replay.add_argument("--system", choices=SYSTEM_NAMES, default=None,
@@ -429,13 +591,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="ask TLC whether recorded ITF traces are behaviours of the spec",
         description="Turn each ITF trace into a TLA+ module that walks it step by step and "
                     "ask TLC whether it is a behaviour of Spec. A rejected trace names the "
-                    "first step TLC could not take and why, in the reference model's words.")
+                    "first step TLC could not take and why, in the reference model's words. "
+                    "Any string is a legal id: strings reach TLA+ in an ASCII encoding that keeps "
+                    "them equal exactly when they are equal.",
+        epilog="Exit status: 0 every trace accepted, 1 a trace rejected, 2 usage error: a file "
+               "that is missing or is not ITF traces, a file that holds no trace, a trace the "
+               "spec cannot speak of (checked for every trace before TLC runs), 3 TLC did not "
+               "finish within --timeout on a trace (and none was rejected), 4 TLC gave no "
+               "verdict: Java or TLC not found, or TLC failed on the module generated for a "
+               "trace (an internal error of refsched, never a verdict on the trace). TLC's "
+               "process tree is killed on a timeout, on SIGINT, SIGTERM or SIGHUP and at exit.")
     validate.add_argument("files", nargs="+", metavar="FILE",
                           help="ITF files: .itf.json, .jsonl or .jsonl.gz")
-    validate.add_argument("--workers", type=int, default=1, metavar="N",
+    validate.add_argument("--workers", type=positive_int, default=1, metavar="N",
                           help="TLC worker threads (default 1)")
-    validate.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS",
-                          help="give up on a trace after this long (default 300)")
+    validate.add_argument("--timeout", type=positive_seconds, default=300.0,
+                          metavar="SECONDS",
+                          help="give up on a trace after this long, killing TLC: exit 3 "
+                               "(default 300)")
     validate.set_defaults(handler=cmd_validate_trace)
 
     record = commands.add_parser(
@@ -443,14 +616,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="record random multi-threaded Runner runs as ITF traces",
         description="Run the Runner on a random graph with real threads and write what its "
                     "scheduler did, step by step, as an ITF trace that validate-trace and "
-                    "replay accept.")
+                    "replay accept.",
+        epilog="Exit status: 0 written, 2 usage error (a bad option, an output that cannot be "
+               "written, several runs for a single-trace file); nothing is recorded then.")
     record.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="an .itf.json file (one run) or a .jsonl / .jsonl.gz bundle")
     record.add_argument("--seed", type=int, default=1, help="the first run's seed (default 1)")
-    record.add_argument("--runs", type=int, default=1, metavar="N", help="runs (default 1)")
-    record.add_argument("--tasks", type=int, default=6, metavar="N",
+    record.add_argument("--runs", type=positive_int, default=1, metavar="N",
+                        help="runs (default 1)")
+    record.add_argument("--tasks", type=positive_int, default=6, metavar="N",
                         help="task ids per run (default 6)")
-    record.add_argument("--workers", type=int, default=3, metavar="N",
+    record.add_argument("--workers", type=positive_int, default=3, metavar="N",
                         help="worker threads, also the concurrency limit (default 3)")
     record.set_defaults(handler=cmd_record)
 
@@ -478,18 +654,63 @@ _OWN_PARSERS: dict[str, tuple[str, str, str]] = {
     "status": ("refsched.durable.status",
                "show a durable store: versions by state, live leases, failures",
                "--db URL [--json]"),
+    "soak": ("refsched.durable.soak",
+             "random DAGs through worker processes under kills and pauses, histories checked",
+             "[--runs N] [--seed S] [--tasks N] [--workers N] [--keep DIR]"),
 }
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised in the main thread so that a command unwinds as on SIGINT:
+    every ``finally`` runs and the TLC it started is killed."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _terminate(signum: int, frame: FrameType | None) -> None:
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def _signals_unwind() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise :class:`Terminated` while the command runs, unless this process
+    was told to ignore them (``nohup``) or this is not the main thread; restored after."""
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                previous[signum] = signal.signal(signum, _terminate)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _kill_tlc() -> None:
+    """End every TLC this process started (one a thread still waits for included)."""
+    tlc = sys.modules.get("refsched.verify.tlc")
+    if tlc is not None:
+        tlc.kill_running()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
-        if arguments[:1] and arguments[0] in _OWN_PARSERS:  # options and --help their own
-            module = importlib.import_module(_OWN_PARSERS[arguments[0]][0])
-            return int(module.main(arguments[1:]))
-        args = build_parser().parse_args(arguments)
-        return int(args.handler(args))
+        with _signals_unwind():
+            if arguments[:1] and arguments[0] in _OWN_PARSERS:  # options and --help their own
+                module = importlib.import_module(_OWN_PARSERS[arguments[0]][0])
+                return int(module.main(arguments[1:]))
+            args = build_parser().parse_args(arguments)
+            return int(args.handler(args))
+    except Terminated as e:
+        _kill_tlc()
+        print(f"refsched: terminated ({e})", file=sys.stderr)
+        return 128 + e.signum
     except KeyboardInterrupt:
+        _kill_tlc()
         print("refsched: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:

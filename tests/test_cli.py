@@ -131,3 +131,66 @@ def test_a_reader_that_goes_away_is_not_a_traceback() -> None:
     err = proc.stderr.read()
     proc.wait(timeout=60)
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+@pytest.mark.parametrize("argv", [
+    ["verify", "--workers", "0"], ["verify", "--examples", "-1"], ["verify", "--runs", "-1"],
+    ["traces", "--workers", "0"],
+    ["validate-trace", "--workers", "0", "x"], ["validate-trace", "--timeout", "0", "x"],
+    ["validate-trace", "--timeout", "-5", "x"], ["validate-trace", "--timeout", "nan", "x"],
+    ["validate-trace", "--timeout", "inf", "x"], ["validate-trace", "--timeout", "soon", "x"],
+    ["record", "--runs", "0", "-o", "x.jsonl"], ["record", "--tasks", "0", "-o", "x.jsonl"],
+    ["record", "--workers", "0", "-o", "x.jsonl"], ["record", "--seed", "1.5", "-o", "x.jsonl"],
+    ["explore", "--max-schedules", "0"], ["explore", "--max-steps", "0"],
+    ["explore", "--max-preemptions", "-1"], ["explore", "--seed", "x"],
+    ["conform", "--examples", "-1", "--impl", "refsched:TaskScheduler"],
+    ["conform", "--steps", "0", "--impl", "refsched:TaskScheduler"],
+    ["conform", "--timeout", "nan", "--", "true"], ["conform", "--timeout", "0", "--", "true"],
+], ids=" ".join)
+def test_every_numeric_option_is_checked_before_anything_runs(
+        argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)  # nothing may be written, but never beside the sources
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2
+    assert f"argument {argv[1]}" in err.splitlines()[-1] and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("output", "words"), [
+    ("file/run.itf.json", "no folder"),  # under a regular file
+    ("folder", "it is a directory"),
+    ("run.itf.json", "several runs"),  # with --runs 2
+])
+def test_record_refuses_an_output_it_cannot_write_before_recording(
+        output: str, words: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "file").write_text("")
+    (tmp_path / "folder").mkdir()
+    before = sorted(tmp_path.rglob("*"))
+    runs = ["--runs", "2"] if words == "several runs" else []
+    assert main(["record", "-o", str(tmp_path / output), *runs]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and words in err, err
+    assert sorted(tmp_path.rglob("*")) == before
+
+
+def test_record_into_a_folder_the_system_refuses_is_a_usage_error(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # /proc takes no new file, even from root, whom permission bits do not stop.
+    assert main(["record", "-o", "/proc/refsched-run.itf.json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("refsched record: cannot write /proc/refsched-run.itf.json")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_every_command_documents_its_exit_statuses() -> None:
+    for command in ("verify", "traces", "replay", "validate-trace", "record", "explore",
+                    "conform"):
+        run = subprocess.run([sys.executable, "-m", "refsched", command, "--help"],
+                             capture_output=True, text=True, check=False)
+        assert run.returncode == 0 and "Exit status: 0" in run.stdout, command
+    run = subprocess.run([sys.executable, "-m", "refsched", "validate-trace", "--help"],
+                         capture_output=True, text=True, check=False)
+    text = " ".join(run.stdout.split())
+    assert "3 TLC did not finish within --timeout" in text and "4 TLC gave no verdict" in text

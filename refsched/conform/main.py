@@ -17,9 +17,11 @@ import json
 import shlex
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from refsched.cli import non_negative_int, positive_int, positive_seconds
 
 from .profile import FULL, Profile, ProfileError
 from .report import ConformanceReport
@@ -41,17 +43,17 @@ def build_parser() -> argparse.ArgumentParser:
                     "replay the trace corpus through it, then drive it and the model with the "
                     "same Hypothesis-generated calls. On a divergence, print the shortest "
                     "sequence of calls found that shows it.",
-        epilog="Exit status: 0 conforms, 1 diverges, 3 the implementation crashed, timed out "
-               "or broke the protocol, 2 usage error.")
-    parser.add_argument("--examples", type=int, default=200, metavar="N",
+        epilog="Exit status: 0 conforms, 1 diverges, 3 the implementation crashed (for "
+               "--impl: its factory raised), timed out or broke the protocol, 2 usage error.")
+    parser.add_argument("--examples", type=non_negative_int, default=200, metavar="N",
                         help="generated examples (default 200; 0 skips the generated phase)")
-    parser.add_argument("--steps", type=int, default=40, metavar="N",
+    parser.add_argument("--steps", type=positive_int, default=40, metavar="N",
                         help="calls per generated example, at most (default 40)")
     parser.add_argument("--no-corpus", action="store_true",
                         help="skip the replay of the trace corpus")
     parser.add_argument("--seed", type=int, default=0, metavar="N",
                         help="the generated phase's seed (default 0: the same run every time)")
-    parser.add_argument("--timeout", type=float, metavar="SECONDS",
+    parser.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
                         help="how long COMMAND may take to answer one request (default: the "
                              "client's, 10 s)")
     parser.add_argument("--trace-out", metavar="FILE",
@@ -82,10 +84,6 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
         parser.error("--profile goes with --impl: a COMMAND declares its profile itself")
     if args.timeout is not None and not args.command:
         parser.error("--timeout goes with a COMMAND")
-    if args.timeout is not None and args.timeout <= 0:
-        parser.error("--timeout must be positive")
-    if args.examples < 0 or args.steps < 1:
-        parser.error("--examples must be >= 0 and --steps >= 1")
     if args.no_corpus and args.examples == 0:
         parser.error("nothing to check: --no-corpus and --examples 0")
     args.profile_value = FULL
@@ -113,6 +111,21 @@ def _write_trace(report: ConformanceReport, path: str) -> str:
             f"(refsched replay {out}; refsched validate-trace {out})")
 
 
+def _crash_on_raise(spec: str, factory: Callable[[int], Any]) -> Callable[[int], Any]:
+    """``factory``, an exception from which is the implementation crashing (exit 3), as a
+    COMMAND that exits: it is no answer to compare with the model's."""
+    from . import client
+
+    def new(max_concurrency: int) -> Any:
+        try:
+            return factory(max_concurrency)
+        except (Exception, SystemExit) as error:
+            raise client.ImplementationCrashed(
+                f"new({max_concurrency}): the factory {spec} raised "
+                f"{type(error).__name__}: {error}") from error
+    return new
+
+
 def _run(args: argparse.Namespace) -> int:
     from refsched.cli import Progress
 
@@ -134,8 +147,8 @@ def _run(args: argparse.Namespace) -> int:
         except ValueError as e:
             print(f"refsched conform: {e}", file=sys.stderr)
             return USAGE_ERROR
-        impl = client.InProcessImplementation(factory, profile=args.profile_value,
-                                              name=args.impl)
+        impl = client.InProcessImplementation(_crash_on_raise(args.impl, factory),
+                                              profile=args.profile_value, name=args.impl)
     else:
         options = {} if args.timeout is None else {"timeout": args.timeout}
         impl = client.ProtocolImplementation(args.command, **options)

@@ -8,9 +8,12 @@ steps. ``main(argv)`` is the same, callable.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Sequence
+from threading import TIMEOUT_MAX
 
+from refsched.cli import non_negative_int, positive_int
 from refsched.explore.scenarios import SCENARIOS
 from refsched.explore.search import (
     STRATEGIES,
@@ -28,10 +31,7 @@ __all__ = ["main"]
 def _bound(text: str) -> int | None:
     if text.lower() in ("none", "inf", "unbounded"):
         return None
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be >= 0, or none")
-    return value
+    return non_negative_int(text)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,7 +41,11 @@ def _parser() -> argparse.ArgumentParser:
                     "runtime: every schedule within the bounds (depth first, with partial-order "
                     "reduction), "
                     "or sampled ones (random, PCT). Bounds not given come from REFSCHED_* "
-                    "environment variables.")
+                    "environment variables.",
+        epilog="Exit status: 0 every scenario clean (or the replayed schedule clean), 1 a "
+               "scenario failed, 2 usage error (a bad option or environment bound, an unknown "
+               "scenario, a schedule ID that does not fit). Scenarios that check TLC's state "
+               "graph start TLC; SIGINT, SIGTERM or SIGHUP kill it with this process.")
     parser.add_argument("scenarios", nargs="*", metavar="SCENARIO",
                         help="scenarios to explore (default: all): " + ", ".join(SCENARIOS))
     parser.add_argument("--replay", metavar="ID",
@@ -49,9 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--strategy", choices=STRATEGIES, help="dfs (default), random or pct")
     parser.add_argument("--max-preemptions", type=_bound, metavar="N", default=argparse.SUPPRESS,
                         help="preemption bound for dfs, or 'none' (REFSCHED_MAX_PREEMPTIONS)")
-    parser.add_argument("--max-schedules", type=int, metavar="N",
+    parser.add_argument("--max-schedules", type=positive_int, metavar="N",
                         help="runs per scenario at most (REFSCHED_MAX_SCHEDULES)")
-    parser.add_argument("--max-steps", type=int, metavar="N",
+    parser.add_argument("--max-steps", type=positive_int, metavar="N",
                         help="operations per run at most (REFSCHED_MAX_STEPS)")
     parser.add_argument("--seed", type=int, help="seed of random and pct (REFSCHED_SEED)")
     parser.add_argument("--no-reduction", action="store_true",
@@ -98,6 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = _config(args)
     except ValueError as exc:
         parser.error(str(exc))
+    if not (math.isfinite(config.run_timeout) and 0 < config.run_timeout <= TIMEOUT_MAX):
+        parser.error(f"REFSCHED_RUN_TIMEOUT={config.run_timeout!r}: must be a positive number "
+                     "of seconds")
     if args.replay is not None:
         if len(args.scenarios) != 1:
             parser.error("--replay needs exactly one SCENARIO")
@@ -136,4 +143,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Through the command line's entry: interrupts and signals end the run (and its TLC).
+    from refsched.cli import main as cli_main
+
+    sys.exit(cli_main(["explore", *sys.argv[1:]]))
