@@ -147,3 +147,21 @@ def test_a_history_with_give_up_cancel_retry_and_close_is_accepted(tmp_path: Pat
     assert verdict.accepted, verdict
     print(f"{len(history)} steps accepted, {verdict.distinct_states} states, "
           f"{verdict.duration:.1f}s")
+
+
+@pytest.mark.slow
+def test_histories_of_lockstep_walks_are_accepted() -> None:
+    from refsched.verify.durable_lockstep import LIMITS, Ledger, run_durable_lockstep
+
+    ledger = Ledger(keep_histories=True)
+    run_durable_lockstep(examples=20, steps=40, seed=3, ledger=ledger)
+    # The walks whose leases expired and were re-claimed first, then those that claimed.
+    walks = sorted((h for h in ledger.histories if any(a == "Claim" for a, _ in h)),
+                   key=lambda h: -sum(a in ("Expire", "Reclaim") for a, _ in h))[:4]
+    assert any(a == "Reclaim" for h in walks for a, _ in h), ledger.summary()
+    for history in walks:
+        verdict = validate_history(history, max_concurrency=LIMITS.max_concurrency,
+                                   max_attempts=LIMITS.max_attempts)
+        assert verdict.accepted, (verdict, history)
+        print(f"{len(history)} steps accepted, {verdict.distinct_states} states, "
+              f"{verdict.duration:.1f}s")

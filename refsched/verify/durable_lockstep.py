@@ -95,6 +95,8 @@ class Ledger:
 
     examples: int = 0
     actions: Counter[str] = field(default_factory=Counter)
+    keep_histories: bool = False  # keep each walk's recorded history in ``histories``
+    histories: list[list[tuple[str, dict[str, Any]]]] = field(default_factory=list)
 
     @property
     def calls(self) -> int:
@@ -146,6 +148,8 @@ def durable_lockstep_machine(factory: Callable[..., Any],
             ledger.examples += 1
 
         def teardown(self) -> None:
+            if ledger.keep_histories:
+                ledger.histories.append(self.db.history())
             self.db.release()
             shutil.rmtree(self.folder, ignore_errors=True)
 
