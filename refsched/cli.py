@@ -229,6 +229,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
         plan += _spec_checks(args, session, "pool", {"safety": "MCWorkStealing.cfg",
                                                      "liveness": "MCWorkStealingLiveness.cfg"},
                              "refsched:WorkStealingPool", checks.pool_lockstep_check)
+    if args.system in ("all", "durable"):
+        plan += _spec_checks(args, session, "durable",
+                             {"safety": "MCDurableScheduler.cfg",
+                              "liveness": "MCDurableSchedulerLiveness.cfg"},
+                             "refsched.durable:DurableScheduler", checks.durable_lockstep_check)
+        if not args.skip_tlc and args.runs > 0:
+            plan.append(functools.partial(checks.durable_runs_check, session, args.runs))
     if not plan:
         print("refsched verify: nothing to check (every check skipped)", file=sys.stderr)
         return 2
@@ -523,7 +530,9 @@ def build_parser() -> argparse.ArgumentParser:
                         metavar="N",
                         help="TLC worker threads (default: one per core)")
     verify.add_argument("--runs", type=non_negative_int, default=3, metavar="N",
-                        help="recorded Runner runs TLC validates (default 3; 0 skips them)")
+                        help="recorded runs TLC validates: Runner runs, and durable runs of "
+                             "worker processes under kills and pauses (default 3 each; 0 skips "
+                             "them)")
     verify.add_argument("--skip-tlc", action="store_true",
                         help="skip every check that runs TLC")
     verify.add_argument("--skip-replay", action="store_true",

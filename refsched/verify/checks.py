@@ -11,6 +11,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import system as systems
@@ -272,4 +273,59 @@ def recorded_runs_check(session: Session, runs: int) -> Outcome:
             return Outcome(name, False, format_validation(verdict), _elapsed(started),
                            {"runs": seed, "steps": steps})
     return Outcome(name, True, f"{runs} runs, {steps:,} steps, every one a behaviour of Spec",
+                   _elapsed(started), {"runs": runs, "steps": steps})
+
+
+def durable_lockstep_check(session: Session, examples: int) -> Outcome:
+    """Hypothesis drives the durable model and ``DurableScheduler`` (a SQLite store on a
+    virtual clock) side by side; at most 100 examples, since every call is a transaction of a
+    store on disk."""
+    from refsched.durable import DurableScheduler
+
+    from .durable_lockstep import run_durable_lockstep
+
+    examples = min(examples, 100)
+
+    return _lockstep(session, "durable", "refsched.durable:DurableScheduler", examples,
+                     lambda: run_durable_lockstep(DurableScheduler, examples=examples))
+
+
+def durable_runs_check(session: Session, runs: int) -> Outcome:
+    """Real multi-process runs under SIGKILL and SIGSTOP (``refsched soak``): each store's
+    recorded history is checked step by step and then judged by TLC against the spec."""
+    import tempfile
+
+    from refsched.durable import DurableScheduler
+    from refsched.durable.soak import soak_run
+
+    from .durable_validate import validate_history
+
+    started = time.monotonic()
+    name = f"TLC validates {runs} durable runs under kills and pauses"
+    steps = kills = pauses = reclaims = 0
+    for seed in range(1, runs + 1):
+        session.report(f"  durable run {seed} of {runs}: worker processes, kills and pauses")
+        with tempfile.TemporaryDirectory(prefix="refsched-durable-run-") as folder:
+            report = soak_run(seed, Path(folder), tasks=10, workers=3)
+            kills, pauses, reclaims = (kills + report.kills, pauses + report.pauses,
+                                       reclaims + report.reclaims)
+            if report.problems:
+                return Outcome(name, False, f"run {seed}: " + "; ".join(report.problems[:3]),
+                               _elapsed(started))
+            db = DurableScheduler(report.store)
+            try:
+                history = db.history()
+                session.report(f"  durable run {seed} of {runs}: TLC on {len(history)} steps")
+                verdict = validate_history(history, max_concurrency=db.max_concurrency,
+                                           max_attempts=db.max_attempts)
+            except (tlc.TLCNotFoundError, RuntimeError, ValueError) as e:
+                return Outcome(name, False, f"run {seed}: {e}", _elapsed(started))
+            finally:
+                db.release()
+        steps += len(history)
+        if not verdict.accepted:
+            return Outcome(name, False, f"run {seed}: {verdict.reason}", _elapsed(started),
+                           {"runs": seed, "steps": steps})
+    return Outcome(name, True, f"{runs} runs, {steps:,} steps ({kills} kills, {pauses} pauses, "
+                   f"{reclaims} re-claims), every one a behaviour of DurableScheduler",
                    _elapsed(started), {"runs": runs, "steps": steps})

@@ -61,7 +61,7 @@ from refsched.model.durable import explore as explore_model
 from refsched.model.graph import ModelGraph, describe
 from refsched.types import CloseReport, Snapshot, TaskState
 
-from . import durablespec, itf
+from . import durablespec
 from .replay import StepMismatch
 from .specstate import task_id
 from .system import Fatal, System
@@ -76,12 +76,6 @@ SCRATCH = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
 throwaway stores, and on a disk their syncs cost four times the replay), else the temp folder."""
 
 LeaseKey = tuple[Hashable, int, int]  # the spec's <<t, g, a>>
-
-if "a" not in itf.PARAMETERS:
-    # The reports' attempt: the one parameter name the durable spec adds to the others'.
-    # It belongs in itf.PARAMETERS itself, after the pool's names, where this puts it.
-    itf.PARAMETERS = (*itf.PARAMETERS, "a")  # type: ignore[assignment]  # one name longer
-
 
 @dataclass(frozen=True)
 class _Bound:

@@ -59,9 +59,9 @@ __all__ = [
 
 ACTION_TAKEN = "mbt::actionTaken"
 NONDET_PICKS = "mbt::nondetPicks"
-PARAMETERS = ("t", "D", "k", "g", "cancelPending", "r", "p", "v", "w", "thief", "victim")
+PARAMETERS = ("t", "D", "k", "g", "cancelPending", "r", "p", "v", "w", "thief", "victim", "a")
 """Every parameter name the specs' actions take (``spec/Scheduler.tla``, then
-``spec/TimerQueue.tla``, then ``spec/WorkStealing.tla``)."""
+``spec/TimerQueue.tla``, then ``spec/WorkStealing.tla``, then ``spec/DurableScheduler.tla``)."""
 
 
 _SAFE_INTEGER = 2**53
