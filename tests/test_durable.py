@@ -195,6 +195,8 @@ def test_scheduler_errors_match_the_task_scheduler(tmp_path: Path) -> None:
     lambda db: db.submit("x", fn="no colon"),
     lambda db: db.submit("x", fn="tests.durable_jobs.jobs:missing"),
     lambda db: db.submit("x", fn="no_such_module_here:f"),
+    lambda db: db.submit("x", fn=lambda: None),
+    lambda db: db.submit("x", fn=db.stats),
     lambda db: db.submit("x", fn=NOOP, args=[1]),
     lambda db: db.submit("x", fn=NOOP, args={"v": object()}),
     lambda db: db.submit("x", fn=NOOP, args={"v": float("nan")}),

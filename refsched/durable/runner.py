@@ -27,25 +27,9 @@ from typing import Any
 from refsched.errors import InvalidArgumentError
 from refsched.types import TaskState
 
-from .scheduler import DurableScheduler, resolve
+from .scheduler import DurableScheduler, function_name
 
 __all__ = ["DurableRunner", "function_name"]
-
-
-def function_name(fn: str | Callable[..., Any]) -> str:
-    """``"module:qualname"`` for a module-level function (or the name itself, checked)."""
-    if isinstance(fn, str):
-        resolve(fn)
-        return fn
-    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
-    if not module or not qualname or "<" in qualname or module == "__main__":
-        raise InvalidArgumentError(
-            f"{fn!r}: a durable task runs in another process, so its function must be "
-            "importable by name: define it at the top level of a module (not __main__)")
-    name = f"{module}:{qualname}"
-    if resolve(name) is not fn:
-        raise InvalidArgumentError(f"{fn!r}: {name!r} names another object")
-    return name
 
 
 class DurableRunner:
@@ -67,7 +51,7 @@ class DurableRunner:
     def submit(self, task_id: str, fn: str | Callable[..., Any], deps: Iterable[str] = (),
                args: dict[str, Any] | None = None) -> int:
         """Submit ``fn(**args)`` as a new version of ``task_id``; return its generation."""
-        return self.db.submit(task_id, deps, fn=function_name(fn), args=args)
+        return self.db.submit(task_id, deps, fn=fn, args=args)
 
     def start(self) -> None:
         """Seal the graph and start the worker processes."""

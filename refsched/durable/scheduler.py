@@ -185,6 +185,27 @@ def resolve(fn: str) -> Callable[..., Any]:
     return f
 
 
+def function_name(fn: str | Callable[..., Any]) -> str:
+    """``"module:qualname"`` for a module-level function (or the name itself, checked).
+
+    A durable task runs in another process, which finds its function by this name.
+    """
+    if isinstance(fn, str):
+        resolve(fn)
+        return fn
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    if (not callable(fn) or not isinstance(module, str) or not isinstance(qualname, str)
+            or "<" in qualname or module == "__main__"):
+        raise InvalidArgumentError(
+            f"fn={_r(fn)}: a durable task runs in another process, so its function must be "
+            "importable by name: define it at the top level of a module (not __main__), or "
+            "give its 'module:function' name")
+    name = f"{module}:{qualname}"
+    if resolve(name) is not fn:
+        raise InvalidArgumentError(f"fn={_r(fn)}: {name!r} names another object")
+    return name
+
+
 def _check_id(call: str, task_id: object) -> str:
     if not isinstance(task_id, str) or not task_id:
         raise InvalidArgumentError(f"{call}({_r(task_id)}): a durable task id is a non-empty str")
@@ -394,7 +415,7 @@ class DurableScheduler:
 
     # ------------------------------------------------------------------ Submit, Start
 
-    def submit(self, task_id: str, deps: Iterable[str] = (), *, fn: str,
+    def submit(self, task_id: str, deps: Iterable[str] = (), *, fn: str | Callable[..., Any],
                args: dict[str, Any] | None = None) -> int:
         """Submit a new version of ``task_id`` that runs ``fn(**args)``; return its generation.
 
@@ -417,7 +438,7 @@ class DurableScheduler:
             raise InvalidArgumentError(f"submit({task_id!r}): dependency {dup!r} given twice")
         if task_id in dep_list:
             raise InvalidArgumentError(f"submit({task_id!r}): a task cannot depend on itself")
-        resolve(fn)
+        fn = function_name(fn)
         if args is None:
             args = {}
         if not isinstance(args, dict):
