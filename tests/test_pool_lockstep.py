@@ -6,6 +6,7 @@ way a plausible bug would, and show it catches each one and says what went wrong
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 
 from refsched import WorkStealingPool
 from refsched.errors import SchedulerClosedError
-from refsched.pool import _Task
+from refsched.pool import PoolStats, _Task
 from refsched.verify.pool_lockstep import Disagreement, run_pool_lockstep
 
 
@@ -79,13 +80,26 @@ class CancelLeavesFutures(WorkStealingPool):
         return []
 
 
+class QueueLengthsSkipEmpty(WorkStealingPool):
+    """Leaves the empty deques out of stats().queue_lengths: the lengths no longer line up with
+    the workers."""
+
+    def stats(self) -> PoolStats:
+        counted = super().stats()
+        return dataclasses.replace(counted,
+                                   queue_lengths=tuple(n for n in counted.queue_lengths if n))
+
+
 @pytest.mark.parametrize(("factory", "says"), [
     (ChildGoesElsewhere, "the pool's state is not the model's"),
     (RefusedSubmitCounts, "a refused call changed the pool"),
     (StealsFromItself, "the pool's state is not the model's"),
     (CancelLeavesFutures, "the pool's state is not the model's"),
+    (QueueLengthsSkipEmpty, "the pool's stats() are not what the model's steps count: "
+                            "queue_lengths\n  field                  model      pool\n"
+                            "  stats().queue_lengths  "),
 ], ids=["child-goes-elsewhere", "refused-submit-counts", "steals-bottom",
-        "cancel-leaves-futures"])
+        "cancel-leaves-futures", "queue-lengths-skip-empty"])
 def test_a_broken_pool_is_caught(factory: Callable[..., Any], says: str) -> None:
     with pytest.raises(Disagreement) as caught:
         run_pool_lockstep(factory, examples=300, steps=50, shrink=False)

@@ -9,6 +9,7 @@ one thing in a WorkStealingPool and asserts the replay names the first step wher
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 
 from refsched import WorkStealingPool
 from refsched.cli import main
-from refsched.pool import _Task
+from refsched.pool import PoolStats, _Task
 from refsched.verify import corpus, stategraph, system
 from refsched.verify.itf import Trace, read_traces
 from refsched.verify.pool_driver import SteppedPool, stepped_class
@@ -146,6 +147,23 @@ def test_the_driven_pool_checks_its_counters_after_every_step(traces: list[Trace
     d = first_divergence(traces, ExecutedMiscounted).divergences[0]
     assert (d.side, d.action) == ("implementation", "Finish"), format_divergence(d)
     assert "check_invariants() raised AssertionError: stats().executed is 2" in d.reason
+
+
+class QueueLengthsReversed(WorkStealingPool):
+    """Lists the lengths of the deques last worker first."""
+
+    def stats(self) -> PoolStats:
+        counted = super().stats()
+        return dataclasses.replace(counted, queue_lengths=counted.queue_lengths[::-1])
+
+
+def test_a_pool_that_miscounts_is_named_at_its_first_wrong_step(traces: list[Trace]) -> None:
+    d = first_divergence(traces, QueueLengthsReversed).divergences[0]
+    assert (d.side, d.action) == ("implementation", "SubmitExternal"), format_divergence(d)
+    assert d.reason == "stats() is not what the trace's steps count: queue_lengths", d.reason
+    # the table the pool's state differences are shown in: field, trace, implementation
+    assert d.diff.splitlines() == ["  field                  trace   implementation",
+                                   "  stats().queue_lengths  (1, 0)  (0, 1)"], d.diff
 
 
 def test_a_stepped_pool_starts_no_thread_and_needs_a_pool_class() -> None:

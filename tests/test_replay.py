@@ -2,11 +2,13 @@
 
 The traces are walks of the model's state graph over ids ``a``, ``b`` (``MaxConcurrency`` 2, two
 generations per id), the graph ``spec/MCSchedulerTraces.cfg`` gives TLC; an edge cover of it
-replays every edge once or more.
+replays every edge once or more. The must-fail tests replay broken schedulers
+(``tests/mutants/broken_schedulers.py``, and the miscounting ones of ``test_lockstep``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
@@ -23,10 +25,12 @@ from mutants.broken_schedulers import (
     RetryWithoutDescendants,
     StaleCallbackAccepted,
 )
+from test_lockstep import MiscountsClaims, WaitsLongerThanInTotal
 
 from refsched import TaskScheduler, TaskState
 from refsched.model import ACTIONS, INITIAL, ReferenceScheduler
 from refsched.model.graph import Edge, ModelGraph, action_args, explore
+from refsched.scheduler import DurationSummary, SchedulerStats
 from refsched.types import Snapshot
 from refsched.verify.itf import Step, Trace, read_traces, write_traces
 from refsched.verify.replay import (
@@ -34,6 +38,7 @@ from refsched.verify.replay import (
     ReplayReport,
     StepMismatch,
     apply_step,
+    counter_rows,
     format_divergence,
     format_report,
     replay,
@@ -273,6 +278,57 @@ def test_the_diff_shows_the_differing_field_side_by_side() -> None:
     assert re.search(r"^\s*a\s+cancel_requested\s+True\s+False$", d.diff, re.M), d.diff
     assert len(d.diff.splitlines()) == 2  # only the differing field
     assert d.diff in format_divergence(d)
+
+
+# -- Counters ---------------------------------------------------------------------------------
+
+class CountsFromOne(TaskScheduler):
+    """A new scheduler says it took a submission already."""
+
+    def stats(self) -> SchedulerStats:
+        counted = super().stats()
+        return dataclasses.replace(counted, submitted=counted.submitted + 1)
+
+
+@pytest.mark.parametrize(("broken", "step", "action", "counter", "values"), [
+    (MiscountsClaims, 5, "Fail", "claimed", ("1", "0")),
+    (WaitsLongerThanInTotal, 4, "Claim", "ready_wait.max", None),
+    (CountsFromOne, 0, "init", "submitted", ("0", "1")),
+], ids=["claimed", "ready-wait-max", "at-init"])
+def test_a_miscount_is_named_at_the_step_it_shows_at(
+        broken: type[TaskScheduler], step: int, action: str, counter: str,
+        values: tuple[str, str] | None) -> None:
+    d = only_divergence(replay([FAIL_A], broken))
+    assert (d.trace, d.step, d.action, d.side) == ("fail-a", step, action, "implementation")
+    assert d.reason == f"stats() is not what the trace's steps count: {counter}", d.reason
+    # the table snapshot differences are shown in: no id, the counter, trace, implementation
+    header, row = d.diff.splitlines()
+    assert header.split() == ["id", "field", "trace", "implementation"]
+    assert row.split()[0] == f"stats().{counter}", d.diff
+    if values is not None:
+        assert tuple(row.split()[1:]) == values, d.diff
+    assert d.diff in format_divergence(d)
+
+
+def test_replay_catches_a_miscount_on_the_edge_cover(cover: list[Trace]) -> None:
+    d = only_divergence(replay(cover, MiscountsClaims))
+    assert d.action in ("Fail", "AcknowledgeCancel"), format_divergence(d)
+    assert "stats().claimed" in d.diff
+
+
+def test_durations_must_stay_within_their_totals() -> None:
+    counted = SchedulerStats(claimed=1, ready_wait=DurationSummary(1, 0.5, 0.75),
+                             run_time=DurationSummary(0, -0.25, 0.0))
+    expected = {"claimed": 1, "ready_wait.count": 1, "run_time.count": 0}
+    assert counter_rows(expected, counted) == [
+        ("stats().ready_wait.max", "between 0 and the total 0.5", "0.75"),
+        ("stats().run_time.total", ">= 0", "-0.25"),
+    ]
+    sound = dataclasses.replace(counted, ready_wait=DurationSummary(1, 0.5, 0.5),
+                                run_time=DurationSummary())
+    assert counter_rows(expected, sound) == []
+    assert counter_rows({"claimed": 2}, sound) == [("stats().claimed", "2", "1")]
+    assert counter_rows({"claimed": 2}, object()) == [("stats().claimed", "2", "missing")]
 
 
 # -- Traces the model does not accept ---------------------------------------------------------

@@ -8,6 +8,7 @@ asserts the replay names the first step where the break shows.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 
 from refsched import Due, TimerScheduler, Wait
 from refsched.cli import main
-from refsched.types import TimerState
+from refsched.types import TimerState, TimerStats
 from refsched.verify import corpus, stategraph, system
 from refsched.verify.itf import Trace, read_traces
 from refsched.verify.replay import ReplayReport, format_divergence, replay
@@ -73,6 +74,14 @@ class WaitsTooLong(TimerScheduler):
         return Wait(answer.seconds + 1) if isinstance(answer, Wait) else answer
 
 
+class ClaimedForgetsFailed(TimerScheduler):
+    """Counts as claimed the versions running or completed, not those that failed."""
+
+    def stats(self) -> TimerStats:
+        counted = super().stats()
+        return dataclasses.replace(counted, claimed=counted.running + counted.completed)
+
+
 def rebuilds_late(clock: Callable[[], float], *, rebuild_floor: int) -> TimerScheduler:
     """A scheduler whose heap is rebuilt above another floor than the one it was given."""
     return TimerScheduler(clock, rebuild_floor=rebuild_floor + 1)
@@ -89,7 +98,9 @@ def first_divergence(traces: list[Trace], factory: Callable[..., Any]) -> Replay
     (StaleCompleteIgnored, "StaleCallback", "expected StaleGenerationError naming version"),
     (WaitsTooLong, "Idle", "next() returned Wait(2), expected Wait(1)"),
     (rebuilds_late, "Claim", "the state after the step is not the trace's"),
-], ids=["cancel-always-true", "stale-complete-ignored", "waits-too-long", "rebuilds-late"])
+    (ClaimedForgetsFailed, "Fail", "stats() is not what the trace's steps count: claimed"),
+], ids=["cancel-always-true", "stale-complete-ignored", "waits-too-long", "rebuilds-late",
+        "claimed-forgets-failed"])
 def test_a_broken_timer_is_named_at_its_first_wrong_step(
         traces: list[Trace], factory: Callable[..., Any], action: str, says: str) -> None:
     d = first_divergence(traces, factory).divergences[0]
@@ -98,6 +109,14 @@ def test_a_broken_timer_is_named_at_its_first_wrong_step(
     shown = format_divergence(d)
     assert shown.startswith(f"trace {d.trace}, step {d.step}: {action}")
     assert "the implementation diverges from the trace" in shown
+
+
+def test_a_miscount_shows_the_counter_as_a_field_that_differs(traces: list[Trace]) -> None:
+    d = first_divergence(traces, ClaimedForgetsFailed).divergences[0]
+    header, row = d.diff.splitlines()
+    assert header.split() == ["id", "field", "trace", "implementation"]
+    field, trace, implementation = row.split()
+    assert field == "stats().claimed" and int(trace) == int(implementation) + 1, d.diff
 
 
 def test_a_late_rebuild_shows_the_heap_entries_that_differ(traces: list[Trace]) -> None:

@@ -33,6 +33,7 @@ from refsched.types import (
 
 from . import actions as A
 from .actions import Action, Refusal
+from .counters import Counts
 from .invariants import violated
 
 __all__ = ["ReferenceTimerScheduler", "Step"]
@@ -91,8 +92,7 @@ class ReferenceTimerScheduler:
         self.history: list[Step] = []
         self._fns: dict[Hashable, Callable[..., Any] | None] = {}
         self._outcomes: dict[Hashable, Any] = {}
-        self._counts = dict.fromkeys(
-            ("rebuilds", "scheduled", "claimed", "completed", "failed", "cancelled"), 0)
+        self.counts = Counts()  # of the steps in history
 
     # -- stepping ---------------------------------------------------------------------------
 
@@ -103,9 +103,10 @@ class ReferenceTimerScheduler:
         if refusal is not None:
             _raise(refusal, task_id)
             return False
-        if action.rebuilds(s, *args, rebuild_floor=self.rebuild_floor):
-            self._counts["rebuilds"] += 1
-        self.state_value = action.step(s, *args, rebuild_floor=self.rebuild_floor)
+        after = action.step(s, *args, rebuild_floor=self.rebuild_floor)
+        self.counts = self.counts.step(action.name, args, s, after,
+                                       rebuild_floor=self.rebuild_floor)
+        self.state_value = after
         self.history.append((action.name, args))
         return True
 
@@ -158,7 +159,6 @@ class ReferenceTimerScheduler:
         if fn is not None and not callable(fn):
             raise InvalidArgumentError(f"{call}: fn {fn!r} is neither None nor callable")
         self._take(A.Schedule, task_id, at, int(priority))
-        self._counts["scheduled"] += 1
         self._fns[task_id] = fn
         self._outcomes.pop(task_id, None)
         return self.state_value.tasks[task_id].version
@@ -169,7 +169,6 @@ class ReferenceTimerScheduler:
         if not self._take(A.Cancel, task_id):
             return False  # terminal, or a stop already requested: no step
         if view.state is TimerState.PENDING:
-            self._counts["cancelled"] += 1
             self._fns[task_id] = None
             return True
         return False
@@ -182,7 +181,6 @@ class ReferenceTimerScheduler:
             first = A.top(A.live_entries(s))
             assert first is not None
             self._take(A.Claim)
-            self._counts["claimed"] += 1
             return Due(first.task_id, first.version, self._fns.get(first.task_id))
         self._take(A.Idle)
         s = self.state_value
@@ -193,7 +191,6 @@ class ReferenceTimerScheduler:
         """Spec: Complete(t, v); StaleCallback(t, v) or RepeatedCallback(t) when refused."""
         state = self._callback("complete", A.Complete, task_id, version)
         if self.history[-1][0] == "Complete":
-            self._counts["completed"] += 1
             self._outcomes[task_id] = result
         return state
 
@@ -201,7 +198,6 @@ class ReferenceTimerScheduler:
         """Spec: Fail(t, v); StaleCallback(t, v) or RepeatedCallback(t) when refused."""
         state = self._callback("fail", A.Fail, task_id, version)
         if self.history[-1][0] == "Fail":
-            self._counts["failed"] += 1
             self._outcomes[task_id] = error
         return state
 
@@ -213,7 +209,6 @@ class ReferenceTimerScheduler:
         cancelled: tuple[Hashable, ...] = ()
         if self._take(A.Close):
             cancelled = tuple(pending)
-            self._counts["cancelled"] += len(pending)
             for t in pending:
                 self._fns[t] = None
         tasks = self.state_value.tasks
@@ -243,14 +238,8 @@ class ReferenceTimerScheduler:
         return self.state_value
 
     def stats(self) -> TimerStats:
-        s = self.state_value
-        states = [v.state for v in s.tasks.values()]
-        return TimerStats(
-            live=states.count(TimerState.PENDING),
-            heap=len(s.heap),
-            running=states.count(TimerState.RUNNING),
-            **self._counts,
-        )
+        """The counters, as the steps taken so far fix them (:mod:`.counters`)."""
+        return TimerStats(**self.counts.expected(self.state_value))
 
     @property
     def now(self) -> float:

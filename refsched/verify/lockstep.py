@@ -2,18 +2,21 @@
 
 Rules are the spec's actions (through the API calls that take them); ids and dependencies are
 drawn from a small pool so collisions, cycles, resubmissions and stale callbacks happen. After
-every call the two must agree on the result or on the error's type, and their snapshots must be
-equal; the model's invariants, the action properties of the step and the implementation's own
-``check_invariants()`` must hold.
+every call the two must agree on the result or on the error's type, their snapshots must be
+equal, and every counter of the implementation's ``stats()`` must be what the model's steps and
+refusals so far count (:mod:`refsched.model.counters`; of the durations, their counts, and
+``0 <= max <= total``); the model's invariants, the action properties of the step and the
+implementation's own ``check_invariants()`` must hold.
 
 ``lockstep_machine(factory)`` builds the machine for any factory with the TaskScheduler API, so the
 same machine checks refsched's scheduler and, in the must-fail tests, deliberately broken ones.
 
 A :class:`~refsched.conform.profile.Profile` narrows the machine to the part of the contract an
 implementation keeps: its rules make only the calls the profile admits, claims compare as sets
-under ready order "any", and without ``snapshot`` only the answers are compared. The default is
-the full contract. ``python_api`` adds what only the Python API has: task functions handed back
-in claims, ``info()``, and a concurrency of 0 (which no instance of the spec has).
+under ready order "any", and without ``snapshot`` only the answers are compared (neither
+snapshots nor counters). The default is the full contract. ``python_api`` adds what only the
+Python API has: task functions handed back in claims, ``info()``, and a concurrency of 0 (which
+no instance of the spec has).
 
 A disagreement raises :class:`Disagreement`, which carries the calls of the run up to the failing
 one with both sides' answers (after Hypothesis shrank the run, those of the shortest run it
@@ -43,11 +46,12 @@ from hypothesis.stateful import (
 
 from refsched.conform.profile import FULL, Profile
 from refsched.model import ACTIONS, INITIAL, ReferenceScheduler, violated, violated_by_step
+from refsched.model.counters import Counts
 from refsched.types import Snapshot, TaskState
 
 from .itf import Trace
 from .recording import TraceRecorder
-from .replay import side_by_side
+from .replay import Row, counter_rows, format_rows, snapshot_rows
 from .system import Fatal
 
 __all__ = [
@@ -115,8 +119,8 @@ class Call:
     model: str  # the model's answer: a value's repr, or "ErrorType: message"
     implementation: str  # the implementation's answer, shown the same way
     agrees: bool  # False only for the failing call
-    # the snapshot fields that differ after the call, model vs implementation ("" when equal or
-    # not compared)
+    # the snapshot fields and stats() counters that differ after the call, model vs
+    # implementation ("" when equal or not compared)
     diff: str = ""
     # the spec steps the model took for the call: none (a refusal) or one, (action, params)
     steps: tuple[tuple[str, Mapping[str, Any]], ...] = ()
@@ -286,6 +290,7 @@ def lockstep_machine(factory: Callable[[int], Any],
             super().__init__()
             self.model: ReferenceScheduler | None = None
             self.impl: Any = None
+            self.counts = Counts()  # what the model's steps and refusals so far count
             self.calls = 0
             self.max_concurrency = 0
             self.log: list[Call] = []
@@ -301,6 +306,7 @@ def lockstep_machine(factory: Callable[[int], Any],
                 ledger.examples += 1
             self.max_concurrency = max_concurrency
             self.model = ReferenceScheduler(max_concurrency)
+            self.counts = Counts()
             with _fatal_passes(fatal):
                 self.impl = factory(max_concurrency)
             named = {task_id for task_id, _ in graph}
@@ -330,15 +336,24 @@ def lockstep_machine(factory: Callable[[int], Any],
             except Exception as e:
                 actual_error = e
             after = self.model.snapshot()
-            steps = tuple((name, _spec_params(name, step_args))
-                          for name, step_args in self.model.history[history_length:])
+            taken = self.model.history[history_length:]
+            steps = tuple((name, _spec_params(name, step_args)) for name, step_args in taken)
+            self.counts = self.counts.call(method, args, before, expected_error,
+                                           self.max_concurrency)
+            for name, step_args in taken:  # one at most: its state after is ``after``
+                self.counts = self.counts.step(name, step_args, before, after)
             model_answer = _show_answer(expected, expected_error)
             impl_answer = _show_answer(actual, actual_error)
             problem = self.disagreement(method, args, before, expected, expected_error,
                                         actual, actual_error)
-            diff = self.snapshot_diff(after) if profile.snapshot else ""
-            if diff and problem is None:
-                problem = "the snapshots differ after the call"
+            rows = self.state_rows(after) if profile.snapshot else []
+            if rows and problem is None:
+                counters = [r[1].removeprefix("stats().") for r in rows
+                            if r[1].startswith("stats()")]
+                problem = ("the snapshots differ after the call" if len(counters) < len(rows)
+                           else f"stats() is not what the model's steps count after the "
+                                f"call: {', '.join(counters)}")
+            diff = format_rows(("id", "field", "model", "implementation"), rows)
             call = Call(method, args, model_answer, impl_answer, problem is None, diff, steps,
                         after)
             self.log.append(call)
@@ -380,16 +395,31 @@ def lockstep_machine(factory: Callable[[int], Any],
                                       f"{_show_answer(actual, None)}, the model "
                                       f"{_show_answer(expected, None)}")
 
-        def snapshot_diff(self, model_state: Snapshot) -> str:
-            """The fields of the implementation's snapshot that differ from ``model_state``."""
+        def state_rows(self, model_state: Snapshot) -> list[Row]:
+            """Where the implementation's snapshot differs from ``model_state`` and its
+            ``stats()`` (when it has one) from the model's counts: (id, field, model,
+            implementation), the counters as ``stats().claimed`` with no id."""
             try:
                 with _fatal_passes(fatal):
                     impl_state = self.impl.snapshot()
             except Exception as error:
-                return f"  snapshot() raised {type(error).__name__}: {error}"
-            if not isinstance(impl_state, Snapshot):
-                return f"  snapshot() returned {impl_state!r}"
-            return side_by_side(model_state, impl_state, "implementation", reference="model")
+                rows: list[Row] = [("", "snapshot()", "a Snapshot",
+                                    f"raised {type(error).__name__}: {error}")]
+            else:
+                rows = (snapshot_rows(model_state, impl_state)
+                        if isinstance(impl_state, Snapshot)
+                        else [("", "snapshot()", "a Snapshot", f"{impl_state!r:.200}")])
+            stats = getattr(self.impl, "stats", None)
+            if stats is None:
+                return rows
+            try:
+                with _fatal_passes(fatal):
+                    impl_stats = stats()
+            except Exception as error:
+                return [*rows, ("", "stats()", "the counters",
+                                f"raised {type(error).__name__}: {error}")]
+            return [*rows, *(("", *row) for row in counter_rows(self.counts.expected(),
+                                                                  impl_stats))]
 
         @invariant()
         def invariants_hold(self) -> None:

@@ -23,7 +23,8 @@ CancelQueued                ``shutdown(wait=False, cancel_futures=True)`` while 
 ``submitted``/``finished``/``cancelled`` from the futures ``submit()`` returned, and
 ``running``/``runs``/``parent`` from the tasks the pool handed to the driver's workers.
 :meth:`SteppedPool.check_invariants` holds the pool's counters (``stats()``) and its tasks'
-calls against that.
+calls against that; :meth:`SteppedPool.stats` is the pool's ``stats()``, which the lock-step
+machine and replay hold against the counts of the model's steps.
 """
 
 from __future__ import annotations
@@ -136,6 +137,10 @@ class SteppedPool:
             runs=dict(self.runs),
             parent=dict(self.parent),
         )
+
+    def stats(self) -> pool_module.PoolStats:
+        """The pool's own counters (``WorkStealingPool.stats()``)."""
+        return self.pool.stats()
 
     def check_invariants(self) -> None:
         """The pool's counters and its tasks' calls agree with what it was driven through."""

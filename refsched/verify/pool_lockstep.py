@@ -4,14 +4,16 @@ A Hypothesis state machine picks one of the steps ``spec/WorkStealing.tla`` enab
 action and its worker, task, thief or victim) at random, over a small instance, and takes it on
 both sides: on the model (``refsched.model.pool``) and on the production pool, its workers'
 moves driven by :class:`~refsched.verify.pool_driver.SteppedPool`. After every step the pool's
-state must be the model's, and the pool's counters must agree with it
-(``SteppedPool.check_invariants``).
+state must be the model's, the pool's counters must agree with it
+(``SteppedPool.check_invariants``), and every field of its ``stats()`` must be what the model's
+steps so far count (:mod:`refsched.model.pool.counters`; ``parked`` 0, since no worker thread
+runs).
 
 A few calls per walk must be refused: a root submitted once the pool is shut down (the model's
 refusal names ``SchedulerClosedError``) and a submission of something that is not callable
-(``InvalidArgumentError``); the pool must raise that error and change nothing. Unlike the trace
-corpus, whose instance TLC enumerates exhaustively, the random walks here run over more workers
-and tasks, and longer.
+(``InvalidArgumentError``); the pool must raise that error, change nothing and count nothing.
+Unlike the trace corpus, whose instance TLC enumerates exhaustively, the random walks here run
+over more workers and tasks, and longer.
 """
 
 from __future__ import annotations
@@ -33,9 +35,11 @@ from hypothesis.stateful import (
 
 from refsched.errors import InvalidArgumentError, SchedulerClosedError
 from refsched.model.pool import ACTIONS, INITIAL, Instance, Phase, PoolSnapshot, next_steps
+from refsched.model.pool.counters import Counts
 
 from . import system
 from .pool_driver import SteppedPool
+from .replay import counter_rows, format_rows
 
 __all__ = ["WORKERS", "Disagreement", "Ledger", "pool_lockstep_machine", "run_pool_lockstep"]
 
@@ -80,6 +84,7 @@ def pool_lockstep_machine(factory: Callable[..., Any],
         def __init__(self) -> None:
             super().__init__()
             self.model: PoolSnapshot = INITIAL
+            self.counts = Counts()  # what the model's steps so far count
             self.pool = SteppedPool(factory, WORKERS)
             self.steps: list[str] = []
             self.bad = 0  # calls made that must be refused: a few per walk, not most of it
@@ -97,7 +102,9 @@ def pool_lockstep_machine(factory: Callable[..., Any],
             except AssertionError as error:  # StepMismatch
                 self.fail(str(error))
             spec_action = ACTIONS[action]
-            self.model = spec_action.step(self.model, *(params[p] for p in spec_action.params))
+            args = tuple(params[p] for p in spec_action.params)
+            before, self.model = self.model, spec_action.step(self.model, *args)
+            self.counts = self.counts.step(action, args, before, self.model)
             ledger.actions[action] += 1
             self.agree()
 
@@ -115,6 +122,7 @@ def pool_lockstep_machine(factory: Callable[..., Any],
             if after != before:
                 self.fail("a refused call changed the pool:\n"
                           + _POOL.side_by_side(before, after, "after"))
+            self.counted()
 
         def agree(self) -> None:
             actual = self.pool.snapshot()
@@ -125,6 +133,16 @@ def pool_lockstep_machine(factory: Callable[..., Any],
                 self.pool.check_invariants()
             except AssertionError as error:
                 self.fail(f"check_invariants(): {error}")
+            self.counted()
+
+        def counted(self) -> None:
+            """The pool's stats() show what the model's steps so far count."""
+            expected = {**self.counts.expected(self.model, WORKERS), "parked": 0}
+            rows = counter_rows(expected, self.pool.stats())
+            if rows:
+                names = ", ".join(r[0].removeprefix("stats().") for r in rows)
+                self.fail(f"the pool's stats() are not what the model's steps count: {names}\n"
+                          + format_rows(("field", "model", "pool"), rows))
 
         @rule(data=st.data())
         def step(self, data: st.DataObject) -> None:

@@ -6,13 +6,16 @@ taken, its parameters and the state it led to. Replaying it drives a fresh imple
 through the same actions, one API call per step (for the TaskScheduler :func:`apply_step`),
 checks each call's answer against what the step implies, and after every step compares three
 states: the trace's, the reference model's (``refsched.model.actions``) and the
-implementation's ``snapshot()``. The first disagreement in a trace is a :class:`Divergence`:
+implementation's ``snapshot()``; then every counter of the implementation's ``stats()`` with
+what the trace's steps so far count (``refsched.model.counters`` and its timer and pool
+twins: :func:`counter_rows`). The first disagreement in a trace is a :class:`Divergence`:
 
 * ``side == "model"``: the trace and the model disagree (the trace is malformed, takes a step
   the model does not enable, or records a state the model does not reach): the corpus or the
   model is wrong, and the implementation is not consulted for that step;
 * ``side == "implementation"``: the implementation answered the call differently, raised, did
-  not raise, reached another state, or broke one of its own invariants (``check_invariants()``).
+  not raise, reached another state, broke one of its own invariants (``check_invariants()``),
+  or counted the steps differently (``stats()``).
 
 Entry points::
 
@@ -37,8 +40,11 @@ from typing import Any, Literal, NamedTuple
 
 from refsched.conform.profile import FULL, Profile
 from refsched.errors import StaleGenerationError
+from refsched.model import counters as scheduler_counters
 from refsched.model.actions import ACTIONS, WAITING, ready_order
 from refsched.model.graph import describe
+from refsched.model.pool import counters as pool_counters
+from refsched.model.timer import counters as timer_counters
 from refsched.types import Snapshot, TaskState, VersionView
 
 from . import system as systems
@@ -53,10 +59,13 @@ __all__ = [
     "ReplayReport",
     "StepMismatch",
     "apply_step",
+    "counter_rows",
     "format_divergence",
     "format_report",
+    "format_rows",
     "replay",
     "side_by_side",
+    "snapshot_rows",
     "spec_params",
     "step_call",
     "summary",
@@ -379,13 +388,12 @@ def _row(view: VersionView | None) -> tuple[Any, ...]:
     return tuple(getattr(view, name) for name in _FIELDS)
 
 
-def side_by_side(expected: Snapshot, actual: Snapshot, side: str, *,
-                 reference: str = "trace") -> str:
-    """One line per differing field: id, field, ``reference``'s value, ``side``'s value.
+Row = tuple[str, ...]  # the cells of one line of a differences table
 
-    ``""`` when the two are equal.
-    """
-    rows: list[tuple[str, str, str, str]] = []
+
+def snapshot_rows(expected: Snapshot, actual: Snapshot) -> list[Row]:
+    """One row per differing field: id ("" for the scheduler's own), field, the two values."""
+    rows: list[Row] = []
     for name in ("started", "closed", "next_seq"):
         a, b = getattr(expected, name), getattr(actual, name)
         if a != b:
@@ -395,13 +403,86 @@ def side_by_side(expected: Snapshot, actual: Snapshot, side: str, *,
         for name, a, b in zip(_FIELDS, mine, theirs, strict=True):
             if a != b:
                 rows.append((str(t), name, _show(a), _show(b)))
-    if not rows:
+    return rows
+
+
+def format_rows(header: Row, rows: Iterable[Row]) -> str:
+    """The rows as an indented table under ``header``, columns aligned; ``""`` without rows."""
+    table = [header, *rows]
+    if len(table) == 1:
         return ""
-    table = [("id", "field", reference, side), *rows]
-    widths = [max(len(r[i]) for r in table) for i in range(3)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header) - 1)]
     return "\n".join(
-        f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip()
+        ("  " + "".join(f"{cell:<{w}}  " for cell, w in zip(r, widths, strict=False))
+         + r[-1]).rstrip()
         for r in table)
+
+
+def side_by_side(expected: Snapshot, actual: Snapshot, side: str, *,
+                 reference: str = "trace") -> str:
+    """One line per differing field: id, field, ``reference``'s value, ``side``'s value.
+
+    ``""`` when the two are equal.
+    """
+    return format_rows(("id", "field", reference, side), snapshot_rows(expected, actual))
+
+
+# Replay compares stats() after every step, so the common case (they agree) is made cheap:
+# the fields to read, per set of counters expected, and the duration summaries, per stats type.
+_READERS: dict[tuple[str, ...], Callable[[Any], Any]] = {}
+_SUMMARIES: dict[type, tuple[str, ...]] = {}
+
+
+def _counters_hold(expected: Mapping[str, Any], stats: Any) -> bool:
+    """Whether :func:`counter_rows` finds nothing to report (quickly, when it does not)."""
+    names = tuple(expected)
+    read = _READERS.get(names)
+    if read is None:
+        getter = operator.attrgetter(*names)
+        read = _READERS[names] = getter if len(names) > 1 else lambda x: (getter(x),)
+    summaries = _SUMMARIES.get(type(stats))
+    if summaries is None:
+        summaries = _SUMMARIES[type(stats)] = tuple(
+            name for name in getattr(stats, "__dataclass_fields__", ())
+            if all(hasattr(getattr(stats, name), part) for part in ("count", "total", "max")))
+    try:
+        if read(stats) != tuple(expected.values()):
+            return False
+        return all(0 <= s.max <= s.total for s in map(stats.__getattribute__, summaries))
+    except (AttributeError, TypeError):
+        return False
+
+
+def counter_rows(expected: Mapping[str, Any], stats: Any) -> list[tuple[str, str, str]]:
+    """One row per counter of ``stats`` (an implementation's ``stats()``) that is not what
+    ``expected`` says: the counter (``stats().claimed``), the expected value, the actual one.
+
+    ``expected`` maps a field, or a field of a field (``ready_wait.count``), to its value. A
+    duration summary (a field with ``count``, ``total`` and ``max``), whose durations no model
+    fixes, must still hold ``0 <= max <= total``.
+    """
+    if _counters_hold(expected, stats):
+        return []
+    rows: list[tuple[str, str, str]] = []
+    for name, value in expected.items():
+        try:
+            actual = operator.attrgetter(name)(stats)
+        except AttributeError:
+            rows.append((f"stats().{name}", repr(value), "missing"))
+            continue
+        if actual != value:
+            rows.append((f"stats().{name}", repr(value), repr(actual)))
+    for name in getattr(stats, "__dataclass_fields__", ()):
+        summary = getattr(stats, name)
+        if not all(hasattr(summary, part) for part in ("count", "total", "max")):
+            continue
+        total, longest = summary.total, summary.max
+        if not total >= 0:
+            rows.append((f"stats().{name}.total", ">= 0", repr(total)))
+        if not 0 <= longest <= max(total, 0):
+            rows.append((f"stats().{name}.max", f"between 0 and the total {total!r}",
+                         repr(longest)))
+    return rows
 
 
 def summary(s: Snapshot) -> str:
@@ -448,6 +529,72 @@ def format_report(r: ReplayReport) -> str:
     return "\n".join(lines)
 
 
+# -- Counters ---------------------------------------------------------------------------------
+
+class _Tally:
+    """How a TaskScheduler's ``stats()`` is held against the counts of the steps of one trace
+    (:mod:`refsched.model.counters`); the other systems' tallies below differ where their
+    counts do."""
+
+    header: Row = ("id", "field")  # the first columns of the system's differences table
+
+    def __init__(self, constants: Mapping[str, Any]) -> None:
+        self.constants = constants
+        self.zero: Any = scheduler_counters.Counts()  # the counts at Init
+
+    def step(self, counts: Any, action: str, args: tuple[Any, ...], before: Any,
+             after: Any) -> Any:
+        """The counts after the step (``args``: the model action's arguments)."""
+        return counts.step(action, args, before, after)
+
+    def expected(self, counts: Any, state: Any) -> Mapping[str, Any]:
+        """What ``stats()`` must show once the counted steps reached ``state``."""
+        shown: Mapping[str, Any] = counts.expected()
+        return shown
+
+    def stats(self, implementation: Any) -> Callable[[], Any] | None:
+        """The implementation's ``stats``, or None when it has none (nothing to compare)."""
+        return getattr(implementation, "stats", None)
+
+
+class _TimerTally(_Tally):
+    """A TimerScheduler's (:mod:`refsched.model.timer.counters`), driven on a fake clock."""
+
+    def __init__(self, constants: Mapping[str, Any]) -> None:
+        super().__init__(constants)
+        self.zero = timer_counters.Counts()
+
+    def step(self, counts: Any, action: str, args: tuple[Any, ...], before: Any,
+             after: Any) -> Any:
+        return counts.step(action, args, before, after,
+                           rebuild_floor=self.constants["RebuildFloor"])
+
+    def expected(self, counts: Any, state: Any) -> Mapping[str, Any]:
+        shown: Mapping[str, Any] = counts.expected(state)
+        return shown
+
+    def stats(self, implementation: Any) -> Callable[[], Any] | None:
+        return getattr(getattr(implementation, "timers", None), "stats", None)
+
+
+class _PoolTally(_Tally):
+    """A WorkStealingPool's (:mod:`refsched.model.pool.counters`), its workers' moves taken
+    step by step: no worker thread ever parks."""
+
+    header = ("field",)
+
+    def __init__(self, constants: Mapping[str, Any]) -> None:
+        super().__init__(constants)
+        self.zero = pool_counters.Counts()
+
+    def expected(self, counts: Any, state: Any) -> Mapping[str, Any]:
+        return {**counts.expected(state, self.constants["Workers"]), "parked": 0}
+
+
+_TALLIES: dict[str, type[_Tally]] = {"scheduler": _Tally, "timer": _TimerTally,
+                                     "pool": _PoolTally}
+
+
 # -- Replay -----------------------------------------------------------------------------------
 
 class _Diverged(Exception):
@@ -482,6 +629,8 @@ class _Replayer:
         self.edges: set[EdgeKey] = set()
         # (constants, edge) the model was found to take; the model is pure, so once is enough
         self.model_checked: set[tuple[str, EdgeKey]] = set()
+        # (constants, edge) -> the counts the step adds; the same for every trace that takes it
+        self.counted: dict[tuple[str, EdgeKey], Any] = {}
 
     def state(self, values: Mapping[str, Any]) -> tuple[int, Any]:
         """The number and model state of a trace state.
@@ -516,9 +665,11 @@ class _Replayer:
         system = self.system
 
         def diverge(step: int, action: str, params: Mapping[str, Any], side: Side, reason: str,
-                    source: Any, expected: Any, actual: Any, answer: str = "") -> _Diverged:
-            diff = ("" if expected is None or actual is None
-                    else system.side_by_side(expected, actual, side))
+                    source: Any, expected: Any, actual: Any, answer: str = "",
+                    diff: str | None = None) -> _Diverged:
+            if diff is None:
+                diff = ("" if expected is None or actual is None
+                        else system.side_by_side(expected, actual, side))
             return _Diverged(Divergence(name, step, action, dict(params), side, reason, source,
                                         expected, actual, diff, answer, system.name))
 
@@ -546,6 +697,37 @@ class _Replayer:
         check = getattr(impl, "check_invariants", None)
         report, coverage = self.report, self.report.coverage
         edges, model_checked, actions = self.edges, self.model_checked, system.actions
+        # Counters are compared where states are, for an implementation that has stats()
+        tally = (_TALLIES[system.name](constants)
+                 if profile.snapshot and system.name in _TALLIES else None)
+        stats = None if tally is None else tally.stats(impl)
+        counts = None if tally is None else tally.zero
+
+        def miscounted(index: int, action: str, params: Mapping[str, Any], source: Any,
+                       target: Any) -> _Diverged | None:
+            """The divergence of ``stats()`` from ``counts`` in ``target``, if it diverges."""
+            assert tally is not None and stats is not None
+            expected = tally.expected(counts, target)
+            try:
+                rows = counter_rows(expected, stats())
+            except fatal:
+                raise
+            except Exception as error:
+                rows = [("stats()", "the counters", f"raised {type(error).__name__}: {error}")]
+            if not rows:
+                return None
+            blank = ("",) * (len(tally.header) - 1)
+            table = format_rows((*tally.header, "trace", "implementation"),
+                                [(*blank, *row) for row in rows])
+            names = ", ".join(row[0].removeprefix("stats().") for row in rows)
+            return diverge(index, action, params, "implementation",
+                           f"stats() is not what the trace's steps count: {names}", source,
+                           target, target, diff=table)
+
+        if stats is not None:
+            miscount = miscounted(0, "init", {}, None, system.initial)
+            if miscount is not None:
+                raise miscount
 
         for index, step in enumerate(trace.steps, start=1):
             action = step.action
@@ -606,6 +788,17 @@ class _Replayer:
                     raise diverge(index, action, params, "implementation",
                                   f"check_invariants() raised {type(error).__name__}: {error}",
                                   source, target, actual) from None
+            if stats is not None:
+                assert tally is not None
+                delta = self.counted.get((constants_key, edge))
+                if delta is None:
+                    delta = self.counted[constants_key, edge] = tally.step(
+                        tally.zero, action, system.model_args(action, params, constants),
+                        source, target)
+                counts = counts + delta
+                miscount = miscounted(index, action, params, source, target)
+                if miscount is not None:
+                    raise miscount
 
             report.steps += 1
             coverage[action].steps += 1

@@ -14,15 +14,15 @@ is compacted often. Bad arguments now and then must be refused by both with the 
 a ``run_at`` that is a real number but no ``int`` or ``float`` (a ``Fraction``) must be taken.
 
 After every call the two must agree on the answer or on the error's type, and their
-``snapshot()`` and ``stats()`` must be equal; the model's invariants must hold on its state, the
-action properties on each step, the implementation's own ``check_invariants()`` must pass, and
-``stats().heap <= 2 * stats().live + rebuild_floor``; a refused call must leave the model's state
-as it was, and the steps the model logs in its ``history`` must be the ones the contract makes
-of the call. Anything else raises a
-:class:`Disagreement` carrying the calls of the run (after Hypothesis shrank it, those of the
-shortest run it found) and showing them as Python calls. A :class:`Ledger` counts the spec
-actions the calls took and a few notable steps (compactions among them), so an action a run
-never took is visible.
+``snapshot()`` and ``stats()`` must be equal (every field of ``TimerStats``, the model's counted
+from its steps: :mod:`refsched.model.timer.counters`); the model's invariants must hold on its
+state, the action properties on each step, the implementation's own ``check_invariants()`` must
+pass, and ``stats().heap <= 2 * stats().live + rebuild_floor``; a refused call must leave the
+model's state as it was, and the steps the model logs in its ``history`` must be the ones the
+contract makes of the call. Anything else raises a :class:`Disagreement` carrying the calls of
+the run (after Hypothesis shrank it, those of the shortest run it found) and showing them as
+Python calls. A :class:`Ledger` counts the spec actions the calls took and a few notable steps
+(compactions among them), so an action a run never took is visible.
 """
 
 from __future__ import annotations
@@ -65,6 +65,8 @@ from refsched.types import (
     TimerVersionView,
     Wait,
 )
+
+from .replay import counter_rows
 
 __all__ = [
     "IDS",
@@ -212,10 +214,8 @@ def stats_rows(model: TimerStats, implementation: Any) -> list[Row]:
     """One row per counter where the implementation's ``stats()`` differs from the model's."""
     if not isinstance(implementation, TimerStats):
         return [("stats()", "a TimerStats", f"{implementation!r:.200}")]
-    return [(f"stats().{f.name}", repr(getattr(model, f.name)),
-             repr(getattr(implementation, f.name)))
-            for f in fields(TimerStats)
-            if getattr(model, f.name) != getattr(implementation, f.name)]
+    return counter_rows({f.name: getattr(model, f.name) for f in fields(TimerStats)},
+                        implementation)
 
 
 def format_rows(rows: Sequence[Row]) -> str:

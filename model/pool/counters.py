@@ -1,0 +1,60 @@
+"""What ``WorkStealingPool.stats()`` must count, derived from the model's steps.
+
+The pool's counterpart of :mod:`refsched.model.counters`. The fields of ``PoolStats`` the spec
+fixes are counts of spec steps of one kind, or counts of the state the steps reached:
+
+==========================  ===================================================================
+executed                    Finish steps (each runs the task's function once)
+stolen                      Steal steps
+queue_lengths               per worker, in the order of the instance's ``Workers``: the tasks
+                            in its deque in the state reached
+outstanding                 ``outstanding`` in the state reached (queued or running tasks)
+state                       the phase of the state reached: "accepting", "draining" or
+                            "terminated"
+==========================  ===================================================================
+
+``parked`` counts worker threads waiting for work, which the spec does not model: a pool whose
+workers' moves are taken step by step has no thread to park, and the checks expect 0 of it.
+
+:class:`Counts` is an immutable value; ``counts.step(...)`` is the counts after one more step,
+and two counts add up, so the counts a step adds can be computed once per edge of a state graph.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .actions import PoolSnapshot
+
+__all__ = ["Counts"]
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """The counters of ``PoolStats`` that count steps, as the model's steps fix them."""
+
+    executed: int = 0  # Finish steps
+    stolen: int = 0  # Steal steps
+
+    def __add__(self, other: Counts) -> Counts:
+        return Counts(*map(operator.add, _values(self), _values(other)))
+
+    def step(self, action: str, args: tuple[Any, ...], before: PoolSnapshot,
+             after: PoolSnapshot) -> Counts:
+        """The counts after the step ``action(*args)`` from ``before`` to ``after``."""
+        return Counts(executed=self.executed + (action == "Finish"),
+                      stolen=self.stolen + (action == "Steal"))
+
+    def expected(self, state: PoolSnapshot, workers: Sequence[Hashable]) -> dict[str, Any]:
+        """What ``stats()`` must show in ``state``, the state the counted steps reached, over
+        the instance's ``workers``, by field (every field of ``PoolStats`` but ``parked``)."""
+        return {"executed": self.executed, "stolen": self.stolen,
+                "queue_lengths": tuple(len(state.deque.get(w, ())) for w in workers),
+                "outstanding": state.outstanding, "state": state.phase.value}
+
+
+_NAMES = tuple(f.name for f in fields(Counts))
+_values = operator.attrgetter(*_NAMES)  # a Counts -> its fields' values, in order
