@@ -128,6 +128,24 @@ def test_each_layer_kills_its_mutant_and_a_harmless_patch_survives() -> None:
     assert format_text(again) == text
 
 
+# A mutant that miscounts one counter of stats() in each system: the lock-step machines and
+# replay compare every counter with what the model's steps count.
+MISCOUNTS = ("claimed_uncounts_stopped_runs", "timer_claimed_uncounts_failed",
+             "pool_queue_lengths_skip_empty")
+
+
+def test_lockstep_and_replay_kill_a_mutant_that_miscounts_in_each_system() -> None:
+    def both(name: str) -> MutantResult:
+        return run_mutant(BY_NAME[name], ["lockstep", "replay"], budget=QUICK, all_layers=True)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        results = list(pool.map(both, MISCOUNTS))
+    for name, result in zip(MISCOUNTS, results, strict=True):
+        assert [r.status for r in result.layers] == ["killed", "killed"], (name, result.layers)
+        for layer in result.layers:
+            assert "stats()" in layer.evidence, (name, layer.layer, layer.evidence)
+
+
 def test_the_command_lists_the_catalogue_and_refuses_unknown_names(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--list"]) == 0

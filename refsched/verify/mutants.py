@@ -9,7 +9,7 @@ the mutated module belongs to:
 
 ``unit``      the unit tests of that scheduler and its runner (``pytest -x``);
 ``lockstep``  the Hypothesis lock-step machine against the reference model (``run_lockstep``,
-              ``run_timer_lockstep``, ``run_pool_lockstep``);
+              ``run_timer_lockstep``, ``run_pool_lockstep``), derandomized and unshrunk;
 ``replay``    the system's ITF corpus in ``traces/`` replayed against the scheduler or the pool
               (``replay``);
 ``tlc``       recorded multi-threaded Runner runs judged by TLC (``validate_trace``; the
@@ -298,6 +298,16 @@ CATALOGUE: tuple[Mutant, ...] = (
        "close(cancel_pending) adds one to the cancelled count, however many versions it cancels",
        """                    self._n_cancelled += cancelled""",
        """                    self._n_cancelled += 1 if cancelled else 0"""),
+    # -- TaskScheduler: stats() ----------------------------------------------------------------
+    _m("claimed_uncounts_stopped_runs", _S,
+       "stats().claimed leaves out the versions that failed or acknowledged a cancel after "
+       "their claim",
+       """            claimed = self._running + self._n_succeeded + self._n_stopped""",
+       """            claimed = self._running + self._n_succeeded"""),
+    _m("claim_conflict_when_slots_suffice", _S,
+       "ready() counts a claim conflict when the free slots are just enough for what it asks",
+       """            if free < want:""",
+       """            if free <= want:"""),
     # -- Runner ----------------------------------------------------------------------------------
     _m("settlements_uncounted_outside_lock", _R,
        "a worker takes back the settlements it applied before taking the runner lock",
@@ -451,6 +461,10 @@ CATALOGUE: tuple[Mutant, ...] = (
        """        clock_now = clock()
         lock = sync.Lock()
         lock.acquire()"""),
+    _m("timer_claimed_uncounts_failed", _T,
+       "stats().claimed leaves out the versions that failed after their claim",
+       """                claimed=running + self._n_completed + self._n_failed,""",
+       """                claimed=running + self._n_completed,"""),
 
     # -- TimerRunner ---------------------------------------------------------------------------
     _m("timer_runner_earlier_entry_no_wake", _TR,
@@ -557,6 +571,11 @@ CATALOGUE: tuple[Mutant, ...] = (
             timeout = 0
         return super().result(timeout)""",
        """        return super().result(timeout)"""),
+    _m("pool_queue_lengths_skip_empty", _P,
+       "stats().queue_lengths leaves out the empty deques: the lengths no longer line up with "
+       "the workers",
+       """                queue_lengths=tuple(len(dq) for dq in self._deques),""",
+       """                queue_lengths=tuple(len(dq) for dq in self._deques if dq),"""),
 )
 
 _BY_NAME = {m.name: m for m in CATALOGUE}
@@ -790,15 +809,18 @@ def _unit_layer(payload: dict[str, Any]) -> tuple[str, str]:
 
 
 def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
-    from hypothesis import settings
+    from hypothesis import Phase, settings
 
     from refsched.scheduler import TaskScheduler
 
     from .lockstep import run_lockstep
 
-    # Derandomized: the same mutant meets the same examples, so a kill replays.
+    # Derandomized: the same mutant meets the same examples, so a kill replays. Unshrunk: the
+    # verdict is the layer's, and shrinking a run that must make 30 calls before close() can
+    # take minutes to find what the first failing example already shows.
     settings.register_profile("refsched-mutants", derandomize=True, database=None)
     settings.load_profile("refsched-mutants")
+    unshrunk = {"phases": [p for p in Phase if p not in (Phase.shrink, Phase.explain)]}
     budget = payload["budget"]
     try:
         if payload["file"] == _T:
@@ -806,17 +828,17 @@ def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
 
             from .timer_lockstep import run_timer_lockstep
             run_timer_lockstep(TimerScheduler, examples=budget["lockstep_examples"],
-                               steps=budget["lockstep_steps"])
+                               steps=budget["lockstep_steps"], hypothesis_settings=unshrunk)
         elif payload["file"] == _P:
             from refsched.pool import WorkStealingPool
 
             from .pool_lockstep import run_pool_lockstep
             run_pool_lockstep(WorkStealingPool, examples=budget["lockstep_examples"],
-                              steps=budget["lockstep_steps"])
+                              steps=budget["lockstep_steps"], shrink=False)
         else:
             run_lockstep(TaskScheduler, examples=budget["lockstep_examples"],
-                         steps=budget["lockstep_steps"])
-    except Exception as exc:  # the shrunk call sequence is in the notes
+                         steps=budget["lockstep_steps"], hypothesis_settings=unshrunk)
+    except Exception as exc:  # the failing call sequence is in the notes
         head = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         notes = "\n".join(getattr(exc, "__notes__", []))
         return KILLED, _short(f"{head}\n{notes}")
