@@ -139,6 +139,7 @@ def guarded_factory(spec: str, factory: Callable[..., Any]) -> Callable[..., Any
                               *(f"{k}={reprlib.repr(v)}" for k, v in kwargs.items())])
             raise FactoryError(f"--impl {spec}: {spec}({call}) raised "
                                f"{type(error).__name__}: {error}") from error
+    build.__wrapped__ = factory  # type: ignore[attr-defined]  # a stepped pool needs the class
     return build
 
 

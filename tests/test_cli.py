@@ -24,10 +24,11 @@ def test_verify_passes_for_the_production_scheduler(capsys: pytest.CaptureFixtur
 def test_verify_checks_every_scheduler_by_default(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", "--skip-tlc", "--skip-replay", "--examples", "20", "--quiet"]) == 0
     out, _ = capsys.readouterr()
-    assert "3 of 3 checks passed" in out
+    assert "4 of 4 checks passed" in out
     assert "lock-step model vs refsched:TaskScheduler" in out
     assert "lock-step timer model vs refsched:TimerScheduler" in out
     assert "lock-step pool model vs refsched:WorkStealingPool" in out
+    assert "lock-step durable model vs refsched.durable:DurableScheduler" in out
 
 
 def test_verify_of_the_pool_replays_its_corpus(capsys: pytest.CaptureFixture[str]) -> None:

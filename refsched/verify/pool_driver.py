@@ -29,6 +29,7 @@ machine and replay hold against the counts of the model's steps.
 
 from __future__ import annotations
 
+import inspect
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
@@ -50,6 +51,7 @@ class StepRefused(Exception):
 
 def stepped_class(factory: PoolFactory) -> type[pool_module.WorkStealingPool]:
     """``factory`` (``WorkStealingPool`` or a subclass of it) without worker threads."""
+    factory = inspect.unwrap(factory)  # a factory guarded by the command line wraps the class
     if not (isinstance(factory, type) and issubclass(factory, pool_module.WorkStealingPool)):
         raise TypeError(f"a stepped pool needs WorkStealingPool or a subclass of it, not "
                         f"{factory!r}")
