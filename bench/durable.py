@@ -34,8 +34,9 @@ def _wait_until(condition, timeout: float = 60.0) -> None:  # type: ignore[no-un
         time.sleep(0.002)
 
 
-def durable_flat(n: int, processes: int = 4) -> float:
-    """Seconds from the first submit to the last completion through worker processes."""
+def _through_workers(tasks: dict[str, list[str]], processes: int) -> float:
+    """Seconds from the first submit of ``tasks`` (id -> deps) to the last completion, through
+    ``processes`` worker processes started beforehand."""
     from refsched.durable import DurableScheduler
 
     folder = Path(tempfile.mkdtemp(prefix="refsched-bench-"))
@@ -47,13 +48,13 @@ def durable_flat(n: int, processes: int = 4) -> float:
     try:
         time.sleep(1.0)  # the workers are up and polling
         began = time.perf_counter()
-        for i in range(n):
-            db.submit(f"t{i}", fn=NOOP)
+        for t, deps in tasks.items():
+            db.submit(t, deps, fn=NOOP)
         db.start()
         for w in workers:
-            w.wait(600)
+            w.wait(1800)
         elapsed = time.perf_counter() - began
-        assert db.stats().succeeded == n
+        assert db.stats().succeeded == len(tasks)
         return elapsed
     finally:
         for w in workers:
@@ -61,6 +62,11 @@ def durable_flat(n: int, processes: int = 4) -> float:
                 w.kill()
         db.release()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def durable_flat(n: int, processes: int = 4) -> float:
+    """Seconds from the first submit to the last completion of ``n`` independent tasks."""
+    return _through_workers({f"t{i}": [] for i in range(n)}, processes)
 
 
 def huey_flat(n: int, processes: int = 4) -> float:
@@ -109,31 +115,7 @@ def _layered(n: int, width: int = 100) -> dict[str, list[str]]:
 
 def durable_dag(n: int, processes: int = 4) -> float:
     """A layered DAG of ``n`` no-op tasks through durable worker processes: submit to done."""
-    from refsched.durable import DurableScheduler
-
-    folder = Path(tempfile.mkdtemp(prefix="refsched-bench-"))
-    url = f"sqlite:///{folder / 'store.db'}"
-    db = DurableScheduler(url, max_concurrency=processes)
-    workers = [subprocess.Popen([sys.executable, "-m", "refsched", "worker", "--db", url,
-                                 "--until-done", "--poll", "0.02"], cwd=ROOT)
-               for _ in range(processes)]
-    try:
-        time.sleep(1.0)
-        began = time.perf_counter()
-        for t, deps in _layered(n).items():
-            db.submit(t, deps, fn=NOOP)
-        db.start()
-        for w in workers:
-            w.wait(1800)
-        elapsed = time.perf_counter() - began
-        assert db.stats().succeeded == n
-        return elapsed
-    finally:
-        for w in workers:
-            if w.poll() is None:
-                w.kill()
-        db.release()
-        shutil.rmtree(folder, ignore_errors=True)
+    return _through_workers(_layered(n), processes)
 
 
 def runner_dag(n: int, processes: int = 4) -> float:
