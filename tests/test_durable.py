@@ -164,9 +164,12 @@ def test_scheduler_errors_match_the_task_scheduler(tmp_path: Path) -> None:
     db.start()
     with pytest.raises(UnknownDependencyError):
         db.submit("c", ["nope"], fn=NOOP)
+    before = db.snapshot()
     with pytest.raises(CycleError) as cycle:
         db.submit("a", ["b"], fn=NOOP)
     assert cycle.value.cycle[0] == cycle.value.cycle[-1] == "a"
+    # Both refusals are counted, though each refused call's transaction was rolled back.
+    assert db.stats().cycles_reported == 2 and db.snapshot() == before
     (lease,) = db.claim("w")
     with pytest.raises(TaskRunningError):
         db.submit("a", fn=NOOP)

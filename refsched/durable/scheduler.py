@@ -13,12 +13,13 @@ until some claimer's transaction expires it, so a report that commits first wins
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -355,6 +356,17 @@ class DurableScheduler:
         if n:
             tx.run("UPDATE meta SET value = value + ? WHERE key = ?", (n, f"count:{counter}"))
 
+    @contextlib.contextmanager
+    def _counting_cycles(self) -> Iterator[None]:
+        """Count a refusal for a cycle in a transaction of its own: the refused call's
+        transaction is rolled back, and the count must not go with it."""
+        try:
+            yield
+        except CycleError:
+            with self._store.transaction() as tx:
+                self._count(tx, "cycles_reported")
+            raise
+
     def _step(self, tx: Tx, action: str, **params: Any) -> None:
         if self._record:
             tx.run("INSERT INTO step (action, params, at) VALUES (?, ?, ?)",
@@ -445,7 +457,7 @@ class DurableScheduler:
             raise InvalidArgumentError(f"submit({task_id!r}): args must be a dict of keyword "
                                        f"arguments, not {type(args).__name__}")
         args_text = _dumps(args, f"submit({task_id!r}) args")
-        with self._store.transaction() as tx:
+        with self._counting_cycles(), self._store.transaction() as tx:
             started, closed, seq = tx.one(
                 "SELECT (SELECT value FROM meta WHERE key = 'started'), "
                 "(SELECT value FROM meta WHERE key = 'closed'), "
@@ -464,7 +476,6 @@ class DurableScheduler:
                         + ", ".join(repr(d) for _, d in missing), missing)
                 cycle = self._path_to(tx, dep_list, task_id)
                 if cycle is not None:
-                    self._count(tx, "cycles_reported")
                     path = [task_id, *cycle]
                     raise CycleError(f"submit({task_id!r}): dependency cycle "
                                      + " -> ".join(repr(x) for x in path), [path])
@@ -527,7 +538,7 @@ class DurableScheduler:
     def start(self) -> None:
         """Seal the initial graph and allow claims (Spec: Start); errors as ``TaskScheduler``."""
         from refsched.scheduler import _find_cycles
-        with self._store.transaction() as tx:
+        with self._counting_cycles(), self._store.transaction() as tx:
             if self._meta(tx, "closed"):
                 raise SchedulerClosedError("start(): the scheduler is closed")
             if self._meta(tx, "started"):
@@ -545,7 +556,6 @@ class DurableScheduler:
                 recs[d].dependents.append(recs[t])
             cycles = _find_cycles(recs.values())  # type: ignore[arg-type]
             if cycles:
-                self._count(tx, "cycles_reported")
                 raise CycleError("start(): dependency cycle "
                                  + " -> ".join(repr(x) for x in cycles[0]), cycles)
             tx.run("UPDATE meta SET value = 1 WHERE key = 'started'")
