@@ -70,6 +70,10 @@ class Worker:
         self.db = DurableScheduler(url, create=False)
         self._lock = threading.Lock()  # guards _held and _busy
         self._held: dict[str, tuple[Lease, CancelToken]] = {}  # task id -> what runs now
+        # (task id, generation, attempt) of held leases whose function has returned: their
+        # report may commit between a heartbeat's read of _held and its call, which then finds
+        # the lease ended, not lost.
+        self._reporting: set[tuple[str, int, int]] = set()
         self._busy = 0  # functions running or being reported
         self._slot_free = threading.Condition(self._lock)
         self._stopping = threading.Event()  # SIGTERM: claim nothing more
@@ -101,6 +105,8 @@ class Worker:
                 outcome = ("acknowledge_cancel", None)
             except BaseException as e:  # the function's own failure, whatever it raised
                 outcome = ("fail", e)
+            with self._lock:
+                self._reporting.add(lease[:3])
             self._report(lease, *outcome)
         except BaseException:  # a broken report must not take the thread's slot with it
             log.exception("worker %s: reporting %r attempt %d failed", self.name,
@@ -108,6 +114,7 @@ class Worker:
         finally:
             with self._lock:
                 self._held.pop(lease.task_id, None)
+                self._reporting.discard(lease[:3])
                 self._busy -= 1
                 self._slot_free.notify()
 
@@ -139,19 +146,26 @@ class Worker:
     def _heartbeats(self, done: threading.Event) -> None:
         every = self.lease / 3
         while not done.wait(every):
-            with self._lock:
-                held = list(self._held.values())
-            for lease, token in held:
-                try:
-                    if self.db.heartbeat(lease):
-                        token._event.set()
-                except LeaseLostError:
-                    log.warning("worker %s: lease of %r attempt %d lost; asking it to stop",
-                                self.name, lease.task_id, lease.attempt)
+            self.beat()
+
+    def beat(self) -> None:
+        """Heartbeat every lease held now (the heartbeat thread calls this every lease / 3)."""
+        with self._lock:
+            held = list(self._held.values())
+        for lease, token in held:
+            try:
+                if self.db.heartbeat(lease):
                     token._event.set()
-                except BaseException:
-                    log.exception("worker %s: heartbeat of %r failed", self.name,
-                                  lease.task_id)
+            except LeaseLostError:
+                with self._lock:
+                    reported = lease[:3] in self._reporting
+                if reported:  # its own report ended it first: nothing was lost
+                    continue
+                log.warning("worker %s: lease of %r attempt %d lost; asking it to stop",
+                            self.name, lease.task_id, lease.attempt)
+                token._event.set()
+            except BaseException:
+                log.exception("worker %s: heartbeat of %r failed", self.name, lease.task_id)
 
     # -- the loop -------------------------------------------------------------------------
 
