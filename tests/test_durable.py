@@ -152,6 +152,21 @@ def test_fan_in_readies_the_child_once_when_its_last_parent_succeeds(tmp_path: P
     assert [x.task_id for x in db.claim("w", limit=3)] == ["child"]
 
 
+def test_resubmitting_a_succeeded_dep_makes_its_waiting_dependents_wait_again(
+        tmp_path: Path) -> None:
+    db = store(tmp_path)
+    dag(db, {"a": [], "b": [], "child": ["a", "b"]})
+    db.start()
+    for lease in db.claim("w", limit=2):
+        if lease.task_id == "a":
+            db.complete(lease)
+    assert db.info("child").remaining_deps == 1
+    db.submit("a", fn=NOOP)  # the success it replaces no longer counts
+    info = db.info("child")
+    assert (info.state, info.remaining_deps) == (TaskState.PENDING, 2)
+    db.check_invariants()
+
+
 def test_scheduler_errors_match_the_task_scheduler(tmp_path: Path) -> None:
     db = store(tmp_path)
     dag(db, {"a": [], "b": ["a"]})

@@ -222,6 +222,53 @@ def test_two_parents_completing_at_once_from_two_processes_ready_the_child_once(
     db.check_invariants()
 
 
+def _claim_and_complete(url: str, start: Any, out: Any) -> None:
+    """Claim and complete until nothing is left; send back what was done and every error."""
+    db = DurableScheduler(url)
+    done: list[str] = []
+    errors: list[str] = []
+    start.wait(60)
+    while True:
+        try:
+            leases = db.claim(f"w{os.getpid()}", limit=1, lease=60)
+            if not leases:
+                if db.done():
+                    break
+                continue
+            db.complete(leases[0])
+            done.append(leases[0].task_id)
+        except StoreError as e:
+            errors.append(str(e))
+    out.put((done, errors))
+
+
+def test_claimers_in_many_processes_never_see_a_busy_store(tmp_path: Path) -> None:
+    """Each claim and report reads, then writes. Taken as one write transaction from its start,
+    it waits for the write lock; begun as a read, it would fail with "database is locked"
+    whenever another process wrote in between."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    db = DurableScheduler(url, max_concurrency=4)
+    for i in range(600):
+        db.submit(f"t{i}", fn=f"{JOBS}:noop")
+    db.start()
+    context = multiprocessing.get_context("spawn")
+    start, out = context.Event(), context.Queue()
+    procs = [context.Process(target=_claim_and_complete, args=(url, start, out))
+             for _ in range(4)]
+    for p in procs:
+        p.start()
+    start.set()
+    results = [out.get(timeout=120) for _ in procs]
+    for p in procs:
+        p.join(60)
+    errors = [e for _, found in results for e in found]
+    done = sorted(t for ran, _ in results for t in ran)
+    assert errors == [], f"{len(errors)} store errors, the first: {errors[0]}"
+    assert done == sorted(f"t{i}" for i in range(600))
+    assert db.stats().succeeded == 600
+    db.check_invariants()
+
+
 def test_max_concurrency_holds_across_processes_and_deps_run_first(tmp_path: Path,
                                                                    workers: list[Any]) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"

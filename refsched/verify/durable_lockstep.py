@@ -59,6 +59,7 @@ from refsched.model.durable import (
     violated_by_step,
 )
 from refsched.model.durable.actions import current
+from refsched.model.durable.counters import Counts
 from refsched.types import CloseReport, TaskState
 
 __all__ = [
@@ -145,6 +146,8 @@ def durable_lockstep_machine(factory: Callable[..., Any],
             self.expected: list[tuple[str, dict[str, Any]]] = []  # what history() must be
             self.calls: list[str] = []
             self.bad = 0  # calls made that must be refused
+            self.counts = Counts()  # what stats() must count, from the model's steps
+            self.refusals: Counter[str] = Counter()  # refused and repeated reports, cycles
             ledger.examples += 1
 
         def teardown(self) -> None:
@@ -168,6 +171,7 @@ def durable_lockstep_machine(factory: Callable[..., Any],
                 if refusal is not None:
                     self.fail(f"the model cannot take {step}: {refusal.reason}")
                 before, self.model = self.model, action.step(self.model, *args, limits=LIMITS)
+                self.counts = self.counts.step(step.action, args, before, self.model)
                 broken = violated(self.model, LIMITS) + violated_by_step(before, self.model,
                                                                          LIMITS)
                 if broken:
@@ -191,6 +195,7 @@ def durable_lockstep_machine(factory: Callable[..., Any],
                     self.fail(f"expected {error.__name__}, the store "
                               + (f"raised {raised!r}" if raised else f"answered {value!r}"))
                 ledger.actions[f"refused: {error.__name__}"] += 1
+                self.refusals[error.__name__] += 1
             elif raised is not None:
                 self.fail(f"expected {expected!r}, the store raised {raised!r}")
             elif value != expected:
@@ -214,6 +219,16 @@ def durable_lockstep_machine(factory: Callable[..., Any],
             if store != spec:
                 self.fail(f"the store's leases (attempt, holder, deadline - now) are not the "
                           f"model's:\n  model {spec}\n  store {store}")
+            stats = db.stats()
+            expected = {**self.counts.expected(model),
+                        "cycles_reported": self.refusals["CycleError"],
+                        "stale_callbacks": self.refusals["StaleLeaseError"],
+                        "duplicate_callbacks": self.refusals["repeated"]}
+            wrong = {k: (v, getattr(stats, k)) for k, v in expected.items()
+                     if getattr(stats, k) != v}
+            if wrong:
+                self.fail("stats() is not what the model's steps count (field: model, store): "
+                          + ", ".join(f"{k}: {a!r}, {b!r}" for k, (a, b) in wrong.items()))
             held = {w: frozenset(keys) for w, keys in self.held.items() if keys}
             if held != dict(model.held):
                 self.fail(f"the workers hold {held}, the model's held is {dict(model.held)}")
@@ -375,6 +390,7 @@ def durable_lockstep_machine(factory: Callable[..., Any],
                 if refusal is not None:
                     self.fail(f"the model refuses the repeat: {refusal.reason}")
                 self.take([Step("RepeatedCallback", (("t", t),))])
+                self.refusals["repeated"] += 1
                 self.answer(got, self.state_of(t), None)
                 return
             refusal = ACTIONS[action].refused(self.model, w, t, g, a, limits=LIMITS)

@@ -1,19 +1,23 @@
 """Mutation testing of the verification layers: seeded bugs in the schedulers and their runners.
 
 Each :class:`Mutant` is a source patch of one production module (``refsched/scheduler.py``,
-``runner.py``, ``timer.py``, ``timer_runner.py`` or ``pool.py``): an exact snippet of the current
-file (it must occur there exactly once), its replacement, and the bug it plants. A mutant is run
-in fresh subprocesses, one per layer, whose import system serves the patched source as the module
-(the files themselves are never written), against the layers cheapest first, each on the system
-the mutated module belongs to:
+``runner.py``, ``timer.py``, ``timer_runner.py``, ``pool.py``, ``durable/scheduler.py`` or
+``durable/store.py``): an exact snippet of the current file (it must occur there exactly once),
+its replacement, and the bug it plants. A mutant is run in fresh subprocesses, one per layer,
+whose import system serves the patched source as the module (the files themselves are never
+written; the Python processes a layer starts, such as durable worker processes, are served the
+patched module too), against the layers cheapest first, each on the system the mutated module
+belongs to:
 
 ``unit``      the unit tests of that scheduler and its runner (``pytest -x``);
 ``lockstep``  the Hypothesis lock-step machine against the reference model (``run_lockstep``,
-              ``run_timer_lockstep``, ``run_pool_lockstep``), derandomized and unshrunk;
-``replay``    the system's ITF corpus in ``traces/`` replayed against the scheduler or the pool
-              (``replay``);
-``tlc``       recorded multi-threaded Runner runs judged by TLC (``validate_trace``; the
-              TaskScheduler's Runner only);
+              ``run_timer_lockstep``, ``run_pool_lockstep``, ``run_durable_lockstep``),
+              derandomized and unshrunk;
+``replay``    the system's ITF corpus in ``traces/`` replayed against the scheduler, the pool or
+              the durable store (``replay``);
+``tlc``       real runs judged by TLC: recorded multi-threaded Runner runs (``validate_trace``),
+              and the histories of durable soak runs, worker processes under SIGKILL and
+              SIGSTOP (``validate_history``);
 ``explore``   the interleaving explorer's scenarios, built on the mutant classes (``explore``).
 
 A layer kills a mutant only by its own verdict (a failing test, a disagreement, a divergence, a
@@ -67,7 +71,8 @@ _PACKAGE = Path(__file__).resolve().parent.parent  # refsched/
 _PROJECT = _PACKAGE.parent
 MODULES = {"scheduler": "refsched.scheduler", "runner": "refsched.runner",
            "timer": "refsched.timer", "timer_runner": "refsched.timer_runner",
-           "pool": "refsched.pool"}
+           "pool": "refsched.pool", "durable": "refsched.durable.scheduler",
+           "durable_store": "refsched.durable.store"}
 
 Report = Callable[[str], None]
 
@@ -83,7 +88,7 @@ class Mutant:
     """One seeded bug: replace ``original`` (found exactly once in ``file``) by ``replacement``."""
 
     name: str
-    file: str  # a key of MODULES: "scheduler", "runner", "timer", "timer_runner" or "pool"
+    file: str  # a key of MODULES: "scheduler", "runner", ..., "durable", "durable_store"
     original: str
     replacement: str
     description: str  # the bug, in one line
@@ -94,10 +99,15 @@ class Mutant:
 
 
 def source_path(file: str) -> Path:
-    """The production source file a mutant of ``file`` patches."""
+    """The production source file a mutant of ``file`` (a key of ``MODULES``) patches."""
     if file not in MODULES:
         raise PatchError(f"unknown file {file!r}; known: {', '.join(MODULES)}")
-    return _PACKAGE / f"{file}.py"
+    return _PROJECT.joinpath(*MODULES[file].split(".")).with_suffix(".py")
+
+
+def relative_path(file: str) -> str:
+    """``source_path(file)`` as the project names it: ``refsched/durable/store.py``."""
+    return source_path(file).relative_to(_PROJECT).as_posix()
 
 
 def patched_source(mutant: Mutant, source: str | None = None) -> str:
@@ -106,7 +116,7 @@ def patched_source(mutant: Mutant, source: str | None = None) -> str:
     count = text.count(mutant.original)
     if count != 1:
         raise PatchError(f"{mutant.name}: the snippet occurs {count} times in "
-                         f"refsched/{mutant.file}.py, not once")
+                         f"{relative_path(mutant.file)}, not once")
     if mutant.original == mutant.replacement:
         raise PatchError(f"{mutant.name}: the replacement is the snippet itself")
     return text.replace(mutant.original, mutant.replacement)
@@ -118,6 +128,9 @@ def _m(name: str, file: str, description: str, original: str, replacement: str,
 
 
 _S, _R, _T, _TR, _P = "scheduler", "runner", "timer", "timer_runner", "pool"
+_D, _DS = "durable", "durable_store"
+# The system each file's mutants are judged on, where it is not the TaskScheduler.
+_SYSTEM_OF = {_T: "timer", _TR: "timer", _P: "pool", _D: "durable", _DS: "durable"}
 
 CATALOGUE: tuple[Mutant, ...] = (
     # -- TaskScheduler: locking ----------------------------------------------------------------
@@ -576,6 +589,118 @@ CATALOGUE: tuple[Mutant, ...] = (
        "the workers",
        """                queue_lengths=tuple(len(dq) for dq in self._deques),""",
        """                queue_lengths=tuple(len(dq) for dq in self._deques if dq),"""),
+    # -- DurableScheduler: fencing ---------------------------------------------------------------
+    _m("durable_complete_ignores_attempt", _D,
+       "a report is fenced by generation and worker only: a stale attempt of the same worker "
+       "ends the version its re-claim holds",
+       """"AND generation = ? AND attempt = ? AND state = 'running' AND \"""",
+       """"AND generation = ? AND ? > 0 AND state = 'running' AND \""""),
+    _m("durable_complete_ignores_holder", _D,
+       "a report is accepted without a live lease: an expired attempt not yet re-claimed "
+       "still ends the version",
+       """"holder = ?", (state, lease.attempt, now, result, error, t,""",
+       """"? IS NOT NULL", (state, lease.attempt, now, result, error, t,"""),
+    _m("durable_stale_report_answered_as_repeat", _D,
+       "a report of a stale attempt of an ended version is answered as a repeat, not refused",
+       """        if (generation == lease.generation and ended_attempt == lease.attempt
+                and state in _TERMINAL):""",
+       """        if (generation == lease.generation and ended_attempt is not None
+                and state in _TERMINAL):"""),
+    _m("durable_heartbeat_revives_lost_lease", _D,
+       "a heartbeat of an expired lease extends it instead of raising LeaseLostError",
+       """                    and state == "running" and holder == lease.worker):
+                raise LeaseLostError""",
+       """                    and state == "running"):
+                raise LeaseLostError"""),
+    _m("durable_heartbeat_half_extension", _D,
+       "a heartbeat extends the lease by half its length",
+       """(tx.now() + seconds,""",
+       """(tx.now() + seconds / 2,"""),
+    _m("durable_heartbeat_hides_cancel", _D,
+       "a heartbeat never says that a cancel was requested",
+       """            return bool(cancel_requested)""",
+       """            return False"""),
+
+    # -- DurableScheduler: expiry and claims -----------------------------------------------------
+    _m("durable_expiry_ignores_deadline", _D,
+       "expiry is not conditional on the deadline: a live lease is taken from a working worker",
+       """"holder IS NOT NULL AND deadline < ? ORDER BY seq\"""",
+       """"holder IS NOT NULL AND deadline < ? + 1e9 ORDER BY seq\""""),
+    _m("durable_expiry_keeps_holder", _D,
+       "an expired lease keeps its holder: the version is never re-claimed, and the old "
+       "attempt's report is still accepted",
+       """tx.run("UPDATE task SET holder = NULL, deadline = NULL WHERE id = ?", (t,))""",
+       """tx.run("UPDATE task SET deadline = NULL WHERE id = ?", (t,))"""),
+    _m("durable_reclaim_past_max_attempts", _D,
+       "an expiry never fails the version: a task that kills its workers is re-claimed for ever",
+       """            if attempt < self._max_attempts:
+                tx.run(""",
+       """            if True:
+                tx.run("""),
+    _m("durable_claim_on_worker_clock", _D,
+       "a claim reads the worker's clock, not the store's: deadlines are written and judged "
+       "on two clocks",
+       """            now = tx.now()
+            self._expire(tx, now)""",
+       """            now = time.time()
+            self._expire(tx, now)"""),
+    _m("durable_claim_one_over_concurrency", _D,
+       "claims take one version more than max_concurrency allows",
+       """                want = min(want, self._max - running)""",
+       """                want = min(want, self._max + 1 - running)"""),
+    _m("durable_claim_newest_first", _D,
+       "claims take the ready versions of largest seq first",
+       """"FROM task WHERE state = 'ready' ORDER BY seq LIMIT ?) \"""",
+       """"FROM task WHERE state = 'ready' ORDER BY seq DESC LIMIT ?) \""""),
+    _m("durable_claim_after_close", _D,
+       "claims still take ready versions after close()",
+       """            if want and not closed:""",
+       """            if want:"""),
+
+    # -- DurableScheduler: the graph -------------------------------------------------------------
+    _m("durable_no_fan_in", _D,
+       "a success counts for none of its pending dependents: they wait for ever",
+       """"state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = ?)",""",
+       """"state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = ? AND 0)","""),
+    _m("durable_fail_does_not_block", _D,
+       "a failure or an acknowledged cancel blocks none of its dependents",
+       """            else:
+                self._settle(tx, [t])
+            return TaskState(state)""",
+       """            return TaskState(state)"""),
+    _m("durable_replaced_success_still_counts", _D,
+       "resubmitting a succeeded task leaves its waiting dependents counting the old success",
+       """            if old is not None and old[1] == "succeeded":""",
+       """            if False:"""),
+    _m("durable_submit_skips_cycle_check", _D,
+       "a submit after start() does not look for a cycle through the new version",
+       """                cycle = self._path_to(tx, dep_list, task_id)""",
+       """                cycle = None"""),
+    _m("durable_retry_keeps_attempt", _D,
+       "retry() leaves the new version with the old version's attempts",
+       """"remaining_deps = ?, blocked_by = NULL, cancel_requested = 0, attempt = 0, \"""",
+       """"remaining_deps = ?, blocked_by = NULL, cancel_requested = 0, \""""),
+    _m("durable_close_inverts_cancel_pending", _D,
+       "close(cancel_pending) cancels the waiting versions exactly when it should not",
+       """                if cancel_pending:
+                    n = tx.run(""",
+       """                if not cancel_pending:
+                    n = tx.run("""),
+    _m("durable_reclaims_uncounted", _D,
+       "stats().reclaimed does not count the attempts taken after an expiry",
+       """            self._count(tx, "reclaimed", len(taken))""",
+       """            self._count(tx, "reclaimed", 0)"""),
+
+    # -- the SQLite store ------------------------------------------------------------------------
+    _m("durable_store_deferred_begin", _DS,
+       "a transaction that writes begins deferred: it reads, then fails to upgrade to the write "
+       "lock when another process wrote in between",
+       """                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")""",
+       """                conn.execute("BEGIN")"""),
+    _m("durable_store_wall_clock_only", _DS,
+       "a virtual-clock store still reads the wall clock: tick() moves no deadline",
+       """        self._now_sql = _VIRTUAL_NOW""",
+       """        self._now_sql = _WALL_NOW"""),
 )
 
 _BY_NAME = {m.name: m for m in CATALOGUE}
@@ -595,11 +720,13 @@ class Layer:
 
 LAYERS: tuple[Layer, ...] = (
     Layer("unit", "pytest: the scheduler's and its runner's unit tests (the pool's)",
-          frozenset({_S, _R, _T, _TR, _P})),
+          frozenset({_S, _R, _T, _TR, _P, _D, _DS})),
     Layer("lockstep", "Hypothesis lock-step machine vs the model (the schedulers, the pool)",
-          frozenset({_S, _T, _P})),
-    Layer("replay", "ITF corpus replay (the schedulers, the pool)", frozenset({_S, _T, _P})),
-    Layer("tlc", "TLC validation of recorded Runner runs", frozenset({_S, _R})),
+          frozenset({_S, _T, _P, _D, _DS})),
+    Layer("replay", "ITF corpus replay (the schedulers, the pool)",
+          frozenset({_S, _T, _P, _D, _DS})),
+    Layer("tlc", "TLC validation of recorded Runner runs and durable soak runs",
+          frozenset({_S, _R, _D, _DS})),
     Layer("explore", "interleaving explorer scenarios, <= 2 preemptions",
           frozenset({_S, _R, _T, _TR, _P})),
 )
@@ -627,9 +754,12 @@ class Budget:
     unit_files: tuple[str, ...] = ("tests/test_scheduler.py", "tests/test_runner.py")
     timer_unit_files: tuple[str, ...] = ("tests/test_timer.py", "tests/test_timer_runner.py")
     pool_unit_files: tuple[str, ...] = ("tests/test_pool.py",)
+    durable_unit_files: tuple[str, ...] = ("tests/test_durable.py", "tests/test_durable_faults.py")
     lockstep_examples: int = 300
+    durable_lockstep_examples: int = 100  # a durable walk makes a store and many transactions
     lockstep_steps: int = 40
     tlc_runs: int = 4  # record_runner_run seeds 1..tlc_runs
+    soak_runs: int = 2  # durable soak_run seeds 1..soak_runs
     explore_preemptions: int = 2
     explore_max_schedules: int = 3000  # per scenario
     explore_run_timeout: float = 30.0  # wall seconds before one explored run is stuck
@@ -688,7 +818,7 @@ class MutantResult:
         return ""
 
     def as_json(self) -> dict[str, Any]:
-        return {"name": self.mutant.name, "file": f"refsched/{self.mutant.file}.py",
+        return {"name": self.mutant.name, "file": relative_path(self.mutant.file),
                 "description": self.mutant.description, "equivalent": self.mutant.equivalent,
                 "wanted_check": self.mutant.wanted_check,
                 "verdict": self.verdict, "killed_by": self.killed_by,
@@ -724,8 +854,10 @@ class RunReport:
         """The report :meth:`as_json` gave (mutants looked up in the catalogue by name)."""
         results = []
         for item in data["mutants"]:
+            file = next((k for k in MODULES if relative_path(k) == item["file"]),
+                        Path(item["file"]).stem)
             mutant = _BY_NAME.get(item["name"]) or Mutant(
-                item["name"], Path(item["file"]).stem, "", "", item["description"],
+                item["name"], file, "", "", item["description"],
                 item.get("equivalent", ""), item.get("wanted_check", ""))
             layers = [LayerResult(r["layer"], r["status"], r["evidence"], r["seconds"])
                       for r in item["layers"]]
@@ -745,32 +877,44 @@ class RunReport:
 
 # -- the subprocess ---------------------------------------------------------------------------
 
-# Runs first in the child: serves the patched source as the mutated module before anything
-# imports refsched, then hands over to _child_main. Standard library only: importing any of
-# refsched here would load the real module first.
-_BOOTSTRAP = r"""
-import importlib.abc, importlib.util, json, sys, traceback
-payload = json.loads(sys.argv[1])
+# Every Python process a layer starts finds this first on PYTHONPATH: it serves the patched
+# source (named by REFSCHED_MUTANT) as the mutated module before anything imports refsched, so
+# the worker processes a durable test or soak run starts run the mutant too. Standard library only.
+_SITECUSTOMIZE = r"""
+import importlib.abc, importlib.util, json, os, sys
 
-class PatchedModule(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+_mutant = json.loads(os.environ.get("REFSCHED_MUTANT") or "null")
+
+
+class _PatchedModule(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def find_spec(self, name, path=None, target=None):
-        if name != payload["module"]:
+        if name != _mutant["module"]:
             return None
-        return importlib.util.spec_from_loader(name, self, origin=payload["origin"])
+        return importlib.util.spec_from_loader(name, self, origin=_mutant["origin"])
 
     def create_module(self, spec):
         return None
 
     def exec_module(self, module):
-        module.__file__ = payload["origin"]
-        with open(payload["source"], encoding="utf-8") as f:
+        module.__file__ = _mutant["origin"]
+        with open(_mutant["source"], encoding="utf-8") as f:
             text = f.read()
-        exec(compile(text, payload["label"], "exec", dont_inherit=True), module.__dict__)
+        exec(compile(text, _mutant["label"], "exec", dont_inherit=True), module.__dict__)
 
-if payload["module"]:
-    sys.meta_path.insert(0, PatchedModule())
+
+if _mutant:
+    sys.meta_path.insert(0, _PatchedModule())
+"""
+
+# Runs the layer in the child. A patched module that cannot be imported makes the mutant
+# invalid: the catalogue is wrong, not the checks.
+_BOOTSTRAP = r"""
+import importlib, json, sys, traceback
+payload = json.loads(sys.argv[1])
 try:
     import refsched
+    if payload["module"]:
+        importlib.import_module(payload["module"])
 except BaseException:
     with open(payload["result"], "w", encoding="utf-8") as f:
         json.dump({"status": "invalid", "evidence": traceback.format_exc()[-3000:]}, f)
@@ -797,8 +941,8 @@ def _unit_layer(payload: dict[str, Any]) -> tuple[str, str]:
                 self.first = f"{report.nodeid} ({report.when}) {cause[:300]}".strip()
 
     watch = Watch()
-    key = {_T: "timer_unit_files", _TR: "timer_unit_files",
-           _P: "pool_unit_files"}.get(payload["file"], "unit_files")
+    key = {_T: "timer_unit_files", _TR: "timer_unit_files", _P: "pool_unit_files",
+           _D: "durable_unit_files", _DS: "durable_unit_files"}.get(payload["file"], "unit_files")
     files = [str(_PROJECT / f) for f in payload["budget"][key]]
     code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", *files], plugins=[watch])
     if code == 0:
@@ -835,6 +979,12 @@ def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
             from .pool_lockstep import run_pool_lockstep
             run_pool_lockstep(WorkStealingPool, examples=budget["lockstep_examples"],
                               steps=budget["lockstep_steps"], shrink=False)
+        elif payload["file"] in (_D, _DS):
+            from refsched.durable import DurableScheduler
+
+            from .durable_lockstep import run_durable_lockstep
+            run_durable_lockstep(DurableScheduler, examples=budget["durable_lockstep_examples"],
+                                 steps=budget["lockstep_steps"], hypothesis_settings=unshrunk)
         else:
             run_lockstep(TaskScheduler, examples=budget["lockstep_examples"],
                          steps=budget["lockstep_steps"], hypothesis_settings=unshrunk)
@@ -851,8 +1001,8 @@ def _replay_layer(payload: dict[str, Any]) -> tuple[str, str]:
     from . import system
     from .replay import format_divergence, replay
 
-    if payload["file"] in (_T, _P):
-        chosen = system.get(payload["file"])
+    if payload["file"] in _SYSTEM_OF:
+        chosen = system.get(_SYSTEM_OF[payload["file"]])
         report = replay(_load_traces(None, chosen.name), system=chosen)
     else:
         report = replay(_load_traces(payload.get("traces")), TaskScheduler)
@@ -865,6 +1015,8 @@ def _replay_layer(payload: dict[str, Any]) -> tuple[str, str]:
 
 
 def _tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
+    if payload["file"] in (_D, _DS):
+        return _durable_tlc_layer(payload)
     from .recording import record_runner_run
     from .validate import format_validation, validate_trace
 
@@ -876,6 +1028,31 @@ def _tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
         verdict = validate_trace(trace)
         if not verdict.accepted:
             return KILLED, _short(f"record_runner_run({seed}): {format_validation(verdict)}")
+    return SURVIVED, ""
+
+
+def _durable_tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
+    """Soak runs (worker processes under SIGKILL and SIGSTOP), each history judged by TLC."""
+    from refsched.durable import DurableScheduler
+    from refsched.durable.soak import soak_run
+
+    from .durable_validate import validate_history
+
+    with tempfile.TemporaryDirectory(prefix="refsched-mutant-soak-") as folder:
+        for seed in range(1, payload["budget"]["soak_runs"] + 1):
+            try:
+                report = soak_run(seed, Path(folder), tasks=10, workers=3, timeout=60.0)
+            except Exception:
+                return ERROR, _short(f"soak_run({seed}) raised\n{traceback.format_exc()}")
+            with DurableScheduler(report.store) as db:
+                history = db.history()
+                if not history:
+                    return ERROR, f"soak_run({seed}) recorded no step"
+                verdict = validate_history(history, max_concurrency=db.max_concurrency,
+                                           max_attempts=db.max_attempts)
+            if not verdict.accepted:
+                return KILLED, _short(f"soak_run({seed}), {len(history)} steps: TLC rejects "
+                                      f"it: {verdict.violated or ''} {verdict.reason}")
     return SURVIVED, ""
 
 
@@ -1061,16 +1238,22 @@ def _run_layer(mutant: Mutant | None, layer: str, source: Path | None, workdir: 
                budget: Budget, traces: str | None) -> LayerResult:
     """One layer in a fresh subprocess (its whole process group ends with it on a timeout)."""
     result_file = workdir / f"{mutant.name if mutant else 'original'}-{layer}.json"
+    served = None
+    if mutant:
+        served = {"module": MODULES[mutant.file], "origin": str(source_path(mutant.file)),
+                  "source": str(source),
+                  "label": f"{relative_path(mutant.file)} [mutant {mutant.name}]"}
     payload = {
-        "module": MODULES[mutant.file] if mutant else "",
-        "file": mutant.file if mutant else _S,
-        "origin": str(source_path(mutant.file)) if mutant else "",
-        "source": str(source) if source else "",
-        "label": f"refsched/{mutant.file}.py [mutant {mutant.name}]" if mutant else "",
+        "module": MODULES[mutant.file] if mutant else "", "file": mutant.file if mutant else _S,
         "layer": layer, "result": str(result_file), "budget": asdict(budget), "traces": traces,
     }
+    site = workdir / "site"
+    site.mkdir(exist_ok=True)
+    (site / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
     started = time.monotonic()
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path,
+           "REFSCHED_MUTANT": json.dumps(served)}
     with _children_lock:
         if _interrupted.is_set():
             return LayerResult(layer, SKIPPED, "interrupted", 0.0)
@@ -1120,8 +1303,8 @@ def run_mutant(mutant: Mutant, layers: Sequence[str] = LAYER_NAMES, *, budget: B
                 result.layers.append(LayerResult(name, SKIPPED))
                 continue
             if mutant.file not in _LAYER[name].targets:
-                result.layers.append(LayerResult(name, NOT_APPLICABLE,
-                                                 f"does not run refsched/{mutant.file}.py"))
+                result.layers.append(LayerResult(
+                    name, NOT_APPLICABLE, f"does not run {relative_path(mutant.file)}"))
                 continue
             report(f"{label}{mutant.name}: {name} ...")
             layer = _run_layer(mutant, name, source, workdir, budget, traces)

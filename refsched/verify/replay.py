@@ -42,6 +42,7 @@ from refsched.conform.profile import FULL, Profile
 from refsched.errors import StaleGenerationError
 from refsched.model import counters as scheduler_counters
 from refsched.model.actions import ACTIONS, WAITING, ready_order
+from refsched.model.durable import counters as durable_counters
 from refsched.model.graph import describe
 from refsched.model.pool import counters as pool_counters
 from refsched.model.timer import counters as timer_counters
@@ -591,8 +592,25 @@ class _PoolTally(_Tally):
         return {**counts.expected(state, self.constants["Workers"]), "parked": 0}
 
 
+class _DurableTally(_Tally):
+    """A DurableScheduler's store-wide counters (:mod:`refsched.model.durable.counters`); the
+    refused and repeated reports one object answered depend on the calls the harness makes."""
+
+    header = ("field",)
+
+    def __init__(self, constants: Mapping[str, Any]) -> None:
+        super().__init__(constants)
+        self.zero = durable_counters.Counts()
+
+    def expected(self, counts: Any, state: Any) -> Mapping[str, Any]:
+        return {**counts.expected(state), "cycles_reported": 0}
+
+    def stats(self, implementation: Any) -> Callable[[], Any] | None:
+        return getattr(getattr(implementation, "store", None), "stats", None)
+
+
 _TALLIES: dict[str, type[_Tally]] = {"scheduler": _Tally, "timer": _TimerTally,
-                                     "pool": _PoolTally}
+                                     "pool": _PoolTally, "durable": _DurableTally}
 
 
 # -- Replay -----------------------------------------------------------------------------------
