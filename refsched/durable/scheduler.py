@@ -37,7 +37,7 @@ from refsched.errors import (
 )
 from refsched.types import CloseReport, Snapshot, TaskState, VersionView
 
-from .store import FORMAT, SCHEMA_VERSION, SQLiteStore, Store, Tx, open_store, schema_statements
+from .store import FORMAT, SCHEMA_VERSION, Store, Tx, open_store
 
 __all__ = ["DurableInfo", "DurableScheduler", "DurableStats", "Lease", "LeaseView"]
 
@@ -291,20 +291,19 @@ class DurableScheduler:
         self._max_attempts = int(settings["max_attempts"])
         self._record = bool(settings["record"])
         self.clock = str(settings["clock"])
-        if self.clock == "virtual" and isinstance(self._store, SQLiteStore):
+        if self.clock == "virtual":
             self._store.use_virtual_clock()
 
     def _initialise(self, max_concurrency: int | None, max_attempts: int | None,
                     clock: str | None, record: bool | None) -> dict[str, Any]:
         with self._store.transaction() as tx:
-            exists = tx.one("SELECT name FROM sqlite_master WHERE type='table' AND name='meta'")
-            meta: dict[str, Any] = dict(tx.all("SELECT key, value FROM meta")) if exists else {}
+            meta: dict[str, Any] = tx.settings() if tx.has_schema() else {}
             if not meta:
                 if max_concurrency is None:
                     raise InvalidArgumentError(
                         f"DurableScheduler({self._store.url!r}): the store is new: give "
                         "max_concurrency")
-                for statement in schema_statements():
+                for statement in self._store.schema():
                     tx.run(statement)
                 meta = {"format": FORMAT, "schema_version": SCHEMA_VERSION,
                         "max_concurrency": max_concurrency,
@@ -312,7 +311,7 @@ class DurableScheduler:
                         "clock": clock or "wall", "now": 0.0, "record": int(bool(record)),
                         "started": 0, "closed": 0, "next_seq": 1,
                         **{f"count:{c}": 0 for c in _COUNTERS}}
-                tx.many("INSERT INTO meta (key, value) VALUES (?, ?)", meta.items())
+                tx.meta_insert(meta.items())
                 return meta
             from .store import check_meta
             check_meta(self._store.url, meta)
@@ -349,12 +348,11 @@ class DurableScheduler:
         self.release()
 
     def _meta(self, tx: Tx, key: str) -> Any:
-        row = tx.one("SELECT value FROM meta WHERE key = ?", (key,))
-        return None if row is None else row[0]
+        return tx.meta(key)
 
     def _count(self, tx: Tx, counter: str, n: int = 1) -> None:
         if n:
-            tx.run("UPDATE meta SET value = value + ? WHERE key = ?", (n, f"count:{counter}"))
+            tx.meta_add(f"count:{counter}", n)
 
     @contextlib.contextmanager
     def _counting_cycles(self) -> Iterator[None]:
@@ -458,10 +456,8 @@ class DurableScheduler:
                                        f"arguments, not {type(args).__name__}")
         args_text = _dumps(args, f"submit({task_id!r}) args")
         with self._counting_cycles(), self._store.transaction() as tx:
-            started, closed, seq = tx.one(
-                "SELECT (SELECT value FROM meta WHERE key = 'started'), "
-                "(SELECT value FROM meta WHERE key = 'closed'), "
-                "(SELECT value FROM meta WHERE key = 'next_seq')") or (0, 0, 1)
+            started, closed, seq = (tx.meta("started"), tx.meta("closed"),
+                                    int(tx.meta("next_seq")))
             if closed:
                 raise SchedulerClosedError(f"submit({task_id!r}): the scheduler is closed")
             old = tx.one("SELECT generation, state FROM task WHERE id = ?", (task_id,))
@@ -479,7 +475,7 @@ class DurableScheduler:
                     path = [task_id, *cycle]
                     raise CycleError(f"submit({task_id!r}): dependency cycle "
                                      + " -> ".join(repr(x) for x in path), [path])
-            tx.run("UPDATE meta SET value = value + 1 WHERE key = 'next_seq'")
+            tx.meta_add("next_seq", 1)
             remaining = sum(1 for d in dep_list if states.get(d) != "succeeded")
             state = "pending" if remaining else "ready"
             generation = 1 if old is None else old[0] + 1
@@ -489,7 +485,9 @@ class DurableScheduler:
                 tx.run("UPDATE task SET remaining_deps = remaining_deps + 1, state = 'pending' "
                        "WHERE state IN ('pending', 'ready') AND id IN "
                        "(SELECT task FROM dep WHERE dep = ?)", (task_id,))
-            tx.run("INSERT OR REPLACE INTO task (id, generation, seq, state, fn, args, "
+            if old is not None:
+                tx.run("DELETE FROM task WHERE id = ?", (task_id,))
+            tx.run("INSERT INTO task (id, generation, seq, state, fn, args, "
                    "remaining_deps, became_ready_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                    (task_id, generation, seq, state, fn, args_text, remaining,
                     now if state == "ready" else None))
@@ -558,7 +556,7 @@ class DurableScheduler:
             if cycles:
                 raise CycleError("start(): dependency cycle "
                                  + " -> ".join(repr(x) for x in cycles[0]), cycles)
-            tx.run("UPDATE meta SET value = 1 WHERE key = 'started'")
+            tx.meta_set("started", 1)
             self._step(tx, "Start")
 
     # ------------------------------------------------------------------ Claim
@@ -583,9 +581,7 @@ class DurableScheduler:
             raise InvalidArgumentError(f"claim({worker!r}, lease={_r(lease)}): seconds > 0")
         lease = float(lease)
         with self._store.transaction() as tx:
-            started, closed = tx.one(
-                "SELECT (SELECT value FROM meta WHERE key = 'started'), "
-                "(SELECT value FROM meta WHERE key = 'closed')") or (0, 0)
+            started, closed = tx.meta("started"), tx.meta("closed")
             if not started:
                 raise InvalidTransitionError("claim(): the scheduler is not started")
             now = tx.now()
@@ -798,7 +794,7 @@ class DurableScheduler:
             seqs = self._column_of(tx, "seq", list(members))
             ordered = sorted(members, key=seqs.__getitem__)
             seq = int(self._meta(tx, "next_seq"))
-            tx.run("UPDATE meta SET value = value + ? WHERE key = 'next_seq'", (len(ordered),))
+            tx.meta_add("next_seq", len(ordered))
             now = tx.now()
             for i, t in enumerate(ordered):
                 (remaining,) = tx.one(
@@ -827,7 +823,7 @@ class DurableScheduler:
             raise InvalidArgumentError(f"close(cancel_pending={_r(cancel_pending)}): a bool")
         with self._store.transaction() as tx:
             if not self._meta(tx, "closed"):
-                tx.run("UPDATE meta SET value = 1 WHERE key = 'closed'")
+                tx.meta_set("closed", 1)
                 if cancel_pending:
                     n = tx.run("UPDATE task SET state = 'cancelled', ended_at = ? WHERE state IN "
                                "('pending', 'ready')", (tx.now(),))
@@ -849,7 +845,7 @@ class DurableScheduler:
             raise InvalidTransitionError("tick(): the store's clock is the wall clock; "
                                          "create the store with clock='virtual'")
         with self._store.transaction() as tx:
-            tx.run("UPDATE meta SET value = value + ? WHERE key = 'now'", (float(seconds),))
+            tx.meta_add("now", float(seconds))
             self._step(tx, "Tick")
             return float(self._meta(tx, "now"))
 
@@ -923,8 +919,8 @@ class DurableScheduler:
     def stats(self) -> DurableStats:
         """Store-wide counters, the current versions by state, and the live leases."""
         with self._store.transaction(write=False) as tx:
-            counts = {k[len("count:"):]: int(v) for k, v in tx.all(
-                "SELECT key, value FROM meta WHERE key LIKE 'count:%'")}
+            counts = {k[len("count:"):]: int(v) for k, v in tx.settings().items()
+                      if k.startswith("count:")}
             by_state: dict[str, int] = dict(
                 tx.all("SELECT state, COUNT(*) FROM task GROUP BY state"))
             (live,) = tx.one("SELECT COUNT(*) FROM task WHERE holder IS NOT NULL") or (0,)

@@ -14,6 +14,7 @@ import contextlib
 import os
 import sqlite3
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from importlib import resources
@@ -30,15 +31,54 @@ SCHEMA_VERSION = 1  # meta.schema_version this code reads and writes
 Row = tuple[Any, ...]
 
 
-def schema_statements() -> list[str]:
-    """The statements of ``schema.sql``, in order."""
-    text = resources.files("refsched.durable").joinpath("schema.sql").read_text("utf-8")
+def schema_statements(name: str = "schema.sql") -> list[str]:
+    """The statements of a schema file of this package (``schema.sql``), in order."""
+    text = resources.files("refsched.durable").joinpath(name).read_text("utf-8")
     lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
     return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
 
 
 class Tx(ABC):
-    """One open transaction: SQL with ``?`` placeholders, and the store's clock."""
+    """One open transaction: SQL with ``?`` placeholders, the ``meta`` table, the store's clock.
+
+    The SQL the scheduler writes is the part of SQL both databases read alike; what differs
+    (how ``meta`` keeps values of several types, how to tell that the schema exists) is here,
+    in each store's dialect.
+    """
+
+    # meta's statements; a store whose meta column is typed overrides them and the codec
+    META_ALL = "SELECT key, value FROM meta"
+    META_GET = "SELECT value FROM meta WHERE key = ?"
+    META_ADD = "UPDATE meta SET value = value + ? WHERE key = ?"
+    META_SET = "UPDATE meta SET value = ? WHERE key = ?"
+    META_INSERT = "INSERT INTO meta (key, value) VALUES (?, ?)"
+
+    def encode(self, value: Any) -> Any:
+        """A meta value as the database takes it."""
+        return value
+
+    @abstractmethod
+    def has_schema(self) -> bool:
+        """Whether the store's tables exist (the ``meta`` table)."""
+
+    def settings(self) -> dict[str, Any]:
+        """Every meta key and its value."""
+        return dict(self.all(self.META_ALL))
+
+    def meta(self, key: str) -> Any:
+        """One meta value, or None."""
+        row = self.one(self.META_GET, (key,))
+        return None if row is None else row[0]
+
+    def meta_add(self, key: str, n: float) -> None:
+        """Add ``n`` to a numeric meta value."""
+        self.run(self.META_ADD, (n, key))
+
+    def meta_set(self, key: str, value: Any) -> None:
+        self.run(self.META_SET, (self.encode(value), key))
+
+    def meta_insert(self, items: Iterable[tuple[str, Any]]) -> None:
+        self.many(self.META_INSERT, ((k, self.encode(v)) for k, v in items))
 
     @abstractmethod
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
@@ -69,6 +109,20 @@ class Store(ABC):
     @abstractmethod
     def transaction(self, write: bool = True) -> contextlib.AbstractContextManager[Tx]:
         """One transaction: committed when the block ends, rolled back if it raises."""
+
+    @abstractmethod
+    def schema(self) -> list[str]:
+        """The statements that create the store's tables, in its dialect."""
+
+    @abstractmethod
+    def use_virtual_clock(self) -> None:
+        """Read the store's clock from ``meta.now`` (a store created with ``clock='virtual'``)."""
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a sign that a version may have become claimable;
+        True if one came. A store that cannot tell waits the whole time (a poll)."""
+        time.sleep(timeout)
+        return False
 
     @abstractmethod
     def close(self) -> None:
@@ -103,6 +157,10 @@ class _SQLiteTx(Tx):
 
     def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         self._conn.executemany(sql, rows)
+
+    def has_schema(self) -> bool:
+        return self.one("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                        "name = 'meta'") is not None
 
     def now(self) -> float:
         if self._now is None:
@@ -234,8 +292,10 @@ class SQLiteStore(Store):
                     conn.execute("ROLLBACK")
                 raise _store_error(self.url, e) from None
 
+    def schema(self) -> list[str]:
+        return schema_statements("schema.sql")
+
     def use_virtual_clock(self) -> None:
-        """Read the store's clock from ``meta.now`` (a store created with ``clock='virtual'``)."""
         self._now_sql = _VIRTUAL_NOW
 
     def close(self) -> None:
