@@ -265,7 +265,7 @@ class DurableScheduler:
     def __init__(self, url: str, max_concurrency: int | None = None, *,
                  max_attempts: int | None = None, clock: str | None = None,
                  record: bool | None = None, create: bool = True,
-                 synchronous: str = "normal") -> None:
+                 synchronous: str = "normal", schema: str | None = None) -> None:
         if max_concurrency is not None and (not _is_int(max_concurrency) or max_concurrency < 1):
             raise InvalidArgumentError(
                 f"DurableScheduler(max_concurrency={_r(max_concurrency)}): an int >= 1")
@@ -278,7 +278,8 @@ class DurableScheduler:
             raise InvalidArgumentError(f"DurableScheduler(record={_r(record)}): a bool")
         if not isinstance(create, bool):
             raise InvalidArgumentError(f"DurableScheduler(create={_r(create)}): a bool")
-        self._store: Store = open_store(url, create=create, synchronous=synchronous)
+        self._store: Store = open_store(url, create=create, synchronous=synchronous,
+                                        schema=schema)
         self.url = self._store.url
         self._stale = 0  # reports refused through this object
         self._duplicates = 0  # repeated reports answered through this object
@@ -336,6 +337,16 @@ class DurableScheduler:
     def max_attempts(self) -> int:
         """How many attempts a version gets before an expiry fails it."""
         return self._max_attempts
+
+    @property
+    def notifies(self) -> bool:
+        """Whether :meth:`wait_for_work` hears of new work (PostgreSQL), or only waits."""
+        return self._store.notifies
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a step that may have made a version claimable
+        (True), or for the time to pass (False): what an idle worker does between claims."""
+        return self._store.wait_for_work(timeout)
 
     def release(self) -> None:
         """Release the connection. Not :meth:`close`: the store's state does not change."""
@@ -498,6 +509,8 @@ class DurableScheduler:
                         ((task_id, d) for d in dep_list))
             self._count(tx, "submitted")
             self._step(tx, "Submit", t=task_id, D=sorted(dep_list))
+            if state == "ready":
+                tx.wake()
             if any(states.get(d) in _DEAD for d in dep_list):
                 # Only a dead dep can block the new version (and through it, the dependents
                 # its replaced success had): nothing else waiting has a dead dep.
@@ -558,6 +571,7 @@ class DurableScheduler:
                                  + " -> ".join(repr(x) for x in cycles[0]), cycles)
             tx.meta_set("started", 1)
             self._step(tx, "Start")
+            tx.wake()
 
     # ------------------------------------------------------------------ Claim
 
@@ -625,6 +639,7 @@ class DurableScheduler:
         """
         with self._store.transaction() as tx:
             self._expire(tx, tx.now())
+            tx.wake()  # what expired can be re-claimed
 
     def _expire(self, tx: Tx, now: float) -> None:
         """Spec: Expire, for every live lease whose deadline is before ``now``, in seq order."""
@@ -732,6 +747,7 @@ class DurableScheduler:
                 return TaskState(self._row(tx, call, t)[1])
             self._count(tx, state)
             self._step(tx, action, w=lease.worker, t=t, g=lease.generation, a=lease.attempt)
+            tx.wake()  # a slot is free, and dependents may be ready
             if state == "succeeded":
                 # Fan-in: the count of each pending dependent is decremented by this one
                 # statement, under the write lock, so two parents ending at once both count.
@@ -808,6 +824,7 @@ class DurableScheduler:
                                         None if remaining else now, t))
             self._count(tx, "retried", len(ordered))
             self._step(tx, "Retry", t=task_id)
+            tx.wake()
             self._settle(tx, ordered)
             (generation,) = tx.one("SELECT generation FROM task WHERE id = ?", (task_id,)) or (0,)
             return int(generation)
@@ -962,11 +979,12 @@ class DurableScheduler:
                          "generation < 1 LIMIT 1")
             if bad:
                 fail("TypeOK", f"{bad[0]!r} has state {bad[1]!r}")
-            bad = tx.one("SELECT x.id, x.remaining_deps, (SELECT COUNT(*) FROM dep LEFT JOIN "
-                         "task d ON d.id = dep.dep WHERE dep.task = x.id AND (d.state IS NULL OR "
+            bad = tx.one("SELECT id, remaining_deps, n FROM (SELECT x.id, x.state, "
+                         "x.remaining_deps, (SELECT COUNT(*) FROM dep LEFT JOIN task d ON "
+                         "d.id = dep.dep WHERE dep.task = x.id AND (d.state IS NULL OR "
                          "d.state != 'succeeded')) AS n FROM task x WHERE x.state IN "
-                         "('pending', 'ready') AND (x.remaining_deps != n OR "
-                         "(x.state = 'pending') != (n > 0)) LIMIT 1")
+                         "('pending', 'ready')) AS c WHERE c.remaining_deps != c.n OR "
+                         "(c.state = 'pending') != (c.n > 0) LIMIT 1")
             if bad:
                 fail("IndegreeInvariant", f"{bad[0]!r}: remaining_deps {bad[1]}, counted {bad[2]}")
             (running,) = tx.one("SELECT COUNT(*) FROM task WHERE state = 'running'") or (0,)

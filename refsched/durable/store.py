@@ -5,7 +5,8 @@
 transaction. A store knows its database: how to open it, create the schema (``schema.sql``),
 serialise writers and tell the time; the scheduler's logic knows nothing of either.
 
-URLs: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``, or a plain path.
+URLs: ``sqlite:///relative/path.db``, ``sqlite:////absolute/path.db``, or a plain path, for
+:class:`SQLiteStore`; ``postgresql://...`` for :class:`refsched.durable.postgres.PostgresStore`.
 """
 
 from __future__ import annotations
@@ -80,6 +81,10 @@ class Tx(ABC):
     def meta_insert(self, items: Iterable[tuple[str, Any]]) -> None:
         self.many(self.META_INSERT, ((k, self.encode(v)) for k, v in items))
 
+    def wake(self) -> None:  # noqa: B027 (a no-op unless the store can notify)
+        """This step may make a version claimable: tell idle workers once it commits (a
+        store that cannot, does nothing; its workers poll)."""
+
     @abstractmethod
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         """The first row of a query, or None."""
@@ -117,6 +122,8 @@ class Store(ABC):
     @abstractmethod
     def use_virtual_clock(self) -> None:
         """Read the store's clock from ``meta.now`` (a store created with ``clock='virtual'``)."""
+
+    notifies = False  # whether wait_for_work() hears of new work, or only waits
 
     def wait_for_work(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a sign that a version may have become claimable;
@@ -332,5 +339,12 @@ def open_store(url: str, *, create: bool = True, **options: Any) -> Store:
         raise InvalidArgumentError("store URL must be a non-empty str")
     scheme = url.split("://", 1)[0] if "://" in url else ""
     if scheme in ("", "sqlite"):
+        if options.get("schema") is not None:
+            raise InvalidArgumentError(f"{url!r}: schema= is for a PostgreSQL store")
+        options.pop("schema", None)
         return SQLiteStore(url, create=create, **options)
-    raise InvalidArgumentError(f"{url!r}: unknown store (sqlite:///path.db)")
+    if scheme in ("postgresql", "postgres"):
+        from .postgres import PostgresStore
+        return PostgresStore(url, create=create, **options)
+    raise InvalidArgumentError(f"{url!r}: unknown store (sqlite:///path.db or "
+                               "postgresql://user@host/database)")

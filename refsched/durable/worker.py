@@ -197,7 +197,10 @@ class Worker:
                     continue
                 if self.until_done and self._busy == 0 and self.db.done():
                     break
-                self._stopping.wait(idle)
+                if self.db.notifies:  # woken by the store's notification, or after idle
+                    self.db.wait_for_work(idle)
+                else:
+                    self._stopping.wait(idle)
                 idle = min(idle * 2, self.poll)
         finally:
             with self._lock:
