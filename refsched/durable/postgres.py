@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from refsched.errors import InvalidArgumentError, StoreError
 
@@ -56,7 +56,11 @@ def split_url(url: str, schema: str | None = None) -> tuple[str, str]:
     if not isinstance(chosen, str) or not _SCHEMA.match(chosen):
         raise InvalidArgumentError(
             f"schema={chosen!r}: a lower-case PostgreSQL name (letters, digits, _; at most 63)")
-    rest = urlencode([(k, v) for k, v in query if k != "schema"])
+    # The other parameters go to libpq as they were written: decoded and encoded again by
+    # urlencode, a space became "+", which libpq does not decode ("options=-c%20x%3Dy" reached
+    # the server as "-c+x=y" and every connection was refused).
+    rest = "&".join(p for p in parts.query.split("&")
+                    if p and unquote(p.split("=", 1)[0]) != "schema")
     return urlunsplit(parts._replace(query=rest)), chosen
 
 

@@ -1,0 +1,462 @@
+"""Real faults against the PostgreSQL store: the server restarted and crashed under running
+workers, a worker's backends terminated while it holds a lease, sixteen worker processes on one
+ready queue, a statement timeout inside a step, and a worker on another network namespace cut
+off mid-task.
+
+Everything is real: worker processes (``python -m refsched worker``), the throwaway server of
+``tests/pgserver.py`` (the ``postgres_cluster`` / ``postgres_url`` fixtures of conftest.py), and
+for the last test a second throwaway server listening on a veth pair. Every wait is bounded; a
+regression fails instead of hanging. Task functions log their starts and ends with the pid and
+the time (``tests/durable_jobs/jobs.py``), and every store is made with ``record=True`` so that
+``check_history`` can check each accepted step against the spec.
+
+Skipped when no server can be started here, except under CI=true, where they fail (conftest).
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+import pytest
+
+from refsched.durable import DurableScheduler
+from refsched.errors import StoreError
+from refsched.types import TaskState
+from refsched.verify.durable_history import HistoryCheck, check_history
+
+if os.environ.get("CI") == "true":
+    import psycopg  # required there: a missing psycopg fails rather than skips
+else:
+    psycopg = pytest.importorskip("psycopg")
+
+if TYPE_CHECKING:
+    from pgserver import PostgresCluster
+
+ROOT = Path(__file__).resolve().parents[1]
+JOBS = "tests.durable_jobs.jobs"
+
+
+# -- helpers (as in tests/test_durable_faults.py) ----------------------------------------------
+
+def start_worker(url: str, *options: str, name: str | None = None,
+                 prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+    command = [*prefix, sys.executable, "-m", "refsched", "worker", "--db", url,
+               "--poll", "0.05", *options]
+    if name:
+        command += ["--name", name]
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+@pytest.fixture
+def workers() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGCONT)
+            p.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired, ValueError):
+            p.communicate(timeout=30)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def log_lines(log: Path) -> list[tuple[str, str, int, float]]:
+    if not log.exists():
+        return []
+    rows = []
+    for line in log.read_text().splitlines():
+        what, task, pid, at = line.split()
+        rows.append((what, task, int(pid), float(at)))
+    return rows
+
+
+def accepted_ends(db: DurableScheduler) -> dict[tuple[str, int], int]:
+    """The accepted ends per version, once the whole history is checked against the spec."""
+    check = check_history(db.history(), max_concurrency=db.max_concurrency,
+                          max_attempts=db.max_attempts, final=db.snapshot())
+    assert check.problems == []
+    return check.ends
+
+
+def claims_per_version(db: DurableScheduler) -> dict[str, list[tuple[str, str]]]:
+    """``task -> [(Claim or Reclaim, worker), ...]`` from the history.
+
+    A Claim step names only the worker and ``k``: which versions it took is what the spec says
+    (the ``k`` ready versions with the smallest seq), so the history is walked with the same
+    checker, and a Claim took the versions whose lease record it replaced.
+    """
+    check = HistoryCheck(db.max_concurrency, db.max_attempts)
+    taken: dict[str, list[tuple[str, str]]] = collections.defaultdict(list)
+    for action, params in db.history():
+        before = {t: id(lease) for t, lease in check.leases.items()}
+        check.step(action, params)
+        if action == "Claim":
+            fresh = [t for t, lease in check.leases.items()
+                     if before.get(t) != id(lease) and lease.attempt == 1]
+            assert len(fresh) == params["k"], (action, params, fresh)
+            for t in fresh:
+                taken[t].append(("Claim", params["w"]))
+        elif action == "Reclaim":
+            taken[params["t"]].append(("Reclaim", params["w"]))
+    assert check.problems == []
+    return dict(taken)
+
+
+def dbname_of(url: str) -> str:
+    return urlsplit(url).path.lstrip("/")
+
+
+def finish(p: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str]:
+    """Wait for a worker to exit; its exit code and stderr."""
+    try:
+        _, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate(timeout=30)
+        raise AssertionError(
+            f"worker {p.pid} did not exit in {timeout} s; stderr:\n{err}") from None
+    return p.returncode, err
+
+
+# -- 1. the server restarted, then crashed, under running workers ------------------------------
+
+def test_workers_ride_out_a_server_restart_and_a_crash(
+        postgres_cluster: PostgresCluster, postgres_url: str, tmp_path: Path,
+        workers: list[subprocess.Popen[str]]) -> None:
+    log = tmp_path / "log"
+    db = DurableScheduler(postgres_url, max_concurrency=3, record=True)
+    layers = [[f"L{layer}n{i}" for i in range(6)] for layer in range(5)]
+    deps: dict[str, list[str]] = {}
+    for layer, names in enumerate(layers):
+        for i, t in enumerate(names):
+            deps[t] = [] if layer == 0 else [layers[layer - 1][i], layers[layer - 1][(i + 1) % 6]]
+            seconds = (0.05, 0.1, 0.15, 0.2)[(layer + i) % 4]
+            db.submit(t, deps[t], fn=f"{JOBS}:work",
+                      args={"task": t, "log": str(log), "seconds": seconds})
+    total = sum(len(names) for names in layers)
+    db.start()
+    db.release()  # the test's own pool must not hide what the restart does to the workers'
+    for k in range(3):
+        workers.append(start_worker(postgres_url, "--lease", "5", "--until-done", name=f"w{k}"))
+
+    def ends() -> int:
+        return sum(1 for r in log_lines(log) if r[0] == "end")
+
+    wait_for(lambda: ends() >= 5, what="five ends before the restart")
+    at_restart = ends()
+    postgres_cluster.restart()  # fast shutdown: every backend terminated, then a new server
+    wait_for(lambda: ends() >= at_restart + 4, timeout=90, what="four ends after the restart")
+    at_crash = ends()
+    postgres_cluster.kill()  # SIGKILL of every server process: a crash
+    time.sleep(0.5)  # the workers find no server for a while
+    postgres_cluster.start()  # crash recovery
+    assert at_crash < total, "the run ended before the crash: nothing was shown"
+    outcomes = [finish(p, timeout=180) for p in workers]
+    errors = "".join(err for _, err in outcomes)
+    assert [code for code, _ in outcomes] == [0, 0, 0], errors
+
+    db = DurableScheduler(postgres_url, create=False)
+    try:
+        assert all(db.state(t) is TaskState.SUCCEEDED for names in layers for t in names)
+        ended = accepted_ends(db)
+        assert len(ended) == total and set(ended.values()) == {1}
+        db.check_invariants()
+        history = db.history()
+        completes = collections.Counter(p["t"] for a, p in history if a == "Complete")
+        assert completes == {t: 1 for names in layers for t in names}
+        reclaims = [p["t"] for a, p in history if a == "Reclaim"]
+        # deps ran first, whichever attempt ran them
+        rows = log_lines(log)
+        last_end = {task: at for what, task, _, at in rows if what == "end"}
+        for what, task, _, at in rows:
+            if what == "start":
+                assert all(last_end[d] <= at for d in deps[task]), task
+        retried = errors.count("store error, retrying the report")
+        refused = errors.count("report refused")
+        print(f"\nrestart after {at_restart} ends, crash after {at_crash} of {total}; "
+              f"reports retried after a store error: {retried}, refused (committed before the "
+              f"error, or taken over): {refused}, re-claims: {len(reclaims)}, "
+              f"function runs: {sum(1 for r in rows if r[0] == 'start')}")
+    finally:
+        db.release()
+
+
+# -- 2. a worker's backends terminated, then the worker paused past its lease ------------------
+
+def test_a_worker_whose_backends_are_terminated_and_who_pauses_is_refused(
+        postgres_cluster: PostgresCluster, postgres_url: str, tmp_path: Path,
+        workers: list[subprocess.Popen[str]]) -> None:
+    log = tmp_path / "log"
+    db = DurableScheduler(postgres_url, max_concurrency=1, record=True)
+    db.submit("x", fn=f"{JOBS}:hang_first",
+              args={"task": "x", "marker": str(tmp_path / "marker"), "log": str(log),
+                    "seconds": 3.0})
+    db.start()
+    # libpq takes application_name from the URL: A's backends are found by it
+    a = start_worker(f"{postgres_url}&application_name=worker_a", "--lease", "1",
+                     "--until-done", name="A")
+    workers.append(a)
+    wait_for(lambda: any(r[0] == "start" for r in log_lines(log)), what="A's start")
+    (lease,) = [v for v in db.leases().values() if v.holder is not None]
+    assert lease.holder == "A" and lease.attempt == 1
+    killed = postgres_cluster.terminate(dbname_of(postgres_url), application_name="worker_a")
+    assert killed >= 1
+    os.kill(a.pid, signal.SIGSTOP)  # its heartbeats stop with it: the lease runs out
+    b = start_worker(postgres_url, "--lease", "1", "--until-done", name="B")
+    workers.append(b)
+    code_b, err_b = finish(b, timeout=60)
+    assert code_b == 0, err_b
+    assert db.result("x") == b.pid
+    os.kill(a.pid, signal.SIGCONT)  # A wakes, reconnects, finishes its sleep, reports: refused
+    code_a, err_a = finish(a, timeout=60)
+    assert code_a == 0, err_a
+    assert "report refused" in err_a, err_a
+    assert db.result("x") == b.pid
+    assert db.info("x").attempts == 2
+    assert accepted_ends(db) == {("x", 1): 1}
+    steps = [(s, p.get("w")) for s, p in db.history() if s not in ("Submit", "Start")]
+    assert steps == [("Claim", "A"), ("Expire", None), ("Reclaim", "B"), ("Complete", "B")]
+    assert [r[2] for r in log_lines(log) if r[0] == "end"] == [b.pid, a.pid]
+    db.check_invariants()
+    print(f"\nterminated {killed} backend(s) of A; A's stderr:\n{err_a.strip()}")
+    db.release()
+
+
+# -- 3. sixteen worker processes on one ready queue --------------------------------------------
+
+def test_sixteen_workers_on_one_ready_queue_claim_each_version_once(
+        postgres_cluster: PostgresCluster, postgres_url: str,
+        workers: list[subprocess.Popen[str]]) -> None:
+    n_workers, n_tasks = 16, 400
+    db = DurableScheduler(postgres_url, max_concurrency=16, record=True)
+    for i in range(n_tasks):
+        db.submit(f"t{i}", fn=f"{JOBS}:noop")
+    db.start()
+    for k in range(n_workers):
+        workers.append(start_worker(postgres_url, "--lease", "30", "--until-done",
+                                    name=f"w{k:02d}"))
+    waits: collections.Counter[tuple[str, str]] = collections.Counter()
+    samples = busy_samples = 0
+    with postgres_cluster.connect(dbname_of(postgres_url)) as watcher:
+        end = time.monotonic() + 180
+        while any(p.poll() is None for p in workers):
+            assert time.monotonic() < end, "the workers did not finish in 180 s"
+            rows = watcher.execute(
+                "SELECT wait_event_type, wait_event FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                " AND backend_type = 'client backend' AND state = 'active'").fetchall()
+            samples += 1
+            busy_samples += bool(rows)
+            for kind, event in rows:
+                if kind == "Lock":
+                    waits[(kind, event)] += 1
+            time.sleep(0.01)
+    outcomes = [finish(p) for p in workers]
+    assert [code for code, _ in outcomes] == [0] * n_workers, "".join(e for _, e in outcomes)
+    row_waits = waits[("Lock", "tuple")] + waits[("Lock", "transactionid")]
+    print(f"\n{samples} samples of pg_stat_activity ({busy_samples} with an active backend): "
+          f"lock waits {dict(waits)}; backends queued on the advisory lock "
+          f"{waits[('Lock', 'advisory')]} times in all")
+    assert row_waits == 0, f"a claimer waited on another's row lock: {dict(waits)}"
+    assert samples >= 3
+    claims = claims_per_version(db)
+    assert sorted(claims) == sorted(f"t{i}" for i in range(n_tasks))
+    twice = {t: c for t, c in claims.items() if len(c) != 1 or c[0][0] != "Claim"}
+    assert twice == {}, f"versions claimed more than once: {twice}"
+    ended = accepted_ends(db)
+    assert len(ended) == n_tasks and set(ended.values()) == {1}
+    assert db.stats().succeeded == n_tasks
+    by_worker = collections.Counter(c[0][1] for c in claims.values())
+    print(f"versions claimed per worker: {sorted(by_worker.values())}")
+    db.check_invariants()
+    db.release()
+
+
+# -- 4. a statement timeout inside a step ------------------------------------------------------
+
+def _advisory_key(schema: str = "refsched") -> int:
+    """The store's advisory lock key, as refsched/durable/postgres.py computes it."""
+    digest = hashlib.sha256(f"refsched:{schema}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@pytest.mark.parametrize("blocker", ["advisory lock", "row lock"])
+def test_a_statement_timeout_writes_nothing_and_the_step_succeeds_later(
+        postgres_url: str, blocker: str) -> None:
+    db = DurableScheduler(postgres_url, max_concurrency=1, record=True)
+    db.submit("x", fn=f"{JOBS}:noop")
+    db.submit("y", ["x"], fn=f"{JOBS}:noop")
+    db.start()
+    (lease,) = db.claim("w", lease=300)
+    timed = DurableScheduler(f"{postgres_url}&options=-c%20statement_timeout%3D50",
+                             create=False)
+    holder = psycopg.connect(postgres_url, autocommit=True, connect_timeout=10)
+    try:
+        assert timed.info("x").state is TaskState.RUNNING  # the setting took: reads still work
+        if blocker == "advisory lock":
+            holder.execute("SELECT pg_advisory_lock(%s)", (_advisory_key(),))
+        else:  # an open transaction holds the version's row: the step waits inside its lock
+            holder.execute("BEGIN")
+            holder.execute("UPDATE refsched.task SET seq = seq WHERE id = 'x'")
+        before = (db.snapshot(), db.history(), db.stats(), db.leases())
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="timed out") as refused:
+            timed.complete(lease, "first")
+        took = time.monotonic() - started
+        assert "nothing of this step was written" in str(refused.value)
+        assert (db.snapshot(), db.history(), db.stats(), db.leases()) == before
+        assert db.info("x").state is TaskState.RUNNING and db.info("y").state is TaskState.PENDING
+        if blocker == "advisory lock":
+            holder.execute("SELECT pg_advisory_unlock(%s)", (_advisory_key(),))
+        else:
+            holder.execute("ROLLBACK")
+        assert timed.complete(lease, "second") is TaskState.SUCCEEDED
+        assert db.result("x") == "second"
+        assert db.info("y").state is TaskState.READY
+        assert accepted_ends(db) == {("x", 1): 1}
+        db.check_invariants()
+        print(f"\n{blocker}: complete() refused after {took:.3f} s: {refused.value}")
+    finally:
+        holder.close()
+        timed.release()
+        db.release()
+
+
+# -- 5. a worker on another host (a network namespace) cut off mid-task ------------------------
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30,
+                          check=check)
+
+
+@pytest.fixture
+def other_host() -> Iterator[dict[str, str]]:
+    """A network namespace joined to this one by a veth pair (needs root and ``ip netns``)."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("network namespaces need root and the ip command")
+    tag = f"rsf{os.getpid() % 100000}"
+    net = f"10.{200 + os.getpid() % 50}.{os.getpid() % 250}"
+    ns, here, there = tag, f"{tag}a", f"{tag}b"
+    made = _ip("netns", "add", ns, check=False)
+    if made.returncode != 0:
+        pytest.skip(f"cannot make a network namespace here: {made.stderr.strip()}")
+    try:
+        for args in (("link", "add", here, "type", "veth", "peer", "name", there),
+                     ("link", "set", there, "netns", ns),
+                     ("addr", "add", f"{net}.1/24", "dev", here),
+                     ("link", "set", here, "up"),
+                     ("-n", ns, "addr", "add", f"{net}.2/24", "dev", there),
+                     ("-n", ns, "link", "set", there, "up"),
+                     ("-n", ns, "link", "set", "lo", "up")):
+            done = _ip(*args, check=False)
+            if done.returncode != 0:
+                pytest.skip(f"ip {' '.join(args)}: {done.stderr.strip()}")
+        ping = subprocess.run(["ip", "netns", "exec", ns, "ping", "-c", "1", "-W", "2",
+                               f"{net}.1"], capture_output=True, text=True, timeout=30)
+        if ping.returncode != 0 and shutil.which("ping") is not None:
+            pytest.skip(f"the veth pair carries nothing: {ping.stdout}{ping.stderr}")
+        yield {"ns": ns, "link": here, "server": f"{net}.1", "subnet": f"{net}.0/24"}
+    finally:
+        _ip("link", "del", here, check=False)
+        _ip("netns", "del", ns, check=False)
+
+
+@pytest.fixture
+def tcp_cluster(postgres_cluster: PostgresCluster,
+                other_host: dict[str, str]) -> Iterator[PostgresCluster]:
+    """A second throwaway server that also listens on the veth's address (trust for its
+    subnet). ``idle_in_transaction_session_timeout`` ends the session of a client cut off
+    inside a transaction, which would otherwise hold the store's advisory lock until TCP gives
+    up on it (hours, without keepalives)."""
+    cls = type(postgres_cluster)
+    base = tempfile.mkdtemp(prefix="refsched-pgnet-")
+    cluster = cls(base)
+    try:
+        cluster.init()
+        with (cluster.datadir / "postgresql.conf").open("a") as f:
+            f.write("\n# tests/test_durable_postgres_faults.py: a worker on another host\n"
+                    f"listen_addresses = '{other_host['server']}'\n"
+                    "idle_in_transaction_session_timeout = '2s'\n")
+        with (cluster.datadir / "pg_hba.conf").open("a") as f:
+            f.write(f"host all all {other_host['subnet']} trust\n")
+        cluster.start()
+        yield cluster
+    finally:
+        with contextlib.suppress(Exception):
+            cluster.stop("immediate")
+        if cluster.running:
+            with contextlib.suppress(Exception):
+                cluster.kill()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_a_worker_on_another_host_cut_off_mid_task_loses_it(
+        tcp_cluster: PostgresCluster, other_host: dict[str, str], tmp_path: Path,
+        workers: list[subprocess.Popen[str]]) -> None:
+    local_url = tcp_cluster.create_database("netfaults")
+    remote_url = f"postgresql://postgres@{other_host['server']}:5432/netfaults?connect_timeout=5"
+    log = tmp_path / "log"
+    log.touch()
+    log.chmod(0o666)
+    db = DurableScheduler(local_url, max_concurrency=1, record=True)
+    db.submit("x", fn=f"{JOBS}:hang_first",
+              args={"task": "x", "marker": str(tmp_path / "marker"), "log": str(log),
+                    "seconds": 3.0})
+    db.start()
+    remote = start_worker(remote_url, "--lease", "1", "--until-done", name="remote",
+                          prefix=("ip", "netns", "exec", other_host["ns"]))
+    workers.append(remote)
+    wait_for(lambda: any(r[0] == "start" for r in log_lines(log)), timeout=60,
+             what="the remote worker's start")
+    with tcp_cluster.connect("netfaults") as conn:
+        addrs = {str(a) for (a,) in conn.execute(
+            "SELECT client_addr FROM pg_stat_activity WHERE datname = 'netfaults'"
+            " AND client_addr IS NOT NULL").fetchall()}
+    assert addrs == {other_host["server"].rsplit(".", 1)[0] + ".2"}, addrs
+    _ip("link", "set", other_host["link"], "down")  # the cable is cut: no RST, only silence
+    cut_at = time.time()
+    local = start_worker(local_url, "--lease", "1", "--until-done", name="local")
+    workers.append(local)
+    code, err_local = finish(local, timeout=60)
+    assert code == 0, err_local
+    assert db.result("x") == local.pid
+    info = db.info("x")
+    assert info.state is TaskState.SUCCEEDED and info.attempts == 2
+    steps = [(s, p.get("w")) for s, p in db.history() if s not in ("Submit", "Start")]
+    assert steps == [("Claim", "remote"), ("Expire", None), ("Reclaim", "local"),
+                     ("Complete", "local")]
+    reclaimed_after = time.time() - cut_at
+    _ip("link", "set", other_host["link"], "up")  # the remote worker hears again: refused
+    code, err_remote = finish(remote, timeout=120)
+    assert code == 0, err_remote
+    assert "report refused" in err_remote, err_remote
+    assert accepted_ends(db) == {("x", 1): 1}
+    assert db.result("x") == local.pid
+    db.check_invariants()
+    pids = [r[2] for r in log_lines(log) if r[0] == "start"]
+    assert pids[1] == local.pid and len(pids) == 2
+    print(f"\nre-claimed and completed {reclaimed_after:.2f} s after the cut; the remote "
+          f"worker's stderr:\n{err_remote.strip()}")
+    db.release()
