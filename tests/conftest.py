@@ -11,8 +11,9 @@ import itertools
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, NoReturn
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -90,3 +91,49 @@ def postgres_url(postgres_cluster: PostgresCluster) -> Iterator[str]:
         if not postgres_cluster.running:
             postgres_cluster.start()
         postgres_cluster.drop_database(name)  # terminates its backends first
+
+
+StoreURL = Callable[[str], str]  # a store's name -> the URL of that store
+
+
+def sqlite_stores(folder: Path) -> StoreURL:
+    """Stores as SQLite files in ``folder``."""
+    return lambda name="s.db": f"sqlite:///{folder / name}"
+
+
+def postgres_stores(database_url: str) -> StoreURL:
+    """Stores as schemas of one PostgreSQL database: the name ``s.db`` is the schema ``s_db``."""
+    def url(name: str = "s.db") -> str:
+        schema = "".join(c if c.isalnum() else "_" for c in name.lower())
+        return f"{database_url}{'&' if '?' in database_url else '?'}schema={schema}"
+    return url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> StoreURL:
+    """The URL of a fresh durable store by name, on each kind of store: a SQLite file, and a
+    schema of a database on a real PostgreSQL server."""
+    if request.param == "sqlite":
+        return sqlite_stores(tmp_path)
+    return postgres_stores(request.getfixturevalue("postgres_url"))
+
+
+def postgres_factory(database_url: str) -> Callable[..., Any]:
+    """A ``DurableScheduler`` factory for replay and lock-step, which name a SQLite file: each
+    call makes a fresh store in the schema ``store`` of the PostgreSQL database instead, after
+    emptying the one the previous call made (emptied, not dropped: thousands of replayed traces
+    would spend most of their time creating tables)."""
+    import psycopg
+
+    from refsched.durable import DurableScheduler
+
+    url = postgres_stores(database_url)("store")
+    conn = psycopg.connect(database_url, autocommit=True)
+
+    def fresh(_sqlite_url: str, *args: Any, **kwargs: Any) -> DurableScheduler:
+        if conn.execute("SELECT to_regclass('store.meta')").fetchone()[0] is not None:
+            conn.execute("TRUNCATE store.meta, store.task, store.dep, store.step "
+                         "RESTART IDENTITY")
+        return DurableScheduler(url, *args, **kwargs)
+
+    return fresh

@@ -36,14 +36,17 @@ from refsched.errors import (
 )
 from refsched.types import TaskState
 from refsched.verify.durable_history import HistoryCheck, check_history
+from tests.conftest import StoreURL, sqlite_stores
 
 NOOP = "tests.durable_jobs.jobs:noop"
 
 
-def store(tmp_path: Path, name: str = "s.db", **options: Any) -> DurableScheduler:
+def store(where: Path | StoreURL, name: str = "s.db", **options: Any) -> DurableScheduler:
+    """A store named ``name``: a SQLite file in the folder ``where``, or by ``durable_url``."""
     options.setdefault("max_concurrency", 2)
     options.setdefault("clock", "virtual")
-    return DurableScheduler(f"sqlite:///{tmp_path / name}", **options)
+    url = sqlite_stores(where)(name) if isinstance(where, Path) else where(name)
+    return DurableScheduler(url, **options)
 
 
 def dag(db: DurableScheduler, edges: dict[str, list[str]]) -> None:
@@ -53,8 +56,8 @@ def dag(db: DurableScheduler, edges: dict[str, list[str]]) -> None:
 
 # -- the contract ------------------------------------------------------------------------------
 
-def test_claims_follow_seq_and_the_concurrency_limit(tmp_path: Path) -> None:
-    db = store(tmp_path)
+def test_claims_follow_seq_and_the_concurrency_limit(durable_url: StoreURL) -> None:
+    db = store(durable_url)
     dag(db, {"a": [], "b": [], "c": [], "d": ["a"]})
     db.start()
     leases = db.claim("w1", limit=5, lease=10)
@@ -67,8 +70,8 @@ def test_claims_follow_seq_and_the_concurrency_limit(tmp_path: Path) -> None:
 
 
 def test_an_expired_lease_is_reclaimed_as_the_next_attempt_and_the_old_one_is_fenced(
-        tmp_path: Path) -> None:
-    db = store(tmp_path, max_concurrency=1)
+        durable_url: StoreURL) -> None:
+    db = store(durable_url, max_concurrency=1)
     dag(db, {"a": [], "b": []})
     db.start()
     (first,) = db.claim("w1", lease=1)
@@ -92,8 +95,8 @@ def test_an_expired_lease_is_reclaimed_as_the_next_attempt_and_the_old_one_is_fe
     db.check_invariants()
 
 
-def test_a_completion_committed_before_the_expiry_wins(tmp_path: Path) -> None:
-    db = store(tmp_path)
+def test_a_completion_committed_before_the_expiry_wins(durable_url: StoreURL) -> None:
+    db = store(durable_url)
     dag(db, {"a": []})
     db.start()
     (lease,) = db.claim("w1", lease=1)
@@ -103,8 +106,8 @@ def test_a_completion_committed_before_the_expiry_wins(tmp_path: Path) -> None:
     assert db.info("a").attempts == 1
 
 
-def test_heartbeats_keep_a_lease_and_carry_the_cancel_request(tmp_path: Path) -> None:
-    db = store(tmp_path)
+def test_heartbeats_keep_a_lease_and_carry_the_cancel_request(durable_url: StoreURL) -> None:
+    db = store(durable_url)
     dag(db, {"a": []})
     db.start()
     (lease,) = db.claim("w1", lease=2)
@@ -117,8 +120,9 @@ def test_heartbeats_keep_a_lease_and_carry_the_cancel_request(tmp_path: Path) ->
     assert db.acknowledge_cancel(lease) is TaskState.CANCELLED
 
 
-def test_max_attempts_expiries_fail_the_version_and_block_its_dependents(tmp_path: Path) -> None:
-    db = store(tmp_path, max_attempts=2, record=True)
+def test_max_attempts_expiries_fail_the_version_and_block_its_dependents(
+        durable_url: StoreURL) -> None:
+    db = store(durable_url, max_attempts=2, record=True)
     dag(db, {"a": [], "b": ["a"]})
     db.start()
     db.claim("w1", lease=1)
@@ -139,8 +143,8 @@ def test_max_attempts_expiries_fail_the_version_and_block_its_dependents(tmp_pat
     db.check_invariants()
 
 
-def test_fan_in_readies_the_child_once_when_its_last_parent_succeeds(tmp_path: Path) -> None:
-    db = store(tmp_path, max_concurrency=3)
+def test_fan_in_readies_the_child_once_when_its_last_parent_succeeds(durable_url: StoreURL) -> None:
+    db = store(durable_url, max_concurrency=3)
     dag(db, {"p1": [], "p2": [], "p3": [], "child": ["p1", "p2", "p3"]})
     db.start()
     leases = db.claim("w", limit=3)
@@ -153,8 +157,8 @@ def test_fan_in_readies_the_child_once_when_its_last_parent_succeeds(tmp_path: P
 
 
 def test_resubmitting_a_succeeded_dep_makes_its_waiting_dependents_wait_again(
-        tmp_path: Path) -> None:
-    db = store(tmp_path)
+        durable_url: StoreURL) -> None:
+    db = store(durable_url)
     dag(db, {"a": [], "b": [], "child": ["a", "b"]})
     db.start()
     for lease in db.claim("w", limit=2):
@@ -167,8 +171,8 @@ def test_resubmitting_a_succeeded_dep_makes_its_waiting_dependents_wait_again(
     db.check_invariants()
 
 
-def test_scheduler_errors_match_the_task_scheduler(tmp_path: Path) -> None:
-    db = store(tmp_path)
+def test_scheduler_errors_match_the_task_scheduler(durable_url: StoreURL) -> None:
+    db = store(durable_url)
     dag(db, {"a": [], "b": ["a"]})
     with pytest.raises(InvalidTransitionError):
         db.claim("w")
@@ -232,8 +236,8 @@ def test_scheduler_errors_match_the_task_scheduler(tmp_path: Path) -> None:
     lambda db: db.tick(-1),
     lambda db: db.wait(timeout="x"),
 ])
-def test_bad_input_is_refused_and_changes_nothing(tmp_path: Path, call: Any) -> None:
-    db = store(tmp_path)
+def test_bad_input_is_refused_and_changes_nothing(durable_url: StoreURL, call: Any) -> None:
+    db = store(durable_url)
     dag(db, {"a": []})
     db.start()
     db.claim("w")
@@ -243,20 +247,19 @@ def test_bad_input_is_refused_and_changes_nothing(tmp_path: Path, call: Any) -> 
     assert (db.snapshot(), db.leases(), db.stats()) == before
 
 
-def test_the_store_belongs_to_its_creator_settings(tmp_path: Path) -> None:
-    db = store(tmp_path, max_concurrency=3)
+def test_the_store_belongs_to_its_creator_settings(durable_url: StoreURL) -> None:
+    db = store(durable_url, max_concurrency=3)
     url = db.url
     with pytest.raises(InvalidArgumentError, match="max_concurrency=3"):
         DurableScheduler(url, max_concurrency=4)
     again = DurableScheduler(url)
     assert (again.max_concurrency, again.clock) == (3, "virtual")
     with pytest.raises(InvalidArgumentError, match="the store is new"):
-        DurableScheduler(f"sqlite:///{tmp_path / 'new.db'}")
-    assert not (tmp_path / "new.db").exists() or (tmp_path / "new.db").stat().st_size >= 0
+        DurableScheduler(durable_url("new.db"))
 
 
-def test_the_wall_clock_store_refuses_tick(tmp_path: Path) -> None:
-    db = store(tmp_path, clock="wall")
+def test_the_wall_clock_store_refuses_tick(durable_url: StoreURL) -> None:
+    db = store(durable_url, clock="wall")
     with pytest.raises(InvalidTransitionError):
         db.tick(1)
     assert db.now() > 1e9  # Unix seconds from SQLite's own clock

@@ -155,10 +155,15 @@ class PostgresStore(Store):
             conn.autocommit = True  # every transaction is an explicit BEGIN ... COMMIT
             conn.execute(self._set_path)
 
+        # A step's whole transaction is a few round trips: BEGIN with the lock, its statements,
+        # COMMIT with the notification. No check of a pooled connection on each checkout: a
+        # connection that broke while idle (the server restarted) fails the first statement,
+        # before anything of the step was sent, and the step is begun again on another.
         self._pool = ConnectionPool(self._conninfo, min_size=1, max_size=pool_size,
-                                    configure=configure, check=ConnectionPool.check_connection,
-                                    timeout=connect_timeout, open=False,
+                                    configure=configure, timeout=connect_timeout, open=False,
                                     name=f"refsched-{self.schema_name}")
+        self._begin_write = f"BEGIN; SELECT pg_advisory_xact_lock({self._lock_key})"
+        self._commit_notify = f"SELECT pg_notify('{self._channel}', ''); COMMIT"
         try:
             self._pool.open(wait=True, timeout=connect_timeout)
         except Exception as e:
@@ -184,17 +189,26 @@ class PostgresStore(Store):
     @contextlib.contextmanager
     def transaction(self, write: bool = True) -> Iterator[Tx]:
         psycopg = self._psycopg
+        # The store's one writer at a time: the steps commit in the order they run.
+        begin = (self._begin_write if write
+                 else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        conn = None
         try:
-            with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
-                if write:
-                    # The store's one writer at a time: the steps commit in the order they run.
-                    cur.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-                else:
-                    cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                tx = _PostgresTx(cur, self._now_sql)
-                yield tx
-                if tx.woken:
-                    cur.execute("SELECT pg_notify(%s, '')", (self._channel,))
+            conn = self._pool.getconn()
+            cur = conn.cursor()
+            try:
+                cur.execute(begin)
+            except psycopg.OperationalError:
+                if not conn.broken:
+                    raise
+                # Broken while it sat in the pool (the server restarted); nothing of the step
+                # was sent, so it is begun again on a new connection.
+                self._pool.putconn(conn)
+                conn = None
+                conn = self._pool.getconn()
+                cur = conn.cursor()
+                cur.execute(begin)
+            yield from self._body(conn, cur)
         except psycopg.Error as e:
             raise _store_error(self._safe_url(), e) from None
         except Exception as e:
@@ -202,6 +216,22 @@ class PostgresStore(Store):
                 raise StoreError(f"{self._safe_url()}: no connection to the server: "
                                  f"{e}") from None
             raise
+        finally:
+            if conn is not None:
+                self._pool.putconn(conn)
+
+    def _body(self, conn: Any, cur: Any) -> Iterator[Tx]:
+        """The transaction begun on ``conn``: the caller's statements, then COMMIT (with the
+        notification when the step asked for one), or ROLLBACK if anything raised."""
+        tx = _PostgresTx(cur, self._now_sql)
+        try:
+            yield tx
+        except BaseException:
+            if not conn.broken:
+                with contextlib.suppress(Exception):
+                    cur.execute("ROLLBACK")
+            raise
+        cur.execute(self._commit_notify if tx.woken else "COMMIT")
 
     def wait_for_work(self, timeout: float) -> bool:
         """Wait on the store's channel; a dropped connection is reopened on the next wait."""
