@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,6 +34,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from refsched.durable import DurableScheduler
+from refsched.durable.scheduler import Lease
 from refsched.errors import StoreError
 from refsched.types import TaskState
 from refsched.verify.durable_history import HistoryCheck, check_history
@@ -142,11 +144,54 @@ def finish(p: subprocess.Popen[str], timeout: float = 120) -> tuple[int, str]:
 
 # -- 1. the server restarted, then crashed, under running workers ------------------------------
 
+def _advisory_key(schema: str = "refsched") -> int:
+    """The store's advisory lock key, as refsched/durable/postgres.py computes it."""
+    digest = hashlib.sha256(f"refsched:{schema}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+def _fault_with_writes_in_flight(cluster: PostgresCluster, dbname: str, mine: DurableScheduler,
+                                 lease: Lease, fault: Callable[[], None]) -> tuple[int, str]:
+    """Hold the store's advisory lock, so that a complete() of this process and whatever the
+    workers write queue behind it, then ``fault()``: every one of those writes is in flight
+    when the server goes. Returns how many backends were queued, and the complete()'s error."""
+    holder = cluster.connect(dbname)
+    holder.execute("SELECT pg_advisory_lock(%s)", (_advisory_key(),))
+    outcome: dict[str, object] = {}
+
+    def report() -> None:
+        try:
+            outcome["state"] = mine.complete(lease, "in flight")
+        except StoreError as e:
+            outcome["error"] = e
+
+    def queued() -> int:
+        return int(holder.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event = 'advisory'").fetchone()[0])
+
+    thread = threading.Thread(target=report)
+    thread.start()
+    with contextlib.suppress(AssertionError):  # the workers' writes join when they come
+        wait_for(lambda: queued() >= 3, timeout=5)
+    waiting = queued()
+    assert waiting >= 1  # this process's complete() at least
+    fault()
+    thread.join(60)
+    assert not thread.is_alive()
+    with contextlib.suppress(Exception):
+        holder.close()
+    assert "error" in outcome, outcome  # the server went before the step could commit
+    return waiting, str(outcome["error"])
+
+
 def test_workers_ride_out_a_server_restart_and_a_crash(
         postgres_cluster: PostgresCluster, postgres_url: str, tmp_path: Path,
         workers: list[subprocess.Popen[str]]) -> None:
     log = tmp_path / "log"
-    db = DurableScheduler(postgres_url, max_concurrency=3, record=True)
+    db = DurableScheduler(postgres_url, max_concurrency=5, record=True)
+    db.submit("mine0", fn=f"{JOBS}:noop")  # claimed by this process: its reports are in
+    db.submit("mine1", fn=f"{JOBS}:noop")  # flight at the restart and at the crash
     layers = [[f"L{layer}n{i}" for i in range(6)] for layer in range(5)]
     deps: dict[str, list[str]] = {}
     for layer, names in enumerate(layers):
@@ -157,35 +202,48 @@ def test_workers_ride_out_a_server_restart_and_a_crash(
                       args={"task": t, "log": str(log), "seconds": seconds})
     total = sum(len(names) for names in layers)
     db.start()
-    db.release()  # the test's own pool must not hide what the restart does to the workers'
+    mine = {lease.task_id: lease for lease in db.claim("tester", limit=2, lease=300)}
+    assert sorted(mine) == ["mine0", "mine1"]
     for k in range(3):
         workers.append(start_worker(postgres_url, "--lease", "5", "--until-done", name=f"w{k}"))
 
     def ends() -> int:
         return sum(1 for r in log_lines(log) if r[0] == "end")
 
+    dbname = dbname_of(postgres_url)
     wait_for(lambda: ends() >= 5, what="five ends before the restart")
     at_restart = ends()
-    postgres_cluster.restart()  # fast shutdown: every backend terminated, then a new server
+    # fast shutdown: every backend terminated, then a new server
+    queued_restart, error_restart = _fault_with_writes_in_flight(
+        postgres_cluster, dbname, db, mine["mine0"], postgres_cluster.restart)
+    assert db.info("mine0").state is TaskState.RUNNING  # refused: nothing of it was written
+    assert db.complete(mine["mine0"], "retried") is TaskState.SUCCEEDED  # the retry commits
     wait_for(lambda: ends() >= at_restart + 4, timeout=90, what="four ends after the restart")
     at_crash = ends()
-    postgres_cluster.kill()  # SIGKILL of every server process: a crash
-    time.sleep(0.5)  # the workers find no server for a while
-    postgres_cluster.start()  # crash recovery
+
+    def crash() -> None:
+        postgres_cluster.kill()  # SIGKILL of every server process
+        time.sleep(0.5)  # the workers find no server for a while
+        postgres_cluster.start()  # crash recovery
+
+    queued_crash, error_crash = _fault_with_writes_in_flight(
+        postgres_cluster, dbname, db, mine["mine1"], crash)
+    assert db.info("mine1").state is TaskState.RUNNING
+    assert db.complete(mine["mine1"], "retried") is TaskState.SUCCEEDED
     assert at_crash < total, "the run ended before the crash: nothing was shown"
     outcomes = [finish(p, timeout=180) for p in workers]
     errors = "".join(err for _, err in outcomes)
-    assert [code for code, _ in outcomes] == [0, 0, 0], errors
+    assert [code for code, _ in outcomes] == [0, 0, 0], errors  # none died: they reconnected
 
-    db = DurableScheduler(postgres_url, create=False)
     try:
         assert all(db.state(t) is TaskState.SUCCEEDED for names in layers for t in names)
+        assert db.result("mine0") == db.result("mine1") == "retried"
         ended = accepted_ends(db)
-        assert len(ended) == total and set(ended.values()) == {1}
+        assert len(ended) == total + 2 and set(ended.values()) == {1}
         db.check_invariants()
         history = db.history()
         completes = collections.Counter(p["t"] for a, p in history if a == "Complete")
-        assert completes == {t: 1 for names in layers for t in names}
+        assert completes == {t: 1 for t in [*mine, *deps]}
         reclaims = [p["t"] for a, p in history if a == "Reclaim"]
         # deps ran first, whichever attempt ran them
         rows = log_lines(log)
@@ -195,10 +253,47 @@ def test_workers_ride_out_a_server_restart_and_a_crash(
                 assert all(last_end[d] <= at for d in deps[task]), task
         retried = errors.count("store error, retrying the report")
         refused = errors.count("report refused")
-        print(f"\nrestart after {at_restart} ends, crash after {at_crash} of {total}; "
-              f"reports retried after a store error: {retried}, refused (committed before the "
-              f"error, or taken over): {refused}, re-claims: {len(reclaims)}, "
+        print(f"\nrestart after {at_restart} ends with {queued_restart} writers queued on the "
+              f"store's lock; crash after {at_crash} of {total} with {queued_crash} queued; "
+              f"this process's complete() at the restart: {error_restart!r}; at the crash: "
+              f"{error_crash!r}; workers' reports retried after a store error: {retried}, "
+              f"refused (committed before the error, or taken over): {refused}, "
+              f"re-claims: {len(reclaims)}, "
               f"function runs: {sum(1 for r in rows if r[0] == 'start')}")
+    finally:
+        db.release()
+
+
+def test_until_done_workers_outlast_an_outage_longer_than_the_pool_wait(
+        postgres_cluster: PostgresCluster, postgres_url: str, tmp_path: Path,
+        workers: list[subprocess.Popen[str]]) -> None:
+    """The store waits up to 30 s for a pooled connection, then raises StoreError; a worker
+    must treat that as any store error (retry later), not exit."""
+    log = tmp_path / "log"
+    db = DurableScheduler(postgres_url, max_concurrency=2, record=True)
+    for i in range(8):
+        db.submit(f"t{i}", fn=f"{JOBS}:work", args={"task": f"t{i}", "log": str(log),
+                                                   "seconds": 0.3})
+    db.start()
+    db.release()
+    for k in range(2):
+        workers.append(start_worker(postgres_url, "--lease", "2", "--until-done", name=f"w{k}"))
+    wait_for(lambda: any(r[0] == "end" for r in log_lines(log)), what="a first end")
+    postgres_cluster.stop()
+    time.sleep(36)  # longer than the pool's 30 s wait for a connection
+    dead = [(p.returncode, p.communicate(timeout=30)[1]) for p in workers if p.poll() is not None]
+    assert dead == [], dead
+    postgres_cluster.start()
+    outcomes = [finish(p, timeout=120) for p in workers]
+    assert [code for code, _ in outcomes] == [0, 0], "".join(e for _, e in outcomes)
+    db = DurableScheduler(postgres_url, create=False)
+    try:
+        assert all(db.state(f"t{i}") is TaskState.SUCCEEDED for i in range(8))
+        ended = accepted_ends(db)
+        assert len(ended) == 8 and set(ended.values()) == {1}
+        db.check_invariants()
+        print(f"\nre-claims after the outage: "
+              f"{sum(1 for a, _ in db.history() if a == 'Reclaim')}")
     finally:
         db.release()
 
@@ -295,12 +390,6 @@ def test_sixteen_workers_on_one_ready_queue_claim_each_version_once(
 
 
 # -- 4. a statement timeout inside a step ------------------------------------------------------
-
-def _advisory_key(schema: str = "refsched") -> int:
-    """The store's advisory lock key, as refsched/durable/postgres.py computes it."""
-    digest = hashlib.sha256(f"refsched:{schema}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
-
 
 @pytest.mark.parametrize("blocker", ["advisory lock", "row lock"])
 def test_a_statement_timeout_writes_nothing_and_the_step_succeeds_later(

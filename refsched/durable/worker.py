@@ -195,7 +195,7 @@ class Worker:
                     for lease in leases:
                         self._launch(lease)
                     continue
-                if self.until_done and self._busy == 0 and self.db.done():
+                if self.until_done and self._busy == 0 and self._done():
                     break
                 if self.db.notifies:  # woken by the store's notification, or after idle
                     self.db.wait_for_work(idle)
@@ -210,6 +210,17 @@ class Worker:
             beats.join()
             self.db.release()
         return 0
+
+    def _done(self) -> bool:
+        """``db.done()``; a store error is "not yet". Why: a server down for longer than the
+        store waits for a connection (30 s on PostgreSQL) made done() raise, and the worker
+        exited 2 with its work unfinished; claim() already treats a store error as "nothing
+        now" and tries again after the idle wait, and so does this."""
+        try:
+            return self.db.done()
+        except StoreError as e:
+            log.warning("worker %s: store error, will try again: %s", self.name, e)
+            return False
 
     def _launch(self, lease: Lease) -> None:
         token = CancelToken(lease.task_id, lease.generation)
