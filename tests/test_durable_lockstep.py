@@ -20,6 +20,7 @@ from refsched.durable.store import Tx
 from refsched.errors import LeaseLostError, SchedulerError
 from refsched.types import TaskState
 from refsched.verify.durable_lockstep import Disagreement, Ledger, run_durable_lockstep
+from tests.conftest import postgres_factory
 
 
 def test_durable_scheduler_agrees_with_the_model_and_takes_every_action() -> None:
@@ -31,6 +32,13 @@ def test_durable_scheduler_agrees_with_the_model_and_takes_every_action() -> Non
     assert ledger.missing() == [], ledger.summary()
     for error in ("StaleLeaseError", "LeaseLostError", "InvalidArgumentError"):
         assert ledger.actions[f"refused: {error}"] >= 1, ledger.summary()
+
+
+def test_the_postgresql_store_agrees_with_the_model(postgres_url: str) -> None:
+    ledger = run_durable_lockstep(postgres_factory(postgres_url), examples=40, steps=40, seed=0)
+    for action in ("Claim", "Reclaim", "Expire", "Complete", "Fail", "Heartbeat", "Retry",
+                   "refused: StaleLeaseError"):
+        assert ledger.actions[action] >= 1, ledger.summary()
 
 
 def test_ledger_lists_what_was_never_taken() -> None:

@@ -25,6 +25,7 @@ from refsched.model.durable import ACTIONS, INITIAL, Instance
 from refsched.verify import corpus, stategraph, system
 from refsched.verify.itf import Step, Trace, read_traces, write_traces
 from refsched.verify.replay import ReplayReport, format_divergence, replay
+from tests.conftest import postgres_factory
 
 DURABLE = system.get("durable")
 NOOP = "refsched.durable.jobs:noop"
@@ -51,6 +52,16 @@ def test_every_edge_of_the_durable_corpus_replays_cleanly(traces: list[Trace]) -
     assert (report.traces, report.steps, report.edges) == (
         manifest["traces"], manifest["steps"], manifest["edges"])
     assert {name for name, c in report.coverage.items() if c.edges == 0} == set()
+
+
+@pytest.mark.slow
+def test_every_edge_of_the_durable_corpus_replays_cleanly_on_postgresql(
+        traces: list[Trace], postgres_url: str) -> None:
+    report = replay(traces, postgres_factory(postgres_url), system=DURABLE)
+    assert report.ok, format_divergence(report.divergences[0])
+    manifest = corpus.read_manifest(system=DURABLE)
+    assert (report.traces, report.steps, report.edges) == (
+        manifest["traces"], manifest["steps"], manifest["edges"])
 
 
 # -- Broken stores ------------------------------------------------------------------------------
