@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="refsched status",
         description="Show a durable store: versions by state, live leases, blocked and failed "
                     "versions with their causes. Exit codes: 0 shown, 2 usage or store error.")
-    parser.add_argument("--db", required=True, metavar="URL", help="the store, sqlite:///path.db")
+    parser.add_argument("--db", required=True, metavar="URL", help="the store: sqlite:///path.db or postgresql://user@host/db?schema=name")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = parser.parse_args(argv)
     try:

@@ -256,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="refsched worker",
         description="Run the functions of a durable store's versions: claim under leases, "
                     "heartbeat, report. Exit codes: 0 stopped or done, 2 usage or store error.")
-    parser.add_argument("--db", required=True, metavar="URL", help="the store, sqlite:///path.db")
+    parser.add_argument("--db", required=True, metavar="URL", help="the store: sqlite:///path.db or postgresql://user@host/db?schema=name")
     parser.add_argument("--concurrency", type=_positive, default=1, metavar="N",
                         help="functions run at once by this process (default 1)")
     parser.add_argument("--lease", type=_seconds, default=30.0, metavar="S",
