@@ -564,3 +564,71 @@ def test_a_worker_on_another_host_cut_off_mid_task_loses_it(
     print(f"\nre-claimed and completed {reclaimed_after:.2f} s after the cut; the remote "
           f"worker's stderr:\n{err_remote.strip()}")
     db.release()
+
+
+def test_a_worker_cut_off_inside_a_step_holds_the_store_lock_until_the_server_ends_it(
+        tcp_cluster: PostgresCluster, other_host: dict[str, str], tmp_path: Path,
+        workers: list[subprocess.Popen[str]]) -> None:
+    """The hazard of one lock for every writer: a client cut off *inside* a step holds the
+    store's advisory lock, and every other writer of the store waits, until the server ends
+    that session. The server notices a silent peer only through TCP (keepalives: 2 hours by
+    default) or through ``idle_in_transaction_session_timeout`` (2 s on this cluster)."""
+    local_url = tcp_cluster.create_database("netfaults")
+    remote_url = f"postgresql://postgres@{other_host['server']}:5432/netfaults?connect_timeout=5"
+    log = tmp_path / "log"
+    log.touch()
+    log.chmod(0o666)
+    db = DurableScheduler(local_url, max_concurrency=1, record=True)
+    db.submit("x", fn=f"{JOBS}:hang_first",
+              args={"task": "x", "marker": str(tmp_path / "marker"), "log": str(log),
+                    "seconds": 3.0})
+    db.start()
+    remote = start_worker(remote_url, "--lease", "1", "--until-done", name="remote",
+                          prefix=("ip", "netns", "exec", other_host["ns"]))
+    workers.append(remote)
+    wait_for(lambda: any(r[0] == "start" for r in log_lines(log)), timeout=60,
+             what="the remote worker's start")
+    remote_addr = other_host["server"].rsplit(".", 1)[0] + ".2"
+    with tcp_cluster.connect("netfaults") as watch, tcp_cluster.connect("netfaults") as holder:
+        def remote_backends(condition: str) -> int:
+            return int(watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE client_addr = %s::inet AND "
+                + condition, (remote_addr,)).fetchone()[0])
+
+        # The version's row held by another transaction: the remote worker's next heartbeat
+        # takes the store's lock, then waits for the row, inside its step.
+        holder.execute("BEGIN")
+        holder.execute("UPDATE refsched.task SET seq = seq WHERE id = 'x'")
+        wait_for(lambda: remote_backends("wait_event_type = 'Lock'") == 1, timeout=30,
+                 what="the remote heartbeat waiting inside its step")
+        _ip("link", "set", other_host["link"], "down")  # cut off inside the step
+        cut_at = time.monotonic()
+        holder.execute("ROLLBACK")  # its UPDATE runs; the answer goes nowhere
+        wait_for(lambda: remote_backends("state = 'idle in transaction'") == 1, timeout=10,
+                 what="the remote backend idle in its transaction")
+        (lock_holder,) = watch.execute(
+            "SELECT a.client_addr::text FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
+            " WHERE l.locktype = 'advisory' AND l.granted").fetchone() or (None,)
+        assert lock_holder is not None and lock_holder.split("/")[0] == remote_addr
+        local = start_worker(local_url, "--lease", "1", "--until-done", name="local")
+        workers.append(local)
+        # every write of the store waits behind the lost client: here, the local claims
+        wait_for(lambda: int(watch.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory'"
+            " AND client_addr IS NULL").fetchone()[0]) >= 1, timeout=30,
+                 what="a local writer queued behind the lost client")
+        code, err_local = finish(local, timeout=60)
+        freed_after = time.monotonic() - cut_at
+    assert code == 0, err_local
+    assert freed_after >= 2.0  # not before the server ended the lost session
+    assert "idle-in-transaction timeout" in tcp_cluster.logfile.read_text()
+    assert db.result("x") == local.pid and db.info("x").attempts == 2
+    _ip("link", "set", other_host["link"], "up")
+    code, err_remote = finish(remote, timeout=120)
+    assert code == 0, err_remote
+    assert "report refused" in err_remote, err_remote
+    assert accepted_ends(db) == {("x", 1): 1}
+    db.check_invariants()
+    print(f"\nthe store's writers waited {freed_after:.2f} s behind the client cut off inside "
+          "its step (the server's idle_in_transaction_session_timeout is 2 s)")
+    db.release()
