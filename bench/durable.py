@@ -7,11 +7,22 @@
   many threads: the cost of durability;
 - claims: claims per second of the store, one process claiming and completing in a loop.
 
+On PostgreSQL (one server for both sides: a throwaway cluster of tests/pgserver.py, or the server
+whose base URL REFSCHED_BENCH_POSTGRES gives), each run in a database of its own:
+
+- flat: the same N no-op tasks, refsched's PostgreSQL store with ``refsched worker`` against
+  Procrastinate (bench/procrastinate_tasks.py, a ``PsycopgConnector``) with 4
+  ``procrastinate worker`` processes of ``--concurrency 1``; both clocks stop when the bench
+  process, polling the store, sees the last job done;
+- dag: the layered DAG through 4 ``refsched worker`` processes against the in-memory Runner;
+- claims: claims per second over a whole run of 16 processes claiming 8 at a time and completing.
+
 Each contender starts its workers before the clock starts and stops them after it stops.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -19,11 +30,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 NOOP = "refsched.durable.jobs:noop"
+POLL = 0.005  # how often the bench process asks a PostgreSQL store whether the last job is done
+ENV_POSTGRES = "REFSCHED_BENCH_POSTGRES"
 
 
 def _wait_until(condition, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
@@ -34,34 +50,66 @@ def _wait_until(condition, timeout: float = 60.0) -> None:  # type: ignore[no-un
         time.sleep(0.002)
 
 
-def _through_workers(tasks: dict[str, list[str]], processes: int) -> float:
+def _through_workers(tasks: dict[str, list[str]], processes: int,
+                     server: PostgresServer | None = None, start_first: bool = False) -> float:
     """Seconds from the first submit of ``tasks`` (id -> deps) to the last completion, through
-    ``processes`` worker processes started beforehand."""
+    ``processes`` worker processes started beforehand.
+
+    On SQLite the clock stops when the last worker has exited (``--until-done``); on PostgreSQL
+    (``server``) when the bench process, polling the store every 5 ms, sees every version ended,
+    which is how the Procrastinate side is timed; the workers exit after that, off the clock.
+    ``start_first``: ``start()`` before the clock, so that each submit is claimable at once, as a
+    queue's enqueue is (otherwise the clock covers every submit, then ``start()``).
+    """
     from refsched.durable import DurableScheduler
 
-    folder = Path(tempfile.mkdtemp(prefix="refsched-bench-"))
-    url = f"sqlite:///{folder / 'store.db'}"
+    folder: Path | None = None
+    if server is None:
+        folder = Path(tempfile.mkdtemp(prefix="refsched-bench-"))
+        url = f"sqlite:///{folder / 'store.db'}"
+    else:
+        url = server.database("refsched")
     db = DurableScheduler(url, max_concurrency=processes)
+    # Started first, an empty store is done at once: those workers run until SIGTERM instead.
+    until_done = [] if start_first else ["--until-done"]
     workers = [subprocess.Popen([sys.executable, "-m", "refsched", "worker", "--db", url,
-                                 "--until-done", "--poll", "0.02"], cwd=ROOT)
+                                 *until_done, "--poll", "0.02"], cwd=ROOT)
                for _ in range(processes)]
     try:
-        time.sleep(1.0)  # the workers are up and polling
+        if start_first:
+            db.start()
+        if server is None:
+            time.sleep(1.0)  # the workers are up and polling
+        else:
+            server.wait_for_clients(url, processes)
         began = time.perf_counter()
         for t, deps in tasks.items():
             db.submit(t, deps, fn=NOOP)
-        db.start()
-        for w in workers:
-            w.wait(1800)
+        if not start_first:
+            db.start()
+        if server is None:
+            for w in workers:
+                w.wait(1800)
+        elif not db.wait(1800, poll=POLL):
+            raise TimeoutError("the durable workers did not finish")
         elapsed = time.perf_counter() - began
+        for w in workers:
+            if start_first:
+                w.send_signal(signal.SIGTERM)
+        for w in workers:
+            w.wait(60)
         assert db.stats().succeeded == len(tasks)
         return elapsed
     finally:
         for w in workers:
             if w.poll() is None:
                 w.kill()
+                w.wait()
         db.release()
-        shutil.rmtree(folder, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+        if server is not None:
+            server.drop(url)
 
 
 def durable_flat(n: int, processes: int = 4) -> float:
@@ -158,6 +206,227 @@ def claims_per_second(n: int = 5_000) -> float:
         db.release()
         shutil.rmtree(folder, ignore_errors=True)
 
+
+
+# -- PostgreSQL ------------------------------------------------------------------------------
+
+class PostgresServer:
+    """The PostgreSQL server of the PostgreSQL rows, one database per run.
+
+    :meth:`up` uses the server whose base URL (a database to connect to for ``CREATE DATABASE``)
+    is in REFSCHED_BENCH_POSTGRES, or else starts a throwaway cluster of tests/pgserver.py in a
+    temporary folder; :meth:`down` stops that cluster and removes the folder.
+    """
+
+    def __init__(self, base_url: str, cluster: Any = None, folder: Path | None = None) -> None:
+        self.base_url = base_url
+        self.cluster = cluster
+        self.folder = folder
+        self._made = 0
+        self.version = "?"
+
+    @classmethod
+    def up(cls) -> PostgresServer:
+        """A server to use; raises RuntimeError saying why there is none."""
+        try:
+            import psycopg  # noqa: F401
+        except ImportError as e:
+            raise RuntimeError(
+                f"psycopg is not installed ({e}): pip install -e '.[postgres]'") from e
+        base = os.environ.get(ENV_POSTGRES)
+        if base:
+            server = cls(base)
+        else:
+            if str(ROOT) not in sys.path:
+                sys.path.insert(0, str(ROOT))
+            from tests.pgserver import PostgresCluster, PostgresUnavailable
+
+            folder = Path(tempfile.mkdtemp(prefix="rs-bench-pg-"))
+            cluster = PostgresCluster(folder)
+            try:
+                cluster.start()
+            except (PostgresUnavailable, OSError, subprocess.SubprocessError) as e:
+                cluster.stop() if cluster.running else None
+                shutil.rmtree(folder, ignore_errors=True)
+                raise RuntimeError(f"no PostgreSQL server could be started: {e}") from e
+            server = cls(cluster.base_url, cluster, folder)
+        try:
+            server.version = server._query(server.base_url, "SHOW server_version")[0][0]
+        except Exception as e:
+            server.down()
+            raise RuntimeError(f"cannot reach PostgreSQL at {server.base_url}: {e}") from e
+        return server
+
+    def describe(self) -> str:
+        where = ("a throwaway cluster (tests/pgserver.py: unix socket, fsync on)"
+                 if self.cluster is not None else f"the server of {ENV_POSTGRES}")
+        return f"PostgreSQL {self.version}, {where}"
+
+    def down(self) -> None:
+        if self.cluster is not None:
+            with contextlib.suppress(Exception):
+                self.cluster.stop()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    @staticmethod
+    def _query(url: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            cur = conn.execute(sql, params)
+            return cur.fetchall() if cur.description else []
+
+    def url(self, dbname: str) -> str:
+        return urlunsplit(urlsplit(self.base_url)._replace(path=f"/{dbname}"))
+
+    def database(self, prefix: str) -> str:
+        """A new, empty database; its URL."""
+        self._made += 1
+        name = f"bench_{prefix}_{os.getpid()}_{self._made}"
+        self._query(self.base_url, f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def drop(self, url: str) -> None:
+        name = urlsplit(url).path.lstrip("/")
+        with contextlib.suppress(Exception):
+            self._query(self.base_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def wait_for_clients(self, url: str, clients: int, timeout: float = 60.0) -> None:
+        """Until ``clients`` other connections are open on ``url``'s database (the workers are up
+        and waiting for work), then a second more for them to settle into it."""
+        name = urlsplit(url).path.lstrip("/")
+        sql = ("SELECT count(DISTINCT pid) FROM pg_stat_activity WHERE datname = %s "
+               "AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
+        _wait_until(lambda: self._query(self.base_url, sql, (name,))[0][0] >= clients, timeout)
+        time.sleep(1.0)
+
+
+def durable_flat_postgres(server: PostgresServer, n: int, processes: int = 4) -> float:
+    """``n`` independent no-op tasks through ``processes`` ``refsched worker`` processes; the
+    store is started before the clock, so that each submit is claimable at once, as each of
+    Procrastinate's ``defer()`` calls is."""
+    return _through_workers({f"t{i}": [] for i in range(n)}, processes, server, start_first=True)
+
+
+def durable_dag_postgres(server: PostgresServer, n: int, processes: int = 4) -> float:
+    """The layered DAG of ``n`` tasks through ``processes`` ``refsched worker`` processes."""
+    return _through_workers(_layered(n), processes, server)
+
+
+def procrastinate_flat(server: PostgresServer, n: int, processes: int = 4) -> float:
+    """``n`` no-op jobs through Procrastinate: ``noop.defer()`` each from a synchronously opened
+    app, ``processes`` ``procrastinate worker --concurrency 1`` processes (LISTEN/NOTIFY on, as
+    by default); the clock stops when the job table says the last one succeeded."""
+    import importlib
+
+    import psycopg
+
+    url = server.database("procrastinate")
+    env = {**os.environ, "PROCRASTINATE_BENCH_DSN": url, "PYTHONPATH": str(HERE)}
+    os.environ["PROCRASTINATE_BENCH_DSN"] = url
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import procrastinate_tasks
+    tasks = importlib.reload(procrastinate_tasks)
+    cli = [str(Path(sys.executable).parent / "procrastinate"), "--app=procrastinate_tasks.app"]
+    subprocess.run([*cli, "schema", "--apply"], env=env, cwd=HERE, check=True,
+                   stdout=subprocess.DEVNULL)
+    # Its CLI logs every job at INFO on stderr by default; that stays on, sent nowhere.
+    workers = [subprocess.Popen([*cli, "worker", "--concurrency", "1"], env=env, cwd=HERE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+               for _ in range(processes)]
+    watch = psycopg.connect(url, autocommit=True)
+    done_sql = ("SELECT count(*) FILTER (WHERE status = 'succeeded'), "
+                "count(*) FILTER (WHERE status IN ('failed', 'cancelled', 'aborted')) "
+                "FROM procrastinate_jobs")
+    try:
+        server.wait_for_clients(url, processes)
+        with tasks.app.open():
+            began = time.perf_counter()
+            for _ in range(n):
+                tasks.noop.defer()
+            end = time.monotonic() + 1800
+            while True:
+                succeeded, failed = watch.execute(done_sql).fetchone() or (0, 0)
+                if failed:
+                    raise RuntimeError(f"{failed} Procrastinate jobs did not succeed")
+                if succeeded >= n:
+                    break
+                if time.monotonic() > end:
+                    raise TimeoutError("the Procrastinate workers did not finish")
+                time.sleep(POLL)
+            elapsed = time.perf_counter() - began
+        return elapsed
+    finally:
+        watch.close()
+        for w in workers:
+            w.send_signal(signal.SIGTERM)
+        for w in workers:
+            try:
+                w.wait(30)
+            except subprocess.TimeoutExpired:
+                w.kill()
+                w.wait()
+        server.drop(url)
+
+
+_CLAIMER = """
+import sys
+from refsched.durable import DurableScheduler
+db = DurableScheduler(sys.argv[1], create=False)
+name = sys.argv[2]
+print("ready", flush=True)
+sys.stdin.readline()
+claims = 0
+while leases := db.claim(name, limit=8):
+    claims += len(leases)
+    for lease in leases:
+        db.complete(lease, 1)
+db.release()
+print(claims, flush=True)
+"""
+
+
+def claims_per_second_postgres(server: PostgresServer, n: int = 10_000,
+                               processes: int = 16) -> float:
+    """Jobs per second over a whole run of ``processes`` processes, each claiming 8 at a time
+    and completing each until a claim comes back empty; from the go to the last one's exit."""
+    from refsched.durable import DurableScheduler
+
+    url = server.database("claims")
+    db = DurableScheduler(url, max_concurrency=8 * processes)
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        for i in range(n):
+            db.submit(f"t{i}", fn=NOOP)
+        db.start()
+        procs = [subprocess.Popen([sys.executable, "-c", _CLAIMER, url, f"bench-{i}"], cwd=ROOT,
+                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                 for i in range(processes)]
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        began = time.perf_counter()
+        for p in procs:
+            assert p.stdin is not None
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        claims = 0
+        for p in procs:
+            assert p.stdout is not None
+            claims += int(p.stdout.readline())
+        elapsed = time.perf_counter() - began
+        for p in procs:
+            p.wait(60)
+        assert claims == n and db.stats().succeeded == n, (claims, n)
+        return n / elapsed
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        db.release()
+        server.drop(url)
 
 if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 2000

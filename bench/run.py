@@ -2,6 +2,10 @@
 
     python bench/run.py [--quick] [--out bench/results] [--only core,runner,memory,sync,timer,pool]
 
+(the sections durable and durable-postgres too; durable-postgres starts a throwaway PostgreSQL
+server of tests/pgserver.py, or uses the one whose base URL REFSCHED_BENCH_POSTGRES gives, and is
+skipped when there is none).
+
 Every contender gets the same graph objects (bench/graphs.py: fixed seeds) in one process. The
 contenders of a comparison run interleaved, round after round, their order rotated each round,
 with a full garbage collection before each run (garbage left by one contender is not charged to
@@ -128,6 +132,11 @@ class Results:
     deadlocks: list[Deadlock] = field(default_factory=list)
     steals: list[Steals] = field(default_factory=list)
     claims_per_s: list[float] = field(default_factory=list)  # the durable store, one process
+    # The durable store on PostgreSQL: claims/s of 16 processes over a whole run, the server it
+    # ran on, or why the section was skipped.
+    postgres_claims_per_s: list[float] = field(default_factory=list)
+    postgres_server: str = ""
+    postgres_skipped: str = ""
     sections: list[str] = field(default_factory=list)  # as given to --only, for the report
 
 
@@ -361,6 +370,18 @@ def run_durable(results: Results, flat: int, dag: int, rounds: int) -> None:
     print(f"durable: 4 worker processes; {rounds} rounds, order alternating", flush=True)
     rows = [(f"flat, {flat:,} no-op tasks", flat, durable.durable_flat, durable.huey_flat, 1.0),
             (f"layered DAG, {dag:,} tasks", dag, durable.durable_dag, durable.runner_dag, None)]
+    _alternate(results, "durable", rows, rounds)
+    results.claims_per_s = [durable.claims_per_second() for _ in range(rounds)]
+    print(f"  claims/s, one process claiming 8 at a time and completing: "
+          f"{statistics.median(results.claims_per_s):,.0f}", flush=True)
+
+
+def _alternate(results: Results, section: str,
+               rows: Sequence[tuple[str, int, Callable[[int], float], Callable[[int], float],
+                                    float | None]],
+               rounds: int) -> None:
+    """Each row's two contenders, ``rounds`` times, the order alternating; each returns the
+    seconds it measured itself."""
     for workload, n, ours, peer, target in rows:
         ours_s: list[float] = []
         peer_s: list[float] = []
@@ -368,16 +389,57 @@ def run_durable(results: Results, flat: int, dag: int, rounds: int) -> None:
             turns = [(ours, ours_s), (peer, peer_s)]
             for fn, into in turns if r % 2 == 0 else turns[::-1]:
                 into.append(fn(n))
-        row = Comparison("durable", workload, n, 0, ours.__name__, peer.__name__, ours_s,
+        row = Comparison(section, workload, n, 0, ours.__name__, peer.__name__, ours_s,
                          peer_s, target)
         results.comparisons.append(row)
         print(f"  {workload:<30} {row.ours} / {row.peer}: {row.ratio:.2f} "
               f"[{min(row.ratios):.2f}-{max(row.ratios):.2f}] (median "
               f"{statistics.median(ours_s):.2f}s vs {statistics.median(peer_s):.2f}s)",
               flush=True)
-    results.claims_per_s = [durable.claims_per_second() for _ in range(rounds)]
-    print(f"  claims/s, one process claiming 8 at a time and completing: "
-          f"{statistics.median(results.claims_per_s):,.0f}", flush=True)
+
+
+POSTGRES_CLAIMERS = 16
+
+
+def run_durable_postgres(results: Results, flat: int, dag: int, claims: int,
+                         rounds: int) -> None:
+    """The durable store on PostgreSQL against Procrastinate (flat), against the in-memory
+    Runner (a DAG), and its claims/s with 16 processes; all on one PostgreSQL server, started
+    here (tests/pgserver.py) unless REFSCHED_BENCH_POSTGRES names one. No server: skipped."""
+    try:
+        server = durable.PostgresServer.up()
+    except RuntimeError as e:
+        results.postgres_skipped = str(e).splitlines()[0]
+        print(f"durable-postgres: skipped: {results.postgres_skipped}", flush=True)
+        return
+    try:
+        results.postgres_server = server.describe()
+        print(f"durable-postgres: {results.postgres_server}; 4 worker processes; {rounds} rounds, "
+              "order alternating", flush=True)
+
+        def durable_flat_postgres(n: int) -> float:
+            return durable.durable_flat_postgres(server, n)
+
+        def procrastinate_flat(n: int) -> float:
+            return durable.procrastinate_flat(server, n)
+
+        def durable_dag_postgres(n: int) -> float:
+            return durable.durable_dag_postgres(server, n)
+
+        rows = [(f"flat, {flat:,} no-op tasks", flat, durable_flat_postgres, procrastinate_flat,
+                 1.0),
+                (f"layered DAG, {dag:,} tasks", dag, durable_dag_postgres, durable.runner_dag,
+                 None)]
+        _alternate(results, "durable-postgres", rows, rounds)
+        results.postgres_claims_per_s = [
+            durable.claims_per_second_postgres(server, claims, POSTGRES_CLAIMERS)
+            for _ in range(rounds)]
+        print(f"  claims/s, {POSTGRES_CLAIMERS} processes claiming 8 at a time and completing, "
+              f"{claims:,} tasks: {statistics.median(results.postgres_claims_per_s):,.0f} "
+              f"[{min(results.postgres_claims_per_s):,.0f}-"
+              f"{max(results.postgres_claims_per_s):,.0f}]", flush=True)
+    finally:
+        server.down()
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -479,7 +541,8 @@ def render_markdown(results: Results) -> str:
     """RESULTS.md: the header, then a part for each section that ran, in the usual order."""
     parts = [_header(results), _core_section(results), _runner_section(results),
              _memory_section(results), _scaling_section(results), _sync_section(results),
-             _timer_section(results), _pool_section(results), _durable_section(results)]
+             _timer_section(results), _pool_section(results), _durable_section(results),
+             _durable_postgres_section(results)]
     return "\n".join(line for part in parts for line in part)
 
 
@@ -663,6 +726,39 @@ def _durable_section(results: Results) -> list[str]:
     ]
 
 
+def _durable_postgres_section(results: Results) -> list[str]:
+    if "durable-postgres" not in results.sections:
+        return []
+    title = ("## Durable scheduler on PostgreSQL: `DurableScheduler` against Procrastinate, and "
+             "against the in-memory `Runner`")
+    if results.postgres_skipped:
+        return [title, "", f"Skipped: {results.postgres_skipped}.", ""]
+    claims = results.postgres_claims_per_s
+    return [
+        title,
+        "",
+        f"One server for both sides: {results.postgres_server}; each run in a fresh database. "
+        "Four worker processes each side, started before the clock: `refsched worker "
+        "--until-done` against `procrastinate --app=procrastinate_tasks.app worker "
+        "--concurrency 1` (four processes of one job each, LISTEN/NOTIFY on, its defaults "
+        "otherwise; its schema applied to its database with `procrastinate schema --apply`). "
+        "A time runs from the first submit (`noop.defer()`) to the moment the bench process, "
+        "polling the store (the `procrastinate_jobs` table) every 5 ms, sees the last job done. "
+        "refsched's store is started before the clock in the flat row, so that each submit is "
+        "claimable at once, as a deferred job is; the DAG row submits every task, then starts, "
+        "as the SQLite row does, against `Runner(4)` in memory. Workloads: `bench/durable.py`, "
+        "`bench/procrastinate_tasks.py`.",
+        "",
+        *_comparison_table(_rows(results, "durable-postgres")),
+        "",
+        f"Claims per second of the store, {POSTGRES_CLAIMERS} processes each claiming 8 at a "
+        "time and completing each until a claim comes back empty, over the whole run: "
+        f"**{statistics.median(claims):,.0f}** (median; "
+        f"[{min(claims):,.0f}-{max(claims):,.0f}]).",
+        "",
+    ]
+
+
 def _deadlock_lines(d: Deadlock) -> list[str]:
     return [
         f"Deadlock: `ThreadPoolExecutor({d.workers})` running the pool's side of fork-join "
@@ -751,7 +847,8 @@ def environment() -> dict[str, str]:
     }
 
 
-SECTIONS = ("core", "runner", "memory", "sync", "timer", "pool", "durable")
+SECTIONS = ("core", "runner", "memory", "sync", "timer", "pool", "durable",
+            "durable-postgres")
 DEFAULT_OUT = HERE / "results"
 
 
@@ -813,6 +910,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                  2.0 if quick else pool.HANG_TIMEOUT)
     if "durable" in sections:
         run_durable(results, 2_000, 2_000 if quick else 10_000, 1 if quick else 3)
+    if "durable-postgres" in sections:
+        run_durable_postgres(results, 2_000, 2_000 if quick else 10_000,
+                             2_000 if quick else 5_000, 1 if quick else 3)
     results.environment["load_after"] = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     if out is None:
         print(render_markdown(results))
