@@ -589,6 +589,9 @@ def test_a_worker_cut_off_inside_a_step_holds_the_store_lock_until_the_server_en
     wait_for(lambda: any(r[0] == "start" for r in log_lines(log)), timeout=60,
              what="the remote worker's start")
     remote_addr = other_host["server"].rsplit(".", 1)[0] + ".2"
+    # idle now (the lease is live), claiming at every poll: each claim is a write of the store
+    local = start_worker(local_url, "--lease", "1", "--until-done", name="local")
+    workers.append(local)
     with tcp_cluster.connect("netfaults") as watch, tcp_cluster.connect("netfaults") as holder:
         def remote_backends(condition: str) -> int:
             return int(watch.execute(
@@ -610,8 +613,6 @@ def test_a_worker_cut_off_inside_a_step_holds_the_store_lock_until_the_server_en
             "SELECT a.client_addr::text FROM pg_locks l JOIN pg_stat_activity a USING (pid)"
             " WHERE l.locktype = 'advisory' AND l.granted").fetchone() or (None,)
         assert lock_holder is not None and lock_holder.split("/")[0] == remote_addr
-        local = start_worker(local_url, "--lease", "1", "--until-done", name="local")
-        workers.append(local)
         # every write of the store waits behind the lost client: here, the local claims
         wait_for(lambda: int(watch.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'advisory'"
