@@ -293,13 +293,16 @@ def test_until_done_workers_outlast_an_outage_longer_than_the_pool_wait(
     db.release()
     for k in range(2):
         workers.append(start_worker(postgres_url, "--lease", "2", "--until-done", name=f"w{k}"))
-    wait_for(lambda: any(r[0] == "end" for r in log_lines(log)), what="a first end")
+    # both running (connected), not still starting: a worker that cannot connect at start exits
+    wait_for(lambda: len({r[2] for r in log_lines(log)}) == 2, what="both workers running")
     postgres_cluster.stop()
     time.sleep(36)  # longer than the pool's 30 s wait for a connection
     dead = [(p.returncode, p.communicate(timeout=30)[1]) for p in workers if p.poll() is not None]
     assert dead == [], dead
     postgres_cluster.start()
+    back_at = time.monotonic()
     outcomes = [finish(p, timeout=120) for p in workers]
+    finished_after = time.monotonic() - back_at
     assert [code for code, _ in outcomes] == [0, 0], "".join(e for _, e in outcomes)
     db = DurableScheduler(postgres_url, create=False)
     try:
@@ -307,7 +310,8 @@ def test_until_done_workers_outlast_an_outage_longer_than_the_pool_wait(
         ended = accepted_ends(db)
         assert len(ended) == 8 and set(ended.values()) == {1}
         db.check_invariants()
-        print(f"\nre-claims after the outage: "
+        print(f"\nthe workers finished {finished_after:.1f} s after the server was back "
+              "(the pool reconnects with a growing backoff); re-claims after the outage: "
               f"{sum(1 for a, _ in db.history() if a == 'Reclaim')}")
     finally:
         db.release()
