@@ -128,7 +128,7 @@ class PostgresStore(Store):
 
     def __init__(self, url: str, *, create: bool = True, synchronous: str = "normal",
                  schema: str | None = None, pool_size: int = 4,
-                 connect_timeout: float = 30.0) -> None:
+                 connect_timeout: float = 30.0, idle_step_timeout: float = 10.0) -> None:
         if synchronous not in ("normal", "full"):
             raise InvalidArgumentError(f"synchronous={synchronous!r}: 'normal' or 'full'")
         try:
@@ -154,6 +154,11 @@ class PostgresStore(Store):
         def configure(conn: Any) -> None:
             conn.autocommit = True  # every transaction is an explicit BEGIN ... COMMIT
             conn.execute(self._set_path)
+            # A client that stops inside a step (paused, cut off) holds the store's lock, and
+            # every writer of the store waits behind it until the server ends its session; a
+            # silent peer is noticed through TCP only after hours. A step takes milliseconds.
+            conn.execute(f"SET idle_in_transaction_session_timeout = "
+                         f"{int(idle_step_timeout * 1000)}")
 
         # A step's whole transaction is a few round trips: BEGIN with the lock, its statements,
         # COMMIT with the notification. No check of a pooled connection on each checkout: a
