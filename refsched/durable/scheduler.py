@@ -594,6 +594,8 @@ class DurableScheduler:
                 or not math.isfinite(lease) or lease <= 0):
             raise InvalidArgumentError(f"claim({worker!r}, lease={_r(lease)}): seconds > 0")
         lease = float(lease)
+        if not self._claimable():
+            return []
         with self._store.transaction() as tx:
             started, closed = tx.meta("started"), tx.meta("closed")
             if not started:
@@ -629,6 +631,25 @@ class DurableScheduler:
                     taken.extend(Lease(t, g, 1, deadline, fn, json.loads(args), worker)
                                  for _, t, g, fn, args in rows)
             return taken
+
+    def _claimable(self) -> bool:
+        """Whether a claim now would take a step, read without the store's write lock: idle
+        workers poll with claims, and an empty one must not queue behind (or delay) the steps
+        of others. False only when the claim transaction would find no lease past its deadline,
+        no version running without a lease, and no ready version it may take; a claim that
+        returns ``[]`` here took no step, as the transaction would not have."""
+        with self._store.transaction(write=False) as tx:
+            started, closed = tx.meta("started"), tx.meta("closed")
+            if not started:
+                return True  # the claim transaction says why not
+            if tx.one("SELECT 1 FROM task WHERE state = 'running' AND (holder IS NULL OR "
+                      "deadline < ?) LIMIT 1", (tx.now(),)):
+                return True
+            if closed:
+                return False
+            (running,) = tx.one("SELECT COUNT(*) FROM task WHERE state = 'running'") or (0,)
+            return running < self._max and tx.one(
+                "SELECT 1 FROM task WHERE state = 'ready' LIMIT 1") is not None
 
     def expire(self) -> None:
         """Expire every live lease whose deadline has passed, without claiming (Spec: Expire).

@@ -158,7 +158,8 @@ class Worker:
                     token._event.set()
             except LeaseLostError:
                 with self._lock:
-                    reported = lease[:3] in self._reporting
+                    still_held = self._held.get(lease.task_id, (None,))[0] is lease
+                    reported = lease[:3] in self._reporting or not still_held
                 if reported:  # its own report ended it first: nothing was lost
                     continue
                 log.warning("worker %s: lease of %r attempt %d lost; asking it to stop",
