@@ -171,6 +171,21 @@ def test_resubmitting_a_succeeded_dep_makes_its_waiting_dependents_wait_again(
     db.check_invariants()
 
 
+def test_after_close_only_expired_versions_are_claimed_again(durable_url: StoreURL) -> None:
+    db = store(durable_url, max_concurrency=2)
+    dag(db, {"a": [], "b": [], "c": []})
+    db.start()
+    assert [x.task_id for x in db.claim("w", lease=1)] == ["a"]
+    db.close(cancel_pending=False)  # b and c stay ready, and are not claimed any more
+    assert db.claim("w", limit=3) == []
+    db.tick(2)
+    (again,) = db.claim("v", limit=3)  # a's expired lease is taken over
+    assert (again.task_id, again.attempt) == ("a", 2)
+    assert [db.state(t) for t in "bc"] == [TaskState.READY, TaskState.READY]
+    assert db.complete(again) is TaskState.SUCCEEDED
+    db.check_invariants()
+
+
 def test_scheduler_errors_match_the_task_scheduler(durable_url: StoreURL) -> None:
     db = store(durable_url)
     dag(db, {"a": [], "b": ["a"]})

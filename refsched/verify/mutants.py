@@ -765,7 +765,7 @@ class Budget:
     explore_run_timeout: float = 30.0  # wall seconds before one explored run is stuck
     scenarios: tuple[str, ...] | None = None  # None: every scenario that fits the class
     timeouts: tuple[tuple[str, float], ...] = (
-        ("unit", 60.0), ("lockstep", 120.0), ("replay", 120.0), ("tlc", 180.0),
+        ("unit", 180.0), ("lockstep", 120.0), ("replay", 240.0), ("tlc", 180.0),
         ("explore", 240.0))
 
     def timeout(self, layer: str) -> float:
