@@ -721,9 +721,9 @@ class Layer:
 LAYERS: tuple[Layer, ...] = (
     Layer("unit", "pytest: the scheduler's and its runner's unit tests (the pool's)",
           frozenset({_S, _R, _T, _TR, _P, _D, _DS})),
-    Layer("lockstep", "Hypothesis lock-step machine vs the model (the schedulers, the pool)",
+    Layer("lockstep", "Hypothesis lock-step machine vs the model (all but the runners)",
           frozenset({_S, _T, _P, _D, _DS})),
-    Layer("replay", "ITF corpus replay (the schedulers, the pool)",
+    Layer("replay", "ITF corpus replay (all but the runners)",
           frozenset({_S, _T, _P, _D, _DS})),
     Layer("tlc", "TLC validation of recorded Runner runs and durable soak runs",
           frozenset({_S, _R, _D, _DS})),
@@ -1430,8 +1430,8 @@ def format_markdown(rep: RunReport, command: str = "") -> str:
     """The table as Markdown: totals, one row per mutant, then every kill's evidence."""
     out = [
         "# Mutation score of the verification layers", "",
-        "Seeded bugs of `refsched/scheduler.py`, `runner.py`, `timer.py`, `timer_runner.py` "
-        "and `pool.py` (the catalogue in "
+        "Seeded bugs of `refsched/scheduler.py`, `runner.py`, `timer.py`, `timer_runner.py`, "
+        "`pool.py`, `durable/scheduler.py` and `durable/store.py` (the catalogue in "
         "`refsched/verify/mutants.py`), each run in its own subprocesses against the layers in "
         f"this order: {', '.join(rep.layers)}. A layer kills a mutant only by its own verdict; "
         "a timeout or a crash is reported and never counted as a kill.", "",
