@@ -10,6 +10,8 @@ import contextlib
 import itertools
 import os
 import shutil
+import signal
+import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -137,3 +139,18 @@ def postgres_factory(database_url: str) -> Callable[..., Any]:
         return DurableScheduler(url, *args, **kwargs)
 
     return fresh
+
+
+@pytest.fixture
+def workers() -> Iterator[list[subprocess.Popen[str]]]:
+    """Worker processes a test starts (append them): whatever is left running at its end is
+    resumed if paused, killed and reaped."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for p in started:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.pid, signal.SIGCONT)
+            p.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired, ValueError):
+            p.communicate(timeout=30)

@@ -14,7 +14,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,56 +23,7 @@ import pytest
 from refsched.durable import DurableScheduler
 from refsched.errors import StaleLeaseError, StoreError
 from refsched.types import TaskState
-from refsched.verify.durable_history import check_history
-
-ROOT = Path(__file__).resolve().parents[1]
-JOBS = "tests.durable_jobs.jobs"
-
-
-def start_worker(url: str, *options: str, name: str | None = None) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "refsched", "worker", "--db", url, "--poll", "0.05",
-               *options]
-    if name:
-        command += ["--name", name]
-    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-
-
-@pytest.fixture
-def workers() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            os.kill(p.pid, signal.SIGCONT)
-            p.kill()
-        p.communicate(timeout=30)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def log_lines(log: Path) -> list[tuple[str, str, int, float]]:
-    if not log.exists():
-        return []
-    rows = []
-    for line in log.read_text().splitlines():
-        what, task, pid, at = line.split()
-        rows.append((what, task, int(pid), float(at)))
-    return rows
-
-
-def accepted_ends(db: DurableScheduler) -> dict[tuple[str, int], int]:
-    """The accepted ends per version, once the whole history is checked against the spec."""
-    check = check_history(db.history(), max_concurrency=db.max_concurrency,
-                          max_attempts=db.max_attempts, final=db.snapshot())
-    assert check.problems == []
-    return check.ends
+from tests.durable_support import JOBS, ROOT, accepted_ends, log_lines, start_worker, wait_for
 
 
 def test_a_worker_killed_mid_task_loses_it_to_attempt_two(tmp_path: Path,

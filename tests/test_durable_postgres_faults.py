@@ -22,7 +22,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -37,7 +36,8 @@ from refsched.durable import DurableScheduler
 from refsched.durable.scheduler import Lease
 from refsched.errors import StoreError
 from refsched.types import TaskState
-from refsched.verify.durable_history import HistoryCheck, check_history
+from refsched.verify.durable_history import HistoryCheck
+from tests.durable_support import JOBS, accepted_ends, log_lines, start_worker, wait_for
 
 if os.environ.get("CI") == "true":
     import psycopg  # required there: a missing psycopg fails rather than skips
@@ -47,59 +47,6 @@ else:
 if TYPE_CHECKING:
     from pgserver import PostgresCluster
 
-ROOT = Path(__file__).resolve().parents[1]
-JOBS = "tests.durable_jobs.jobs"
-
-
-# -- helpers (as in tests/test_durable_faults.py) ----------------------------------------------
-
-def start_worker(url: str, *options: str, name: str | None = None,
-                 prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
-    command = [*prefix, sys.executable, "-m", "refsched", "worker", "--db", url,
-               "--poll", "0.05", *options]
-    if name:
-        command += ["--name", name]
-    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-
-
-@pytest.fixture
-def workers() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for p in started:
-        if p.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p.pid, signal.SIGCONT)
-            p.kill()
-        with contextlib.suppress(subprocess.TimeoutExpired, ValueError):
-            p.communicate(timeout=30)
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
-    end = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def log_lines(log: Path) -> list[tuple[str, str, int, float]]:
-    if not log.exists():
-        return []
-    rows = []
-    for line in log.read_text().splitlines():
-        what, task, pid, at = line.split()
-        rows.append((what, task, int(pid), float(at)))
-    return rows
-
-
-def accepted_ends(db: DurableScheduler) -> dict[tuple[str, int], int]:
-    """The accepted ends per version, once the whole history is checked against the spec."""
-    check = check_history(db.history(), max_concurrency=db.max_concurrency,
-                          max_attempts=db.max_attempts, final=db.snapshot())
-    assert check.problems == []
-    return check.ends
 
 
 def claims_per_version(db: DurableScheduler) -> dict[str, list[tuple[str, str]]]:
