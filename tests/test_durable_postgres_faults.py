@@ -464,9 +464,11 @@ def tcp_cluster(postgres_cluster: PostgresCluster,
         shutil.rmtree(base, ignore_errors=True)
 
 
-def test_a_worker_on_another_host_cut_off_mid_task_loses_it(
-        tcp_cluster: PostgresCluster, other_host: dict[str, str], tmp_path: Path,
-        workers: list[subprocess.Popen[str]]) -> None:
+def remote_worker_running_x(tcp_cluster: PostgresCluster, other_host: dict[str, str],
+                            tmp_path: Path, workers: list[subprocess.Popen[str]],
+                            ) -> tuple[DurableScheduler, str, subprocess.Popen[str]]:
+    """A store with one task ``x`` (3 s, leases of 1 s) that a worker in the other network
+    namespace has started: the store, its local URL, and that worker."""
     local_url = tcp_cluster.create_database("netfaults")
     remote_url = f"postgresql://postgres@{other_host['server']}:5432/netfaults?connect_timeout=5"
     log = tmp_path / "log"
@@ -482,6 +484,13 @@ def test_a_worker_on_another_host_cut_off_mid_task_loses_it(
     workers.append(remote)
     wait_for(lambda: any(r[0] == "start" for r in log_lines(log)), timeout=60,
              what="the remote worker's start")
+    return db, local_url, remote
+
+
+def test_a_worker_on_another_host_cut_off_mid_task_loses_it(
+        tcp_cluster: PostgresCluster, other_host: dict[str, str], tmp_path: Path,
+        workers: list[subprocess.Popen[str]]) -> None:
+    db, local_url, remote = remote_worker_running_x(tcp_cluster, other_host, tmp_path, workers)
     with tcp_cluster.connect("netfaults") as conn:
         addrs = {str(a) for (a,) in conn.execute(
             "SELECT client_addr FROM pg_stat_activity WHERE datname = 'netfaults'"
@@ -507,7 +516,7 @@ def test_a_worker_on_another_host_cut_off_mid_task_loses_it(
     assert accepted_ends(db) == {("x", 1): 1}
     assert db.result("x") == local.pid
     db.check_invariants()
-    pids = [r[2] for r in log_lines(log) if r[0] == "start"]
+    pids = [r[2] for r in log_lines(tmp_path / "log") if r[0] == "start"]
     assert pids[1] == local.pid and len(pids) == 2
     print(f"\nre-claimed and completed {reclaimed_after:.2f} s after the cut; the remote "
           f"worker's stderr:\n{err_remote.strip()}")
@@ -522,21 +531,7 @@ def test_a_worker_cut_off_inside_a_step_holds_the_store_lock_until_the_server_en
     that session. The server notices a silent peer through TCP only after hours (keepalives'
     default), so the store sets ``idle_in_transaction_session_timeout`` on each of its sessions
     (``idle_step_timeout``, 10 s): the lost session ends then, and the writers go on."""
-    local_url = tcp_cluster.create_database("netfaults")
-    remote_url = f"postgresql://postgres@{other_host['server']}:5432/netfaults?connect_timeout=5"
-    log = tmp_path / "log"
-    log.touch()
-    log.chmod(0o666)
-    db = DurableScheduler(local_url, max_concurrency=1, record=True)
-    db.submit("x", fn=f"{JOBS}:hang_first",
-              args={"task": "x", "marker": str(tmp_path / "marker"), "log": str(log),
-                    "seconds": 3.0})
-    db.start()
-    remote = start_worker(remote_url, "--lease", "1", "--until-done", name="remote",
-                          prefix=("ip", "netns", "exec", other_host["ns"]))
-    workers.append(remote)
-    wait_for(lambda: any(r[0] == "start" for r in log_lines(log)), timeout=60,
-             what="the remote worker's start")
+    db, local_url, remote = remote_worker_running_x(tcp_cluster, other_host, tmp_path, workers)
     remote_addr = other_host["server"].rsplit(".", 1)[0] + ".2"
     # idle now (the lease is live), claiming at every poll: each claim is a write of the store
     local = start_worker(local_url, "--lease", "1", "--until-done", name="local")
