@@ -48,24 +48,21 @@ def _postgres_unavailable(reason: object) -> NoReturn:
     pytest.skip(f"no PostgreSQL server: {reason}")
 
 
-@pytest.fixture(scope="session")
-def postgres_cluster() -> Iterator[PostgresCluster]:
-    """A running :class:`pgserver.PostgresCluster` for the whole session."""
+def _import_pgserver() -> type[PostgresCluster]:
     try:
         import psycopg  # noqa: F401  (the SQL helpers and the tests need it)
         from pgserver import PostgresCluster
     except ImportError as exc:
         _postgres_unavailable(exc)
-    attached = PostgresCluster.from_env()
-    if attached is not None:
-        try:
-            attached.start()  # no-op when running, as it should be
-        except Exception as exc:
-            _postgres_unavailable(exc)
-        yield attached
-        return
+    return PostgresCluster
+
+
+@contextlib.contextmanager
+def own_postgres_cluster() -> Iterator[PostgresCluster]:
+    """A cluster of its own in a temporary directory, started, then stopped and removed."""
+    cluster_type = _import_pgserver()
     base = tempfile.mkdtemp(prefix="refsched-pg-")
-    cluster = PostgresCluster(base)
+    cluster = cluster_type(base)
     try:
         try:
             cluster.start()
@@ -79,6 +76,25 @@ def postgres_cluster() -> Iterator[PostgresCluster]:
             with contextlib.suppress(Exception):
                 cluster.kill()
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """A running :class:`pgserver.PostgresCluster` for the whole session, shared by every test
+    (and every pytest-xdist worker). A test module that stops, restarts or kills the server
+    overrides this fixture with :func:`own_postgres_cluster`, so that it never takes the server
+    from under tests running beside it."""
+    cluster_type = _import_pgserver()
+    attached = cluster_type.from_env()
+    if attached is not None:
+        try:
+            attached.start()  # no-op when running, as it should be
+        except Exception as exc:
+            _postgres_unavailable(exc)
+        yield attached
+        return
+    with own_postgres_cluster() as cluster:
+        yield cluster
 
 
 @pytest.fixture
@@ -123,20 +139,29 @@ def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> StoreURL:
 def postgres_factory(database_url: str) -> Callable[..., Any]:
     """A ``DurableScheduler`` factory for replay and lock-step, which name a SQLite file: each
     call makes a fresh store in the schema ``store`` of the PostgreSQL database instead, after
-    emptying the one the previous call made (emptied, not dropped: thousands of replayed traces
-    would spend most of their time creating tables)."""
+    emptying the one the previous call made. Emptied, not dropped, and every scheduler on one
+    open store: thousands of replayed traces would spend most of their time creating tables and
+    starting server sessions (each new session reads the catalogue anew)."""
     import psycopg
 
     from refsched.durable import DurableScheduler
+    from refsched.durable.store import open_store
 
     url = postgres_stores(database_url)("store")
     conn = psycopg.connect(database_url, autocommit=True)
+    # Replay and lock-step check what each step does, not that it survives a crash (the fault
+    # tests do): commits here do not wait for the disk.
+    store = open_store(f"{url}&options=-c%20synchronous_commit%3Doff")
+
+    made = itertools.count()
 
     def fresh(_sqlite_url: str, *args: Any, **kwargs: Any) -> DurableScheduler:
         if conn.execute("SELECT to_regclass('store.meta')").fetchone()[0] is not None:
-            conn.execute("TRUNCATE store.meta, store.task, store.dep, store.step "
-                         "RESTART IDENTITY")
-        return DurableScheduler(url, *args, **kwargs)
+            conn.execute("DELETE FROM store.meta; DELETE FROM store.task; DELETE FROM store.dep; "
+                         "DELETE FROM store.step")
+            if next(made) % 64 == 63:  # the deleted rows, before every query scans them
+                conn.execute("VACUUM store.meta, store.task, store.dep, store.step")
+        return DurableScheduler(store, *args, **kwargs)
 
     return fresh
 

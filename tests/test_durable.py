@@ -95,6 +95,27 @@ def test_an_expired_lease_is_reclaimed_as_the_next_attempt_and_the_old_one_is_fe
     db.check_invariants()
 
 
+def test_an_expiry_ends_only_the_leases_past_their_deadline(durable_url: StoreURL) -> None:
+    """A claim expires the overdue lease and keeps the live one beside it; ``expire()`` with
+    nothing overdue changes nothing."""
+    db = store(durable_url, max_concurrency=3)
+    dag(db, {"a": [], "b": [], "c": []})
+    db.start()
+    (a,) = db.claim("w1", lease=1)
+    (b,) = db.claim("w2", lease=5)
+    db.expire()  # nothing is past its deadline
+    assert {t: v.holder for t, v in db.leases().items()} == {"a": "w1", "b": "w2"}
+    db.tick(2)  # a is past its deadline, b is not
+    assert [(x.task_id, x.attempt) for x in db.claim("w3", limit=2)] == [("a", 2), ("c", 1)]
+    assert db.leases()["b"].holder == "w2"
+    with pytest.raises(LeaseLostError):
+        db.heartbeat(a)
+    assert db.heartbeat(b) is False
+    assert db.complete(b, "b") is TaskState.SUCCEEDED
+    assert db.stats().expired == 1
+    db.check_invariants()
+
+
 def test_a_completion_committed_before_the_expiry_wins(durable_url: StoreURL) -> None:
     db = store(durable_url)
     dag(db, {"a": []})

@@ -81,8 +81,8 @@ class ClaimIgnoresSeqOrder(DurableScheduler):
         outer = store.transaction
 
         @contextlib.contextmanager
-        def transaction(write: bool = True) -> Iterator[Any]:
-            with outer(write) as tx:
+        def transaction(write: bool = True, first: str | None = None) -> Iterator[Any]:
+            with outer(write, first) as tx:
                 yield _ReorderingTx(tx)
 
         store.transaction = transaction  # type: ignore[method-assign]
@@ -129,7 +129,7 @@ class ExpiresCompletedLease(DurableScheduler):
         self._handed[lease.task_id] = (lease.generation, self.info(lease.task_id).deadline or 0)
         return requested
 
-    def _expire(self, tx: Tx, now: float) -> None:
+    def _expire(self, tx: Tx, now: float) -> int:
         for t, (generation, deadline) in sorted(self._handed.items()):
             if deadline < now:
                 del self._handed[t]
@@ -137,7 +137,7 @@ class ExpiresCompletedLease(DurableScheduler):
                           "ended_attempt = NULL WHERE id = ? AND generation = ? AND "
                           "state != 'running'", (t, generation)):
                     self._step(tx, "Expire", t=t)
-        super()._expire(tx, now)
+        return super()._expire(tx, now)
 
 
 def _caught(broken: type[DurableScheduler], shrink: bool = False) -> Disagreement:

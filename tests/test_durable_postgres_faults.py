@@ -37,6 +37,7 @@ from refsched.durable.scheduler import Lease
 from refsched.errors import StoreError
 from refsched.types import TaskState
 from refsched.verify.durable_history import HistoryCheck
+from tests.conftest import own_postgres_cluster
 from tests.durable_support import JOBS, accepted_ends, log_lines, start_worker, wait_for
 
 if os.environ.get("CI") == "true":
@@ -46,6 +47,14 @@ else:
 
 if TYPE_CHECKING:
     from pgserver import PostgresCluster
+
+
+@pytest.fixture(scope="module")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """This module stops, restarts and kills the server: a cluster of its own, so that tests
+    running beside it (pytest-xdist) keep theirs."""
+    with own_postgres_cluster() as cluster:
+        yield cluster
 
 
 
@@ -542,15 +551,16 @@ def test_a_worker_cut_off_inside_a_step_holds_the_store_lock_until_the_server_en
                 "SELECT count(*) FROM pg_stat_activity WHERE client_addr = %s::inet AND "
                 + condition, (remote_addr,)).fetchone()[0])
 
-        # The version's row held by another transaction: the remote worker's next heartbeat
-        # takes the store's lock, then waits for the row, inside its step.
+        # The task table locked by another transaction: the remote worker's next heartbeat
+        # takes the store's lock, then waits for the table (its read of the lease), inside
+        # its step.
         holder.execute("BEGIN")
-        holder.execute("UPDATE refsched.task SET seq = seq WHERE id = 'x'")
+        holder.execute("LOCK TABLE refsched.task IN ACCESS EXCLUSIVE MODE")
         wait_for(lambda: remote_backends("wait_event_type = 'Lock'") == 1, timeout=30,
                  what="the remote heartbeat waiting inside its step")
         _ip("link", "set", other_host["link"], "down")  # cut off inside the step
         cut_at = time.monotonic()
-        holder.execute("ROLLBACK")  # its UPDATE runs; the answer goes nowhere
+        holder.execute("ROLLBACK")  # its read runs; the answer goes nowhere
         wait_for(lambda: remote_backends("state = 'idle in transaction'") == 1, timeout=10,
                  what="the remote backend idle in its transaction")
         (lock_holder,) = watch.execute(

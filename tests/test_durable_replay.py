@@ -92,11 +92,11 @@ class ExpiryNeverFails(DurableScheduler):
     """An expired last attempt leaves the version running, to be re-claimed, instead of
     failing it."""
 
-    def _expire(self, tx: Tx, now: float) -> None:
+    def _expire(self, tx: Tx, now: float) -> int:
         limit = self._max_attempts
         self._max_attempts = limit + 1
         try:
-            super()._expire(tx, now)
+            return super()._expire(tx, now)
         finally:
             self._max_attempts = limit
 
@@ -169,8 +169,8 @@ class ClaimTakesNewest(DurableScheduler):
         store, transaction = self._store, self._store.transaction
 
         @contextlib.contextmanager
-        def newest_first(write: bool = True) -> Iterator[Any]:
-            with transaction(write) as tx:
+        def newest_first(write: bool = True, first: str | None = None) -> Iterator[Any]:
+            with transaction(write, first) as tx:
                 yield _NewestFirst(tx)
 
         store.transaction = newest_first  # type: ignore[method-assign]

@@ -14,6 +14,11 @@ step committed before the lock was granted. Read-only calls run at REPEATABLE RE
 Every deadline is read and written on the server's clock (``clock_timestamp()``), whatever the
 clocks of the machines the workers run on say.
 
+Round trips are what a step costs, and every writer waits for the one holding the lock: the
+BEGIN that takes the lock also reads the clock, and statements whose result the step does not
+read (:meth:`Tx.later`: counters, the history, fan-in) go out in one pipeline with the next
+query or with COMMIT.
+
 A transaction that makes a version claimable or frees a slot sends a notification on the
 store's channel at commit; an idle worker waits on it with ``LISTEN`` (:meth:`wait_for_work`),
 and a wait that hears nothing ends after its timeout, so a notification lost while a
@@ -39,8 +44,8 @@ from .store import Row, Store, Tx, schema_statements
 __all__ = ["PostgresStore", "split_url"]
 
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}\Z")
-_WALL_NOW = "SELECT extract(epoch FROM clock_timestamp())::float8"
-_VIRTUAL_NOW = "SELECT (value #>> '{}')::float8 FROM meta WHERE key = 'now'"
+_WALL_NOW = "extract(epoch FROM clock_timestamp())::float8"
+_VIRTUAL_NOW = "(SELECT (value #>> '{}')::float8 FROM meta WHERE key = 'now')"
 
 
 def split_url(url: str, schema: str | None = None) -> tuple[str, str]:
@@ -71,37 +76,76 @@ def _dialect(sql: str) -> str:
 
 
 class _PostgresTx(Tx):
-    __slots__ = ("_cur", "_now", "_now_sql", "woken")
+    __slots__ = ("_conn", "_cur", "_notify", "_now", "_now_sql", "_queued", "first", "woken")
 
     META_ADD = ("UPDATE meta SET value = to_jsonb((value #>> '{}')::numeric + ?::numeric) "
                 "WHERE key = ?")
 
-    def __init__(self, cur: Any, now_sql: str) -> None:
+    def __init__(self, conn: Any, cur: Any, now_sql: str, now: float | None,
+                 notify: str) -> None:
+        self._conn = conn
         self._cur = cur
         self._now_sql = now_sql
-        self._now: float | None = None
+        self._notify = notify
+        self._now = now  # read by the BEGIN that took the lock, on the wall clock
+        self._queued: list[tuple[str, Any]] = []  # later(): sent with the next round trip
+        self.first: Row | None = None
         self.woken = False
 
     def encode(self, value: Any) -> Any:
         from psycopg.types.json import Jsonb
         return Jsonb(value)
 
+    def _execute(self, sql: str, params: Sequence[Any]) -> Any:
+        """Run ``sql`` after the queued statements, in one round trip; its cursor."""
+        cur = self._cur
+        if not self._queued:
+            return cur.execute(_dialect(sql), tuple(params))
+        self._send_queued(sql, params)
+        return cur
+
+    def _send_queued(self, *last: Any) -> None:
+        """The queued statements (then ``last``: sql and params), in one pipeline."""
+        queued, self._queued = self._queued, []
+        cur = self._cur
+        with self._conn.pipeline():
+            for sql, params in queued:
+                if isinstance(params, list):
+                    cur.executemany(sql, params)
+                else:
+                    cur.execute(sql, params)
+            if last:
+                cur.execute(_dialect(last[0]), tuple(last[1]))
+
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
-        row: Row | None = self._cur.execute(_dialect(sql), tuple(params)).fetchone()
+        row: Row | None = self._execute(sql, params).fetchone()
         return row
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        rows: list[Row] = self._cur.execute(_dialect(sql), tuple(params)).fetchall()
+        rows: list[Row] = self._execute(sql, params).fetchall()
         return rows
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        count: int = self._cur.execute(_dialect(sql), tuple(params)).rowcount
+        count: int = self._execute(sql, params).rowcount
         return count
 
+    def later(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._queued.append((_dialect(sql), tuple(params)))
+
     def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
-        rows = [tuple(r) for r in rows]
-        if rows:
-            self._cur.executemany(_dialect(sql), rows)
+        batch = [tuple(r) for r in rows]
+        if batch:
+            self._queued.append((_dialect(sql), batch))
+
+    def commit(self) -> None:
+        """COMMIT, after the queued statements and the notification, in one round trip."""
+        if self.woken:
+            self._queued.append((self._notify, ()))
+        if self._queued:
+            self._queued.append(("COMMIT", ()))
+            self._send_queued()
+        else:
+            self._cur.execute("COMMIT")
 
     def has_schema(self) -> bool:
         tables = {name for (name,) in self.all(
@@ -114,7 +158,7 @@ class _PostgresTx(Tx):
 
     def now(self) -> float:
         if self._now is None:
-            self._now = float(self._cur.execute(self._now_sql).fetchone()[0])
+            self._now = float(self.one(f"SELECT {self._now_sql}")[0])  # type: ignore[index]
         return self._now
 
     def wake(self) -> None:
@@ -142,7 +186,7 @@ class PostgresStore(Store):
         self._conninfo, self.schema_name = split_url(url, schema)
         self._create = create
         self._psycopg = psycopg
-        self._now_sql = _WALL_NOW
+        self.clock_sql = _WALL_NOW
         digest = hashlib.sha256(f"refsched:{self.schema_name}".encode()).digest()
         self._lock_key = int.from_bytes(digest[:8], "big", signed=True)
         self._channel = f"refsched_{self.schema_name}"
@@ -160,15 +204,12 @@ class PostgresStore(Store):
             conn.execute(f"SET idle_in_transaction_session_timeout = "
                          f"{int(idle_step_timeout * 1000)}")
 
-        # A step's whole transaction is a few round trips: BEGIN with the lock, its statements,
-        # COMMIT with the notification. No check of a pooled connection on each checkout: a
-        # connection that broke while idle (the server restarted) fails the first statement,
-        # before anything of the step was sent, and the step is begun again on another.
         self._pool = ConnectionPool(self._conninfo, min_size=1, max_size=pool_size,
                                     configure=configure, timeout=connect_timeout, open=False,
                                     name=f"refsched-{self.schema_name}")
-        self._begin_write = f"BEGIN; SELECT pg_advisory_xact_lock({self._lock_key})"
-        self._commit_notify = f"SELECT pg_notify('{self._channel}', ''); COMMIT"
+        self._begin_lock = f"BEGIN; SELECT pg_advisory_xact_lock({self._lock_key})"
+        self.use_wall_clock()
+        self._notify = f"SELECT pg_notify('{self._channel}', '')"
         try:
             self._pool.open(wait=True, timeout=connect_timeout)
         except Exception as e:
@@ -189,31 +230,68 @@ class PostgresStore(Store):
                 *schema_statements("schema_postgres.sql")]
 
     def use_virtual_clock(self) -> None:
-        self._now_sql = _VIRTUAL_NOW
+        self.clock_sql = _VIRTUAL_NOW
+        self._begin_write = self._begin_lock
+
+    def use_wall_clock(self) -> None:
+        self.clock_sql = _WALL_NOW
+        self._begin_write = f"{self._begin_lock}; SELECT {_WALL_NOW}"
+
+    def _connection(self, first: str, params: tuple[Any, ...] | None = None) -> tuple[Any, Any]:
+        """A pooled connection and its cursor, on which the statement ``first`` ran.
+
+        No check of a pooled connection on each checkout: a connection that broke while idle
+        (the server restarted) fails this first statement, and nothing was sent, so it is sent
+        again on another."""
+        conn = self._pool.getconn()
+        try:
+            return conn, conn.cursor().execute(first, params)
+        except self._psycopg.OperationalError:
+            self._pool.putconn(conn)
+            if not conn.broken:
+                raise
+        conn = self._pool.getconn()
+        try:
+            return conn, conn.cursor().execute(first, params)
+        except BaseException:
+            self._pool.putconn(conn)
+            raise
 
     @contextlib.contextmanager
-    def transaction(self, write: bool = True) -> Iterator[Tx]:
+    def transaction(self, write: bool = True, first: str | None = None) -> Iterator[Tx]:
         psycopg = self._psycopg
-        # The store's one writer at a time: the steps commit in the order they run.
-        begin = (self._begin_write if write
-                 else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         conn = None
         try:
-            conn = self._pool.getconn()
-            cur = conn.cursor()
+            # The store's one writer at a time: the steps commit in the order they run. In a
+            # string of several statements each one reads the state as of its own start (READ
+            # COMMITTED), so what follows the lock sees every step committed before it.
+            begin = (self._begin_write if write
+                     else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            conn, cur = self._connection(begin if first is None else f"{begin}; {first}")
+            now = None
+            if write:
+                cur.nextset()  # the lock's (void) row
+                if self.clock_sql == _WALL_NOW:  # the wall clock, read once the lock was granted
+                    cur.nextset()
+                    now = float(cur.fetchone()[0])
+            tx = _PostgresTx(conn, cur, self.clock_sql, now, self._notify)
+            if first is not None:
+                cur.nextset()
+                tx.first = cur.fetchone()
             try:
-                cur.execute(begin)
-            except psycopg.OperationalError:
+                yield tx
+            except BaseException:
                 if not conn.broken:
-                    raise
-                # Broken while it sat in the pool (the server restarted); nothing of the step
-                # was sent, so it is begun again on a new connection.
-                self._pool.putconn(conn)
-                conn = None
-                conn = self._pool.getconn()
-                cur = conn.cursor()
-                cur.execute(begin)
-            yield from self._body(conn, cur)
+                    with contextlib.suppress(Exception):
+                        cur.execute("ROLLBACK")
+                raise
+            try:
+                tx.commit()
+            except BaseException:
+                if not conn.broken and conn.info.transaction_status != 0:  # not idle: abort it
+                    with contextlib.suppress(Exception):
+                        cur.execute("ROLLBACK")
+                raise
         except psycopg.Error as e:
             raise _store_error(self._safe_url(), e) from None
         except Exception as e:
@@ -225,18 +303,43 @@ class PostgresStore(Store):
             if conn is not None:
                 self._pool.putconn(conn)
 
-    def _body(self, conn: Any, cur: Any) -> Iterator[Tx]:
-        """The transaction begun on ``conn``: the caller's statements, then COMMIT (with the
-        notification when the step asked for one), or ROLLBACK if anything raised."""
-        tx = _PostgresTx(cur, self._now_sql)
-        try:
-            yield tx
-        except BaseException:
-            if not conn.broken:
-                with contextlib.suppress(Exception):
-                    cur.execute("ROLLBACK")
-            raise
-        cur.execute(self._commit_notify if tx.woken else "COMMIT")
+    def read(self, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Row]]:
+        """One pipeline: BEGIN (REPEATABLE READ, READ ONLY), the queries, COMMIT; a single
+        query is sent alone (one statement reads one state by itself). Reads change nothing,
+        so one sent on a connection that broke while idle is sent again on another."""
+        psycopg = self._psycopg
+        statements = [(_dialect(sql), tuple(params)) for sql, params in queries]
+        for again in (True, False):
+            conn = None
+            try:
+                conn = self._pool.getconn()
+                if len(statements) == 1:
+                    return [conn.cursor().execute(*statements[0]).fetchall()]
+                cursors = [conn.cursor() for _ in statements]
+                with conn.pipeline():
+                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    for cur, statement in zip(cursors, statements, strict=True):
+                        cur.execute(*statement)
+                    conn.execute("COMMIT")
+                return [cur.fetchall() for cur in cursors]
+            except psycopg.OperationalError as e:
+                if again and conn is not None and conn.broken:
+                    continue
+                raise _store_error(self._safe_url(), e) from None
+            except psycopg.Error as e:
+                raise _store_error(self._safe_url(), e) from None
+            except Exception as e:
+                if type(e).__module__.startswith("psycopg_pool"):
+                    raise StoreError(f"{self._safe_url()}: no connection to the server: "
+                                     f"{e}") from None
+                raise
+            finally:
+                if conn is not None:
+                    if not conn.broken and conn.info.transaction_status != 0:
+                        with contextlib.suppress(Exception):
+                            conn.execute("ROLLBACK")
+                    self._pool.putconn(conn)
+        raise AssertionError("unreachable")
 
     def wait_for_work(self, timeout: float) -> bool:
         """Wait on the store's channel; a dropped connection is reopened on the next wait."""

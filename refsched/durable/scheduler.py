@@ -260,9 +260,13 @@ class DurableScheduler:
     ``clock='virtual'`` makes the store's clock a value moved only by :meth:`tick` (for tests
     and lock-step checks); ``record=True`` appends every accepted spec step to the store's
     history, in commit order (:meth:`history`).
+
+    ``url`` may also be an open :class:`~refsched.durable.store.Store` (``open_store(url)``),
+    which the scheduler then uses without owning it: :meth:`release` leaves it open, so that
+    schedulers made one after another share its connections.
     """
 
-    def __init__(self, url: str, max_concurrency: int | None = None, *,
+    def __init__(self, url: str | Store, max_concurrency: int | None = None, *,
                  max_attempts: int | None = None, clock: str | None = None,
                  record: bool | None = None, create: bool = True,
                  synchronous: str = "normal", schema: str | None = None) -> None:
@@ -278,15 +282,23 @@ class DurableScheduler:
             raise InvalidArgumentError(f"DurableScheduler(record={_r(record)}): a bool")
         if not isinstance(create, bool):
             raise InvalidArgumentError(f"DurableScheduler(create={_r(create)}): a bool")
-        self._store: Store = open_store(url, create=create, synchronous=synchronous,
-                                        schema=schema)
+        self._owns_store = not isinstance(url, Store)
+        if isinstance(url, Store):
+            if synchronous != "normal" or schema is not None:
+                raise InvalidArgumentError("DurableScheduler(store): synchronous and schema are "
+                                           "the open store's")
+            self._store = url
+        else:
+            self._store = open_store(url, create=create, synchronous=synchronous,
+                                     schema=schema)
         self.url = self._store.url
         self._stale = 0  # reports refused through this object
         self._duplicates = 0  # repeated reports answered through this object
         try:
             settings = self._initialise(max_concurrency, max_attempts, clock, record)
         except BaseException:
-            self._store.close()
+            if self._owns_store:
+                self._store.close()
             raise
         self._max = int(settings["max_concurrency"])
         self._max_attempts = int(settings["max_attempts"])
@@ -294,6 +306,8 @@ class DurableScheduler:
         self.clock = str(settings["clock"])
         if self.clock == "virtual":
             self._store.use_virtual_clock()
+        elif not self._owns_store:
+            self._store.use_wall_clock()
 
     def _initialise(self, max_concurrency: int | None, max_attempts: int | None,
                     clock: str | None, record: bool | None) -> dict[str, Any]:
@@ -349,8 +363,10 @@ class DurableScheduler:
         return self._store.wait_for_work(timeout)
 
     def release(self) -> None:
-        """Release the connection. Not :meth:`close`: the store's state does not change."""
-        self._store.close()
+        """Release the connection (of a store it opened itself). Not :meth:`close`: the
+        store's state does not change."""
+        if self._owns_store:
+            self._store.close()
 
     def __enter__(self) -> DurableScheduler:
         return self
@@ -378,8 +394,8 @@ class DurableScheduler:
 
     def _step(self, tx: Tx, action: str, **params: Any) -> None:
         if self._record:
-            tx.run("INSERT INTO step (action, params, at) VALUES (?, ?, ?)",
-                   (action, json.dumps(params, separators=(",", ":")), tx.now()))
+            tx.later("INSERT INTO step (action, params, at) VALUES (?, ?, ?)",
+                     (action, json.dumps(params, separators=(",", ":")), tx.now()))
 
     def _row(self, tx: Tx, call: str, task_id: str) -> tuple[Any, ...]:
         row = tx.one("SELECT generation, state, attempt, holder, cancel_requested, seq, "
@@ -431,7 +447,7 @@ class DurableScheduler:
                 "SELECT d.id FROM dep JOIN task d ON d.id = dep.dep WHERE dep.task = ? AND "
                 "d.state IN ('failed', 'blocked', 'cancelled') ORDER BY d.seq LIMIT 1",
                 (x,)) or (None,)
-            tx.run("UPDATE task SET blocked_by = ? WHERE id = ?", (cause, x))
+            tx.later("UPDATE task SET blocked_by = ? WHERE id = ?", (cause, x))
         self._count(tx, "blocked", len(members))
 
     # ------------------------------------------------------------------ Submit, Start
@@ -467,8 +483,8 @@ class DurableScheduler:
                                        f"arguments, not {type(args).__name__}")
         args_text = _dumps(args, f"submit({task_id!r}) args")
         with self._counting_cycles(), self._store.transaction() as tx:
-            started, closed, seq = (tx.meta("started"), tx.meta("closed"),
-                                    int(tx.meta("next_seq")))
+            started, closed, seq = tx.metas("started", "closed", "next_seq")
+            seq = int(seq)
             if closed:
                 raise SchedulerClosedError(f"submit({task_id!r}): the scheduler is closed")
             old = tx.one("SELECT generation, state FROM task WHERE id = ?", (task_id,))
@@ -493,17 +509,17 @@ class DurableScheduler:
             now = tx.now()
             if old is not None and old[1] == "succeeded":
                 # The replaced success no longer counts for the waiting dependents.
-                tx.run("UPDATE task SET remaining_deps = remaining_deps + 1, state = 'pending' "
-                       "WHERE state IN ('pending', 'ready') AND id IN "
-                       "(SELECT task FROM dep WHERE dep = ?)", (task_id,))
+                tx.later("UPDATE task SET remaining_deps = remaining_deps + 1, "
+                         "state = 'pending' WHERE state IN ('pending', 'ready') AND id IN "
+                         "(SELECT task FROM dep WHERE dep = ?)", (task_id,))
             if old is not None:
-                tx.run("DELETE FROM task WHERE id = ?", (task_id,))
-            tx.run("INSERT INTO task (id, generation, seq, state, fn, args, "
-                   "remaining_deps, became_ready_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                   (task_id, generation, seq, state, fn, args_text, remaining,
-                    now if state == "ready" else None))
+                tx.later("DELETE FROM task WHERE id = ?", (task_id,))
+            tx.later("INSERT INTO task (id, generation, seq, state, fn, args, "
+                     "remaining_deps, became_ready_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     (task_id, generation, seq, state, fn, args_text, remaining,
+                      now if state == "ready" else None))
             if old is not None:
-                tx.run("DELETE FROM dep WHERE task = ?", (task_id,))
+                tx.later("DELETE FROM dep WHERE task = ?", (task_id,))
             if dep_list:
                 tx.many("INSERT INTO dep (task, dep) VALUES (?, ?)",
                         ((task_id, d) for d in dep_list))
@@ -596,26 +612,31 @@ class DurableScheduler:
         lease = float(lease)
         if not self._claimable():
             return []
-        with self._store.transaction() as tx:
-            started, closed = tx.meta("started"), tx.meta("closed")
+        # The check is sent with BEGIN: a claimer that finds nothing to take holds the store's
+        # lock for one round trip, as each of the idle workers a notification wakes does.
+        with self._store.transaction(first=self._claim_check()) as tx:
+            started, closed, overdue, running, ready = tx.first or (0, 0, 0, 0, 0)
             if not started:
                 raise InvalidTransitionError("claim(): the scheduler is not started")
+            if not overdue and (closed or not ready or running >= self._max):
+                return []
             now = tx.now()
-            self._expire(tx, now)
+            if overdue:
+                running -= self._expire(tx, now)
             deadline = now + lease
             taken: list[Lease] = []
             orphans = tx.all("SELECT id, generation, attempt, fn, args FROM task WHERE "
                              "state = 'running' AND holder IS NULL ORDER BY seq LIMIT ?",
-                             (limit,))
+                             (limit,)) if overdue else []
             for t, g, a, fn, args in orphans:
-                tx.run("UPDATE task SET attempt = ?, holder = ?, deadline = ?, lease_seconds = ?, "
-                       "claimed_at = ? WHERE id = ?", (a + 1, worker, deadline, lease, now, t))
+                tx.later("UPDATE task SET attempt = ?, holder = ?, deadline = ?, "
+                         "lease_seconds = ?, claimed_at = ? WHERE id = ?",
+                         (a + 1, worker, deadline, lease, now, t))
                 self._step(tx, "Reclaim", w=worker, t=t)
                 taken.append(Lease(t, g, a + 1, deadline, fn, json.loads(args), worker))
             self._count(tx, "reclaimed", len(taken))
             want = limit - len(taken)
             if want and not closed:
-                (running,) = tx.one("SELECT COUNT(*) FROM task WHERE state = 'running'") or (0,)
                 want = min(want, self._max - running)
                 if want > 0:
                     # One statement picks and takes the k ready versions of smallest seq.
@@ -638,18 +659,21 @@ class DurableScheduler:
         of others. False only when the claim transaction would find no lease past its deadline,
         no version running without a lease, and no ready version it may take; a claim that
         returns ``[]`` here took no step, as the transaction would not have."""
-        with self._store.transaction(write=False) as tx:
-            started, closed = tx.meta("started"), tx.meta("closed")
-            if not started:
-                return True  # the claim transaction says why not
-            if tx.one("SELECT 1 FROM task WHERE state = 'running' AND (holder IS NULL OR "
-                      "deadline < ?) LIMIT 1", (tx.now(),)):
-                return True
-            if closed:
-                return False
-            (running,) = tx.one("SELECT COUNT(*) FROM task WHERE state = 'running'") or (0,)
-            return running < self._max and tx.one(
-                "SELECT 1 FROM task WHERE state = 'ready' LIMIT 1") is not None
+        started, closed, overdue, running, ready = (
+            self._store.peek(self._claim_check()) or (0, 0, 0, 0, 0))
+        if not started or overdue:
+            return True  # (not started: the claim transaction says why not)
+        return not closed and running < self._max and bool(ready)
+
+    def _claim_check(self) -> str:
+        """What a claim needs to know first, in one query: started, closed, whether a version
+        runs without a live lease or past its deadline, how many run, whether one is ready."""
+        return ("SELECT (SELECT value FROM meta WHERE key = 'started'), "
+                "(SELECT value FROM meta WHERE key = 'closed'), "
+                "EXISTS (SELECT 1 FROM task WHERE state = 'running' AND (holder IS NULL OR "
+                f"deadline < {self._store.clock_sql})), "
+                "(SELECT COUNT(*) FROM task WHERE state = 'running'), "
+                "EXISTS (SELECT 1 FROM task WHERE state = 'ready')")
 
     def expire(self) -> None:
         """Expire every live lease whose deadline has passed, without claiming (Spec: Expire).
@@ -662,23 +686,28 @@ class DurableScheduler:
             self._expire(tx, tx.now())
             tx.wake()  # what expired can be re-claimed
 
-    def _expire(self, tx: Tx, now: float) -> None:
-        """Spec: Expire, for every live lease whose deadline is before ``now``, in seq order."""
+    def _expire(self, tx: Tx, now: float) -> int:
+        """Spec: Expire, for every live lease whose deadline is before ``now``, in seq order.
+        Returns how many versions failed (out of attempts): slots freed."""
         expired = tx.all("SELECT id, attempt FROM task WHERE state = 'running' AND "
                          "holder IS NOT NULL AND deadline < ? ORDER BY seq", (now,))
+        failed = 0
         for t, attempt in expired:
             self._count(tx, "expired")
             if attempt < self._max_attempts:
-                tx.run("UPDATE task SET holder = NULL, deadline = NULL WHERE id = ?", (t,))
+                tx.later("UPDATE task SET holder = NULL, deadline = NULL WHERE id = ?", (t,))
             else:
-                tx.run("UPDATE task SET state = 'failed', holder = NULL, deadline = NULL, "
-                       "ended_at = ?, error = ? WHERE id = ?",
-                       (now, f"lease expired {attempt} times (max_attempts={self._max_attempts})"
-                        ": its workers died or stalled", t))
+                tx.later("UPDATE task SET state = 'failed', holder = NULL, deadline = NULL, "
+                         "ended_at = ?, error = ? WHERE id = ?",
+                         (now, f"lease expired {attempt} times "
+                          f"(max_attempts={self._max_attempts}): its workers died or stalled",
+                          t))
                 self._count(tx, "failed")
+                failed += 1
             self._step(tx, "Expire", t=t)
             if attempt >= self._max_attempts:
                 self._settle(tx, [t])
+        return failed
 
     # ------------------------------------------------------------------ Reports
 
@@ -725,8 +754,8 @@ class DurableScheduler:
                 raise LeaseLostError(f"heartbeat({lease.task_id!r}, generation="
                                      f"{lease.generation}, attempt={lease.attempt}): the lease "
                                      "is no longer live")
-            tx.run("UPDATE task SET deadline = ? WHERE id = ?", (tx.now() + seconds,
-                                                                 lease.task_id))
+            tx.later("UPDATE task SET deadline = ? WHERE id = ?", (tx.now() + seconds,
+                                                                   lease.task_id))
             self._step(tx, "Heartbeat", w=lease.worker, t=lease.task_id, g=lease.generation,
                        a=lease.attempt)
             return bool(cancel_requested)
@@ -772,11 +801,12 @@ class DurableScheduler:
             if state == "succeeded":
                 # Fan-in: the count of each pending dependent is decremented by this one
                 # statement, under the write lock, so two parents ending at once both count.
-                tx.run("UPDATE task SET remaining_deps = remaining_deps - 1, became_ready_at = "
-                       "CASE WHEN remaining_deps = 1 THEN ? ELSE became_ready_at END, state = "
-                       "CASE WHEN remaining_deps = 1 THEN 'ready' ELSE state END WHERE "
-                       "state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = ?)",
-                       (now, t))
+                tx.later("UPDATE task SET remaining_deps = remaining_deps - 1, "
+                         "became_ready_at = CASE WHEN remaining_deps = 1 THEN ? ELSE "
+                         "became_ready_at END, state = CASE WHEN remaining_deps = 1 THEN 'ready' "
+                         "ELSE state END WHERE "
+                         "state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = ?)",
+                         (now, t))
             else:
                 self._settle(tx, [t])
             return TaskState(state)
@@ -793,14 +823,14 @@ class DurableScheduler:
         with self._store.transaction() as tx:
             _, state, _, _, requested, _, _ = self._row(tx, "cancel", task_id)
             if state in _WAITING:
-                tx.run("UPDATE task SET state = 'cancelled', ended_at = ? WHERE id = ?",
-                       (tx.now(), task_id))
+                tx.later("UPDATE task SET state = 'cancelled', ended_at = ? WHERE id = ?",
+                         (tx.now(), task_id))
                 self._count(tx, "cancelled")
                 self._step(tx, "Cancel", t=task_id)
                 self._settle(tx, [task_id])
                 return TaskState.CANCELLED
             if state == "running" and not requested:
-                tx.run("UPDATE task SET cancel_requested = 1 WHERE id = ?", (task_id,))
+                tx.later("UPDATE task SET cancel_requested = 1 WHERE id = ?", (task_id,))
                 self._step(tx, "Cancel", t=task_id)
             return TaskState(state)
 
@@ -889,27 +919,29 @@ class DurableScheduler:
 
     def now(self) -> float:
         """The store's clock."""
-        with self._store.transaction(write=False) as tx:
-            return tx.now()
+        (now,) = self._store.peek(f"SELECT {self._store.clock_sql}") or (None,)
+        return float(now)
 
     # ------------------------------------------------------------------ Reading
 
     def state(self, task_id: str) -> TaskState:
         """The state of ``task_id``'s current version (``UnknownTaskError`` if never submitted)."""
         _check_id("state", task_id)
-        with self._store.transaction(write=False) as tx:
-            return TaskState(self._row(tx, "state", task_id)[1])
+        row = self._store.peek("SELECT state FROM task WHERE id = ?", (task_id,))
+        if row is None:
+            raise UnknownTaskError(f"state({task_id!r}): unknown task", task_id)
+        return TaskState(row[0])
 
     def info(self, task_id: str) -> DurableInfo:
         """Everything the store knows of ``task_id``'s current version."""
         _check_id("info", task_id)
-        with self._store.transaction(write=False) as tx:
-            row = tx.one("SELECT generation, state, remaining_deps, blocked_by, cancel_requested, "
-                         "fn, args, seq, attempt, holder, deadline, result, error FROM task "
-                         "WHERE id = ?", (task_id,))
-            if row is None:
-                raise UnknownTaskError(f"info({task_id!r}): unknown task", task_id)
-            deps = frozenset(d for (d,) in tx.all("SELECT dep FROM dep WHERE task = ?", (task_id,)))
+        rows, dep_rows = self._store.read([
+            ("SELECT generation, state, remaining_deps, blocked_by, cancel_requested, fn, args, "
+             "seq, attempt, holder, deadline, result, error FROM task WHERE id = ?", (task_id,)),
+            ("SELECT dep FROM dep WHERE task = ?", (task_id,))])
+        if not rows:
+            raise UnknownTaskError(f"info({task_id!r}): unknown task", task_id)
+        row, deps = rows[0], frozenset(d for (d,) in dep_rows)
         (g, s, rd, bb, cr, fn, args, seq, attempt, holder, deadline, result, error) = row
         return DurableInfo(task_id, g, TaskState(s), deps, rd, bb, bool(cr), fn,
                            json.loads(args), seq, attempt, holder, deadline,
@@ -926,52 +958,50 @@ class DurableScheduler:
     def snapshot(self) -> Snapshot:
         """The scheduler part of the state: ``spec/Scheduler.tla``'s variables under the
         refinement mapping (``claims`` is 1 once a version was claimed)."""
-        with self._store.transaction(write=False) as tx:
-            return self._snapshot(tx)
-
-    def _snapshot(self, tx: Tx) -> Snapshot:
+        dep_rows, task_rows, meta_rows = self._store.read([
+            ("SELECT task, dep FROM dep", ()),
+            ("SELECT id, generation, state, remaining_deps, blocked_by, cancel_requested, "
+             "attempt, seq FROM task", ()),
+            ("SELECT key, value FROM meta WHERE key IN ('started', 'closed', 'next_seq')", ())])
         deps: dict[str, set[str]] = {}
-        for t, d in tx.all("SELECT task, dep FROM dep"):
+        for t, d in dep_rows:
             deps.setdefault(t, set()).add(d)
         tasks = {
             t: VersionView(g, TaskState(s), frozenset(deps.get(t, ())), rd, bb, bool(cr),
                            1 if a else 0, seq)
-            for t, g, s, rd, bb, cr, a, seq in tx.all(
-                "SELECT id, generation, state, remaining_deps, blocked_by, cancel_requested, "
-                "attempt, seq FROM task")}
-        return Snapshot(bool(self._meta(tx, "started")), bool(self._meta(tx, "closed")),
-                        int(self._meta(tx, "next_seq")), tasks)
+            for t, g, s, rd, bb, cr, a, seq in task_rows}
+        meta: dict[str, Any] = dict(meta_rows)
+        return Snapshot(bool(meta["started"]), bool(meta["closed"]), int(meta["next_seq"]),
+                        tasks)
 
     def leases(self) -> dict[str, LeaseView]:
         """The lease part of every claimed version (spec: ``attempt``, ``holder``, ``deadline``)."""
-        with self._store.transaction(write=False) as tx:
-            return {t: LeaseView(a, h, dl) for t, a, h, dl in tx.all(
-                "SELECT id, attempt, holder, deadline FROM task WHERE attempt > 0")}
+        return {t: LeaseView(a, h, dl) for t, a, h, dl in self._store.read([(
+            "SELECT id, attempt, holder, deadline FROM task WHERE attempt > 0", ())])[0]}
 
     def history(self) -> list[tuple[str, dict[str, Any]]]:
         """Every accepted step, in commit order (a store created with ``record=True``)."""
-        with self._store.transaction(write=False) as tx:
-            return [(a, json.loads(p)) for a, p in tx.all("SELECT action, params FROM step "
-                                                          "ORDER BY n")]
+        return [(a, json.loads(p)) for a, p in self._store.read([(
+            "SELECT action, params FROM step ORDER BY n", ())])[0]]
 
     def stats(self) -> DurableStats:
         """Store-wide counters, the current versions by state, and the live leases."""
-        with self._store.transaction(write=False) as tx:
-            counts = {k[len("count:"):]: int(v) for k, v in tx.settings().items()
-                      if k.startswith("count:")}
-            by_state: dict[str, int] = dict(
-                tx.all("SELECT state, COUNT(*) FROM task GROUP BY state"))
-            (live,) = tx.one("SELECT COUNT(*) FROM task WHERE holder IS NOT NULL") or (0,)
+        meta, by_state_rows, live_rows = self._store.read([
+            ("SELECT key, value FROM meta WHERE key LIKE 'count:%'", ()),
+            ("SELECT state, COUNT(*) FROM task GROUP BY state", ()),
+            ("SELECT COUNT(*) FROM task WHERE holder IS NOT NULL", ())])
+        counts = {k[len("count:"):]: int(v) for k, v in meta}
+        by_state: dict[str, int] = dict(by_state_rows)
+        live = live_rows[0][0] if live_rows else 0
         return DurableStats(**counts, by_state=by_state, live_leases=live,
                             stale_callbacks=self._stale, duplicate_callbacks=self._duplicates)
 
     def done(self) -> bool:
         """Whether the store is started and every version is terminal."""
-        with self._store.transaction(write=False) as tx:
-            if not self._meta(tx, "started"):
-                return False
-            return tx.one("SELECT 1 FROM task WHERE state IN ('pending', 'ready', 'running') "
-                          "LIMIT 1") is None
+        started, waiting = self._store.peek(
+            "SELECT (SELECT value FROM meta WHERE key = 'started'), EXISTS (SELECT 1 FROM task "
+            "WHERE state IN ('pending', 'ready', 'running'))") or (0, 1)
+        return bool(started) and not waiting
 
     def wait(self, timeout: float | None = None, *, poll: float = 0.05) -> bool:
         """Block until :meth:`done` (True) or ``timeout`` seconds pass (False)."""
@@ -991,58 +1021,66 @@ class DurableScheduler:
     def check_invariants(self) -> None:
         """Raise ``InvariantViolation`` if the store holds a state the spec forbids."""
         from refsched.scheduler import _find_cycles
-        with self._store.transaction(write=False) as tx:
-            def fail(name: str, detail: str) -> None:
-                raise InvariantViolation(name, detail)
 
-            bad = tx.one("SELECT id, state FROM task WHERE state NOT IN ('pending', 'ready', "
-                         "'running', 'succeeded', 'failed', 'blocked', 'cancelled') OR "
-                         "generation < 1 LIMIT 1")
-            if bad:
-                fail("TypeOK", f"{bad[0]!r} has state {bad[1]!r}")
-            bad = tx.one("SELECT id, remaining_deps, n FROM (SELECT x.id, x.state, "
-                         "x.remaining_deps, (SELECT COUNT(*) FROM dep LEFT JOIN task d ON "
-                         "d.id = dep.dep WHERE dep.task = x.id AND (d.state IS NULL OR "
-                         "d.state != 'succeeded')) AS n FROM task x WHERE x.state IN "
-                         "('pending', 'ready')) AS c WHERE c.remaining_deps != c.n OR "
-                         "(c.state = 'pending') != (c.n > 0) LIMIT 1")
-            if bad:
-                fail("IndegreeInvariant", f"{bad[0]!r}: remaining_deps {bad[1]}, counted {bad[2]}")
-            (running,) = tx.one("SELECT COUNT(*) FROM task WHERE state = 'running'") or (0,)
-            if running > self._max:
-                fail("ConcurrencyBound", f"{running} running > max_concurrency {self._max}")
-            bad = tx.one("SELECT id FROM task x WHERE (x.state = 'blocked') != (x.blocked_by IS "
-                         "NOT NULL) OR (x.blocked_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM "
-                         "dep WHERE dep.task = x.id AND dep.dep = x.blocked_by)) LIMIT 1")
-            if bad:
-                fail("BlockedHasCause", f"{bad[0]!r}")
-            bad = tx.one("SELECT x.id, d.id FROM task x JOIN dep ON dep.task = x.id JOIN task d "
-                         "ON d.id = dep.dep WHERE x.state IN ('pending', 'ready') AND d.state IN "
-                         "('failed', 'blocked', 'cancelled') LIMIT 1")
-            if bad:
-                fail("BlockedPropagated", f"{bad[0]!r} waits on dead {bad[1]!r}")
-            if self._meta(tx, "started"):
-                bad = tx.one("SELECT dep.task, dep.dep FROM dep LEFT JOIN task ON task.id = "
-                             "dep.dep WHERE task.id IS NULL LIMIT 1")
-                if bad:
-                    fail("SealedGraph", f"{bad[0]!r} depends on unknown {bad[1]!r}")
-                recs = {t: _Rec(t, s) for t, s in tx.all("SELECT id, seq FROM task")}
-                for t, d in tx.all("SELECT task, dep FROM dep"):
-                    recs[t].deps.append(d)
-                    recs[d].dependents.append(recs[t])
-                cycles = _find_cycles(recs.values())  # type: ignore[arg-type]
-                if cycles:
-                    fail("SealedGraph", f"cycle {cycles[0]!r}")
-            bad = tx.one("SELECT id, attempt FROM task WHERE attempt > ? OR attempt < 0 LIMIT 1",
-                         (self._max_attempts,))
-            if bad:
-                fail("AttemptsBounded", f"{bad[0]!r} has attempt {bad[1]}")
-            bad = tx.one("SELECT id FROM task WHERE (holder IS NOT NULL AND (state != 'running' "
-                         "OR deadline IS NULL)) OR (state = 'running' AND attempt < 1) LIMIT 1")
-            if bad:
-                fail("AtMostOneLiveLease", f"{bad[0]!r} holds a lease out of running")
-            bad = tx.one("SELECT id FROM task WHERE ended_attempt IS NOT NULL AND (state NOT IN "
-                         "('succeeded', 'failed', 'cancelled') OR ended_attempt != attempt) "
-                         "LIMIT 1")
-            if bad:
-                fail("OnlyCurrentAttemptEnds", f"{bad[0]!r} ended by an attempt not its last")
+        # Every query in one read of one state; the first invariant broken is reported.
+        (type_ok, indegree, running, blocked_cause, blocked_propagated, started, dangling,
+         seqs, edges, attempts, lease_out_of_running, ended_by_other) = self._store.read([
+            ("SELECT id, state FROM task WHERE state NOT IN ('pending', 'ready', 'running', "
+             "'succeeded', 'failed', 'blocked', 'cancelled') OR generation < 1 LIMIT 1", ()),
+            ("SELECT id, remaining_deps, n FROM (SELECT x.id, x.state, x.remaining_deps, "
+             "(SELECT COUNT(*) FROM dep LEFT JOIN task d ON d.id = dep.dep WHERE dep.task = x.id "
+             "AND (d.state IS NULL OR d.state != 'succeeded')) AS n FROM task x WHERE x.state IN "
+             "('pending', 'ready')) AS c WHERE c.remaining_deps != c.n OR "
+             "(c.state = 'pending') != (c.n > 0) LIMIT 1", ()),
+            ("SELECT COUNT(*) FROM task WHERE state = 'running'", ()),
+            ("SELECT id FROM task x WHERE (x.state = 'blocked') != (x.blocked_by IS NOT NULL) OR "
+             "(x.blocked_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM dep WHERE dep.task = x.id "
+             "AND dep.dep = x.blocked_by)) LIMIT 1", ()),
+            ("SELECT x.id, d.id FROM task x JOIN dep ON dep.task = x.id JOIN task d ON "
+             "d.id = dep.dep WHERE x.state IN ('pending', 'ready') AND d.state IN "
+             "('failed', 'blocked', 'cancelled') LIMIT 1", ()),
+            ("SELECT value FROM meta WHERE key = 'started'", ()),
+            ("SELECT dep.task, dep.dep FROM dep LEFT JOIN task ON task.id = dep.dep "
+             "WHERE task.id IS NULL LIMIT 1", ()),
+            ("SELECT id, seq FROM task", ()),
+            ("SELECT task, dep FROM dep", ()),
+            (f"SELECT id, attempt FROM task WHERE attempt > {int(self._max_attempts)} OR "
+             "attempt < 0 LIMIT 1", ()),
+            ("SELECT id FROM task WHERE (holder IS NOT NULL AND (state != 'running' OR "
+             "deadline IS NULL)) OR (state = 'running' AND attempt < 1) LIMIT 1", ()),
+            ("SELECT id FROM task WHERE ended_attempt IS NOT NULL AND (state NOT IN "
+             "('succeeded', 'failed', 'cancelled') OR ended_attempt != attempt) LIMIT 1", ())])
+
+        def fail(name: str, detail: str) -> None:
+            raise InvariantViolation(name, detail)
+
+        if type_ok:
+            fail("TypeOK", f"{type_ok[0][0]!r} has state {type_ok[0][1]!r}")
+        if indegree:
+            bad = indegree[0]
+            fail("IndegreeInvariant", f"{bad[0]!r}: remaining_deps {bad[1]}, counted {bad[2]}")
+        if running[0][0] > self._max:
+            fail("ConcurrencyBound", f"{running[0][0]} running > max_concurrency {self._max}")
+        if blocked_cause:
+            fail("BlockedHasCause", f"{blocked_cause[0][0]!r}")
+        if blocked_propagated:
+            bad = blocked_propagated[0]
+            fail("BlockedPropagated", f"{bad[0]!r} waits on dead {bad[1]!r}")
+        if started and started[0][0]:
+            if dangling:
+                fail("SealedGraph", f"{dangling[0][0]!r} depends on unknown {dangling[0][1]!r}")
+            recs = {t: _Rec(t, seq) for t, seq in seqs}
+            for t, d in edges:
+                recs[t].deps.append(d)
+                recs[d].dependents.append(recs[t])
+            cycles = _find_cycles(recs.values())  # type: ignore[arg-type]
+            if cycles:
+                fail("SealedGraph", f"cycle {cycles[0]!r}")
+        if attempts:
+            fail("AttemptsBounded", f"{attempts[0][0]!r} has attempt {attempts[0][1]}")
+        if lease_out_of_running:
+            fail("AtMostOneLiveLease", f"{lease_out_of_running[0][0]!r} holds a lease out of "
+                 "running")
+        if ended_by_other:
+            fail("OnlyCurrentAttemptEnds", f"{ended_by_other[0][0]!r} ended by an attempt not "
+                 "its last")

@@ -54,6 +54,8 @@ class Tx(ABC):
     META_SET = "UPDATE meta SET value = ? WHERE key = ?"
     META_INSERT = "INSERT INTO meta (key, value) VALUES (?, ?)"
 
+    first: Row | None = None  # the row of transaction(first=...)
+
     def encode(self, value: Any) -> Any:
         """A meta value as the database takes it."""
         return value
@@ -71,9 +73,16 @@ class Tx(ABC):
         row = self.one(self.META_GET, (key,))
         return None if row is None else row[0]
 
+    def metas(self, *keys: str) -> tuple[Any, ...]:
+        """Several meta values in one query, in the order asked (None for a missing key)."""
+        marks = ", ".join("?" * len(keys))
+        found: dict[str, Any] = dict(self.all(f"SELECT key, value FROM meta WHERE key IN ({marks})",
+                                              keys))
+        return tuple(found.get(k) for k in keys)
+
     def meta_add(self, key: str, n: float) -> None:
         """Add ``n`` to a numeric meta value."""
-        self.run(self.META_ADD, (n, key))
+        self.later(self.META_ADD, (n, key))
 
     def meta_set(self, key: str, value: Any) -> None:
         self.run(self.META_SET, (self.encode(value), key))
@@ -97,6 +106,12 @@ class Tx(ABC):
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
         """Run a statement; return how many rows it changed."""
 
+    def later(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """Run a statement whose result the step does not read. A store across a network
+        sends it with the transaction's next round trip (the next query, or COMMIT), in
+        order; every statement sees the effect of those before it, as with :meth:`run`."""
+        self.run(sql, params)
+
     @abstractmethod
     def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         """Run a statement once per parameter row."""
@@ -112,8 +127,13 @@ class Store(ABC):
     url: str
 
     @abstractmethod
-    def transaction(self, write: bool = True) -> contextlib.AbstractContextManager[Tx]:
-        """One transaction: committed when the block ends, rolled back if it raises."""
+    def transaction(self, write: bool = True,
+                    first: str | None = None) -> contextlib.AbstractContextManager[Tx]:
+        """One transaction: committed when the block ends, rolled back if it raises.
+
+        ``first``: a query without parameters run before anything else in the transaction
+        (after the write lock is granted), its first row in :attr:`Tx.first`; a store across a
+        network sends it in the same round trip as BEGIN."""
 
     @abstractmethod
     def schema(self) -> list[str]:
@@ -122,6 +142,23 @@ class Store(ABC):
     @abstractmethod
     def use_virtual_clock(self) -> None:
         """Read the store's clock from ``meta.now`` (a store created with ``clock='virtual'``)."""
+
+    @abstractmethod
+    def use_wall_clock(self) -> None:
+        """Read the store's clock from the database's (the default)."""
+
+    #: The store's clock as an SQL expression (seconds), for :meth:`read`.
+    clock_sql: str
+
+    @abstractmethod
+    def read(self, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Row]]:
+        """The rows of each read-only query, all of them reading one consistent state of the
+        store; a store across a network sends them in one round trip."""
+
+    def peek(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        """The first row of one read-only query (or None)."""
+        rows = self.read([(sql, params)])[0]
+        return rows[0] if rows else None
 
     notifies = False  # whether wait_for_work() hears of new work, or only waits
 
@@ -140,17 +177,18 @@ class Store(ABC):
 
 # The store's clock: SQLite's own reading of the time, in Unix seconds. One machine has one
 # clock, so every process judges a deadline on the same clock as the one that wrote it.
-_WALL_NOW = "SELECT (julianday('now') - 2440587.5) * 86400.0"
-_VIRTUAL_NOW = "SELECT value FROM meta WHERE key = 'now'"
+_WALL_NOW = "(julianday('now') - 2440587.5) * 86400.0"
+_VIRTUAL_NOW = "(SELECT value FROM meta WHERE key = 'now')"
 
 
 class _SQLiteTx(Tx):
-    __slots__ = ("_conn", "_now", "_now_sql")
+    __slots__ = ("_conn", "_now", "_now_sql", "first")
 
     def __init__(self, conn: sqlite3.Connection, now_sql: str) -> None:
         self._conn = conn
         self._now_sql = now_sql
         self._now: float | None = None
+        self.first: Row | None = None
 
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
         row: Row | None = self._conn.execute(sql, params).fetchone()
@@ -171,7 +209,7 @@ class _SQLiteTx(Tx):
 
     def now(self) -> float:
         if self._now is None:
-            row = self._conn.execute(self._now_sql).fetchone()
+            row = self._conn.execute(f"SELECT {self._now_sql}").fetchone()
             self._now = float(row[0])
         return self._now
 
@@ -224,7 +262,7 @@ class SQLiteStore(Store):
         except sqlite3.Error as e:
             conn.close()
             raise StoreError(f"{url}: cannot open the store: {e}") from None
-        self._now_sql = _WALL_NOW
+        self.clock_sql = _WALL_NOW
 
     def _check_existing(self, create: bool) -> None:
         """Refuse, before writing a byte, a file that is not a refsched store."""
@@ -275,7 +313,7 @@ class SQLiteStore(Store):
         check_meta(self.url, meta)
 
     @contextlib.contextmanager
-    def transaction(self, write: bool = True) -> Iterator[Tx]:
+    def transaction(self, write: bool = True, first: str | None = None) -> Iterator[Tx]:
         with self._lock:
             conn = self._conn
             try:
@@ -283,7 +321,11 @@ class SQLiteStore(Store):
             except sqlite3.Error as e:
                 raise _store_error(self.url, e) from None
             try:
-                yield _SQLiteTx(conn, self._now_sql)
+                tx = _SQLiteTx(conn, self.clock_sql)
+                if first is not None:
+                    tx.now()  # read before ``first``, as the PostgreSQL store's BEGIN reads it
+                    tx.first = conn.execute(first).fetchone()
+                yield tx
             except sqlite3.Error as e:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
@@ -303,7 +345,27 @@ class SQLiteStore(Store):
         return schema_statements("schema.sql")
 
     def use_virtual_clock(self) -> None:
-        self._now_sql = _VIRTUAL_NOW
+        self.clock_sql = _VIRTUAL_NOW
+
+    def use_wall_clock(self) -> None:
+        self.clock_sql = _WALL_NOW
+
+    def read(self, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Row]]:
+        with self._lock:
+            conn = self._conn
+            try:
+                if len(queries) == 1:  # one statement reads one state by itself
+                    return [conn.execute(*queries[0]).fetchall()]
+                conn.execute("BEGIN")
+                try:
+                    return [conn.execute(sql, params).fetchall() for sql, params in queries]
+                finally:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as e:
+                if conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                raise _store_error(self.url, e) from None
 
     def close(self) -> None:
         with self._lock:

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import json
 import os
 import pickle
@@ -629,21 +630,21 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("durable_expiry_keeps_holder", _D,
        "an expired lease keeps its holder: the version is never re-claimed, and the old "
        "attempt's report is still accepted",
-       """tx.run("UPDATE task SET holder = NULL, deadline = NULL WHERE id = ?", (t,))""",
-       """tx.run("UPDATE task SET deadline = NULL WHERE id = ?", (t,))"""),
+       """tx.later("UPDATE task SET holder = NULL, deadline = NULL WHERE id = ?", (t,))""",
+       """tx.later("UPDATE task SET deadline = NULL WHERE id = ?", (t,))"""),
     _m("durable_reclaim_past_max_attempts", _D,
        "an expiry never fails the version: a task that kills its workers is re-claimed for ever",
        """            if attempt < self._max_attempts:
-                tx.run(""",
+                tx.later(""",
        """            if True:
-                tx.run("""),
+                tx.later("""),
     _m("durable_claim_on_worker_clock", _D,
        "a claim reads the worker's clock, not the store's: deadlines are written and judged "
        "on two clocks",
        """            now = tx.now()
-            self._expire(tx, now)""",
+            if overdue:""",
        """            now = time.time()
-            self._expire(tx, now)"""),
+            if overdue:"""),
     _m("durable_claim_one_over_concurrency", _D,
        "claims take one version more than max_concurrency allows",
        """                want = min(want, self._max - running)""",
@@ -699,8 +700,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        """                conn.execute("BEGIN")"""),
     _m("durable_store_wall_clock_only", _DS,
        "a virtual-clock store still reads the wall clock: tick() moves no deadline",
-       """        self._now_sql = _VIRTUAL_NOW""",
-       """        self._now_sql = _WALL_NOW"""),
+       """        self.clock_sql = _VIRTUAL_NOW""",
+       """        self.clock_sql = _WALL_NOW"""),
 )
 
 _BY_NAME = {m.name: m for m in CATALOGUE}
@@ -944,7 +945,11 @@ def _unit_layer(payload: dict[str, Any]) -> tuple[str, str]:
     key = {_T: "timer_unit_files", _TR: "timer_unit_files", _P: "pool_unit_files",
            _D: "durable_unit_files", _DS: "durable_unit_files"}.get(payload["file"], "unit_files")
     files = [str(_PROJECT / f) for f in payload["budget"][key]]
-    code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", *files], plugins=[watch])
+    # In this process, where the watch sees each result (the project's pytest settings spread
+    # the tests over worker processes when pytest-xdist is installed).
+    in_process = ["-n", "0"] if importlib.util.find_spec("xdist") is not None else []
+    code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", *in_process, *files],
+                       plugins=[watch])
     if code == 0:
         return SURVIVED, ""
     if code == 1:
