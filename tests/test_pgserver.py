@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.conftest import own_postgres_cluster
+
 if os.environ.get("CI") == "true":
     import psycopg  # required there: a missing psycopg fails rather than skips
 else:
@@ -20,6 +22,14 @@ else:
 
 if TYPE_CHECKING:
     from pgserver import PostgresCluster
+
+
+@pytest.fixture(scope="module")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    """This module stops, restarts and kills the server: a cluster of its own, so that tests
+    running beside it (pytest-xdist) keep theirs."""
+    with own_postgres_cluster() as cluster:
+        yield cluster
 
 
 def connect(url: str, **kwargs: object) -> psycopg.Connection[tuple[object, ...]]:
