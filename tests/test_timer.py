@@ -835,7 +835,9 @@ def test_bad_input_is_refused_before_the_closed_or_running_checks() -> None:
 
 @pytest.mark.parametrize("kwargs", [{"clock": 5}, {"rebuild_floor": -1}, {"rebuild_floor": 1.5},
                                     {"rebuild_floor": True}, {"recorder": object()}],
-                         ids=str)
+                         ids=lambda kwargs: ",".join(f"{k}={type(v).__name__}:{v}"
+                                                     if type(v) is not object else f"{k}=object"
+                                                     for k, v in kwargs.items()))
 def test_bad_constructor_arguments_are_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(InvalidArgumentError):
         TimerScheduler(**kwargs)

@@ -172,7 +172,8 @@ class PostgresStore(Store):
 
     def __init__(self, url: str, *, create: bool = True, synchronous: str = "normal",
                  schema: str | None = None, pool_size: int = 4,
-                 connect_timeout: float = 30.0, idle_step_timeout: float = 10.0) -> None:
+                 connect_timeout: float = 30.0, idle_step_timeout: float = 10.0,
+                 reconnect_window: float = 5.0) -> None:
         if synchronous not in ("normal", "full"):
             raise InvalidArgumentError(f"synchronous={synchronous!r}: 'normal' or 'full'")
         try:
@@ -185,6 +186,7 @@ class PostgresStore(Store):
         self.url = url
         self._conninfo, self.schema_name = split_url(url, schema)
         self._create = create
+        self._connect_timeout = connect_timeout
         self._psycopg = psycopg
         self.clock_sql = _WALL_NOW
         digest = hashlib.sha256(f"refsched:{self.schema_name}".encode()).digest()
@@ -204,8 +206,13 @@ class PostgresStore(Store):
             conn.execute(f"SET idle_in_transaction_session_timeout = "
                          f"{int(idle_step_timeout * 1000)}")
 
+        # The pool retries a lost connection with a doubling delay, without a cap: after an
+        # outage of T seconds the next try could come T seconds after the server was back.
+        # Retries end after ``reconnect_window`` seconds instead, and the next step that finds
+        # no connection starts a new series, whose first try is at once.
         self._pool = ConnectionPool(self._conninfo, min_size=1, max_size=pool_size,
                                     configure=configure, timeout=connect_timeout, open=False,
+                                    reconnect_timeout=reconnect_window,
                                     name=f"refsched-{self.schema_name}")
         self._begin_lock = f"BEGIN; SELECT pg_advisory_xact_lock({self._lock_key})"
         self.use_wall_clock()
@@ -237,20 +244,34 @@ class PostgresStore(Store):
         self.clock_sql = _WALL_NOW
         self._begin_write = f"{self._begin_lock}; SELECT {_WALL_NOW}"
 
+    def _getconn(self) -> Any:
+        """A pooled connection, waiting up to ``connect_timeout`` seconds for one. The wait is
+        asked for a second at a time: each ask that finds none lets the pool start a new
+        series of connection tries once its last one gave up (see ``reconnect_window``), so a
+        step waiting through an outage connects within seconds of the server's return."""
+        from psycopg_pool import PoolTimeout
+        deadline = time.monotonic() + self._connect_timeout
+        while True:
+            try:
+                return self._pool.getconn(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
+            except PoolTimeout:
+                if time.monotonic() >= deadline:
+                    raise
+
     def _connection(self, first: str, params: tuple[Any, ...] | None = None) -> tuple[Any, Any]:
         """A pooled connection and its cursor, on which the statement ``first`` ran.
 
         No check of a pooled connection on each checkout: a connection that broke while idle
         (the server restarted) fails this first statement, and nothing was sent, so it is sent
         again on another."""
-        conn = self._pool.getconn()
+        conn = self._getconn()
         try:
             return conn, conn.cursor().execute(first, params)
         except self._psycopg.OperationalError:
             self._pool.putconn(conn)
             if not conn.broken:
                 raise
-        conn = self._pool.getconn()
+        conn = self._getconn()
         try:
             return conn, conn.cursor().execute(first, params)
         except BaseException:
@@ -312,7 +333,7 @@ class PostgresStore(Store):
         for again in (True, False):
             conn = None
             try:
-                conn = self._pool.getconn()
+                conn = self._getconn()
                 if len(statements) == 1:
                     return [conn.cursor().execute(*statements[0]).fetchall()]
                 cursors = [conn.cursor() for _ in statements]
