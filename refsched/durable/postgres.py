@@ -33,8 +33,8 @@ import hashlib
 import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 from refsched.errors import InvalidArgumentError, StoreError
@@ -42,6 +42,8 @@ from refsched.errors import InvalidArgumentError, StoreError
 from .store import Row, Store, Tx, schema_statements
 
 __all__ = ["PostgresStore", "split_url"]
+
+_T = TypeVar("_T")
 
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}\Z")
 _WALL_NOW = "extract(epoch FROM clock_timestamp())::float8"
@@ -258,109 +260,93 @@ class PostgresStore(Store):
                 if time.monotonic() >= deadline:
                     raise
 
-    def _connection(self, first: str, params: tuple[Any, ...] | None = None) -> tuple[Any, Any]:
-        """A pooled connection and its cursor, on which the statement ``first`` ran.
+    def _release(self, conn: Any) -> None:
+        """Back to the pool, after ending a transaction left open by an error."""
+        if not conn.broken and conn.info.transaction_status != 0:  # not idle
+            with contextlib.suppress(Exception):
+                conn.execute("ROLLBACK")
+        self._pool.putconn(conn)
+
+    def _sent(self, send: Callable[[Any], _T]) -> tuple[Any, _T]:
+        """A pooled connection and what ``send(conn)`` returned.
 
         No check of a pooled connection on each checkout: a connection that broke while idle
-        (the server restarted) fails this first statement, and nothing was sent, so it is sent
-        again on another."""
-        conn = self._getconn()
-        try:
-            return conn, conn.cursor().execute(first, params)
-        except self._psycopg.OperationalError:
-            self._pool.putconn(conn)
-            if not conn.broken:
+        (the server restarted) fails ``send`` before anything reached the server, so ``send``
+        is tried once more on another. ``send`` is a step's first statement, or a read."""
+        for again in (True, False):
+            conn = self._getconn()
+            try:
+                return conn, send(conn)
+            except self._psycopg.OperationalError:
+                broken = conn.broken
+                self._release(conn)
+                if not (again and broken):
+                    raise
+            except BaseException:
+                self._release(conn)
                 raise
-        conn = self._getconn()
-        try:
-            return conn, conn.cursor().execute(first, params)
-        except BaseException:
-            self._pool.putconn(conn)
-            raise
+        raise AssertionError("unreachable")
 
     @contextlib.contextmanager
-    def transaction(self, write: bool = True, first: str | None = None) -> Iterator[Tx]:
-        psycopg = self._psycopg
-        conn = None
+    def _server_errors(self) -> Iterator[None]:
+        """A failure of the server or of the connection to it, as a ``StoreError``."""
         try:
-            # The store's one writer at a time: the steps commit in the order they run. In a
-            # string of several statements each one reads the state as of its own start (READ
-            # COMMITTED), so what follows the lock sees every step committed before it.
-            begin = (self._begin_write if write
-                     else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            conn, cur = self._connection(begin if first is None else f"{begin}; {first}")
-            now = None
-            if write:
-                cur.nextset()  # the lock's (void) row
-                if self.clock_sql == _WALL_NOW:  # the wall clock, read once the lock was granted
-                    cur.nextset()
-                    now = float(cur.fetchone()[0])
-            tx = _PostgresTx(conn, cur, self.clock_sql, now, self._notify)
-            if first is not None:
-                cur.nextset()
-                tx.first = cur.fetchone()
-            try:
-                yield tx
-            except BaseException:
-                if not conn.broken:
-                    with contextlib.suppress(Exception):
-                        cur.execute("ROLLBACK")
-                raise
-            try:
-                tx.commit()
-            except BaseException:
-                if not conn.broken and conn.info.transaction_status != 0:  # not idle: abort it
-                    with contextlib.suppress(Exception):
-                        cur.execute("ROLLBACK")
-                raise
-        except psycopg.Error as e:
+            yield
+        except self._psycopg.Error as e:
             raise _store_error(self._safe_url(), e) from None
         except Exception as e:
             if type(e).__module__.startswith("psycopg_pool"):  # PoolTimeout, PoolClosed
                 raise StoreError(f"{self._safe_url()}: no connection to the server: "
                                  f"{e}") from None
             raise
-        finally:
-            if conn is not None:
-                self._pool.putconn(conn)
+
+    @contextlib.contextmanager
+    def transaction(self, write: bool = True, first: str | None = None) -> Iterator[Tx]:
+        # The store's one writer at a time: the steps commit in the order they run. In a string
+        # of several statements each one reads the state as of its own start (READ COMMITTED),
+        # so what follows the lock sees every step committed before it.
+        begin = self._begin_write if write else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+        if first is not None:
+            begin = f"{begin}; {first}"
+        with self._server_errors():
+            conn, cur = self._sent(lambda conn: conn.cursor().execute(begin))
+            try:
+                now = None
+                if write:
+                    cur.nextset()  # the lock's (void) row
+                    if self.clock_sql == _WALL_NOW:  # the clock, read once the lock was granted
+                        cur.nextset()
+                        now = float(cur.fetchone()[0])
+                tx = _PostgresTx(conn, cur, self.clock_sql, now, self._notify)
+                if first is not None:
+                    cur.nextset()
+                    tx.first = cur.fetchone()
+                yield tx
+                tx.commit()
+            finally:
+                self._release(conn)  # rolled back first if the block raised
 
     def read(self, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Row]]:
         """One pipeline: BEGIN (REPEATABLE READ, READ ONLY), the queries, COMMIT; a single
         query is sent alone (one statement reads one state by itself). Reads change nothing,
         so one sent on a connection that broke while idle is sent again on another."""
-        psycopg = self._psycopg
         statements = [(_dialect(sql), tuple(params)) for sql, params in queries]
-        for again in (True, False):
-            conn = None
-            try:
-                conn = self._getconn()
-                if len(statements) == 1:
-                    return [conn.cursor().execute(*statements[0]).fetchall()]
-                cursors = [conn.cursor() for _ in statements]
-                with conn.pipeline():
-                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    for cur, statement in zip(cursors, statements, strict=True):
-                        cur.execute(*statement)
-                    conn.execute("COMMIT")
-                return [cur.fetchall() for cur in cursors]
-            except psycopg.OperationalError as e:
-                if again and conn is not None and conn.broken:
-                    continue
-                raise _store_error(self._safe_url(), e) from None
-            except psycopg.Error as e:
-                raise _store_error(self._safe_url(), e) from None
-            except Exception as e:
-                if type(e).__module__.startswith("psycopg_pool"):
-                    raise StoreError(f"{self._safe_url()}: no connection to the server: "
-                                     f"{e}") from None
-                raise
-            finally:
-                if conn is not None:
-                    if not conn.broken and conn.info.transaction_status != 0:
-                        with contextlib.suppress(Exception):
-                            conn.execute("ROLLBACK")
-                    self._pool.putconn(conn)
-        raise AssertionError("unreachable")
+
+        def send(conn: Any) -> list[list[Row]]:
+            if len(statements) == 1:
+                return [conn.cursor().execute(*statements[0]).fetchall()]
+            cursors = [conn.cursor() for _ in statements]
+            with conn.pipeline():
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                for cur, statement in zip(cursors, statements, strict=True):
+                    cur.execute(*statement)
+                conn.execute("COMMIT")
+            return [cur.fetchall() for cur in cursors]
+
+        with self._server_errors():
+            conn, rows = self._sent(send)
+            self._pool.putconn(conn)
+        return rows
 
     def wait_for_work(self, timeout: float) -> bool:
         """Wait on the store's channel; a dropped connection is reopened on the next wait."""
