@@ -95,6 +95,24 @@ def test_an_expired_lease_is_reclaimed_as_the_next_attempt_and_the_old_one_is_fe
     db.check_invariants()
 
 
+def test_a_stale_attempt_of_the_worker_that_reclaimed_the_version_is_refused(
+        durable_url: StoreURL) -> None:
+    """The attempt is the fence: the worker holding the version's live lease is the same one,
+    and only the newer attempt's report is accepted."""
+    db = store(durable_url, max_concurrency=1)
+    dag(db, {"a": []})
+    db.start()
+    (first,) = db.claim("w", lease=1)
+    db.tick(2)
+    (second,) = db.claim("w", lease=1)
+    assert (second.attempt, second.worker) == (2, "w")
+    with pytest.raises(StaleLeaseError):
+        db.complete(first, "late")
+    assert db.state("a") is TaskState.RUNNING
+    assert db.complete(second, "kept") is TaskState.SUCCEEDED
+    assert db.result("a") == "kept"
+
+
 def test_an_expiry_ends_only_the_leases_past_their_deadline(durable_url: StoreURL) -> None:
     """A claim expires the overdue lease and keeps the live one beside it; ``expire()`` with
     nothing overdue changes nothing."""

@@ -14,13 +14,17 @@ step committed before the lock was granted. Read-only calls run at REPEATABLE RE
 Every deadline is read and written on the server's clock (``clock_timestamp()``), whatever the
 clocks of the machines the workers run on say.
 
-Round trips are what a step costs, and every writer waits for the one holding the lock: the
-BEGIN that takes the lock also reads the clock, and statements whose result the step does not
-read (:meth:`Tx.later`: counters, the history, fan-in) go out in one pipeline with the next
-query or with COMMIT.
+Every writer waits for the one holding the lock, so what counts is how long each holds it. The
+common paths of Submit, Claim and Complete are server-side functions (:mod:`.steps_postgres`,
+installed by :meth:`PostgresStore.prepare`), one statement and one round trip each: the lock is
+held while the server works, not while a client waits for the CPU between statements. Other
+steps: the BEGIN that takes the lock also reads the clock, and statements whose result the step
+does not read (:meth:`Tx.later`: counters, the history, fan-in) go out in one pipeline with the
+next query or with COMMIT.
 
-A transaction that makes a version claimable or frees a slot sends a notification on the
-store's channel at commit; an idle worker waits on it with ``LISTEN`` (:meth:`wait_for_work`),
+A transaction that may make a version claimable sends a notification on the store's channel
+at commit, if a claim could then take a step; an idle worker waits on it with ``LISTEN``
+(:meth:`wait_for_work`) and drops those that came before its last look (:meth:`forget_wakeups`),
 and a wait that hears nothing ends after its timeout, so a notification lost while a
 connection was down delays work by one poll and strands none.
 """
@@ -31,6 +35,7 @@ import contextlib
 import functools
 import hashlib
 import re
+import select
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -78,21 +83,21 @@ def _dialect(sql: str) -> str:
 
 
 class _PostgresTx(Tx):
-    __slots__ = ("_conn", "_cur", "_notify", "_now", "_now_sql", "_queued", "first", "woken")
+    __slots__ = ("_conn", "_cur", "_now", "_now_sql", "_queued", "_wake", "first", "woken")
 
     META_ADD = ("UPDATE meta SET value = to_jsonb((value #>> '{}')::numeric + ?::numeric) "
                 "WHERE key = ?")
 
     def __init__(self, conn: Any, cur: Any, now_sql: str, now: float | None,
-                 notify: str) -> None:
+                 wake: Callable[[int], str]) -> None:
         self._conn = conn
         self._cur = cur
         self._now_sql = now_sql
-        self._notify = notify
+        self._wake = wake
         self._now = now  # read by the BEGIN that took the lock, on the wall clock
         self._queued: list[tuple[str, Any]] = []  # later(): sent with the next round trip
         self.first: Row | None = None
-        self.woken = False
+        self.woken: str | None = None  # wake(): the notification's statement
 
     def encode(self, value: Any) -> Any:
         from psycopg.types.json import Jsonb
@@ -141,8 +146,8 @@ class _PostgresTx(Tx):
 
     def commit(self) -> None:
         """COMMIT, after the queued statements and the notification, in one round trip."""
-        if self.woken:
-            self._queued.append((self._notify, ()))
+        if self.woken is not None:
+            self._queued.append((self.woken, ()))
         if self._queued:
             self._queued.append(("COMMIT", ()))
             self._send_queued()
@@ -158,13 +163,23 @@ class _PostgresTx(Tx):
                              f"({', '.join(sorted(tables))}); it was left untouched")
         return "meta" in tables
 
+    def script(self, sql: str) -> None:
+        """Run statements given as one text, without parameters (a function's body holds
+        ``;``, ``?`` and ``%``)."""
+        if self._queued:
+            self._send_queued()
+        self._cur.execute(sql)
+
     def now(self) -> float:
         if self._now is None:
             self._now = float(self.one(f"SELECT {self._now_sql}")[0])  # type: ignore[index]
         return self._now
 
-    def wake(self) -> None:
-        self.woken = True
+    def wake(self, max_concurrency: int) -> None:
+        # Judged on the state the step leaves (no other writer runs until COMMIT): a step
+        # after which no claim could take a step wakes nobody. Each waking step otherwise woke
+        # every idle worker, and all of them queued for the lock to find nothing.
+        self.woken = self._wake(max_concurrency)
 
 
 class PostgresStore(Store):
@@ -198,6 +213,7 @@ class PostgresStore(Store):
         self._listen = sql.SQL("LISTEN {}").format(sql.Identifier(self._channel))
         self._listener: Any = None  # the connection wait_for_work() listens on
         self._listener_lock = threading.Lock()
+        self._steps_ready = False  # prepare() found or installed steps_postgres.py
 
         def configure(conn: Any) -> None:
             conn.autocommit = True  # every transaction is an explicit BEGIN ... COMMIT
@@ -218,12 +234,72 @@ class PostgresStore(Store):
                                     name=f"refsched-{self.schema_name}")
         self._begin_lock = f"BEGIN; SELECT pg_advisory_xact_lock({self._lock_key})"
         self.use_wall_clock()
-        self._notify = f"SELECT pg_notify('{self._channel}', '')"
         try:
             self._pool.open(wait=True, timeout=connect_timeout)
         except Exception as e:
             self._pool.close()
             raise StoreError(f"{self._safe_url()}: cannot connect to the server: {e}") from None
+
+    def prepare(self, tx: Tx) -> None:
+        """Install the functions of ``steps_postgres.py`` unless the store has these ones
+        (the digest on ``refsched_claim``); under the lock of the caller's transaction."""
+        if self._steps_ready:
+            return
+        from .steps_postgres import SQL, STAMPED
+        digest = "refsched steps " + hashlib.sha256(SQL.encode()).hexdigest()[:16]
+        (installed,) = tx.one(f"SELECT obj_description(to_regprocedure('{STAMPED}'), "
+                              "'pg_proc')") or (None,)
+        if installed != digest:
+            assert isinstance(tx, _PostgresTx)
+            # A role that may not create functions keeps the steps taken by the client.
+            tx.script("SAVEPOINT refsched_steps")
+            try:
+                tx.script(SQL)
+                tx.script(f"COMMENT ON FUNCTION {STAMPED} IS '{digest}'")
+            except self._psycopg.Error:
+                tx.script("ROLLBACK TO SAVEPOINT refsched_steps")
+                return
+        self._steps_ready = True
+
+    def _wake_sql(self, max_concurrency: int) -> str:
+        """The statement that notifies the store's channel at commit: if a claim could then
+        take a step, with the functions of steps_postgres.py; without them, always."""
+        if not self._steps_ready:
+            return f"SELECT pg_notify('{self._channel}', '')"
+        virtual = "true" if self.clock_sql == _VIRTUAL_NOW else "false"
+        return f"SELECT refsched_wake({virtual}, '{self._channel}', {int(max_concurrency)})"
+
+    def call(self, step: str, *args: Any) -> list[Row] | None:
+        """``refsched_<step>(lock, virtual clock, channel, *args)``: one statement, one
+        transaction, one round trip (``steps_postgres.py``)."""
+        if not self._steps_ready:
+            return None
+        params = (self._lock_key, self.clock_sql == _VIRTUAL_NOW, self._channel, *args)
+        sql = f"SELECT * FROM refsched_{step}({', '.join(['%s'] * len(params))})"
+        with self._server_errors():
+            conn = self._idle_conn()
+            try:
+                rows: list[Row] = conn.execute(sql, params).fetchall()
+            finally:
+                self._release(conn)
+        return rows
+
+    def _idle_conn(self) -> Any:
+        """A pooled connection on which the server has said nothing since its last statement.
+
+        A call commits with its one statement, so it cannot be sent again when the connection
+        breaks under it, as a BEGIN can (:meth:`_sent`). A server that ended the session (a
+        restart, ``pg_terminate_backend``) has told the idle connection so, or closed it:
+        its socket is readable. Such a connection is closed, and another taken."""
+        for _ in range(self._pool.max_size + 1):
+            conn = self._getconn()
+            ready, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+            if not ready:
+                return conn
+            with contextlib.suppress(Exception):
+                conn.close()
+            self._pool.putconn(conn)  # a closed connection leaves the pool
+        raise self._psycopg.OperationalError("every pooled connection was ended by the server")
 
     def _safe_url(self) -> str:
         parts = urlsplit(self.url)
@@ -317,7 +393,7 @@ class PostgresStore(Store):
                     if self.clock_sql == _WALL_NOW:  # the clock, read once the lock was granted
                         cur.nextset()
                         now = float(cur.fetchone()[0])
-                tx = _PostgresTx(conn, cur, self.clock_sql, now, self._notify)
+                tx = _PostgresTx(conn, cur, self.clock_sql, now, self._wake_sql)
                 if first is not None:
                     cur.nextset()
                     tx.first = cur.fetchone()
@@ -367,6 +443,23 @@ class PostgresStore(Store):
                 self._listener = None
         time.sleep(max(0.0, end - time.monotonic()))  # the fallback: a plain poll
         return False
+
+    def forget_wakeups(self) -> None:
+        """Read and drop the notifications that arrived while the worker was busy: each one
+        woke the next wait at once, for a look that found what the last look had taken.
+        (Skipped while another thread waits on the listener: a stale wake costs a look.)"""
+        if not self._listener_lock.acquire(blocking=False):
+            return
+        try:
+            if self._listener is not None and not self._listener.closed:
+                for _ in self._listener.notifies(timeout=0.0):
+                    pass
+        except self._psycopg.Error:  # the next wait opens a new one
+            with contextlib.suppress(Exception):
+                self._listener.close()
+            self._listener = None
+        finally:
+            self._listener_lock.release()
 
     def close(self) -> None:
         with self._listener_lock:

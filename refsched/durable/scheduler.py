@@ -327,9 +327,11 @@ class DurableScheduler:
                         "started": 0, "closed": 0, "next_seq": 1,
                         **{f"count:{c}": 0 for c in _COUNTERS}}
                 tx.meta_insert(meta.items())
+                self._store.prepare(tx)
                 return meta
             from .store import check_meta
             check_meta(self._store.url, meta)
+            self._store.prepare(tx)
             given = {"max_concurrency": max_concurrency, "max_attempts": max_attempts,
                      "clock": clock, "record": None if record is None else int(record)}
             for key, value in given.items():
@@ -482,6 +484,11 @@ class DurableScheduler:
             raise InvalidArgumentError(f"submit({task_id!r}): args must be a dict of keyword "
                                        f"arguments, not {type(args).__name__}")
         args_text = _dumps(args, f"submit({task_id!r}) args")
+        if not dep_list:  # the common path, on the server if it can (steps_postgres.py)
+            rows = self._store.call("submit", self._record, self._max, task_id, fn,
+                                    args_text)
+            if rows and rows[0][0] is not None:
+                return int(rows[0][0])
         with self._counting_cycles(), self._store.transaction() as tx:
             started, closed, seq = tx.metas("started", "closed", "next_seq")
             seq = int(seq)
@@ -526,7 +533,7 @@ class DurableScheduler:
             self._count(tx, "submitted")
             self._step(tx, "Submit", t=task_id, D=sorted(dep_list))
             if state == "ready":
-                tx.wake()
+                tx.wake(self._max)
             if any(states.get(d) in _DEAD for d in dep_list):
                 # Only a dead dep can block the new version (and through it, the dependents
                 # its replaced success had): nothing else waiting has a dead dep.
@@ -587,7 +594,7 @@ class DurableScheduler:
                                  + " -> ".join(repr(x) for x in cycles[0]), cycles)
             tx.meta_set("started", 1)
             self._step(tx, "Start")
-            tx.wake()
+            tx.wake(self._max)
 
     # ------------------------------------------------------------------ Claim
 
@@ -610,8 +617,16 @@ class DurableScheduler:
                 or not math.isfinite(lease) or lease <= 0):
             raise InvalidArgumentError(f"claim({worker!r}, lease={_r(lease)}): seconds > 0")
         lease = float(lease)
+        self._store.forget_wakeups()  # what they told of, this look sees
         if not self._claimable():
             return []
+        # The common path, on the server if it can (steps_postgres.py); a lease to expire or an
+        # error to raise is left to the transaction below.
+        rows = self._store.call("claim", self._record, self._max, worker,
+                                limit, lease)
+        if rows is not None and not (rows and rows[0][0]):
+            return [Lease(t, g, 1, deadline, fn, json.loads(args), worker)
+                    for _, _, t, g, fn, args, deadline in rows]
         # The check is sent with BEGIN: a claimer that finds nothing to take holds the store's
         # lock for one round trip, as each of the idle workers a notification wakes does.
         with self._store.transaction(first=self._claim_check()) as tx:
@@ -651,6 +666,8 @@ class DurableScheduler:
                         self._step(tx, "Claim", w=worker, k=len(rows))
                     taken.extend(Lease(t, g, 1, deadline, fn, json.loads(args), worker)
                                  for _, t, g, fn, args in rows)
+            if taken:
+                tx.wake(self._max)  # what it left is for the next idle worker
             return taken
 
     def _claimable(self) -> bool:
@@ -667,13 +684,14 @@ class DurableScheduler:
 
     def _claim_check(self) -> str:
         """What a claim needs to know first, in one query: started, closed, whether a version
-        runs without a live lease or past its deadline, how many run, whether one is ready."""
-        return ("SELECT (SELECT value FROM meta WHERE key = 'started'), "
-                "(SELECT value FROM meta WHERE key = 'closed'), "
-                "EXISTS (SELECT 1 FROM task WHERE state = 'running' AND (holder IS NULL OR "
-                f"deadline < {self._store.clock_sql})), "
-                "(SELECT COUNT(*) FROM task WHERE state = 'running'), "
-                "EXISTS (SELECT 1 FROM task WHERE state = 'ready')")
+        runs without a live lease or past its deadline, how many run, whether one is ready.
+        (On PostgreSQL, ``refsched_claimable`` of steps_postgres.py judges the same.)"""
+        return ("SELECT CAST((SELECT value FROM meta WHERE key = 'started') AS INTEGER) AS "
+                "started, CAST((SELECT value FROM meta WHERE key = 'closed') AS INTEGER) AS "
+                "closed, EXISTS (SELECT 1 FROM task WHERE state = 'running' AND (holder IS "
+                f"NULL OR deadline < {self._store.clock_sql})) AS overdue, "
+                "(SELECT COUNT(*) FROM task WHERE state = 'running') AS running, "
+                "EXISTS (SELECT 1 FROM task WHERE state = 'ready') AS ready")
 
     def expire(self) -> None:
         """Expire every live lease whose deadline has passed, without claiming (Spec: Expire).
@@ -684,7 +702,7 @@ class DurableScheduler:
         """
         with self._store.transaction() as tx:
             self._expire(tx, tx.now())
-            tx.wake()  # what expired can be re-claimed
+            tx.wake(self._max)  # what expired can be re-claimed
 
     def _expire(self, tx: Tx, now: float) -> int:
         """Spec: Expire, for every live lease whose deadline is before ``now``, in seq order.
@@ -769,6 +787,11 @@ class DurableScheduler:
         """
         _check_lease("complete", lease)
         text = _dumps(result, f"complete({lease.task_id!r}) result")
+        # The common path, on the server if it can (steps_postgres.py); a repeated or stale
+        # report is answered by the transaction below.
+        if self._store.call("complete", self._record, self._max, lease.task_id,
+                            lease.generation, lease.attempt, lease.worker, text) == [(True,)]:
+            return TaskState.SUCCEEDED
         return self._end(lease, "complete", "Complete", "succeeded", result=text)
 
     def fail(self, lease: Lease, error: Any = None) -> TaskState:
@@ -797,7 +820,7 @@ class DurableScheduler:
                 return TaskState(self._row(tx, call, t)[1])
             self._count(tx, state)
             self._step(tx, action, w=lease.worker, t=t, g=lease.generation, a=lease.attempt)
-            tx.wake()  # a slot is free, and dependents may be ready
+            tx.wake(self._max)  # a slot is free, and dependents may be ready
             if state == "succeeded":
                 # Fan-in: the count of each pending dependent is decremented by this one
                 # statement, under the write lock, so two parents ending at once both count.
@@ -875,7 +898,7 @@ class DurableScheduler:
                                         None if remaining else now, t))
             self._count(tx, "retried", len(ordered))
             self._step(tx, "Retry", t=task_id)
-            tx.wake()
+            tx.wake(self._max)
             self._settle(tx, ordered)
             (generation,) = tx.one("SELECT generation FROM task WHERE id = ?", (task_id,)) or (0,)
             return int(generation)

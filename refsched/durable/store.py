@@ -90,9 +90,10 @@ class Tx(ABC):
     def meta_insert(self, items: Iterable[tuple[str, Any]]) -> None:
         self.many(self.META_INSERT, ((k, self.encode(v)) for k, v in items))
 
-    def wake(self) -> None:  # noqa: B027 (a no-op unless the store can notify)
-        """This step may make a version claimable: tell idle workers once it commits (a
-        store that cannot, does nothing; its workers poll)."""
+    def wake(self, max_concurrency: int) -> None:  # noqa: B027 (a no-op unless it can notify)
+        """This step may make a version claimable: tell idle workers once it commits, if a
+        claim could then take a step (a store that cannot tell them does nothing; its workers
+        poll)."""
 
     @abstractmethod
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
@@ -160,6 +161,15 @@ class Store(ABC):
         rows = self.read([(sql, params)])[0]
         return rows[0] if rows else None
 
+    def prepare(self, tx: Tx) -> None:  # noqa: B027 (a no-op unless the store has such parts)
+        """Make the server-side parts of the store current (the scheduler's first transaction
+        calls this)."""
+
+    def call(self, step: str, *args: Any) -> list[Row] | None:
+        """Run ``step`` as the store's server-side function in one round trip: its rows, or
+        None when the store has no such function (the scheduler then takes the step itself)."""
+        return None
+
     notifies = False  # whether wait_for_work() hears of new work, or only waits
 
     def wait_for_work(self, timeout: float) -> bool:
@@ -167,6 +177,10 @@ class Store(ABC):
         True if one came. A store that cannot tell waits the whole time (a poll)."""
         time.sleep(timeout)
         return False
+
+    def forget_wakeups(self) -> None:  # noqa: B027 (a no-op unless the store can notify)
+        """Drop the signs already received: the caller is about to look at the store, and
+        what they told of is what it will see; :meth:`wait_for_work` then waits for new ones."""
 
     @abstractmethod
     def close(self) -> None:

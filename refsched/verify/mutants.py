@@ -73,7 +73,9 @@ _PROJECT = _PACKAGE.parent
 MODULES = {"scheduler": "refsched.scheduler", "runner": "refsched.runner",
            "timer": "refsched.timer", "timer_runner": "refsched.timer_runner",
            "pool": "refsched.pool", "durable": "refsched.durable.scheduler",
-           "durable_store": "refsched.durable.store"}
+           "durable_store": "refsched.durable.store",
+           "durable_postgres": "refsched.durable.postgres",
+           "durable_steps": "refsched.durable.steps_postgres"}
 
 Report = Callable[[str], None]
 
@@ -129,9 +131,10 @@ def _m(name: str, file: str, description: str, original: str, replacement: str,
 
 
 _S, _R, _T, _TR, _P = "scheduler", "runner", "timer", "timer_runner", "pool"
-_D, _DS = "durable", "durable_store"
+_D, _DS, _DP, _DF = "durable", "durable_store", "durable_postgres", "durable_steps"
 # The system each file's mutants are judged on, where it is not the TaskScheduler.
-_SYSTEM_OF = {_T: "timer", _TR: "timer", _P: "pool", _D: "durable", _DS: "durable"}
+_SYSTEM_OF = {_T: "timer", _TR: "timer", _P: "pool", _D: "durable", _DS: "durable",
+              _DP: "durable", _DF: "durable"}
 
 CATALOGUE: tuple[Mutant, ...] = (
     # -- TaskScheduler: locking ----------------------------------------------------------------
@@ -702,6 +705,51 @@ CATALOGUE: tuple[Mutant, ...] = (
        "a virtual-clock store still reads the wall clock: tick() moves no deadline",
        """        self.clock_sql = _VIRTUAL_NOW""",
        """        self.clock_sql = _WALL_NOW"""),
+
+    # -- the PostgreSQL store and its server-side steps ------------------------------------------
+    _m("durable_pg_keeps_stale_wakeups", _DP,
+       "notifications that arrived before a claim looked still wake the next wait: idle "
+       "workers keep looking for what they have already taken",
+       """                for _ in self._listener.notifies(timeout=0.0):
+                    pass""",
+       """                pass"""),
+    _m("durable_pg_sends_to_ended_connection", _DP,
+       "a step is sent on a pooled connection the server has ended: the first step after a "
+       "server restart fails",
+       """            ready, _, _ = select.select([conn.pgconn.socket], [], [], 0)""",
+       """            ready = []"""),
+    _m("durable_steps_claim_newest_first", _DF,
+       "the server-side claim takes the ready versions of largest seq first",
+       """WHERE id IN (SELECT id FROM task WHERE state = 'ready' ORDER BY seq LIMIT room)""",
+       """WHERE id IN (SELECT id FROM task WHERE state = 'ready' ORDER BY seq DESC LIMIT room)"""),
+    _m("durable_steps_claim_skips_expiry", _DF,
+       "the server-side claim takes ready versions while a lease is past its deadline: the "
+       "dead worker's version waits until nothing else is ready",
+       """            OR EXISTS (SELECT 1 FROM task WHERE state = 'running'
+                       AND (holder IS NULL OR deadline < now_)) THEN""",
+       """            THEN"""),
+    _m("durable_steps_claim_one_over_concurrency", _DF,
+       "the server-side claim takes one version more than max_concurrency allows",
+       """room := least(p_want, p_max - (SELECT""",
+       """room := least(p_want, p_max + 1 - (SELECT"""),
+    _m("durable_steps_complete_ignores_attempt", _DF,
+       "the server-side complete is fenced by generation and worker only",
+       """     WHERE id = p_task AND generation = p_generation AND attempt = p_attempt""",
+       """     WHERE id = p_task AND generation = p_generation"""),
+    _m("durable_steps_no_fan_in", _DF,
+       "a success completed on the server counts for none of its pending dependents",
+       """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);
+    PERFORM refsched_wake""",
+       """     WHERE false;
+    PERFORM refsched_wake"""),
+    _m("durable_steps_replaced_success_still_counts", _DF,
+       "a submit on the server that replaces a success leaves the waiting dependents counting it",
+       """    IF old_state = 'succeeded' THEN""",
+       """    IF false THEN"""),
+    _m("durable_steps_wake_whenever", _DF,
+       "every step that may make a version claimable wakes the idle workers, claimable or not",
+       """    IF refsched_claimable(p_virtual, p_max) THEN""",
+       """    IF true THEN"""),
 )
 
 _BY_NAME = {m.name: m for m in CATALOGUE}
@@ -721,7 +769,7 @@ class Layer:
 
 LAYERS: tuple[Layer, ...] = (
     Layer("unit", "pytest: the scheduler's and its runner's unit tests (the pool's)",
-          frozenset({_S, _R, _T, _TR, _P, _D, _DS})),
+          frozenset({_S, _R, _T, _TR, _P, _D, _DS, _DP, _DF})),
     Layer("lockstep", "Hypothesis lock-step machine vs the model (all but the runners)",
           frozenset({_S, _T, _P, _D, _DS})),
     Layer("replay", "ITF corpus replay (all but the runners)",
@@ -755,7 +803,8 @@ class Budget:
     unit_files: tuple[str, ...] = ("tests/test_scheduler.py", "tests/test_runner.py")
     timer_unit_files: tuple[str, ...] = ("tests/test_timer.py", "tests/test_timer_runner.py")
     pool_unit_files: tuple[str, ...] = ("tests/test_pool.py",)
-    durable_unit_files: tuple[str, ...] = ("tests/test_durable.py", "tests/test_durable_faults.py")
+    durable_unit_files: tuple[str, ...] = ("tests/test_durable.py", "tests/test_durable_faults.py",
+                                           "tests/test_durable_postgres.py")
     lockstep_examples: int = 300
     durable_lockstep_examples: int = 100  # a durable walk makes a store and many transactions
     lockstep_steps: int = 40
@@ -943,7 +992,8 @@ def _unit_layer(payload: dict[str, Any]) -> tuple[str, str]:
 
     watch = Watch()
     key = {_T: "timer_unit_files", _TR: "timer_unit_files", _P: "pool_unit_files",
-           _D: "durable_unit_files", _DS: "durable_unit_files"}.get(payload["file"], "unit_files")
+           _D: "durable_unit_files", _DS: "durable_unit_files", _DP: "durable_unit_files",
+           _DF: "durable_unit_files"}.get(payload["file"], "unit_files")
     files = [str(_PROJECT / f) for f in payload["budget"][key]]
     # In this process, where the watch sees each result (the project's pytest settings spread
     # the tests over worker processes when pytest-xdist is installed).
@@ -984,7 +1034,7 @@ def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
             from .pool_lockstep import run_pool_lockstep
             run_pool_lockstep(WorkStealingPool, examples=budget["lockstep_examples"],
                               steps=budget["lockstep_steps"], shrink=False)
-        elif payload["file"] in (_D, _DS):
+        elif payload["file"] in (_D, _DS, _DP, _DF):
             from refsched.durable import DurableScheduler
 
             from .durable_lockstep import run_durable_lockstep

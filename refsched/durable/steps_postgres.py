@@ -1,0 +1,199 @@
+"""The common paths of three spec steps as server-side functions of a PostgreSQL store: Submit
+of a version without deps, Claim of ready versions, and Complete. Each call is one round trip
+and one transaction, so the store's lock is held while the server works, never while a
+client is descheduled between two of its statements.
+
+Each function mirrors a path of refsched/durable/scheduler.py statement for statement (same
+rows, counters, history rows and notification); whatever else a call meets (an error to
+report, a lease to expire, a stale report) it leaves to that code, having changed nothing:
+Submit returns NULL, Claim a row marked fallback, Complete false.
+
+Arguments every function takes first: the store's lock key, whether the clock is virtual,
+the notification channel, whether the store records its history, and max_concurrency.
+Installed by refsched/durable/postgres.py (``PostgresStore.prepare``): the comment on
+:data:`STAMPED` names the digest of :data:`SQL`, and a store whose functions carry another
+digest gets these in their place. The text is a module, not a data file, so that the mutants of
+``refsched.verify.mutants`` patch it as they patch the scheduler's own code.
+"""
+
+#: The function whose comment names the digest of the functions installed.
+STAMPED = "refsched_claim(bigint, boolean, text, boolean, bigint, text, bigint, float8)"
+
+SQL = r"""
+-- (PL/pgSQL throughout: its statements' plans are kept for the session, where an SQL
+-- function's are made again on each call.)
+CREATE OR REPLACE FUNCTION refsched_now(p_virtual boolean) RETURNS float8
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    IF p_virtual THEN
+        RETURN (SELECT (value #>> '{}')::float8 FROM meta WHERE key = 'now');
+    END IF;
+    RETURN extract(epoch FROM clock_timestamp())::float8;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION refsched_count(p_key text, p_n bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE meta SET value = to_jsonb((value #>> '{}')::numeric + p_n) WHERE key = p_key;
+END
+$$;
+
+-- Whether a claim would now take a step: a lease past its deadline or a version running
+-- without one, or a ready version and a free slot, the scheduler started and not closed
+-- (DurableScheduler._claimable asks the same of its claim check).
+CREATE OR REPLACE FUNCTION refsched_claimable(p_virtual boolean, p_max bigint) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    now_ float8 := refsched_now(p_virtual);
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM task WHERE state = 'running'
+                   AND (holder IS NULL OR deadline < now_))
+        OR ((SELECT CAST(value AS integer) FROM meta WHERE key = 'started') <> 0
+            AND (SELECT CAST(value AS integer) FROM meta WHERE key = 'closed') = 0
+            AND EXISTS (SELECT 1 FROM task WHERE state = 'ready')
+            AND (SELECT count(*) FROM task WHERE state = 'running') < p_max);
+END
+$$;
+
+-- A step that may have made a version claimable wakes the idle workers, if one now is.
+CREATE OR REPLACE FUNCTION refsched_wake(p_virtual boolean, p_channel text, p_max bigint)
+RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF refsched_claimable(p_virtual, p_max) THEN
+        PERFORM pg_notify(p_channel, '');
+    END IF;
+END
+$$;
+
+-- Submit(t, {}): NULL when the scheduler is closed or t's version runs (the caller's code
+-- raises the error); otherwise the new version's generation.
+CREATE OR REPLACE FUNCTION refsched_submit(p_lock bigint, p_virtual boolean, p_channel text,
+        p_record boolean, p_max bigint, p_task text, p_fn text, p_args text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+    now_ float8;
+    seq_ bigint;
+    old_generation bigint;
+    old_state text;
+BEGIN
+    PERFORM pg_advisory_xact_lock(p_lock);
+    now_ := refsched_now(p_virtual);
+    IF (SELECT CAST(value AS integer) FROM meta WHERE key = 'closed') <> 0 THEN
+        RETURN NULL;
+    END IF;
+    SELECT generation, state INTO old_generation, old_state FROM task WHERE id = p_task;
+    IF old_state = 'running' THEN
+        RETURN NULL;
+    END IF;
+    SELECT CAST(value AS bigint) INTO seq_ FROM meta WHERE key = 'next_seq';
+    PERFORM refsched_count('next_seq', 1);
+    IF old_state = 'succeeded' THEN
+        -- The replaced success no longer counts for the waiting dependents.
+        UPDATE task SET remaining_deps = remaining_deps + 1, state = 'pending'
+            WHERE state IN ('pending', 'ready') AND id IN (SELECT task FROM dep WHERE dep = p_task);
+    END IF;
+    IF old_state IS NOT NULL THEN
+        DELETE FROM task WHERE id = p_task;
+    END IF;
+    INSERT INTO task (id, generation, seq, state, fn, args, remaining_deps, became_ready_at)
+        VALUES (p_task, coalesce(old_generation, 0) + 1, seq_, 'ready', p_fn, p_args, 0, now_);
+    IF old_state IS NOT NULL THEN
+        DELETE FROM dep WHERE task = p_task;
+    END IF;
+    PERFORM refsched_count('count:submitted', 1);
+    IF p_record THEN
+        INSERT INTO step (action, params, at)
+            VALUES ('Submit', json_build_object('t', p_task, 'D', json_build_array())::text, now_);
+    END IF;
+    PERFORM refsched_wake(p_virtual, p_channel, p_max);
+    RETURN coalesce(old_generation, 0) + 1;
+END
+$$;
+
+-- Claim(w, k): one row with o_fallback when the scheduler is not started or a lease is due to
+-- expire (the caller's code expires, re-claims, or raises); otherwise a row per version taken,
+-- smallest seq first, within max_concurrency, and no row when there is nothing to take.
+CREATE OR REPLACE FUNCTION refsched_claim(p_lock bigint, p_virtual boolean, p_channel text,
+        p_record boolean, p_max bigint, p_worker text, p_want bigint,
+        p_lease float8)
+RETURNS TABLE (o_fallback boolean, o_seq bigint, o_id text, o_generation bigint, o_fn text,
+               o_args text, o_deadline float8)
+LANGUAGE plpgsql AS $$
+DECLARE
+    now_ float8;
+    room bigint;
+    taken bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(p_lock);
+    now_ := refsched_now(p_virtual);
+    IF (SELECT CAST(value AS integer) FROM meta WHERE key = 'started') = 0
+            OR EXISTS (SELECT 1 FROM task WHERE state = 'running'
+                       AND (holder IS NULL OR deadline < now_)) THEN
+        RETURN QUERY SELECT true, NULL::bigint, NULL::text, NULL::bigint, NULL::text,
+                            NULL::text, NULL::float8;
+        RETURN;
+    END IF;
+    IF (SELECT CAST(value AS integer) FROM meta WHERE key = 'closed') <> 0 THEN
+        RETURN;
+    END IF;
+    room := least(p_want, p_max - (SELECT count(*) FROM task WHERE state = 'running'));
+    IF room <= 0 THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+        WITH claimed AS (
+            UPDATE task SET state = 'running', attempt = 1, holder = p_worker,
+                   deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_
+             WHERE id IN (SELECT id FROM task WHERE state = 'ready' ORDER BY seq LIMIT room)
+            RETURNING seq, id, generation, fn, args)
+        SELECT false, c.seq, c.id, c.generation, c.fn, c.args, now_ + p_lease
+          FROM claimed AS c ORDER BY c.seq;
+    GET DIAGNOSTICS taken = ROW_COUNT;
+    IF taken > 0 THEN
+        PERFORM refsched_count('count:claimed', taken);
+        IF p_record THEN
+            INSERT INTO step (action, params, at)
+                VALUES ('Claim', json_build_object('w', p_worker, 'k', taken)::text, now_);
+        END IF;
+        PERFORM refsched_wake(p_virtual, p_channel, p_max);
+    END IF;
+END
+$$;
+
+-- Complete(w, t, g, a): false, having changed nothing, unless the lease is the version's live
+-- one (the caller's code then answers a repeated report or refuses a stale one).
+CREATE OR REPLACE FUNCTION refsched_complete(p_lock bigint, p_virtual boolean,
+        p_channel text, p_record boolean, p_max bigint, p_task text, p_generation bigint,
+        p_attempt bigint, p_worker text, p_result text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    now_ float8;
+BEGIN
+    PERFORM pg_advisory_xact_lock(p_lock);
+    now_ := refsched_now(p_virtual);
+    -- The fence: the row changes only while this lease is the version's live one.
+    UPDATE task SET state = 'succeeded', holder = NULL, deadline = NULL,
+           ended_attempt = p_attempt, ended_at = now_, result = p_result, error = NULL
+     WHERE id = p_task AND generation = p_generation AND attempt = p_attempt
+           AND state = 'running' AND holder = p_worker;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM refsched_count('count:succeeded', 1);
+    IF p_record THEN
+        INSERT INTO step (action, params, at)
+            VALUES ('Complete', json_build_object('w', p_worker, 't', p_task, 'g', p_generation,
+                                                  'a', p_attempt)::text, now_);
+    END IF;
+    -- Fan-in: each pending dependent has one dep fewer to wait for, under the store's lock.
+    UPDATE task SET remaining_deps = remaining_deps - 1,
+           became_ready_at = CASE WHEN remaining_deps = 1 THEN now_ ELSE became_ready_at END,
+           state = CASE WHEN remaining_deps = 1 THEN 'ready' ELSE state END
+     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);
+    PERFORM refsched_wake(p_virtual, p_channel, p_max);
+    RETURN true;
+END
+$$;
+"""
