@@ -1,6 +1,7 @@
-"""Real faults against the SQLite store: worker processes killed (SIGKILL) and paused
+"""Real faults against both stores: worker processes killed (SIGKILL) and paused
 (SIGSTOP/SIGCONT), a process killed inside a write transaction, parents completing at once
-from two processes, and real full and read-only filesystems.
+from two processes, claimers in many processes; and, for SQLite, real full and read-only
+filesystems. (The PostgreSQL server's own faults: test_durable_postgres_faults.py.)
 
 Every test bounds its waits; a regression fails instead of hanging. Task functions log their
 starts and ends with the pid and the time (``tests/durable_jobs/jobs.py``).
@@ -23,12 +24,14 @@ import pytest
 from refsched.durable import DurableScheduler
 from refsched.errors import StaleLeaseError, StoreError
 from refsched.types import TaskState
+from tests.conftest import StoreURL
 from tests.durable_support import JOBS, ROOT, accepted_ends, log_lines, start_worker, wait_for
 
 
 def test_a_worker_killed_mid_task_loses_it_to_attempt_two(tmp_path: Path,
+                                                          durable_url: StoreURL,
                                                           workers: list[Any]) -> None:
-    url = f"sqlite:///{tmp_path / 's.db'}"
+    url = durable_url("s.db")
     log = tmp_path / "log"
     db = DurableScheduler(url, max_concurrency=2, record=True)
     db.submit("slow", fn=f"{JOBS}:work", args={"task": "slow", "log": str(log), "seconds": 1.0})
@@ -55,8 +58,8 @@ def test_a_worker_killed_mid_task_loses_it_to_attempt_two(tmp_path: Path,
 
 
 def test_a_worker_paused_past_its_lease_is_refused_and_the_reclaimer_kept(
-        tmp_path: Path, workers: list[Any]) -> None:
-    url = f"sqlite:///{tmp_path / 's.db'}"
+        tmp_path: Path, durable_url: StoreURL, workers: list[Any]) -> None:
+    url = durable_url("s.db")
     log = tmp_path / "log"
     db = DurableScheduler(url, max_concurrency=1, record=True)
     db.submit("x", fn=f"{JOBS}:hang_first",
@@ -83,28 +86,33 @@ def test_a_worker_paused_past_its_lease_is_refused_and_the_reclaimer_kept(
 
 
 CHILD_INSIDE_TRANSACTION = r"""
-import os, sys, time
-from refsched.durable import DurableScheduler
-from refsched.durable import store
+import sys, time
+from refsched.durable import DurableScheduler, store
 
 url, ready = sys.argv[1], sys.argv[2]
 db = DurableScheduler(url)
-original = store._SQLiteTx.many
+tx_class = store._SQLiteTx
+if url.startswith("postgresql"):
+    from refsched.durable import postgres
+    tx_class = postgres._PostgresTx
+original = tx_class.many
 
 def many(self, sql, rows):
     original(self, sql, rows)
-    if sql.startswith("INSERT INTO dep"):  # the task row and its edges are written, uncommitted
-        open(ready, "w").close()
+    if sql.startswith("INSERT INTO dep"):
+        if getattr(self, "_queued", None):  # on the server: sent, not committed
+            self._send_queued()
+        open(ready, "w").close()  # the task row and its edges are written, uncommitted
         time.sleep(60)
 
-store._SQLiteTx.many = many
+tx_class.many = many
 db.submit("half", ["a"], fn="tests.durable_jobs.jobs:noop")
 """
 
 
 def test_a_process_killed_inside_a_write_transaction_leaves_a_valid_store(
-        tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 's.db'}"
+        tmp_path: Path, durable_url: StoreURL) -> None:
+    url = durable_url("s.db")
     db = DurableScheduler(url, max_concurrency=1)
     db.submit("a", fn=f"{JOBS}:noop")
     before = db.snapshot()
@@ -137,8 +145,8 @@ def _complete_at_once(url: str, leases: Any, barrier: Any, done: Any) -> None:
 
 
 def test_two_parents_completing_at_once_from_two_processes_ready_the_child_once(
-        tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 's.db'}"
+        durable_url: StoreURL) -> None:
+    url = durable_url("s.db")
     db = DurableScheduler(url, max_concurrency=2)
     db.start()
     context = multiprocessing.get_context("spawn")
@@ -193,11 +201,11 @@ def _claim_and_complete(url: str, start: Any, out: Any) -> None:
     out.put((done, errors))
 
 
-def test_claimers_in_many_processes_never_see_a_busy_store(tmp_path: Path) -> None:
+def test_claimers_in_many_processes_never_see_a_busy_store(durable_url: StoreURL) -> None:
     """Each claim and report reads, then writes. Taken as one write transaction from its start,
-    it waits for the write lock; begun as a read, it would fail with "database is locked"
-    whenever another process wrote in between."""
-    url = f"sqlite:///{tmp_path / 's.db'}"
+    it waits for the write lock; on SQLite, begun as a read, it would fail with "database is
+    locked" whenever another process wrote in between."""
+    url = durable_url("s.db")
     db = DurableScheduler(url, max_concurrency=4)
     for i in range(600):
         db.submit(f"t{i}", fn=f"{JOBS}:noop")
@@ -221,8 +229,9 @@ def test_claimers_in_many_processes_never_see_a_busy_store(tmp_path: Path) -> No
 
 
 def test_max_concurrency_holds_across_processes_and_deps_run_first(tmp_path: Path,
+                                                                   durable_url: StoreURL,
                                                                    workers: list[Any]) -> None:
-    url = f"sqlite:///{tmp_path / 's.db'}"
+    url = durable_url("s.db")
     log = tmp_path / "log"
     db = DurableScheduler(url, max_concurrency=3, record=True)
     layers = [[f"L{layer}n{i}" for i in range(6)] for layer in range(4)]
@@ -306,9 +315,9 @@ def test_a_read_only_filesystem_gives_a_clear_error(small_filesystem: Path) -> N
     assert "read-only" in str(refused.value)
 
 
-def test_a_late_report_from_a_stale_lease_changes_nothing(tmp_path: Path) -> None:
+def test_a_late_report_from_a_stale_lease_changes_nothing(durable_url: StoreURL) -> None:
     """The in-process shape of the pause test, on the wall clock: expiry is by deadline."""
-    db = DurableScheduler(f"sqlite:///{tmp_path / 's.db'}", max_concurrency=1)
+    db = DurableScheduler(durable_url("s.db"), max_concurrency=1)
     db.submit("x", fn=f"{JOBS}:noop")
     db.start()
     (old,) = db.claim("w1", lease=0.05)

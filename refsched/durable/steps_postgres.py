@@ -126,6 +126,12 @@ DECLARE
     room bigint;
     taken bigint;
 BEGIN
+    -- Looked at before the lock, as the client looked before calling: a claimer that lost the
+    -- race for what woke it sees the winner's commit here, and does not queue for the lock.
+    IF (SELECT CAST(value AS integer) FROM meta WHERE key = 'started') <> 0
+            AND NOT refsched_claimable(p_virtual, p_max) THEN
+        RETURN;
+    END IF;
     PERFORM pg_advisory_xact_lock(p_lock);
     now_ := refsched_now(p_virtual);
     IF (SELECT CAST(value AS integer) FROM meta WHERE key = 'started') = 0
