@@ -14,8 +14,9 @@ the ``*_gc_off`` contenders, which pause it to show the algorithms' own cost. A 
 peer within one round; the table gives the median ratio over the rounds and
 its range, next to each side's best and median time.
 
-Writes RESULTS.md and results.json (the raw times) to the output folder, and scaling.png when
-matplotlib is installed. --quick (about a minute) stops at V = 100,000 and runs fewer rounds.
+Writes RESULTS.md and results.json (the raw times) to the output folder, and scaling.png (and
+durable-postgres.png for that section) when matplotlib is installed. --quick (about a minute)
+stops at V = 100,000 and runs fewer rounds.
 A run of some sections (--only) writes only to a folder named with --out, and otherwise prints
 its report: bench/results holds the report of a full run, which a partial one would cut short.
 """
@@ -740,8 +741,9 @@ def _durable_postgres_section(results: Results) -> list[str]:
         title,
         "",
         f"One server for both sides: {results.postgres_server}; each run in a fresh database. "
-        "Four worker processes each side, started before the clock: `refsched worker "
-        "--until-done` against `procrastinate --app=procrastinate_tasks.app worker "
+        "Four worker processes each side, started before the clock: `refsched worker` "
+        "(`--until-done` in the DAG row) against `procrastinate "
+        "--app=procrastinate_tasks.app worker "
         "--concurrency 1` (four processes of one job each, LISTEN/NOTIFY on, its defaults "
         "otherwise; its schema applied to its database with `procrastinate schema --apply`). "
         "A time runs from the first submit (`noop.defer()`) to the moment the bench process, "
@@ -757,6 +759,8 @@ def _durable_postgres_section(results: Results) -> list[str]:
         "time and completing each until a claim comes back empty, over the whole run: "
         f"**{statistics.median(claims):,.0f}** (median; "
         f"[{min(claims):,.0f}-{max(claims):,.0f}]).",
+        "",
+        "![the flat row by round, and claims per second](durable-postgres.png)",
         "",
     ]
 
@@ -831,6 +835,46 @@ def write_plot(results: Results, out: Path) -> bool:
     right.set_title("refsched / graphlib, same graph, same round")
     right.legend(fontsize="small")
     fig.savefig(out / "scaling.png", dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write_durable_plot(results: Results, out: Path) -> bool:
+    """durable-postgres.png: the flat row's time in each round, both sides, and the claims per
+    second of each claims round."""
+    flat = [c for c in results.comparisons
+            if c.section == "durable-postgres" and c.peer == "procrastinate_flat"]
+    if not flat and not results.postgres_claims_per_s:
+        return False
+    try:
+        import matplotlib
+    except ImportError:
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
+    if flat:
+        row = flat[0]
+        rounds = range(1, len(row.ours_s) + 1)
+        left.bar([r - 0.2 for r in rounds], row.ours_s, 0.4, color="tab:blue",
+                 label="refsched DurableScheduler, 4 refsched worker processes")
+        left.bar([r + 0.2 for r in rounds], row.peer_s, 0.4, color="tab:orange",
+                 label="Procrastinate, 4 worker processes")
+        left.set_xticks(list(rounds))
+        left.set_xlabel("round (contenders interleaved)")
+        left.set_ylabel("seconds, first submit to last job done")
+        left.set_title(f"{row.workload}: median ratio {row.ratio:.2f}")
+        left.set_ylim(0, max(row.ours_s + row.peer_s) * 1.35)  # room for the legend
+        left.legend(fontsize="small", loc="upper left")
+    claims = results.postgres_claims_per_s
+    if claims:
+        right.bar(range(1, len(claims) + 1), claims, 0.5, color="tab:blue")
+        right.set_xticks(range(1, len(claims) + 1))
+        right.set_xlabel("round")
+        right.set_ylabel("claims per second")
+        right.set_title(f"{POSTGRES_CLAIMERS} processes claiming 8 at a time and completing")
+    fig.savefig(out / "durable-postgres.png", dpi=110)
     plt.close(fig)
     return True
 
@@ -923,9 +967,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_markdown(results, out)
     with open(out / "results.json", "w", encoding="utf-8") as f:
         json.dump(asdict(results), f, indent=1)
-    plotted = write_plot(results, out)
-    print(f"wrote {out / 'RESULTS.md'}, results.json"
-          f"{', scaling.png' if plotted else ''} in {time.perf_counter() - started:.0f}s")
+    plots = [name for name, wrote in (("scaling.png", write_plot(results, out)),
+                                      ("durable-postgres.png", write_durable_plot(results, out)))
+             if wrote]
+    print(f"wrote {out / 'RESULTS.md'}, results.json{''.join(', ' + p for p in plots)} "
+          f"in {time.perf_counter() - started:.0f}s")
     return 0
 
 

@@ -622,8 +622,7 @@ class DurableScheduler:
             return []
         # The common path, on the server if it can (steps_postgres.py); a lease to expire or an
         # error to raise is left to the transaction below.
-        rows = self._store.call("claim", self._record, self._max, worker,
-                                limit, lease)
+        rows = self._store.call("claim", self._record, self._max, worker, limit, lease)
         if rows is not None and not (rows and rows[0][0]):
             return [Lease(t, g, 1, deadline, fn, json.loads(args), worker)
                     for _, _, t, g, fn, args, deadline in rows]
