@@ -1,13 +1,14 @@
 """Mutation testing of the verification layers: seeded bugs in the schedulers and their runners.
 
 Each :class:`Mutant` is a source patch of one production module (``refsched/scheduler.py``,
-``runner.py``, ``timer.py``, ``timer_runner.py``, ``pool.py``, ``durable/scheduler.py`` or
-``durable/store.py``): an exact snippet of the current file (it must occur there exactly once),
-its replacement, and the bug it plants. A mutant is run in fresh subprocesses, one per layer,
-whose import system serves the patched source as the module (the files themselves are never
-written; the Python processes a layer starts, such as durable worker processes, are served the
-patched module too), against the layers cheapest first, each on the system the mutated module
-belongs to:
+``runner.py``, ``timer.py``, ``timer_runner.py``, ``pool.py``, ``durable/scheduler.py``,
+``durable/store.py``, ``durable/postgres.py`` or ``durable/steps_postgres.py``, whose text is the
+PostgreSQL store's server-side functions): an exact snippet of the current file (it must occur
+there exactly once), its replacement, and the bug it plants. A mutant is run in fresh subprocesses,
+one per layer, whose import system serves the patched source as the module (the files themselves
+are never written; the Python processes a layer starts, such as durable worker processes, are
+served the patched module too), against the layers cheapest first, each on the system the mutated
+module belongs to:
 
 ``unit``      the unit tests of that scheduler and its runner (``pytest -x``);
 ``lockstep``  the Hypothesis lock-step machine against the reference model (``run_lockstep``,
