@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from refsched.durable import DurableScheduler
+from refsched.durable.steps_postgres import STAMPED
 from refsched.types import TaskState
 
 if os.environ.get("CI") == "true":
@@ -63,8 +64,7 @@ def calls_of(db: DurableScheduler) -> list[tuple[str, bool]]:
 def test_the_common_steps_are_one_call_each_on_the_server(postgres_url: str) -> None:
     db = open_store(postgres_url, max_concurrency=2)
     digest = sql(postgres_url, "SELECT obj_description(to_regprocedure(%s), 'pg_proc')",
-                 (f"{SCHEMA}.refsched_claim(bigint, boolean, text, boolean, bigint, text, "
-                  "bigint, float8)",))
+                 (f"{SCHEMA}.{STAMPED}",))
     assert digest[0][0].startswith("refsched steps ")
     db.start()
     seen = calls_of(db)
@@ -85,8 +85,7 @@ def test_a_role_that_may_not_create_functions_takes_the_steps_itself(
         postgres_url: str) -> None:
     creator = open_store(postgres_url)
     creator.release()
-    sql(postgres_url, f"DROP FUNCTION {SCHEMA}.refsched_claim(bigint, boolean, text, boolean, "
-                      "bigint, text, bigint, float8)")
+    sql(postgres_url, f"DROP FUNCTION {SCHEMA}.{STAMPED}")
     role = f"limited_{os.getpid()}"
     sql(postgres_url, f"CREATE ROLE {role} LOGIN")
     sql(postgres_url, f"GRANT USAGE ON SCHEMA {SCHEMA} TO {role}")

@@ -261,12 +261,17 @@ class PostgresStore(Store):
                 return
         self._steps_ready = True
 
+    @property
+    def _virtual(self) -> bool:
+        """Whether the store's clock is ``meta.now`` (the functions' ``p_virtual``)."""
+        return self.clock_sql == _VIRTUAL_NOW
+
     def _wake_sql(self, max_concurrency: int) -> str:
         """The statement that notifies the store's channel at commit: if a claim could then
         take a step, with the functions of steps_postgres.py; without them, always."""
         if not self._steps_ready:
             return f"SELECT pg_notify('{self._channel}', '')"
-        virtual = "true" if self.clock_sql == _VIRTUAL_NOW else "false"
+        virtual = "true" if self._virtual else "false"
         return f"SELECT refsched_wake({virtual}, '{self._channel}', {int(max_concurrency)})"
 
     def call(self, step: str, *args: Any) -> list[Row] | None:
@@ -274,7 +279,7 @@ class PostgresStore(Store):
         transaction, one round trip (``steps_postgres.py``)."""
         if not self._steps_ready:
             return None
-        params = (self._lock_key, self.clock_sql == _VIRTUAL_NOW, self._channel, *args)
+        params = (self._lock_key, self._virtual, self._channel, *args)
         sql = f"SELECT * FROM refsched_{step}({', '.join(['%s'] * len(params))})"
         with self._server_errors():
             conn = self._idle_conn()
