@@ -1,7 +1,9 @@
-"""refsched's TaskScheduler, or any scheduler with its API, behind the conformance protocol.
+"""refsched's schedulers, or any implementation with their API, behind the conformance protocol.
 
-``python -m refsched.serve [--impl MODULE:FACTORY] [--profile JSON] [--name NAME]`` reads
-requests on stdin and answers each with one line on stdout (``docs/conformance.md``). Errors
+``python -m refsched.serve [--system NAME] [--impl MODULE:FACTORY] [--profile JSON] [--name
+NAME]`` reads requests on stdin and answers each with one line on stdout
+(``docs/conformance.md``): the TaskScheduler's operations by default, the timer's, the pool's or
+the durable scheduler's with ``--system`` (their tables in :mod:`refsched.conform.wire`). Errors
 from :mod:`refsched.errors` keep their class names; any other exception the scheduler raises is
 answered with its own class name, so the oracle sees exactly what was raised.
 
@@ -27,6 +29,8 @@ from typing import Any, TextIO
 from refsched.conform import protocol
 from refsched.conform.profile import FULL, Profile, ProfileError
 from refsched.conform.protocol import Request, Unsupported, WireError
+from refsched.conform.wire import SYSTEMS, Wire
+from refsched.conform.wire import get as get_wire
 
 __all__ = ["MAX_LINE", "main", "serve", "serve_stdio"]
 
@@ -65,12 +69,18 @@ _CALLS: dict[str, Callable[[Any, Mapping[str, Any]], Any]] = {
 
 
 class _Session:
-    """The server's side of one connection: the current scheduler instance and the answers."""
+    """The server's side of one connection: the current scheduler instance and the answers.
 
-    def __init__(self, factory: Callable[[int], Any], profile: Profile, name: str) -> None:
+    ``wire`` is the served system's table of ops (:mod:`refsched.conform.wire`); None serves
+    the TaskScheduler's, stated in :mod:`refsched.conform.protocol`.
+    """
+
+    def __init__(self, factory: Callable[..., Any], profile: Profile, name: str,
+                 wire: Wire | None = None) -> None:
         self.factory = factory
         self.profile = profile
         self.name = name
+        self.wire = wire
         self.scheduler: Any = None  # the instance the last successful ``new`` made
 
     def answer(self, line: str) -> tuple[dict[str, Any], bool]:
@@ -78,7 +88,9 @@ class _Session:
         if not line.strip(_JSON_SPACE):
             return protocol.error_response(None, _bad_request("an empty line is no request")), False
         try:
-            req = protocol.decode_request(protocol.decode_line(line))
+            message = protocol.decode_line(line)
+            req = (protocol.decode_request(message) if self.wire is None
+                   else protocol.decode_envelope(message))
         except WireError as e:
             return protocol.error_response(e.request_id, _bad_request(str(e))), False
         try:
@@ -96,9 +108,12 @@ class _Session:
                 raise _BadRequest(f"hello: protocol {_shorten(repr(args['protocol']))} is not "
                                   f"spoken here; this server speaks {protocol.PROTOCOL_VERSION}")
             return {"name": self.name, "protocol": protocol.PROTOCOL_VERSION,
-                    "profile": self.profile.to_json()}
+                    "system": "scheduler" if self.wire is None else self.wire.system,
+                    "profile": self.profile.to_json() if self.wire is None else {}}
         if op == "bye":
             return None
+        if self.wire is not None:
+            return self._wire_result(self.wire, req)
         if op not in protocol.OPS:
             raise Unsupported(f"{_shorten(op)}: no such operation")
         why = _not_in_profile(self.profile, op, args)
@@ -111,6 +126,26 @@ class _Session:
         if self.scheduler is None:
             raise _BadRequest(f"{op}: no scheduler yet; send new first")
         return protocol.result_to_json(op, _CALLS[op](self.scheduler, args))
+
+
+    def _wire_result(self, wire: Wire, req: Request) -> Any:
+        """The answer to a request of the timer's, the pool's or the durable scheduler's."""
+        if req.op != "new" and req.op not in wire.ops:
+            raise Unsupported(f"{_shorten(req.op)}: no such operation of the {wire.system}")
+        try:
+            args = wire.check(req.op, req.args)
+        except WireError as e:
+            raise _BadRequest(str(e)) from None
+        if req.op == "new":
+            previous, self.scheduler = self.scheduler, None  # a failed new leaves none behind
+            discard = getattr(previous, "discard", None)
+            if discard is not None:
+                discard()
+            self.scheduler = wire.serve(self.factory, **args)
+            return None
+        if self.scheduler is None:
+            raise _BadRequest(f"{req.op}: no instance yet; send new first")
+        return wire.call(self.scheduler, req.op, args)
 
 
 class _BadRequest(Exception):
@@ -167,9 +202,9 @@ def _lines(stdin: TextIO, max_line: int) -> Iterator[str | None]:
         yield None
 
 
-def serve(factory: Callable[[int], Any], profile: Profile = FULL, name: str = DEFAULT_NAME,
+def serve(factory: Callable[..., Any], profile: Profile = FULL, name: str = DEFAULT_NAME,
           stdin: TextIO | None = None, stdout: TextIO | None = None, *,
-          max_line: int = MAX_LINE) -> None:
+          max_line: int = MAX_LINE, wire: Wire | None = None) -> None:
     """Answer requests from ``stdin`` on ``stdout`` until ``bye`` or the end of ``stdin``.
 
     ``factory(max_concurrency)`` makes the scheduler each ``new`` starts; ``profile`` is the
@@ -179,7 +214,16 @@ def serve(factory: Callable[[int], Any], profile: Profile = FULL, name: str = DE
     """
     stdin = sys.stdin if stdin is None else stdin
     stdout = sys.stdout if stdout is None else stdout
-    session = _Session(factory, profile, name)
+    session = _Session(factory, profile, name, wire)
+    try:
+        _answer_lines(session, stdin, stdout, max_line)
+    finally:
+        discard = getattr(session.scheduler, "discard", None)
+        if discard is not None:
+            discard()
+
+
+def _answer_lines(session: _Session, stdin: TextIO, stdout: TextIO, max_line: int) -> None:
     for line in _lines(stdin, max_line):
         if line is None:
             response, done = protocol.error_response(None, _bad_request(
@@ -191,7 +235,8 @@ def serve(factory: Callable[[int], Any], profile: Profile = FULL, name: str = DE
             return
 
 
-def serve_stdio(factory: Callable[[int], Any], profile: Profile, name: str) -> None:
+def serve_stdio(factory: Callable[..., Any], profile: Profile, name: str,
+                wire: Wire | None = None) -> None:
     """Serve on this process's stdin and stdout, keeping stdout for the protocol alone."""
     # Bytes that are not UTF-8 come through as lone surrogates, which decode_line refuses: a
     # line that is not UTF-8 is answered BadRequest rather than read as something it is not.
@@ -200,7 +245,7 @@ def serve_stdio(factory: Callable[[int], Any], profile: Profile, name: str) -> N
     stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
     # Whatever the served code prints must not land among the answers: send it to stderr.
     sys.stdout = sys.stderr
-    serve(factory, profile, name, stdin, stdout)
+    serve(factory, profile, name, stdin, stdout, wire=wire)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -208,29 +253,40 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m refsched.serve",
         description="Serve a scheduler over the conformance protocol on stdin/stdout.")
+    parser.add_argument("--system", choices=SYSTEMS, default=SYSTEMS[0],
+                        help="the system served: its operations and its default "
+                             "implementation (default: scheduler)")
     parser.add_argument("--impl", metavar="MODULE:FACTORY",
-                        help="the scheduler factory to serve (default: refsched:TaskScheduler)")
+                        help="the factory to serve, with the system's API (default: "
+                             "refsched's own: TaskScheduler, TimerScheduler, WorkStealingPool, "
+                             "DurableScheduler)")
     parser.add_argument("--profile", metavar="JSON",
                         help="the capability profile to declare, a JSON object "
-                             "(default: the full contract)")
+                             "(default: the full contract; --system scheduler only)")
     parser.add_argument("--name", help="the name given in the hello answer")
     args = parser.parse_args(argv)
+    wire = None if args.system == "scheduler" else get_wire(args.system)
+    if args.profile is not None and wire is not None:
+        parser.error("--profile: the timer, pool and durable systems are served whole")
     try:
         profile = FULL if args.profile is None else Profile.from_json(json.loads(args.profile))
     except (ValueError, ProfileError) as e:
         parser.error(f"--profile: {e}")
-    factory: Callable[[int], Any]
-    if args.impl is None:
-        from refsched import TaskScheduler
-        factory = TaskScheduler
-    else:
+    factory: Callable[..., Any]
+    if args.impl is not None:
         # refsched.cli imports the verification tooling: load it only when it is needed
         from refsched.cli import load_factory
         try:
             factory = load_factory(args.impl)
         except ValueError as e:
             parser.error(str(e))
-    serve_stdio(factory, profile, args.name or args.impl or DEFAULT_NAME)
+    elif wire is not None:
+        factory = wire.default_factory()
+    else:
+        from refsched import TaskScheduler
+        factory = TaskScheduler
+    default_name = DEFAULT_NAME if wire is None else wire.title
+    serve_stdio(factory, profile, args.name or args.impl or default_name, wire)
     return 0
 
 

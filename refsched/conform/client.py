@@ -26,6 +26,8 @@ from typing import IO, Any, Final, Protocol, Self, TypeVar
 from refsched.conform import protocol
 from refsched.conform.profile import FULL, Profile, ProfileError
 from refsched.conform.protocol import ForeignError, Unsupported, WireError
+from refsched.conform.wire import SYSTEMS
+from refsched.conform.wire import get as get_wire
 from refsched.types import Claim, CloseReport, Snapshot, TaskState
 
 __all__ = [
@@ -66,8 +68,17 @@ class Implementation(Protocol):
         """The parts of the contract it keeps."""
         ...
 
+    @property
+    def system(self) -> str:
+        """The system it implements: ``scheduler``, ``timer``, ``pool`` or ``durable``."""
+        ...
+
     def new(self, max_concurrency: int) -> Any:
         """A fresh scheduler with the ``TaskScheduler`` API."""
+        ...
+
+    def remote(self) -> Callable[..., Any]:
+        """A factory of fresh instances, called as the system's checks call one."""
         ...
 
     def close(self) -> None:
@@ -214,10 +225,15 @@ class ProtocolImplementation:
     """
 
     def __init__(self, argv: Sequence[str], *, timeout: float = 10.0, max_line: int = 1 << 20,
-                 env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None
-                 ) -> None:
+                 env: Mapping[str, str] | None = None, cwd: str | os.PathLike[str] | None = None,
+                 system: str | None = None) -> None:
         if isinstance(argv, str):
             raise TypeError("argv is a sequence of arguments, not one string")
+        if system is not None and system not in SYSTEMS:
+            raise ValueError(f"no system {system!r}; the systems are {', '.join(SYSTEMS)}")
+        # the system the hello must declare (None: any), and the one it declared
+        self.expected_system = system
+        self._system: str | None = None
         self.argv = list(argv)
         self.timeout = timeout
         self.max_line = max_line
@@ -254,6 +270,48 @@ class ProtocolImplementation:
         if self._profile is None:
             raise RuntimeError(f"{self.argv!r}: not opened yet")
         return self._profile
+
+    @property
+    def system(self) -> str:
+        """The system the implementation declared in its hello (``scheduler`` unless said)."""
+        if self._system is None:
+            raise RuntimeError(f"{self.argv!r}: not opened yet")
+        return self._system
+
+    @property
+    def instance(self) -> int:
+        """How many ``new`` requests succeeded: the number of the current instance."""
+        return self._instance
+
+    def new_instance(self, **args: Any) -> int:
+        """Send ``new`` with ``args``; the number of the instance it started.
+
+        Errors: whatever the implementation answers, or a :class:`HarnessError`.
+        """
+        self._result("new", protocol.null_from_json, self.request("new", **args))
+        self._instance += 1
+        return self._instance
+
+    def remote(self) -> Callable[..., Any]:
+        """A factory of instances of the declared system over this connection, called as the
+        system's checks call its implementation's factory (the TaskScheduler's: :meth:`new`)."""
+        if self.system == "scheduler":
+            return self.new
+        remote = get_wire(self.system).remote
+
+        def make(*args: Any, **kwargs: Any) -> Any:
+            return remote(self, *args, **kwargs)
+
+        # a pool in another process takes its workers' moves itself (pool_driver.driven_pool)
+        make.drives_steps = getattr(remote, "drives_steps", False)  # type: ignore[attr-defined]
+        return make
+
+    def decoded(self, op: str, decode: Callable[[], _T]) -> _T:
+        """``decode()``, a malformed result becoming a :class:`ProtocolViolation`."""
+        try:
+            return decode()
+        except WireError as e:
+            raise self._violation(str(e)) from None
 
     @property
     def pid(self) -> int | None:
@@ -312,11 +370,18 @@ class ProtocolImplementation:
         if type(version) is not int or version != protocol.PROTOCOL_VERSION:
             raise self._violation(f"hello: speaks protocol {version!r}, the oracle speaks "
                                   f"{protocol.PROTOCOL_VERSION}")
+        system = answer.get("system", "scheduler")
+        if system not in SYSTEMS:
+            raise self._violation(f"hello: system must be one of {', '.join(SYSTEMS)}, not "
+                                  f"{system!r}")
+        if self.expected_system is not None and system != self.expected_system:
+            raise self._violation(f"hello: the implementation is a {system}, the oracle was "
+                                  f"asked to check a {self.expected_system}")
         try:
             profile = Profile.from_json(answer.get("profile", {}))
         except ProfileError as e:
             raise self._violation(f"hello: bad profile: {e}") from e
-        self._name, self._profile = name, profile
+        self._name, self._profile, self._system = name, profile, system
 
     def __enter__(self) -> Self:
         return self if self._proc is not None else self.open()
@@ -404,6 +469,10 @@ class ProtocolImplementation:
             error = protocol.error_from_json(response["error"])
         except WireError as e:
             raise self._violation(f"{op}: {e}") from None
+        if isinstance(error, ForeignError) and self._system not in (None, "scheduler"):
+            own = get_wire(self._system).errors.get(error.type_name)
+            if own is not None:  # an error of the system's own (a pool's StepRefused)
+                raise own(error.message)
         if isinstance(error, ForeignError) and error.type_name == "BadRequest":
             raise self._violation(f"{op}: the implementation could not read the request: "
                                   f"{error.message}")
@@ -626,13 +695,22 @@ class ProtocolScheduler:
 # ------------------------------------------------------------------ Python factories
 
 class InProcessImplementation:
-    """A Python factory ``max_concurrency -> scheduler`` as an :class:`Implementation`."""
+    """A Python factory as an :class:`Implementation`: for the TaskScheduler,
+    ``max_concurrency -> scheduler``; for another system, called as that system's checks call
+    its production class (``TimerScheduler``, ``WorkStealingPool``, ``DurableScheduler``)."""
 
-    def __init__(self, factory: Callable[[int], Any], *, profile: Profile = FULL,
-                 name: str | None = None) -> None:
+    def __init__(self, factory: Callable[..., Any], *, profile: Profile = FULL,
+                 name: str | None = None, system: str = "scheduler") -> None:
+        if system not in SYSTEMS:
+            raise ValueError(f"no system {system!r}; the systems are {', '.join(SYSTEMS)}")
         self.factory = factory
         self.profile = profile
         self.name = name if name is not None else _factory_name(factory)
+        self.system = system
+
+    def remote(self) -> Callable[..., Any]:
+        """The factory itself."""
+        return self.factory
 
     def new(self, max_concurrency: int) -> Any:
         """``factory(max_concurrency)``."""

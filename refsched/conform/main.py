@@ -2,8 +2,8 @@
 
 ::
 
-    refsched conform [options] -- COMMAND [ARGS...]         # a program speaking the protocol
-    refsched conform [options] --impl MODULE:FACTORY [--profile JSON]   # a Python factory
+    refsched conform [--system NAME] [options] -- COMMAND [ARGS...]   # a program
+    refsched conform [--system NAME] [options] --impl MODULE:FACTORY    # a Python factory
 
 The report goes to stdout (``--json``: as JSON), progress to stderr (``-q``: none). Exit status:
 0 the implementation conforms, 1 it diverges, 3 a harness verdict (it crashed, timed out or broke
@@ -25,6 +25,7 @@ from refsched.cli import non_negative_int, positive_int, positive_seconds
 
 from .profile import FULL, Profile, ProfileError
 from .report import ConformanceReport
+from .wire import SYSTEMS
 
 if TYPE_CHECKING:
     from refsched.cli import Progress
@@ -37,20 +38,26 @@ USAGE_ERROR = 2
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refsched conform",
-        usage="%(prog)s [options] (-- COMMAND [ARGS...] | --impl MODULE:FACTORY "
-              "[--profile JSON])",
-        description="Check a scheduler implementation against refsched's reference model: "
-                    "replay the trace corpus through it, then drive it and the model with the "
-                    "same Hypothesis-generated calls. On a divergence, print the shortest "
-                    "sequence of calls found that shows it.",
+        usage="%(prog)s [--system NAME] [options] (-- COMMAND [ARGS...] | --impl "
+              "MODULE:FACTORY [--profile JSON])",
+        description="Check an implementation of one of refsched's systems (a dependency "
+                    "scheduler, a timer scheduler, a work-stealing pool, a durable scheduler) "
+                    "against its reference model: replay the system's trace corpus through it, "
+                    "then drive it and the model with the same Hypothesis-generated calls. On a "
+                    "divergence, print the shortest sequence of calls found that shows it.",
         epilog="Exit status: 0 conforms, 1 diverges, 3 the implementation crashed (for "
                "--impl: its factory raised), timed out or broke the protocol, 2 usage error.")
+    parser.add_argument("--system", choices=SYSTEMS, default=SYSTEMS[0],
+                        help="the system the implementation implements (default: scheduler); "
+                             "a COMMAND must declare the same in its hello")
     parser.add_argument("--examples", type=non_negative_int, default=200, metavar="N",
                         help="generated examples (default 200; 0 skips the generated phase)")
     parser.add_argument("--steps", type=positive_int, default=40, metavar="N",
                         help="calls per generated example, at most (default 40)")
     parser.add_argument("--no-corpus", action="store_true",
                         help="skip the replay of the trace corpus")
+    parser.add_argument("--max-traces", type=positive_int, metavar="N",
+                        help="replay only the corpus's first N traces (default: all of them)")
     parser.add_argument("--seed", type=int, default=0, metavar="N",
                         help="the generated phase's seed (default 0: the same run every time)")
     parser.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
@@ -63,11 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the report as JSON on stdout")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     parser.add_argument("--impl", metavar="MODULE:FACTORY",
-                        help="check a Python factory max_concurrency -> scheduler in this "
-                             "process instead of a COMMAND")
+                        help="check a Python factory in this process instead of a COMMAND: "
+                             "max_concurrency -> scheduler, or a class with the API of the "
+                             "system's production class (TimerScheduler, WorkStealingPool, "
+                             "DurableScheduler)")
     parser.add_argument("--profile", metavar="JSON",
-                        help="with --impl: the parts of the contract it keeps, a JSON object "
-                             "of profile flags (default: the full contract)")
+                        help="with --impl and --system scheduler: the parts of the contract it "
+                             "keeps, a JSON object of profile flags (default: the full "
+                             "contract)")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND",
                         help="the implementation's command line, after --")
     return parser
@@ -86,6 +96,10 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
         parser.error("--timeout goes with a COMMAND")
     if args.no_corpus and args.examples == 0:
         parser.error("nothing to check: --no-corpus and --examples 0")
+    if args.no_corpus and args.max_traces is not None:
+        parser.error("--max-traces goes with the corpus phase, not --no-corpus")
+    if args.profile is not None and args.system != "scheduler":
+        parser.error("--profile: the timer, pool and durable systems are checked whole")
     args.profile_value = FULL
     if args.profile is not None:
         try:
@@ -102,6 +116,9 @@ def _write_trace(report: ConformanceReport, path: str) -> str:
     if report.counterexample is None:
         return f"no counterexample: {path} not written"
     trace = report.counterexample.trace
+    if trace is None:
+        return (f"the counterexample's calls form no trace of the spec (a timer's clock moved "
+                f"by a fraction of a tick, or back): {path} not written")
     out = Path(path)
     if ".jsonl" in out.name:
         write_traces(out, [trace])
@@ -111,18 +128,20 @@ def _write_trace(report: ConformanceReport, path: str) -> str:
             f"(refsched replay {out}; refsched validate-trace {out})")
 
 
-def _crash_on_raise(spec: str, factory: Callable[[int], Any]) -> Callable[[int], Any]:
+def _crash_on_raise(spec: str, factory: Callable[..., Any]) -> Callable[..., Any]:
     """``factory``, an exception from which is the implementation crashing (exit 3), as a
     COMMAND that exits: it is no answer to compare with the model's."""
     from . import client
 
-    def new(max_concurrency: int) -> Any:
+    def new(*args: Any, **kwargs: Any) -> Any:
         try:
-            return factory(max_concurrency)
+            return factory(*args, **kwargs)
         except (Exception, SystemExit) as error:
+            shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
             raise client.ImplementationCrashed(
-                f"new({max_concurrency}): the factory {spec} raised "
+                f"new({shown}): the factory {spec} raised "
                 f"{type(error).__name__}: {error}") from error
+    new.__wrapped__ = factory  # type: ignore[attr-defined]  # a pool class stays visible
     return new
 
 
@@ -148,10 +167,11 @@ def _run(args: argparse.Namespace) -> int:
             print(f"refsched conform: {e}", file=sys.stderr)
             return USAGE_ERROR
         impl = client.InProcessImplementation(_crash_on_raise(args.impl, factory),
-                                              profile=args.profile_value, name=args.impl)
+                                              profile=args.profile_value, name=args.impl,
+                                              system=args.system)
     else:
         options = {} if args.timeout is None else {"timeout": args.timeout}
-        impl = client.ProtocolImplementation(args.command, **options)
+        impl = client.ProtocolImplementation(args.command, system=args.system, **options)
         started = time.monotonic()
         try:
             impl.open()
@@ -161,7 +181,8 @@ def _run(args: argparse.Namespace) -> int:
             return _finish(report, args, display)
     try:
         report = oracle.check(impl, examples=args.examples, steps=args.steps,
-                              corpus=not args.no_corpus, seed=args.seed, progress=progress)
+                              corpus=not args.no_corpus, seed=args.seed, progress=progress,
+                              max_traces=args.max_traces)
     except oracle.OracleError as e:
         display.done(f"refsched conform: {e}")
         return USAGE_ERROR

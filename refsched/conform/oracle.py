@@ -33,6 +33,7 @@ from refsched.verify.lockstep import Call, Disagreement, Ledger, run_lockstep
 from refsched.verify.replay import Divergence, replay, step_call
 from refsched.verify.specstate import snapshot_of
 
+from . import system_phases
 from .client import HarnessError, Implementation
 from .profile import Profile
 from .report import DIVERGES, ConformanceReport, Counterexample, PhaseResult
@@ -180,9 +181,12 @@ def _corpus_counterexample(trace: Trace, divergence: Divergence, profile: Profil
 
 
 def _corpus_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
-                  progress: Progress | None) -> Counterexample | None:
+                  progress: Progress | None, max_traces: int | None) -> Counterexample | None:
     everything = _read_corpus()
     traces, whole = admitted_traces(profile, everything)
+    if max_traces is not None and len(traces) > max_traces:
+        traces = traces[:max_traces]
+        whole = min(whole, max_traces)
     figures = phase.figures
     figures.update(traces=len(everything), admitted=whole, prefixes=len(traces) - whole,
                    steps_admitted=sum(len(t.steps) for t in traces), traces_run=0, steps_run=0)
@@ -254,11 +258,13 @@ def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
 # -- the check --------------------------------------------------------------------------------
 
 def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus: bool = True,
-          seed: int | None = 0, progress: Progress | None = None) -> ConformanceReport:
+          seed: int | None = 0, progress: Progress | None = None,
+          max_traces: int | None = None) -> ConformanceReport:
     """Judge ``impl`` against the reference model; close it; return the report.
 
     ``impl`` must be open (a ``ProtocolImplementation`` entered or ``open()``-ed): its name
-    and profile are read first. ``corpus`` runs the corpus phase; ``examples`` (0: none)
+    and profile are read first. ``corpus`` runs the corpus phase (``max_traces``: over the
+    first so many traces the profile admits); ``examples`` (0: none)
     Hypothesis examples of at most ``steps`` calls each run the generated phase, with
     ``seed`` fixing its choices (None: a random run). ``progress(phase, done, total)`` is
     called as traces and examples go by. The verdict is ``"conforms"``, ``"diverges"`` (with
@@ -279,9 +285,9 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
                 report.phases.append(current)
                 phase_started = time.monotonic()
                 try:
-                    found = (_corpus_phase(impl, profile, current, progress) if name == "corpus"
-                             else _generated_phase(impl, profile, current, examples=examples,
-                                                   steps=steps, seed=seed, progress=progress))
+                    found = _phase(impl, profile, current, name, examples=examples,
+                                   steps=steps, seed=seed, progress=progress,
+                                   max_traces=max_traces)
                 finally:
                     current.seconds = time.monotonic() - phase_started
                 if found is not None:
@@ -297,6 +303,27 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
         impl.close()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _phase(impl: Implementation, profile: Profile, phase: PhaseResult, name: str, *,
+           examples: int, steps: int, seed: int | None, progress: Progress | None,
+           max_traces: int | None) -> Counterexample | None:
+    """Run one phase of the check on the implementation's system."""
+    system = getattr(impl, "system", "scheduler")
+    if system == "scheduler":
+        if name == "corpus":
+            return _corpus_phase(impl, profile, phase, progress, max_traces)
+        return _generated_phase(impl, profile, phase, examples=examples, steps=steps,
+                                seed=seed, progress=progress)
+    factory = impl.remote()
+    try:
+        if name == "corpus":
+            return system_phases.corpus_phase(system, factory, phase, progress, max_traces)
+        return system_phases.generated_phase(system, factory, phase, examples=examples,
+                                             steps=steps, seed=seed, settings=dict(_HYPOTHESIS),
+                                             progress=progress)
+    except system_phases.CorpusUnreadable as e:
+        raise OracleError(str(e)) from None
 
 
 def _record_harness_failure(report: ConformanceReport, error: HarnessError) -> None:

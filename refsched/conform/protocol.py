@@ -29,6 +29,7 @@ __all__ = [
     "WireError",
     "claims_from_json",
     "close_report_from_json",
+    "decode_envelope",
     "decode_line",
     "decode_request",
     "encode_line",
@@ -197,12 +198,10 @@ def request(request_id: int, op: str, **args: Any) -> dict[str, Any]:
     return {"id": request_id, "op": op, **args}
 
 
-def decode_request(message: Mapping[str, Any]) -> Request:
-    """Check a request object and fill in the arguments it may leave out.
+def decode_envelope(message: Mapping[str, Any]) -> Request:
+    """A request's id, op and arguments, the arguments unchecked (each system checks its own).
 
-    An op outside :data:`OPS` is returned with its arguments unchecked (the server answers it
-    ``Unsupported``). Errors: no int ``id``, no str ``op``, an argument missing or unknown, a
-    ``task`` that is not a string, ``deps`` that are not a list of strings -> ``WireError``.
+    Errors: no int ``id``, no str ``op`` -> ``WireError``.
     """
     request_id = message.get("id")
     if not _is_int(request_id):
@@ -211,9 +210,20 @@ def decode_request(message: Mapping[str, Any]) -> Request:
     op = message.get("op")
     if not isinstance(op, str):
         raise WireError(f"a request needs a string op, not {_show(op)}", request_id)
-    args = {k: v for k, v in message.items() if k not in ("id", "op")}
+    return Request(request_id, op, {k: v for k, v in message.items() if k not in ("id", "op")})
+
+
+def decode_request(message: Mapping[str, Any]) -> Request:
+    """Check a request object and fill in the arguments it may leave out.
+
+    An op outside :data:`OPS` is returned with its arguments unchecked (the server answers it
+    ``Unsupported``). Errors: no int ``id``, no str ``op``, an argument missing or unknown, a
+    ``task`` that is not a string, ``deps`` that are not a list of strings -> ``WireError``.
+    """
+    request = decode_envelope(message)
+    request_id, op, args = request.id, request.op, dict(request.args)
     if op not in OPS:
-        return Request(request_id, op, args)
+        return request
     required, optional = OPS[op]
     missing = [a for a in required if a not in args]
     unknown = sorted(set(args) - set(required) - set(optional))

@@ -4,6 +4,7 @@ Registered as the ``refsched`` plugin (a ``pytest11`` entry point); without ``--
 adds nothing. With it::
 
     pytest --refsched-impl=mypackage.sched:make_scheduler \\
+           [--refsched-system=scheduler|timer|pool|durable] \\
            [--refsched-profile='{"retry": false}'] [--refsched-examples=200]
 
 the session gets ``refsched-conformance::corpus`` (the trace corpus replayed through the factory's
@@ -22,13 +23,15 @@ import pytest
 
 from .profile import FULL, Profile, ProfileError
 from .report import ConformanceReport
+from .wire import SYSTEMS
 
 __all__ = ["ConformanceFailure", "ConformanceItem", "ConformanceSuite"]
 
 SUITE = "refsched-conformance"
 PHASES = ("corpus", "generated")
-# the checked factory's spec, the factory, its profile, the examples: set when the option is
-_TARGET = pytest.StashKey[tuple[str, Any, Profile, int]]()
+# the checked factory's spec, the factory, its profile, the examples, its system: set when the
+# option is
+_TARGET = pytest.StashKey[tuple[str, Any, Profile, int, str]]()
 
 
 class ConformanceFailure(Exception):
@@ -45,6 +48,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="check this scheduler factory (max_concurrency -> scheduler) against "
                          "refsched's reference model, as the items refsched-conformance::corpus "
                          "and ::generated")
+    group.addoption("--refsched-system", choices=SYSTEMS, default=SYSTEMS[0],
+                    help="the system the factory implements (default: scheduler); for the "
+                         "others the factory is called as their production class is: "
+                         "TimerScheduler, WorkStealingPool, DurableScheduler")
     group.addoption("--refsched-profile", metavar="JSON", default=None,
                     help="the parts of the contract the implementation keeps, a JSON object of "
                          "profile flags (default: the full contract)")
@@ -64,6 +71,10 @@ def pytest_configure(config: pytest.Config) -> None:
     except ValueError as e:
         raise pytest.UsageError(f"--refsched-impl: {e}") from None
     raw = config.getoption("refsched_profile")
+    system = config.getoption("refsched_system")
+    if raw is not None and system != "scheduler":
+        raise pytest.UsageError("--refsched-profile: the timer, pool and durable systems are "
+                                "checked whole")
     try:
         profile = FULL if raw is None else Profile.from_json(json.loads(raw))
     except (ValueError, ProfileError) as e:  # JSONDecodeError is a ValueError
@@ -71,7 +82,7 @@ def pytest_configure(config: pytest.Config) -> None:
     examples = config.getoption("refsched_examples")
     if examples < 1:
         raise pytest.UsageError("--refsched-examples must be at least 1")
-    config.stash[_TARGET] = (spec, factory, profile, examples)
+    config.stash[_TARGET] = (spec, factory, profile, examples, system)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect items: ours can be selected too
@@ -98,8 +109,9 @@ class ConformanceItem(pytest.Item):
         from .client import InProcessImplementation
         from .oracle import check
 
-        spec, factory, profile, examples = self.config.stash[_TARGET]
-        implementation = InProcessImplementation(factory, profile=profile, name=spec)
+        spec, factory, profile, examples, system = self.config.stash[_TARGET]
+        implementation = InProcessImplementation(factory, profile=profile, name=spec,
+                                                 system=system)
         report = check(implementation, corpus=self.name == "corpus",
                        examples=examples if self.name == "generated" else 0)
         if not report.ok:

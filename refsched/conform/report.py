@@ -25,6 +25,7 @@ __all__ = [
     "ConformanceReport",
     "Counterexample",
     "PhaseResult",
+    "Row",
 ]
 
 CONFORMS: Final = "conforms"
@@ -71,19 +72,37 @@ def _clip(text: str, width: int) -> str:
 
 
 @dataclass(frozen=True)
+class Row:
+    """One call of a counterexample of a system whose checks name their calls as text."""
+
+    text: str  # the call, or the spec step, as people read it
+    model: str  # the model's answer ("" when the run does not say)
+    implementation: str  # the implementation's
+    agrees: bool  # False only for the failing one
+    diff: str = ""  # the fields that differ after it
+
+    def to_json(self) -> dict[str, Any]:
+        return {"call": self.text, "model": self.model, "implementation": self.implementation,
+                "agrees": self.agrees, "diff": self.diff}
+
+
+@dataclass(frozen=True)
 class Counterexample:
     """The calls that show a divergence, and the spec behaviour the model took along them.
 
     ``calls`` end with the failing one; ``trace`` holds the model's spec steps along them (a
-    call the model refused took none), starting from ``Init``.
+    call the model refused took none), starting from ``Init``, or is None when they form no
+    behaviour of the spec (a timer's generated run moves its clock in fractions of a tick).
+    ``instance`` says what the instance was made with, when it is not ``max_concurrency``.
     """
 
     phase: str  # the phase that found it: "corpus" or "generated"
     reason: str  # the disagreement in a sentence
     source: str  # where it comes from: a corpus trace's prefix, or the shrunk generated run
     max_concurrency: int
-    calls: tuple[Call, ...]
-    trace: Trace
+    calls: tuple[Call | Row | Any, ...]
+    trace: Trace | None
+    instance: str = ""
 
     def table(self) -> str:
         """The calls as a table: step, call, the model's answer, the implementation's.
@@ -116,15 +135,16 @@ class Counterexample:
         """The counterexample for people: where it comes from, the table, the reason."""
         return "\n".join([
             f"counterexample ({self.source}; {len(self.calls)} calls, "
-            f"max_concurrency={self.max_concurrency}):",
+            f"{self.instance or f'max_concurrency={self.max_concurrency}'}):",
             self.table(),
             f"the implementation diverges: {self.reason}",
         ])
 
     def to_json(self) -> dict[str, Any]:
         return {"phase": self.phase, "reason": self.reason, "source": self.source,
-                "max_concurrency": self.max_concurrency,
-                "calls": [c.to_json() for c in self.calls], "trace": trace_to_itf(self.trace)}
+                "max_concurrency": self.max_concurrency, "instance": self.instance,
+                "calls": [c.to_json() for c in self.calls],
+                "trace": None if self.trace is None else trace_to_itf(self.trace)}
 
 
 @dataclass

@@ -52,6 +52,7 @@ from refsched.model.durable import (
     ACTIONS,
     INITIAL,
     DurableSnapshot,
+    Instance,
     Limits,
     Step,
     claim_transaction,
@@ -61,6 +62,11 @@ from refsched.model.durable import (
 from refsched.model.durable.actions import current
 from refsched.model.durable.counters import Counts
 from refsched.types import CloseReport, TaskState
+
+from . import system
+from .itf import Step as TraceStep
+from .itf import Trace
+from .system import Fatal
 
 __all__ = [
     "IDS",
@@ -87,7 +93,24 @@ LeaseKey = tuple[str, int, int]  # (task, generation, attempt), the spec's <<t, 
 
 
 class Disagreement(AssertionError):
-    """The store and the model parted: the calls made so far, and where they differ."""
+    """The store and the model parted: the calls made so far, and where they differ.
+
+    ``reason`` says how; ``calls`` are the walk's calls, up to and including the failing one;
+    ``trace`` is the model's spec steps along them, from ``Init``.
+    """
+
+    def __init__(self, reason: str, calls: list[str], trace: Trace) -> None:
+        walk = "\n".join(f"  {i}. {c}" for i, c in enumerate(calls, start=1))
+        super().__init__(f"{reason}\ncalls:\n{walk}")
+        self.reason = reason
+        self.calls = tuple(calls)
+        self.trace = trace
+
+
+_DURABLE = system.get("durable")
+# the instance the walks run over, as a trace of them states it
+INSTANCE = Instance(IDS, WORKERS, LIMITS.max_concurrency, LIMITS.max_attempts,
+                    LIMITS.lease_time, max_generation=0, max_time=0)
 
 
 @dataclass
@@ -127,9 +150,12 @@ def _recorded(step: Step) -> tuple[str, dict[str, Any]]:
     return step.action, params
 
 
-def durable_lockstep_machine(factory: Callable[..., Any],
-                             ledger: Ledger) -> type[RuleBasedStateMachine]:
-    """The state machine that drives ``factory`` (a DurableScheduler class) and the model."""
+def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
+                             fatal: Fatal = ()) -> type[RuleBasedStateMachine]:
+    """The state machine that drives ``factory`` (a DurableScheduler class) and the model.
+
+    An error of a ``fatal`` type (a harness failure, not an answer) propagates as it is.
+    """
 
     class DurableLockstep(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -145,6 +171,7 @@ def durable_lockstep_machine(factory: Callable[..., Any],
             self.enders: dict[str, Any] = {}  # task -> the lease whose report ended it
             self.expected: list[tuple[str, dict[str, Any]]] = []  # what history() must be
             self.calls: list[str] = []
+            self.taken: list[TraceStep] = []  # the model's spec steps, for the trace
             self.bad = 0  # calls made that must be refused
             self.counts = Counts()  # what stats() must count, from the model's steps
             self.refusals: Counter[str] = Counter()  # refused and repeated reports, cycles
@@ -159,8 +186,10 @@ def durable_lockstep_machine(factory: Callable[..., Any],
         # -- checking -------------------------------------------------------------------
 
         def fail(self, reason: str) -> None:
-            walk = "\n".join(f"  {i}. {c}" for i, c in enumerate(self.calls, start=1))
-            raise Disagreement(f"{reason}\ncalls:\n{walk}")
+            raise Disagreement(reason, self.calls, Trace(
+                "durable-lockstep", _DURABLE.constants(INSTANCE),
+                _DURABLE.spec_state(INITIAL, INSTANCE), tuple(self.taken),
+                {"source": "refsched.verify.durable_lockstep"}))
 
         def take(self, steps: list[Step]) -> None:
             """The model takes ``steps`` (already chosen as enabled)."""
@@ -171,6 +200,8 @@ def durable_lockstep_machine(factory: Callable[..., Any],
                 if refusal is not None:
                     self.fail(f"the model cannot take {step}: {refusal.reason}")
                 before, self.model = self.model, action.step(self.model, *args, limits=LIMITS)
+                self.taken.append(TraceStep(step.action, dict(step.param_map),
+                                            _DURABLE.spec_state(self.model, INSTANCE)))
                 self.counts = self.counts.step(step.action, args, before, self.model)
                 broken = violated(self.model, LIMITS) + violated_by_step(before, self.model,
                                                                          LIMITS)
@@ -184,7 +215,9 @@ def durable_lockstep_machine(factory: Callable[..., Any],
             self.calls.append(text)
             try:
                 return method(), None
-            except SchedulerError as error:
+            except Exception as error:  # any error is an answer, compared with the model's
+                if isinstance(error, fatal):
+                    raise
                 return None, error
 
         def answer(self, got: tuple[Any, Exception | None], expected: Any,
@@ -437,6 +470,9 @@ def durable_lockstep_machine(factory: Callable[..., Any],
             if ACTIONS["Crash"].enabled(self.model, w, limits=LIMITS):
                 self.take([Step("Crash", (("w", w),))])
             self.held.pop(w, None)
+            crash = getattr(self.db, "crash", None)  # an implementation that can be told
+            if crash is not None:
+                crash(w)
             self.agree()
 
         # -- bad input ------------------------------------------------------------------
@@ -462,7 +498,8 @@ def durable_lockstep_machine(factory: Callable[..., Any],
 def run_durable_lockstep(factory: Callable[..., Any] = DurableScheduler, examples: int = 100,
                          steps: int = 40, seed: int | None = None, *,
                          ledger: Ledger | None = None,
-                         hypothesis_settings: Mapping[str, Any] | None = None) -> Ledger:
+                         hypothesis_settings: Mapping[str, Any] | None = None,
+                         fatal: Fatal = ()) -> Ledger:
     """Run the lock-step machine for ``examples`` walks of up to ``steps`` calls each.
 
     Raises :class:`Disagreement` on the first failure, shrunk by Hypothesis to a shortest walk
@@ -470,7 +507,7 @@ def run_durable_lockstep(factory: Callable[..., Any] = DurableScheduler, example
     ``hypothesis_settings`` overrides the settings chosen here.
     """
     ledger = Ledger() if ledger is None else ledger
-    machine = durable_lockstep_machine(factory, ledger)
+    machine = durable_lockstep_machine(factory, ledger, fatal=fatal)
     if seed is not None:
         machine = hypothesis_seed(seed)(machine)
     options: dict[str, Any] = {

@@ -38,7 +38,7 @@ from typing import Any
 from refsched import pool as pool_module
 from refsched.model.pool import Phase, PoolSnapshot
 
-__all__ = ["StepRefused", "SteppedPool", "stepped_class"]
+__all__ = ["StepRefused", "SteppedPool", "driven_pool", "stepped_class"]
 
 PoolFactory = Callable[..., pool_module.WorkStealingPool]
 
@@ -63,6 +63,16 @@ def stepped_class(factory: PoolFactory) -> type[pool_module.WorkStealingPool]:
         cls = _STEPPED[factory] = type(f"Stepped{factory.__name__}", (factory,),
                                        {"_start_workers": _start_workers})
     return cls
+
+
+def driven_pool(factory: Callable[..., Any], workers: Sequence[Hashable]) -> Any:
+    """A pool driven by spec steps: :class:`SteppedPool` around ``factory`` (a pool class), or,
+    for a factory marked ``drives_steps`` (a pool in another process, which takes each move
+    itself when asked: :class:`refsched.conform.wire_pool.RemotePool`), what it makes of the
+    workers. Either has the moves and readings of :class:`SteppedPool`."""
+    if getattr(factory, "drives_steps", False):
+        return factory(workers)
+    return SteppedPool(factory, workers)
 
 
 class SteppedPool:

@@ -19,11 +19,12 @@ over more workers and tasks, and longer.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from hypothesis import Phase as HypothesisPhase
+from hypothesis import seed as hypothesis_seed
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -38,7 +39,9 @@ from refsched.model.pool import ACTIONS, INITIAL, Instance, Phase, PoolSnapshot,
 from refsched.model.pool.counters import Counts
 
 from . import system
-from .pool_driver import SteppedPool
+from .itf import Step as TraceStep
+from .itf import Trace
+from .pool_driver import driven_pool
 from .replay import counter_rows, format_rows
 
 __all__ = ["WORKERS", "Disagreement", "Ledger", "pool_lockstep_machine", "run_pool_lockstep"]
@@ -52,7 +55,18 @@ _POOL = system.get("pool")
 
 
 class Disagreement(AssertionError):
-    """The pool and the model parted: the steps taken so far, and where they differ."""
+    """The pool and the model parted: the steps taken so far, and where they differ.
+
+    ``reason`` says how; ``steps`` are the walk's steps as people read them, up to and including
+    the failing one; ``trace`` is the model's spec steps along the walk, from ``Init``.
+    """
+
+    def __init__(self, reason: str, steps: list[str], trace: Trace) -> None:
+        walk = "\n".join(f"  {i}. {s}" for i, s in enumerate(steps, start=1))
+        super().__init__(f"{reason}\nsteps:\n{walk}")
+        self.reason = reason
+        self.steps = tuple(steps)
+        self.trace = trace
 
 
 @dataclass
@@ -76,34 +90,46 @@ class Ledger:
         return f"{self.examples:,} examples; steps: {taken}"
 
 
-def pool_lockstep_machine(factory: Callable[..., Any],
-                          ledger: Ledger) -> type[RuleBasedStateMachine]:
-    """The state machine that drives ``factory`` (a WorkStealingPool class) and the model."""
+def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
+                          python_api: bool = True,
+                          fatal: system.Fatal = ()) -> type[RuleBasedStateMachine]:
+    """The state machine that drives ``factory`` (a WorkStealingPool class, or a factory of
+    driven pools: :func:`~refsched.verify.pool_driver.driven_pool`) and the model.
+
+    ``python_api`` false leaves out the call only Python can make (a submission of something
+    that is not callable). An error of a ``fatal`` type (a harness failure, not an answer)
+    propagates as it is.
+    """
 
     class PoolLockstep(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
             self.model: PoolSnapshot = INITIAL
             self.counts = Counts()  # what the model's steps so far count
-            self.pool = SteppedPool(factory, WORKERS)
+            self.pool = driven_pool(factory, WORKERS)
             self.steps: list[str] = []
+            self.taken: list[TraceStep] = []  # the model's spec steps, for the trace
             self.bad = 0  # calls made that must be refused: a few per walk, not most of it
             ledger.examples += 1
 
         def fail(self, reason: str) -> None:
-            walk = "\n".join(f"  {i}. {s}" for i, s in enumerate(self.steps, start=1))
-            raise Disagreement(f"{reason}\nsteps:\n{walk}")
+            raise Disagreement(reason, self.steps, Trace(
+                "pool-lockstep", _POOL.constants(INSTANCE),
+                _POOL.spec_state(INITIAL, INSTANCE), tuple(self.taken),
+                {"source": "refsched.verify.pool_lockstep"}))
 
         def take(self, action: str, params: dict[str, Hashable]) -> None:
             """An enabled step, on both sides."""
             self.steps.append(_POOL.describe(action, params))
             try:
-                _POOL.apply(self.pool, action, params, self.model, None, ())
+                _POOL.apply(self.pool, action, params, self.model, None, fatal)
             except AssertionError as error:  # StepMismatch
                 self.fail(str(error))
             spec_action = ACTIONS[action]
             args = tuple(params[p] for p in spec_action.params)
             before, self.model = self.model, spec_action.step(self.model, *args)
+            self.taken.append(TraceStep(action, dict(params),
+                                        _POOL.spec_state(self.model, INSTANCE)))
             self.counts = self.counts.step(action, args, before, self.model)
             ledger.actions[action] += 1
             self.agree()
@@ -160,31 +186,42 @@ def pool_lockstep_machine(factory: Callable[..., Any],
             self.refused(lambda: self.pool.submit_external(t, w), SchedulerClosedError, before)
             ledger.actions["SubmitExternal refused"] += 1
 
-        @precondition(lambda self: self.bad < 2)
+        @precondition(lambda self: python_api and self.bad < 2)
         @rule(fn=st.sampled_from([None, 3, "f"]))
         def submit_not_callable(self, fn: object) -> None:
             self.bad += 1
             self.steps.append(f"submit({fn!r})")
             before = self.pool.snapshot()
-            self.refused(lambda: self.pool.pool.submit(fn), InvalidArgumentError,  # type: ignore[arg-type]
-                         before)
+            self.refused(lambda: self.pool.pool.submit(fn), InvalidArgumentError, before)
             ledger.actions["submit(not callable) refused"] += 1
 
     return PoolLockstep
 
 
 def run_pool_lockstep(factory: Callable[..., Any], examples: int = 200, steps: int = 50, *,
-                      shrink: bool = True) -> Ledger:
+                      shrink: bool = True, seed: int | None = None,
+                      ledger: Ledger | None = None, python_api: bool = True,
+                      hypothesis_settings: Mapping[str, Any] | None = None,
+                      fatal: system.Fatal = ()) -> Ledger:
     """Run ``examples`` random walks of up to ``steps`` steps; raise on the first disagreement,
-    shrunk to a shortest walk that shows it unless ``shrink`` is False (a quicker verdict)."""
-    ledger = Ledger()
-    machine = pool_lockstep_machine(factory, ledger)
+    shrunk to a shortest walk that shows it unless ``shrink`` is False (a quicker verdict).
+
+    ``seed`` fixes Hypothesis's choices; ``ledger`` accumulates into an existing ledger;
+    ``python_api`` as for :func:`pool_lockstep_machine`; ``hypothesis_settings`` overrides the
+    settings chosen here.
+    """
+    ledger = Ledger() if ledger is None else ledger
+    machine = pool_lockstep_machine(factory, ledger, python_api=python_api, fatal=fatal)
+    if seed is not None:
+        machine = hypothesis_seed(seed)(machine)
     skipped = ({HypothesisPhase.explain} if shrink
                else {HypothesisPhase.explain, HypothesisPhase.shrink})
+    options: dict[str, Any] = {
+        "max_examples": examples, "stateful_step_count": steps, "deadline": None,
+        "database": None, "print_blob": True, "report_multiple_bugs": False,
+        "phases": [p for p in HypothesisPhase if p not in skipped]}
+    options.update(hypothesis_settings or {})
     # typed through cast: Hypothesis releases differ on whether this function is annotated
     run = cast(Callable[..., None], run_state_machine_as_test)
-    run(machine, settings=settings(
-        max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
-        print_blob=True, report_multiple_bugs=False,
-        phases=[p for p in HypothesisPhase if p not in skipped]))
+    run(machine, settings=settings(**options))
     return ledger

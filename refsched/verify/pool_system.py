@@ -20,7 +20,7 @@ from refsched.model.pool import explore as explore_model
 from refsched.pool import WorkStealingPool
 
 from . import poolspec
-from .pool_driver import SteppedPool, StepRefused
+from .pool_driver import SteppedPool, StepRefused, driven_pool
 from .replay import StepMismatch
 from .specstate import task_id
 from .system import Fatal, System
@@ -77,7 +77,8 @@ class PoolSystem(System):
 
     def new_implementation(self, factory: Callable[..., Any],
                            constants: Mapping[str, Any]) -> SteppedPool:
-        return SteppedPool(factory, constants["Workers"])
+        driven: SteppedPool = driven_pool(factory, constants["Workers"])
+        return driven
 
     def spec_params(self, action: str, params: Mapping[str, Any],
                     before: Any) -> dict[str, Any]:
@@ -98,7 +99,7 @@ class PoolSystem(System):
         move, call = _MOVES[action]
         args = tuple(params[name] for name in ACTIONS[action].params)
         try:
-            move(implementation, *args)
+            getattr(implementation, move)(*args)
         except fatal:
             raise
         except StepRefused as error:
@@ -138,16 +139,17 @@ SYSTEM = PoolSystem()
 _FIELDS = ("phase", "deque", "running", "outstanding", "submitted", "finished", "cancelled",
            "runs", "parent")
 
-_MOVES: dict[str, tuple[Callable[..., object], str]] = {
-    "SubmitExternal": (SteppedPool.submit_external, "submit() from outside, to worker {1}"),
-    "SubmitChild": (SteppedPool.submit_child, "submit() from worker {1}'s task"),
-    "Pop": (SteppedPool.pop, "worker {0} takes a task"),
-    "Steal": (SteppedPool.steal, "worker {0} takes a task, stealing from {1} first"),
-    "Finish": (SteppedPool.finish, "worker {0} runs and finishes its task"),
-    "Shutdown": (SteppedPool.shutdown, "shutdown()"),
-    "CancelQueued": (SteppedPool.cancel_queued, "shutdown(cancel_futures=True)"),
+_MOVES: dict[str, tuple[str, str]] = {
+    "SubmitExternal": ("submit_external", "submit() from outside, to worker {1}"),
+    "SubmitChild": ("submit_child", "submit() from worker {1}'s task"),
+    "Pop": ("pop", "worker {0} takes a task"),
+    "Steal": ("steal", "worker {0} takes a task, stealing from {1} first"),
+    "Finish": ("finish", "worker {0} runs and finishes its task"),
+    "Shutdown": ("shutdown", "shutdown()"),
+    "CancelQueued": ("cancel_queued", "shutdown(cancel_futures=True)"),
 }
-"""Per action: the driver's move that takes it, and the call as a divergence names it."""
+"""Per action: the driver's move that takes it (a method of :class:`SteppedPool`), and the
+call as a divergence names it."""
 
 
 def _cell(value: Any) -> str:

@@ -67,6 +67,7 @@ from refsched.types import (
 )
 
 from .replay import counter_rows
+from .system import Fatal
 
 __all__ = [
     "IDS",
@@ -114,6 +115,15 @@ BAD_CALLS: tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...] = (
     ("fail", ("t", 1.0), {}),
     ("complete", ("t", "1"), {}),
 )
+def _carried(call: tuple[str, tuple[Any, ...], dict[str, Any]]) -> bool:
+    _, args, kwargs = call
+    return UNHASHABLE not in args and "fn" not in kwargs and not any(
+        isinstance(a, Decimal) or (isinstance(a, float) and not math.isfinite(a))
+        or (isinstance(a, int) and abs(a) > 2 ** 53) for a in args)
+
+
+WIRE_BAD_CALLS = tuple(call for call in BAD_CALLS if _carried(call))
+"""The bad calls JSON can carry: ids that are strings, numbers that are finite, no function."""
 CLOSE_AFTER = 30  # calls made before close() may be called, or it would end most runs early
 
 
@@ -434,14 +444,20 @@ def _tie_events(before: TimerSnapshot, due: Due) -> list[str]:
     return events
 
 
-def timer_lockstep_machine(factory: Callable[..., Any],
-                           ledger: Ledger | None = None) -> type[RuleBasedStateMachine]:
+def timer_lockstep_machine(factory: Callable[..., Any], ledger: Ledger | None = None, *,
+                           python_api: bool = True,
+                           fatal: Fatal = ()) -> type[RuleBasedStateMachine]:
     """The lock-step machine comparing ``factory(clock, rebuild_floor=n)`` with the model.
 
     ``factory`` builds an implementation of the ``TimerScheduler`` API reading time from
     ``clock`` (``refsched.TimerScheduler`` itself is one); ``ledger``, when given, records every
-    call. The machine's ``TestCase`` runs it under pytest or unittest.
+    call. ``python_api`` false keeps to the calls the conformance protocol carries: no task
+    function, and only :data:`WIRE_BAD_CALLS`. An error of a ``fatal`` type the implementation
+    raises (a harness failure, not an answer) propagates as it is. The machine's ``TestCase``
+    runs it under pytest or unittest.
     """
+    with_fns = st.booleans() if python_api else st.just(False)
+    bad_calls = BAD_CALLS if python_api else WIRE_BAD_CALLS
 
     class TimerLockstep(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -497,6 +513,8 @@ def timer_lockstep_machine(factory: Callable[..., Any],
             actual_error: BaseException | None = None
             try:
                 actual = getattr(self.impl, method)(*args, **kwargs)
+            except fatal:
+                raise
             except Exception as e:
                 actual_error = e
             after: TimerSnapshot = self.model.snapshot()
@@ -613,7 +631,7 @@ def timer_lockstep_machine(factory: Callable[..., Any],
                 options["fn"] = fn
             self.both("schedule", task_id, self.clock.now + offset, **options)
 
-        @rule(task_id=ids, offset=offsets, priority=priorities, with_fn=st.booleans())
+        @rule(task_id=ids, offset=offsets, priority=priorities, with_fn=with_fns)
         def schedule(self, task_id: str, offset: float, priority: int, with_fn: bool) -> None:
             self.schedule_at(task_id, offset, priority, _fn if with_fn else None)
 
@@ -677,7 +695,7 @@ def timer_lockstep_machine(factory: Callable[..., Any],
         def state(self, data: st.DataObject) -> None:
             self.both("state", data.draw(st.sampled_from(self.known())))
 
-        @rule(call=st.sampled_from(BAD_CALLS), task_id=ids)
+        @rule(call=st.sampled_from(bad_calls), task_id=ids)
         def bad_arguments(self, call: tuple[str, tuple[Any, ...], dict[str, Any]],
                           task_id: str) -> None:
             method, args, kwargs = call
@@ -689,17 +707,19 @@ def timer_lockstep_machine(factory: Callable[..., Any],
 
 def run_timer_lockstep(factory: Callable[..., Any], examples: int = 200, steps: int = 50,
                        seed: int | None = None, *, ledger: Ledger | None = None,
-                       hypothesis_settings: Mapping[str, Any] | None = None) -> Ledger:
+                       hypothesis_settings: Mapping[str, Any] | None = None,
+                       python_api: bool = True, fatal: Fatal = ()) -> Ledger:
     """Run the lock-step machine for ``examples`` examples; return what the run exercised.
 
     Raises :class:`Disagreement` on the first failure, after Hypothesis shrank the run to the
     shortest failing sequence of calls it found (they are in its message, as Python calls).
     ``seed`` fixes Hypothesis's random choices (a run with the same seed makes the same calls);
     ``ledger`` accumulates into an existing ledger; ``hypothesis_settings`` overrides the
-    settings chosen here.
+    settings chosen here; ``python_api`` false keeps to the calls the conformance protocol
+    carries.
     """
     ledger = Ledger() if ledger is None else ledger
-    machine = timer_lockstep_machine(factory, ledger)
+    machine = timer_lockstep_machine(factory, ledger, python_api=python_api, fatal=fatal)
     if seed is not None:
         machine = hypothesis_seed(seed)(machine)
     options: dict[str, Any] = {

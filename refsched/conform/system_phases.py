@@ -1,0 +1,213 @@
+"""The oracle's two phases for the timer, the pool and the durable scheduler.
+
+The same phases as the TaskScheduler's (:mod:`refsched.conform.oracle`), run by the engines
+that check refsched's own implementation of each system, over the implementation's factory
+(an instance in another process: :class:`~refsched.conform.wire.Remote`):
+
+1. **corpus**: the system's trace corpus in ``traces/`` (every edge of TLC's state graph of its
+   traces instance) replayed by :func:`refsched.verify.replay.replay`, every trace even after a
+   divergence, so that the counterexample is the shortest diverging prefix the corpus holds;
+2. **generated**: the system's lock-step machine (``timer_lockstep``, ``pool_lockstep``,
+   ``durable_lockstep``), kept to the calls the protocol carries.
+
+A divergence becomes a :class:`~refsched.conform.report.Counterexample`: rows of calls, and the
+model's spec steps along them as a trace when they form one (the corpus phase's always; the
+generated phase's for the pool and the durable scheduler: a timer run moves its clock by
+fractions and backwards, which the spec's whole-tick clock does not).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from refsched.verify import corpus as corpus_files
+from refsched.verify import system as systems
+from refsched.verify.itf import Trace, TraceFormatError, read_traces
+from refsched.verify.replay import Divergence, replay
+
+from .client import HarnessError
+from .report import Counterexample, PhaseResult, Row
+
+__all__ = ["corpus_phase", "generated_phase"]
+
+Progress = Callable[[str, int, int], None]
+
+
+class CorpusUnreadable(RuntimeError):
+    """The system's corpus cannot be read, or disagrees with its model."""
+
+
+def _read_corpus(system: systems.System) -> list[Trace]:
+    directory = corpus_files.traces_dir()
+    try:
+        corpus_files.read_manifest(directory, system=system)
+        return read_traces(directory / system.bundle)
+    except (corpus_files.CorpusMismatch, TraceFormatError, OSError) as e:
+        raise CorpusUnreadable(f"cannot read the {system.name} trace corpus: {e}") from None
+
+
+def _instance_text(system: str, constants: dict[str, Any] | Any) -> str:
+    shown = {"timer": ("RebuildFloor",), "pool": ("Workers",),
+             "durable": ("MaxConcurrency", "MaxAttempts", "LeaseTime")}[system]
+    return ", ".join(f"{name}={constants.get(name)!r}" for name in shown)
+
+
+def _answer_text(actual: str) -> str:
+    for verb in ("returned ", "raised "):
+        if actual.startswith(verb):
+            return actual[len(verb):]
+    return actual
+
+
+def _corpus_counterexample(system: systems.System, trace: Trace,
+                           divergence: Divergence) -> Counterexample:
+    rows: list[Row] = []
+    if divergence.step == 0:
+        rows.append(Row("new()", "the initial state", "another state", False, divergence.diff))
+    for index, step in enumerate(trace.steps[:divergence.step], start=1):
+        text = system.describe(step.action, step.params)
+        if index < divergence.step:
+            rows.append(Row(text, "taken", "taken", True))
+        else:
+            rows.append(Row(text, "taken",
+                            _answer_text(divergence.answer) if divergence.answer
+                            else "taken, to another state", False, divergence.diff))
+    prefix = Trace(f"{trace.name}-to-step-{divergence.step}", trace.constants, trace.initial,
+                   tuple(trace.steps[:divergence.step]),
+                   {**trace.meta, "source": f"{trace.name} of the corpus, to the diverging step"})
+    return Counterexample(
+        "corpus", divergence.reason,
+        f"corpus trace {trace.name}, steps 1 to {divergence.step}" if divergence.step
+        else f"corpus trace {trace.name}, its initial state",
+        int(trace.constants.get("MaxConcurrency", 0)), tuple(rows), prefix,
+        instance=_instance_text(system.name, trace.constants))
+
+
+def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
+                 progress: Progress | None,
+                 max_traces: int | None = None) -> Counterexample | None:
+    """Replay the system's corpus (its first ``max_traces`` traces) through ``factory``; the
+    shortest diverging prefix."""
+    system = systems.get(name)
+    everything = _read_corpus(system)
+    traces = everything[:max_traces] if max_traces is not None else everything
+    figures = phase.figures
+    figures.update(traces=len(everything), admitted=len(traces), prefixes=0,
+                   steps_admitted=sum(len(t.steps) for t in traces), traces_run=0, steps_run=0)
+
+    def on_progress(done: int, steps: int) -> None:
+        figures["traces_run"], figures["steps_run"] = done, steps
+        if progress is not None:
+            progress("corpus", done, len(traces))
+
+    result = replay(traces, factory, stop_at_first=False, on_progress=on_progress,
+                    fatal=(HarnessError,), system=system)
+    if result.ok:
+        return None
+    wrong = [d for d in result.divergences if d.side == "model"]
+    if wrong:
+        raise CorpusUnreadable(
+            f"trace {wrong[0].trace} of the {name} corpus disagrees with the reference model at "
+            f"step {wrong[0].step}: {wrong[0].reason} (is the corpus current? `refsched traces "
+            f"--system {name} --check`)")
+    first = min(result.divergences, key=lambda d: d.step)
+    trace = next(t for t in traces if t.name == first.trace)
+    return _corpus_counterexample(system, trace, first)
+
+
+# -- the generated phase ----------------------------------------------------------------------
+
+def _run(name: str, factory: Callable[..., Any], *, examples: int, steps: int,
+         seed: int | None, settings: dict[str, Any]) -> Any:
+    """Run the system's lock-step machine; its ledger."""
+    if name == "timer":
+        from refsched.verify.timer_lockstep import run_timer_lockstep
+        return run_timer_lockstep(factory, examples, steps, seed, python_api=False,
+                                  hypothesis_settings=settings, fatal=(HarnessError,))
+    if name == "pool":
+        from refsched.verify.pool_lockstep import run_pool_lockstep
+        return run_pool_lockstep(factory, examples, steps, seed=seed, python_api=False,
+                                 hypothesis_settings=settings, fatal=(HarnessError,))
+    from refsched.verify.durable_lockstep import run_durable_lockstep
+    return run_durable_lockstep(factory, examples, steps, seed, hypothesis_settings=settings,
+                                fatal=(HarnessError,))
+
+
+def _found(error: BaseException) -> BaseException | None:
+    """The disagreement (or the implementation's own error) a failed run ended with."""
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _found(inner)
+            if found is not None:
+                return found
+        return None
+    return error if isinstance(error, Exception) else None
+
+
+def _generated_counterexample(name: str, error: BaseException,
+                              source: str) -> Counterexample:
+    """The shrunk run as rows: each system's lock-step machine names its calls its own way."""
+    reason = str(getattr(error, "reason", "")) or f"{type(error).__name__}: {error}"
+    trace: Trace | None = getattr(error, "trace", None)
+    if name == "timer" and hasattr(error, "calls"):
+        floor = getattr(error, "rebuild_floor", 0)
+        return Counterexample("generated", reason, source, 0, tuple(error.calls), None,
+                              instance=f"rebuild_floor={floor}")
+    shown = tuple(getattr(error, "steps", ()) or getattr(error, "calls", ()))
+    rows = [Row(str(text), "", "", True) for text in shown]
+    if rows:
+        rows[-1] = Row(rows[-1].text, "", "", False)
+    else:
+        rows.append(Row("(the run's calls are not known)", "", "", False))
+    instance = {"pool": "workers w1, w2, w3",
+                "durable": "max_concurrency=2, max_attempts=2, lease=1"}.get(name, "")
+    return Counterexample("generated", reason, source, 0, tuple(rows), trace, instance=instance)
+
+
+def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, *,
+                    examples: int, steps: int, seed: int | None,
+                    settings: dict[str, Any],
+                    progress: Progress | None) -> Counterexample | None:
+    """Drive ``factory`` and the model with the system's lock-step machine."""
+    made = 0
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal made
+        made += 1
+        phase.figures["examples"] = made
+        if progress is not None:
+            progress("generated", made, examples)
+        return factory(*args, **kwargs)
+
+    counted.drives_steps = getattr(factory, "drives_steps", False)  # type: ignore[attr-defined]
+    try:
+        ledger = _run(name, counted, examples=examples, steps=steps, seed=seed,
+                      settings=settings)
+    except HarnessError:
+        raise
+    except Exception as error:
+        harness = _harness(error)
+        if harness is not None:
+            raise harness from None
+        found = _found(error)
+        if found is None:
+            raise
+        source = (f"generated with seed {seed}, shrunk by Hypothesis" if seed is not None
+                  else "generated, shrunk by Hypothesis")
+        return _generated_counterexample(name, found, source)
+    phase.figures.update(examples=ledger.examples, calls=ledger.calls)
+    return None
+
+
+def _harness(error: BaseException) -> HarnessError | None:
+    """A harness failure inside what a run raised (Hypothesis may wrap it)."""
+    if isinstance(error, HarnessError):
+        return error
+    cause = error.__cause__ or error.__context__
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _harness(inner)
+            if found is not None:
+                return found
+    return _harness(cause) if cause is not None and cause is not error else None

@@ -1,0 +1,250 @@
+"""The oracle for the timer, the pool and the durable scheduler: the wire, the served
+implementations, and the verdicts ``refsched conform --system`` gives."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from refsched.conform import values, wire
+from refsched.conform.client import ProtocolImplementation, ProtocolViolation
+from refsched.conform.protocol import WireError
+from refsched.durable.scheduler import Lease, LeaseView
+from refsched.model.pool import Phase, PoolSnapshot
+from refsched.types import (
+    Due,
+    Snapshot,
+    TaskState,
+    TimerEntry,
+    TimerSnapshot,
+    TimerState,
+    TimerVersionView,
+    VersionView,
+    Wait,
+)
+from refsched.verify.itf import read_traces
+
+SYSTEMS = ("timer", "pool", "durable")
+ALTER = str(Path(__file__).parent / "conform_impls" / "alter_values.py")
+
+
+def serve(system: str) -> list[str]:
+    return [sys.executable, "-m", "refsched.serve", "--system", system]
+
+
+def conform(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "refsched", "conform", *argv],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def exchange(system: str, *requests: dict[str, Any]) -> list[dict[str, Any]]:
+    """The answers of ``python -m refsched.serve --system`` to ``requests``, in order."""
+    lines = "".join(json.dumps(r) + "\n" for r in requests)
+    done = subprocess.run(serve(system), input=lines, capture_output=True, text=True,
+                          timeout=60, check=True)
+    return [json.loads(line) for line in done.stdout.splitlines()]
+
+
+# -- the values on the wire -------------------------------------------------------------------
+
+@pytest.mark.parametrize("hint, value", [
+    (TimerSnapshot, TimerSnapshot(
+        now=1.5, closed=False, next_seq=3,
+        tasks={"a": TimerVersionView(2, TimerState.PENDING, 1.0, -1, 2, False, 0)},
+        heap=frozenset({TimerEntry(1.0, -1, 2, "a", 2), TimerEntry(0, 0, 1, "a", 1)}))),
+    (Due | Wait | None, Due("a", 3, None)),
+    (Due | Wait | None, Wait(0.5)),
+    (Due | Wait | None, None),
+    (PoolSnapshot, PoolSnapshot(
+        phase=Phase.DRAINING, deque={"w1": ("a", "b"), "w2": ()}, running={"w2": "c"},
+        outstanding=3, submitted=frozenset("abc"), finished=frozenset(),
+        cancelled=frozenset(), runs={"c": 1}, parent={"b": "c"})),
+    (Snapshot, Snapshot(True, False, 2, {"a": VersionView(
+        1, TaskState.BLOCKED, frozenset({"b"}), 1, "b", False, 0, 1)})),
+    (list[Lease], [Lease("a", 1, 2, 4.0, "m:f", {"x": [1]}, "w1")]),
+    (dict[str, LeaseView], {"a": LeaseView(2, None, None)}),
+])
+def test_a_value_goes_over_the_wire_and_comes_back_equal(hint: Any, value: Any) -> None:
+    sent = json.loads(json.dumps(values.to_json(value)))
+    assert values.from_json(hint, sent) == value
+
+
+@pytest.mark.parametrize("hint, sent", [
+    (TimerSnapshot, {"now": 0}),  # keys missing
+    (Due | Wait | None, {"task_id": "a"}),  # neither a Due nor a Wait
+    (TimerVersionView, {"version": True, "state": "pending", "run_at": 0, "priority": 0,
+                        "seq": 1, "cancel_requested": False, "claims": 0}),  # a bool version
+    (TimerState, "done"),
+    (PoolSnapshot, []),
+])
+def test_a_value_of_another_shape_is_a_wire_error(hint: Any, sent: Any) -> None:
+    with pytest.raises(WireError):
+        values.from_json(hint, sent)
+
+
+# -- the served implementations ---------------------------------------------------------------
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_the_hello_declares_the_system(system: str) -> None:
+    hello, = exchange(system, {"id": 0, "op": "hello", "protocol": 1})
+    assert hello["ok"]["system"] == system
+    assert hello["ok"]["protocol"] == 1
+
+
+def test_a_served_timer_answers_its_operations_and_refuses_bad_requests() -> None:
+    answers = exchange(
+        "timer",
+        {"id": 0, "op": "schedule", "task": "a", "run_at": 1},  # before new
+        {"id": 1, "op": "new", "rebuild_floor": 2},
+        {"id": 2, "op": "schedule", "task": "a", "run_at": 1, "priority": 3},
+        {"id": 3, "op": "next"},
+        {"id": 4, "op": "advance", "now": 1},
+        {"id": 5, "op": "next"},
+        {"id": 6, "op": "complete", "task": "a", "version": 2},
+        {"id": 7, "op": "schedule", "task": 1, "run_at": 1},  # a task that is no string
+        {"id": 8, "op": "schedule", "task": "b"},  # run_at missing
+        {"id": 9, "op": "steal", "thief": "w1", "victim": "w2"},  # the pool's
+        {"id": 10, "op": "schedule", "task": "b", "run_at": "soon"},
+    )
+    assert answers[0]["error"]["type"] == "BadRequest"
+    assert answers[2] == {"id": 2, "ok": 1}
+    assert answers[3] == {"id": 3, "ok": {"seconds": 1}}
+    assert answers[5] == {"id": 5, "ok": {"task_id": "a", "version": 1}}
+    assert answers[6]["error"]["type"] == "StaleGenerationError"
+    assert (answers[6]["error"]["generation"], answers[6]["error"]["current"]) == (2, 1)
+    assert [a["error"]["type"] for a in answers[7:]] == [
+        "BadRequest", "BadRequest", "Unsupported", "InvalidArgumentError"]
+
+
+def test_a_served_pool_takes_its_workers_moves_on_request() -> None:
+    answers = exchange(
+        "pool",
+        {"id": 1, "op": "new", "workers": ["w1", "w2"]},
+        {"id": 2, "op": "submit", "task": "a", "worker": "w1"},
+        {"id": 3, "op": "submit", "task": "b", "worker": "w1"},
+        {"id": 4, "op": "steal", "thief": "w2", "victim": "w1"},
+        {"id": 5, "op": "pop", "worker": "w1"},
+        {"id": 6, "op": "pop", "worker": "w2"},  # w2 runs a task already
+        {"id": 7, "op": "snapshot"},
+        {"id": 8, "op": "new", "workers": []},
+    )
+    snapshot = values.from_json(PoolSnapshot, answers[6]["ok"])
+    assert snapshot.running == {"w2": "a", "w1": "b"}  # the thief took the oldest
+    assert answers[5]["error"]["type"] == "ValueError"
+    assert answers[7]["error"]["type"] == "ValueError"
+
+
+def test_a_served_durable_scheduler_fences_reports_by_attempt() -> None:
+    answers = exchange(
+        "durable",
+        {"id": 1, "op": "new", "max_concurrency": 1, "max_attempts": 3},
+        {"id": 2, "op": "submit", "task": "a"},
+        {"id": 3, "op": "start"},
+        {"id": 4, "op": "claim", "worker": "w1", "lease": 1},
+        {"id": 5, "op": "tick", "seconds": 2},
+        {"id": 6, "op": "claim", "worker": "w2", "lease": 1},  # w1's lease expired
+        {"id": 7, "op": "crash", "worker": "w1"},
+        {"id": 8, "op": "history"},
+    )
+    first, = answers[3]["ok"]
+    second, = answers[5]["ok"]
+    assert (first["attempt"], second["attempt"]) == (1, 2)
+    late = exchange(
+        "durable",
+        {"id": 1, "op": "new", "max_concurrency": 1, "max_attempts": 3},
+        {"id": 2, "op": "submit", "task": "a"},
+        {"id": 3, "op": "start"},
+        {"id": 4, "op": "claim", "worker": "w1", "lease": 1},
+        {"id": 5, "op": "tick", "seconds": 2},
+        {"id": 6, "op": "claim", "worker": "w2", "lease": 1},
+        {"id": 7, "op": "complete", "lease": first},  # attempt 1 comes back late
+        {"id": 8, "op": "complete", "lease": second},
+        {"id": 9, "op": "heartbeat", "lease": "not a lease"},
+    )
+    assert late[6]["error"]["type"] == "StaleLeaseError"
+    assert late[7] == {"id": 8, "ok": "succeeded"}
+    assert late[8]["error"]["type"] == "InvalidArgumentError"
+    assert [step[0] for step in answers[7]["ok"]] == ["Submit", "Start", "Claim", "Tick",
+                                                      "Expire", "Reclaim"]
+
+
+# -- the oracle -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_the_shipped_server_conforms(system: str) -> None:
+    done = conform("--system", system, "--max-traces", "60", "--examples", "15", "--json",
+                   "--", *serve(system))
+    report = json.loads(done.stdout)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert report["verdict"] == "conforms"
+    corpus, generated = report["phases"]
+    assert corpus["figures"]["traces_run"] == 60 and corpus["figures"]["steps_run"] > 300
+    assert generated["figures"]["examples"] >= 15 and generated["figures"]["calls"] > 100
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+@pytest.mark.parametrize("corpus", [True, False], ids=["corpus", "generated"])
+def test_a_proxy_that_alters_values_is_a_divergence_not_a_protocol_error(
+        system: str, corpus: bool) -> None:
+    phase = ["--max-traces", "5", "--examples", "0"] if corpus else ["--no-corpus",
+                                                                       "--examples", "20"]
+    done = conform("--system", system, *phase, "--json", "--",
+                   sys.executable, ALTER, *serve(system))
+    report = json.loads(done.stdout)
+    assert (done.returncode, report["verdict"]) == (1, "diverges"), done.stdout
+    assert report["counterexample"]["phase"] == ("corpus" if corpus else "generated")
+    assert len(report["counterexample"]["calls"]) <= 3
+
+
+def test_a_server_of_another_system_is_a_protocol_violation() -> None:
+    done = conform("--system", "pool", "--", *serve("timer"))
+    assert done.returncode == 3
+    assert "the implementation is a timer, the oracle was asked to check a pool" in done.stdout
+
+
+def test_the_client_refuses_a_result_of_the_wrong_shape() -> None:
+    script = ("import json,sys\n"
+              "for line in sys.stdin:\n"
+              "    r = json.loads(line)\n"
+              "    ok = {'name': 'x', 'protocol': 1, 'system': 'timer'} if r['op'] == 'hello' "
+              "else (None if r['op'] == 'new' else 'one')\n"
+              "    print(json.dumps({'id': r['id'], 'ok': ok}), flush=True)\n")
+    with ProtocolImplementation([sys.executable, "-c", script], system="timer") as impl:
+        timer = impl.remote()(lambda: 0, rebuild_floor=1)
+        with pytest.raises(ProtocolViolation, match="schedule's result must be an integer"):
+            timer.schedule("a", 0)
+
+
+@pytest.mark.parametrize("system", ["timer", "durable"])
+def test_a_corpus_counterexample_is_a_trace_replay_reads(system: str, tmp_path: Path) -> None:
+    out = tmp_path / "ce.itf.json"
+    done = conform("--system", system, "--max-traces", "5", "--examples", "0",
+                   "--trace-out", str(out), "--", sys.executable, ALTER, *serve(system))
+    assert done.returncode == 1
+    trace, = read_traces(out)
+    replayed = subprocess.run([sys.executable, "-m", "refsched", "replay", "--system", system,
+                               str(out)], capture_output=True, text=True, timeout=120)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert trace.meta["source"].endswith("to the diverging step")
+
+
+def test_a_generated_pool_counterexample_is_a_trace_of_the_spec(tmp_path: Path) -> None:
+    out = tmp_path / "ce.itf.json"
+    done = conform("--system", "pool", "--no-corpus", "--examples", "20", "--trace-out",
+                   str(out), "--", sys.executable, ALTER, *serve("pool"))
+    assert done.returncode == 1
+    replayed = subprocess.run([sys.executable, "-m", "refsched", "replay", "--system", "pool",
+                               str(out)], capture_output=True, text=True, timeout=120)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+
+
+def test_every_system_has_a_wire() -> None:
+    assert wire.SYSTEMS == ("scheduler", "timer", "pool", "durable")
+    for system in SYSTEMS:
+        table = wire.get(system)
+        assert table.system == system and table.remote.wire is table
