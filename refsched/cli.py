@@ -7,11 +7,13 @@
 - ``refsched traces``: check model = spec and write (or ``--check``) the trace corpus.
 - ``refsched replay [TRACES]``: replay ITF traces against the model and an implementation.
 - ``refsched validate-trace FILE``: TLC's verdict on recorded ITF traces.
-- ``refsched record -o FILE``: record random multi-threaded Runner runs as ITF traces.
+- ``refsched record [--system scheduler|timer|pool] -o FILE``: record random multi-threaded
+  runs (the Runner, the TimerRunner, the WorkStealingPool) as ITF traces.
 - ``refsched explore [SCENARIO] [--replay ID]``: explore thread interleavings of the scenarios.
 - ``refsched mutants [NAMES]``: run every verification layer against seeded mutants.
-- ``refsched conform -- COMMAND``: check another implementation against the reference model
-  through the conformance protocol (``docs/conformance.md``).
+- ``refsched conform [--system NAME] -- COMMAND``: check another implementation of one of the
+  systems against its reference model through the conformance protocol
+  (``docs/conformance.md``).
 
 Exit status 0 when every check passed, 1 when one failed, 2 for a usage error or unreadable
 input (each command's ``--help`` lists its own; ``validate-trace`` adds 3 and 4). An input
@@ -470,7 +472,7 @@ def _unwritable(out: Path) -> str | None:
 
 def cmd_record(args: argparse.Namespace) -> int:
     from refsched.verify.itf import trace_to_itf, write_traces
-    from refsched.verify.recording import record_runner_run
+    from refsched.verify.recording import record_run
 
     out = Path(args.output)
     bundle = ".jsonl" in out.name
@@ -482,7 +484,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"refsched record: cannot write {out}: {problem}", file=sys.stderr)
         return 2
-    traces = [record_runner_run(seed, tasks=args.tasks, workers=args.workers)
+    traces = [record_run(args.system, seed, tasks=args.tasks, workers=args.workers)
               for seed in range(args.seed, args.seed + args.runs)]
     try:
         if bundle:
@@ -600,7 +602,9 @@ def build_parser() -> argparse.ArgumentParser:
         "validate-trace",
         help="ask TLC whether recorded ITF traces are behaviours of the spec",
         description="Turn each ITF trace into a TLA+ module that walks it step by step and "
-                    "ask TLC whether it is a behaviour of Spec. A rejected trace names the "
+                    "ask TLC whether it is a behaviour of Spec, in the spec the trace's "
+                    "variables name: Scheduler.tla, TimerQueue.tla or WorkStealing.tla. A "
+                    "rejected trace names the "
                     "first step TLC could not take and why, in the reference model's words. "
                     "Any string is a legal id: strings reach TLA+ in an ASCII encoding that keeps "
                     "them equal exactly when they are equal.",
@@ -623,21 +627,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     record = commands.add_parser(
         "record",
-        help="record random multi-threaded Runner runs as ITF traces",
-        description="Run the Runner on a random graph with real threads and write what its "
-                    "scheduler did, step by step, as an ITF trace that validate-trace and "
-                    "replay accept.",
+        help="record random multi-threaded runs (Runner, TimerRunner, pool) as ITF traces",
+        description="Run a system on random work with real threads and write what it did, "
+                    "step by step, each step as it took effect under the system's lock, as an "
+                    "ITF trace that validate-trace and replay accept: the Runner's "
+                    "TaskScheduler (the default), the TimerRunner's TimerScheduler on a clock "
+                    "that moves in whole ticks (the trace's Tick steps), or the "
+                    "WorkStealingPool.",
         epilog="Exit status: 0 written, 2 usage error (a bad option, an output that cannot be "
                "written, several runs for a single-trace file); nothing is recorded then.")
     record.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="an .itf.json file (one run) or a .jsonl / .jsonl.gz bundle")
+    record.add_argument("--system", choices=("scheduler", "timer", "pool"),
+                        default="scheduler",
+                        help="what runs: scheduler (the Runner, default), timer (the "
+                             "TimerRunner) or pool (the WorkStealingPool)")
     record.add_argument("--seed", type=int, default=1, help="the first run's seed (default 1)")
     record.add_argument("--runs", type=positive_int, default=1, metavar="N",
                         help="runs (default 1)")
-    record.add_argument("--tasks", type=positive_int, default=6, metavar="N",
-                        help="task ids per run (default 6)")
-    record.add_argument("--workers", type=positive_int, default=3, metavar="N",
-                        help="worker threads, also the concurrency limit (default 3)")
+    record.add_argument("--tasks", type=positive_int, default=None, metavar="N",
+                        help="task ids per run (default 6; 5 for timer)")
+    record.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                        help="worker threads, for the scheduler also the concurrency limit "
+                             "(default 3; 2 for timer)")
     record.set_defaults(handler=cmd_record)
 
     for name, (_, summary, usage) in _OWN_PARSERS.items():

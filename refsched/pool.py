@@ -49,6 +49,8 @@ Design:
   they cause) were most of the cost of a submission.
 - User code (task functions, done-callbacks, ``Future.cancel``'s callbacks) never runs under the
   pool lock.
+- An optional :class:`PoolRecorder` is given each spec step where it takes effect, under the pool
+  lock; without one, each step costs a single ``None`` check.
 """
 
 from __future__ import annotations
@@ -65,12 +67,12 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING, RUNNING
 from dataclasses import dataclass
-from typing import Any, Final, Literal, ParamSpec, TypeVar, cast
+from typing import Any, Final, Literal, ParamSpec, Protocol, TypeVar, cast
 
 from refsched import sync
 from refsched.errors import InvalidArgumentError, SchedulerClosedError
 
-__all__ = ["PoolStats", "WorkStealingPool"]
+__all__ = ["PoolRecorder", "PoolStats", "PoolView", "WorkStealingPool"]
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -105,6 +107,36 @@ class PoolStats:
     parked: int  # workers parked now: nothing to take (some of them waiting on a future)
     outstanding: int  # tasks queued or running: sum(queue_lengths) + running
     state: PoolState  # "accepting", "draining" or "terminated"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolView:
+    """The spec variables a :class:`WorkStealingPool` holds itself, as a recorder is given them.
+
+    The others (``running``, ``submitted``, ``finished``, ``cancelled``, ``runs``, ``parent``)
+    are no state of the pool: they follow from the steps a recorder is given.
+    """
+
+    phase: PoolState  # "accepting", "draining" or "terminated"
+    deques: tuple[tuple[Future[Any], ...], ...]  # per worker index, top (thieves' end) first
+    outstanding: int  # tasks queued or running
+
+
+class PoolRecorder(Protocol):
+    """Receives every spec step a WorkStealingPool takes, at the step's linearization point.
+
+    ``record`` is called with the pool lock held, once per step and in the order the steps take
+    effect: the action's name in spec/WorkStealing.tla, its parameters named as there (``w``,
+    ``thief`` and ``victim`` are worker indexes, ``t`` is the task's future) and the pool's
+    state right after the step. ``Pop``, ``Steal`` and ``Finish`` are also given ``t``, the task
+    taken or finished (the spec reads it from ``running``). Calls that change nothing are no
+    step: a refused ``submit()``, a second ``shutdown()``, ``cancel_futures`` with nothing
+    queued. A worker that helps while it waits (``result()`` inside a task) runs a second task
+    before its first one finishes, which the spec has no step for. ``record`` must return
+    quickly, must not raise and must not call the pool: the lock is held.
+    """
+
+    def record(self, action: str, params: dict[str, Any], state: PoolView) -> None: ...
 
 
 class _Task(Future[Any]):
@@ -305,15 +337,22 @@ class WorkStealingPool(Executor):
     they block its worker as they would in any executor.
 
     The worker threads are daemons: call ``shutdown()`` (or use ``with``) to wait for the work.
+    ``recorder=`` is given every spec step the pool takes, in the order the steps take effect
+    (see :class:`PoolRecorder`); ``InvalidArgumentError`` if it has no ``record`` method.
     """
 
-    def __init__(self, workers: int | None = None) -> None:
+    def __init__(self, workers: int | None = None, *,
+                 recorder: PoolRecorder | None = None) -> None:
         if workers is None:
             workers = os.cpu_count() or 1
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise InvalidArgumentError(
                 f"WorkStealingPool(workers={workers!r}): workers must be an int >= 1")
+        if recorder is not None and not callable(getattr(recorder, "record", None)):
+            raise InvalidArgumentError(
+                f"WorkStealingPool(recorder={recorder!r}): recorder has no record() method")
         self._workers: Final = workers
+        self._recorder: Final = recorder
         self._local: Final = _WorkerLocal()
         # The pool lock guards every field below that is not Final.
         self._lock: Final = sync.Lock()
@@ -385,15 +424,19 @@ class WorkStealingPool(Executor):
                         "from outside")
                 self._outstanding += 1
                 if self._parked and not self._searching:
-                    self._deques[self._wake_one_locked()].append(task)
+                    target = self._wake_one_locked()
                 else:
                     target = self._next
                     self._next = target + 1 if target + 1 < self._workers else 0
-                    self._deques[target].append(task)
+                self._deques[target].append(task)
+                if self._recorder is not None:
+                    self._record("SubmitExternal", {"t": task, "w": target})
             else:
                 # A child is submitted while its parent runs: the pool is not terminated.
                 self._outstanding += 1
                 self._deques[w].append(task)
+                if self._recorder is not None:
+                    self._record("SubmitChild", {"t": task, "w": w})
                 if self._parked and not self._searching:
                     self._wake_one_locked()
         finally:
@@ -418,6 +461,8 @@ class WorkStealingPool(Executor):
                 self._state = _DRAINING
                 if self._outstanding == 0:
                     self._terminate_locked()
+                if self._recorder is not None:
+                    self._record("Shutdown", {})
             if cancel_futures and self._state is _DRAINING:
                 dropped = self._cancel_queued_locked()
         for task in dropped:
@@ -538,6 +583,8 @@ class WorkStealingPool(Executor):
             while True:
                 if finished is not None:
                     self._finish_locked(finished, ran)
+                    if self._recorder is not None:
+                        self._record("Finish", {"w": w, "t": finished})
                     finished = None
                 if awaited is not None and (
                         awaited._state in _DONE
@@ -591,7 +638,10 @@ class WorkStealingPool(Executor):
         """
         own = self._deques[w]
         if own:
-            return own.pop()  # Spec: Pop(w)
+            task = own.pop()  # Spec: Pop(w)
+            if self._recorder is not None:
+                self._record("Pop", {"w": w, "t": task})
+            return task
         return self._steal_locked(w, victim)
 
     def _steal_locked(self, w: int, victim: int | None = None) -> _Task | None:
@@ -606,7 +656,10 @@ class WorkStealingPool(Executor):
         for _ in range(n):
             if victim != w and deques[victim]:
                 self._stolen += 1
-                return deques[victim].popleft()  # Spec: Steal(w, victim)
+                task = deques[victim].popleft()  # Spec: Steal(w, victim)
+                if self._recorder is not None:
+                    self._record("Steal", {"thief": w, "victim": victim, "t": task})
+                return task
             victim = victim + 1 if victim + 1 < n else 0
         return None
 
@@ -684,6 +737,8 @@ class WorkStealingPool(Executor):
         self._outstanding -= count
         if count and self._outstanding == 0:
             self._terminate_locked()
+        if count and self._recorder is not None:
+            self._record("CancelQueued", {})
         return dropped
 
     def _terminate_locked(self) -> None:
@@ -696,6 +751,12 @@ class WorkStealingPool(Executor):
 
     def _is_terminated(self) -> bool:
         return self._state is _TERMINATED
+
+    def _record(self, action: str, params: dict[str, Any]) -> None:
+        """Give the step just taken to the recorder. Lock held, recorder set."""
+        assert self._recorder is not None
+        self._recorder.record(action, params, PoolView(
+            self._state, tuple(tuple(dq) for dq in self._deques), self._outstanding))
 
     # -- outside the pool lock -------------------------------------------------------------
 

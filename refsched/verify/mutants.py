@@ -524,20 +524,24 @@ CATALOGUE: tuple[Mutant, ...] = (
        "task in between",
        """        own = self._deques[w]
         if own:
-            return own.pop()  # Spec: Pop(w)""",
+            task = own.pop()  # Spec: Pop(w)""",
        """        own = self._deques[w]
         if own:
             self._lock.release()
             self._lock.acquire()
-            return own.pop()  # Spec: Pop(w)"""),
+            task = own.pop()  # Spec: Pop(w)"""),
     _m("pool_child_counted_late", _P,
        "a child is pushed, and counted in outstanding only in a later critical section: its "
        "parent's Finish can reach 0 first",
        """                self._outstanding += 1
                 self._deques[w].append(task)
+                if self._recorder is not None:
+                    self._record("SubmitChild", {"t": task, "w": w})
                 if self._parked and not self._searching:
                     self._wake_one_locked()""",
        """                self._deques[w].append(task)
+                if self._recorder is not None:
+                    self._record("SubmitChild", {"t": task, "w": w})
                 if self._parked and not self._searching:
                     self._wake_one_locked()
                 lock.release()
@@ -564,12 +568,12 @@ CATALOGUE: tuple[Mutant, ...] = (
        """        if not any(self._deques) and self._state is _DRAINING:"""),
     _m("pool_pop_takes_top", _P,
        "the owner takes the oldest task of its own deque (FIFO), not the newest",
-       """            return own.pop()  # Spec: Pop(w)""",
-       """            return own.popleft()  # Spec: Pop(w)"""),
+       """            task = own.pop()  # Spec: Pop(w)""",
+       """            task = own.popleft()  # Spec: Pop(w)"""),
     _m("pool_steal_takes_bottom", _P,
        "a thief takes the newest task of the victim's deque, the end its owner works at",
-       """                return deques[victim].popleft()  # Spec: Steal(w, victim)""",
-       """                return deques[victim].pop()  # Spec: Steal(w, victim)"""),
+       """                task = deques[victim].popleft()  # Spec: Steal(w, victim)""",
+       """                task = deques[victim].pop()  # Spec: Steal(w, victim)"""),
     _m("pool_cancel_keeps_count", _P,
        "shutdown(cancel_futures=True) empties the deques but leaves the tasks counted",
        """        self._outstanding -= count

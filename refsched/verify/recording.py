@@ -8,6 +8,9 @@ the ids used, for :func:`refsched.verify.validate.validate_trace` (or for writin
 
 :func:`record_runner_run` records one random run of the :class:`refsched.Runner` on real
 threads: the graph and every choice come from the seed, the interleaving from the threads.
+:func:`record_run` records a run of any system that has such a recording: the Runner's
+scheduler, the TimerRunner (:mod:`refsched.verify.timer_recording`) or the WorkStealingPool
+(:mod:`refsched.verify.pool_recording`).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from .itf import Step as TraceStep
 from .itf import Trace
 from .specstate import spec_state
 
-__all__ = ["RecordedStep", "TraceRecorder", "record_runner_run"]
+__all__ = ["RECORDED_SYSTEMS", "RecordedStep", "TraceRecorder", "record_run", "record_runner_run"]
 
 RecordedStep = tuple[str, dict[str, Any], Snapshot]
 """(spec action, its parameters, the scheduler's state right after it)."""
@@ -204,3 +207,28 @@ def _late_reports(runner: Runner, task_id: Hashable) -> None:
         # The older generation raises StaleGenerationError, and is a step all the same.
         with contextlib.suppress(SchedulerError):
             scheduler.complete(task_id, generation)
+
+
+RECORDED_SYSTEMS = ("scheduler", "timer", "pool")
+"""The systems whose real runs :func:`record_run` records, the first the default."""
+
+
+def record_run(system: str, seed: int, *, tasks: int | None = None,
+               workers: int | None = None) -> Trace:
+    """Record one random run of ``system`` (one of :data:`RECORDED_SYSTEMS`) from ``seed``.
+
+    ``tasks`` and ``workers`` (None: the system's default) go to :func:`record_runner_run`,
+    :func:`refsched.verify.timer_recording.record_timer_run` or
+    :func:`refsched.verify.pool_recording.record_pool_run`. ``ValueError`` for another system.
+    """
+    from .pool_recording import record_pool_run
+    from .timer_recording import record_timer_run
+
+    recorders: dict[str, Callable[..., Trace]] = {
+        "scheduler": record_runner_run, "timer": record_timer_run, "pool": record_pool_run}
+    if system not in recorders:
+        raise ValueError(f"record_run: no recording of {system!r}; the systems recorded are "
+                         f"{', '.join(RECORDED_SYSTEMS)}")
+    sizes = {name: value for name, value in (("tasks", tasks), ("workers", workers))
+             if value is not None}
+    return recorders[system](seed, **sizes)

@@ -1,11 +1,13 @@
-"""Trace validation: TLC decides whether a recorded trace is a behaviour of ``Spec``.
+"""Trace validation: TLC decides whether a recorded trace is a behaviour of its spec's ``Spec``.
 
-A trace (:class:`~refsched.verify.itf.Trace`: recorded from refsched's TaskScheduler by
-:mod:`refsched.verify.recording`, or read from ITF written by any implementation) becomes a
-TLA+ module that extends ``spec/Scheduler.tla`` and holds the trace as constants:
-``TraceStates`` (one record of spec variables per state), ``TraceActions`` and
-``TraceParams`` (the action and parameters of each step). TLC 2.15 has no trace
-post-condition, so the module walks the trace with a step counter ``i``::
+A trace (:class:`~refsched.verify.itf.Trace`: recorded from a production class by
+:mod:`refsched.verify.recording`, or read from ITF written by any implementation) is of one of
+three specs, told by its variables (:func:`refsched.verify.system.by_spec_variables`):
+``spec/Scheduler.tla`` (TaskScheduler), ``spec/TimerQueue.tla`` (TimerScheduler) or
+``spec/WorkStealing.tla`` (WorkStealingPool). It becomes a TLA+ module that extends that spec
+and holds the trace as constants: ``TraceStates`` (one record of spec variables per state),
+``TraceActions`` and ``TraceParams`` (the action and parameters of each step). TLC 2.15 has no
+trace post-condition, so the module walks the trace with a step counter ``i``::
 
     TraceInit == i = 1 /\\ Init /\\ state 1 matches
     TraceNext == i < Len(TraceStates) /\\ <action i with its parameters>
@@ -17,8 +19,12 @@ violation, the search depth it reports is the number of states it reached: the s
 them is the first it could not take. The spec's invariants are checked along the way.
 
 A state may omit variables; only those present are matched. Why a step was rejected is told
-by the reference model (``refsched.model``): the action's refusal in the previous state, or
-how the model's successor differs from the recorded state.
+by the spec's reference model: the action's refusal in the previous state, or how the model's
+successor differs from the recorded state.
+
+What differs by spec is a :class:`TraceSpec` (its module, variables and invariants, how each
+action is called, the types of parameters and variables, its constants, its model); the
+module, the TLC run, the verdict and its explanation are written once.
 """
 
 from __future__ import annotations
@@ -26,57 +32,45 @@ from __future__ import annotations
 import re
 import shutil
 import tempfile
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from refsched.model.actions import ACTIONS, INITIAL
-from refsched.model.graph import action_args, describe
-from refsched.model.invariants import INVARIANTS
-from refsched.types import Snapshot
+from refsched.model import invariants as dag_invariants
+from refsched.model.graph import describe
+from refsched.model.pool import INVARIANTS as POOL_INVARIANTS
+from refsched.model.timer import INVARIANTS as TIMER_INVARIANTS
 
-from . import tlc
+from . import poolspec, specstate, timerspec, tlc
+from . import system as systems
 from .itf import Trace, TraceFormatError
-from .specstate import NO_TASK, SPEC_VARIABLES, SpecStateError, spec_state, task_ids
+from .specstate import NO_TASK, SpecStateError
 from .tla import render
 
 __all__ = [
     "SPEC_INVARIANTS",
+    "TRACE_SPECS",
     "TLCInternalError",
     "TraceError",
+    "TraceSpec",
     "Validation",
     "format_validation",
     "shown_name",
+    "spec_of",
     "trace_module",
     "validate_trace",
 ]
 
-SPEC_INVARIANTS: tuple[str, ...] = tuple(INVARIANTS)
-"""The spec's invariants (named as in the model and the spec), checked in every trace state."""
+SPEC_INVARIANTS: tuple[str, ...] = tuple(dag_invariants.INVARIANTS)
+"""Scheduler.tla's invariants (named as in the model and the spec), checked in every state."""
 
 _ACCEPTED = "TraceAccepted"
 
-# How each action is taken from its recorded parameters ``p``. StaleCallback is the spec's
-# parametric operator (Next only reaches it through AnyStaleCallback, for some g).
-_CALLS = {
-    "Submit": "Submit(p.t, p.D)",
-    "Start": "Start",
-    "Claim": "Claim(p.k)",
-    "Complete": "Complete(p.t, p.g)",
-    "Fail": "Fail(p.t, p.g)",
-    "Cancel": "Cancel(p.t)",
-    "AcknowledgeCancel": "AcknowledgeCancel(p.t, p.g)",
-    "Retry": "Retry(p.t)",
-    "Close": "Close(p.cancelPending)",
-    "StaleCallback": "StaleCallback(p.t, p.g)",
-    "RepeatedCallback": "RepeatedCallback(p.t)",
-}
-assert set(_CALLS) == set(ACTIONS)
-
 
 class TraceError(TraceFormatError):
-    """A trace that cannot be stated as a TLA+ module of the spec (the message says why)."""
+    """A trace that cannot be stated as a TLA+ module of its spec (the message says why)."""
 
 
 class TLCInternalError(RuntimeError):
@@ -100,17 +94,82 @@ class Validation:
     tlc_version: str | None  # TLC's "TLC2 Version ..." line
     duration: float  # seconds TLC ran
     tlc: tlc.TLCResult | None = field(default=None, repr=False, compare=False)  # all TLC said
+    system: str = "scheduler"  # the system whose spec judged the trace: a TraceSpec's system
 
 
-# -- the module -----------------------------------------------------------------------------
+# -- values and their types -----------------------------------------------------------------
+
+TLC_INT_LIMIT = 2**30
+"""TLC 2.15's integers are Java ints; integers in a trace stay below this in magnitude, so
+that the spec's arithmetic on them (``nextSeq + 1``, ``generation + 1``) cannot overflow."""
+
+Ids = Mapping[str, frozenset[Hashable]]
+"""The ids of a trace, by the constant that holds them: ``Tasks``, ``Workers``, ``Children``."""
+
+Kind = Callable[[Any, Ids], bool]
+"""Whether a value is of one of the spec's types, given the trace's ids."""
+
 
 def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-TLC_INT_LIMIT = 2**30
-"""TLC 2.15's integers are Java ints; integers in a trace stay below this in magnitude, so
-that the spec's arithmetic on them (``nextSeq + 1``, ``generation + 1``) cannot overflow."""
+def _is_id(value: Any, ids: frozenset[Hashable]) -> bool:
+    # Equal values of another type (1 and 1.0, True) would be other values in TLA+.
+    return value in ids and any(type(value) is type(t) for t in ids)
+
+
+def _is_no_task(value: Any) -> bool:
+    # ITF has no model values: a trace writes NoTask as the string "NoTask".
+    return bool(value == NO_TASK or value == NO_TASK.name)
+
+
+def _integer(value: Any, ids: Ids) -> bool:
+    return _is_int(value)
+
+
+def _natural(value: Any, ids: Ids) -> bool:
+    return _is_int(value) and value >= 0
+
+
+def _boolean(value: Any, ids: Ids) -> bool:
+    return isinstance(value, bool)
+
+
+def _string(value: Any, ids: Ids) -> bool:
+    return isinstance(value, str)
+
+
+def _id(of: str) -> Kind:
+    return lambda value, ids: _is_id(value, ids[of])
+
+
+def _id_or_no_task(of: str) -> Kind:
+    return lambda value, ids: _is_no_task(value) or _is_id(value, ids[of])
+
+
+def _set_of(kind: Kind) -> Kind:
+    return lambda value, ids: (isinstance(value, frozenset | set)
+                               and all(kind(v, ids) for v in value))
+
+
+def _sequence_of(kind: Kind) -> Kind:
+    return lambda value, ids: (isinstance(value, tuple | list)
+                               and all(kind(v, ids) for v in value))
+
+
+def _tuple_of(*kinds: Kind) -> Kind:
+    return lambda value, ids: (isinstance(value, tuple) and len(value) == len(kinds)
+                               and all(k(v, ids) for k, v in zip(kinds, value, strict=True)))
+
+
+@dataclass(frozen=True)
+class _Variable:
+    """The type of one spec variable: ``kind`` of its value, or of each entry of a function
+    over the ids of the constant ``over``."""
+
+    kind: Kind
+    over: str | None = None
 
 
 def _check_ints(where: str, value: Any) -> None:
@@ -130,175 +189,414 @@ def _check_ints(where: str, value: Any) -> None:
             _check_ints(where, entry)
 
 
-def _tasks_of(trace: Trace) -> list[Hashable]:
-    """The ids of the spec's ``Tasks``, checked to be expressible as TLA+ values."""
-    given = trace.constants.get("Tasks")
+# -- what differs by spec -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Constants:
+    """A trace's constants, checked, as the generated module and the model take them."""
+
+    ids: Ids  # the sets of ids: Tasks (and Workers, Children for the pool)
+    defined: Mapping[str, frozenset[Any]]  # every set constant: TraceX == ... and X <- TraceX
+    numbers: Mapping[str, int]  # the integer constants, given in the config
+    given: Mapping[str, Any]  # the trace's own constants, for the model
+
+
+class TraceSpec:
+    """One spec as trace validation sees it. Each system's is a small subclass."""
+
+    system: str  # the System's name: "scheduler", "timer", "pool"
+    module: str  # the spec module the generated one extends
+    variables: tuple[str, ...]  # its variables, in declaration order
+    invariants: tuple[str, ...]  # its invariants, checked in every state
+    calls: Mapping[str, str]  # action -> how it is taken from its recorded parameters ``p``
+    params: Mapping[str, tuple[Kind, str]]  # parameter -> its type, and what else it would be
+    types: Mapping[str, _Variable]  # variable -> its type
+    id_sets: Mapping[str, str]  # constant of ids -> the variable whose keys name them
+    no_task: tuple[str, ...] = ()  # variables whose entries may be the model value NoTask
+
+    def numbers(self, trace: Trace) -> dict[str, int]:
+        """The integer constants of the config, checked."""
+        return {}
+
+    def derived(self, trace: Trace, ids: Ids) -> dict[str, frozenset[Any]]:
+        """Set constants that are not ids, made from the trace (checked to be well typed)."""
+        return {}
+
+    def check_ids(self, trace: Trace, ids: Ids) -> None:
+        """Refuse ids the spec's ASSUMEs refuse."""
+
+    def param_value(self, name: str, value: Any) -> Any:
+        """A recorded parameter as the spec's value."""
+        return value
+
+    @property
+    def system_object(self) -> systems.System:
+        return systems.get(self.system)
+
+    def model_state(self, state: Any, ids: Mapping[str, Sequence[Hashable]]) -> dict[str, Any]:
+        """The model's state as the spec's variables over the trace's ids."""
+        raise NotImplementedError
+
+    def refusal(self, action: str, state: Any, args: tuple[Any, ...],
+                constants: Constants) -> Any:
+        """The model's refusal of the step (None: enabled)."""
+        return self.system_object.actions[action].refusal(state, *args)
+
+
+class _SchedulerSpec(TraceSpec):
+    system = "scheduler"
+    module = "Scheduler"
+    variables = specstate.SPEC_VARIABLES
+    invariants = SPEC_INVARIANTS
+    # StaleCallback is the spec's parametric operator (Next only reaches it through
+    # AnyStaleCallback, for some g).
+    calls = MappingProxyType({
+        "Submit": "Submit(p.t, p.D)",
+        "Start": "Start",
+        "Claim": "Claim(p.k)",
+        "Complete": "Complete(p.t, p.g)",
+        "Fail": "Fail(p.t, p.g)",
+        "Cancel": "Cancel(p.t)",
+        "AcknowledgeCancel": "AcknowledgeCancel(p.t, p.g)",
+        "Retry": "Retry(p.t)",
+        "Close": "Close(p.cancelPending)",
+        "StaleCallback": "StaleCallback(p.t, p.g)",
+        "RepeatedCallback": "RepeatedCallback(p.t)",
+    })
+    params = MappingProxyType({
+        "t": (_id("Tasks"), "is not in Tasks"),
+        "D": (_sequence_of(_id("Tasks")), "is not a set of ids in Tasks"),
+        "k": (_integer, "is not an integer"),
+        "g": (_integer, "is not an integer"),
+        "cancelPending": (_boolean, "is not a boolean"),
+    })
+    types = MappingProxyType({
+        "started": _Variable(_boolean), "closed": _Variable(_boolean),
+        "nextSeq": _Variable(_integer),
+        **{name: _Variable(_integer, "Tasks")
+           for name in ("generation", "remainingDeps", "claims", "seq")},
+        "state": _Variable(_string, "Tasks"),
+        "deps": _Variable(_set_of(_id("Tasks")), "Tasks"),
+        "blockedBy": _Variable(_id_or_no_task("Tasks"), "Tasks"),
+        "cancelRequested": _Variable(_boolean, "Tasks"),
+    })
+    id_sets = MappingProxyType({"Tasks": "generation"})
+    no_task = ("blockedBy",)
+
+    def numbers(self, trace: Trace) -> dict[str, int]:
+        value = trace.constants.get("MaxConcurrency")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise TraceError(f"{trace.name}: the constant MaxConcurrency is {value!r}; the spec "
+                             "assumes an integer >= 1")
+        return {"MaxConcurrency": int(value)}
+
+    def param_value(self, name: str, value: Any) -> Any:
+        # D may arrive as a list or tuple (a JSON array); in the spec it is a set.
+        return frozenset(value) if name == "D" else value
+
+    def model_state(self, state: Any, ids: Mapping[str, Sequence[Hashable]]) -> dict[str, Any]:
+        return specstate.spec_state(state, ids["Tasks"])
+
+
+def _times(trace: Trace, index: int, variable: str, param: str) -> frozenset[Any]:
+    """Every value of the parameter ``param``, of ``variable``'s entries and of the heap
+    entries' field ``index`` in ``trace``, and 0 (the value of an absent id)."""
+    found: set[Any] = {0}
+    for step in trace.steps:
+        if param in step.params:
+            found.add(step.params[param])
+    for state in trace.states:
+        if isinstance(state.get(variable), Mapping):
+            found.update(state[variable].values())
+        if isinstance(state.get("heap"), frozenset | set):
+            found.update(e[index] for e in state["heap"])
+    return frozenset(found)
+
+
+class _TimerSpec(TraceSpec):
+    system = "timer"
+    module = "TimerQueue"
+    variables = timerspec.SPEC_VARIABLES
+    invariants = tuple(TIMER_INVARIANTS)
+    calls = MappingProxyType({
+        "Schedule": "Schedule(p.t, p.r, p.p)",
+        "Cancel": "Cancel(p.t)",
+        "Claim": "Claim",
+        "Idle": "Idle",
+        "Complete": "Complete(p.t, p.v)",
+        "Fail": "Fail(p.t, p.v)",
+        "StaleCallback": "StaleCallback(p.t, p.v)",
+        "RepeatedCallback": "RepeatedCallback(p.t)",
+        "Close": "Close",
+        "Tick": "Tick",
+    })
+    params = MappingProxyType({
+        "t": (_id("Tasks"), "is not in Tasks"),
+        "r": (_natural, "is not a natural number"),
+        "p": (_integer, "is not an integer"),
+        "v": (_integer, "is not an integer"),
+    })
+    types = MappingProxyType({
+        "now": _Variable(_natural), "closed": _Variable(_boolean),
+        "nextSeq": _Variable(_integer),
+        **{name: _Variable(_integer, "Tasks")
+           for name in ("version", "priority", "seq", "claims")},
+        "runAt": _Variable(_natural, "Tasks"),
+        "state": _Variable(_string, "Tasks"),
+        "cancelRequested": _Variable(_boolean, "Tasks"),
+        "heap": _Variable(_set_of(_tuple_of(_natural, _integer, _integer, _id("Tasks"),
+                                            _integer))),
+    })
+    id_sets = MappingProxyType({"Tasks": "version"})
+
+    def numbers(self, trace: Trace) -> dict[str, int]:
+        value = trace.constants.get("RebuildFloor")
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise TraceError(f"{trace.name}: the constant RebuildFloor is {value!r}; the spec "
+                             "assumes a natural number")
+        return {"RebuildFloor": int(value)}
+
+    def derived(self, trace: Trace, ids: Ids) -> dict[str, frozenset[Any]]:
+        # Only TypeOK reads them: the times and priorities the trace uses are enough.
+        return {"Times": _times(trace, 0, "runAt", "r"),
+                "Priorities": _times(trace, 1, "priority", "p")}
+
+    def model_state(self, state: Any, ids: Mapping[str, Sequence[Hashable]]) -> dict[str, Any]:
+        return timerspec.spec_state(state, ids["Tasks"])
+
+
+class _PoolSpec(TraceSpec):
+    system = "pool"
+    module = "WorkStealing"
+    variables = poolspec.SPEC_VARIABLES
+    invariants = tuple(POOL_INVARIANTS)
+    calls = MappingProxyType({
+        "SubmitExternal": "SubmitExternal(p.t, p.w)",
+        "SubmitChild": "SubmitChild(p.t, p.w)",
+        "Pop": "Pop(p.w)",
+        "Steal": "Steal(p.thief, p.victim)",
+        "Finish": "Finish(p.w)",
+        "Shutdown": "Shutdown",
+        "CancelQueued": "CancelQueued",
+    })
+    params = MappingProxyType({
+        "t": (_id("Tasks"), "is not in Tasks"),
+        **{name: (_id("Workers"), "is not in Workers")
+           for name in ("w", "thief", "victim")},
+    })
+    types = MappingProxyType({
+        "phase": _Variable(_string),
+        "deque": _Variable(_sequence_of(_id("Tasks")), "Workers"),
+        "running": _Variable(_id_or_no_task("Tasks"), "Workers"),
+        "outstanding": _Variable(_integer),
+        **{name: _Variable(_set_of(_id("Tasks")))
+           for name in ("submitted", "finished", "cancelled")},
+        "runs": _Variable(_integer, "Tasks"),
+        "parent": _Variable(_id_or_no_task("Tasks"), "Tasks"),
+    })
+    id_sets = MappingProxyType({"Workers": "deque", "Tasks": "runs", "Children": ""})
+    no_task = ("running", "parent")
+
+    def check_ids(self, trace: Trace, ids: Ids) -> None:
+        if not ids["Workers"]:
+            raise TraceError(f"{trace.name}: the constant Workers is empty; the spec assumes "
+                             "a worker")
+        outside = ids["Children"] - ids["Tasks"]
+        if outside:
+            raise TraceError(f"{trace.name}: the constant Children names "
+                             f"{sorted(map(repr, outside))}, not in Tasks")
+
+    def model_state(self, state: Any, ids: Mapping[str, Sequence[Hashable]]) -> dict[str, Any]:
+        return poolspec.spec_state(state, ids["Workers"], ids["Tasks"])
+
+    def refusal(self, action: str, state: Any, args: tuple[Any, ...],
+                constants: Constants) -> Any:
+        return self.system_object.actions[action].refused(
+            state, *args, children=constants.ids["Children"])
+
+
+TRACE_SPECS: Mapping[str, TraceSpec] = {
+    spec.system: spec for spec in (_SchedulerSpec(), _TimerSpec(), _PoolSpec())}
+"""The specs whose traces TLC judges, by system name."""
+
+
+def spec_of(trace: Trace) -> TraceSpec:
+    """The spec ``trace`` is of, told by the variables its states hold."""
+    names = {name for state in trace.states for name in state}
+    try:
+        system = systems.by_spec_variables(sorted(names))
+    except ValueError:
+        raise TraceError(f"{trace.name}: no spec has the variables {sorted(names)}") from None
+    spec = TRACE_SPECS.get(system.name)
+    if spec is None:
+        raise TraceError(
+            f"{trace.name}: a trace of {system.title} ({system.spec_files[0]}); validate-trace "
+            f"judges traces of {', '.join(systems.get(n).title for n in TRACE_SPECS)}")
+    return spec
+
+
+# -- the constants --------------------------------------------------------------------------
+
+def _id_list(trace: Trace, spec: TraceSpec, name: str) -> list[Hashable]:
+    """The ids of the constant ``name``, checked to be expressible as TLA+ values."""
+    given = trace.constants.get(name)
+    variable = spec.id_sets[name]
     if given is None:
-        try:
-            ids = task_ids(trace.initial)
-        except SpecStateError:
-            raise TraceError(f"{trace.name}: no constant Tasks and no 'generation' in the "
-                             "initial state to read the ids from") from None
+        keys = trace.initial.get(variable) if variable else None
+        if not isinstance(keys, Mapping):
+            source = f" and no '{variable}' in the initial state to read the ids from" \
+                if variable else ""
+            raise TraceError(f"{trace.name}: no constant {name}{source}")
+        ids = list(keys)
     elif isinstance(given, str) or not isinstance(given, Sequence | frozenset | set):
-        raise TraceError(f"{trace.name}: the constant Tasks is {given!r}, not a list of ids")
+        raise TraceError(f"{trace.name}: the constant {name} is {given!r}, not a list of ids")
     else:
         ids = list(given)
-    if not all(isinstance(t, str) or _is_int(t) for t in ids):
+    if not (all(isinstance(t, str) for t in ids) or all(_is_int(t) for t in ids)):
         kinds = sorted({type(t).__name__ for t in ids})
         raise TraceError(f"{trace.name}: ids must be all strings or all integers, found "
                          f"{', '.join(kinds)}")
     if len(set(ids)) != len(ids):
-        raise TraceError(f"{trace.name}: the constant Tasks lists an id twice: {ids!r}")
-    if all(isinstance(t, str) for t in ids):
-        if NO_TASK.name in ids:
-            raise TraceError(f"{trace.name}: an id is named {NO_TASK.name!r}, which ITF uses "
-                             "for the spec's NoTask")
-    elif not all(_is_int(t) for t in ids):
-        kinds = sorted({type(t).__name__ for t in ids})
-        raise TraceError(f"{trace.name}: ids must be all strings or all integers, found "
-                         f"{', '.join(kinds)}")
+        raise TraceError(f"{trace.name}: the constant {name} lists an id twice: {ids!r}")
+    if spec.no_task and name != "Workers" and NO_TASK.name in ids:
+        raise TraceError(f"{trace.name}: an id is named {NO_TASK.name!r}, which ITF uses for "
+                         "the spec's NoTask")
     return ids
 
 
-def _max_concurrency(trace: Trace) -> int:
-    value = trace.constants.get("MaxConcurrency")
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise TraceError(f"{trace.name}: the constant MaxConcurrency is {value!r}; the spec "
-                         "assumes an integer >= 1")
-    return int(value)
+def _constants(trace: Trace, spec: TraceSpec) -> tuple[Constants, dict[str, list[Hashable]]]:
+    """The trace's constants, checked; and the ids of each set in the trace's order."""
+    given = {name: _id_list(trace, spec, name) for name in spec.id_sets}
+    ids = {name: frozenset(values) for name, values in given.items()}
+    spec.check_ids(trace, ids)
+    numbers = spec.numbers(trace)
+    for name, values in given.items():
+        _check_ints(f"{trace.name}, the constant {name}", values)
+    for name, number in numbers.items():
+        _check_ints(f"{trace.name}, the constant {name}", number)
+    return Constants(ids=ids, defined=dict(ids), numbers=numbers,
+                     given=trace.constants), given
 
 
-def _check_params(trace: Trace, ids: list[Hashable]) -> None:
-    known = frozenset(ids)
+def _check_params(trace: Trace, spec: TraceSpec, ids: Ids) -> None:
+    actions = spec.system_object.actions
     for index, step in enumerate(trace.steps, start=1):
         where = f"{trace.name}, step {index} ({step.action})"
-        action = ACTIONS.get(step.action)
-        if action is None:
-            raise TraceError(f"{where}: unknown action; the spec's are {', '.join(ACTIONS)}")
+        action = actions.get(step.action)
+        if action is None or step.action not in spec.calls:
+            raise TraceError(f"{where}: unknown action; the spec's are {', '.join(spec.calls)}")
         missing = [name for name in action.params if name not in step.params]
         if missing:
             raise TraceError(f"{where}: missing parameters {', '.join(missing)}")
         for name in action.params:
             value = step.params[name]
-            if name == "t" and not _is_id(value, known):
-                raise TraceError(f"{where}: t = {value!r} is not in Tasks")
-            if name == "D" and (not isinstance(value, frozenset | set | list | tuple)
-                                or not all(_is_id(d, known) for d in value)):
-                raise TraceError(f"{where}: D = {value!r} is not a set of ids in Tasks")
-            if name in ("k", "g") and not _is_int(value):
-                raise TraceError(f"{where}: {name} = {value!r} is not an integer")
-            if name == "cancelPending" and not isinstance(value, bool):
-                raise TraceError(f"{where}: cancelPending = {value!r} is not a boolean")
+            kind, otherwise = spec.params[name]
+            if name == "D" and isinstance(value, frozenset | set):
+                value = tuple(value)
+            if not kind(value, ids):
+                raise TraceError(f"{where}: {name} = {value!r} {otherwise}")
+        _check_ints(where, dict(step.params))
 
 
-def _is_id(value: Any, ids: frozenset[Hashable]) -> bool:
-    # Equal values of another type (1 and 1.0, True) would be other values in TLA+.
-    return value in ids and any(type(value) is type(t) for t in ids)
-
-
-def _kind_ok(name: str, value: Any, ids: frozenset[Hashable]) -> bool:
-    """Whether ``value`` is of the type the spec gives one entry of the variable ``name``."""
-    if name in ("started", "closed", "cancelRequested"):
-        return isinstance(value, bool)
-    if name in ("nextSeq", "generation", "remainingDeps", "claims", "seq"):
-        return _is_int(value)
-    if name == "state":
-        return isinstance(value, str)
-    if name == "deps":
-        return isinstance(value, frozenset | set) and all(_is_id(d, ids) for d in value)
-    return value == NO_TASK or value == NO_TASK.name or _is_id(value, ids)  # blockedBy
-
-
-def _check_state(where: str, state: Mapping[str, Any], ids: frozenset[Hashable]) -> None:
+def _check_state(where: str, state: Mapping[str, Any], spec: TraceSpec, ids: Ids) -> None:
     """Refuse values TLC could not even compare with the spec's (a string for an integer...)."""
-    for name in SPEC_VARIABLES:
+    for name in spec.variables:
         if name not in state:
             continue
-        value = state[name]
-        if name in ("started", "closed", "nextSeq"):
-            if not _kind_ok(name, value, ids):
+        value, shape = state[name], spec.types[name]
+        if shape.over is None:
+            if not shape.kind(value, ids):
                 raise TraceError(f"{where}: {name} = {value!r} is not of the spec's type")
             continue
         if not isinstance(value, Mapping):
             raise TraceError(f"{where}: {name} = {value!r} is not a function of the ids")
         for key, entry in value.items():
-            if not _is_id(key, ids):
-                raise TraceError(f"{where}: {name} has the key {key!r}, not an id of Tasks")
-            if not _kind_ok(name, entry, ids):
+            if not _is_id(key, ids[shape.over]):
+                raise TraceError(f"{where}: {name} has the key {key!r}, not an id of "
+                                 f"{shape.over}")
+            if not shape.kind(entry, ids):
                 raise TraceError(f"{where}: {name}[{key!r}] = {entry!r} is not of the spec's "
                                  "type")
+    _check_ints(where, dict(state))
 
 
-def _spec_value(name: str, value: Any) -> Any:
+# -- the module -----------------------------------------------------------------------------
+
+def _spec_value(spec: TraceSpec, name: str, value: Any) -> Any:
     """A recorded value as the spec's: ITF writes the model value NoTask as a string."""
-    if name == "blockedBy" and isinstance(value, Mapping):
-        return {k: NO_TASK if v == NO_TASK.name else v for k, v in value.items()}
+    if name in spec.no_task and isinstance(value, Mapping):
+        return {k: NO_TASK if _is_no_task(v) else v for k, v in value.items()}
     return value
 
 
-def _state_record(state: Mapping[str, Any]) -> str:
-    fields = [f"{name} |-> {render(_spec_value(name, state[name]))}"
-              for name in SPEC_VARIABLES if name in state]
+def _state_record(spec: TraceSpec, state: Mapping[str, Any]) -> str:
+    fields = [f"{name} |-> {render(_spec_value(spec, name, state[name]))}"
+              for name in spec.variables if name in state]
     return "[" + ", ".join(fields) + "]" if fields else "<<>>"
 
 
-def _params_record(action: str, params: Mapping[str, Any]) -> str:
-    names = ACTIONS[action].params
+def _params_record(spec: TraceSpec, action: str, params: Mapping[str, Any]) -> str:
+    names = spec.system_object.actions[action].params
     if not names:
         return "<<>>"
-    return "[" + ", ".join(f"{n} |-> {render(_param_value(n, params[n]))}" for n in names) + "]"
-
-
-def _param_value(name: str, value: Any) -> Any:
-    # D may arrive as a list or tuple (a JSON array); in the spec it is a set.
-    return frozenset(value) if name == "D" else value
+    return "[" + ", ".join(f"{n} |-> {render(spec.param_value(n, params[n]))}"
+                           for n in names) + "]"
 
 
 def _sequence(items: list[str]) -> str:
     return "<<\n    " + ",\n    ".join(items) + "\n>>" if items else "<<>>"
 
 
+def _stated(trace: Trace) -> tuple[TraceSpec, Constants]:
+    """The trace's spec and constants, every value checked to be one TLC can hold."""
+    if not trace.initial and not trace.steps:
+        raise TraceError(f"{trace.name}: the trace has no states")
+    spec = spec_of(trace)
+    constants, _ = _constants(trace, spec)
+    _check_params(trace, spec, constants.ids)
+    for index, recorded in enumerate(trace.states):
+        _check_state(f"{trace.name}, state {index + 1}", recorded, spec, constants.ids)
+    derived = spec.derived(trace, constants.ids)
+    return spec, Constants(ids=constants.ids, defined={**constants.defined, **derived},
+                           numbers=constants.numbers, given=constants.given)
+
+
 def trace_module(trace: Trace, module_name: str = "TraceCheck") -> tuple[str, str]:
     """The TLA+ module (text of ``<module_name>.tla``) and TLC config that check ``trace``.
 
-    Raises :class:`TraceError` for a trace the spec cannot speak of: no state, ids of mixed
-    types or named ``NoTask``, a ``MaxConcurrency`` that is not a positive integer, an
-    unknown action, a missing or ill-typed parameter.
+    Raises :class:`TraceError` for a trace no spec judged here can speak of: no state,
+    variables of no such spec, ids of mixed types or named ``NoTask``, a constant the spec
+    assumes otherwise (``MaxConcurrency``, ``RebuildFloor``, ``Workers``, ``Children``), an
+    unknown action, a missing or ill-typed parameter, a value of the wrong type.
     """
     if not module_name.isidentifier():
         raise ValueError(f"trace_module: {module_name!r} is not a TLA+ module name")
-    if not trace.initial and not trace.steps:
-        raise TraceError(f"{trace.name}: the trace has no states")
-    ids = _tasks_of(trace)
-    max_concurrency = _max_concurrency(trace)
-    _check_params(trace, ids)
-    id_set = frozenset(ids)
-    _check_ints(f"{trace.name}, the constant Tasks", ids)
-    _check_ints(f"{trace.name}, the constant MaxConcurrency", max_concurrency)
-    for index, recorded in enumerate(trace.states):
-        _check_state(f"{trace.name}, state {index + 1}", recorded, id_set)
-        _check_ints(f"{trace.name}, state {index + 1}", dict(recorded))
-    for index, step in enumerate(trace.steps, start=1):
-        _check_ints(f"{trace.name}, step {index} ({step.action})", dict(step.params))
-    states = [_state_record(s) for s in trace.states]
+    spec, constants = _stated(trace)
+    states = [_state_record(spec, s) for s in trace.states]
     actions = [render(step.action) for step in trace.steps]
-    params = [_params_record(step.action, step.params) for step in trace.steps]
+    params = [_params_record(spec, step.action, step.params) for step in trace.steps]
     matches = "\n".join(
-        f'    /\\ "{name}" \\in DOMAIN s => {name} = s.{name}' for name in SPEC_VARIABLES)
+        f'    /\\ "{name}" \\in DOMAIN s => {name} = s.{name}' for name in spec.variables)
     primed = "\n".join(
-        f'    /\\ "{name}" \\in DOMAIN s => {name}\' = s.{name}' for name in SPEC_VARIABLES)
-    cases = "\n      [] ".join(f'a = "{name}" -> {call}' for name, call in _CALLS.items())
-    invariants = "\n".join(f"    {name}" for name in (*SPEC_INVARIANTS, _ACCEPTED))
+        f'    /\\ "{name}" \\in DOMAIN s => {name}\' = s.{name}' for name in spec.variables)
+    cases = "\n      [] ".join(f'a = "{name}" -> {call}' for name, call in spec.calls.items())
+    invariants = "\n".join(f"    {name}" for name in (*spec.invariants, _ACCEPTED))
+    definitions = "\n\n".join(
+        f"Trace{name} == {render(value)}\n\\* The constant {name} of the trace."
+        for name, value in constants.defined.items())
+    substitutions = "\n".join(
+        [f"    {name} <- Trace{name}" for name in constants.defined]
+        + [f"    {name} = {value}" for name, value in constants.numbers.items()]
+        + (["    NoTask = NoTask"] if spec.no_task else []))
     rule = "-" * 77
     # The name as a TLA+ string: one line of plain ASCII, with no "(*", "*)" or "\\*" that
     # would open or close a comment around it.
     title = render(trace.name)
     module = f"""---- MODULE {module_name} ----
-(* The trace {title} as a behaviour of Scheduler: TLC takes its steps one by one. *)
-EXTENDS Scheduler, Integers, Sequences, TLC
+(* The trace {title} as a behaviour of {spec.module}: TLC takes its steps one by one. *)
+EXTENDS {spec.module}, Integers, Sequences, TLC
 
-TraceTasks == {render(frozenset(ids))}
-\\* The ids of the trace: the constant Tasks.
+{definitions}
 
 TraceStates == {_sequence(states)}
 \\* The recorded states, first to last; a state may omit variables.
@@ -342,9 +640,7 @@ TraceAccepted == i < Len(TraceStates)
 """
     config = f"""\\* Checks the trace {title}: TraceAccepted is violated when it is accepted.
 CONSTANTS
-    Tasks <- TraceTasks
-    MaxConcurrency = {max_concurrency}
-    NoTask = NoTask
+{substitutions}
 
 INIT TraceInit
 NEXT TraceNext
@@ -359,57 +655,58 @@ INVARIANTS
 # -- running TLC ----------------------------------------------------------------------------
 
 def validate_trace(trace: Trace, *, timeout: float = 300, workers: int = 1) -> Validation:
-    """Ask TLC whether ``trace`` is a behaviour of ``Spec``; explain a rejection.
+    """Ask TLC whether ``trace`` is a behaviour of its spec's ``Spec``; explain a rejection.
 
     Runs TLC (``workers`` threads, its process tree killed after ``timeout`` seconds:
     :class:`refsched.verify.tlc.TLCTimeoutError`) on :func:`trace_module` in a temporary
-    folder beside a copy of ``Scheduler.tla``. Raises :class:`TraceError` for a trace that
-    cannot be stated (see :func:`trace_module`), ``ValueError`` for ``workers`` < 1 or a
-    ``timeout`` that is not a positive number, :class:`refsched.verify.tlc.TLCNotFoundError`
-    without TLC or Java, and :class:`TLCInternalError` when TLC gives no verdict on the
-    module (it could not parse it, or failed evaluating it).
+    folder beside a copy of the spec module (see :func:`spec_of`). Raises
+    :class:`TraceError` for a trace that cannot be stated (see :func:`trace_module`),
+    ``ValueError`` for ``workers`` < 1 or a ``timeout`` that is not a positive number,
+    :class:`refsched.verify.tlc.TLCNotFoundError` without TLC or Java, and
+    :class:`TLCInternalError` when TLC gives no verdict on the module (it could not parse it,
+    or failed evaluating it).
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"validate_trace: workers={workers!r}: must be an integer >= 1")
     if not timeout > 0:  # also refuses NaN
         raise ValueError(f"validate_trace: timeout={timeout!r}: must be a positive number")
     module_name = "TraceCheck"
+    spec = spec_of(trace)
     module, config = trace_module(trace, module_name)
     with tempfile.TemporaryDirectory(prefix="refsched-trace-") as tmp:
         folder = Path(tmp)
-        shutil.copy(tlc.spec_dir() / "Scheduler.tla", folder / "Scheduler.tla")
+        shutil.copy(tlc.spec_dir() / f"{spec.module}.tla", folder / f"{spec.module}.tla")
         (folder / f"{module_name}.tla").write_text(module, encoding="ascii")
         (folder / f"{module_name}.cfg").write_text(config, encoding="ascii")
         result = tlc.run_tlc(f"{module_name}.cfg", f"{module_name}.tla", directory=folder,
                              extra_args=["-deadlock"], workers=workers, timeout=timeout)
-    return _verdict(trace, result)
+    return _verdict(spec, trace, result)
 
 
-def _verdict(trace: Trace, result: tlc.TLCResult) -> Validation:
+def _verdict(spec: TraceSpec, trace: Trace, result: tlc.TLCResult) -> Validation:
     steps = len(trace.steps)
 
-    def rejected(step: int, reason: str, violated: str | None = None) -> Validation:
-        taken = trace.steps[step - 1] if 1 <= step <= steps else None
+    def verdict(step: int | None, reason: str | None = None,
+                violated: str | None = None) -> Validation:
+        taken = trace.steps[step - 1] if step is not None and 1 <= step <= steps else None
         return Validation(
-            name=trace.name, accepted=False, steps=steps, first_rejected_step=step,
+            name=trace.name, accepted=step is None, steps=steps, first_rejected_step=step,
             action=None if taken is None else taken.action,
             params=None if taken is None else dict(taken.params),
             reason=reason, violated=violated, tlc_version=result.version,
-            duration=result.duration, tlc=result)
+            duration=result.duration, tlc=result, system=spec.system)
 
     if result.violation_kind == "invariant" and result.violated == _ACCEPTED:
-        return Validation(name=trace.name, accepted=True, steps=steps, first_rejected_step=None,
-                          action=None, params=None, reason=None, violated=None,
-                          tlc_version=result.version, duration=result.duration, tlc=result)
-    if result.violation_kind == "invariant" and result.violated in SPEC_INVARIANTS:
+        return verdict(None)
+    if result.violation_kind == "invariant" and result.violated in spec.invariants:
         # The error trace ends in the state that breaks it: state n was reached by step n - 1.
         reached = _trace_length(result)
-        return rejected(max(reached - 1, 0), f"state {reached} breaks the spec invariant "
-                        f"{result.violated}", result.violated)
+        return verdict(max(reached - 1, 0), f"state {reached} breaks the spec invariant "
+                       f"{result.violated}", result.violated)
     if result.ok and result.depth is not None:
         # TLC reached states 1..depth and no further: step `depth` is the one it could not take.
         step = result.depth if result.distinct_states else 0
-        return rejected(step, _explain(trace, step))
+        return verdict(step, _explain(spec, trace, step))
     raise TLCInternalError(_internal_error(trace, result))
 
 
@@ -447,18 +744,23 @@ def _trace_length(result: tlc.TLCResult) -> int:
 
 # -- explanations ---------------------------------------------------------------------------
 
-def _differences(recorded: Mapping[str, Any], model: Mapping[str, Any],
+def _differences(spec: TraceSpec, recorded: Mapping[str, Any], model: Mapping[str, Any],
                  limit: int = 6) -> list[str]:
     out: list[str] = []
-    for name in SPEC_VARIABLES:
+    for name in spec.variables:
         if name not in recorded:
             continue
-        got, want = _spec_value(name, recorded[name]), model[name]
+        got, want = _spec_value(spec, name, recorded[name]), model[name]
         if isinstance(got, Mapping) and isinstance(want, Mapping):
             for key in [*want, *(k for k in got if k not in want)]:
                 if key not in got or key not in want or got[key] != want[key]:
                     out.append(f"{name}[{_show(key)}]: recorded {_show(got.get(key, '-'))}, "
                                f"model {_show(want.get(key, '-'))}")
+        elif isinstance(got, frozenset | set) and isinstance(want, frozenset | set):
+            only = [*(f"only recorded {_show(e)}" for e in sorted(got - want, key=repr)),
+                    *(f"only in the model {_show(e)}" for e in sorted(want - got, key=repr))]
+            if only:
+                out.append(f"{name}: " + ", ".join(only))
         elif got != want:
             out.append(f"{name}: recorded {_show(got)}, model {_show(want)}")
     if len(out) > limit:
@@ -473,46 +775,46 @@ def _show(value: Any) -> str:
         return repr(value)
 
 
-def _explain(trace: Trace, step: int) -> str:
+def _explain(spec: TraceSpec, trace: Trace, step: int) -> str:
     """Why the model cannot take step ``step`` of ``trace`` (0: the initial state).
 
     The model replays the steps before it (TLC accepted them, so the model's state is the
     recorded one wherever that was recorded), then either refuses the action or reaches a
     state that differs from the recorded one.
     """
+    system = spec.system_object
     try:
-        ids = _tasks_of(trace)
-        max_concurrency = _max_concurrency(trace)
-        state: Snapshot = INITIAL
+        constants, given = _constants(trace, spec)
+        state: Any = system.initial
         if step == 0:
-            diff = _differences(trace.initial, spec_state(INITIAL, ids))
+            diff = _differences(spec, trace.initial, spec.model_state(state, given))
             if not diff:
                 return ("the initial state matches the model's Init, yet TLC rejects it: the "
                         "model and the spec disagree")
             return "the initial state is not the spec's Init: " + "; ".join(diff)
         for index, taken in enumerate(trace.steps[:step], start=1):
-            action = ACTIONS[taken.action]
-            args = action_args(action, taken.params, max_concurrency)
-            if action.name == "Submit":
-                args = (args[0], frozenset(args[1]))
-            refusal = action.refusal(state, *args)
+            params = {name: spec.param_value(name, value)
+                      for name, value in taken.params.items()}
+            args = system.model_args(taken.action, params, trace.constants)
+            refusal = spec.refusal(taken.action, state, args, constants)
             if index < step:
                 if refusal is not None:
                     return (f"the model refuses the earlier step {index} "
                             f"{describe(taken.action, taken.params)}: {refusal.reason}")
-                state = action.step(state, *args)
+                state = system.model_step(taken.action, state, args, trace.constants)
                 continue
             call = describe(taken.action, taken.params)
             if refusal is not None:
                 return f"{call} is not enabled: {refusal.reason}"
-            after = spec_state(action.step(state, *args), ids)
-            diff = _differences(taken.state, after)
+            after = spec.model_state(
+                system.model_step(taken.action, state, args, trace.constants), given)
+            diff = _differences(spec, taken.state, after)
             if not diff:
                 return (f"{call} reaches the recorded state in the model, yet TLC rejects it: "
                         "the model and the spec disagree")
             return (f"{call} is enabled, but the state it reaches is not the recorded one: "
                     + "; ".join(diff))
-    except (SpecStateError, KeyError, TypeError, ValueError) as exc:
+    except (SpecStateError, TraceError, KeyError, TypeError, ValueError) as exc:
         return f"the model cannot replay the trace to step {step}: {exc}"
     return f"the trace has no step {step}"
 
@@ -533,8 +835,10 @@ def format_validation(v: Validation) -> str:
     """``v`` for people: the verdict, where and why a trace was rejected, and TLC's run."""
     tail = f"({_short_version(v.tlc_version)}, {v.duration:.1f} s)"
     name = shown_name(v.name)
+    spec = TRACE_SPECS[v.system].module if v.system in TRACE_SPECS else "its spec"
+    of = "Spec" if v.system == "scheduler" else f"{spec}'s Spec"
     if v.accepted:
-        return f"{name}: accepted, {v.steps} steps are a behaviour of Spec {tail}"
+        return f"{name}: accepted, {v.steps} steps are a behaviour of {of} {tail}"
     if v.first_rejected_step == 0:
         where = "the initial state"
     else:
@@ -546,4 +850,3 @@ def format_validation(v: Validation) -> str:
     if v.reason:
         lines.append(f"  {v.reason}")
     return "\n".join(lines)
-
