@@ -177,7 +177,8 @@ def _corpus_counterexample(trace: Trace, divergence: Divergence, profile: Profil
     return Counterexample(
         "corpus", divergence.reason,
         f"corpus trace {trace.name}, steps 1 to {divergence.step}", max_concurrency,
-        tuple(calls), prefix)
+        tuple(calls), prefix, model_state=divergence.expected,
+        implementation_state=divergence.actual)
 
 
 def _corpus_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
@@ -249,7 +250,8 @@ def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
             "generated", found.reason,
             f"generated with seed {seed}, shrunk by Hypothesis" if seed is not None
             else "generated, shrunk by Hypothesis",
-            found.max_concurrency, found.calls, found.trace("conform-counterexample"))
+            found.max_concurrency, found.calls, found.trace("conform-counterexample"),
+            model_state=found.states[0], implementation_state=found.states[1])
     finally:
         phase.figures.update(examples=ledger.examples, calls=ledger.calls)
     return None

@@ -94,6 +94,9 @@ class Counterexample:
     call the model refused took none), starting from ``Init``, or is None when they form no
     behaviour of the spec (a timer's generated run moves its clock in fractions of a tick).
     ``instance`` says what the instance was made with, when it is not ``max_concurrency``.
+    ``system`` names the system; ``model_state`` and ``implementation_state`` are the two
+    states where they parted (the trace's or the model's, and the implementation's snapshot;
+    None when a side could not say), which ``--picture`` draws side by side.
     """
 
     phase: str  # the phase that found it: "corpus" or "generated"
@@ -103,6 +106,9 @@ class Counterexample:
     calls: tuple[Call | Row | Any, ...]
     trace: Trace | None
     instance: str = ""
+    system: str = "scheduler"
+    model_state: Any = None
+    implementation_state: Any = None
 
     def table(self) -> str:
         """The calls as a table: step, call, the model's answer, the implementation's.

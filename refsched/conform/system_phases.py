@@ -81,7 +81,8 @@ def _corpus_counterexample(system: systems.System, trace: Trace,
         f"corpus trace {trace.name}, steps 1 to {divergence.step}" if divergence.step
         else f"corpus trace {trace.name}, its initial state",
         int(trace.constants.get("MaxConcurrency", 0)), tuple(rows), prefix,
-        instance=_instance_text(system.name, trace.constants))
+        instance=_instance_text(system.name, trace.constants), system=system.name,
+        model_state=divergence.expected, implementation_state=divergence.actual)
 
 
 def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
@@ -150,10 +151,13 @@ def _generated_counterexample(name: str, error: BaseException,
     """The shrunk run as rows: each system's lock-step machine names its calls its own way."""
     reason = str(getattr(error, "reason", "")) or f"{type(error).__name__}: {error}"
     trace: Trace | None = getattr(error, "trace", None)
+    model_state, implementation_state = getattr(error, "states", (None, None))
     if name == "timer" and hasattr(error, "calls"):
         floor = getattr(error, "rebuild_floor", 0)
         return Counterexample("generated", reason, source, 0, tuple(error.calls), None,
-                              instance=f"rebuild_floor={floor}")
+                              instance=f"rebuild_floor={floor}", system=name,
+                              model_state=model_state,
+                              implementation_state=implementation_state)
     shown = tuple(getattr(error, "steps", ()) or getattr(error, "calls", ()))
     rows = [Row(str(text), "", "", True) for text in shown]
     if rows:
@@ -162,7 +166,9 @@ def _generated_counterexample(name: str, error: BaseException,
         rows.append(Row("(the run's calls are not known)", "", "", False))
     instance = {"pool": "workers w1, w2, w3",
                 "durable": "max_concurrency=2, max_attempts=2, lease=1"}.get(name, "")
-    return Counterexample("generated", reason, source, 0, tuple(rows), trace, instance=instance)
+    return Counterexample("generated", reason, source, 0, tuple(rows), trace, instance=instance,
+                          system=name, model_state=model_state,
+                          implementation_state=implementation_state)
 
 
 def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, *,

@@ -66,6 +66,7 @@ from refsched.types import CloseReport, TaskState
 from . import system
 from .itf import Step as TraceStep
 from .itf import Trace
+from .lockstep import states_at
 from .system import Fatal
 
 __all__ = [
@@ -99,12 +100,14 @@ class Disagreement(AssertionError):
     ``trace`` is the model's spec steps along them, from ``Init``.
     """
 
-    def __init__(self, reason: str, calls: list[str], trace: Trace) -> None:
+    def __init__(self, reason: str, calls: list[str], trace: Trace,
+                 states: tuple[Any, Any] = (None, None)) -> None:
         walk = "\n".join(f"  {i}. {c}" for i, c in enumerate(calls, start=1))
         super().__init__(f"{reason}\ncalls:\n{walk}")
         self.reason = reason
         self.calls = tuple(calls)
         self.trace = trace
+        self.states = states  # (the model's, the implementation's) where they parted
 
 
 _DURABLE = system.get("durable")
@@ -189,7 +192,8 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             raise Disagreement(reason, self.calls, Trace(
                 "durable-lockstep", _DURABLE.constants(INSTANCE),
                 _DURABLE.spec_state(INITIAL, INSTANCE), tuple(self.taken),
-                {"source": "refsched.verify.durable_lockstep"}))
+                {"source": "refsched.verify.durable_lockstep"}),
+                states_at(self.model.scheduler, lambda: self.db.snapshot()))
 
         def take(self, steps: list[Step]) -> None:
             """The model takes ``steps`` (already chosen as enabled)."""

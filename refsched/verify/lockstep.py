@@ -150,11 +150,13 @@ class Disagreement(AssertionError):
     concurrency both schedulers were built with.
     """
 
-    def __init__(self, message: str, calls: Sequence[Call], max_concurrency: int) -> None:
+    def __init__(self, message: str, calls: Sequence[Call], max_concurrency: int,
+                 states: tuple[Any, Any] = (None, None)) -> None:
         super().__init__(message)
         self.reason = message
         self.calls = tuple(calls)
         self.max_concurrency = max_concurrency
+        self.states = states  # (the model's, the implementation's) where they parted
 
     def trace(self, name: str = "counterexample") -> Trace:
         """The model's spec steps along the calls, as a trace from ``Init``.
@@ -169,6 +171,15 @@ class Disagreement(AssertionError):
                 recorder.record(action, dict(params), call.state)
         return recorder.trace(self.max_concurrency, name=name,
                               meta={"source": "refsched.verify.lockstep"})
+
+
+def states_at(model: Any, read_implementation: Callable[[], Any]) -> tuple[Any, Any]:
+    """The model's state and the implementation's (None when it cannot say) where a run
+    parted, as a counterexample's picture draws them."""
+    try:
+        return model, read_implementation()
+    except Exception:  # broken enough not to answer: the picture shows the model alone
+        return model, None
 
 
 class _Fatal(BaseException):
@@ -358,7 +369,8 @@ def lockstep_machine(factory: Callable[[int], Any],
                         after)
             self.log.append(call)
             if problem is not None:
-                raise Disagreement(f"{call.text}: {problem}", self.log, self.max_concurrency)
+                raise Disagreement(f"{call.text}: {problem}", self.log, self.max_concurrency,
+                                   states_at(after, lambda: self.impl.snapshot()))
             if ledger is not None:
                 ledger.record(before, [name for name, _ in steps], after, expected_error,
                               method)
@@ -436,7 +448,9 @@ def lockstep_machine(factory: Callable[[int], Any],
                 last = self.log[-1].text if self.log else "the start"
                 raise Disagreement(f"after {last}: check_invariants() raised "
                                    f"{type(error).__name__}: {error}", self.log,
-                                   self.max_concurrency) from None
+                                   self.max_concurrency,
+                                   states_at(self.model.snapshot(), lambda: self.impl.snapshot())
+                                   ) from None
 
         # -- helpers -----------------------------------------------------------------------
 

@@ -41,6 +41,7 @@ from refsched.model.pool.counters import Counts
 from . import system
 from .itf import Step as TraceStep
 from .itf import Trace
+from .lockstep import states_at
 from .pool_driver import driven_pool
 from .replay import counter_rows, format_rows
 
@@ -61,12 +62,14 @@ class Disagreement(AssertionError):
     the failing one; ``trace`` is the model's spec steps along the walk, from ``Init``.
     """
 
-    def __init__(self, reason: str, steps: list[str], trace: Trace) -> None:
+    def __init__(self, reason: str, steps: list[str], trace: Trace,
+                 states: tuple[Any, Any] = (None, None)) -> None:
         walk = "\n".join(f"  {i}. {s}" for i, s in enumerate(steps, start=1))
         super().__init__(f"{reason}\nsteps:\n{walk}")
         self.reason = reason
         self.steps = tuple(steps)
         self.trace = trace
+        self.states = states  # (the model's, the implementation's) where they parted
 
 
 @dataclass
@@ -116,7 +119,8 @@ def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             raise Disagreement(reason, self.steps, Trace(
                 "pool-lockstep", _POOL.constants(INSTANCE),
                 _POOL.spec_state(INITIAL, INSTANCE), tuple(self.taken),
-                {"source": "refsched.verify.pool_lockstep"}))
+                {"source": "refsched.verify.pool_lockstep"}),
+                states_at(self.model, lambda: self.pool.snapshot()))
 
         def take(self, action: str, params: dict[str, Hashable]) -> None:
             """An enabled step, on both sides."""

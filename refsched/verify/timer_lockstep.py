@@ -66,6 +66,7 @@ from refsched.types import (
     Wait,
 )
 
+from .lockstep import states_at
 from .replay import counter_rows
 from .system import Fatal
 
@@ -302,10 +303,12 @@ class Disagreement(AssertionError):
     reason followed by the calls as Python.
     """
 
-    def __init__(self, reason: str, calls: Sequence[Call], rebuild_floor: int) -> None:
+    def __init__(self, reason: str, calls: Sequence[Call], rebuild_floor: int,
+                 states: tuple[Any, Any] = (None, None)) -> None:
         self.reason = reason
         self.calls = tuple(calls)
         self.rebuild_floor = rebuild_floor
+        self.states = states  # (the model's, the implementation's) where they parted
         super().__init__(f"{reason}\n{format_calls(self.calls, rebuild_floor)}")
 
 
@@ -487,7 +490,8 @@ def timer_lockstep_machine(factory: Callable[..., Any], ledger: Ledger | None = 
         # -- the comparison ----------------------------------------------------------------
 
         def fail(self, reason: str) -> NoReturn:
-            raise Disagreement(reason, self.log, self.rebuild_floor)
+            raise Disagreement(reason, self.log, self.rebuild_floor,
+                               states_at(self.last, lambda: self.impl.snapshot()))
 
         def both(self, method: str, *args: Any, must_refuse: bool = False,
                  **kwargs: Any) -> None:
