@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
 from refsched.conform import protocol
-from refsched.conform.profile import FULL, Profile, ProfileError
+from refsched.conform.profile import FULL, Profile, ProfileError, full_profile, profile_from_json
 from refsched.conform.protocol import Request, Unsupported, WireError
 from refsched.conform.wire import SYSTEMS, Wire
 from refsched.conform.wire import get as get_wire
@@ -75,7 +75,7 @@ class _Session:
     the TaskScheduler's, stated in :mod:`refsched.conform.protocol`.
     """
 
-    def __init__(self, factory: Callable[..., Any], profile: Profile, name: str,
+    def __init__(self, factory: Callable[..., Any], profile: Any, name: str,
                  wire: Wire | None = None) -> None:
         self.factory = factory
         self.profile = profile
@@ -109,7 +109,7 @@ class _Session:
                                   f"spoken here; this server speaks {protocol.PROTOCOL_VERSION}")
             return {"name": self.name, "protocol": protocol.PROTOCOL_VERSION,
                     "system": "scheduler" if self.wire is None else self.wire.system,
-                    "profile": self.profile.to_json() if self.wire is None else {}}
+                    "profile": self.profile.to_json()}
         if op == "bye":
             return None
         if self.wire is not None:
@@ -132,6 +132,9 @@ class _Session:
         """The answer to a request of the timer's, the pool's or the durable scheduler's."""
         if req.op != "new" and req.op not in wire.ops:
             raise Unsupported(f"{_shorten(req.op)}: no such operation of the {wire.system}")
+        flag = None if req.op == "new" else wire.ops[req.op].flag
+        if flag is not None and not getattr(self.profile, flag):
+            raise Unsupported(f"{req.op}: outside the profile ({flag} is false)")
         try:
             args = wire.check(req.op, req.args)
         except WireError as e:
@@ -202,7 +205,7 @@ def _lines(stdin: TextIO, max_line: int) -> Iterator[str | None]:
         yield None
 
 
-def serve(factory: Callable[..., Any], profile: Profile = FULL, name: str = DEFAULT_NAME,
+def serve(factory: Callable[..., Any], profile: Any = FULL, name: str = DEFAULT_NAME,
           stdin: TextIO | None = None, stdout: TextIO | None = None, *,
           max_line: int = MAX_LINE, wire: Wire | None = None) -> None:
     """Answer requests from ``stdin`` on ``stdout`` until ``bye`` or the end of ``stdin``.
@@ -235,7 +238,7 @@ def _answer_lines(session: _Session, stdin: TextIO, stdout: TextIO, max_line: in
             return
 
 
-def serve_stdio(factory: Callable[..., Any], profile: Profile, name: str,
+def serve_stdio(factory: Callable[..., Any], profile: Any, name: str,
                 wire: Wire | None = None) -> None:
     """Serve on this process's stdin and stdout, keeping stdout for the protocol alone."""
     # Bytes that are not UTF-8 come through as lone surrogates, which decode_line refuses: a
@@ -261,15 +264,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "refsched's own: TaskScheduler, TimerScheduler, WorkStealingPool, "
                              "DurableScheduler)")
     parser.add_argument("--profile", metavar="JSON",
-                        help="the capability profile to declare, a JSON object "
-                             "(default: the full contract; --system scheduler only)")
+                        help="the capability profile to declare, a JSON object of the "
+                             "system's flags (default: the full contract)")
     parser.add_argument("--name", help="the name given in the hello answer")
     args = parser.parse_args(argv)
     wire = None if args.system == "scheduler" else get_wire(args.system)
-    if args.profile is not None and wire is not None:
-        parser.error("--profile: the timer, pool and durable systems are served whole")
     try:
-        profile = FULL if args.profile is None else Profile.from_json(json.loads(args.profile))
+        profile = (full_profile(args.system) if args.profile is None
+                   else profile_from_json(args.system, json.loads(args.profile)))
     except (ValueError, ProfileError) as e:
         parser.error(f"--profile: {e}")
     factory: Callable[..., Any]

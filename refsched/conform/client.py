@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import IO, Any, Final, Protocol, Self, TypeVar
 
 from refsched.conform import protocol
-from refsched.conform.profile import FULL, Profile, ProfileError
+from refsched.conform.profile import Profile, ProfileError, full_profile, profile_from_json
 from refsched.conform.protocol import ForeignError, Unsupported, WireError
 from refsched.conform.wire import SYSTEMS
 from refsched.conform.wire import get as get_wire
@@ -252,7 +252,7 @@ class ProtocolImplementation:
         self._broken: HarnessError | None = None
         self._closed = False
         self._name: str | None = None
-        self._profile: Profile | None = None
+        self._profile: Any = None  # the system's profile class
         self._instance = 0  # how many ``new`` requests succeeded: the current instance
 
     # -------------------------------------------------------------- life cycle
@@ -265,8 +265,9 @@ class ProtocolImplementation:
         return self._name
 
     @property
-    def profile(self) -> Profile:
-        """The capability profile the implementation declared in its hello."""
+    def profile(self) -> Any:
+        """The capability profile the implementation declared in its hello (a ``Profile``,
+        ``TimerProfile`` or ``WholeProfile``, as its system has)."""
         if self._profile is None:
             raise RuntimeError(f"{self.argv!r}: not opened yet")
         return self._profile
@@ -378,7 +379,7 @@ class ProtocolImplementation:
             raise self._violation(f"hello: the implementation is a {system}, the oracle was "
                                   f"asked to check a {self.expected_system}")
         try:
-            profile = Profile.from_json(answer.get("profile", {}))
+            profile = profile_from_json(system, answer.get("profile", {}))
         except ProfileError as e:
             raise self._violation(f"hello: bad profile: {e}") from e
         self._name, self._profile, self._system = name, profile, system
@@ -699,12 +700,12 @@ class InProcessImplementation:
     ``max_concurrency -> scheduler``; for another system, called as that system's checks call
     its production class (``TimerScheduler``, ``WorkStealingPool``, ``DurableScheduler``)."""
 
-    def __init__(self, factory: Callable[..., Any], *, profile: Profile = FULL,
+    def __init__(self, factory: Callable[..., Any], *, profile: Any = None,
                  name: str | None = None, system: str = "scheduler") -> None:
         if system not in SYSTEMS:
             raise ValueError(f"no system {system!r}; the systems are {', '.join(SYSTEMS)}")
         self.factory = factory
-        self.profile = profile
+        self.profile = full_profile(system) if profile is None else profile
         self.name = name if name is not None else _factory_name(factory)
         self.system = system
 

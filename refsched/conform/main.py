@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from refsched.cli import non_negative_int, positive_int, positive_seconds
 
-from .profile import FULL, Profile, ProfileError
+from .profile import ProfileError, full_profile, profile_from_json
 from .report import ConformanceReport
 from .wire import SYSTEMS
 
@@ -75,9 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
                              "system's production class (TimerScheduler, WorkStealingPool, "
                              "DurableScheduler)")
     parser.add_argument("--profile", metavar="JSON",
-                        help="with --impl and --system scheduler: the parts of the contract it "
-                             "keeps, a JSON object of profile flags (default: the full "
-                             "contract)")
+                        help="with --impl: the parts of the contract it keeps, a JSON object "
+                             "of the system's profile flags (default: the full contract)")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="COMMAND",
                         help="the implementation's command line, after --")
     return parser
@@ -98,12 +97,10 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
         parser.error("nothing to check: --no-corpus and --examples 0")
     if args.no_corpus and args.max_traces is not None:
         parser.error("--max-traces goes with the corpus phase, not --no-corpus")
-    if args.profile is not None and args.system != "scheduler":
-        parser.error("--profile: the timer, pool and durable systems are checked whole")
-    args.profile_value = FULL
+    args.profile_value = full_profile(args.system)
     if args.profile is not None:
         try:
-            args.profile_value = Profile.from_json(json.loads(args.profile))
+            args.profile_value = profile_from_json(args.system, json.loads(args.profile))
         except (ValueError, ProfileError) as e:  # JSONDecodeError is a ValueError
             parser.error(f"--profile: {e}")
     return args

@@ -103,18 +103,21 @@ def _calls_key(steps: Sequence[Step]) -> tuple[tuple[str, tuple[tuple[str, Any],
     return tuple((s.action, tuple(sorted(s.params.items()))) for s in steps)
 
 
-def admitted_traces(profile: Profile, traces: Sequence[Trace]) -> tuple[list[Trace], int]:
+def admitted_traces(profile: Any, traces: Sequence[Trace],
+                    admitted: Callable[[Any, Trace], int] = admitted_steps,
+                    ) -> tuple[list[Trace], int]:
     """What of ``traces`` the oracle replays under ``profile``, and how many are whole.
 
     A trace every step of which is admitted is kept whole; of another, its longest admitted
     prefix (a prefix of a behaviour of the spec is one too), named ``<name>-first-<n>``, unless
     it is empty or the start of a trace already kept. Restrictive profiles thus still replay
-    the corpus's beginnings.
+    the corpus's beginnings. ``admitted(profile, trace)`` says how many steps of a trace the
+    profile admits (:func:`admitted_steps`, the TaskScheduler's, unless given).
     """
     whole: list[Trace] = []
     cut: list[Trace] = []
     for trace in traces:
-        n = admitted_steps(profile, trace)
+        n = admitted(profile, trace)
         if n == len(trace.steps):
             whole.append(trace)
         elif n > 0:
@@ -320,10 +323,11 @@ def _phase(impl: Implementation, profile: Profile, phase: PhaseResult, name: str
     factory = impl.remote()
     try:
         if name == "corpus":
-            return system_phases.corpus_phase(system, factory, phase, progress, max_traces)
+            return system_phases.corpus_phase(system, factory, phase, progress, max_traces,
+                                              profile)
         return system_phases.generated_phase(system, factory, phase, examples=examples,
                                              steps=steps, seed=seed, settings=dict(_HYPOTHESIS),
-                                             progress=progress)
+                                             progress=progress, profile=profile)
     except system_phases.CorpusUnreadable as e:
         raise OracleError(str(e)) from None
 

@@ -7,7 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["FULL", "STATIC", "Profile", "ProfileError"]
+__all__ = ["FULL", "STATIC", "TIMER_FULL", "WHOLE", "Profile", "ProfileError", "TimerProfile",
+           "WholeProfile", "full_profile", "profile_from_json"]
 
 READY_ORDERS: Final = ("seq", "any")
 
@@ -93,3 +94,90 @@ FULL: Final = Profile()
 STATIC: Final = Profile(generations=False, cancel=False, retry=False, fail=False, dynamic=False,
                         close=False, limit=False, ready_order="any", snapshot=False,
                         error_types=False)
+
+
+class _Flags:
+    """A profile of boolean flags, each true in the full contract."""
+
+    def _check_flags(self) -> None:
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            if not isinstance(getattr(self, f.name), bool):
+                raise ProfileError(f"{f.name} must be true or false, not "
+                                   f"{getattr(self, f.name)!r}")
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)  # type: ignore[call-overload, no-any-return]
+
+    def describe(self) -> str:
+        """One line: what is left out of the full contract."""
+        off = [f.name for f in dataclasses.fields(self)  # type: ignore[arg-type]
+               if not getattr(self, f.name)]
+        return "full contract" if not off else "without " + ", ".join(off)
+
+
+@dataclass(frozen=True)
+class TimerProfile(_Flags):
+    """The parts of the timer's contract (``docs/timer.md``) an implementation keeps."""
+
+    # schedule() of an id already scheduled (a new version, the old entry stale), and
+    # callbacks naming another version; False: each id is scheduled once
+    versions: bool = True
+    # complete() and fail() of a version next() handed out; False: a handed-out version is
+    # never reported on (the model keeps it running)
+    callbacks: bool = True
+    # cancel()
+    cancel: bool = True
+    # close()
+    close: bool = True
+    # snapshot() (the spec's variables) and state(); False: only the answers are compared
+    snapshot: bool = True
+    # stats(), the counters
+    stats: bool = True
+    # bad arguments (a run_at that is no number, a priority that is no int, a version that is
+    # no int) refused with InvalidArgumentError; False: no bad argument is sent
+    validates: bool = True
+
+    def __post_init__(self) -> None:
+        self._check_flags()
+
+    @classmethod
+    def from_json(cls, data: Any) -> TimerProfile:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
+class WholeProfile(_Flags):
+    """A system checked whole (the pool's driven profile, the durable scheduler): no flags."""
+
+    @classmethod
+    def from_json(cls, data: Any) -> WholeProfile:
+        return cls(**_known(cls, data))
+
+
+def _known(cls: type, data: Any) -> dict[str, Any]:
+    if not isinstance(data, Mapping):
+        raise ProfileError(f"profile must be a JSON object, not {data!r}")
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ProfileError(f"unknown profile keys: {', '.join(unknown)} "
+                           f"(known: {', '.join(sorted(known)) or 'none'})")
+    return dict(data)
+
+
+TIMER_FULL: Final = TimerProfile()
+WHOLE: Final = WholeProfile()
+_PROFILES: Final[Mapping[str, Any]] = {"scheduler": Profile, "timer": TimerProfile,
+                                       "pool": WholeProfile, "durable": WholeProfile}
+
+
+def profile_from_json(system: str, data: Any) -> Any:
+    """The profile a hello declares for ``system`` (``Profile``, ``TimerProfile`` or
+    ``WholeProfile``). Errors: malformed, unknown keys, contradictions -> ``ProfileError``."""
+    profile = _PROFILES[system].from_json(data)
+    return profile
+
+
+def full_profile(system: str) -> Any:
+    """The full contract of ``system``."""
+    return _PROFILES[system]()

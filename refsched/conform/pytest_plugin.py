@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from .profile import FULL, Profile, ProfileError
+from .profile import Profile, ProfileError, full_profile, profile_from_json
 from .report import ConformanceReport
 from .wire import SYSTEMS
 
@@ -72,11 +72,9 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--refsched-impl: {e}") from None
     raw = config.getoption("refsched_profile")
     system = config.getoption("refsched_system")
-    if raw is not None and system != "scheduler":
-        raise pytest.UsageError("--refsched-profile: the timer, pool and durable systems are "
-                                "checked whole")
     try:
-        profile = FULL if raw is None else Profile.from_json(json.loads(raw))
+        profile = (full_profile(system) if raw is None
+                   else profile_from_json(system, json.loads(raw)))
     except (ValueError, ProfileError) as e:  # JSONDecodeError is a ValueError
         raise pytest.UsageError(f"--refsched-profile: {e}") from None
     examples = config.getoption("refsched_examples")

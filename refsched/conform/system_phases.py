@@ -19,7 +19,7 @@ fractions and backwards, which the spec's whole-tick clock does not).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as systems
@@ -27,6 +27,7 @@ from refsched.verify.itf import Trace, TraceFormatError, read_traces
 from refsched.verify.replay import Divergence, replay
 
 from .client import HarnessError
+from .profile import FULL, TimerProfile
 from .report import Counterexample, PhaseResult, Row
 
 __all__ = ["corpus_phase", "generated_phase"]
@@ -85,16 +86,50 @@ def _corpus_counterexample(system: systems.System, trace: Trace,
         model_state=divergence.expected, implementation_state=divergence.actual)
 
 
+def timer_admitted_steps(profile: TimerProfile, trace: Trace) -> int:
+    """How many steps of a timer trace, from its start, ``profile`` admits: a Schedule of an
+    id already scheduled needs ``versions``; Complete, Fail, RepeatedCallback ``callbacks``;
+    StaleCallback both; Cancel ``cancel``; Close ``close``."""
+    before = trace.initial
+    try:
+        for index, step in enumerate(trace.steps):
+            needs = _TIMER_NEEDS.get(step.action, ())
+            if not all(getattr(profile, flag) for flag in needs):
+                return index
+            if (step.action == "Schedule" and not profile.versions
+                    and before["version"][step.params["t"]] != 0):
+                return index
+            before = step.state
+    except (KeyError, TypeError, AttributeError):
+        return len(trace.steps)  # a malformed trace: the replay says what is wrong
+    return len(trace.steps)
+
+
+_TIMER_NEEDS: Final = {"Complete": ("callbacks",), "Fail": ("callbacks",),
+                       "RepeatedCallback": ("callbacks",),
+                       "StaleCallback": ("callbacks", "versions"), "Cancel": ("cancel",),
+                       "Close": ("close",)}
+
+
 def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
-                 progress: Progress | None,
-                 max_traces: int | None = None) -> Counterexample | None:
-    """Replay the system's corpus (its first ``max_traces`` traces) through ``factory``; the
-    shortest diverging prefix."""
+                 progress: Progress | None, max_traces: int | None = None,
+                 profile: Any = None) -> Counterexample | None:
+    """Replay the system's corpus (its first ``max_traces`` traces the profile admits, a timer
+    trace cut at its first step the profile leaves out) through ``factory``; the shortest
+    diverging prefix."""
+    from .oracle import admitted_traces
+
     system = systems.get(name)
     everything = _read_corpus(system)
-    traces = everything[:max_traces] if max_traces is not None else everything
+    if isinstance(profile, TimerProfile):
+        traces, whole = admitted_traces(profile, everything, timer_admitted_steps)
+        replayed_as: Any = profile
+    else:
+        traces, whole, replayed_as = everything, len(everything), FULL
+    if max_traces is not None and len(traces) > max_traces:
+        traces, whole = traces[:max_traces], min(whole, max_traces)
     figures = phase.figures
-    figures.update(traces=len(everything), admitted=len(traces), prefixes=0,
+    figures.update(traces=len(everything), admitted=whole, prefixes=len(traces) - whole,
                    steps_admitted=sum(len(t.steps) for t in traces), traces_run=0, steps_run=0)
 
     def on_progress(done: int, steps: int) -> None:
@@ -103,7 +138,7 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
             progress("corpus", done, len(traces))
 
     result = replay(traces, factory, stop_at_first=False, on_progress=on_progress,
-                    fatal=(HarnessError,), system=system)
+                    fatal=(HarnessError,), system=system, profile=replayed_as)
     if result.ok:
         return None
     wrong = [d for d in result.divergences if d.side == "model"]
@@ -119,20 +154,34 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
 
 # -- the generated phase ----------------------------------------------------------------------
 
-def _run(name: str, factory: Callable[..., Any], *, examples: int, steps: int,
-         seed: int | None, settings: dict[str, Any]) -> Any:
-    """Run the system's lock-step machine; its ledger."""
+def _ledger(name: str) -> Any:
+    """An empty ledger of the system's lock-step machine (it counts examples and calls)."""
+    if name == "timer":
+        from refsched.verify.timer_lockstep import Ledger as TimerLedger
+        return TimerLedger()
+    if name == "pool":
+        from refsched.verify.pool_lockstep import Ledger as PoolLedger
+        return PoolLedger()
+    from refsched.verify.durable_lockstep import Ledger as DurableLedger
+    return DurableLedger()
+
+
+def _run(name: str, factory: Callable[..., Any], ledger: Any, *, examples: int, steps: int,
+         seed: int | None, settings: dict[str, Any], profile: Any) -> None:
+    """Run the system's lock-step machine, counting into ``ledger``."""
     if name == "timer":
         from refsched.verify.timer_lockstep import run_timer_lockstep
-        return run_timer_lockstep(factory, examples, steps, seed, python_api=False,
-                                  hypothesis_settings=settings, fatal=(HarnessError,))
-    if name == "pool":
+        run_timer_lockstep(factory, examples, steps, seed, python_api=False, ledger=ledger,
+                           hypothesis_settings=settings, fatal=(HarnessError,),
+                           profile=profile)
+    elif name == "pool":
         from refsched.verify.pool_lockstep import run_pool_lockstep
-        return run_pool_lockstep(factory, examples, steps, seed=seed, python_api=False,
-                                 hypothesis_settings=settings, fatal=(HarnessError,))
-    from refsched.verify.durable_lockstep import run_durable_lockstep
-    return run_durable_lockstep(factory, examples, steps, seed, hypothesis_settings=settings,
-                                fatal=(HarnessError,))
+        run_pool_lockstep(factory, examples, steps, seed=seed, python_api=False, ledger=ledger,
+                          hypothesis_settings=settings, fatal=(HarnessError,))
+    else:
+        from refsched.verify.durable_lockstep import run_durable_lockstep
+        run_durable_lockstep(factory, examples, steps, seed, ledger=ledger,
+                             hypothesis_settings=settings, fatal=(HarnessError,))
 
 
 def _found(error: BaseException) -> BaseException | None:
@@ -173,10 +222,11 @@ def _generated_counterexample(name: str, error: BaseException,
 
 def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, *,
                     examples: int, steps: int, seed: int | None,
-                    settings: dict[str, Any],
-                    progress: Progress | None) -> Counterexample | None:
+                    settings: dict[str, Any], progress: Progress | None,
+                    profile: Any = None) -> Counterexample | None:
     """Drive ``factory`` and the model with the system's lock-step machine."""
     made = 0
+    ledger = _ledger(name)
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         nonlocal made
@@ -188,8 +238,8 @@ def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, 
 
     counted.drives_steps = getattr(factory, "drives_steps", False)  # type: ignore[attr-defined]
     try:
-        ledger = _run(name, counted, examples=examples, steps=steps, seed=seed,
-                      settings=settings)
+        _run(name, counted, ledger, examples=examples, steps=steps, seed=seed,
+             settings=settings, profile=profile)
     except HarnessError:
         raise
     except Exception as error:
@@ -202,7 +252,8 @@ def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, 
         source = (f"generated with seed {seed}, shrunk by Hypothesis" if seed is not None
                   else "generated, shrunk by Hypothesis")
         return _generated_counterexample(name, found, source)
-    phase.figures.update(examples=ledger.examples, calls=ledger.calls)
+    finally:
+        phase.figures.update(examples=ledger.examples, calls=ledger.calls)
     return None
 
 

@@ -47,6 +47,7 @@ class Op:
     args: tuple[str, ...] = ()  # arguments it must carry
     optional: Mapping[str, Any] = field(default_factory=dict)  # may be left out: their value
     result: Any = None  # the ok result's type (refsched's annotation); None: always null
+    flag: str | None = None  # the profile flag that must be true for the op to be asked
 
     @property
     def names(self) -> tuple[str, ...]:

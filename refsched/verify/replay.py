@@ -717,7 +717,8 @@ class _Replayer:
         edges, model_checked, actions = self.edges, self.model_checked, system.actions
         # Counters are compared where states are, for an implementation that has stats()
         tally = (_TALLIES[system.name](constants)
-                 if profile.snapshot and system.name in _TALLIES else None)
+                 if profile.snapshot and getattr(profile, "stats", True)
+                 and system.name in _TALLIES else None)
         stats = None if tally is None else tally.stats(impl)
         counts = None if tally is None else tally.zero
 

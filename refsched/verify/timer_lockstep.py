@@ -116,6 +116,23 @@ BAD_CALLS: tuple[tuple[str, tuple[Any, ...], dict[str, Any]], ...] = (
     ("fail", ("t", 1.0), {}),
     ("complete", ("t", "1"), {}),
 )
+class _Has:
+    """The parts of the contract a timer profile keeps (all of them for None)."""
+
+    def __init__(self, profile: Any) -> None:
+        for flag in ("versions", "callbacks", "cancel", "close", "snapshot", "stats",
+                     "validates"):
+            setattr(self, flag, True if profile is None else bool(getattr(profile, flag)))
+
+    versions: bool
+    callbacks: bool
+    cancel: bool
+    close: bool
+    snapshot: bool
+    stats: bool
+    validates: bool
+
+
 def _carried(call: tuple[str, tuple[Any, ...], dict[str, Any]]) -> bool:
     _, args, kwargs = call
     return UNHASHABLE not in args and "fn" not in kwargs and not any(
@@ -448,19 +465,27 @@ def _tie_events(before: TimerSnapshot, due: Due) -> list[str]:
 
 
 def timer_lockstep_machine(factory: Callable[..., Any], ledger: Ledger | None = None, *,
-                           python_api: bool = True,
-                           fatal: Fatal = ()) -> type[RuleBasedStateMachine]:
+                           python_api: bool = True, fatal: Fatal = (),
+                           profile: Any = None) -> type[RuleBasedStateMachine]:
     """The lock-step machine comparing ``factory(clock, rebuild_floor=n)`` with the model.
 
     ``factory`` builds an implementation of the ``TimerScheduler`` API reading time from
     ``clock`` (``refsched.TimerScheduler`` itself is one); ``ledger``, when given, records every
     call. ``python_api`` false keeps to the calls the conformance protocol carries: no task
     function, and only :data:`WIRE_BAD_CALLS`. An error of a ``fatal`` type the implementation
-    raises (a harness failure, not an answer) propagates as it is. The machine's ``TestCase``
-    runs it under pytest or unittest.
+    raises (a harness failure, not an answer) propagates as it is. ``profile`` (a
+    :class:`~refsched.conform.profile.TimerProfile`; None: the full contract) narrows the calls
+    to what the implementation keeps: without ``versions`` each id is scheduled once and every
+    callback names its version; without ``callbacks``, ``cancel`` or ``close`` those calls are
+    not made; without ``snapshot`` (or ``stats``) the states (or counters) are not compared and
+    ``state()`` is not asked; without ``validates`` no bad argument is sent. The machine's
+    ``TestCase`` runs it under pytest or unittest.
     """
+    has = _Has(profile)
     with_fns = st.booleans() if python_api else st.just(False)
     bad_calls = BAD_CALLS if python_api else WIRE_BAD_CALLS
+    readings = ("snapshot", "next") if has.snapshot else ("next",)
+    offsets_of_versions = version_offsets if has.versions else st.just(0)
 
     class TimerLockstep(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -485,7 +510,8 @@ def timer_lockstep_machine(factory: Callable[..., Any], ledger: Ledger | None = 
             self.impl = factory(self.clock, rebuild_floor=rebuild_floor)
             self.last = self.model.snapshot()
             for task_id, offset, priority in initial:
-                self.schedule_at(task_id, offset, priority, None)
+                if has.versions or task_id not in self.last.tasks:
+                    self.schedule_at(task_id, offset, priority, None)
 
         # -- the comparison ----------------------------------------------------------------
 
@@ -574,17 +600,21 @@ def timer_lockstep_machine(factory: Callable[..., Any], ledger: Ledger | None = 
 
         def state_rows(self, model_state: TimerSnapshot) -> list[Row]:
             """Where the implementation's snapshot() and stats() differ from the model's."""
+            if not has.snapshot:
+                return self.stats_rows() if has.stats else []
             try:
                 rows = snapshot_rows(model_state, self.impl.snapshot())
             except Exception as error:
                 rows = [("snapshot()", "a TimerSnapshot", f"raised {type(error).__name__}: "
                                                           f"{error}")]
+            return [*rows, *self.stats_rows()] if has.stats else rows
+
+        def stats_rows(self) -> list[Row]:
             try:
                 impl_stats = self.impl.stats()
             except Exception as error:
-                return [*rows, ("stats()", "a TimerStats",
-                                f"raised {type(error).__name__}: {error}")]
-            return [*rows, *stats_rows(self.model.stats(), impl_stats)]
+                return [("stats()", "a TimerStats", f"raised {type(error).__name__}: {error}")]
+            return stats_rows(self.model.stats(), impl_stats)
 
         def check(self, text: str, previous: TimerSnapshot, before: TimerSnapshot,
                   after: TimerSnapshot) -> None:
@@ -598,10 +628,14 @@ def timer_lockstep_machine(factory: Callable[..., Any], ledger: Ledger | None = 
                 if broken:
                     self.fail(f"{text}: the model's step breaks {', '.join(broken)}")
             try:
-                self.impl.check_invariants()
+                check = getattr(self.impl, "check_invariants", None)  # an implementation's own
+                if check is not None:
+                    check()
             except Exception as error:
                 self.fail(f"after {text}: check_invariants() raised "
                           f"{type(error).__name__}: {error}")
+            if not has.stats:
+                return
             counts = self.impl.stats()
             if counts.heap > 2 * counts.live + self.rebuild_floor:
                 self.fail(f"after {text}: the implementation's heap holds {counts.heap} entries "
@@ -637,15 +671,17 @@ def timer_lockstep_machine(factory: Callable[..., Any], ledger: Ledger | None = 
 
         @rule(task_id=ids, offset=offsets, priority=priorities, with_fn=with_fns)
         def schedule(self, task_id: str, offset: float, priority: int, with_fn: bool) -> None:
-            self.schedule_at(task_id, offset, priority, _fn if with_fn else None)
+            if has.versions or task_id not in self.last.tasks:
+                self.schedule_at(task_id, offset, priority, _fn if with_fn else None)
 
-        @precondition(lambda self: bool(self.in_state(TimerState.PENDING)))
+        @precondition(lambda self: has.versions and bool(self.in_state(TimerState.PENDING)))
         @rule(data=st.data(), offset=offsets, priority=priorities)
         def reschedule(self, data: st.DataObject, offset: float, priority: int) -> None:
             """Schedule a pending id again: its old entry turns stale."""
             task_id = data.draw(st.sampled_from(self.in_state(TimerState.PENDING)))
             self.schedule_at(task_id, offset, priority, None)
 
+        @precondition(lambda self: has.cancel)
         @rule(data=st.data())
         def cancel(self, data: st.DataObject) -> None:
             self.both("cancel", data.draw(st.sampled_from(self.known())))
@@ -654,26 +690,29 @@ def timer_lockstep_machine(factory: Callable[..., Any], ledger: Ledger | None = 
         def next(self) -> None:
             self.both("next")
 
-        @precondition(lambda self: bool(self.in_state(TimerState.RUNNING)))
+        @precondition(lambda self: has.callbacks and bool(self.in_state(TimerState.RUNNING)))
         @rule(data=st.data(), how=st.sampled_from(("complete", "fail")))
         def finish_running(self, data: st.DataObject, how: str) -> None:
             task_id = data.draw(st.sampled_from(self.in_state(TimerState.RUNNING)))
             self.both(how, task_id, self.version(task_id))
 
-        @rule(data=st.data(), offset=version_offsets, how=st.sampled_from(("complete", "fail")))
+        @precondition(lambda self: has.callbacks)
+        @rule(data=st.data(), offset=offsets_of_versions,
+              how=st.sampled_from(("complete", "fail")))
         def callback(self, data: st.DataObject, offset: int, how: str) -> None:
             """A callback on any id and version: stale, repeated, pending or unknown."""
             task_id = data.draw(st.sampled_from(self.known()))
             self.both(how, task_id, self.version(task_id) + offset)
 
-        @precondition(lambda self: len(self.log) >= CLOSE_AFTER and self.closes < 2)
+        @precondition(lambda self: has.close and len(self.log) >= CLOSE_AFTER
+                      and self.closes < 2)
         @rule()
         def close(self) -> None:
             """Close, and now and then close again (which changes nothing)."""
             self.closes += 1
             self.both("close")
 
-        @rule(seconds=ticks, then=st.sampled_from(("snapshot", "next")))
+        @rule(seconds=ticks, then=st.sampled_from(readings))
         def tick(self, seconds: float, then: str) -> None:
             """The clock moves on; both read it in the next call (snapshot() or next())."""
             self.clock.advance(seconds)
@@ -686,19 +725,22 @@ def timer_lockstep_machine(factory: Callable[..., Any], ledger: Ledger | None = 
             """A misbehaving clock reads less than before: the schedulers' time must not."""
             self.clock.advance(-1)
             self.log.append(Call("advance", (-1,), "", "", True, state=self.last))
-            self.both("snapshot")
+            self.both(readings[0])
             if ledger is not None and self.clock.now < self.last.now:
                 ledger.events["clock went back"] += 1
 
         @rule(task_id=ids, offset=offsets)
         def schedule_other_number(self, task_id: str, offset: float) -> None:
             """A run_at that is a real number but no int or float: both take it as a float."""
-            self.both("schedule", task_id, Fraction(self.clock.now + offset))
+            if has.versions or task_id not in self.last.tasks:
+                self.both("schedule", task_id, Fraction(self.clock.now + offset))
 
+        @precondition(lambda self: has.snapshot)
         @rule(data=st.data())
         def state(self, data: st.DataObject) -> None:
             self.both("state", data.draw(st.sampled_from(self.known())))
 
+        @precondition(lambda self: has.validates)
         @rule(call=st.sampled_from(bad_calls), task_id=ids)
         def bad_arguments(self, call: tuple[str, tuple[Any, ...], dict[str, Any]],
                           task_id: str) -> None:
@@ -712,7 +754,8 @@ def timer_lockstep_machine(factory: Callable[..., Any], ledger: Ledger | None = 
 def run_timer_lockstep(factory: Callable[..., Any], examples: int = 200, steps: int = 50,
                        seed: int | None = None, *, ledger: Ledger | None = None,
                        hypothesis_settings: Mapping[str, Any] | None = None,
-                       python_api: bool = True, fatal: Fatal = ()) -> Ledger:
+                       python_api: bool = True, fatal: Fatal = (),
+                       profile: Any = None) -> Ledger:
     """Run the lock-step machine for ``examples`` examples; return what the run exercised.
 
     Raises :class:`Disagreement` on the first failure, after Hypothesis shrank the run to the
@@ -723,7 +766,8 @@ def run_timer_lockstep(factory: Callable[..., Any], examples: int = 200, steps: 
     carries.
     """
     ledger = Ledger() if ledger is None else ledger
-    machine = timer_lockstep_machine(factory, ledger, python_api=python_api, fatal=fatal)
+    machine = timer_lockstep_machine(factory, ledger, python_api=python_api, fatal=fatal,
+                                     profile=profile)
     if seed is not None:
         machine = hypothesis_seed(seed)(machine)
     options: dict[str, Any] = {
