@@ -248,3 +248,59 @@ def test_every_system_has_a_wire() -> None:
     for system in SYSTEMS:
         table = wire.get(system)
         assert table.system == system and table.remote.wire is table
+
+
+# -- profiles, and sched.scheduler --------------------------------------------------------------
+
+NARROW_TIMER = {"versions": False, "callbacks": False, "close": False, "snapshot": False,
+                "stats": False, "validates": False}
+
+
+def test_a_served_timer_answers_unsupported_outside_its_profile() -> None:
+    lines = "".join(json.dumps(r) + "\n" for r in (
+        {"id": 0, "op": "hello", "protocol": 1},
+        {"id": 1, "op": "new", "rebuild_floor": 0},
+        {"id": 2, "op": "snapshot"},
+        {"id": 3, "op": "complete", "task": "a", "version": 1},
+        {"id": 4, "op": "cancel", "task": "a"}))
+    done = subprocess.run([*serve("timer"), "--profile", json.dumps(NARROW_TIMER)], input=lines,
+                          capture_output=True, text=True, timeout=60, check=True)
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert answers[0]["ok"]["profile"] == {**NARROW_TIMER, "cancel": True}
+    assert [a["error"]["type"] for a in answers[2:4]] == ["Unsupported", "Unsupported"]
+    assert answers[4]["error"]["type"] == "UnknownTaskError"  # cancel is in the profile
+
+
+def test_the_shipped_timer_conforms_under_a_narrow_profile() -> None:
+    done = conform("--system", "timer", "--max-traces", "60", "--examples", "20", "--json",
+                   "--", *serve("timer"), "--profile", json.dumps(NARROW_TIMER))
+    report = json.loads(done.stdout)
+    assert done.returncode == 0, done.stdout
+    corpus = report["phases"][0]["figures"]
+    assert corpus["admitted"] + corpus["prefixes"] == corpus["traces_run"] == 60
+    assert report["profile"] == {"versions": False, "callbacks": False, "cancel": True,
+                                 "close": False, "snapshot": False, "stats": False,
+                                 "validates": False}
+
+
+def test_sched_scheduler_hands_out_a_version_it_cannot_stop() -> None:
+    done = conform("--system", "timer", "--no-corpus", "--examples", "200", "--json", "--",
+                   sys.executable, "-m", "refsched.conform.sched_adapter")
+    report = json.loads(done.stdout)
+    assert (done.returncode, report["verdict"]) == (1, "diverges")
+    calls = report["counterexample"]["calls"]
+    assert [c["call"].split("(")[0] for c in calls] == [
+        "timer.schedule", "timer.next", "timer.cancel"]
+    assert calls[-1]["model"] == "False" and "ValueError" in calls[-1]["implementation"]
+
+
+def test_sched_scheduler_orders_equal_times_by_the_lower_priority_number() -> None:
+    profile = {**NARROW_TIMER, "cancel": False}
+    done = conform("--system", "timer", "--no-corpus", "--examples", "200", "--json",
+                   "--impl", "refsched.conform.sched_adapter:SchedTimer",
+                   "--profile", json.dumps(profile))
+    report = json.loads(done.stdout)
+    assert (done.returncode, report["verdict"]) == (1, "diverges")
+    last = report["counterexample"]["calls"][-1]
+    assert last["call"] == "timer.next()" and last["model"] != last["implementation"]
+    assert "priority" in " ".join(c["call"] for c in report["counterexample"]["calls"])
