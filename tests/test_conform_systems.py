@@ -304,3 +304,41 @@ def test_sched_scheduler_orders_equal_times_by_the_lower_priority_number() -> No
     last = report["counterexample"]["calls"][-1]
     assert last["call"] == "timer.next()" and last["model"] != last["implementation"]
     assert "priority" in " ".join(c["call"] for c in report["counterexample"]["calls"])
+
+
+NARROW_DURABLE = {"deps": False, "generations": False, "start": False, "cancel": False,
+                  "retry": False, "close": False, "heartbeat": False, "expire": False,
+                  "snapshot": False, "validates": False}
+
+
+def test_the_shipped_durable_scheduler_conforms_under_a_narrow_profile() -> None:
+    # refsched's own scheduler has a start phase: a profile without one is another contract
+    profile = {**NARROW_DURABLE, "start": True}
+    done = conform("--system", "durable", "--max-traces", "40", "--examples", "15", "--json",
+                   "--", *serve("durable"), "--profile", json.dumps(profile))
+    report = json.loads(done.stdout)
+    assert done.returncode == 0, done.stdout
+    assert report["phases"][0]["figures"]["steps_run"] > 0
+    assert report["phases"][1]["figures"]["calls"] > 50
+
+
+def test_a_huey_task_whose_worker_went_silent_is_never_handed_out_again() -> None:
+    pytest.importorskip("huey")
+    done = conform("--system", "durable", "--no-corpus", "--examples", "200", "--json", "--",
+                   sys.executable, "-m", "refsched.conform.huey_adapter")
+    report = json.loads(done.stdout)
+    assert (done.returncode, report["verdict"]) == (1, "diverges"), done.stdout
+    calls = [c["call"] for c in report["counterexample"]["calls"]]
+    assert calls[-1].startswith("claim(") and "tick(1)" in calls
+    # the model takes the expired attempt over; Huey hands out another task or none
+    assert "expected [('a', 1, 2)]" in report["counterexample"]["reason"]
+
+
+def test_huey_keeps_what_a_queue_keeps_of_the_corpus() -> None:
+    pytest.importorskip("huey")
+    done = conform("--system", "durable", "--examples", "0", "--json", "--",
+                   sys.executable, "-m", "refsched.conform.huey_adapter")
+    report = json.loads(done.stdout)
+    assert (done.returncode, report["verdict"]) == (0, "conforms"), done.stdout
+    corpus = report["phases"][0]["figures"]
+    assert corpus["traces_run"] == corpus["admitted"] + corpus["prefixes"] > 10

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-__all__ = ["FULL", "STATIC", "TIMER_FULL", "WHOLE", "Profile", "ProfileError", "TimerProfile",
-           "WholeProfile", "full_profile", "profile_from_json"]
+__all__ = ["FULL", "STATIC", "TIMER_FULL", "WHOLE", "DurableProfile", "Profile", "ProfileError",
+           "TimerProfile", "WholeProfile", "full_profile", "profile_from_json"]
 
 READY_ORDERS: Final = ("seq", "any")
 
@@ -146,8 +146,46 @@ class TimerProfile(_Flags):
 
 
 @dataclass(frozen=True)
+class DurableProfile(_Flags):
+    """The parts of the durable scheduler's contract (``docs/durable.md``) an implementation
+    keeps. A job queue without leases or dependencies keeps few of them; what it does with a
+    lease that runs out (its worker died, or went quiet) is still compared."""
+
+    # submit() with dependencies; False: every task is independent
+    deps: bool = True
+    # submit() of an id already submitted (a new generation); False: each id once
+    generations: bool = True
+    # start(), before which nothing is claimed; False: claims are open from the beginning (the
+    # model starts at once, and start() is not sent)
+    start: bool = True
+    # cancel() and acknowledge_cancel()
+    cancel: bool = True
+    # retry()
+    retry: bool = True
+    # close()
+    close: bool = True
+    # heartbeat()
+    heartbeat: bool = True
+    # expire() on its own (the expiry claim() does first is compared either way)
+    expire: bool = True
+    # snapshot(), leases(), now(), stats(), history(); False: only the answers are compared
+    snapshot: bool = True
+    # bad arguments refused with InvalidArgumentError; False: none is sent
+    validates: bool = True
+
+    def __post_init__(self) -> None:
+        self._check_flags()
+        if self.retry and not self.generations:
+            raise ProfileError("retry needs generations (a retry makes a new generation)")
+
+    @classmethod
+    def from_json(cls, data: Any) -> DurableProfile:
+        return cls(**_known(cls, data))
+
+
+@dataclass(frozen=True)
 class WholeProfile(_Flags):
-    """A system checked whole (the pool's driven profile, the durable scheduler): no flags."""
+    """A system checked whole (the pool's driven profile): no flags."""
 
     @classmethod
     def from_json(cls, data: Any) -> WholeProfile:
@@ -168,7 +206,7 @@ def _known(cls: type, data: Any) -> dict[str, Any]:
 TIMER_FULL: Final = TimerProfile()
 WHOLE: Final = WholeProfile()
 _PROFILES: Final[Mapping[str, Any]] = {"scheduler": Profile, "timer": TimerProfile,
-                                       "pool": WholeProfile, "durable": WholeProfile}
+                                       "pool": WholeProfile, "durable": DurableProfile}
 
 
 def profile_from_json(system: str, data: Any) -> Any:

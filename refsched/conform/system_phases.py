@@ -27,7 +27,7 @@ from refsched.verify.itf import Trace, TraceFormatError, read_traces
 from refsched.verify.replay import Divergence, replay
 
 from .client import HarnessError
-from .profile import FULL, TimerProfile
+from .profile import FULL, DurableProfile, TimerProfile
 from .report import Counterexample, PhaseResult, Row
 
 __all__ = ["corpus_phase", "generated_phase"]
@@ -105,6 +105,34 @@ def timer_admitted_steps(profile: TimerProfile, trace: Trace) -> int:
     return len(trace.steps)
 
 
+def durable_admitted_steps(profile: DurableProfile, trace: Trace) -> int:
+    """How many steps of a durable trace, from its start, ``profile`` admits: a Submit with
+    dependencies needs ``deps``, of an id already submitted ``generations``; Cancel and
+    AcknowledgeCancel need ``cancel``, Retry ``retry``, Close ``close``, Heartbeat
+    ``heartbeat``, Expire ``expire``; RepeatedCallback ``cancel`` too (a version no report
+    ended is asked again through ``cancel()``). Start is admitted without ``start``: it is then
+    taken without a call."""
+    before = trace.initial
+    try:
+        for index, step in enumerate(trace.steps):
+            needs = _DURABLE_NEEDS.get(step.action, ())
+            if not all(getattr(profile, flag) for flag in needs):
+                return index
+            if step.action == "Submit" and (
+                    (step.params["D"] and not profile.deps)
+                    or (before["generation"][step.params["t"]] != 0
+                        and not profile.generations)):
+                return index
+            before = step.state
+    except (KeyError, TypeError, AttributeError):
+        return len(trace.steps)  # a malformed trace: the replay says what is wrong
+    return len(trace.steps)
+
+
+_DURABLE_NEEDS: Final = {"Cancel": ("cancel",), "AcknowledgeCancel": ("cancel",),
+                         "Retry": ("retry",), "Close": ("close",), "Heartbeat": ("heartbeat",),
+                         "Expire": ("expire",), "RepeatedCallback": ("cancel",)}
+
 _TIMER_NEEDS: Final = {"Complete": ("callbacks",), "Fail": ("callbacks",),
                        "RepeatedCallback": ("callbacks",),
                        "StaleCallback": ("callbacks", "versions"), "Cancel": ("cancel",),
@@ -121,8 +149,10 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
 
     system = systems.get(name)
     everything = _read_corpus(system)
-    if isinstance(profile, TimerProfile):
-        traces, whole = admitted_traces(profile, everything, timer_admitted_steps)
+    if isinstance(profile, TimerProfile | DurableProfile):
+        traces, whole = admitted_traces(
+            profile, everything, timer_admitted_steps if isinstance(profile, TimerProfile)
+            else durable_admitted_steps)
         replayed_as: Any = profile
     else:
         traces, whole, replayed_as = everything, len(everything), FULL
@@ -181,7 +211,8 @@ def _run(name: str, factory: Callable[..., Any], ledger: Any, *, examples: int, 
     else:
         from refsched.verify.durable_lockstep import run_durable_lockstep
         run_durable_lockstep(factory, examples, steps, seed, ledger=ledger,
-                             hypothesis_settings=settings, fatal=(HarnessError,))
+                             hypothesis_settings=settings, fatal=(HarnessError,),
+                             profile=profile)
 
 
 def _found(error: BaseException) -> BaseException | None:

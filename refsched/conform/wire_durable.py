@@ -117,7 +117,10 @@ class ServedDurable:
         self.db.expire()
 
     def crash(self, worker: str) -> None:
-        """A worker died: the store learns nothing, so nothing happens here."""
+        """A worker died: the store learns nothing; an implementation that can be told is."""
+        crash = getattr(self.db, "crash", None)
+        if crash is not None:
+            crash(worker)
 
     def now(self) -> float:
         return float(self.db.now())
@@ -236,23 +239,23 @@ WIRE = Wire(
     new=Op(("max_concurrency", "max_attempts")),
     ops={
         "submit": Op(("task",), {"deps": [], "fn": NOOP}, int),
-        "start": Op(),
+        "start": Op(flag="start"),
         "claim": Op(("worker",), {"limit": 1, "lease": 30.0}, list[Lease]),
-        "heartbeat": Op(("lease",), result=bool),
+        "heartbeat": Op(("lease",), result=bool, flag="heartbeat"),
         "complete": Op(("lease",), result=TaskState),
         "fail": Op(("lease",), result=TaskState),
-        "acknowledge_cancel": Op(("lease",), result=TaskState),
-        "cancel": Op(("task",), result=TaskState),
-        "retry": Op(("task",), result=int),
-        "close": Op((), {"cancel_pending": True}, CloseReport),
+        "acknowledge_cancel": Op(("lease",), result=TaskState, flag="cancel"),
+        "cancel": Op(("task",), result=TaskState, flag="cancel"),
+        "retry": Op(("task",), result=int, flag="retry"),
+        "close": Op((), {"cancel_pending": True}, CloseReport, flag="close"),
         "tick": Op((), {"seconds": 1.0}, float),
-        "expire": Op(),
+        "expire": Op(flag="expire"),
         "crash": Op(("worker",)),
         "now": Op(result=float),
-        "snapshot": Op(result=Snapshot),
-        "leases": Op(result=dict[str, LeaseView]),
-        "stats": Op(result=DurableStats),
-        "history": Op(result=list[tuple[str, dict[str, Any]]]),
+        "snapshot": Op(result=Snapshot, flag="snapshot"),
+        "leases": Op(result=dict[str, LeaseView], flag="snapshot"),
+        "stats": Op(result=DurableStats, flag="snapshot"),
+        "history": Op(result=list[tuple[str, dict[str, Any]]], flag="snapshot"),
     },
     serve=ServedDurable,
     default_factory=_default,

@@ -153,12 +153,44 @@ def _recorded(step: Step) -> tuple[str, dict[str, Any]]:
     return step.action, params
 
 
+class _Has:
+    """The parts of the contract a durable profile keeps (all of them for None)."""
+
+    FLAGS = ("deps", "generations", "start", "cancel", "retry", "close", "heartbeat",
+             "snapshot", "validates")
+
+    def __init__(self, profile: Any) -> None:
+        for flag in self.FLAGS:
+            setattr(self, flag, True if profile is None else bool(getattr(profile, flag)))
+
+    deps: bool
+    generations: bool
+    start: bool
+    cancel: bool
+    retry: bool
+    close: bool
+    heartbeat: bool
+    snapshot: bool
+    validates: bool
+
+
 def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
-                             fatal: Fatal = ()) -> type[RuleBasedStateMachine]:
+                             fatal: Fatal = (), profile: Any = None
+                             ) -> type[RuleBasedStateMachine]:
     """The state machine that drives ``factory`` (a DurableScheduler class) and the model.
 
     An error of a ``fatal`` type (a harness failure, not an answer) propagates as it is.
+    ``profile`` (a :class:`~refsched.conform.profile.DurableProfile`; None: the full contract)
+    narrows the calls to what the implementation keeps: without ``deps`` every submission is
+    independent, without ``generations`` each id is submitted once, without ``start`` the
+    model starts at once and ``start()`` is not called; without ``cancel``, ``retry``,
+    ``close`` or ``heartbeat`` those calls are not made; without ``snapshot`` only the answers
+    (and the leases the workers hold) are compared; without ``validates`` no bad call is made.
     """
+    has = _Has(profile)
+    reports = sorted(m for m in _REPORTS
+                     if (m != "heartbeat" or has.heartbeat)
+                     and (m != "acknowledge_cancel" or has.cancel))
 
     class DurableLockstep(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -181,7 +213,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             ledger.examples += 1
 
         def teardown(self) -> None:
-            if ledger.keep_histories:
+            if ledger.keep_histories and has.snapshot:
                 ledger.histories.append(self.db.history())
             self.db.release()
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -241,6 +273,9 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
 
         def agree(self) -> None:
             db, model = self.db, self.model
+            if not has.snapshot:
+                self.agree_held()
+                return
             actual = db.snapshot()
             if actual != model.scheduler:
                 self.fail(f"the store's snapshot is not the model's:\n  model {model.scheduler}"
@@ -266,9 +301,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             if wrong:
                 self.fail("stats() is not what the model's steps count (field: model, store): "
                           + ", ".join(f"{k}: {a!r}, {b!r}" for k, (a, b) in wrong.items()))
-            held = {w: frozenset(keys) for w, keys in self.held.items() if keys}
-            if held != dict(model.held):
-                self.fail(f"the workers hold {held}, the model's held is {dict(model.held)}")
+            self.agree_held()
             try:
                 db.check_invariants()
             except AssertionError as error:
@@ -281,6 +314,13 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 self.fail(f"the store's history differs from the model's steps at step "
                           f"{first + 1}:\n  model {self.expected[first:first + 3]}\n  store "
                           f"{history[first:first + 3]}")
+
+        def agree_held(self) -> None:
+            """The leases the workers hold are the model's ``held``."""
+            held = {w: frozenset(keys) for w, keys in self.held.items() if keys}
+            if held != dict(self.model.held):
+                self.fail(f"the workers hold {held}, the model's held is "
+                          f"{dict(self.model.held)}")
 
         def state_of(self, task: str) -> TaskState:
             state: TaskState = self.model.scheduler.tasks[task].state
@@ -300,9 +340,11 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                     start=st.integers(0, 5))
         def setup(self, graph: list[tuple[str, frozenset[str]]], start: int) -> None:
             """A few submissions on ids submitted before them, then (most often) start()."""
+            if not has.start:  # claims are open from the beginning: no call starts them
+                self.take([Step("Start", ())])
             for t, deps in graph:
                 self.submit(t, deps & set(map(str, self.model.scheduler.tasks)))
-            if start:
+            if start and has.start:
                 self.start()
 
         # The scheduler's own calls are enabled one call in three, so that walks spend most of
@@ -310,7 +352,9 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         @precondition(lambda self: len(self.calls) % 3 == 0)
         @rule(t=st.sampled_from(IDS), deps=st.frozensets(st.sampled_from(IDS), max_size=2))
         def submit(self, t: str, deps: frozenset[str]) -> None:
-            deps = deps - {t}
+            deps = deps - {t} if has.deps else frozenset()
+            if not has.generations and t in self.model.scheduler.tasks:
+                return
             refusal = ACTIONS["Submit"].refused(self.model, t, deps, limits=LIMITS)
             got = self.call(f"submit({t!r}, {sorted(deps)})",
                             lambda: self.db.submit(t, sorted(deps), fn=FN))
@@ -321,7 +365,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             else:
                 self.answer(got, None, refusal.error)
 
-        @precondition(lambda self: not self.model.scheduler.started)
+        @precondition(lambda self: has.start and not self.model.scheduler.started)
         @rule()
         def start(self) -> None:
             refusal = ACTIONS["Start"].refused(self.model, limits=LIMITS)
@@ -330,7 +374,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 self.take([Step("Start", ())])
             self.answer(got, None, None if refusal is None else refusal.error)
 
-        @precondition(lambda self: len(self.calls) % 3 == 1)
+        @precondition(lambda self: has.cancel and len(self.calls) % 3 == 1)
         @rule(data=st.data())
         def cancel(self, data: st.DataObject) -> None:
             t = self.known(data)
@@ -343,7 +387,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             else:
                 self.answer(got, self.state_of(t), None)
 
-        @precondition(lambda self: len(self.calls) % 3 == 1)
+        @precondition(lambda self: has.retry and len(self.calls) % 3 == 1)
         @rule(data=st.data())
         def retry(self, data: st.DataObject) -> None:
             t = self.known(data)
@@ -359,7 +403,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             else:
                 self.answer(got, None, refusal.error)
 
-        @precondition(lambda self: len(self.calls) >= 25)
+        @precondition(lambda self: has.close and len(self.calls) >= 25)
         @rule(c=st.booleans())
         def close(self, c: bool) -> None:
             refusal = ACTIONS["Close"].refused(self.model, c, limits=LIMITS)
@@ -440,7 +484,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             self.answer(got, None, refusal.error)
 
         @precondition(lambda self: any(self.held.values()))
-        @rule(data=st.data(), method=st.sampled_from(sorted(_REPORTS)))
+        @rule(data=st.data(), method=st.sampled_from(reports))
         def report(self, data: st.DataObject, method: str) -> None:
             """A worker reports with a lease it holds: live, or lost without its knowing."""
             choices = sorted((w, key) for w, keys in self.held.items() for key in keys)
@@ -448,7 +492,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             self.report_on(w, key, self.held[w][key], method, True)
 
         @precondition(lambda self: bool(self.old))
-        @rule(data=st.data(), method=st.sampled_from(sorted(_REPORTS)))
+        @rule(data=st.data(), method=st.sampled_from(reports))
         def report_stale(self, data: st.DataObject, method: str) -> None:
             """A report with a lease its worker no longer holds: ended, refused or forgotten."""
             choices = sorted(k for k in self.old if k[1] not in self.held.get(k[0], {}))
@@ -481,7 +525,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
 
         # -- bad input ------------------------------------------------------------------
 
-        @precondition(lambda self: self.bad < 3)
+        @precondition(lambda self: has.validates and self.bad < 3)
         @rule(data=st.data())
         def bad_call(self, data: st.DataObject) -> None:
             self.bad += 1
@@ -503,7 +547,7 @@ def run_durable_lockstep(factory: Callable[..., Any] = DurableScheduler, example
                          steps: int = 40, seed: int | None = None, *,
                          ledger: Ledger | None = None,
                          hypothesis_settings: Mapping[str, Any] | None = None,
-                         fatal: Fatal = ()) -> Ledger:
+                         fatal: Fatal = (), profile: Any = None) -> Ledger:
     """Run the lock-step machine for ``examples`` walks of up to ``steps`` calls each.
 
     Raises :class:`Disagreement` on the first failure, shrunk by Hypothesis to a shortest walk
@@ -511,7 +555,7 @@ def run_durable_lockstep(factory: Callable[..., Any] = DurableScheduler, example
     ``hypothesis_settings`` overrides the settings chosen here.
     """
     ledger = Ledger() if ledger is None else ledger
-    machine = durable_lockstep_machine(factory, ledger, fatal=fatal)
+    machine = durable_lockstep_machine(factory, ledger, fatal=fatal, profile=profile)
     if seed is not None:
         machine = hypothesis_seed(seed)(machine)
     options: dict[str, Any] = {

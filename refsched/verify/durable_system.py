@@ -255,10 +255,16 @@ class DurableSystem(System):
               before: DurableSnapshot, profile: Any, fatal: Fatal) -> None:
         if action == "Crash":
             implementation.held.pop(params["w"], None)
+            crash = getattr(implementation.store, "crash", None)  # one that can be told
+            if crash is not None:
+                crash(params["w"])
             return
         if action == "Refused":
-            self._refused(implementation, params, fatal)
+            self._refused(implementation, params, fatal,
+                          heartbeat=getattr(profile, "heartbeat", True))
             return
+        if action == "Start" and not getattr(profile, "start", True):
+            return  # claims are open from the beginning: no call starts them
         method, args, kwargs, answer = self._plan(implementation, action, params, before)
         shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
         call = f"{method}({', '.join(shown)})"
@@ -349,11 +355,13 @@ class DurableSystem(System):
             return "complete", (ender,), {}, view.state
         return "cancel", (p["t"],), {}, view.state
 
-    def _refused(self, driven: DrivenStore, p: Mapping[str, Any], fatal: Fatal) -> None:
+    def _refused(self, driven: DrivenStore, p: Mapping[str, Any], fatal: Fatal, *,
+                 heartbeat: bool = True) -> None:
         key = (p["t"], p["g"], p["a"])
         lease = driven.lease(p["w"], key)
         step = self.describe("Refused", p)
-        for method, error_type in (("heartbeat", LeaseLostError), ("complete", StaleLeaseError)):
+        calls = (("heartbeat", LeaseLostError), ("complete", StaleLeaseError))
+        for method, error_type in calls if heartbeat else calls[1:]:
             call = f"{method}({lease!r})"
             try:
                 result = getattr(driven.store, method)(lease)
