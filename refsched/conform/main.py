@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from refsched.cli import non_negative_int, positive_int, positive_seconds
+from refsched.cli import _unwritable, non_negative_int, positive_int, positive_seconds
 
 from .profile import ProfileError, full_profile, profile_from_json
 from .report import ConformanceReport
@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--trace-out", metavar="FILE",
                         help="write the counterexample's spec steps as ITF: an .itf.json file, "
                              "or a .jsonl / .jsonl.gz bundle")
+    parser.add_argument("--picture", metavar="FILE",
+                        help="draw the state at the first difference, as the model and the "
+                             "implementation see it, side by side, as SVG (needs Graphviz's "
+                             "dot; without it the DOT source goes to FILE.dot)")
     parser.add_argument("--json", action="store_true",
                         help="print the report as JSON on stdout")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -97,6 +101,10 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
         parser.error("nothing to check: --no-corpus and --examples 0")
     if args.no_corpus and args.max_traces is not None:
         parser.error("--max-traces goes with the corpus phase, not --no-corpus")
+    if args.picture is not None:  # known before the check, which may take minutes
+        problem = _unwritable(Path(args.picture))
+        if problem is not None:
+            parser.error(f"--picture: cannot write {args.picture}: {problem}")
     args.profile_value = full_profile(args.system)
     if args.profile is not None:
         try:
@@ -192,6 +200,15 @@ def _finish(report: ConformanceReport, args: argparse.Namespace, display: Progre
     if args.trace_out:
         message = _write_trace(report, args.trace_out)
         if not args.quiet:
+            print(message, file=sys.stderr)
+    if args.picture:
+        from . import picture
+
+        message = (f"no counterexample: {args.picture} not written"
+                   if report.counterexample is None
+                   else picture.write_picture(report.counterexample, args.picture))
+        # without dot the picture is not what was asked for: said even with -q
+        if not args.quiet or (report.counterexample is not None and not picture.can_render()):
             print(message, file=sys.stderr)
     if args.json:
         json.dump(report.to_json(), sys.stdout, indent=2)
