@@ -1,0 +1,182 @@
+"""Durable schedulers that each break one rule of ``docs/durable.md``, for showing that the
+checks reject them.
+
+Each is a :class:`refsched.durable.DurableScheduler` subclass with one plausible bug, named
+after it, and built as the checks build the real one (``factory(url, max_concurrency=...,
+max_attempts=..., clock="virtual", record=True)``); the docstring names the rule (in
+``docs/durable.md``'s words, with its action of ``spec/DurableScheduler.tla``) and the bug. Every
+bug is in Python, in a method of the subclass, none in the store's SQL, so it shows on the SQLite
+store the checks build. The replay of the durable corpus rejects most within a few steps; a bug
+the corpus's single task cannot show (blocking) is left to the durable lock-step machine
+(``tests/test_conform_broken_systems.py``).
+
+Where the rule lives inside one transaction, the bug reaches into the scheduler's internals
+(named where it does), and may take a second transaction of its own: these are seeded bugs,
+for one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from refsched.durable import DurableScheduler, Lease
+from refsched.durable.store import Tx
+from refsched.errors import LeaseLostError, SchedulerError, StaleLeaseError, UnknownTaskError
+from refsched.types import TaskState
+
+__all__ = [
+    "BROKEN",
+    "CancelDoesNotBlock",
+    "CancelIgnoresRunning",
+    "HeartbeatExtendsFromDeadline",
+    "ReclaimKeepsAttempt",
+    "RepeatedReportRefused",
+    "StaleAttemptAccepted",
+]
+
+
+def _well_formed(lease: object) -> bool:
+    """Whether ``lease`` is a Lease the real calls would look up (else they refuse it)."""
+    return (isinstance(lease, Lease) and isinstance(lease.task_id, str) and bool(lease.task_id)
+            and type(lease.generation) is int and type(lease.attempt) is int
+            and isinstance(lease.worker, str))
+
+
+class StaleAttemptAccepted(DurableScheduler):
+    """Complete(w, t, g, a): a report is accepted only with the version's live lease; a lease of
+    an older attempt, whose version was re-claimed after it expired, gets ``StaleLeaseError``.
+
+    Bug: ``complete()`` fences on the generation only: a worker that paused past its lease
+    still ends the version that another worker's attempt now runs.
+    """
+
+    def complete(self, lease: Lease, result: Any = None) -> TaskState:
+        if _well_formed(lease):
+            try:
+                info = self.info(lease.task_id)
+            except SchedulerError:  # unknown: let the real complete() refuse it
+                info = None
+            if (info is not None and info.generation == lease.generation
+                    and info.state is TaskState.RUNNING and info.holder is not None
+                    and info.attempts != lease.attempt):
+                lease = lease._replace(attempt=info.attempts, worker=info.holder)
+        return super().complete(lease, result)
+
+
+class HeartbeatExtendsFromDeadline(DurableScheduler):
+    """Heartbeat(w, t, g, a): a heartbeat with the live lease sets its deadline to ``now +
+    LeaseTime``.
+
+    Bug: ``heartbeat()`` adds the lease's length to the old deadline, so every early heartbeat
+    pushes the deadline further out, and a worker that beats often can hold a lease long after
+    it stopped.
+    """
+
+    def heartbeat(self, lease: Lease) -> bool:
+        if not _well_formed(lease):
+            return super().heartbeat(lease)  # refuses it
+        with self._store.transaction() as tx:
+            row = tx.one("SELECT generation, state, attempt, holder, cancel_requested, "
+                         "deadline, lease_seconds FROM task WHERE id = ?", (lease.task_id,))
+            if row is None:
+                raise UnknownTaskError(f"heartbeat({lease.task_id!r}): unknown task",
+                                       lease.task_id)
+            generation, state, attempt, holder, cancel_requested, deadline, seconds = row
+            if not (generation == lease.generation and attempt == lease.attempt
+                    and state == "running" and holder == lease.worker):
+                raise LeaseLostError(f"heartbeat({lease.task_id!r}, generation="
+                                     f"{lease.generation}, attempt={lease.attempt}): the lease "
+                                     "is no longer live")
+            tx.run("UPDATE task SET deadline = ? WHERE id = ?", (deadline + seconds,
+                                                                lease.task_id))
+            self._step(tx, "Heartbeat", w=lease.worker, t=lease.task_id, g=lease.generation,
+                       a=lease.attempt)
+            return bool(cancel_requested)
+
+
+class ReclaimKeepsAttempt(DurableScheduler):
+    """Reclaim(w, t): the version whose lease expired is claimed again as the next attempt
+    (``attempt + 1``), the fencing token of the new lease, until ``max_attempts`` is reached.
+
+    Bug: a re-claim hands the version to its new worker under the attempt number of the lease
+    that expired: the token does not move, and ``max_attempts`` never gives a version up.
+    (Internals: it writes the attempt back after the claim's transaction.)
+    """
+
+    def claim(self, worker: str, limit: int = 1, lease: float = 30.0) -> list[Lease]:
+        taken = super().claim(worker, limit, lease)
+        again = [x for x in taken if x.attempt > 1]
+        if not again:
+            return taken
+        with self._store.transaction() as tx:
+            tx.many("UPDATE task SET attempt = attempt - 1 WHERE id = ?",
+                    [(x.task_id,) for x in again])
+        return [x._replace(attempt=x.attempt - 1) if x.attempt > 1 else x for x in taken]
+
+
+class CancelDoesNotBlock(DurableScheduler):
+    """Cancel(t), then Settle: every waiting version that depends on a cancelled one, directly or
+    through other waiting versions, becomes blocked.
+
+    Bug: ``cancel()`` of a waiting version cancels it and leaves its dependents waiting for
+    ever. (Internals: it skips the scheduler's Settle, ``_settle``, for the duration of the
+    call.)
+    """
+
+    _cancelling = False  # True only inside cancel(): the constructor stays the real one's
+
+    def cancel(self, task_id: str) -> TaskState:
+        self._cancelling = True
+        try:
+            return super().cancel(task_id)
+        finally:
+            self._cancelling = False
+
+    def _settle(self, tx: Tx, seeds: Iterable[str]) -> None:
+        if not self._cancelling:
+            super()._settle(tx, seeds)
+
+
+class CancelIgnoresRunning(DurableScheduler):
+    """Cancel(t): cancel of a running version sets its cooperative stop request
+    (``cancel_requested``), which its worker hears on its next heartbeat.
+
+    Bug: ``cancel()`` of a running version answers ``running`` and does nothing.
+    """
+
+    def cancel(self, task_id: str) -> TaskState:
+        try:
+            running = self.state(task_id) is TaskState.RUNNING
+        except SchedulerError:  # unknown or a bad id: let the real cancel() refuse it
+            running = False
+        if running:
+            return TaskState.RUNNING
+        return super().cancel(task_id)
+
+
+class RepeatedReportRefused(DurableScheduler):
+    """RepeatedCallback(t): the same lease reporting again after its report was accepted (a
+    worker retrying a report whose answer it lost) gets the version's state, and nothing
+    changes.
+
+    Bug: reports are not idempotent: the repeat is refused with ``StaleLeaseError``, so the
+    worker believes its work was lost. (Internals: the fence's look-up, ``_current``.)
+    """
+
+    def _current(self, tx: Tx, call: str, lease: Lease) -> tuple[Any, ...] | None:
+        row = super()._current(tx, call, lease)
+        if row is None:
+            self._stale += 1  # counted as the real fence counts the reports it refuses
+            raise StaleLeaseError(
+                f"{call}({lease.task_id!r}, generation={lease.generation}, attempt="
+                f"{lease.attempt}): the version has ended", lease.task_id, lease.generation,
+                lease.generation, lease.attempt, lease.attempt)
+        return row
+
+
+BROKEN: tuple[type[DurableScheduler], ...] = (
+    StaleAttemptAccepted, HeartbeatExtendsFromDeadline, ReclaimKeepsAttempt, CancelDoesNotBlock,
+    CancelIgnoresRunning, RepeatedReportRefused,
+)
+"""Every broken durable scheduler, in the order of the actions in ``docs/durable.md``."""
