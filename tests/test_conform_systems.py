@@ -342,3 +342,25 @@ def test_huey_keeps_what_a_queue_keeps_of_the_corpus() -> None:
     assert (done.returncode, report["verdict"]) == (0, "conforms"), done.stdout
     corpus = report["phases"][0]["figures"]
     assert corpus["traces_run"] == corpus["admitted"] + corpus["prefixes"] > 10
+
+
+@pytest.mark.parametrize("system, broken", [
+    ("timer", "refsched.conform.broken_timer:RescheduleKeepsPriority"),
+    ("pool", "refsched.conform.broken_pool:ChildGoesRoundRobin"),
+    ("durable", "refsched.conform.broken_durable:CancelDoesNotBlock"),
+])
+def test_conform_rejects_a_broken_implementation_in_process(system: str, broken: str) -> None:
+    done = conform("--system", system, "--max-traces", "100", "--examples", "100", "--json",
+                   "--impl", broken)
+    report = json.loads(done.stdout)
+    assert (done.returncode, report["verdict"]) == (1, "diverges"), done.stdout
+    assert len(report["counterexample"]["calls"]) <= 6
+
+
+def test_conform_rejects_a_broken_pool_served_over_the_protocol() -> None:
+    done = conform("--system", "pool", "--max-traces", "100", "--examples", "0", "--json", "--",
+                   *serve("pool"), "--impl",
+                   "refsched.conform.broken_pool:CancelFuturesLeavesQueued")
+    report = json.loads(done.stdout)
+    assert (done.returncode, report["verdict"]) == (1, "diverges"), done.stdout
+    assert report["implementation"] == "refsched.conform.broken_pool:CancelFuturesLeavesQueued"
