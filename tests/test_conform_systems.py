@@ -29,6 +29,8 @@ from refsched.types import (
 )
 from refsched.verify.itf import read_traces
 
+pytest_plugins = ["pytester"]
+
 SYSTEMS = ("timer", "pool", "durable")
 ALTER = str(Path(__file__).parent / "conform_impls" / "alter_values.py")
 
@@ -364,3 +366,32 @@ def test_conform_rejects_a_broken_pool_served_over_the_protocol() -> None:
     report = json.loads(done.stdout)
     assert (done.returncode, report["verdict"]) == (1, "diverges"), done.stdout
     assert report["implementation"] == "refsched.conform.broken_pool:CancelFuturesLeavesQueued"
+
+
+# -- the pytest plugin, and TLC on a counterexample ---------------------------------------------
+
+PLUGIN = ["-p", "no:refsched", "-p", "refsched.conform.pytest_plugin"]
+
+
+def test_the_pytest_plugin_checks_a_timer(pytester: pytest.Pytester) -> None:
+    passed = pytester.runpytest(*PLUGIN, "--refsched-system=timer",
+                                "--refsched-impl=refsched:TimerScheduler",
+                                "--refsched-examples=10", "-k", "generated")
+    passed.assert_outcomes(passed=1, deselected=1)
+    failed = pytester.runpytest(*PLUGIN, "--refsched-system=timer",
+                                "--refsched-impl=refsched.conform.broken_timer:WaitFromStaleEntry",
+                                "--refsched-examples=100", "-k", "generated")
+    failed.assert_outcomes(failed=1, deselected=1)
+    failed.stdout.fnmatch_lines(["*WaitFromStaleEntry DIVERGES from the model*",
+                                 "*counterexample*", "*!*timer.next()*Wait*"])
+
+
+def test_tlc_judges_a_timer_counterexample_as_a_behaviour_of_its_spec(tmp_path: Path) -> None:
+    out = tmp_path / "ce.itf.json"
+    done = conform("--system", "timer", "--max-traces", "5", "--examples", "0",
+                   "--trace-out", str(out), "--", sys.executable, ALTER, *serve("timer"))
+    assert done.returncode == 1 and out.exists()
+    judged = subprocess.run([sys.executable, "-m", "refsched", "validate-trace", str(out)],
+                            capture_output=True, text=True, timeout=300)
+    assert judged.returncode == 0, judged.stdout + judged.stderr
+    assert "accepted" in judged.stdout and "TimerQueue" in judged.stdout
