@@ -36,7 +36,7 @@ from refsched.verify.specstate import snapshot_of
 from . import system_phases
 from .client import HarnessError, Implementation
 from .profile import Profile
-from .report import DIVERGES, ConformanceReport, Counterexample, PhaseResult
+from .report import DIVERGES, ConformanceReport, Counterexample, PhaseResult, answer_text
 
 __all__ = ["OracleError", "Progress", "admitted_steps", "admitted_traces", "check",
            "harness_failure"]
@@ -148,14 +148,6 @@ def _read_corpus() -> list[Trace]:
         raise OracleError(f"cannot read the trace corpus: {e}") from None
 
 
-def _answer_text(actual: str) -> str:
-    """replay's "returned X" / "raised E: m" as the table shows answers: "X" / "E: m"."""
-    for verb in ("returned ", "raised "):
-        if actual.startswith(verb):
-            return actual[len(verb):]
-    return actual
-
-
 def _corpus_counterexample(trace: Trace, divergence: Divergence, profile: Profile,
                            max_concurrency: int) -> Counterexample:
     """The trace up to its diverging step, as calls and as a (shorter) trace of the spec."""
@@ -170,7 +162,7 @@ def _corpus_counterexample(trace: Trace, divergence: Divergence, profile: Profil
         failing = index == divergence.step
         calls.append(Call(
             api.method, api.args, api.answer,
-            _answer_text(divergence.answer or api.answer) if failing else api.answer,
+            answer_text(divergence.answer or api.answer) if failing else api.answer,
             not failing, divergence.diff if failing else "",
             ((step.action, dict(step.params)),), after, api.kwargs))
         before = after

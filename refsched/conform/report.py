@@ -67,6 +67,15 @@ class PhaseResult:
                 "figures": dict(self.figures)}
 
 
+def answer_text(actual: str) -> str:
+    """A replay's "returned X" / "raised E: m" as a counterexample's table shows an answer:
+    "X" / "E: m"."""
+    for verb in ("returned ", "raised "):
+        if actual.startswith(verb):
+            return actual[len(verb):]
+    return actual
+
+
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 

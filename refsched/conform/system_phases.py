@@ -18,17 +18,17 @@ fractions and backwards, which the spec's whole-tick clock does not).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as systems
-from refsched.verify.itf import Trace, TraceFormatError, read_traces
+from refsched.verify.itf import Step, Trace, TraceFormatError, read_traces
 from refsched.verify.replay import Divergence, replay
 
 from .client import HarnessError
 from .profile import FULL, DurableProfile, TimerProfile
-from .report import Counterexample, PhaseResult, Row
+from .report import Counterexample, PhaseResult, Row, answer_text
 
 __all__ = ["corpus_phase", "generated_phase"]
 
@@ -54,13 +54,6 @@ def _instance_text(system: str, constants: dict[str, Any] | Any) -> str:
     return ", ".join(f"{name}={constants.get(name)!r}" for name in shown)
 
 
-def _answer_text(actual: str) -> str:
-    for verb in ("returned ", "raised "):
-        if actual.startswith(verb):
-            return actual[len(verb):]
-    return actual
-
-
 def _corpus_counterexample(system: systems.System, trace: Trace,
                            divergence: Divergence) -> Counterexample:
     rows: list[Row] = []
@@ -72,7 +65,7 @@ def _corpus_counterexample(system: systems.System, trace: Trace,
             rows.append(Row(text, "taken", "taken", True))
         else:
             rows.append(Row(text, "taken",
-                            _answer_text(divergence.answer) if divergence.answer
+                            answer_text(divergence.answer) if divergence.answer
                             else "taken, to another state", False, divergence.diff))
     prefix = Trace(f"{trace.name}-to-step-{divergence.step}", trace.constants, trace.initial,
                    tuple(trace.steps[:divergence.step]),
@@ -90,14 +83,23 @@ def timer_admitted_steps(profile: TimerProfile, trace: Trace) -> int:
     """How many steps of a timer trace, from its start, ``profile`` admits: a Schedule of an
     id already scheduled needs ``versions``; Complete, Fail, RepeatedCallback ``callbacks``;
     StaleCallback both; Cancel ``cancel``; Close ``close``."""
+    def submitted(profile: TimerProfile, step: Step, before: Mapping[str, Any]) -> bool:
+        return profile.versions or before["version"][step.params["t"]] == 0
+    return _admitted(_TIMER_NEEDS, submitted, profile, trace)
+
+
+def _admitted(needs: Mapping[str, tuple[str, ...]],
+              submitted: Callable[[Any, Step, Mapping[str, Any]], bool],
+              profile: Any, trace: Trace) -> int:
+    """How many steps of ``trace``, from its start, ``profile`` admits: each action needs the
+    flags ``needs`` names, and ``submitted(profile, step, before)`` says whether a submission
+    (a Schedule, a Submit) is admitted in the state before it."""
     before = trace.initial
     try:
         for index, step in enumerate(trace.steps):
-            needs = _TIMER_NEEDS.get(step.action, ())
-            if not all(getattr(profile, flag) for flag in needs):
+            if not all(getattr(profile, flag) for flag in needs.get(step.action, ())):
                 return index
-            if (step.action == "Schedule" and not profile.versions
-                    and before["version"][step.params["t"]] != 0):
+            if step.action in ("Schedule", "Submit") and not submitted(profile, step, before):
                 return index
             before = step.state
     except (KeyError, TypeError, AttributeError):
@@ -112,21 +114,10 @@ def durable_admitted_steps(profile: DurableProfile, trace: Trace) -> int:
     ``heartbeat``, Expire ``expire``; RepeatedCallback ``cancel`` too (a version no report
     ended is asked again through ``cancel()``). Start is admitted without ``start``: it is then
     taken without a call."""
-    before = trace.initial
-    try:
-        for index, step in enumerate(trace.steps):
-            needs = _DURABLE_NEEDS.get(step.action, ())
-            if not all(getattr(profile, flag) for flag in needs):
-                return index
-            if step.action == "Submit" and (
-                    (step.params["D"] and not profile.deps)
-                    or (before["generation"][step.params["t"]] != 0
-                        and not profile.generations)):
-                return index
-            before = step.state
-    except (KeyError, TypeError, AttributeError):
-        return len(trace.steps)  # a malformed trace: the replay says what is wrong
-    return len(trace.steps)
+    def submitted(profile: DurableProfile, step: Step, before: Mapping[str, Any]) -> bool:
+        return ((profile.deps or not step.params["D"])
+                and (profile.generations or before["generation"][step.params["t"]] == 0))
+    return _admitted(_DURABLE_NEEDS, submitted, profile, trace)
 
 
 _DURABLE_NEEDS: Final = {"Cancel": ("cancel",), "AcknowledgeCancel": ("cancel",),

@@ -19,7 +19,7 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from refsched.errors import Cancelled, SchedulerError
 from refsched.runner import CancelToken, Runner
@@ -29,30 +29,37 @@ from .itf import Step as TraceStep
 from .itf import Trace
 from .specstate import spec_state
 
-__all__ = ["RECORDED_SYSTEMS", "RecordedStep", "TraceRecorder", "record_run", "record_runner_run"]
+__all__ = ["RECORDED_SYSTEMS", "RecordedStep", "StepLog", "TraceRecorder", "record_run",
+           "record_runner_run"]
+
+_State = TypeVar("_State")
 
 RecordedStep = tuple[str, dict[str, Any], Snapshot]
 """(spec action, its parameters, the scheduler's state right after it)."""
 
 
-class TraceRecorder:
-    """Collects the spec steps of one scheduler; builds the :class:`Trace` they form.
+class StepLog(Generic[_State]):
+    """The spec steps one system took, in the order they took effect, each with its state.
 
-    The set of ids (the spec's ``Tasks``) is known only at the end, so steps keep their
-    snapshots and are turned into spec variables by :meth:`trace`.
+    Every system's recorder is one: the set of ids (the spec's ``Tasks``) is known only at the
+    end, so steps keep their states and are turned into spec variables when the trace is built.
     """
 
     def __init__(self) -> None:
-        # Appended to under the recording scheduler's lock: one scheduler per recorder.
-        self.steps: list[RecordedStep] = []
+        # Appended to under the recording system's lock: one system per recorder.
+        self.steps: list[tuple[str, dict[str, Any], _State]] = []
 
-    def record(self, action: str, params: dict[str, Any], state: Snapshot) -> None:
-        """Keep one step (called by the scheduler, lock held)."""
+    def record(self, action: str, params: dict[str, Any], state: _State) -> None:
+        """Keep one step (called by the system, lock held)."""
         self.steps.append((action, dict(params), state))
 
     def actions(self) -> list[tuple[str, dict[str, Any]]]:
         """The recorded steps without their states: ``(action, params)`` in order."""
         return [(action, params) for action, params, _ in self.steps]
+
+
+class TraceRecorder(StepLog[Snapshot]):
+    """Collects the spec steps of one scheduler; builds the :class:`Trace` they form."""
 
     def task_ids(self) -> list[Hashable]:
         """Every id the steps name (a task, a dependency, a parameter), first seen first."""

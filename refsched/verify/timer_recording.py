@@ -48,6 +48,7 @@ from refsched.types import TimerEntry, TimerSnapshot, TimerState
 from . import timerspec
 from .itf import Step as TraceStep
 from .itf import Trace
+from .recording import StepLog
 
 __all__ = ["TICK", "TickClock", "TimerTraceRecorder", "record_timer_run"]
 
@@ -72,7 +73,7 @@ class TickClock:
         self.ticks += 1
 
 
-class TimerTraceRecorder:
+class TimerTraceRecorder(StepLog[TimerSnapshot]):
     """Collects the spec steps of one timer scheduler; builds the :class:`Trace` they form.
 
     ``tick``: the seconds of one tick of the scheduler's clock (1 for a clock that counts
@@ -82,17 +83,8 @@ class TimerTraceRecorder:
     def __init__(self, tick: float = 1) -> None:
         if not tick > 0:
             raise ValueError(f"TimerTraceRecorder(tick={tick!r}): must be a positive number")
+        super().__init__()
         self.tick = tick
-        # Appended to under the recording scheduler's lock: one scheduler per recorder.
-        self.steps: list[tuple[str, dict[str, Any], TimerSnapshot]] = []
-
-    def record(self, action: str, params: dict[str, Any], state: TimerSnapshot) -> None:
-        """Keep one step (called by the scheduler, lock held)."""
-        self.steps.append((action, dict(params), state))
-
-    def actions(self) -> list[tuple[str, dict[str, Any]]]:
-        """The recorded steps without their states: ``(action, params)`` in order."""
-        return [(action, params) for action, params, _ in self.steps]
 
     def task_ids(self) -> list[Hashable]:
         """Every id the steps name, first seen first."""
