@@ -28,9 +28,10 @@ from typing import Any, Final
 from hypothesis import HealthCheck, Phase, Verbosity
 
 from refsched.verify import corpus as corpus_files
+from refsched.verify import system as system_registry
 from refsched.verify.itf import Step, Trace, TraceFormatError, read_traces
 from refsched.verify.lockstep import Call, Disagreement, Ledger, run_lockstep
-from refsched.verify.replay import Divergence, replay, step_call
+from refsched.verify.replay import Divergence, step_call
 from refsched.verify.specstate import snapshot_of
 
 from . import system_phases
@@ -180,31 +181,15 @@ def _corpus_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
                   progress: Progress | None, max_traces: int | None) -> Counterexample | None:
     everything = _read_corpus()
     traces, whole = admitted_traces(profile, everything)
-    if max_traces is not None and len(traces) > max_traces:
-        traces = traces[:max_traces]
-        whole = min(whole, max_traces)
-    figures = phase.figures
-    figures.update(traces=len(everything), admitted=whole, prefixes=len(traces) - whole,
-                   steps_admitted=sum(len(t.steps) for t in traces), traces_run=0, steps_run=0)
-
-    def on_progress(done: int, steps: int) -> None:
-        figures["traces_run"], figures["steps_run"] = done, steps
-        if progress is not None:
-            progress("corpus", done, len(traces))
-
-    # Every admitted trace is replayed, divergent or not, so that the counterexample is the
-    # shortest diverging prefix the corpus holds: a conforming implementation costs as much.
-    result = replay(traces, impl.new, stop_at_first=False, on_progress=on_progress,
-                    profile=profile, fatal=(HarnessError,))
-    if result.ok:
+    try:
+        found = system_phases.replay_admitted(
+            system_registry.get("scheduler"), len(everything), traces, whole, impl.new,
+            profile, phase, progress, max_traces)
+    except system_phases.CorpusUnreadable as e:
+        raise OracleError(str(e)) from None
+    if found is None:
         return None
-    wrong = [d for d in result.divergences if d.side == "model"]
-    if wrong:
-        raise OracleError(f"trace {wrong[0].trace} of the corpus disagrees with the reference "
-                          f"model at step {wrong[0].step}: {wrong[0].reason} (is the corpus "
-                          "current? `refsched traces --check`)")
-    first = min(result.divergences, key=lambda d: d.step)
-    trace = next(t for t in traces if t.name == first.trace)
+    trace, first = found
     return _corpus_counterexample(trace, first, profile,
                                   int(trace.constants.get("MaxConcurrency", 0)))
 

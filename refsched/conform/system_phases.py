@@ -147,10 +147,27 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
         replayed_as: Any = profile
     else:
         traces, whole, replayed_as = everything, len(everything), FULL
+    found = replay_admitted(system, len(everything), traces, whole, factory, replayed_as,
+                            phase, progress, max_traces)
+    return None if found is None else _corpus_counterexample(system, *found)
+
+
+def replay_admitted(system: systems.System, corpus: int, traces: list[Trace], whole: int,
+                    factory: Callable[..., Any], profile: Any, phase: PhaseResult,
+                    progress: Progress | None,
+                    max_traces: int | None) -> tuple[Trace, Divergence] | None:
+    """Replay ``traces`` (of a ``corpus`` of so many, ``whole`` of them whole, the others
+    prefixes; the first ``max_traces``) through ``factory``, counting into ``phase``; the trace
+    and the divergence of the shortest diverging prefix, or None.
+
+    Every trace is replayed, divergent or not, so that the counterexample is the shortest
+    diverging prefix the corpus holds: a conforming implementation costs as much. Errors: a
+    trace the model disagrees with -> :class:`CorpusUnreadable`.
+    """
     if max_traces is not None and len(traces) > max_traces:
         traces, whole = traces[:max_traces], min(whole, max_traces)
     figures = phase.figures
-    figures.update(traces=len(everything), admitted=whole, prefixes=len(traces) - whole,
+    figures.update(traces=corpus, admitted=whole, prefixes=len(traces) - whole,
                    steps_admitted=sum(len(t.steps) for t in traces), traces_run=0, steps_run=0)
 
     def on_progress(done: int, steps: int) -> None:
@@ -159,18 +176,17 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
             progress("corpus", done, len(traces))
 
     result = replay(traces, factory, stop_at_first=False, on_progress=on_progress,
-                    fatal=(HarnessError,), system=system, profile=replayed_as)
+                    fatal=(HarnessError,), system=system, profile=profile)
     if result.ok:
         return None
     wrong = [d for d in result.divergences if d.side == "model"]
     if wrong:
         raise CorpusUnreadable(
-            f"trace {wrong[0].trace} of the {name} corpus disagrees with the reference model at "
-            f"step {wrong[0].step}: {wrong[0].reason} (is the corpus current? `refsched traces "
-            f"--system {name} --check`)")
+            f"trace {wrong[0].trace} of the {system.name} corpus disagrees with the reference "
+            f"model at step {wrong[0].step}: {wrong[0].reason} (is the corpus current? "
+            f"`refsched traces --system {system.name} --check`)")
     first = min(result.divergences, key=lambda d: d.step)
-    trace = next(t for t in traces if t.name == first.trace)
-    return _corpus_counterexample(system, trace, first)
+    return next(t for t in traces if t.name == first.trace), first
 
 
 # -- the generated phase ----------------------------------------------------------------------
