@@ -32,6 +32,7 @@ from refsched import (
     TaskState,
     UnknownTaskError,
 )
+from tests.user_code_support import BASE_EXCEPTIONS, Escape, logged, returns_within
 
 LONG = 30.0  # seconds: only reached when something is broken
 
@@ -501,40 +502,11 @@ def test_every_future_agrees_with_the_scheduler_under_random_cancels_retries_and
 
 # -- what user code raises never costs a worker --------------------------------------------
 
-class _Escape(BaseException):
-    """A BaseException of the user's own, as GeneratorExit is one of Python's."""
-
-
-_BASE_EXCEPTIONS = pytest.mark.parametrize("raised", [SystemExit, KeyboardInterrupt, _Escape],
-                                           ids=["SystemExit", "KeyboardInterrupt", "custom"])
-
-
 def _returns_within(call: Callable[[], _T], timeout: float = LONG) -> _T:
-    """Run ``call`` on a daemon thread; fail (instead of hanging) if it has not returned in time."""
-    outcome: list[_T] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            outcome.append(call())
-        except BaseException as exc:  # handed to the test's thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"{call} did not return within {timeout}s"
-    if errors:
-        raise errors[0]
-    return outcome[0]
+    return returns_within(call, timeout)
 
 
-def _logged(caplog: pytest.LogCaptureFixture) -> list[type[BaseException] | None]:
-    """The exception types of the records logged with a traceback, in order."""
-    return [record.exc_info[0] for record in caplog.records if record.exc_info]
-
-
-@_BASE_EXCEPTIONS
+@BASE_EXCEPTIONS
 def test_a_done_callback_raising_a_base_exception_is_logged_and_the_worker_goes_on(
         raised: type[BaseException], caplog: pytest.LogCaptureFixture) -> None:
     calls: list[str] = []
@@ -555,14 +527,14 @@ def test_a_done_callback_raising_a_base_exception_is_logged_and_the_worker_goes_
     assert a.result(0) == "A" and b.result(0) == "B"
     assert calls == ["bad", "next"]  # the callback after the one that raised still ran
     assert report.succeeded == ("a", "b")
-    assert _logged(caplog) == [raised]
+    assert logged(caplog) == [raised]
     assert not any(thread.is_alive() for thread in runner._threads)
 
 
 def test_a_done_callback_raising_in_the_callers_thread_is_logged_and_wait_still_returns(
         caplog: pytest.LogCaptureFixture) -> None:
     def bad(future: cf.Future[Any]) -> None:
-        raise _Escape("from a callback")
+        raise Escape("from a callback")
 
     runner = Runner(max_workers=1)
     a = runner.submit("a", lambda: None)
@@ -570,13 +542,13 @@ def test_a_done_callback_raising_in_the_callers_thread_is_logged_and_wait_still_
     runner.submit("b", lambda: "B")
     with caplog.at_level(logging.ERROR, logger="concurrent.futures"):
         assert runner.cancel("a") is TaskState.CANCELLED  # settles a's future in this thread
-    assert a.cancelled() and _logged(caplog) == [_Escape]
+    assert a.cancelled() and logged(caplog) == [Escape]
     runner.start()
     assert runner.wait(LONG)
     assert _returns_within(runner.close).cancelled == ("a",)
 
 
-@_BASE_EXCEPTIONS
+@BASE_EXCEPTIONS
 @pytest.mark.parametrize("use_executor", [False, True], ids=["threads", "thread-executor"])
 def test_a_function_raising_a_base_exception_fails_its_task_and_the_worker_goes_on(
         raised: type[BaseException], use_executor: bool) -> None:
@@ -651,7 +623,7 @@ def test_a_worker_whose_own_bookkeeping_fails_stops_the_runner_and_releases_ever
         error = future.exception(0)
         assert isinstance(error, SchedulerError) and isinstance(error.__cause__, RuntimeError)
     assert a.done()
-    assert _logged(caplog) == [RuntimeError]
+    assert logged(caplog) == [RuntimeError]
     assert not any(thread.is_alive() for thread in runner._threads)
     with pytest.raises(SchedulerClosedError):
         runner.submit("late", lambda: None)

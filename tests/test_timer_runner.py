@@ -32,6 +32,7 @@ from refsched import (
     TimerState,
     UnknownTaskError,
 )
+from tests.user_code_support import BASE_EXCEPTIONS, logged, returns_within
 
 LONG = 60.0  # seconds: a sleep that only a lost wake-up would wait out
 SOON = 10.0  # seconds: a generous bound for what must happen at once
@@ -441,40 +442,11 @@ def test_a_time_far_in_the_future_does_not_break_the_dispatcher() -> None:
 # ---------------------------------------------------------------------- what user code raises
 
 
-class _Escape(BaseException):
-    """A BaseException of the user's own, as GeneratorExit is one of Python's."""
-
-
-_BASE_EXCEPTIONS = pytest.mark.parametrize("raised", [SystemExit, KeyboardInterrupt, _Escape],
-                                           ids=["SystemExit", "KeyboardInterrupt", "custom"])
-
-
 def _returns_within(call: Callable[[], _T], timeout: float = SOON) -> _T:
-    """Run ``call`` on a daemon thread; fail (instead of hanging) if it has not returned in time."""
-    outcome: list[_T] = []
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            outcome.append(call())
-        except BaseException as exc:  # handed to the test's thread
-            errors.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(timeout)
-    assert not thread.is_alive(), f"{call} did not return within {timeout}s"
-    if errors:
-        raise errors[0]
-    return outcome[0]
+    return returns_within(call, timeout)
 
 
-def _logged(caplog: pytest.LogCaptureFixture) -> list[type[BaseException] | None]:
-    """The exception types of the records logged with a traceback, in order."""
-    return [record.exc_info[0] for record in caplog.records if record.exc_info]
-
-
-@_BASE_EXCEPTIONS
+@BASE_EXCEPTIONS
 def test_a_done_callback_raising_a_base_exception_is_logged_and_the_worker_goes_on(
         raised: type[BaseException], caplog: pytest.LogCaptureFixture) -> None:
     calls: list[str] = []
@@ -494,11 +466,11 @@ def test_a_done_callback_raising_a_base_exception_is_logged_and_the_worker_goes_
         assert r.schedule("b", 0, lambda: "B").result(SOON) == "B"  # the one worker lives on
         assert _returns_within(r.close) == TimerCloseReport()
     assert calls == ["bad", "next"]
-    assert _logged(caplog) == [raised]
+    assert logged(caplog) == [raised]
     assert not any(thread.is_alive() for thread in r._threads)
 
 
-@_BASE_EXCEPTIONS
+@BASE_EXCEPTIONS
 def test_a_done_callback_raising_in_the_dispatcher_is_logged_and_every_future_resolves(
         raised: type[BaseException], caplog: pytest.LogCaptureFixture) -> None:
     class Clock:
@@ -525,11 +497,11 @@ def test_a_done_callback_raising_in_the_dispatcher_is_logged_and_every_future_re
         for future in (first, second):
             assert isinstance(future.exception(SOON), SchedulerError)
         assert _returns_within(r.close) == TimerCloseReport()
-    assert raised in _logged(caplog)
+    assert raised in logged(caplog)
     assert not any(thread.is_alive() for thread in r._threads)
 
 
-@_BASE_EXCEPTIONS
+@BASE_EXCEPTIONS
 def test_a_function_raising_a_base_exception_fails_its_task_and_the_worker_goes_on(
         raised: type[BaseException]) -> None:
     error = raised()
@@ -594,7 +566,7 @@ def test_a_thread_whose_own_bookkeeping_fails_stops_the_runner_and_releases_ever
             error = future.exception(SOON)
             assert isinstance(error, SchedulerError) and isinstance(error.__cause__, RuntimeError)
         _returns_within(r.close)
-    assert _logged(caplog) == [RuntimeError]
+    assert logged(caplog) == [RuntimeError]
     assert not any(thread.is_alive() for thread in r._threads)
     with pytest.raises(SchedulerClosedError):
         r.schedule("late", 0, lambda: None)
