@@ -340,7 +340,7 @@ def trace_from_itf(doc: Mapping[str, Any], default_name: str = "trace",
 _READ: dict[tuple[str, int, int], list[Trace]] = {}  # (path, mtime, size) -> its traces
 
 
-def read_traces(path: str | Path) -> list[Trace]:
+def read_traces(path: str | Path, *, stride: int = 1) -> list[Trace]:
     """Every trace in ``path``: a ``.jsonl``/``.jsonl.gz`` bundle or a single ITF JSON file.
 
     ``TraceFormatError``, saying why, for anything else: no such file, not a regular file, a
@@ -350,8 +350,15 @@ def read_traces(path: str | Path) -> list[Trace]:
 
     A file read before and unchanged since (same modification time and size) is not
     parsed again: the corpus is large, and several checks in one process replay it.
+    ``stride`` > 1 reads one trace of a bundle in ``stride`` (the first, then every
+    ``stride``-th), parsing only those: a sample, not kept for the next read.
     """
     path = Path(path)
+    if stride > 1:
+        try:
+            return _read_traces(path, stride)
+        except RecursionError:
+            raise TraceFormatError(f"{path}: JSON nested too deep") from None
     try:
         stat = path.stat()
     except OSError as exc:
@@ -404,7 +411,7 @@ def _json(text: str, where: str) -> Any:
         raise TraceFormatError(f"{where}: JSON nested too deep") from None
 
 
-def _read_traces(path: Path) -> list[Trace]:
+def _read_traces(path: Path, stride: int = 1) -> list[Trace]:
     text = _read_text(path)
     docs: list[tuple[str, Any]] = []
     if text.lstrip().startswith("{") and ".jsonl" not in path.name:
@@ -412,10 +419,10 @@ def _read_traces(path: Path) -> list[Trace]:
     else:
         # Lines end at "\n" only: str.splitlines would also split a JSON string at a raw
         # U+2028 or "\r", which JSON allows in strings.
-        for number, line in enumerate(text.split("\n"), start=1):
-            if line.strip():
-                where = f"{path.name}:{number}"
-                docs.append((where, _json(line, f"{path}, line {number}")))
+        lines = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
+        for number, line in lines[::stride]:
+            where = f"{path.name}:{number}"
+            docs.append((where, _json(line, f"{path}, line {number}")))
     cache: dict[str, dict[str, Any]] = {}
     return [trace_from_itf(doc, default_name=name, cache=cache) for name, doc in docs]
 
