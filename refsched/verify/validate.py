@@ -430,8 +430,9 @@ def spec_of(trace: Trace) -> TraceSpec:
     spec = TRACE_SPECS.get(system.name)
     if spec is None:
         raise TraceError(
-            f"{trace.name}: a trace of {system.title} ({system.spec_files[0]}); validate-trace "
-            f"judges traces of {', '.join(systems.get(n).title for n in TRACE_SPECS)}")
+            f"{trace.name}: a trace of {system.title} ({system.mc_module.removeprefix('MC')}); "
+            f"validate-trace judges traces of "
+            f"{', '.join(systems.get(n).title for n in TRACE_SPECS)}")
     return spec
 
 
