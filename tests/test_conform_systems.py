@@ -142,6 +142,10 @@ def test_a_served_pool_takes_its_workers_moves_on_request() -> None:
 
 
 def test_a_served_durable_scheduler_fences_reports_by_attempt() -> None:
+    # the lease claim() hands w1 (its deadline is the store's clock, 0, plus the lease, 1)
+    first = {"task_id": "a", "generation": 1, "attempt": 1, "deadline": 1.0,
+             "fn": "refsched.durable.jobs:noop", "args": {}, "worker": "w1"}
+    second = {**first, "attempt": 2, "deadline": 3.0, "worker": "w2"}
     answers = exchange(
         "durable",
         {"id": 1, "op": "new", "max_concurrency": 1, "max_attempts": 3},
@@ -152,27 +156,16 @@ def test_a_served_durable_scheduler_fences_reports_by_attempt() -> None:
         {"id": 6, "op": "claim", "worker": "w2", "lease": 1},  # w1's lease expired
         {"id": 7, "op": "crash", "worker": "w1"},
         {"id": 8, "op": "history"},
+        {"id": 9, "op": "complete", "lease": first},  # attempt 1 comes back late
+        {"id": 10, "op": "complete", "lease": second},
+        {"id": 11, "op": "heartbeat", "lease": "not a lease"},
     )
-    first, = answers[3]["ok"]
-    second, = answers[5]["ok"]
-    assert (first["attempt"], second["attempt"]) == (1, 2)
-    late = exchange(
-        "durable",
-        {"id": 1, "op": "new", "max_concurrency": 1, "max_attempts": 3},
-        {"id": 2, "op": "submit", "task": "a"},
-        {"id": 3, "op": "start"},
-        {"id": 4, "op": "claim", "worker": "w1", "lease": 1},
-        {"id": 5, "op": "tick", "seconds": 2},
-        {"id": 6, "op": "claim", "worker": "w2", "lease": 1},
-        {"id": 7, "op": "complete", "lease": first},  # attempt 1 comes back late
-        {"id": 8, "op": "complete", "lease": second},
-        {"id": 9, "op": "heartbeat", "lease": "not a lease"},
-    )
-    assert late[6]["error"]["type"] == "StaleLeaseError"
-    assert late[7] == {"id": 8, "ok": "succeeded"}
-    assert late[8]["error"]["type"] == "InvalidArgumentError"
+    assert answers[3]["ok"] == [first] and answers[5]["ok"] == [second]
     assert [step[0] for step in answers[7]["ok"]] == ["Submit", "Start", "Claim", "Tick",
                                                       "Expire", "Reclaim"]
+    assert answers[8]["error"]["type"] == "StaleLeaseError"
+    assert answers[9] == {"id": 10, "ok": "succeeded"}
+    assert answers[10]["error"]["type"] == "InvalidArgumentError"
 
 
 # -- the oracle -------------------------------------------------------------------------------
