@@ -32,6 +32,7 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hypothesis import Phase
 from hypothesis import seed as hypothesis_seed
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -594,8 +595,14 @@ def run_lockstep(factory: Callable[[int], Any], examples: int = 200, steps: int 
                                python_api=python_api, fatal=fatal)
     if seed is not None:
         machine = hypothesis_seed(seed)(machine)
-    options: dict[str, Any] = {"max_examples": examples, "stateful_step_count": steps,
-                               "deadline": None, "print_blob": True, "database": None}
+    options: dict[str, Any] = {
+        "max_examples": examples, "stateful_step_count": steps, "deadline": None,
+        "print_blob": True, "database": None,
+        # Hypothesis's explain phase reruns the shrunk run under a tracer to annotate its lines,
+        # which costs more than finding and shrinking the failure: the Disagreement's calls
+        # listing says what the run did
+        "phases": [p for p in Phase if p is not Phase.explain],
+    }
     options.update(hypothesis_settings or {})
     try:
         run_state_machine_as_test(machine, settings=settings(**options))
