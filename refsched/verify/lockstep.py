@@ -32,9 +32,8 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import Phase
+from hypothesis import Phase, settings
 from hypothesis import seed as hypothesis_seed
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
