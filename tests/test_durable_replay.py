@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from refsched.cli import main
 from refsched.durable import DurableScheduler
 from refsched.durable.scheduler import Lease
 from refsched.durable.store import Tx
+from refsched.errors import InvariantViolation
 from refsched.model.durable import ACTIONS, INITIAL, Instance
 from refsched.verify import corpus, stategraph, system
 from refsched.verify.itf import Step, Trace, read_traces, write_traces
@@ -57,7 +59,11 @@ def test_every_edge_of_the_durable_corpus_replays_cleanly(traces: list[Trace]) -
 @pytest.mark.slow
 def test_every_edge_of_the_durable_corpus_replays_cleanly_on_postgresql(
         traces: list[Trace], postgres_url: str) -> None:
-    report = replay(traces, postgres_factory(postgres_url), system=DURABLE)
+    # The state is compared at every step; check_invariants() and the counters of stats(), a
+    # round of queries each, after each trace's last step (the test above checks them at every
+    # step on SQLite, and the lock-step machine at every call on PostgreSQL).
+    report = replay(traces, postgres_factory(postgres_url), system=DURABLE,
+                    checks_each_step=False)
     assert report.ok, format_divergence(report.divergences[0])
     manifest = corpus.read_manifest(system=DURABLE)
     assert (report.traces, report.steps, report.edges) == (
@@ -190,6 +196,38 @@ class _NewestFirst:
     def all(self, sql: str, params: Any = ()) -> Any:
         return self._tx.all(sql.replace("state = 'ready' ORDER BY seq LIMIT",
                                         "state = 'ready' ORDER BY seq DESC LIMIT"), params)
+
+
+class CountsOneSuccessTooMany(DurableScheduler):
+    """stats() counts one success more than the store holds once anything succeeded."""
+
+    def stats(self) -> Any:
+        counts = super().stats()
+        return replace(counts, succeeded=counts.succeeded + (counts.succeeded > 0))
+
+
+class InvariantsBrokenOnceClosed(DurableScheduler):
+    """check_invariants() fails once the store is closed."""
+
+    def check_invariants(self) -> None:
+        super().check_invariants()
+        if self.snapshot().closed:
+            raise InvariantViolation("SealedGraph", "closed")
+
+
+@pytest.mark.parametrize(("factory", "reason"), [
+    (CountsOneSuccessTooMany, "stats() is not what the trace's steps count: succeeded"),
+    (InvariantsBrokenOnceClosed, "check_invariants() raised InvariantViolation"),
+], ids=["miscount", "invariant"])
+def test_checks_at_the_end_of_each_trace_still_catch_what_they_check(
+        factory: Callable[..., Any], reason: str) -> None:
+    each_step = replay([CLAIM_ORDER], factory, system=DURABLE).divergences[0]
+    at_end = replay([CLAIM_ORDER], factory, system=DURABLE,
+                    checks_each_step=False).divergences[0]
+    assert each_step.reason.startswith(reason) and at_end.reason.startswith(reason), (
+        each_step.reason, at_end.reason)
+    # caught at its first step with every check, at the trace's last step without
+    assert each_step.step < at_end.step == len(CLAIM_ORDER.steps)
 
 
 def test_a_trace_of_two_ids_replays_cleanly_through_every_kind_of_step() -> None:
