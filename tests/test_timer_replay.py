@@ -18,7 +18,7 @@ from refsched import Due, TimerScheduler, Wait
 from refsched.cli import main
 from refsched.types import TimerState, TimerStats
 from refsched.verify import corpus, stategraph, system
-from refsched.verify.itf import Trace, read_traces
+from refsched.verify.itf import Trace, read_traces, write_traces
 from refsched.verify.replay import ReplayReport, format_divergence, replay
 
 TIMER = system.get("timer")
@@ -126,7 +126,9 @@ def test_a_late_rebuild_shows_the_heap_entries_that_differ(traces: list[Trace]) 
 
 def test_replay_cli_picks_the_timer_spec_from_the_traces(capsys: pytest.CaptureFixture[str],
                                                         tmp_path: Any) -> None:
-    bundle = corpus.traces_dir() / TIMER.bundle
+    # A file of timer traces, without --system: the spec is read from the traces.
+    bundle = tmp_path / "timer-traces.jsonl.gz"
+    write_traces(bundle, read_traces(corpus.traces_dir() / TIMER.bundle, stride=50))
     assert main(["replay", "-q", str(bundle)]) == 0
     assert "no divergence" in capsys.readouterr().err
     assert main(["replay", "-q", "--system", "timer"]) == 0
