@@ -295,14 +295,15 @@ class Runner:
         # Claimed versions handed to no worker yet: only while no worker is idle, so
         # ``_queue and _idle_workers`` never holds once the lock is released.
         self._queue: deque[Claim] = deque()
-        # The inboxes of the workers waiting for a claim, the last to go idle last: each is put
-        # one claim, or None (exit: closed), and leaves this list when it is.
+        # The inboxes of the workers waiting for a claim, in the order they went idle (the last
+        # is handed the next claim): each is put one claim, or None (closed: exit), and leaves
+        # this list when it is.
         self._idle_workers: list[sync.SimpleQueue[Claim | None]] = []
         # every task id submitted through the runner -> the future of its current version
         self._tasks: dict[Hashable, TaskFuture] = {}
         # blocked_by id -> the (task, generation) versions it blocked: the Retry set, mirrored.
         self._blocked_kids: dict[Hashable, list[_Key]] = {}
-        self._live = 0  # == number of entries with live set
+        self._live = 0  # == number of futures in _tasks with _live set
         # == len(_queue) + versions handed to workers (in an inbox or being run): claimed and
         # not reported
         self._inflight = 0
@@ -441,7 +442,7 @@ class Runner:
                     self._tasks[member] = TaskFuture(self, member, current)  # future() gives it
                     self._live += 1
             future = TaskFuture(self, task_id, generation)
-            self._renew_locked(task_id, future)  # no record yet: submitted on runner.scheduler
+            self._renew_locked(task_id, future)
             self._after_change_locked(out)
         if out:
             self._settle(out)
@@ -544,8 +545,9 @@ class Runner:
 
         A worker with nothing to run and no settlement to count goes idle: it puts its ``inbox``
         on ``_idle_workers`` and blocks on it until a claim, or None (closed: exit), is put there.
-        Only the bookkeeping under the runner lock can raise (``_run`` and ``_apply`` never do):
-        that stops the runner (``_break_locked``), and the worker then exits as on a close.
+        Only the bookkeeping under the runner lock can raise (``_run`` and ``_resolve_futures``
+        never do): that stops the runner (``_break_locked``), and the worker then exits as on a
+        close.
         """
         lock = self._lock
         queue = self._queue

@@ -322,6 +322,22 @@ def test_a_runner_counter_written_without_the_runner_lock_is_caught() -> None:
     assert "unlocked wrote Runner._inflight" in failure.message
 
 
+def test_a_runner_futures_counter_written_under_the_runner_lock_is_caught() -> None:
+    def body(ctx: Context) -> None:
+        runner = Runner(1)
+
+        def wrong_lock() -> None:
+            with runner._lock:  # the runner lock, not the futures' lock that guards it
+                runner._futures_waiting += 1
+
+        ctx.spawn(wrong_lock, name="wrong_lock")
+
+    failure = explore(Scenario("futures_counter", body)).failures[0]
+    assert failure.kind == "lock discipline"
+    assert "wrong_lock wrote Runner._futures_waiting" in failure.message
+    assert "futures lock" in failure.message
+
+
 def test_the_discipline_hooks_act_only_inside_a_run_and_come_out_after() -> None:
     with discipline.enforced():
         assert "__setattr__" in TaskScheduler.__dict__
