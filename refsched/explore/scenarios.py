@@ -39,6 +39,7 @@ __all__ = [
     "runner_chain",
     "runner_close_timeout",
     "runner_fan_out",
+    "runner_result_wait",
     "scenario",
 ]
 
@@ -338,6 +339,31 @@ def runner_fan_out(cls: RunnerClass = Runner) -> Scenario:
     return Scenario("runner_fan_out", body, runner_fan_out.__doc__ or "")
 
 
+def runner_result_wait(cls: RunnerClass = Runner) -> Scenario:
+    """Two threads block in a's ``result()`` (no timeout) while the worker runs a and settles
+    its future: the settlement wakes each, whenever it began to wait."""
+
+    def body(ctx: Context) -> None:
+        runner = ctx.watch_runner(_runner(cls, 1))
+        future = runner.submit("a", _returns("a"))
+        runner.start()
+        got: dict[str, str] = {}
+
+        def waiter() -> None:
+            got["waiter"] = future.result()
+
+        ctx.spawn(waiter, name="waiter")
+        got["main"] = future.result()
+        runner.close()
+
+        def both_woken() -> None:
+            assert got == {"main": "A", "waiter": "A"}, got
+
+        ctx.at_end("both threads got a's result", both_woken)
+
+    return Scenario("runner_result_wait", body, runner_result_wait.__doc__ or "")
+
+
 def _returns(value: str) -> Callable[[], str]:
     def fn() -> str:
         return value.upper()
@@ -358,6 +384,7 @@ SCENARIOS: dict[str, Scenario] = {
         cooperative_cancel(),
         runner_chain(),
         runner_fan_out(),
+        runner_result_wait(),
     )
 }
 SCENARIOS.update(TIMER_SCENARIOS)  # the TimerScheduler and TimerRunner scenarios

@@ -812,8 +812,8 @@ _LAYER = {layer.name: layer for layer in LAYERS}
 SCHEDULER_SCENARIOS = ("ready_ready", "ready_cancel", "complete_stale", "resubmit_claim",
                        "close_ready_callbacks", "failure_while_claiming")
 RUNNER_SCENARIOS = ("runner_close_timeout", "cooperative_cancel", "runner_chain",
-                    "runner_fan_out", "submit_to_idle_runner", "wait_before_start",
-                    "runner_failure")
+                    "runner_fan_out", "runner_result_wait", "submit_to_idle_runner",
+                    "wait_before_start", "runner_failure")
 # Scenarios that drive a TimerScheduler class, and those that drive a TimerRunner class.
 TIMER_SCHEDULER_SCENARIOS = ("timer_next_races_changes",)
 TIMER_RUNNER_SCENARIOS = ("timer_earlier_while_sleeping", "timer_cancel_races_next",
