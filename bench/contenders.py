@@ -14,6 +14,7 @@ import importlib.metadata
 import importlib.util
 import queue
 import threading
+import types
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -166,14 +167,18 @@ def threading_direct() -> Iterator[None]:
     """Make the scheduler and the runner build their primitives from ``threading`` directly.
 
     Both modules look the primitives up as ``sync.Lock`` & co. when they build an object; with
-    the ``threading`` module in the place of ``refsched.sync`` they get the same classes without
-    going through refsched.sync.
+    a module holding ``threading``'s classes (and ``queue.SimpleQueue``) in the place of
+    ``refsched.sync`` they get the same classes without going through refsched.sync.
     """
+    direct = types.ModuleType("threading_direct")
+    direct.__dict__.update(Lock=threading.Lock, RLock=threading.RLock,
+                           Condition=threading.Condition, Event=threading.Event,
+                           Thread=threading.Thread, SimpleQueue=queue.SimpleQueue)
     modules = (refsched.scheduler, refsched.runner)
     saved = [m.sync for m in modules]
     try:
         for m in modules:
-            setattr(m, "sync", threading)  # noqa: B010 (mypy: a module of another type)
+            setattr(m, "sync", direct)  # noqa: B010 (mypy: a module of another type)
         yield
     finally:
         for m, s in zip(modules, saved, strict=True):

@@ -639,10 +639,11 @@ def _sync_section(results: Results) -> list[str]:
     return [
         "## The injectable primitives (`refsched.sync`)",
         "",
-        "The scheduler and the runner build every lock, condition, event and thread through "
-        "`refsched.sync`, which by default holds the `threading` classes themselves "
+        "The scheduler and the runner build every lock, condition, event, queue and thread "
+        "through `refsched.sync`, which by default holds the `threading` classes (and "
+        "`queue.SimpleQueue`) themselves "
         f"(`refsched.sync.Lock is threading.Lock`: {results.environment['sync_is_threading']}). "
-        "The same runs with the `threading` module put in the place of `refsched.sync`:",
+        "The same runs with those classes put in the place of `refsched.sync`:",
         "",
         *_comparison_table(rows),
         "",

@@ -11,9 +11,12 @@ Design:
 - One runner lock serialises every scheduler action with the ``pop_endings()`` that follows it,
   so each ending is matched to the future of exactly the version that ended.
 - Whoever changes the scheduler (a worker reporting, ``submit``, ``start``, ``retry``, ...) claims
-  everything claimable right away (``ready()`` is bounded by the free slots) into a shared queue and
-  wakes exactly one idle worker per extra claim; a worker that just reported takes the first claim
-  itself without a wake-up. Idle workers block on a condition; nothing polls.
+  everything claimable right away (``ready()`` is bounded by the free slots). A worker that just
+  reported takes the first claim itself: reporting one version and claiming the next is one
+  acquisition of the runner lock. Every other claim is handed to an idle worker through that
+  worker's own queue (a ``SimpleQueue``: the put is the wake-up, and a claim put before the
+  worker blocks is not lost), or, when no worker is idle, left in a shared queue that a worker
+  looks at before it goes idle. Nothing polls.
 - Futures are set, and user callbacks run, outside the runner lock; ``wait()`` and ``close()``
   also wait for those settlements (``_resolving``), so a future is resolved when they return.
 - User code never costs a worker: whatever a function raises (``BaseException`` included) is its
@@ -54,8 +57,6 @@ from refsched.types import Claim, CloseReport, TaskInfo, TaskState
 
 __all__ = ["CancelToken", "Runner", "TaskFuture"]
 
-_PENDING = TaskState.PENDING
-_READY = TaskState.READY
 _RUNNING = TaskState.RUNNING
 _SUCCEEDED = TaskState.SUCCEEDED
 _FAILED = TaskState.FAILED
@@ -119,6 +120,8 @@ class CancelToken:
 
 _FUTURE_DONE: Final = frozenset({_futures.CANCELLED, _futures.CANCELLED_AND_NOTIFIED,
                                  _futures.FINISHED})
+# The done-callbacks of a future that has none: its list is made by its first add_done_callback().
+_NO_CALLBACKS: Final[tuple[()]] = ()
 
 
 class _RunnerFuture(Future[Any]):
@@ -127,11 +130,20 @@ class _RunnerFuture(Future[Any]):
 
     _settled: bool  # guarded by the runner lock: the runner decided the outcome (set once)
     _started: bool  # the function was called (set once; only read by running())
-    _done_callbacks: list[Callable[[Future[Any]], object]]  # Future's, which typeshed omits
+    # Future's, which typeshed omits; _NO_CALLBACKS until the first is added
+    _done_callbacks: list[Callable[[Future[Any]], object]] | tuple[()]
 
     def running(self) -> bool:
         """Whether the function of this version has been called and the future is not done."""
         return self._started and not self.done()
+
+    def add_done_callback(self, fn: Callable[[Future[Any]], object]) -> None:
+        """Call ``fn(future)`` once the future is done (now, if it is), as ``Future`` does."""
+        if self._done_callbacks is _NO_CALLBACKS:
+            with self._condition:  # made once, however many threads add the first together
+                if self._done_callbacks is _NO_CALLBACKS:
+                    self._done_callbacks = []
+        super().add_done_callback(fn)
 
     def _invoke_callbacks(self) -> None:
         # Future's own catches only Exception: a callback's SystemExit or KeyboardInterrupt would
@@ -166,12 +178,16 @@ class TaskFuture(_RunnerFuture):
         self._result = None
         self._exception = None
         self._waiters: list[Any] = []
-        self._done_callbacks: list[Callable[[Future[Any]], object]] = []
+        self._done_callbacks = _NO_CALLBACKS  # most futures get none: no list until one comes
         self.task_id = task_id
-        self.generation = generation
+        self.generation = generation  # >= 1 once submit() has it
         self._runner = runner
         self._settled = False
         self._started = False
+        # While this is the future of its task's current version it is also the runner's record
+        # of that version (``Runner._tasks``), one object per version; under the runner lock:
+        self._live = True  # the version is pending, ready or running (not terminal)
+        self._blocked_by: Hashable | None = None  # set while the version is blocked
 
     def result(self, timeout: float | None = None) -> Any:
         """The function's return value; waits up to ``timeout`` seconds (None: no limit)."""
@@ -192,8 +208,16 @@ class TaskFuture(_RunnerFuture):
                 timeout = 0
             elif timeout > _LONGEST_TIMEOUT:
                 timeout = None
+        runner = self._runner
         with self._condition:
-            self._condition.wait_for(self._is_done, timeout)
+            if self._state in _FUTURE_DONE:
+                return
+            # Counted, so that settling a future notifies only when some thread waits.
+            runner._futures_waiting += 1
+            try:
+                self._condition.wait_for(self._is_done, timeout)
+            finally:
+                runner._futures_waiting -= 1
 
     def _is_done(self) -> bool:
         return self._state in _FUTURE_DONE
@@ -214,18 +238,6 @@ class TaskFuture(_RunnerFuture):
 
     def __repr__(self) -> str:
         return f"<TaskFuture {self.task_id!r} generation={self.generation} {super().__repr__()}>"
-
-
-class _Entry:
-    """What the runner knows about a task's current version."""
-
-    __slots__ = ("blocked_by", "future", "generation", "live")
-
-    def __init__(self, generation: int) -> None:
-        self.generation = generation  # the scheduler's current generation of the task, >= 1
-        self.future: TaskFuture | None = None  # None or future.generation == generation
-        self.live = True  # the version is pending, ready or running (not terminal)
-        self.blocked_by: Hashable | None = None  # set while the version is blocked
 
 
 class Runner:
@@ -271,19 +283,30 @@ class Runner:
         # Whether a function's token can be a live CancelToken (it runs in this process).
         self._in_process = executor is None or isinstance(executor, _ThreadPoolExecutor)
         self._scheduler = TaskScheduler(max_workers, track_endings=True, recorder=recorder)
+        # Every future of this runner waits and is notified here (see TaskFuture.__init__); an
+        # RLock, as in Future, since concurrent.futures.wait() takes it once per future. Its
+        # lock, not the runner lock, guards the futures' states and _futures_waiting.
+        self._futures_lock = sync.RLock()
+        self._futures_condition = sync.Condition(self._futures_lock)
+        self._futures_waiting = 0  # == threads waiting in TaskFuture._wait_done
         # The runner lock guards every field below and serialises every call on the scheduler.
         self._lock = sync.Lock()
-        # Every future of this runner waits and notifies here (see TaskFuture.__init__); an
-        # RLock, as in Future, since concurrent.futures.wait() takes it once per future.
-        self._futures_condition = sync.Condition(sync.RLock())
-        self._work = sync.Condition(self._lock)  # workers wait here: for a claim, or for close
         self._idle = sync.Condition(self._lock)  # wait()/close() wait here for the counters below
-        self._queue: deque[Claim] = deque()  # claimed versions no worker has taken yet
-        self._tasks: dict[Hashable, _Entry] = {}  # every task id submitted through the runner
+        # Claimed versions handed to no worker yet: only while no worker is idle, so
+        # ``_queue and _idle_workers`` never holds once the lock is released.
+        self._queue: deque[Claim] = deque()
+        # The inboxes of the workers waiting for a claim, in the order they went idle (the last
+        # is handed the next claim): each is put one claim, or None (closed: exit), and leaves
+        # this list when it is.
+        self._idle_workers: list[sync.SimpleQueue[Claim | None]] = []
+        # every task id submitted through the runner -> the future of its current version
+        self._tasks: dict[Hashable, TaskFuture] = {}
         # blocked_by id -> the (task, generation) versions it blocked: the Retry set, mirrored.
         self._blocked_kids: dict[Hashable, list[_Key]] = {}
-        self._live = 0  # == number of entries with live set
-        self._inflight = 0  # == len(queue) + versions being run by workers: claimed, unreported
+        self._live = 0  # == number of futures in _tasks with _live set
+        # == len(_queue) + versions handed to workers (in an inbox or being run): claimed and
+        # not reported
+        self._inflight = 0
         self._resolving = 0  # settlements decided under the lock and not yet applied to futures
         self._idle_waiters = 0  # threads waiting on _idle
         self._cancel_requested: set[_Key] = set()  # running versions asked to stop
@@ -332,25 +355,20 @@ class Runner:
                 pass
             else:
                 deps = tuple(iterator)
-        # Built before the lock is taken (Future.__init__ makes a Condition); it is nobody
-        # else's until returned, so its generation is filled in once the scheduler has it.
+        # Built before the lock is taken, to keep that short; it is nobody else's until
+        # returned, so its generation is filled in once the scheduler has it.
         future = TaskFuture(self, task_id, 0)
-        out: list[_Settlement] = []
         lock = self._lock
         lock.acquire()  # not ``with``: this runs once per task
         try:
-            generation = self._scheduler.submit(task_id, deps, fn)
-            future.generation = generation
-            entry = self._tasks.get(task_id)
-            if entry is None:
-                entry = self._tasks[task_id] = _Entry(generation)
-                self._live += 1
-            else:
-                old = entry.future
-                if old is not None and not old._settled:
-                    old._settled = True
-                    out.append((old, _CANCEL, None))
-            self._renew_locked(entry, generation, future)
+            future.generation = self._scheduler.submit(task_id, deps, fn)
+            old = self._renew_locked(task_id, future)
+            if old is None and not self._started:
+                return future  # a new task before start(): nothing to settle or claim
+            out: list[_Settlement] = []
+            if old is not None and not old._settled:
+                old._settled = True
+                out.append((old, _CANCEL, None))
             self._after_change_locked(out)
         finally:
             lock.release()
@@ -370,8 +388,11 @@ class Runner:
             for i in range(self._max_workers):
                 # daemon: a function still running after close(timeout) must not keep the
                 # interpreter from exiting
-                thread = sync.Thread(target=self._work_loop, name=f"refsched-runner-{i}",
-                                     daemon=True)
+                # Each worker's inbox is made here, in order: objects made by the threads
+                # themselves would be numbered by how they interleave (see refsched.explore).
+                inbox: sync.SimpleQueue[Claim | None] = sync.SimpleQueue()
+                thread = sync.Thread(target=self._work_loop, args=(inbox,),
+                                     name=f"refsched-runner-{i}", daemon=True)
                 thread.start()
                 self._threads.append(thread)
             self._dispatch_locked(False)
@@ -415,34 +436,25 @@ class Runner:
         out: list[_Settlement] = []
         with self._lock:
             generation = self._scheduler.retry(task_id)
-            entry = self._tasks.get(task_id)
-            if entry is None:  # submitted on runner.scheduler directly
-                entry = self._tasks[task_id] = _Entry(generation)
-                self._live += 1
             for member in self._retry_members_locked(task_id):
-                other = self._tasks[member]
                 current = self._scheduler.info(member).generation
-                if current != other.generation:
-                    other.generation = current
-                    other.future = None  # made on demand by future()
-                    other.blocked_by = None
-                    other.live = True
+                if current != self._tasks[member].generation:
+                    self._tasks[member] = TaskFuture(self, member, current)  # future() gives it
                     self._live += 1
             future = TaskFuture(self, task_id, generation)
-            self._renew_locked(entry, generation, future)
+            self._renew_locked(task_id, future)
             self._after_change_locked(out)
         if out:
             self._settle(out)
         return future
 
-    def _renew_locked(self, entry: _Entry, generation: int, future: TaskFuture) -> None:
-        """Point ``entry`` at the new live version ``generation`` and its fresh ``future``."""
-        entry.generation = generation
-        entry.blocked_by = None
-        if not entry.live:
-            entry.live = True
+    def _renew_locked(self, task_id: Hashable, future: TaskFuture) -> TaskFuture | None:
+        """Make ``future``, a new live version's, the record of ``task_id``; return the old one."""
+        old = self._tasks.get(task_id)
+        if old is None or not old._live:
             self._live += 1
-        entry.future = future
+        self._tasks[task_id] = future
+        return old
 
     def _after_change_locked(self, out: list[_Settlement]) -> None:
         """After a submission or retry: resolve what ended, hand out what became claimable."""
@@ -454,31 +466,17 @@ class Runner:
         self._resolving += len(out)
 
     def future(self, task_id: Hashable) -> TaskFuture:
-        """Return the future of the current version of ``task_id`` (made now if need be).
+        """Return the future of the current version of ``task_id``.
 
         Raises ``UnknownTaskError`` for an id never submitted through this runner.
         """
-        out: list[_Settlement] = []
         with self._lock:
-            info = self._scheduler.info(task_id)  # InvalidArgumentError, UnknownTaskError
-            entry = self._tasks.get(task_id)
-            if entry is None:
-                raise UnknownTaskError(
-                    f"future({task_id!r}): {task_id!r} was not submitted through this runner",
-                    task_id)
-            future = entry.future
-            if future is not None:
-                return future
-            future = entry.future = TaskFuture(self, task_id, entry.generation)
-            if info.state.is_terminal:
-                out.append(_settlement_from_info(future, info))
-            elif self._closed and info.state in (_PENDING, _READY):
-                out.append((future, _CANCEL, None))  # a closed scheduler never runs it
-            if out:
-                future._settled = True
-                self._resolving += 1
-        if out:
-            self._settle(out)
+            self._scheduler.info(task_id)  # InvalidArgumentError, UnknownTaskError
+            future = self._tasks.get(task_id)
+        if future is None:
+            raise UnknownTaskError(
+                f"future({task_id!r}): {task_id!r} was not submitted through this runner",
+                task_id)
         return future
 
     def close(self, timeout: float | None = None, cancel_pending: bool = True) -> CloseReport:
@@ -504,12 +502,11 @@ class Runner:
                 self._closed = True
                 self._collect_locked(out, None, 0, None)
                 for task_id in (*report.pending, *report.ready):
-                    entry = self._tasks.get(task_id)
-                    future = entry.future if entry is not None else None
+                    future = self._tasks.get(task_id)
                     if future is not None and not future._settled:
                         future._settled = True
                         out.append((future, _CANCEL, None))
-                self._work.notify_all()
+                self._release_idle_locked()
                 self._resolving += len(out)
         if out:
             self._settle(out)
@@ -543,39 +540,49 @@ class Runner:
 
     # -- the worker ------------------------------------------------------------------------
 
-    def _work_loop(self) -> None:
+    def _work_loop(self, inbox: sync.SimpleQueue[Claim | None]) -> None:
         """Take claims, run them, report them; exit once closed with no claim left.
 
-        Only the bookkeeping under the runner lock can raise (``_run`` and ``_apply`` never do):
-        that stops the runner (``_break_locked``), and the worker then exits as on a close.
+        A worker with nothing to run and no settlement to count goes idle: it puts its ``inbox``
+        on ``_idle_workers`` and blocks on it until a claim, or None (closed: exit), is put there.
+        Only the bookkeeping under the runner lock can raise (``_run`` and ``_resolve_futures``
+        never do): that stops the runner (``_break_locked``), and the worker then exits as on a
+        close.
         """
         lock = self._lock
         queue = self._queue
+        idle = self._idle_workers
         outcome: _Outcome | None = None  # the version this worker ran, not yet reported
         applied = 0  # settlements this worker applied since it last held the lock
         failure: BaseException | None = None  # what the bookkeeping raised, to log unlocked
         while True:
             out: list[_Settlement] = []
             claim: Claim | None = None
+            waits = False  # idle: the next claim comes through the inbox
             lock.acquire()  # not ``with``: once per task, and half the cost
             try:
                 self._resolving -= applied
                 applied = 0
                 if outcome is not None:
-                    self._report_locked(outcome, out)
+                    claim = self._report_locked(outcome, out)
                     outcome = None
                 self._resolving += len(out)
                 if self._idle_waiters:
                     self._notify_idle_locked()
-                while not queue and not self._closed and not out:
-                    self._work.wait()
-                if queue:
-                    claim = queue.popleft()
-                    if self._cancel_requested and (
-                            (claim.task_id, claim.generation) in self._cancel_requested):
-                        outcome = (claim, _CANCEL, None)  # asked to stop before it started
-                        claim = None
-                exiting = claim is None and outcome is None and not out
+                if claim is None:
+                    if queue:
+                        claim = queue.popleft()
+                        if self._cancel_requested and (
+                                (claim.task_id, claim.generation) in self._cancel_requested):
+                            outcome = (claim, _CANCEL, None)  # asked to stop before it started
+                            claim = None
+                    elif not out and not self._closed:
+                        # Settlements applied after the lock is let go are counted at the next
+                        # acquisition, which an idle worker may not make for long: only a worker
+                        # with none goes idle.
+                        idle.append(inbox)
+                        waits = True
+                exiting = claim is None and outcome is None and not out and not waits
             except BaseException as exc:  # the runner's own machinery failed: it stops
                 failure = exc
                 # Nothing above can raise but _report_locked (the scheduler, its recorder), which
@@ -584,8 +591,9 @@ class Runner:
                 decided = len(out)
                 uncounted = decided if outcome is not None else 0
                 if claim is not None:
-                    self._inflight -= 1  # taken from the queue, and never to run now
+                    self._inflight -= 1  # taken, and never to run now
                 outcome = claim = None
+                waits = False
                 self._break_locked(exc, out)
                 self._resolving += uncounted + len(out) - decided
                 exiting = False  # apply out, count it back, then exit as on a close
@@ -595,8 +603,12 @@ class Runner:
                 _log_failure("the runner", failure)
                 failure = None
             if out:
-                _apply(out)
+                self._resolve_futures(out)
                 applied = len(out)
+            if waits:
+                claim = inbox.get()
+                if claim is None:
+                    return  # closed while idle
             if claim is not None:
                 outcome = self._run(claim)
             elif exiting:
@@ -605,8 +617,7 @@ class Runner:
     def _run(self, claim: Claim) -> _Outcome:
         """Call the claimed function (here or in the executor); never raises."""
         task_id, generation, fn = claim
-        entry = self._tasks.get(task_id)  # read without the lock: only for TaskFuture.running()
-        future = entry.future if entry is not None else None
+        future = self._tasks.get(task_id)  # read without the lock: only for running()
         if future is not None and future.generation == generation:
             future._started = True
         if fn is None:
@@ -657,8 +668,12 @@ class Runner:
 
     # -- under the runner lock -------------------------------------------------------------
 
-    def _report_locked(self, outcome: _Outcome, out: list[_Settlement]) -> None:
-        """Report a run version to the scheduler (Complete / Fail / AcknowledgeCancel)."""
+    def _report_locked(self, outcome: _Outcome, out: list[_Settlement]) -> Claim | None:
+        """Report a run version to the scheduler (Complete / Fail / AcknowledgeCancel).
+
+        Then claims what that made claimable: returns the claim the reporting worker takes
+        itself, if any (see ``_dispatch_locked``).
+        """
         claim, kind, value = outcome
         task_id, generation = claim.task_id, claim.generation
         # First, so that if what follows raises the count is right (see _work_loop).
@@ -678,7 +693,7 @@ class Runner:
             self._tokens.pop(key, None)
             self._exec_futures.pop(key, None)
         self._collect_locked(out, task_id, generation, value)
-        self._dispatch_locked(True)
+        return self._dispatch_locked(True)
 
     def _collect_locked(self, out: list[_Settlement], task_id: Hashable, generation: int,
                         value: Any) -> None:
@@ -692,19 +707,18 @@ class Runner:
             return
         tasks = self._tasks
         for t, g, state in endings:
-            entry = tasks.get(t)
-            if entry is None or entry.generation != g:
+            future = tasks.get(t)
+            if future is None or future.generation != g:
                 continue  # not a version this runner knows of
-            if entry.live:
-                entry.live = False
+            if future._live:
+                future._live = False
                 self._live -= 1
             info: TaskInfo | None = None
             if state is _BLOCKED:
                 info = self._scheduler.info(t)
-                entry.blocked_by = info.blocked_by
+                future._blocked_by = info.blocked_by
                 self._blocked_kids.setdefault(info.blocked_by, []).append((t, g))
-            future = entry.future
-            if future is None or future._settled:
+            if future._settled:
                 continue
             future._settled = True
             if g == generation and t == task_id and (state is _SUCCEEDED or state is _FAILED):
@@ -713,20 +727,35 @@ class Runner:
                 continue
             out.append(_settlement_from_info(future, info or self._scheduler.info(t)))
 
-    def _dispatch_locked(self, self_take: bool) -> None:
-        """Claim every version that fits (spec: Claim) and wake one idle worker per claim.
+    def _dispatch_locked(self, self_take: bool) -> Claim | None:
+        """Claim every version that fits (spec: Claim) and hand each claim to a worker.
 
-        ``self_take``: the calling worker takes the first claim itself, so it wakes one fewer.
+        ``self_take``: the calling worker takes the first claim itself, which is returned (a
+        fresh claim: no cancel can have been requested for it yet). Each other claim is put
+        into the inbox of an idle worker, which wakes it; those no idle worker is left for go
+        to the shared queue, where a worker finds them before it goes idle.
         """
         if not self._started or self._closed:
-            return
+            return None
         claims = self._scheduler.ready()
-        if claims:
-            self._queue.extend(claims)
-            self._inflight += len(claims)
-            wake = len(claims) - 1 if self_take else len(claims)
-            if wake > 0:
-                self._work.notify(wake)
+        if not claims:
+            return None
+        self._inflight += len(claims)
+        first = 1 if self_take else 0
+        if len(claims) > first:
+            idle = self._idle_workers
+            for i in range(first, len(claims)):
+                if not idle:
+                    self._queue.extend(claims[i:])
+                    break
+                idle.pop().put(claims[i])
+        return claims[0] if self_take else None
+
+    def _release_idle_locked(self) -> None:
+        """Send every idle worker away (closed): no claim will come to its inbox now."""
+        for inbox in self._idle_workers:
+            inbox.put(None)
+        self._idle_workers.clear()
 
     def _retry_members_locked(self, root: Hashable) -> list[Hashable]:
         """The versions blocked because of ``root`` (the Retry set without root), as mirrored."""
@@ -735,9 +764,9 @@ class Runner:
         while stack:
             cause = stack.pop()
             for t, g in self._blocked_kids.pop(cause, ()):
-                entry = self._tasks.get(t)
-                if (entry is not None and entry.generation == g and not entry.live
-                        and entry.blocked_by == cause):
+                record = self._tasks.get(t)
+                if (record is not None and record.generation == g and not record._live
+                        and record._blocked_by == cause):
                     members.append(t)
                     stack.append(t)
         return members
@@ -747,9 +776,8 @@ class Runner:
 
         The runner's account of what runs can no longer be trusted, so it closes (the scheduler
         cancels what is pending or ready; nothing more is claimed), drops the claims no worker
-        took, and fails every future not yet settled with a SchedulerError caused by ``exc``,
-        making the missing ones of live versions so that ``future()`` returns them. Functions
-        other workers run go on: ``wait()`` and ``close()`` still wait for them, and their
+        took, and fails every future not yet settled with a SchedulerError caused by ``exc``.
+        Functions other workers run go on: ``wait()`` and ``close()`` still wait for them, and their
         outcomes reach no future. The first such error is kept in ``_failure``.
         """
         if self._failure is None:
@@ -762,17 +790,11 @@ class Runner:
         # not, the runner claims nothing more now that _closed is set, and exc is what to report.
         with contextlib.suppress(BaseException):
             self._scheduler.close(True)
-        tasks = self._tasks
-        for task_id, entry in tasks.items():
-            future = entry.future
-            if future is None:
-                if not entry.live:
-                    continue  # ended: future() settles the one it makes from the scheduler
-                future = entry.future = TaskFuture(self, task_id, entry.generation)
+        for future in self._tasks.values():
             if not future._settled:
                 future._settled = True
                 out.append((future, _ERROR, error))
-        self._work.notify_all()
+        self._release_idle_locked()
 
     def _quiet(self) -> bool:
         """wait()'s condition: all versions ended, or closed with no function left to return."""
@@ -795,9 +817,9 @@ class Runner:
         remote: Future[Any] | None = None
         with self._lock:
             state = self._scheduler.cancel(task_id, generation)
-            entry = self._tasks.get(task_id)
-            if state is _RUNNING and entry is not None:
-                key = (task_id, entry.generation)
+            future = self._tasks.get(task_id)
+            if state is _RUNNING and future is not None:
+                key = (task_id, future.generation)
                 self._cancel_requested.add(key)
                 token = self._tokens.get(key)
                 if token is not None:
@@ -815,14 +837,41 @@ class Runner:
     def _settle(self, out: list[_Settlement]) -> None:
         """Apply settlements (running done-callbacks), then count them as applied.
 
-        The worker loop applies its own with ``_apply`` and counts them at its next lock
-        acquisition instead, which saves one.
+        The worker loop applies its own with ``_resolve_futures`` and counts them at its next
+        lock acquisition instead, which saves one.
         """
-        _apply(out)
+        self._resolve_futures(out)
         with self._lock:
             self._resolving -= len(out)
             if self._idle_waiters:
                 self._notify_idle_locked()
+
+    def _resolve_futures(self, out: list[_Settlement]) -> None:
+        """``_apply(out)``, with a result (the common settlement) set here in one short hold of
+        the futures' lock, notifying only if a thread waits on a future; never raises."""
+        lock = self._futures_lock
+        for settlement in out:
+            future, kind, value = settlement
+            if kind != _RESULT:
+                _apply((settlement,))
+                continue
+            try:
+                lock.acquire()
+                try:
+                    if future._state in _FUTURE_DONE:
+                        continue  # the caller resolved it by hand; the first outcome stands
+                    future._result = value
+                    future._state = _futures.FINISHED
+                    for waiter in future._waiters:  # concurrent.futures.wait(), as_completed()
+                        waiter.add_result(future)
+                    if self._futures_waiting:
+                        self._futures_condition.notify_all()
+                finally:
+                    lock.release()
+                if future._done_callbacks:
+                    future._invoke_callbacks()
+            except Exception:  # as _apply: the settlements after it are still applied
+                _LOGGER.exception("exception settling %r", future)
 
 
 def _apply(out: Sequence[tuple[_RunnerFuture, int, Any]]) -> None:

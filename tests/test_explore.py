@@ -8,6 +8,7 @@ Summaries are printed (run with ``-s`` to see the figures).
 from __future__ import annotations
 
 import concurrent.futures._base as futures_base
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -92,25 +93,12 @@ class LateComplete(TaskScheduler):
         return super().complete(task_id, self.info(task_id).generation, result)
 
 
-class _NotifyOne:
-    """A condition whose notify_all() wakes one waiter."""
-
-    def __init__(self, cond: Any) -> None:
-        self._cond = cond
-
-    def notify_all(self) -> None:
-        self._cond.notify()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._cond, name)
-
-
 class NotifyOneAtClose(Runner):
     """close() wakes one idle worker instead of all: the others wait forever, close() joins them."""
 
-    def __init__(self, max_workers: int) -> None:
-        super().__init__(max_workers)
-        self._work = _NotifyOne(self._work)  # type: ignore[assignment]
+    def _release_idle_locked(self) -> None:
+        if self._idle_workers:
+            self._idle_workers.pop().put(None)
 
 
 class ForgetfulToken(Runner):
@@ -334,6 +322,22 @@ def test_a_runner_counter_written_without_the_runner_lock_is_caught() -> None:
     assert "unlocked wrote Runner._inflight" in failure.message
 
 
+def test_a_runner_futures_counter_written_under_the_runner_lock_is_caught() -> None:
+    def body(ctx: Context) -> None:
+        runner = Runner(1)
+
+        def wrong_lock() -> None:
+            with runner._lock:  # the runner lock, not the futures' lock that guards it
+                runner._futures_waiting += 1
+
+        ctx.spawn(wrong_lock, name="wrong_lock")
+
+    failure = explore(Scenario("futures_counter", body)).failures[0]
+    assert failure.kind == "lock discipline"
+    assert "wrong_lock wrote Runner._futures_waiting" in failure.message
+    assert "futures lock" in failure.message
+
+
 def test_the_discipline_hooks_act_only_inside_a_run_and_come_out_after() -> None:
     with discipline.enforced():
         assert "__setattr__" in TaskScheduler.__dict__
@@ -390,6 +394,56 @@ def test_a_notify_before_the_wait_is_a_lost_wake_up() -> None:
     assert failure.kind == "lost wake-up" and "waiter waits on Condition#" in failure.message
 
 
+def test_a_get_from_a_queue_nobody_puts_to_is_a_lost_wake_up() -> None:
+    def body(ctx: Context) -> None:
+        inbox = rt.SimpleQueue()
+        ctx.spawn(inbox.get, name="getter")
+
+    failure = explore(Scenario("get_without_put", body)).failures[0]
+    assert failure.kind == "lost wake-up", failure.report()
+    assert "getter gets from SimpleQueue#" in failure.message
+
+
+def test_a_put_before_the_get_is_kept_and_items_come_out_in_order() -> None:
+    got: list[list[int]] = []
+
+    def body(ctx: Context) -> None:
+        inbox, out = rt.SimpleQueue(), []
+
+        def getter() -> None:
+            out.extend((inbox.get(), inbox.get()))
+
+        ctx.spawn(getter, name="getter")
+        inbox.put(1)
+        inbox.put(2)
+        ctx.at_end("record", lambda: got.append(out))
+
+    report = explore(Scenario("put_get", body), ExploreConfig(max_preemptions=None))
+    assert report.ok and report.coverage == "complete" and report.schedules >= 2, report.summary()
+    assert got and all(out == [1, 2] for out in got)
+
+
+def test_a_timed_get_takes_virtual_time_and_explores_both_outcomes() -> None:
+    outcomes: set[object] = set()
+
+    def body(ctx: Context) -> None:
+        inbox, got = rt.SimpleQueue(), []
+
+        def getter() -> None:
+            try:
+                got.append(inbox.get(timeout=3600.0))
+            except queue.Empty:
+                got.append("timed out")
+
+        ctx.spawn(getter, name="getter")
+        inbox.put("item")
+        ctx.at_end("record", lambda: outcomes.add(got[0]))
+
+    report = explore(Scenario("timed_get", body), ExploreConfig(max_preemptions=None))
+    assert report.ok and report.coverage == "complete", report.summary()
+    assert outcomes == {"item", "timed out"}
+
+
 def test_a_spin_on_an_event_nobody_sets_hits_the_step_bound() -> None:
     def body(ctx: Context) -> None:
         flag = rt.Event()
@@ -435,16 +489,19 @@ def test_timed_waits_take_virtual_time_and_explore_both_outcomes() -> None:
 
 
 def test_installed_swaps_the_primitives_in_and_back_out() -> None:
-    before = (refsched_sync.Lock, refsched_sync.Condition, futures_base.threading)
+    before = (refsched_sync.Lock, refsched_sync.Condition, refsched_sync.SimpleQueue,
+              futures_base.threading)
     with rt.installed():
         assert refsched_sync.Lock is rt.Lock and refsched_sync.Thread is rt.Thread
+        assert refsched_sync.SimpleQueue is rt.SimpleQueue
         assert futures_base.threading.Condition is rt.Condition
         assert futures_base.threading.get_ident is threading.get_ident
-    assert (refsched_sync.Lock, refsched_sync.Condition, futures_base.threading) == before
+    assert (refsched_sync.Lock, refsched_sync.Condition, refsched_sync.SimpleQueue,
+            futures_base.threading) == before
 
 
 def test_objects_used_outside_a_run_act_directly_and_refuse_to_block() -> None:
-    lock, event = rt.Lock(), rt.Event()
+    lock, event, inbox = rt.Lock(), rt.Event(), rt.SimpleQueue()
     assert lock.acquire() and lock.locked() and not lock.acquire(blocking=False)
     with pytest.raises(rt.WouldBlock):
         lock.acquire()
@@ -454,6 +511,12 @@ def test_objects_used_outside_a_run_act_directly_and_refuse_to_block() -> None:
         event.wait()
     event.set()
     assert event.wait()
+    with pytest.raises(queue.Empty):
+        inbox.get(timeout=0.1)
+    with pytest.raises(rt.WouldBlock):
+        inbox.get()
+    inbox.put("item")
+    assert inbox.qsize() == 1 and inbox.get() == "item" and inbox.empty()
     with pytest.raises(RuntimeError):
         rt.Thread(target=print).start()
 

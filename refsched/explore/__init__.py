@@ -1,9 +1,10 @@
 """A deterministic interleaving explorer for refsched's threaded schedulers.
 
-``runtime`` controls the threads: drop-in ``Lock``/``RLock``/``Condition``/``Event``/``Thread``
-installed into ``refsched.sync``, one thread running at a time, every synchronisation operation a
-scheduling point. ``search`` chooses the schedules (depth-first search with preemption bounding
-and partial-order reduction, random, PCT, Hypothesis-drawn) and replays one by id.
+``runtime`` controls the threads: drop-in ``Lock``/``RLock``/``Condition``/``Event``/
+``SimpleQueue``/``Thread`` installed into ``refsched.sync``, one thread running at a time, every
+synchronisation operation a scheduling point. ``search`` chooses the schedules (depth-first
+search with preemption bounding and partial-order reduction, random, PCT, Hypothesis-drawn) and
+replays one by id.
 ``linearizability`` checks a recorded history against the reference model. ``scenarios`` are the
 programs explored against the production code; ``context`` is what a scenario's body sees.
 

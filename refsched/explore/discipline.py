@@ -6,7 +6,8 @@ that claims under the wrong lock passes every schedule. This check closes that g
 discipline the code states in its own comments:
 
 - ``TaskScheduler``: "_lock guards every attribute below, and every field of every _Task";
-- ``Runner``: "the runner lock guards every field below";
+- ``Runner``: "the runner lock guards every field below", and its futures' lock guards
+  ``_futures_waiting`` (declared above the runner lock);
 - ``TimerScheduler``: "_lock guards every attribute below, and every field of every _Timer";
 - ``TimerRunner``: "the runner lock guards every field below";
 - ``WorkStealingPool``: "the pool lock guards every field below that is not Final" (a Final
@@ -49,6 +50,8 @@ from refsched.explore import runtime
 __all__ = ["enforced", "guarded_fields"]
 
 _LOCK: Final = "_lock"
+# The Runner's fields that its futures' lock (``_futures_lock``) guards, not its runner lock.
+_RUNNER_FUTURES_FIELDS: Final = frozenset({"_futures_waiting"})
 # The fields of a pool task that its pool's lock guards (the rest are its future's).
 _POOL_TASK_FIELDS: Final = frozenset({"_joiners"})
 
@@ -200,6 +203,31 @@ def _guarded_hook(cls: type, fields: frozenset[str], lock_of: Callable[[Any], An
     return __setattr__
 
 
+def _runner_hook(cls: type) -> Callable[[Any, str, Any], None]:
+    """``__setattr__`` for a Runner: the fields below ``_lock`` are guarded by that lock, and
+    ``_RUNNER_FUTURES_FIELDS`` by ``_futures_lock``; as :func:`_guarded_hook` with two locks."""
+    plain = object.__setattr__
+    by_field = {**dict.fromkeys(guarded_fields(cls), (_LOCK, "lock")),
+                **dict.fromkeys(_RUNNER_FUTURES_FIELDS, ("_futures_lock", "futures lock"))}
+
+    def __setattr__(obj: Any, name: str, value: Any) -> None:
+        plain(obj, name, value)
+        guard = by_field.get(name)
+        if guard is None:
+            return
+        write = _shared_write(obj)
+        if write is None:
+            return
+        frame, ex, t = write
+        lock = obj.__dict__.get(guard[0])
+        if isinstance(lock, runtime.Lock) and not lock._is_owned(t):
+            ex.fail("lock discipline",
+                    f"{t.name} wrote {cls.__name__}.{name} at {_site(frame)} without "
+                    f"holding that {cls.__name__}'s {guard[1]} ({lock._label})")
+
+    return __setattr__
+
+
 @contextlib.contextmanager
 def enforced() -> Iterator[None]:
     """Check the lock discipline of TaskScheduler, TimerScheduler, their records, Runner,
@@ -220,7 +248,7 @@ def enforced() -> Iterator[None]:
     hooks = [
         (task_scheduler, monitor.own_lock_hook(task_scheduler, guarded_fields(task_scheduler),
                                                register=True)),
-        (runner, monitor.own_lock_hook(runner, guarded_fields(runner), register=False)),
+        (runner, _runner_hook(runner)),
         (record, monitor.record_hook(record, task_scheduler)),
         (timer_scheduler, monitor.own_lock_hook(timer_scheduler, guarded_fields(timer_scheduler),
                                                 register=True)),

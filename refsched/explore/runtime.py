@@ -1,18 +1,20 @@
 """A controlled runtime for ``refsched.sync``: real threads, one at a time, every sync op a choice.
 
-``Lock``, ``RLock``, ``Condition``, ``Event`` and ``Thread`` here have the ``threading`` API.
-Inside a run (an :class:`Execution`) each thread is a real OS thread, but only one runs at a time:
-every synchronisation operation (acquire, release, wait, notify, event set/clear/is_set/wait,
-thread start/join/begin/end) is a scheduling point where a :class:`Chooser` picks which thread
-performs its next operation. Between two operations a thread runs plain Python, alone.
+``Lock``, ``RLock``, ``Condition``, ``Event`` and ``Thread`` here have the ``threading`` API, and
+``SimpleQueue`` the ``queue.SimpleQueue`` one. Inside a run (an :class:`Execution`) each thread is
+a real OS thread, but only one runs at a time: every synchronisation operation (acquire, release,
+wait, notify, event set/clear/is_set/wait, queue put/get, thread start/join/begin/end) is a
+scheduling point where a :class:`Chooser` picks which thread performs its next operation. Between
+two operations a thread runs plain Python, alone.
 
 Each thread's next operation is either enabled (a free lock, a notified waiter whose lock is free,
-a set event, a finished thread to join) or blocked. Timed operations run on virtual time and never
-sleep: a thread blocked in one may instead *time out*, an alternative of its own. Computation
-takes no virtual time, so timeouts come in deadline order: only the earliest pending deadline may
-expire (a waiter already notified no longer has one), and expiring moves the clock to it. When no
-thread can move while some have not finished, the run fails as a *lost wake-up* (a thread waits
-on a condition or event nobody will signal) or a *deadlock* (all wait for locks or threads).
+a set event, a queue holding an item to get, a finished thread to join) or blocked. Timed
+operations run on virtual time and never sleep: a thread blocked in one may instead *time out*, an
+alternative of its own. Computation takes no virtual time, so timeouts come in deadline order:
+only the earliest pending deadline may expire (a waiter already notified no longer has one), and
+expiring moves the clock to it. When no thread can move while some have not finished, the run
+fails as a *lost wake-up* (a thread waits on a condition, an event or a queue nobody will signal
+or fill) or a *deadlock* (all wait for locks or threads).
 
 Objects built outside a run, or used from a thread the run does not manage (the explorer checking
 the final state, a check between two steps), act directly on their state: a call that would block
@@ -33,6 +35,7 @@ import collections
 import concurrent.futures._base as _futures_base
 import contextlib
 import os
+import queue
 import sys
 import threading
 import traceback
@@ -56,6 +59,7 @@ __all__ = [
     "Probe",
     "RLock",
     "RunFailure",
+    "SimpleQueue",
     "Step",
     "Thread",
     "WouldBlock",
@@ -94,6 +98,10 @@ SET: Final = "set"
 CLEAR: Final = "clear"
 IS_SET: Final = "is_set"
 EVENT_WAIT: Final = "event_wait"
+PUT: Final = "put"
+GET: Final = "get"  # a blocking get: it can move once the queue holds an item
+TRY_GET: Final = "try_get"  # get(block=False): never blocks
+QUEUE_SIZE: Final = "queue_size"  # empty() or qsize(): reads the queue
 ARM: Final = "arm"  # a timed operation reads the clock and sets its deadline
 READ_CLOCK: Final = "read_clock"  # clock(): code under test reads virtual time
 
@@ -564,6 +572,68 @@ class Event(_SyncObject):
         return ex.point(t, _Op(EVENT_WAIT, self, ex.arm(t, self, timeout)))
 
 
+class SimpleQueue(_SyncObject):
+    """``queue.SimpleQueue`` under the run's control: FIFO, unbounded.
+
+    A put and a get are scheduling points, and a blocking get can move only once the queue holds
+    an item: a thread left waiting in one when nobody else can move is a lost wake-up.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self) -> None:
+        super().__init__("SimpleQueue")
+        self._items: collections.deque[Any] = collections.deque()
+
+    def _status(self, op: _Op, t: _ThreadState) -> tuple[bool, bool]:
+        if op.kind == GET:
+            return bool(self._items), op.deadline is not None
+        return True, False
+
+    def put(self, item: Any, block: bool = True, timeout: float | None = None) -> None:
+        here = self._here()
+        if here is not None:
+            here[0].point(here[1], _Op(PUT, self))
+        self._items.append(item)
+
+    def put_nowait(self, item: Any) -> None:
+        self.put(item, False)
+
+    def get(self, block: bool = True, timeout: float | None = None) -> Any:
+        here = self._here()
+        if here is None:
+            if self._items:
+                return self._items.popleft()
+            if not block or timeout is not None:
+                raise queue.Empty
+            raise WouldBlock(f"get from {self._label}, which is empty")
+        ex, t = here
+        if not block:
+            ex.point(t, _Op(TRY_GET, self))
+            if not self._items:
+                raise queue.Empty
+        elif timeout is None:
+            ex.point(t, _Op(GET, self))
+        else:
+            if timeout < 0:
+                raise ValueError("'timeout' must be a non-negative number")
+            if not ex.point(t, _Op(GET, self, ex.arm(t, self, timeout))):
+                raise queue.Empty
+        return self._items.popleft()
+
+    def get_nowait(self) -> Any:
+        return self.get(False)
+
+    def empty(self) -> bool:
+        return self.qsize() == 0
+
+    def qsize(self) -> int:
+        here = self._here()
+        if here is not None:
+            here[0].point(here[1], _Op(QUEUE_SIZE, self))
+        return len(self._items)
+
+
 class Thread(_SyncObject):
     """``threading.Thread`` under the run's control (started only from a controlled thread)."""
 
@@ -970,6 +1040,9 @@ class Execution:
             elif op.kind == EVENT_WAIT:
                 lost = True
                 waits.append(f"{t.name} waits on {obj._label}, never set")
+            elif op.kind == GET:
+                lost = True
+                waits.append(f"{t.name} gets from {obj._label}, never put to")
             elif op.kind == JOIN:
                 waits.append(f"{t.name} joins {obj._label}, which never ends")
             elif isinstance(obj, Lock):
@@ -1018,7 +1091,7 @@ def _default_choice(alternatives: tuple[Alternative, ...], current: int, cur_ena
 # -- installing the runtime ----------------------------------------------------------------
 
 _SYNC_NAMES: Final = {"Lock": Lock, "RLock": RLock, "Condition": Condition, "Event": Event,
-                      "Thread": Thread}
+                      "SimpleQueue": SimpleQueue, "Thread": Thread}
 
 
 def _threading_for_futures() -> types.ModuleType:

@@ -38,6 +38,8 @@ __all__ = [
     "resubmit_claim",
     "runner_chain",
     "runner_close_timeout",
+    "runner_fan_out",
+    "runner_result_wait",
     "scenario",
 ]
 
@@ -315,6 +317,53 @@ def runner_chain(cls: RunnerClass = Runner) -> Scenario:
     return Scenario("runner_chain", body, runner_chain.__doc__ or "")
 
 
+def runner_fan_out(cls: RunnerClass = Runner) -> Scenario:
+    """The hand-off: a worker's report of a readies b and c; it runs one, and the other goes to
+    the second worker, through its inbox if it is idle by then, else through the shared queue."""
+
+    def body(ctx: Context) -> None:
+        runner = ctx.watch_runner(_runner(cls, 2))
+        deps: dict[str, list[str]] = {"a": [], "b": ["a"], "c": ["a"]}
+        futures = {t: runner.submit(t, _returns(t), ds) for t, ds in deps.items()}
+        runner.start()
+        finished = runner.wait()
+        runner.close()
+
+        def all_results() -> None:
+            assert finished, "Runner.wait() returned False"
+            results = {t: f.result(timeout=0) for t, f in futures.items()}
+            assert results == {t: t.upper() for t in deps}, results
+
+        ctx.at_end("every function ran once, each future has its result", all_results)
+
+    return Scenario("runner_fan_out", body, runner_fan_out.__doc__ or "")
+
+
+def runner_result_wait(cls: RunnerClass = Runner) -> Scenario:
+    """Two threads block in a's ``result()`` (no timeout) while the worker runs a and settles
+    its future: the settlement wakes each, whenever it began to wait."""
+
+    def body(ctx: Context) -> None:
+        runner = ctx.watch_runner(_runner(cls, 1))
+        future = runner.submit("a", _returns("a"))
+        runner.start()
+        got: dict[str, str] = {}
+
+        def waiter() -> None:
+            got["waiter"] = future.result()
+
+        ctx.spawn(waiter, name="waiter")
+        got["main"] = future.result()
+        runner.close()
+
+        def both_woken() -> None:
+            assert got == {"main": "A", "waiter": "A"}, got
+
+        ctx.at_end("both threads got a's result", both_woken)
+
+    return Scenario("runner_result_wait", body, runner_result_wait.__doc__ or "")
+
+
 def _returns(value: str) -> Callable[[], str]:
     def fn() -> str:
         return value.upper()
@@ -334,6 +383,8 @@ SCENARIOS: dict[str, Scenario] = {
         runner_close_timeout(),
         cooperative_cancel(),
         runner_chain(),
+        runner_fan_out(),
+        runner_result_wait(),
     )
 }
 SCENARIOS.update(TIMER_SCENARIOS)  # the TimerScheduler and TimerRunner scenarios

@@ -338,26 +338,29 @@ CATALOGUE: tuple[Mutant, ...] = (
             try:
                 applied = 0"""),
     _m("close_notifies_one_worker", _R, "close() wakes one idle worker instead of all",
-       """                self._work.notify_all()""",
-       """                self._work.notify()"""),
+       """                        out.append((future, _CANCEL, None))
+                self._release_idle_locked()""",
+       """                        out.append((future, _CANCEL, None))
+                if self._idle_workers:
+                    self._idle_workers.pop().put(None)"""),
     _m("close_drops_queued_claims", _R,
        "a worker that sees the runner closed leaves claimed versions in the queue",
-       """                if queue:
-                    claim = queue.popleft()""",
-       """                if queue and not self._closed:
-                    claim = queue.popleft()"""),
+       """                    if queue:
+                        claim = queue.popleft()""",
+       """                    if queue and not self._closed:
+                        claim = queue.popleft()"""),
     _m("dispatch_wakes_one_too_few", _R,
        "submit()/start()/cancel() wake one worker fewer than there are claims (lost wake-up)",
-       """            wake = len(claims) - 1 if self_take else len(claims)""",
-       """            wake = len(claims) - 1"""),
+       """        first = 1 if self_take else 0""",
+       """        first = 1"""),
     _m("worker_skips_idle_notify", _R,
        "a worker that reported the last version does not wake wait() (lost wake-up)",
        """                self._resolving += len(out)
                 if self._idle_waiters:
                     self._notify_idle_locked()
-                while not queue""",
+                if claim is None:""",
        """                self._resolving += len(out)
-                while not queue"""),
+                if claim is None:"""),
     _m("wait_returns_while_pending", _R,
        "wait() returns once nothing is in flight, closed or not",
        """        return self._live == 0 or (self._closed and self._inflight == 0)""",
@@ -367,8 +370,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        """TaskScheduler(max_workers + 1, track_endings=True"""),
     _m("runner_cancel_of_running_ignored", _R,
        "Runner.cancel() of a running version neither sets its token nor withdraws it",
-       """            if state is _RUNNING and entry is not None:""",
-       """            if state is _READY and entry is not None:"""),
+       """            if state is _RUNNING and future is not None:""",
+       """            if state is TaskState.READY and future is not None:"""),
     _m("runner_cancel_token_not_set", _R, "Runner.cancel() records the request but sets no token",
        """                token = self._tokens.get(key)
                 if token is not None:
@@ -392,16 +395,16 @@ CATALOGUE: tuple[Mutant, ...] = (
                 continue"""),
     _m("stale_ending_settles_current_future", _R,
        "an ending of an older generation settles the current version's future",
-       """            if entry is None or entry.generation != g:""",
-       """            if entry is None:""",
+       """            if future is None or future.generation != g:""",
+       """            if future is None:""",
        equivalent="every action through the Runner renews its entries before it collects the "
                   "endings, so each ending it sees is of the current generation; only an "
                   "action taken on runner.scheduler directly, which the API forbids, could "
                   "tell"),
     _m("retry_members_not_renewed", _R,
        "Runner.retry() does not follow the versions renewed with the task",
-       """                if current != other.generation:""",
-       """                if current == other.generation:"""),
+       """                if current != self._tasks[member].generation:""",
+       """                if current == self._tasks[member].generation:"""),
     _m("cancel_skips_dispatch", _R, "Runner.cancel() does not hand out claims afterwards",
        """            self._collect_locked(out, None, 0, None)
             self._dispatch_locked(False)
@@ -412,6 +415,24 @@ CATALOGUE: tuple[Mutant, ...] = (
         if remote is not None:""",
        equivalent="a cancel frees no slot and readies no version (it can only block), so "
                   "nothing becomes claimable that was not claimed before it"),
+    _m("idle_worker_not_handed_claims", _R,
+       "claims beyond the reporter's own go to the shared queue though a worker is idle: no "
+       "inbox is put to (lost wake-up)",
+       """                if not idle:
+                    self._queue.extend(claims[i:])
+                    break
+                idle.pop().put(claims[i])""",
+       """                self._queue.extend(claims[i:])
+                break"""),
+    _m("future_waiter_uncounted", _R,
+       "a thread waiting on a TaskFuture is not counted, so settling the result wakes nobody "
+       "(lost wake-up)",
+       """            runner._futures_waiting += 1
+            try:
+                self._condition.wait_for(self._is_done, timeout)
+            finally:
+                runner._futures_waiting -= 1""",
+       """            self._condition.wait_for(self._is_done, timeout)"""),
 
     # -- TimerScheduler ------------------------------------------------------------------------
     _m("timer_priority_inverted", _T,
@@ -791,7 +812,8 @@ _LAYER = {layer.name: layer for layer in LAYERS}
 SCHEDULER_SCENARIOS = ("ready_ready", "ready_cancel", "complete_stale", "resubmit_claim",
                        "close_ready_callbacks", "failure_while_claiming")
 RUNNER_SCENARIOS = ("runner_close_timeout", "cooperative_cancel", "runner_chain",
-                    "submit_to_idle_runner", "wait_before_start", "runner_failure")
+                    "runner_fan_out", "runner_result_wait", "submit_to_idle_runner",
+                    "wait_before_start", "runner_failure")
 # Scenarios that drive a TimerScheduler class, and those that drive a TimerRunner class.
 TIMER_SCHEDULER_SCENARIOS = ("timer_next_races_changes",)
 TIMER_RUNNER_SCENARIOS = ("timer_earlier_while_sleeping", "timer_cancel_races_next",
