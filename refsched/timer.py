@@ -6,20 +6,48 @@ take due versions with ``next()``, then report them with ``complete`` / ``fail``
 the state effects and the errors of every method are those of ``docs/timer.md``; the method
 docstrings name the spec action (``Spec: Claim``) where the API name differs.
 
-The heap holds ``(run_at, -priority, seq, task_id, version)`` tuples, so the heap order is
-``TimerEntry.key`` and, ``seq`` being unique, a comparison never reaches the task id. An entry is
-live when its ``seq`` is the seq of its id's current version and that version is pending.
-Rescheduling or cancelling only changes the id's record: the old entry turns stale where it lies
-(lazy deletion). ``next()`` drops stale entries it meets at the top, and after Schedule, Cancel
-and Claim the heap is rebuilt from its live entries when it holds more than ``rebuild_floor``
-entries of which more than half are stale, so ``len(heap) <= 2 * live + rebuild_floor`` always
-holds and each stale entry is removed once (amortised O(1)). The scheduler counts stale entries
-(``live = len(heap) - stale``), so neither a new id's Schedule nor a Claim updates a counter.
-Entries hold the id rather than its record: tuples of plain values leave the garbage
-collector's care once it has seen them.
+Representation, against the spec's variables. Every id ever scheduled has a slot ``i`` (0, 1, 2,
+... in the order the ids were first scheduled) in three columns, plain lists that only grow, and
+its current version has one entry tuple ``e = (run_at, -priority, seq, task_id, version, i)``:
 
-Cost: schedule, cancel, next, complete and fail are O(log n) amortised and touch one record;
-only ``close()``, ``snapshot()`` and ``check_invariants()`` look at everything.
+- ``now``, ``closed``, ``nextSeq``: ``_now``, ``_closed``, ``_next_seq``;
+- ``_tasks[t]`` is the entry of t's current version (kept once the entry left the heap), so
+  ``version[t]``, ``runAt[t]``, ``priority[t]`` and ``seq[t]`` are its ``e[4]``, ``e[0]``,
+  ``-e[1]`` and ``e[2]``; an id not in ``_tasks`` is "absent";
+- ``_marks[i]`` packs the rest of the id's variables in one int: ``state[t]`` is
+  ``_STATES[_marks[i] & _STATE]`` (a code 0-4: pending, running, completed, failed, cancelled),
+  ``cancelRequested[t]`` is the bit ``_CANCEL_REQUESTED`` (8), ``claims[t]`` is
+  ``_marks[i] >> 4`` (one claim adds ``_CLAIM``, 16: counted, so a second claim would show);
+- ``heap`` is the set of the entries held in ``_sorted`` and ``_heap``, as ``<<e[0], -e[1],
+  e[2], e[3], e[4]>>``; ``_sorted`` is in descending order (its last entry comes first) and
+  ``_heap`` is a binary heap. Entries order as ``TimerEntry.key`` does, and, ``seq`` being
+  unique, a comparison never reaches the task id;
+- not spec variables: ``_ids[i]`` is the id as first scheduled (the key of ``_tasks``, which
+  errors and the recorder name), and ``_payload[i]`` is what the version holds for its callers:
+  its ``fn`` while pending (the scheduler never calls it; the claim hands it out), the result
+  given to ``complete()`` once completed, the error given to ``fail()`` once failed, else None.
+
+So a schedule allocates one tuple, its entry, and no object the garbage collector must keep
+watching: a tuple of plain values leaves its care once it has seen it, and a column is one list
+of ints or of the callers' own objects. A claim reads and writes one mark and one payload.
+
+An entry is live when it is its id's current entry (``_tasks[e[3]] is e``) and that version is
+pending. Rescheduling or cancelling only changes the id's entry or mark: the old entry turns
+stale where it lies (lazy deletion). ``schedule()`` pushes onto ``_heap``. ``next()`` takes the
+first of ``_heap[0]`` and ``_sorted[-1]``, dropping the stale entries it meets there; but first,
+when ``_heap`` holds more than ``_MERGE_MIN`` entries and more than ``_sorted`` does, it sorts
+them all into ``_sorted`` (``_sort_descending``: one sort of numbers in C, then one of whole
+entries only if two times are equal), after which taking an entry is a ``list.pop()`` rather
+than a sift through the heap's levels: a batch scheduled and then run is sorted once. After
+Schedule, Cancel and Claim both parts are rebuilt from their live entries when they hold more
+than ``rebuild_floor`` entries of which more than half are stale, so ``len(heap) <= 2 * live +
+rebuild_floor`` always holds and each stale entry is removed once (amortised O(1)). The scheduler
+counts stale entries (``live = len(heap) - stale``), so neither a new id's Schedule nor a Claim
+updates a counter.
+
+Cost: schedule, cancel, next, complete and fail are O(log n) amortised and touch one id (a merge
+sorts h heap entries into a sorted part shorter than h, in O(h log h) paid by the h schedules
+that pushed them); only ``close()``, ``snapshot()`` and ``check_invariants()`` look at everything.
 
 Threads: one lock guards all state. The scheduler never calls user code while holding it: ``fn``
 is only stored, the clock is read (and its reading checked as ``run_at`` is: one that is no time
@@ -39,7 +67,9 @@ import math
 import numbers
 import sys
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from itertools import chain, islice
+from operator import itemgetter, ne
 from types import MappingProxyType
 from typing import Any, Final, NoReturn, Protocol
 
@@ -89,21 +119,51 @@ ACTIONS: Final = (
     "Close",
 )
 
-# TimerState members as module constants: an Enum member is an attribute lookup through the
-# class, a global is one dict lookup, and members compare with ``is``.
-_PENDING: Final = TimerState.PENDING
-_RUNNING: Final = TimerState.RUNNING
-_COMPLETED: Final = TimerState.COMPLETED
-_FAILED: Final = TimerState.FAILED
-_CANCELLED: Final = TimerState.CANCELLED
+# A mark (see the module docstring): the state's code in its low bits, then the cancel request,
+# then the claims. The codes index _STATES; they are small ints, which compare without a lookup.
+_PENDING: Final = 0
+_RUNNING: Final = 1
+_COMPLETED: Final = 2
+_FAILED: Final = 3
+_CANCELLED: Final = 4
+_STATES: Final = (TimerState.PENDING, TimerState.RUNNING, TimerState.COMPLETED,
+                  TimerState.FAILED, TimerState.CANCELLED)
+_STATE: Final = 7  # the bits of the state's code
+_CANCEL_REQUESTED: Final = 8
+_CLAIM: Final = 16  # one claim; claims = mark >> 4
+# The steps of the other transitions, added to a mark: each keeps the cancel request and claims.
+_CLAIMED: Final = _RUNNING - _PENDING + _CLAIM  # pending -> running, claims + 1
+_TO_COMPLETED: Final = _COMPLETED - _RUNNING
+_TO_FAILED: Final = _FAILED - _RUNNING
+_TO_CANCELLED: Final = _CANCELLED - _PENDING
+_CLAIMED_STATES: Final = (_RUNNING, _COMPLETED, _FAILED)  # the states of a claimed version
+# what complete() and fail() return: a global, not an attribute of the Enum class
+_COMPLETED_STATE: Final = TimerState.COMPLETED
+_FAILED_STATE: Final = TimerState.FAILED
+
+# next() sorts the heap into the sorted run when the heap holds more entries than this and
+# more than the run: below it, a heap's pops are as cheap as a sort.
+_MERGE_MIN: Final = 32
 
 _heappush = heapq.heappush
 _heappop = heapq.heappop
 _heapify = heapq.heapify
 _tuple_new = tuple.__new__
+_run_at_of = itemgetter(0)
+_ne = ne
 
-# A heap entry: (run_at, -priority, seq, task_id, version). Ordered by TimerEntry.key.
-_HeapEntry = tuple[float, int, int, Hashable, int]
+# An entry: (run_at, -priority, seq, task_id, version, slot). Ordered by TimerEntry.key.
+_Entry = tuple[float, int, int, Hashable, int, int]
+
+
+def _column(owner: TimerScheduler) -> list[Any]:
+    """A new per-id column of ``owner``: an empty list.
+
+    Every column is built here, so that a check can stand in for it:
+    ``refsched.explore.discipline`` swaps this factory for one whose lists verify, at every
+    write, that the thread writing holds ``owner``'s lock.
+    """
+    return []
 
 
 class TimerRecorder(Protocol):
@@ -121,53 +181,6 @@ class TimerRecorder(Protocol):
     """
 
     def record(self, action: str, params: dict[str, Any], state: TimerSnapshot) -> None: ...
-
-
-class _Timer:
-    """One task id and its current version (spec variables at index ``t``).
-
-    Built field by field in ``schedule()``: no ``__init__``, so ``_Timer()`` runs no Python code
-    (and costs less than ``object.__new__(_Timer)``, a call CPython 3.11 does not specialize).
-    """
-
-    __slots__ = (
-        "cancel_requested",
-        "claims",
-        "error",
-        "fn",
-        "priority",
-        "result",
-        "run_at",
-        "seq",
-        "state",
-        "task_id",
-        "version",
-    )
-
-    # the key of this record in TimerScheduler._tasks
-    task_id: Hashable
-    # version >= 1; +1 for each schedule() of the id
-    version: int
-    # the state of the current version; _PENDING <=> it has exactly one live heap entry
-    state: TimerState
-    # the current version's time: a finite int or float
-    run_at: float
-    # the current version's priority: an int (higher first among equal run_at)
-    priority: int
-    # 1 <= seq < next_seq, unique; the seq of the current version's heap entry
-    seq: int
-    # True only once claimed: state in (_RUNNING, _COMPLETED, _FAILED); set by cancel() while
-    # running and kept once the version ends
-    cancel_requested: bool
-    # 0 or 1: times next() handed this version out; 1 <=> state in (running, completed, failed)
-    claims: int
-    # stored for the claimer while pending; the scheduler never calls it; handed out (and
-    # dropped) by the claim, dropped by a cancel
-    fn: Callable[..., Any] | None
-    # the value given to complete() when completed, else None
-    result: Any
-    # the error given to fail() when failed, else None
-    error: Any
 
 
 def _r(value: object) -> str:
@@ -220,22 +233,17 @@ def _as_time(value: object) -> float | None:
     return converted if math.isfinite(converted) else None
 
 
-# Clocks that read nothing but finite floats: next() and snapshot() call them as they are.
-_FLOAT_CLOCKS: Final = (time.monotonic, time.perf_counter, time.time)
-
-
-def _time_reader(clock: Callable[[], object]) -> Callable[[], float]:
-    """A function reading ``clock`` as a time, as ``_as_time()`` takes ``run_at``.
+def _reading(value: object) -> float:
+    """A clock's reading as a time, as ``_as_time()`` takes ``run_at``; the callers test the
+    common reading, a finite float, before they call this.
 
     A reading that is no time (NaN, an infinity, a ``Decimal``, a bool, an int no float can
     hold, no number at all) reads as NaN, which is never larger than the scheduler's time: it is
-    ignored, and time stays where it was. Whatever the clock or the reading's conversion
-    raises is raised to the caller, before the scheduler's lock is taken.
+    ignored, and time stays where it was. Whatever the reading's conversion raises is raised to
+    the caller, before the scheduler's lock is taken.
     """
-    def read() -> float:
-        reading = _as_time(clock())
-        return math.nan if reading is None else reading
-    return read
+    reading = _as_time(value)
+    return math.nan if reading is None else reading
 
 
 def _bad_schedule(task_id: Hashable, run_at: object, priority: object, fn: object) -> str:
@@ -248,8 +256,6 @@ def _bad_schedule(task_id: Hashable, run_at: object, priority: object, fn: objec
     if not _is_int(priority):
         return f"{call}: priority must be an int, not {_r(priority)}"
     return f"{call}: fn {_r(fn)} is neither None nor callable"
-
-
 
 
 class TimerScheduler:
@@ -284,25 +290,29 @@ class TimerScheduler:
             raise InvalidArgumentError(
                 f"TimerScheduler(recorder={_r(recorder)}): recorder has no record() method")
         self._clock: Final = clock
-        # what next() and snapshot() call for the time: the clock itself when it can only read
-        # finite floats, else the clock with each reading checked (see _time_reader)
-        self._read_clock: Final = (clock if any(clock is c for c in _FLOAT_CLOCKS)
-                                   else _time_reader(clock))
         self._floor: Final = int(rebuild_floor)
         self._recorder: Final = recorder
-        # _lock guards every attribute below, and every field of every _Timer.
+        # _lock guards every attribute below, and every item of every column.
         self._lock = sync.Lock()
         # the scheduler's time: the largest clock() reading so far (0 before the first)
         self._now: float = 0
         self._closed = False
         self._next_seq = 1  # == schedule() calls that made a version, + 1
-        # every scheduled id -> the record of its current version
-        self._tasks: dict[Hashable, _Timer] = {}
-        # a heap of (run_at, -priority, seq, task_id, version), live and stale entries
-        self._heap: list[_HeapEntry] = []
-        # == len(_heap) - pending versions: the stale entries (each pending version has one
-        # live entry). Kept instead of the live count, so that neither a new id's Schedule nor
-        # a Claim, the two steps of every timer, has a counter to update.
+        # every scheduled id -> the entry of its current version (see the module docstring)
+        self._tasks: dict[Hashable, _Entry] = {}
+        # The columns, indexed by an id's slot (its entry's last field): the id as first
+        # scheduled, its mark (state, cancel request, claims) and its payload (fn, result, error).
+        self._ids: list[Hashable] = _column(self)
+        self._marks: list[int] = _column(self)
+        self._payload: list[Any] = _column(self)
+        # The heap's entries, live and stale, in two parts: a binary heap that schedule() pushes
+        # onto, and a list in descending order, whose last entry comes first, that next() sorts
+        # the heap into when the heap has grown the longer of the two.
+        self._heap: list[_Entry] = []
+        self._sorted: list[_Entry] = []
+        # == len(_heap) + len(_sorted) - pending versions: the stale entries (each pending
+        # version has one live entry). Kept instead of the live count, so that neither a new
+        # id's Schedule nor a Claim, the two steps of every timer, has a counter to update.
         self._stale = 0
         # Counters behind stats(). Every version ever made (next_seq - 1) is pending, running,
         # completed, failed, cancelled or superseded, so the running count needs none.
@@ -347,58 +357,42 @@ class TimerScheduler:
         try:
             tasks = self._tasks
             try:
-                rec = tasks.get(task_id)
+                old = tasks.get(task_id)
             except TypeError:
                 raise InvalidArgumentError(_bad_schedule(task_id, run_at, priority, fn)) from None
             if self._closed:
                 raise SchedulerClosedError(
                     f"schedule({_r(task_id)}, {_r(run_at)}): the scheduler is closed")
             seq = self._next_seq
-            if rec is None:
-                rec = _Timer()
-                rec.task_id = task_id
-                rec.version = 1
-                rec.state = _PENDING
-                rec.run_at = run_at
-                rec.priority = priority
-                rec.seq = seq
-                rec.cancel_requested = False
-                rec.claims = 0
-                rec.fn = fn
-                rec.result = None
-                rec.error = None
-                tasks[task_id] = rec
+            if old is None:
+                slot = len(tasks)  # == len(self._ids): a new slot
                 version = 1
             else:
-                st = rec.state
-                if st is _RUNNING:
+                slot = old[5]
+                st = self._marks[slot] & _STATE
+                if st == _RUNNING:
                     raise TaskRunningError(
-                        f"schedule({_r(task_id)}, {_r(run_at)}): version {rec.version} is "
-                        "running")
-                if st is _PENDING:
+                        f"schedule({_r(task_id)}, {_r(run_at)}): version {old[4]} is running")
+                version = old[4] + 1
+            entry = (run_at, -priority, seq, task_id, version, slot)
+            tasks[task_id] = entry  # first: for a new id, the one write that can raise
+            if old is None:
+                self._ids.append(task_id)
+                self._marks.append(_PENDING)
+                self._payload.append(fn)
+            else:
+                if st == _PENDING:
                     # superseded: its entry is stale from now on
                     self._stale += 1
                     self._n_superseded += 1
-                else:
-                    rec.state = _PENDING
-                version = rec.version + 1
-                rec.version = version
-                rec.run_at = run_at
-                rec.priority = priority
-                rec.seq = seq
-                rec.cancel_requested = False
-                rec.claims = 0
-                rec.fn = fn
-                rec.result = None
-                rec.error = None
+                self._marks[slot] = _PENDING  # no cancel request, no claim
+                self._payload[slot] = fn
             self._next_seq = seq + 1
-            heap = self._heap
-            _heappush(heap, (run_at, -priority, seq, task_id, version))
+            _heappush(self._heap, entry)
             # stale == 0 (no garbage: the common case) rules a rebuild out with one load
-            stale = self._stale
-            if stale:
-                n = len(heap)
-                if n > self._floor and 2 * stale > n:
+            if self._stale:
+                n = len(self._heap) + len(self._sorted)
+                if n > self._floor and 2 * self._stale > n:
                     self._compact_locked()
             if self._recorder is not None:
                 self._record("Schedule", {"t": task_id, "r": run_at, "p": priority})
@@ -417,24 +411,26 @@ class TimerScheduler:
         lock = self._lock
         lock.acquire()
         try:
-            rec = self._lookup("cancel", task_id)
-            st = rec.state
-            if st is _PENDING:
-                rec.state = _CANCELLED
-                rec.fn = None
+            slot = self._lookup("cancel", task_id)[5]
+            marks = self._marks
+            mark = marks[slot]
+            st = mark & _STATE
+            if st == _PENDING:
+                marks[slot] = mark + _TO_CANCELLED
+                self._payload[slot] = None
                 stale = self._stale + 1
                 self._stale = stale
                 self._n_cancelled += 1
-                n = len(self._heap)
+                n = len(self._heap) + len(self._sorted)
                 if n > self._floor and 2 * stale > n:
                     self._compact_locked()
                 if self._recorder is not None:
-                    self._record("Cancel", {"t": rec.task_id})
+                    self._record("Cancel", {"t": self._ids[slot]})
                 return True
-            if st is _RUNNING and not rec.cancel_requested:
-                rec.cancel_requested = True
+            if st == _RUNNING and not mark & _CANCEL_REQUESTED:
+                marks[slot] = mark | _CANCEL_REQUESTED
                 if self._recorder is not None:
-                    self._record("Cancel", {"t": rec.task_id})
+                    self._record("Cancel", {"t": self._ids[slot]})
             return False
         finally:
             lock.release()
@@ -452,9 +448,9 @@ class TimerScheduler:
         compacted. Otherwise returns ``Wait(run_at - now)`` for the earliest live entry, or
         ``None`` when the heap is empty (always after ``close()``).
         """
-        # bound first: LOAD_METHOD does not specialize an instance attribute
-        clock = self._read_clock
-        clock_now = clock()
+        clock_now = self._clock()
+        if clock_now.__class__ is not float or clock_now - clock_now != 0.0:
+            clock_now = _reading(clock_now)  # not a finite float: converted, or NaN
         lock = self._lock
         lock.acquire()
         try:
@@ -462,30 +458,38 @@ class TimerScheduler:
             if clock_now > now:
                 self._now = now = clock_now
             heap = self._heap
+            ordered = self._sorted
+            if heap and len(heap) > _MERGE_MIN and len(heap) > len(ordered):
+                ordered += heap
+                heap.clear()
+                _sort_descending(ordered)
             tasks = self._tasks
-            while heap:
-                run_at, _, seq, task_id, version = heap[0]
-                rec = tasks[task_id]
-                # The stale case comes first so that its test jumps a short way: CPython 3.11
-                # specializes ``rec.seq != seq`` only when the jump after it needs no
-                # EXTENDED_ARG.
-                if rec.seq != seq or rec.state is not _PENDING:
-                    _heappop(heap)  # stale: superseded or cancelled
-                    self._stale -= 1
+            marks = self._marks
+            while heap or ordered:
+                # Take the top: the first of the heap's top and the sorted run's last entry.
+                if heap and (not ordered or heap[0] < ordered[-1]):
+                    entry = _heappop(heap)
+                else:
+                    entry = ordered.pop()
+                run_at, _, _, task_id, version, slot = entry
+                mark = marks[slot]
+                if tasks[task_id] is not entry or mark & _STATE != _PENDING:
+                    self._stale -= 1  # stale (superseded or cancelled): dropped
                     continue
                 if run_at > now:
+                    # Not due: it goes back as the sorted run's last entry, which it precedes
+                    # (it came first of all), so the run stays sorted.
+                    ordered.append(entry)
                     if self._recorder is not None:
                         self._record("Idle", {})
                     return _tuple_new(Wait, (run_at - now,))
-                _heappop(heap)
-                rec.state = _RUNNING
-                rec.claims += 1  # counted, not set: a second claim must show
-                fn = rec.fn
-                rec.fn = None  # handed out: the record need not keep it alive
-                stale = self._stale  # as in schedule(): no garbage, no rebuild
-                if stale:
-                    n = len(heap)
-                    if n > self._floor and 2 * stale > n:
+                marks[slot] = mark + _CLAIMED
+                payload = self._payload
+                fn = payload[slot]
+                payload[slot] = None  # handed out: the scheduler need not keep it alive
+                if self._stale:  # as in schedule(): no garbage, no rebuild
+                    n = len(heap) + len(ordered)
+                    if n > self._floor and 2 * self._stale > n:
                         self._compact_locked()
                 if self._recorder is not None:
                     self._record("Claim", {})
@@ -511,21 +515,23 @@ class TimerScheduler:
         lock.acquire()
         try:
             try:
-                rec = self._tasks[task_id]  # a subscript is cheaper than .get()
+                entry = self._tasks[task_id]  # a subscript is cheaper than .get()
             except (KeyError, TypeError):
-                rec = None  # unknown or unhashable: _check_callback() says which
-            if (rec is None or version.__class__ is not int or rec.version != version
-                    or rec.state is not _RUNNING):
+                entry = None  # unknown or unhashable: _check_callback() says which
+            marks = self._marks
+            if (entry is None or version.__class__ is not int or entry[4] != version
+                    or (mark := marks[slot := entry[5]]) & _STATE != _RUNNING):
                 checked = self._check_callback("complete", task_id, version)
                 if isinstance(checked, TimerState):
                     return checked
-                rec = checked
-            rec.state = _COMPLETED
-            rec.result = result
+                slot = checked
+                mark = marks[slot]
+            marks[slot] = mark + _TO_COMPLETED
+            self._payload[slot] = result
             self._n_completed += 1
             if self._recorder is not None:
-                self._record("Complete", {"t": rec.task_id, "v": version})
-            return _COMPLETED
+                self._record("Complete", {"t": self._ids[slot], "v": version})
+            return _COMPLETED_STATE
         finally:
             lock.release()
 
@@ -539,21 +545,23 @@ class TimerScheduler:
         lock.acquire()
         try:
             try:
-                rec = self._tasks[task_id]  # a subscript is cheaper than .get()
+                entry = self._tasks[task_id]  # a subscript is cheaper than .get()
             except (KeyError, TypeError):
-                rec = None  # unknown or unhashable: _check_callback() says which
-            if (rec is None or version.__class__ is not int or rec.version != version
-                    or rec.state is not _RUNNING):
+                entry = None  # unknown or unhashable: _check_callback() says which
+            marks = self._marks
+            if (entry is None or version.__class__ is not int or entry[4] != version
+                    or (mark := marks[slot := entry[5]]) & _STATE != _RUNNING):
                 checked = self._check_callback("fail", task_id, version)
                 if isinstance(checked, TimerState):
                     return checked
-                rec = checked
-            rec.state = _FAILED
-            rec.error = error
+                slot = checked
+                mark = marks[slot]
+            marks[slot] = mark + _TO_FAILED
+            self._payload[slot] = error
             self._n_failed += 1
             if self._recorder is not None:
-                self._record("Fail", {"t": rec.task_id, "v": version})
-            return _FAILED
+                self._record("Fail", {"t": self._ids[slot], "v": version})
+            return _FAILED_STATE
         finally:
             lock.release()
 
@@ -569,22 +577,26 @@ class TimerScheduler:
         """
         with self._lock:
             cancelled: tuple[Hashable, ...] = ()
+            marks = self._marks
+            payload = self._payload
+            ids = self._ids
             if not self._closed:
                 self._closed = True
-                tasks = self._tasks
-                pending = sorted(map(tasks.__getitem__, self._live_ids()), key=_record_seq)
-                for rec in pending:
-                    rec.state = _CANCELLED
-                    rec.fn = None
+                pending = sorted(self._live_entries(), key=_entry_seq)
+                for entry in pending:
+                    slot = entry[5]
+                    marks[slot] += _TO_CANCELLED
+                    payload[slot] = None
                 self._n_cancelled += len(pending)
                 self._stale = 0
                 self._heap.clear()
-                cancelled = tuple(rec.task_id for rec in pending)
+                self._sorted.clear()
+                cancelled = tuple(ids[entry[5]] for entry in pending)
                 if self._recorder is not None:
                     self._record("Close", {})
-            running = sorted((rec for rec in self._tasks.values() if rec.state is _RUNNING),
-                             key=_record_seq)
-            return TimerCloseReport(cancelled, tuple(rec.task_id for rec in running))
+            running = sorted((e for e in self._tasks.values() if marks[e[5]] & _STATE == _RUNNING),
+                             key=_entry_seq)
+            return TimerCloseReport(cancelled, tuple(ids[e[5]] for e in running))
 
     # ------------------------------------------------------------------ Queries
 
@@ -594,7 +606,7 @@ class TimerScheduler:
         Errors: unhashable id -> ``InvalidArgumentError``; unknown id -> ``UnknownTaskError``.
         """
         with self._lock:
-            return self._lookup("state", task_id).state
+            return _STATES[self._marks[self._lookup("state", task_id)[5]] & _STATE]
 
     def version(self, task_id: Hashable) -> int:
         """Return the current version number of ``task_id`` (1 for the first schedule).
@@ -602,7 +614,7 @@ class TimerScheduler:
         Errors: unhashable id -> ``InvalidArgumentError``; unknown id -> ``UnknownTaskError``.
         """
         with self._lock:
-            return self._lookup("version", task_id).version
+            return self._lookup("version", task_id)[4]
 
     def view(self, task_id: Hashable) -> TimerVersionView:
         """Return the spec variables of ``task_id``'s current version (as in ``snapshot()``).
@@ -610,7 +622,8 @@ class TimerScheduler:
         Errors: unhashable id -> ``InvalidArgumentError``; unknown id -> ``UnknownTaskError``.
         """
         with self._lock:
-            return _view(self._lookup("view", task_id))
+            entry = self._lookup("view", task_id)
+            return _view(entry, self._marks[entry[5]])
 
     def outcome(self, task_id: Hashable) -> Any:
         """Return the result given to ``complete()`` or the error given to ``fail()``.
@@ -619,8 +632,9 @@ class TimerScheduler:
         ``InvalidArgumentError``; unknown id -> ``UnknownTaskError``.
         """
         with self._lock:
-            rec = self._lookup("outcome", task_id)
-            return rec.error if rec.state is _FAILED else rec.result
+            slot = self._lookup("outcome", task_id)[5]
+            st = self._marks[slot] & _STATE
+            return self._payload[slot] if st in (_COMPLETED, _FAILED) else None
 
     def snapshot(self) -> TimerSnapshot:
         """Read the clock as ``next()`` does and return the spec variables as a ``TimerSnapshot``.
@@ -631,7 +645,9 @@ class TimerScheduler:
         ``heap`` holds every entry, live and stale, as ``TimerEntry(run_at, priority, seq,
         task_id, version)``.
         """
-        clock_now = self._read_clock()
+        clock_now = self._clock()
+        if clock_now.__class__ is not float or clock_now - clock_now != 0.0:
+            clock_now = _reading(clock_now)
         with self._lock:
             if clock_now > self._now:
                 self._now = clock_now
@@ -641,9 +657,10 @@ class TimerScheduler:
         """Return the scheduler's counters."""
         with self._lock:
             running = self._running_locked()
+            heap = len(self._heap) + len(self._sorted)
             return TimerStats(
-                live=len(self._heap) - self._stale,
-                heap=len(self._heap),
+                live=heap - self._stale,
+                heap=heap,
                 rebuilds=self._rebuilds,
                 running=running,
                 scheduled=self._next_seq - 1,
@@ -685,34 +702,46 @@ class TimerScheduler:
 
     # ------------------------------------------------------------------ Internals
 
+    def _is_live(self, entry: _Entry) -> bool:
+        """Whether ``entry`` is its id's current entry and that version pending. Lock held."""
+        return (self._tasks[entry[3]] is entry
+                and self._marks[entry[5]] & _STATE == _PENDING)
+
     def _compact_locked(self) -> None:
         """Rebuild the heap from its live entries. Lock held."""
-        heap = self._heap
         tasks = self._tasks
+        marks = self._marks
         pending = _PENDING
-        heap[:] = [e for e in heap if (rec := tasks[e[3]]).seq == e[2] and rec.state is pending]
+        # The sorted run stays sorted as it is filtered; the heap is made a heap again.
+        self._sorted[:] = [e for e in self._sorted
+                           if tasks[e[3]] is e and marks[e[5]] & _STATE == pending]
+        heap = self._heap
+        heap[:] = [e for e in heap if tasks[e[3]] is e and marks[e[5]] & _STATE == pending]
         _heapify(heap)
         self._stale = 0
         self._rebuilds += 1
 
     def _running_locked(self) -> int:
         """The number of running versions: every version made that is in no other state."""
-        live = len(self._heap) - self._stale
+        live = len(self._heap) + len(self._sorted) - self._stale
         return (self._next_seq - 1 - live - self._n_superseded - self._n_cancelled
                 - self._n_completed - self._n_failed)
 
-    def _live_ids(self) -> list[Hashable]:
-        """The ids of the live heap entries, in heap order. Lock held."""
-        tasks = self._tasks
-        pending = _PENDING
-        return [e[3] for e in self._heap
-                if (rec := tasks[e[3]]).seq == e[2] and rec.state is pending]
+    def _entries(self) -> Iterator[_Entry]:
+        """Every entry of the heap, live and stale: the heap's, then the sorted run's. Lock
+        held."""
+        return chain(self._heap, self._sorted)
+
+    def _live_entries(self) -> list[_Entry]:
+        """The live entries of the heap. Lock held."""
+        return list(filter(self._is_live, self._entries()))
 
     def _snapshot_locked(self) -> TimerSnapshot:
         """The spec variables now. Lock held."""
-        views = {tid: _view(rec) for tid, rec in self._tasks.items()}
+        marks = self._marks
+        views = {tid: _view(e, marks[e[5]]) for tid, e in self._tasks.items()}
         heap = frozenset(
-            _tuple_new(TimerEntry, (e[0], -e[1], e[2], e[3], e[4])) for e in self._heap)
+            _tuple_new(TimerEntry, (e[0], -e[1], e[2], e[3], e[4])) for e in self._entries())
         return TimerSnapshot(self._now, self._closed, self._next_seq, MappingProxyType(views),
                              heap)
 
@@ -721,53 +750,72 @@ class TimerScheduler:
         assert self._recorder is not None
         self._recorder.record(action, params, self._snapshot_locked())
 
-    def _lookup(self, call: str, task_id: Hashable) -> _Timer:
-        """The record of ``task_id``. Lock held."""
+    def _lookup(self, call: str, task_id: Hashable) -> _Entry:
+        """The entry of ``task_id``'s current version. Lock held."""
         try:
-            rec = self._tasks.get(task_id)
+            entry = self._tasks.get(task_id)
         except TypeError:
             raise InvalidArgumentError(f"{call}({_r(task_id)}): task id is unhashable") from None
-        if rec is None:
+        if entry is None:
             raise UnknownTaskError(f"{call}({_r(task_id)}): unknown task", task_id)
-        return rec
+        return entry
 
-    def _check_callback(self, call: str, task_id: Hashable, version: object) -> _Timer | TimerState:
-        """The running record a callback steps, or the terminal state it returns. Lock held.
+    def _check_callback(self, call: str, task_id: Hashable, version: object) -> int | TimerState:
+        """The slot of the running version a callback steps, or the terminal state it returns.
+        Lock held.
 
         Errors, in this order: unhashable id, unknown id, version not an int, stale version,
         pending version.
         """
-        rec = self._lookup(call, task_id)
+        entry = self._lookup(call, task_id)
+        slot = entry[5]
         if not _is_int(version):
             raise InvalidArgumentError(
                 f"{call}({_r(task_id)}, {_r(version)}): version must be an int")
         assert isinstance(version, int)
-        if version != rec.version:
+        current = entry[4]
+        if version != current:
             if self._recorder is not None:
-                self._record("StaleCallback", {"t": rec.task_id, "v": version})
+                self._record("StaleCallback", {"t": self._ids[slot], "v": version})
             raise StaleGenerationError(
                 f"{call}({_r(task_id)}, {version}): version {version} is stale, current is "
-                f"{rec.version}",
-                rec.task_id, version, rec.version,
+                f"{current}",
+                self._ids[slot], version, current,
             )
-        st = rec.state
-        if st is _RUNNING:
-            return rec
-        if st is not _PENDING:
+        st = self._marks[slot] & _STATE
+        if st == _RUNNING:
+            return slot
+        if st != _PENDING:
             if self._recorder is not None:
-                self._record("RepeatedCallback", {"t": rec.task_id})
-            return st
+                self._record("RepeatedCallback", {"t": self._ids[slot]})
+            return _STATES[st]
         raise InvalidTransitionError(
             f"{call}({_r(task_id)}, {version}): version {version} is pending, not running")
 
 
-def _record_seq(rec: _Timer) -> int:
-    return rec.seq
+def _sort_descending(entries: list[_Entry]) -> None:
+    """Sort ``entries`` in descending order, so that the one that comes first is last.
+
+    The entries are first sorted by ``run_at`` alone: a sort of numbers, which C compares
+    without the steps of a tuple's comparison (an equality test of the first items, then the
+    order). Entries of equal times are then in no particular order among themselves; when two
+    times are equal, the whole entries are sorted again, which orders them by ``-priority`` and
+    ``seq`` (on a list already in order of time, that sort is a near-linear merge).
+    """
+    entries.sort(key=_run_at_of, reverse=True)
+    times = list(map(_run_at_of, entries))
+    if not all(map(_ne, times, islice(times, 1, None))):
+        entries.sort(reverse=True)
 
 
-def _view(rec: _Timer) -> TimerVersionView:
-    return TimerVersionView(rec.version, rec.state, rec.run_at, rec.priority, rec.seq,
-                            rec.cancel_requested, rec.claims)
+def _entry_seq(entry: _Entry) -> int:
+    return entry[2]
+
+
+def _view(entry: _Entry, mark: int) -> TimerVersionView:
+    """The spec variables at the index of ``entry``'s id: its current ``entry`` and ``mark``."""
+    return TimerVersionView(entry[4], _STATES[mark & _STATE], entry[0], -entry[1], entry[2],
+                            bool(mark & _CANCEL_REQUESTED), mark >> 4)
 
 
 def _is_time(value: object) -> bool:
@@ -805,100 +853,122 @@ class _Checker:
             value = getattr(s, counter)
             if not _is_int(value) or value < 0:
                 self.fail(name, f"counter {counter} is {value!r}, not an int >= 0")
+        ids, marks, payload = s._ids, s._marks, s._payload
+        if not len(ids) == len(marks) == len(payload) == len(s._tasks):
+            self.fail(name, f"the columns hold {len(ids)}, {len(marks)} and {len(payload)} items "
+                            f"for {len(s._tasks)} ids")
         seqs: set[int] = set()
-        for tid, rec in s._tasks.items():
-            if not isinstance(rec, _Timer) or rec.task_id is not tid:
-                self.fail(name, f"_tasks[{_r(tid)}] is not the record of {_r(tid)}")
-            if not _is_int(rec.version) or rec.version < 1:
-                self.fail(name, f"{_r(tid)}: version {rec.version!r} is not an int >= 1")
-            if not isinstance(rec.state, TimerState):
-                self.fail(name, f"{_r(tid)}: state {rec.state!r} is not a TimerState")
-            if not _is_time(rec.run_at):
-                self.fail(name, f"{_r(tid)}: run_at {rec.run_at!r} is not a finite number")
-            if not _is_int(rec.priority):
-                self.fail(name, f"{_r(tid)}: priority {rec.priority!r} is not an int")
-            if not _is_int(rec.seq) or not 1 <= rec.seq < s._next_seq or rec.seq in seqs:
-                self.fail(name, f"{_r(tid)}: seq {rec.seq!r} is not a unique seq < next_seq")
-            seqs.add(rec.seq)
-            if not isinstance(rec.cancel_requested, bool):
-                self.fail(name, f"{_r(tid)}: cancel_requested is not a bool")
-            if not _is_int(rec.claims):
-                self.fail(name, f"{_r(tid)}: claims {rec.claims!r} is not an int")
-            if rec.fn is not None and not callable(rec.fn):
-                self.fail(name, f"{_r(tid)}: fn {rec.fn!r} is not callable")
-        heap = s._heap
+        for tid, entry in s._tasks.items():
+            if not (isinstance(entry, tuple) and len(entry) == 6 and _is_int(entry[5])
+                    and 0 <= entry[5] < len(ids) and ids[entry[5]] is tid):
+                self.fail(name, f"_tasks[{_r(tid)}] is not the entry of {_r(tid)}'s slot")
+            run_at, neg_priority, seq, _, version, slot = entry
+            mark = marks[slot]
+            if not _is_int(version) or version < 1:
+                self.fail(name, f"{_r(tid)}: version {version!r} is not an int >= 1")
+            if not _is_int(mark) or mark < 0 or mark & _STATE >= len(_STATES):
+                self.fail(name, f"{_r(tid)}: mark {mark!r} names no TimerState")
+            if not _is_time(run_at):
+                self.fail(name, f"{_r(tid)}: run_at {run_at!r} is not a finite number")
+            if not _is_int(neg_priority):
+                self.fail(name, f"{_r(tid)}: priority {-neg_priority!r} is not an int")
+            if not _is_int(seq) or not 1 <= seq < s._next_seq or seq in seqs:
+                self.fail(name, f"{_r(tid)}: seq {seq!r} is not a unique seq < next_seq")
+            seqs.add(seq)
+            fn = payload[slot]
+            if mark & _STATE == _PENDING and fn is not None and not callable(fn):
+                self.fail(name, f"{_r(tid)}: fn {fn!r} is not callable")
+        entries = list(s._entries())
         entry_seqs: set[int] = set()
-        for entry in heap:
-            if not (isinstance(entry, tuple) and len(entry) == 5 and _is_time(entry[0])
-                    and _is_int(entry[1]) and _is_int(entry[2]) and _is_int(entry[4])):
+        for entry in entries:
+            if not (isinstance(entry, tuple) and len(entry) == 6 and _is_time(entry[0])
+                    and _is_int(entry[1]) and _is_int(entry[2]) and _is_int(entry[4])
+                    and _is_int(entry[5])):
                 self.fail(name, f"heap entry {entry!r:.200} is not (run_at, -priority, seq, "
-                                "task_id, version)")
-            run_at, neg_priority, seq, tid, version = entry
+                                "task_id, version, slot)")
+            run_at, neg_priority, seq, tid, version, slot = entry
             if not 1 <= seq < s._next_seq or seq in entry_seqs:
                 self.fail(name, f"heap entry seq {seq!r} is not a unique seq < next_seq")
             entry_seqs.add(seq)
             owner = s._tasks.get(tid)
             if owner is None:
                 self.fail(name, f"heap entry {seq} names {_r(tid)}, which was never scheduled")
-            if (not 1 <= version <= owner.version
-                    or (version == owner.version) != (seq == owner.seq)):
+            if slot != owner[5]:
+                self.fail(name, f"heap entry {seq} names slot {slot}, not {_r(tid)}'s")
+            if (not 1 <= version <= owner[4]
+                    or (version == owner[4]) != (seq == owner[2])):
                 self.fail(name, f"heap entry {seq} names version {version} of {_r(tid)}, whose "
-                                f"version {owner.version} has seq {owner.seq}")
-            if seq == owner.seq and (run_at, -neg_priority) != (owner.run_at, owner.priority):
-                self.fail(name, f"heap entry {seq} of {_r(tid)} disagrees with its version's "
-                                "run_at/priority")
+                                f"version {owner[4]} has seq {owner[2]}")
+            if seq == owner[2]:
+                if (run_at, neg_priority) != (owner[0], owner[1]):
+                    self.fail(name, f"heap entry {seq} of {_r(tid)} disagrees with its version's "
+                                    "run_at/priority")
+                if entry is not owner:
+                    self.fail(name, f"heap entry {seq} of {_r(tid)} is a copy of its version's "
+                                    "entry, not the entry")
+        heap = s._heap
         for i in range(1, len(heap)):
             if heap[i][:3] < heap[(i - 1) // 2][:3]:
                 self.fail(name, f"heap out of order at index {i}")
+        ordered = s._sorted
+        for i in range(1, len(ordered)):
+            if ordered[i][:3] > ordered[i - 1][:3]:
+                self.fail(name, f"sorted run out of order at index {i}")
 
     def heap_holds_live_versions(self) -> None:
         s, name = self.s, "HeapHoldsLiveVersions"
         # entries of each id's current version (live if that version is pending)
         current: dict[Hashable, int] = {}
-        for entry in s._heap:
+        entries = list(s._entries())
+        for entry in entries:
             tid = entry[3]
-            if entry[2] == s._tasks[tid].seq:
+            if entry[2] == s._tasks[tid][2]:
                 current[tid] = current.get(tid, 0) + 1
         pending = 0
-        for tid, rec in s._tasks.items():
+        for tid, entry in s._tasks.items():
             held = current.get(tid, 0)
-            if rec.state is _PENDING:
+            st = s._marks[entry[5]] & _STATE
+            if st == _PENDING:
                 pending += 1
                 if held != 1:
-                    self.fail(name, f"pending {_r(tid)} version {rec.version} has {held} live "
+                    self.fail(name, f"pending {_r(tid)} version {entry[4]} has {held} live "
                                     "heap entries")
-            elif rec.state is not _CANCELLED and held:
+            elif st != _CANCELLED and held:
                 # A cancelled version's entry may wait in the heap as garbage; a claimed
                 # version's entry was popped by the claim.
-                self.fail(name, f"{rec.state.value} {_r(tid)} version {rec.version} still has "
+                self.fail(name, f"{_STATES[st].value} {_r(tid)} version {entry[4]} still has "
                                 "its heap entry")
-        if len(s._heap) - s._stale != pending:
-            self.fail(name, f"{len(s._heap)} heap entries of which {s._stale} counted stale, "
+        if len(entries) - s._stale != pending:
+            self.fail(name, f"{len(entries)} heap entries of which {s._stale} counted stale, "
                             f"but {pending} pending versions")
 
     def at_most_one_claim_per_version(self) -> None:
         s, name = self.s, "AtMostOneClaimPerVersion"
         running = 0
-        for tid, rec in s._tasks.items():
-            if rec.claims not in (0, 1):
-                self.fail(name, f"{_r(tid)}: claims {rec.claims!r} is not 0 or 1")
-            claimed = rec.state in (_RUNNING, _COMPLETED, _FAILED)
-            if claimed != (rec.claims == 1):
-                self.fail(name, f"{rec.state.value} {_r(tid)} counts {rec.claims} claims")
-            running += rec.state is _RUNNING
+        for tid, entry in s._tasks.items():
+            mark = s._marks[entry[5]]
+            claims, st = mark >> 4, mark & _STATE
+            if claims not in (0, 1):
+                self.fail(name, f"{_r(tid)}: claims {claims!r} is not 0 or 1")
+            claimed = st in _CLAIMED_STATES
+            if claimed != (claims == 1):
+                self.fail(name, f"{_STATES[st].value} {_r(tid)} counts {claims} claims")
+            running += st == _RUNNING
         if s._running_locked() != running:
             self.fail(name, f"the counters make {s._running_locked()} versions running, but "
                             f"{running} are")
 
     def heap_garbage_bounded(self) -> None:
         s, name = self.s, "HeapGarbageBounded"
-        live = len(s._live_ids())
-        if len(s._heap) > 2 * live + s._floor:
-            self.fail(name, f"heap holds {len(s._heap)} entries for {live} live ones "
+        live = len(s._live_entries())
+        size = len(s._heap) + len(s._sorted)
+        if size > 2 * live + s._floor:
+            self.fail(name, f"heap holds {size} entries for {live} live ones "
                             f"(rebuild_floor {s._floor})")
 
     def cancel_request_only_while_running(self) -> None:
         s, name = self.s, "CancelRequestOnlyWhileRunning"
-        for tid, rec in s._tasks.items():
-            if rec.cancel_requested and rec.state not in (_RUNNING, _COMPLETED, _FAILED):
-                self.fail(name, f"{rec.state.value} {_r(tid)} has a cancel request")
+        for tid, entry in s._tasks.items():
+            mark = s._marks[entry[5]]
+            if mark & _CANCEL_REQUESTED and mark & _STATE not in _CLAIMED_STATES:
+                self.fail(name, f"{_STATES[mark & _STATE].value} {_r(tid)} has a cancel request")

@@ -209,6 +209,47 @@ def test_equal_time_and_priority_keep_scheduling_order_even_for_incomparable_ids
     assert drain(s) == ids
 
 
+@pytest.mark.parametrize("times", ["distinct", "ties", "equal ints and floats"])
+def test_the_order_holds_across_the_sorted_run_and_the_heap(times: str) -> None:
+    # Enough entries for next() to sort the heap into the sorted run, then more pushed onto
+    # the heap between claims: next() takes the first of the two, by the whole key.
+    rng = random.Random(f"order-{times}")
+    s, clock = make()
+
+    def when() -> float:
+        if times == "distinct":
+            return rng.random() * 10
+        if times == "ties":
+            return float(rng.randrange(5))
+        return rng.choice((1, 1.0, 2, 2.0))
+
+    pending: list[tuple[float, int, int, Hashable]] = []  # (run_at, -priority, seq, id)
+    seq = 0
+
+    def schedule(task_id: Hashable) -> None:
+        nonlocal seq
+        seq += 1
+        at, priority = when(), rng.randrange(-2, 3)
+        s.schedule(task_id, at, priority)
+        pending.append((at, -priority, seq, task_id))
+
+    def first() -> Hashable:
+        top = min(pending)
+        pending.remove(top)
+        return top[3]
+
+    for t in range(3 * timer_module._MERGE_MIN):
+        schedule(t)
+    clock.now = 100.0
+    for k in range(timer_module._MERGE_MIN):  # the first claim sorts; the rest is pushed
+        assert claim(s).task_id == first()
+        schedule(("later", k))
+        s.check_invariants()
+    assert s._sorted and s._heap
+    assert drain(s) == [first() for _ in range(len(pending))]
+    s.check_invariants()
+
+
 def test_reschedule_moves_the_id_to_its_new_place_in_the_order() -> None:
     s, clock = make()
     s.schedule("a", 1.0)
@@ -943,34 +984,46 @@ def _busy_scheduler() -> TimerScheduler:
     return s
 
 
-def _records(s: TimerScheduler) -> dict[Hashable, Any]:
-    return s._tasks
+def _slot(s: TimerScheduler, task_id: Hashable) -> int:
+    return s._tasks[task_id][5]
+
+
+def _with_version(s: TimerScheduler, task_id: Hashable, version: Any) -> None:
+    """Give task_id's current entry another version (a new tuple: it is in the heap no more)."""
+    entry = s._tasks[task_id]
+    s._tasks[task_id] = (*entry[:4], version, entry[5])
+
+
+def _drop_entries_of(s: TimerScheduler, task_id: Hashable) -> None:
+    s._heap[:] = [e for e in s._heap if e[3] != task_id]
+    s._sorted[:] = [e for e in s._sorted if e[3] != task_id]
 
 
 def _corrupt_type(s: TimerScheduler) -> None:
-    _records(s)["p"].version = "one"
+    _with_version(s, "p", "one")
 
 
 def _corrupt_heap_missing_entry(s: TimerScheduler) -> None:
-    s._heap[:] = [e for e in s._heap if e[3] != "p"]
+    _drop_entries_of(s, "p")
 
 
 def _corrupt_claims(s: TimerScheduler) -> None:
-    _records(s)["r"].claims = 2
+    s._marks[_slot(s, "r")] += timer_module._CLAIM  # a second claim of r's version
 
 
 def _corrupt_garbage(s: TimerScheduler) -> None:
     # Well-formed stale entries of old versions of x, more than the bound allows.
-    s._heap[:] = [e for e in s._heap if e[3] != "x"]
-    _records(s)["x"].version = 20
-    s._heap.extend((100.0 + i, 0, 1000 + i, "x", 1 + i) for i in range(10))
+    _drop_entries_of(s, "x")
+    _with_version(s, "x", 20)
+    slot = _slot(s, "x")
+    s._heap.extend((100.0 + i, 0, 1000 + i, "x", 1 + i, slot) for i in range(10))
     s._n_superseded += 2000 - s._next_seq  # the versions those seqs made, counted
     s._next_seq = 2000
-    s._stale = len(s._heap) - 1  # p's entry is the one live
+    s._stale = len(s._heap) + len(s._sorted) - 1  # p's entry is the one live
 
 
 def _corrupt_cancel_request(s: TimerScheduler) -> None:
-    _records(s)["p"].cancel_requested = True
+    s._marks[_slot(s, "p")] |= timer_module._CANCEL_REQUESTED
 
 
 @pytest.mark.parametrize(("corrupt", "invariant"), [
@@ -1003,6 +1056,29 @@ def test_check_invariants_catches_a_heap_out_of_order() -> None:
     for t in range(3):
         s.schedule(t, float(t))
     s._heap.reverse()
+    with pytest.raises(InvariantViolation) as info:
+        s.check_invariants()
+    assert info.value.invariant == "TypeOK"
+
+
+def test_check_invariants_catches_a_sorted_run_out_of_order() -> None:
+    s, _ = make()
+    for t in range(timer_module._MERGE_MIN + 8):
+        s.schedule(t, 1.0 + t)
+    assert s.next() == Wait(1.0)  # first sorts the heap into the sorted run
+    assert not s._heap and len(s._sorted) == timer_module._MERGE_MIN + 8
+    s.check_invariants()
+    s._sorted.reverse()
+    with pytest.raises(InvariantViolation) as info:
+        s.check_invariants()
+    assert info.value.invariant == "TypeOK"
+    assert "sorted run out of order" in str(info.value)
+
+
+def test_check_invariants_catches_a_copy_of_a_live_entry() -> None:
+    s, _ = make()
+    s.schedule("a", 1.0)
+    s._heap[0] = tuple(list(s._heap[0]))  # equal, but not the entry next() tells live by
     with pytest.raises(InvariantViolation) as info:
         s.check_invariants()
     assert info.value.invariant == "TypeOK"

@@ -15,6 +15,7 @@ import pytest
 from explore_support import assert_caught_and_replays
 
 from refsched import TimerRunner, TimerScheduler, TimerState
+from refsched import timer as timer_module
 from refsched.cli import main as refsched_main
 from refsched.explore import (
     SCENARIOS,
@@ -28,10 +29,10 @@ from refsched.explore import (
 from refsched.explore import runtime as rt
 from refsched.explore import timer_scenarios as timers
 from refsched.explore.discipline import guarded_fields
-from refsched.timer import _Timer
 from refsched.types import Due, Wait
 
 BOUND = ExploreConfig(max_preemptions=2)
+_PLAIN_COLUMN = timer_module._column  # as imported: restored after every run
 
 
 # -- deliberately broken timers ------------------------------------------------------------
@@ -100,11 +101,11 @@ class ClockOutsideTheLock(TimerScheduler):
 
 
 class ResultOutsideTheLock(TimerScheduler):
-    """complete() stores the result in the record after it has released the lock."""
+    """complete() stores the result in its column after it has released the lock."""
 
     def complete(self, task_id: Hashable, version: int, result: Any = None) -> TimerState:
         state = super().complete(task_id, version)
-        self._tasks[task_id].result = result
+        self._payload[self._tasks[task_id][5]] = result
         return state
 
 
@@ -121,7 +122,7 @@ BUGS: list[tuple[Callable[[Any], Scenario], type, str, str]] = [
     (timers.timer_next_races_changes, ClockOutsideTheLock, "lock discipline",
      "wrote TimerScheduler._now at test_timer_explore.py"),
     (timers.timer_next_races_changes, ResultOutsideTheLock, "lock discipline",
-     "wrote _Timer.result (task 'a') at test_timer_explore.py"),
+     "wrote TimerScheduler._payload[0] (task 'a') at test_timer_explore.py"),
 ]
 
 
@@ -158,10 +159,30 @@ def test_a_broken_timer_is_caught_and_replays(
     print(failure.report(max_steps=12))
 
 
-def test_a_record_field_written_without_its_timer_schedulers_lock_names_no_other_lock() -> None:
+def test_a_column_written_without_its_timer_schedulers_lock_names_that_lock() -> None:
     report = explore(timers.timer_next_races_changes(ResultOutsideTheLock), BOUND)
     failure = report.failures[0]
-    assert "holding no TimerScheduler's lock" in failure.message, failure.report()
+    assert "without holding that TimerScheduler's lock (Lock" in failure.message, failure.report()
+
+
+def test_every_kind_of_column_write_without_the_lock_is_caught() -> None:
+    # An item assignment, then a list method, outside the scheduler's lock (schedule() appends
+    # under it, and passes).
+    def body(ctx: Context) -> None:
+        s = TimerScheduler(rt.clock)
+        s.schedule("a", 0.0)
+        s._marks[0] = s._marks[0]
+
+    report = explore(Scenario("column_write", body), ExploreConfig(max_preemptions=0))
+    assert report.failures and report.failures[0].kind == "lock discipline", report.summary()
+    assert "wrote TimerScheduler._marks[0] (task 'a')" in report.failures[0].message
+
+    def extend(ctx: Context) -> None:
+        TimerScheduler(rt.clock)._payload.extend([None])
+
+    report = explore(Scenario("column_extend", extend), ExploreConfig(max_preemptions=0))
+    assert report.failures and "wrote TimerScheduler._payload (extend)" in (
+        report.failures[0].message), report.summary()
 
 
 # -- lock discipline -----------------------------------------------------------------------
@@ -179,8 +200,10 @@ def test_the_timer_classes_guard_the_fields_init_assigns_after_the_lock() -> Non
 
 def test_the_timer_hooks_come_out_after_a_run() -> None:
     explore(timers.timer_next_races_changes(), ExploreConfig(max_preemptions=0))
-    for cls in (TimerScheduler, TimerRunner, _Timer):
+    for cls in (TimerScheduler, TimerRunner):
         assert "__setattr__" not in cls.__dict__
+    assert timer_module._column is _PLAIN_COLUMN
+    assert type(TimerScheduler()._marks) is list
 
 
 # -- the virtual clock ---------------------------------------------------------------------

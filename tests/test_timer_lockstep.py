@@ -53,8 +53,14 @@ class PriorityIgnoredInOrder(TimerScheduler):
                  fn: Callable[..., Any] | None = None) -> int:
         version = super().schedule(task_id, run_at, priority, fn)
         with self._lock:
-            self._heap[:] = [(e[0], _Unordered(e[1]), *e[2:]) for e in self._heap]
+            tasks = self._tasks
+            for part in (self._heap, self._sorted):
+                for i, e in enumerate(part):
+                    part[i] = blind = (e[0], _Unordered(e[1]), *e[2:])
+                    if tasks[e[3]] is e:  # the id's current entry: the same tuple, still live
+                        tasks[e[3]] = blind
             heapq.heapify(self._heap)
+            self._sorted.sort(reverse=True)
         return version
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from refsched.errors import InvalidArgumentError, UnknownTaskError
-from refsched.timer import TimerScheduler
+from refsched.timer import _STATE, _STATES, TimerScheduler
 from refsched.types import Due, TimerCloseReport, TimerState, Wait
 
 __all__ = [
@@ -31,6 +31,28 @@ __all__ = [
     "RescheduleReplacesRunning",
     "WaitFromStaleEntry",
 ]
+
+
+def _slot(scheduler: TimerScheduler, task_id: Hashable) -> int | None:
+    """The slot of ``task_id`` in the scheduler's columns; None for an unknown or unhashable id
+    (the real method then refuses it). Lock held."""
+    try:
+        entry = scheduler._tasks.get(task_id)
+    except TypeError:
+        return None
+    return None if entry is None else entry[5]
+
+
+def _state(scheduler: TimerScheduler, slot: int) -> TimerState:
+    """The state of the current version in ``slot``. Lock held."""
+    return _STATES[scheduler._marks[slot] & _STATE]
+
+
+def _set_state(scheduler: TimerScheduler, slot: int, state: TimerState) -> None:
+    """Rewrite the state of the version in ``slot``, keeping its cancel request and claims.
+    Lock held."""
+    marks = scheduler._marks
+    marks[slot] = marks[slot] & ~_STATE | _STATES.index(state)
 
 
 class RescheduleKeepsPriority(TimerScheduler):
@@ -54,26 +76,25 @@ class RescheduleReplacesRunning(TimerScheduler):
     nothing.
 
     Bug: ``schedule()`` only looks for a pending version to supersede, and starts a new version
-    over a running one as if that had ended. (Internals: it shows the running record as
+    over a running one as if that had ended. (Internals: it shows the running version's mark as
     completed to the real ``schedule()``.)
     """
 
     def schedule(self, task_id: Hashable, run_at: float, priority: int = 0,
                  fn: Callable[..., Any] | None = None) -> int:
         with self._lock:
-            try:
-                record = self._tasks.get(task_id)
-            except TypeError:  # an unhashable id: let the real schedule() refuse it
-                record = None
-            if record is None or record.state is not TimerState.RUNNING:
-                record = None
+            slot = _slot(self, task_id)
+            if slot is not None and _state(self, slot) is TimerState.RUNNING:
+                _set_state(self, slot, TimerState.COMPLETED)
             else:
-                record.state = TimerState.COMPLETED
+                slot = None
         try:
             return super().schedule(task_id, run_at, priority, fn)
         finally:
-            if record is not None and record.state is TimerState.COMPLETED:  # refused
-                record.state = TimerState.RUNNING
+            if slot is not None:
+                with self._lock:
+                    if _state(self, slot) is TimerState.COMPLETED:  # refused
+                        _set_state(self, slot, TimerState.RUNNING)
 
 
 class WaitFromStaleEntry(TimerScheduler):
@@ -87,7 +108,8 @@ class WaitFromStaleEntry(TimerScheduler):
 
     def next(self) -> Due | Wait | None:
         with self._lock:
-            top = self._heap[0][0] if self._heap else None
+            tops = [part[i] for part, i in ((self._heap, 0), (self._sorted, -1)) if part]
+            top = min(tops)[0] if tops else None
         answer = super().next()
         if top is not None and not isinstance(answer, Due):
             now = self.now
@@ -101,18 +123,15 @@ class CancelEndsRunning(TimerScheduler):
     request (``cancel_requested``) and returns False.
 
     Bug: ``cancel()`` ends a running version as cancelled, as it does a pending one, and
-    returns True. (Internals: it changes the record's state.)
+    returns True. (Internals: it changes the version's mark.)
     """
 
     def cancel(self, task_id: Hashable) -> bool:
         with self._lock:
-            try:
-                record = self._tasks.get(task_id)
-            except TypeError:  # an unhashable id: let the real cancel() refuse it
-                record = None
-            if record is not None and record.state is TimerState.RUNNING:
-                record.state = TimerState.CANCELLED
-                record.fn = None
+            slot = _slot(self, task_id)
+            if slot is not None and _state(self, slot) is TimerState.RUNNING:
+                _set_state(self, slot, TimerState.CANCELLED)
+                self._payload[slot] = None
                 self._n_cancelled += 1
                 return True
         return super().cancel(task_id)
@@ -123,8 +142,8 @@ class LastReportWins(TimerScheduler):
     nothing.
 
     Bug: ``complete()`` of a version that failed marks it completed, and ``fail()`` of one that
-    completed marks it failed: the last report wins. (Internals: it rewrites the record and the
-    counters.)
+    completed marks it failed: the last report wins. (Internals: it rewrites the version's mark,
+    its outcome and the counters.)
     """
 
     def complete(self, task_id: Hashable, version: int, result: Any = None) -> TimerState:
@@ -143,20 +162,17 @@ class LastReportWins(TimerScheduler):
         ended version of the other outcome (the real callback then answers)."""
         ended = {TimerState.COMPLETED: TimerState.FAILED, TimerState.FAILED: TimerState.COMPLETED}
         with self._lock:
-            try:
-                record = self._tasks.get(task_id)
-            except TypeError:  # an unhashable id: let the real callback refuse it
+            slot = _slot(self, task_id)
+            if (slot is None or type(version) is not int
+                    or version != self._tasks[task_id][4]
+                    or _state(self, slot) is not ended[outcome]):
                 return False
-            if (record is None or type(version) is not int or version != record.version
-                    or record.state is not ended[outcome]):
-                return False
-            record.state = outcome
+            _set_state(self, slot, outcome)
+            self._payload[slot] = value  # the result once completed, the error once failed
             if outcome is TimerState.COMPLETED:
-                record.result, record.error = value, None
                 self._n_failed -= 1
                 self._n_completed += 1
             else:
-                record.result, record.error = None, value
                 self._n_completed -= 1
                 self._n_failed += 1
             return True

@@ -8,27 +8,32 @@ discipline the code states in its own comments:
 - ``TaskScheduler``: "_lock guards every attribute below, and every field of every _Task";
 - ``Runner``: "the runner lock guards every field below", and its futures' lock guards
   ``_futures_waiting`` (declared above the runner lock);
-- ``TimerScheduler``: "_lock guards every attribute below, and every field of every _Timer";
+- ``TimerScheduler``: "_lock guards every attribute below, and every item of every column";
 - ``TimerRunner``: "the runner lock guards every field below";
 - ``WorkStealingPool``: "the pool lock guards every field below that is not Final" (a Final
   field is assigned once, by ``__init__``, which is exempt), and a pool task's ``_joiners``,
   "guarded by the pool lock".
 
 "Below" is read from the class's ``__init__``: the attributes it assigns after ``self._lock``.
-While :func:`enforced` is active, assigning one of them, or any field of a scheduler's ``_Task``
-or a ``_Timer``, or a pool ``_Task``'s ``_joiners``, from a controlled thread that does not hold
-the guarding lock fails the run as ``lock discipline``, naming the thread, the field and the line.
+While :func:`enforced` is active, assigning one of them, or any field of a scheduler's ``_Task``,
+or any item of a ``TimerScheduler``'s column, or a pool ``_Task``'s ``_joiners``, from a
+controlled thread that does not hold the guarding lock fails the run as ``lock discipline``,
+naming the thread, the field and the line.
 Writes made by an ``__init__`` of the object are exempt (it is not shared yet). A scheduler's
 record does not know its scheduler, so its guard is found as Eraser's lockset is: the locks of its
-kind of scheduler (``TaskScheduler`` for a ``_Task``, ``TimerScheduler`` for a ``_Timer``) held at
-each write, intersected over the record's life; an empty intersection is a write no single
+kind of scheduler (``TaskScheduler`` for a ``_Task``) held at each write, intersected over the
+record's life; an empty intersection is a write no single
 scheduler lock covered. A pool task knows its pool (``_pool``), so its guard is that pool's lock.
 A pool task's other fields are not the pool lock's: its future's state is guarded by the task's
-own ``_guard`` or its ``Future`` condition.
+own ``_guard`` or its ``Future`` condition. A ``TimerScheduler`` keeps its per-id fields in
+columns, lists it builds through ``refsched.timer._column(self)``: :func:`enforced` swaps that
+factory for one whose lists know their scheduler and check its lock at every write (item
+assignment, ``append``, and every other method that changes a list).
 
-Only attribute assignment is seen, not the mutation of a container an attribute holds (a dict's
-``pop``, a heap's ``heappush``); the record fields and the counters cover every step of the
-specs, so a step taken outside the lock always writes one of them.
+Only attribute assignment and the writes to a timer's columns are seen, not the mutation of
+another container an attribute holds (a dict's ``pop``, a heap's ``heappush``); the record
+fields, the timer's columns and the counters cover every step of the specs, so a step taken
+outside the lock always writes one of them.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ __all__ = ["enforced", "guarded_fields"]
 _LOCK: Final = "_lock"
 # The Runner's fields that its futures' lock (``_futures_lock``) guards, not its runner lock.
 _RUNNER_FUTURES_FIELDS: Final = frozenset({"_futures_waiting"})
+# The factory of a TimerScheduler's columns, as refsched.timer defines it.
+_PLAIN_TIMER_COLUMN: Final = _timer_module._column
 # The fields of a pool task that its pool's lock guards (the rest are its future's).
 _POOL_TASK_FIELDS: Final = frozenset({"_joiners"})
 
@@ -140,7 +147,7 @@ class _Monitor:
                              f"that {cls.__name__}'s lock", on_lock)
 
     def record_hook(self, cls: type, owner: type) -> Callable[[Any, str, Any], None]:
-        """``__setattr__`` for a record (``_Task``, ``_Timer``): every field guarded by the lock
+        """``__setattr__`` for a record (``_Task``): every field guarded by the lock
         of its scheduler, an ``owner``."""
         plain = object.__setattr__
         monitor = self
@@ -228,10 +235,69 @@ def _runner_hook(cls: type) -> Callable[[Any, str, Any], None]:
     return __setattr__
 
 
+# The list methods that change a list: a TimerScheduler column checks each of them.
+_LIST_WRITES: Final = ("__setitem__", "__delitem__", "__iadd__", "append", "extend", "insert",
+                       "pop", "remove", "clear", "sort", "reverse")
+
+
+class _CheckedColumn(list[Any]):
+    """A ``TimerScheduler``'s column that checks the discipline at every write: a controlled
+    thread changing it without holding its scheduler's lock fails the run."""
+
+    __slots__ = ("_owner",)
+
+    def __init__(self, owner: Any) -> None:
+        super().__init__()
+        self._owner = owner
+
+
+def _checked_write(name: str) -> Callable[..., Any]:
+    """``_CheckedColumn``'s ``name``: ``list``'s, then the check of the write it made."""
+    plain = getattr(list, name)
+
+    def write(column: _CheckedColumn, *args: Any) -> Any:
+        result = plain(column, *args)
+        _check_column_write(column, name, args)
+        return result
+
+    write.__name__ = write.__qualname__ = name
+    return write
+
+
+for _name in _LIST_WRITES:
+    setattr(_CheckedColumn, _name, _checked_write(_name))
+
+
+def _check_column_write(column: _CheckedColumn, name: str, args: tuple[Any, ...]) -> None:
+    """Fail the run if a controlled thread made this write to ``column`` (its caller's caller
+    did) outside the lock of the column's scheduler, out of that scheduler's ``__init__``."""
+    frame = sys._getframe(2)
+    owner = column._owner
+    here = runtime.controlled_thread()
+    if here is None or _constructing(frame, owner):
+        return
+    ex, t = here
+    lock = getattr(owner, _LOCK, None)
+    if not isinstance(lock, runtime.Lock) or lock._is_owned(t):
+        return
+    attr = next((k for k, v in vars(owner).items() if v is column), "?")
+    if name == "__setitem__" and isinstance(args[0], int):
+        what, slot = f"{attr}[{args[0]}]", args[0]
+    elif name == "append":
+        what, slot = f"{attr}[{len(column) - 1}]", len(column) - 1
+    else:
+        what, slot = f"{attr} ({name})", None
+    ids = getattr(owner, "_ids", ())
+    task = f" (task {ids[slot]!r})" if slot is not None and 0 <= slot < len(ids) else ""
+    ex.fail("lock discipline",
+            f"{t.name} wrote TimerScheduler.{what}{task} at {_site(frame)} without holding "
+            f"that TimerScheduler's lock ({lock._label})")
+
+
 @contextlib.contextmanager
 def enforced() -> Iterator[None]:
-    """Check the lock discipline of TaskScheduler, TimerScheduler, their records, Runner,
-    TimerRunner, WorkStealingPool and its tasks' joiners while the block runs.
+    """Check the lock discipline of TaskScheduler and its records, TimerScheduler and its
+    columns, Runner, TimerRunner, WorkStealingPool and its tasks' joiners while the block runs.
 
     Outside a controlled run (no :class:`runtime.Execution` active, or a thread it does not
     manage) the hooks only assign; production code never runs them.
@@ -241,7 +307,6 @@ def enforced() -> Iterator[None]:
     record = _scheduler_module._Task
     runner = _runner_module.Runner
     timer_scheduler = _timer_module.TimerScheduler
-    timer = _timer_module._Timer
     timer_runner = _timer_runner_module.TimerRunner
     pool = _pool_module.WorkStealingPool
     pool_task = _pool_module._Task
@@ -251,21 +316,25 @@ def enforced() -> Iterator[None]:
         (runner, _runner_hook(runner)),
         (record, monitor.record_hook(record, task_scheduler)),
         (timer_scheduler, monitor.own_lock_hook(timer_scheduler, guarded_fields(timer_scheduler),
-                                                register=True)),
+                                                register=False)),
         (timer_runner, monitor.own_lock_hook(timer_runner, guarded_fields(timer_runner),
                                              register=False)),
-        (timer, monitor.record_hook(timer, timer_scheduler)),
         (pool, monitor.own_lock_hook(pool, guarded_fields(pool), register=False)),
         (pool_task, monitor.owner_lock_hook(pool_task, _POOL_TASK_FIELDS, "_pool", pool)),
     ]
     for cls, _ in hooks:
         if "__setattr__" in cls.__dict__:
             raise RuntimeError(f"{cls.__qualname__} already has a __setattr__ of its own")
+    timer_column = _timer_module._column
+    if timer_column is not _PLAIN_TIMER_COLUMN:
+        raise RuntimeError("refsched.timer._column is swapped already")
     try:
         for cls, hook in hooks:
             cls.__setattr__ = hook  # type: ignore[assignment]
+        _timer_module._column = _CheckedColumn
         yield
     finally:
+        _timer_module._column = timer_column
         for cls, _ in hooks:
             if "__setattr__" in cls.__dict__:
                 delattr(cls, "__setattr__")

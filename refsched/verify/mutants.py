@@ -437,39 +437,37 @@ CATALOGUE: tuple[Mutant, ...] = (
     # -- TimerScheduler ------------------------------------------------------------------------
     _m("timer_priority_inverted", _T,
        "the heap orders equal times by lower priority first (sched's order), not higher",
-       """            _heappush(heap, (run_at, -priority, seq, task_id, version))""",
-       """            _heappush(heap, (run_at, priority, seq, task_id, version))"""),
+       """            entry = (run_at, -priority, seq, task_id, version, slot)""",
+       """            entry = (run_at, priority, seq, task_id, version, slot)"""),
     _m("timer_due_only_after_run_at", _T,
        "next() waits for an entry whose run_at is exactly now instead of handing it out",
        """                if run_at > now:
-                    if self._recorder is not None:
-                        self._record("Idle", {})""",
+                    # Not due: it goes back as the sorted run's last entry, which it precedes""",
        """                if run_at >= now:
-                    if self._recorder is not None:
-                        self._record("Idle", {})"""),
+                    # Not due: it goes back as the sorted run's last entry, which it precedes"""),
     _m("timer_cancelled_entry_runs", _T,
        "next() drops superseded entries but hands out a cancelled version's entry",
-       """                if rec.seq != seq or rec.state is not _PENDING:""",
-       """                if rec.seq != seq:"""),
+       """                if tasks[task_id] is not entry or mark & _STATE != _PENDING:""",
+       """                if tasks[task_id] is not entry:"""),
     _m("timer_supersede_not_counted_stale", _T,
        "a reschedule does not count the superseded entry as stale",
-       """                if st is _PENDING:
+       """                if st == _PENDING:
                     # superseded: its entry is stale from now on
                     self._stale += 1""",
-       """                if st is _PENDING:
+       """                if st == _PENDING:
                     # superseded: its entry is stale from now on
                     pass"""),
     _m("timer_rebuild_at_half", _T,
        "cancel() rebuilds the heap when stale entries are half of it, not more than half",
-       """                n = len(self._heap)
+       """                n = len(self._heap) + len(self._sorted)
                 if n > self._floor and 2 * stale > n:""",
-       """                n = len(self._heap)
+       """                n = len(self._heap) + len(self._sorted)
                 if n > self._floor and 2 * stale >= n:"""),
     _m("timer_cancel_forgets_stop_request", _T,
        "cancel() of a running version does not record the cooperative stop request",
-       """            if st is _RUNNING and not rec.cancel_requested:
-                rec.cancel_requested = True""",
-       """            if st is _RUNNING and not rec.cancel_requested:
+       """            if st == _RUNNING and not mark & _CANCEL_REQUESTED:
+                marks[slot] = mark | _CANCEL_REQUESTED""",
+       """            if st == _RUNNING and not mark & _CANCEL_REQUESTED:
                 pass"""),
     _m("timer_time_follows_clock_back", _T,
        "next() takes the clock's reading even when it is earlier than the scheduler's time",
@@ -479,25 +477,25 @@ CATALOGUE: tuple[Mutant, ...] = (
                 self._now = now = clock_now"""),
     _m("timer_stale_complete_accepted", _T,
        "complete() does not check that the version named is the current one",
-       """            if (rec is None or version.__class__ is not int or rec.version != version
-                    or rec.state is not _RUNNING):
+       """            if (entry is None or version.__class__ is not int or entry[4] != version
+                    or (mark := marks[slot := entry[5]]) & _STATE != _RUNNING):
                 checked = self._check_callback("complete", task_id, version)""",
-       """            if (rec is None or version.__class__ is not int
-                    or rec.state is not _RUNNING):
+       """            if (entry is None or version.__class__ is not int
+                    or (mark := marks[slot := entry[5]]) & _STATE != _RUNNING):
                 checked = self._check_callback("complete", task_id, version)"""),
     _m("timer_close_keeps_pending", _T,
        "close() empties the heap but leaves the pending versions pending",
-       """                for rec in pending:
-                    rec.state = _CANCELLED
-                    rec.fn = None""",
-       """                for rec in pending:
-                    rec.fn = None"""),
+       """                    slot = entry[5]
+                    marks[slot] += _TO_CANCELLED
+                    payload[slot] = None""",
+       """                    slot = entry[5]
+                    payload[slot] = None"""),
     _m("timer_claim_outside_lock", _T,
        "next() claims under a lock of its own, not the scheduler's",
-       """        clock_now = clock()
+       """            clock_now = _reading(clock_now)  # not a finite float: converted, or NaN
         lock = self._lock
         lock.acquire()""",
-       """        clock_now = clock()
+       """            clock_now = _reading(clock_now)  # not a finite float: converted, or NaN
         lock = sync.Lock()
         lock.acquire()"""),
     _m("timer_claimed_uncounts_failed", _T,
