@@ -5,7 +5,7 @@ lock that should guard it runs whole and unseen: no schedule can interleave it, 
 that claims under the wrong lock passes every schedule. This check closes that gap by testing the
 discipline the code states in its own comments:
 
-- ``TaskScheduler``: "_lock guards every attribute below, and every field of every _Task";
+- ``TaskScheduler``: "_lock guards every attribute below, and every item of every column";
 - ``Runner``: "the runner lock guards every field below";
 - ``TimerScheduler``: "_lock guards every attribute below, and every field of every _Timer";
 - ``TimerRunner``: "the runner lock guards every field below";
@@ -14,20 +14,28 @@ discipline the code states in its own comments:
   "guarded by the pool lock".
 
 "Below" is read from the class's ``__init__``: the attributes it assigns after ``self._lock``.
-While :func:`enforced` is active, assigning one of them, or any field of a scheduler's ``_Task``
-or a ``_Timer``, or a pool ``_Task``'s ``_joiners``, from a controlled thread that does not hold
-the guarding lock fails the run as ``lock discipline``, naming the thread, the field and the line.
-Writes made by an ``__init__`` of the object are exempt (it is not shared yet). A scheduler's
-record does not know its scheduler, so its guard is found as Eraser's lockset is: the locks of its
-kind of scheduler (``TaskScheduler`` for a ``_Task``, ``TimerScheduler`` for a ``_Timer``) held at
-each write, intersected over the record's life; an empty intersection is a write no single
-scheduler lock covered. A pool task knows its pool (``_pool``), so its guard is that pool's lock.
-A pool task's other fields are not the pool lock's: its future's state is guarded by the task's
-own ``_guard`` or its ``Future`` condition.
+While :func:`enforced` is active, assigning one of them, or any field of a ``_Timer``, or a pool
+``_Task``'s ``_joiners``, or writing an item of a ``TaskScheduler`` column, from a controlled
+thread that does not hold the guarding lock fails the run as ``lock discipline``, naming the
+thread, the field (for a column, the row and its task) and the line. Writes made by an
+``__init__`` of the object are exempt (it is not shared yet).
 
-Only attribute assignment is seen, not the mutation of a container an attribute holds (a dict's
-``pop``, a heap's ``heappush``); the record fields and the counters cover every step of the
-specs, so a step taken outside the lock always writes one of them.
+A ``TaskScheduler`` keeps its versions in columns (lists and an array, and dicts and a set keyed
+by row), which it makes through ``refsched.scheduler._column``; :func:`enforced` swaps that
+factory for one making subclasses of the same types whose every writing method (item assignment,
+``append``, ``extend``, ``pop``, ``add``, ...) checks, after writing, that the writing thread
+holds the lock of the scheduler that made the column. A column knows its scheduler, so its guard
+is that scheduler's lock. A timer's record does not know its scheduler, so its guard is found as
+Eraser's lockset is: the locks of the ``TimerScheduler`` kind held at each write, intersected over
+the record's life; an empty intersection is a write no single scheduler lock covered. A pool task
+knows its pool (``_pool``), so its guard is that pool's lock. A pool task's other fields are not
+the pool lock's: its future's state is guarded by the task's own ``_guard`` or its ``Future``
+condition.
+
+Only attribute assignment and the writes of a ``TaskScheduler`` column are seen, not the mutation
+of other containers an attribute holds (a dict's ``pop``, a heap's ``heappush``, a dependents
+list's ``append``); the columns, the record fields and the counters cover every step of the specs,
+so a step taken outside the lock always writes one of them.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import contextlib
 import dis
 import os
 import sys
+from array import array
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -51,6 +60,17 @@ __all__ = ["enforced", "guarded_fields"]
 _LOCK: Final = "_lock"
 # The fields of a pool task that its pool's lock guards (the rest are its future's).
 _POOL_TASK_FIELDS: Final = frozenset({"_joiners"})
+
+
+# The writing methods of the column types (list, bytearray, array, dict, set) a checked column
+# hooks; each type has some of them.
+_COLUMN_WRITES: Final = (
+    "__setitem__", "__delitem__", "__iadd__", "__imul__", "__ior__", "__iand__", "__isub__",
+    "__ixor__", "append", "extend", "insert", "pop", "popitem", "remove", "clear", "reverse",
+    "sort", "byteswap", "frombytes", "fromlist", "fromunicode", "fromfile", "add", "discard",
+    "update", "setdefault", "difference_update", "intersection_update",
+    "symmetric_difference_update",
+)
 
 
 def guarded_fields(cls: type, lock: str = _LOCK) -> frozenset[str]:
@@ -137,8 +157,8 @@ class _Monitor:
                              f"that {cls.__name__}'s lock", on_lock)
 
     def record_hook(self, cls: type, owner: type) -> Callable[[Any, str, Any], None]:
-        """``__setattr__`` for a record (``_Task``, ``_Timer``): every field guarded by the lock
-        of its scheduler, an ``owner``."""
+        """``__setattr__`` for a record (a ``_Timer``): every field guarded by the lock of its
+        scheduler, an ``owner``."""
         plain = object.__setattr__
         monitor = self
 
@@ -200,17 +220,85 @@ def _guarded_hook(cls: type, fields: frozenset[str], lock_of: Callable[[Any], An
     return __setattr__
 
 
+def _checked_column_kinds(owner: str) -> dict[type, type]:
+    """For each column type, a subclass whose writing methods check the owner's lock; the
+    failure names the owner's class as ``owner``."""
+
+    def hook(plain: Callable[..., Any]) -> Callable[..., Any]:
+        def write(column: Any, *args: Any) -> Any:
+            result = plain(column, *args)
+            _check_column_write(column, owner, args, plain.__name__)
+            return result
+
+        write.__name__ = plain.__name__
+        return write
+
+    kinds: dict[type, type] = {}
+    for base in (list, bytearray, array, dict, set):
+        namespace: dict[str, Any] = {"__slots__": ("_owner", "_name")}
+        for method in _COLUMN_WRITES:
+            plain = base.__dict__.get(method)
+            if plain is not None:
+                namespace[method] = hook(plain)
+        kinds[base] = type(f"Checked{base.__name__.capitalize()}", (base,), namespace)
+    return kinds
+
+
+def _check_column_write(column: Any, owner_name: str, args: tuple[Any, ...],
+                        method: str) -> None:
+    """Fail the run if a controlled thread wrote ``column`` without holding its owner's lock."""
+    here = runtime.controlled_thread()
+    if here is None:
+        return
+    ex, t = here
+    owner = column._owner
+    lock = owner.__dict__.get(_LOCK)
+    if not isinstance(lock, runtime.Lock) or lock._is_owned(t):
+        return
+    frame = sys._getframe(2)  # the writer: past this check and the hook
+    if method == "append":
+        row: Any = len(column) - 1
+    else:
+        row = args[0] if args and type(args[0]) is int else None
+    what = f"{owner_name}.{column._name}"
+    if row is None:
+        what += f".{method}()"
+    else:
+        what += f"[{row}]"
+        ids = owner.__dict__.get("_ids")
+        if ids is not None and 0 <= row < len(ids) and ids[row] is not None:
+            what += f" (task {ids[row]!r})"
+    ex.fail("lock discipline",
+            f"{t.name} wrote {what} at {_site(frame)} without holding that {owner_name}'s "
+            f"lock ({lock._label})")
+
+
+def _checked_column_factory(owner_name: str) -> Callable[[Any, str, Any], Any]:
+    """A stand-in for ``refsched.scheduler._column`` making checked columns."""
+    kinds = _checked_column_kinds(owner_name)
+
+    def _column(owner: Any, name: str, empty: Any) -> Any:
+        kind = kinds[type(empty)]
+        column = kind(empty.typecode, empty) if isinstance(empty, array) else kind(empty)
+        column._owner = owner
+        column._name = name
+        return column
+
+    _column.checked = True  # type: ignore[attr-defined]
+    return _column
+
+
 @contextlib.contextmanager
 def enforced() -> Iterator[None]:
-    """Check the lock discipline of TaskScheduler, TimerScheduler, their records, Runner,
-    TimerRunner, WorkStealingPool and its tasks' joiners while the block runs.
+    """Check the lock discipline of TaskScheduler and its columns, TimerScheduler and its
+    records, Runner, TimerRunner, WorkStealingPool and its tasks' joiners while the block runs.
 
+    A TaskScheduler built inside the block has checked columns (it keeps them after the block).
     Outside a controlled run (no :class:`runtime.Execution` active, or a thread it does not
-    manage) the hooks only assign; production code never runs them.
+    manage) the hooks only write; production code never runs them.
     """
     monitor = _Monitor()
     task_scheduler = _scheduler_module.TaskScheduler
-    record = _scheduler_module._Task
     runner = _runner_module.Runner
     timer_scheduler = _timer_module.TimerScheduler
     timer = _timer_module._Timer
@@ -219,9 +307,8 @@ def enforced() -> Iterator[None]:
     pool_task = _pool_module._Task
     hooks = [
         (task_scheduler, monitor.own_lock_hook(task_scheduler, guarded_fields(task_scheduler),
-                                               register=True)),
+                                               register=False)),
         (runner, monitor.own_lock_hook(runner, guarded_fields(runner), register=False)),
-        (record, monitor.record_hook(record, task_scheduler)),
         (timer_scheduler, monitor.own_lock_hook(timer_scheduler, guarded_fields(timer_scheduler),
                                                 register=True)),
         (timer_runner, monitor.own_lock_hook(timer_runner, guarded_fields(timer_runner),
@@ -233,11 +320,17 @@ def enforced() -> Iterator[None]:
     for cls, _ in hooks:
         if "__setattr__" in cls.__dict__:
             raise RuntimeError(f"{cls.__qualname__} already has a __setattr__ of its own")
+    plain_column = _scheduler_module._column
+    if getattr(plain_column, "checked", False):
+        raise RuntimeError("refsched.scheduler._column already makes checked columns")
     try:
         for cls, hook in hooks:
             cls.__setattr__ = hook  # type: ignore[assignment]
+        _scheduler_module._column = _checked_column_factory(  # type: ignore[assignment]
+            task_scheduler.__name__)
         yield
     finally:
+        _scheduler_module._column = plain_column
         for cls, _ in hooks:
             if "__setattr__" in cls.__dict__:
                 delattr(cls, "__setattr__")
