@@ -6,11 +6,43 @@ in submission-sequence order. The vocabulary, the state effects and the errors o
 those of ``docs/semantics.md``; the method docstrings name the spec action (``Spec: Claim``) where
 the API name differs.
 
+State: one row per version, fields in columns. Every version (from ``submit``, a resubmission or
+``retry``) takes the next row, so row order is ``seq`` order, and ``_rows[t]`` is the row of the
+current version of ``t``. The spec's variables at index ``t``, with ``r = _rows[t]``:
+
+==================  ====================================================================
+``generation[t]``   ``_gen[r]``
+``state[t]``        ``_state[r]``: one of the codes ``_PENDING`` .. ``_CANCELLED``
+``deps[t]``         ``_deps[r]`` (the tuple the caller gave, or built from its iterable)
+``remainingDeps``   ``_remaining[r]``: the indegree left while pending/ready
+``blockedBy[t]``    ``_ids[_blocked_by[r]]``: a sparse dict, row -> row of the cause
+``cancelRequested`` ``r in _cancel_requested``: a sparse set of rows
+``claims[t]``       ``_claims[r]``: 0 or 1
+``seq[t]``          ``_seq_of(r)``: ``_seq[r]`` for a row kept by the last compaction, else
+                    ``r + nextSeq - (number of rows)`` (each row made since took one seq)
+``nextSeq``         ``_next_seq``; ``started``, ``closed``: ``_started``, ``_closed``
+==================  ====================================================================
+
+Beside them: ``_ids[r]`` (the task id), ``_fn[r]``, ``_outcome[r]`` (result or error),
+``_stamp`` (a sparse dict of ``perf_counter()`` stamps, held only for the versions in flight)
+and ``_dependents[r]`` (the reverse index: a list of rows, built only for a row that has
+dependents). The int columns are lists of small ints, which CPython indexes much faster than a
+bytearray or array (an ``array('d')`` of stamps costs more to index than a dict of the few in
+flight); seq needs a column only for compacted rows.
+
+A replaced version's row is *dead* (state code ``_DEAD``) and lets go of its id, deps, fn, outcome
+and dependents; the reverse index and the ready heap hold rows and skip dead or no longer ready
+ones when they meet them (lazy deletion). When such garbage outweighs what is live, the columns
+are compacted: the live rows are renumbered in order (their ``seq`` kept in ``_seq``) and the heap
+is rebuilt, at an amortized O(1) per version, so memory follows the live tasks, not every version
+ever made. Ints and floats in flat columns give the cyclic garbage collector nothing to walk per
+task but a dependents list.
+
 Cost: a whole run is O(V + E). Each operation touches only the versions it changes and their edges
-(the ready order is a heap keyed by ``seq`` with lazy deletion, sorted once instead of popped when
+(the ready order is a heap of rows with lazy deletion, sorted once instead of popped when
 ``ready()`` claims every ready version; blocking spreads by a breadth-first search over the
-reverse index); only ``start()`` (once), ``close()``, ``snapshot()`` and
-``check_invariants()`` look at every task. Nothing recurses.
+reverse index); only ``start()`` (once), ``close()``, ``snapshot()``, ``check_invariants()`` and
+the amortized compaction look at every row. Nothing recurses.
 
 Threads: one lock guards all state. The scheduler never calls user code while holding it: ``fn``
 is only stored, and ``deps`` is iterated and hashed before the lock is taken. The one exception is
@@ -27,12 +59,12 @@ time, as a dict requires). The calls made once per task (``submit``, ``ready``, 
 from __future__ import annotations
 
 import heapq
-import operator
 import time
-from collections.abc import Callable, Hashable, Iterable
+from array import array
+from collections.abc import Callable, Hashable, Iterable, MutableSequence, Sequence, Sized
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 from refsched import sync
 from refsched.errors import (
@@ -67,8 +99,10 @@ INVARIANTS: Final = (
     "SealedGraph",
 )
 
-# Internal state codes, ordered so that ranges mean something: <= _READY is "pending or ready"
-# (what Settle may block), >= _SUCCEEDED is terminal, >= _FAILED is dead.
+# State codes, ordered so that ranges mean something: <= _READY is "pending or ready" (what
+# Settle may block), >= _SUCCEEDED is terminal, _FAILED .. _CANCELLED is dead. _DEAD marks the
+# row of a replaced version: it is no spec state, fails every guard that picks a version to step
+# (== _PENDING, <= _READY, == _READY), and is skipped wherever all rows are read.
 _PENDING: Final = 0
 _READY: Final = 1
 _RUNNING: Final = 2
@@ -76,6 +110,7 @@ _SUCCEEDED: Final = 3
 _FAILED: Final = 4
 _BLOCKED: Final = 5
 _CANCELLED: Final = 6
+_DEAD: Final = 7
 _STATES: Final = (
     TaskState.PENDING,
     TaskState.READY,
@@ -94,7 +129,21 @@ _heappush = heapq.heappush
 _heappop = heapq.heappop
 _tuple_new = tuple.__new__
 _NOTHING: Final = object()  # a sentinel: no value a caller passes is this object
-_NO_DEPS: Final[frozenset[Hashable]] = frozenset()
+_NO_DEP_TUPLE: Final[tuple[Hashable, ...]] = ()
+# submit() checks this many deps or fewer for repeats as it looks them up, without a frozenset
+_FEW_DEPS: Final = 8
+
+_Column = TypeVar("_Column", bound="MutableSequence[Any] | dict[int, Any] | set[int]")
+
+
+def _column(owner: TaskScheduler, name: str, empty: _Column) -> _Column:
+    """The column ``owner.<name>``, made from ``empty``: ``empty`` itself.
+
+    ``empty`` is a list, bytearray or array, or for a sparse column a dict or set keyed by row.
+    Every column is made here, so that ``refsched.explore.discipline`` can swap this function
+    for one whose columns check, at each write, that the writing thread holds ``owner``'s lock.
+    """
+    return empty
 
 
 class Recorder(Protocol):
@@ -144,63 +193,6 @@ class SchedulerStats:
     run_time: DurationSummary = DurationSummary()  # claimed -> succeeded/failed/cancelled
 
 
-class _Task:
-    """One task id and its current version (spec variables at index ``t``)."""
-
-    __slots__ = (
-        "blocked_by",
-        "cancel_requested",
-        "claims",
-        "dependents",
-        "deps",
-        "fn",
-        "generation",
-        "outcome",
-        "remaining",
-        "seq",
-        "stamp",
-        "state",
-        "task_id",
-    )
-
-    def __init__(
-        self, task_id: Hashable, seq: int, deps: tuple[Hashable, ...],
-        fn: Callable[..., Any] | None, dependents: dict[_Task, None],
-    ) -> None:
-        # the key of this record in TaskScheduler._tasks
-        self.task_id: Hashable = task_id
-        # generation >= 1; +1 for each new version (submit or retry)
-        self.generation: int = 1
-        # 1 <= seq < next_seq, unique; TaskScheduler._tasks is kept in seq order
-        self.seq: int = seq
-        # one of _PENDING .. _CANCELLED (index into _STATES)
-        self.state: int = _PENDING
-        # the current version's deps in the order given: no duplicates, task_id not in deps
-        self.deps: tuple[Hashable, ...] = deps
-        # reverse index: the records whose current deps contain task_id (each edge once)
-        self.dependents: dict[_Task, None] = dependents
-        # while pending/ready: remaining == number of deps not succeeded, and
-        # state == _PENDING <=> remaining > 0; frozen once the version leaves pending/ready
-        self.remaining: int = 0
-        # is not None <=> state == _BLOCKED; then blocked_by.task_id in deps
-        self.blocked_by: _Task | None = None
-        # set only while _RUNNING (kept once the version ends); implies claims == 1
-        self.cancel_requested: bool = False
-        # 0 or 1; 1 <=> the version was claimed (running, succeeded, failed, some cancelled)
-        self.claims: int = 0
-        # stored for the claimer; the scheduler never calls it
-        self.fn: Callable[..., Any] | None = fn
-        # the result given to complete() when succeeded, the error given to fail() when failed,
-        # else None
-        self.outcome: Any = None
-        # perf_counter() when the version last became ready (pending/ready), when it was claimed
-        # (running and after)
-        self.stamp: float = 0.0
-
-
-_seq_of: Final[Callable[[_Task], int]] = operator.attrgetter("seq")
-
-
 def _r(value: object) -> str:
     """repr() cut to a length fit for an error message.
 
@@ -227,6 +219,10 @@ class TaskScheduler:
 
     The life of a version: pending -> ready -> running -> succeeded | failed | cancelled, or
     pending/ready -> cancelled | blocked. See ``docs/semantics.md`` for the contract.
+
+    Each version is a row of the columns below (the module docstring maps them to the spec's
+    variables): ``_rows[t]`` is the row of the current version of ``t``; every other row is
+    dead until a compaction renumbers the live ones.
     """
 
     def __init__(self, max_concurrency: int, *, track_endings: bool = False,
@@ -254,26 +250,66 @@ class TaskScheduler:
         self._max: Final = int(max_concurrency)
         self._track: Final = bool(track_endings)
         self._recorder: Final = recorder
-        # _lock guards every attribute below, and every field of every _Task.
+        # _lock guards every attribute below, and every item of every column.
         self._lock = sync.Lock()
         self._started = False
         self._closed = False
         self._next_seq = 1
-        # every submitted id -> its record, in the seq order of the current versions
-        self._tasks: dict[Hashable, _Task] = {}
-        # dependents of ids never submitted (reverse index for absent deps); empty once started
-        self._dangling: dict[Hashable, dict[_Task, None]] = {}
-        # the ready order: a heap of the seqs of versions that became ready, and the record
-        # each was pushed for. An entry whose record is gone from _ready_at, has another seq
-        # now or is no longer ready is stale and skipped when popped (lazy deletion). Plain
-        # ints keep the heap cheap to compare and out of the garbage collector's way.
+        # every submitted id -> the row of its current version; a row is live <=> it is here
+        self._rows: dict[Hashable, int] = {}
+        # The columns, one item per row; a row's items are its version's fields. In a dead row
+        # (state _DEAD): id None, deps (), fn None, outcome None, dependents None.
+        # the task id (the object given by the call that made the version)
+        self._ids: list[Hashable] = _column(self, "_ids", [])
+        # generation >= 1; +1 for each new version of the id (submit or retry)
+        self._gen: list[int] = _column(self, "_gen", [])
+        # the seqs of the rows the last compaction kept (the others': _seq_of()); with them,
+        # 1 <= seq < next_seq, strictly increasing with the row (row order is seq order)
+        self._seq: array[int] = _column(self, "_seq", array("q"))
+        # one of _PENDING .. _CANCELLED (index into _STATES), or _DEAD
+        self._state: list[int] = _column(self, "_state", [])
+        # 0 or 1; 1 <=> the version was claimed (running, succeeded, failed, some cancelled)
+        self._claims: list[int] = _column(self, "_claims", [])
+        # the version's deps in the order given: no duplicates, its id not among them
+        self._deps: list[tuple[Hashable, ...]] = _column(self, "_deps", [])
+        # while pending/ready: == number of deps not succeeded, and state == _PENDING <=> > 0;
+        # frozen once the version leaves pending/ready
+        self._remaining: list[int] = _column(self, "_remaining", [])
+        # stored for the claimer; the scheduler never calls it
+        self._fn: list[Callable[..., Any] | None] = _column(self, "_fn", [])
+        # the result given to complete() when succeeded, the error given to fail() when
+        # failed, else None
+        self._outcome: list[Any] = _column(self, "_outcome", [])
+        # reverse index, None while empty: the rows whose deps contain this row's id, each live
+        # one once and in row order; entries of dead rows are skipped (lazy deletion). It
+        # belongs to the id: a new version takes over its predecessor's list.
+        self._dependents: list[list[int] | None] = _column(self, "_dependents", [])
+        # Sparse columns. row -> the row of the current version of the dep that blocked it;
+        # keys <=> blocked
+        self._blocked_by: dict[int, int] = _column(self, "_blocked_by", {})
+        # the rows of versions asked to stop while running (kept once they end)
+        self._cancel_requested: set[int] = _column(self, "_cancel_requested", set())
+        # row -> perf_counter() when the version became ready (while ready; kept if it goes
+        # back to pending), when it was claimed (while running); no entry once it ends, so a
+        # float is kept only for the versions in flight
+        self._stamp: dict[int, float] = _column(self, "_stamp", {})
+        # dependents of ids never submitted: absent id -> {row: None} (reverse index for absent
+        # deps, entries removed as their rows die); empty once started
+        self._dangling: dict[Hashable, dict[int, None]] = {}
+        # the ready order: a heap of rows that became ready. An entry whose row is no longer
+        # ready (claimed, cancelled, blocked, back to pending, dead) is stale and skipped when
+        # popped (lazy deletion); a ready row is in it at least once.
         self._heap: list[int] = []
-        self._ready_at: dict[int, _Task] = {}
         self._ready_count = 0  # == number of ready versions
         self._running = 0  # == number of running versions <= _max
         # True => every dep of every current version is submitted with a smaller seq, so the
         # graph is acyclic and start() can skip its cycle search
         self._seq_ordered = True
+        # What compaction would free: dead rows plus their entries left in dependents lists;
+        # and the number of entries in the dependents lists, live or not. Stale heap entries
+        # are len(_heap) - _ready_count.
+        self._garbage = 0
+        self._entries = 0
         self._endings: list[tuple[Hashable, int, TaskState]] = []
         # counters behind stats()
         self._n_retried = 0
@@ -329,61 +365,61 @@ class TaskScheduler:
                 raise InvalidArgumentError(
                     f"submit({_r(task_id)}, {_r(deps)}): deps is not an iterable"
                 ) from None
-        dep_s = _NO_DEPS
-        if dep_t:
-            try:
-                dep_s = frozenset(dep_t)
-            except TypeError as e:
-                bad = next((d for d in dep_t if not isinstance(d, Hashable) or not _hashes(d)),
-                           _NOTHING)
-                if bad is _NOTHING:  # every dep hashes: an __eq__ raised the TypeError
-                    raise InvalidArgumentError(
-                        f"submit({_r(task_id)}, {_r(dep_t)}): dependencies cannot be "
-                        f"compared: {e}"
-                    ) from e
-                raise InvalidArgumentError(
-                    f"submit({_r(task_id)}, {_r(deps)}): dependency {_r(bad)} is unhashable"
-                ) from None
-            if len(dep_s) != len(dep_t):
-                seen: set[Hashable] = set()
-                dup = None
-                for d in dep_t:
-                    if d in seen:
-                        dup = d
-                        break
-                    seen.add(d)
-                raise InvalidArgumentError(
-                    f"submit({_r(task_id)}, {_r(dep_t)}): dependency {_r(dup)} given twice"
-                )
-            if task_id in dep_s:
-                raise InvalidArgumentError(
-                    f"submit({_r(task_id)}, {_r(dep_t)}): a task cannot depend on itself"
-                )
+        # A few deps (the common case) are checked for repeats and for task_id while they are
+        # looked up under the lock, before any change; anything irregular there, and any call
+        # about to fail for a reason ranked after a bad dep, runs the full check first.
+        few = len(dep_t) <= _FEW_DEPS
+        if not few:
+            _check_deps(task_id, deps, dep_t)
         if fn is not None and not callable(fn):
+            if few:
+                _check_deps(task_id, deps, dep_t)
             raise InvalidArgumentError(f"submit({_r(task_id)}): fn {_r(fn)} is not callable")
 
         lock = self._lock
         lock.acquire()
         try:
             if self._closed:
+                if few:
+                    _check_deps(task_id, deps, dep_t)
                 raise SchedulerClosedError(f"submit({_r(task_id)}): the scheduler is closed")
             # Every lookup of a caller's id (its __hash__ and __eq__ may raise) happens before
             # the first change; the changes below find what they need in these results.
-            tasks = self._tasks
+            rows = self._rows
+            state = self._state
             dangling = self._dangling
-            rec = tasks.get(task_id)
-            if rec is not None and rec.state == _RUNNING:
+            old = rows.get(task_id)  # the row of the version this one replaces
+            if old is not None and state[old] == _RUNNING:
+                if few:
+                    _check_deps(task_id, deps, dep_t)
                 raise TaskRunningError(
-                    f"submit({_r(task_id)}): version {rec.generation} is running"
+                    f"submit({_r(task_id)}): version {self._gen[old]} is running"
                 )
-            get = tasks.get
-            # the records of the deps submitted, and (dep, dangling.get(dep)) for each dep never
+            get = rows.get
+            # the rows of the deps submitted, and (dep, dangling.get(dep)) for each dep never
             # submitted (only before start: after it, that is an error)
-            dep_recs: list[_Task] | tuple[()] = ()
-            absent: list[tuple[Hashable, dict[_Task, None] | None]] | None = None
-            if dep_t:
-                dep_recs = []
-                append = dep_recs.append
+            dep_rows: list[int] | tuple[()] = ()
+            absent: list[tuple[Hashable, dict[int, None] | None]] | None = None
+            if dep_t and few:
+                dep_rows = []
+                append = dep_rows.append
+                try:
+                    for d in dep_t:
+                        r = get(d)
+                        # (a row is the object _rows holds: is, as in ``in``, finds it)
+                        if r is None or r in dep_rows or r is old:
+                            break  # never submitted, given twice, or task_id itself
+                        append(r)
+                    else:
+                        few = False  # all found, each once: the deps are sound
+                except TypeError:  # an unhashable dep, or an __eq__ that says so
+                    pass
+                if few:
+                    _check_deps(task_id, deps, dep_t)  # raises unless some deps are absent
+                    dep_rows = []
+            if dep_t and not dep_rows:
+                dep_rows = []
+                append = dep_rows.append
                 for d in dep_t:
                     r = get(d)
                     if r is not None:
@@ -392,6 +428,7 @@ class TaskScheduler:
                         absent = [(d, dangling.get(d))]
                     else:
                         absent.append((d, dangling.get(d)))
+            dependents = self._dependents
             if self._started:
                 if absent is not None:
                     missing = [(task_id, d) for d, _ in absent]
@@ -401,8 +438,8 @@ class TaskScheduler:
                         + ", ".join(_r(d) for _, d in missing),
                         missing,
                     )
-                if rec is not None and rec.dependents and dep_t:
-                    cycle = self._cycle_through(rec, dep_t)
+                if old is not None and dependents[old] and dep_t:
+                    cycle = self._cycle_through(old, dep_t)
                     if cycle is not None:
                         self._n_cycles += 1
                         raise CycleError(
@@ -411,96 +448,104 @@ class TaskScheduler:
                             [cycle],
                         )
             # before start: the versions waiting for this id, which its first version inherits
-            adopted = dangling.get(task_id) if rec is None and dangling else None
-            # the replaced version's edges: the records of its deps submitted, and
-            # (dep, dangling[dep]) for each dep never submitted
-            old_recs: list[_Task] | tuple[()] = ()
-            old_absent: list[tuple[Hashable, dict[_Task, None]]] | tuple[()] = ()
-            if rec is not None and rec.deps:
-                old_recs = []
-                old_absent = []
-                for d in rec.deps:
-                    r = get(d)
-                    if r is not None:
-                        old_recs.append(r)
-                    else:
-                        old_absent.append((d, dangling[d]))
+            adopted = dangling.get(task_id) if old is None and dangling else None
+            # the replaced version's deps never submitted, as (dep, dangling[dep])
+            old_absent: list[tuple[Hashable, dict[int, None]]] | tuple[()] = ()
+            if old is not None and dangling:
+                old_absent = [(d, dangling[d]) for d in self._deps[old] if d not in rows]
 
-            # Guards passed: mutate.
+            # Guards passed: mutate. The new version takes the next row.
             seq = self._next_seq
-            if rec is None:
-                rec = _Task(task_id, seq, dep_t, fn, {} if adopted is None else adopted)
-                tasks[task_id] = rec
-                if adopted is not None:
-                    del dangling[task_id]
-            else:
-                # the id's key first: a hash that fails now leaves the record where it was
-                del tasks[task_id]
-                tasks[task_id] = rec  # keep _tasks in seq order
-                old_state = rec.state
-                if old_state == _READY:
-                    self._ready_count -= 1
-                for r in old_recs:
-                    del r.dependents[rec]
-                for _, gone in old_absent:
-                    del gone[rec]
-                if rec.dependents:
-                    # Its dependents now have smaller seqs than the new version.
-                    self._seq_ordered = False
-                    if old_state == _SUCCEEDED:
-                        for x in rec.dependents:
-                            if x.state <= _READY:
-                                x.remaining += 1
-                                if x.state == _READY:
-                                    x.state = _PENDING
-                                    self._ready_count -= 1
-                rec.task_id = task_id
-                rec.generation += 1
-                rec.seq = seq
-                rec.deps = dep_t
-                rec.fn = fn
-                rec.blocked_by = None
-                rec.cancel_requested = False
-                rec.claims = 0
-                rec.outcome = None
             self._next_seq = seq + 1
-
+            row = len(state)
             remaining = 0
             dead = False
-            for r in dep_recs:
-                r.dependents[rec] = None
-                st = r.state
-                if st != _SUCCEEDED:
-                    remaining += 1
-                    if st >= _FAILED:
-                        dead = True
+            if dep_rows:
+                for r in dep_rows:
+                    listed = dependents[r]
+                    if listed is None:
+                        dependents[r] = [row]
+                    else:
+                        listed.append(row)
+                    st = state[r]
+                    if st != _SUCCEEDED:
+                        remaining += 1
+                        if st >= _FAILED:
+                            dead = True
+                self._entries += len(dep_rows)
             if absent is not None:
                 # Only before start: an absent dep counts as not succeeded.
                 self._seq_ordered = False
                 remaining += len(absent)
                 for d, waiting in absent:
                     if waiting is None:
-                        dangling[d] = {rec: None}
+                        dangling[d] = {row: None}
                     else:
-                        waiting[rec] = None
+                        waiting[row] = None
+            self._ids.append(task_id)
+            self._claims.append(0)
+            self._deps.append(dep_t)
+            self._remaining.append(remaining)
+            self._fn.append(fn)
+            self._outcome.append(None)
+            if remaining:
+                state.append(_PENDING)
+            else:
+                state.append(_READY)
+                self._stamp[row] = _perf_counter()
+                _heappush(self._heap, row)
+                self._ready_count += 1
+            if old is None:
+                generation = 1
+                self._gen.append(1)
+                rows[task_id] = row
+                if adopted is None:
+                    dependents.append(None)
+                else:
+                    dependents.append(list(adopted))
+                    self._entries += len(adopted)
+                    del dangling[task_id]
+            else:
+                generation = self._gen[old] + 1
+                self._gen.append(generation)
+                rows[task_id] = row
+                listed = dependents[old]
+                dependents.append(listed)
+                old_state = state[old]
+                self._garbage += 1 + len(self._deps[old]) - len(old_absent)
+                self._retire(old)
+                if old_state == _READY:
+                    self._ready_count -= 1
+                for _, gone in old_absent:
+                    del gone[old]
+                if listed:
+                    # Its dependents now have smaller seqs than the new version.
+                    self._seq_ordered = False
+                    if old_state == _SUCCEEDED:
+                        remaining_of = self._remaining
+                        for x in listed:
+                            st = state[x]
+                            if st <= _READY:
+                                remaining_of[x] += 1
+                                if st == _READY:
+                                    state[x] = _PENDING
+                                    self._ready_count -= 1
+                    blocked_by = self._blocked_by
+                    if blocked_by:
+                        for x in listed:
+                            if blocked_by.get(x) == old:
+                                blocked_by[x] = row
             for d, gone in old_absent:
                 # only now: the new version may have taken up an absent dep the old one had
                 if not gone:
                     del dangling[d]
-            rec.remaining = remaining
-            if remaining:
-                rec.state = _PENDING
-            else:
-                rec.state = _READY
-                rec.stamp = _perf_counter()
-                _heappush(self._heap, seq)
-                self._ready_at[seq] = rec
-                self._ready_count += 1
             if dead:
-                self._settle((), (rec,))
+                self._settle((), (row,))
             if self._recorder is not None:
-                self._record("Submit", {"t": task_id, "D": dep_s})
-            return rec.generation
+                self._record("Submit", {"t": task_id, "D": frozenset(dep_t)})
+            if self._garbage:
+                self._compact_if_wasteful()
+            return generation
         finally:
             lock.release()
 
@@ -517,16 +562,17 @@ class TaskScheduler:
                 raise SchedulerClosedError("start(): the scheduler is closed")
             if self._started:
                 raise InvalidTransitionError("start(): the scheduler is already started")
-            tasks = self._tasks
+            rows = self._rows
             if self._dangling:
-                holders: dict[_Task, None] = {}
+                holders: dict[int, None] = {}
                 for waiting in self._dangling.values():
                     holders.update(waiting)
+                ids, deps = self._ids, self._deps
                 missing = [
-                    (x.task_id, d)
-                    for x in sorted(holders, key=_seq_of)
-                    for d in x.deps
-                    if d not in tasks
+                    (ids[x], d)
+                    for x in sorted(holders)
+                    for d in deps[x]
+                    if d not in rows
                 ]
                 raise UnknownDependencyError(
                     "start(): unknown dependencies: "
@@ -534,7 +580,7 @@ class TaskScheduler:
                     missing,
                 )
             if not self._seq_ordered:
-                cycles = _find_cycles(tasks.values())
+                cycles = _find_cycles(self._live_rows(), self._deps, self._dependents, self._ids)
                 if cycles:
                     self._n_cycles += 1
                     more = f" (and {len(cycles) - 1} more)" if len(cycles) > 1 else ""
@@ -575,7 +621,12 @@ class TaskScheduler:
             if want <= 0:
                 return []
             heap = self._heap
-            take = self._ready_at.pop
+            state = self._state
+            claimed = self._claims
+            stamp = self._stamp
+            ids = self._ids
+            gen = self._gen
+            fns = self._fn
             claims: list[Claim] = []
             append = claims.append
             now = _perf_counter()
@@ -591,24 +642,21 @@ class TaskScheduler:
             left = want
             while left:
                 if order is None:
-                    seq = _heappop(heap)
+                    row = _heappop(heap)
                 else:
-                    seq = order[i]
+                    row = order[i]
                     i += 1
-                rec = take(seq, None)
-                if rec is None or rec.seq != seq or rec.state != _READY:
+                if state[row] != _READY:
                     continue  # stale entry
-                rec.state = _RUNNING
-                rec.claims = 1
-                wait = now - rec.stamp
-                rec.stamp = now
+                state[row] = _RUNNING
+                claimed[row] = 1
+                wait = now - stamp[row]
+                stamp[row] = now
                 waited += wait
                 if wait > longest:
                     longest = wait
-                append(_tuple_new(Claim, (rec.task_id, rec.generation, rec.fn)))
+                append(_tuple_new(Claim, (ids[row], gen[row], fns[row])))
                 left -= 1
-            if not heap and self._ready_at:
-                self._ready_at.clear()  # nothing is ready any more: what it holds is stale
             self._wait_total += waited
             self._wait_max = longest
             self._running += want
@@ -634,46 +682,46 @@ class TaskScheduler:
         lock.acquire()
         try:
             try:
-                rec = self._tasks.get(task_id)
+                row = self._rows.get(task_id)
             except TypeError:
-                rec = None
-            if (rec is None or generation.__class__ is not int or rec.generation != generation
-                    or rec.state != _RUNNING):
+                row = None
+            state = self._state
+            if (row is None or generation.__class__ is not int or self._gen[row] != generation
+                    or state[row] != _RUNNING):
                 checked = self._check_callback("complete", task_id, generation)
-                if not isinstance(checked, _Task):
+                if isinstance(checked, TaskState):
                     return checked
-                rec = checked
-            rec.state = _SUCCEEDED
-            rec.outcome = result
+                row = checked
+            state[row] = _SUCCEEDED
+            self._outcome[row] = result
             now = _perf_counter()
-            ran = now - rec.stamp
+            ran = now - self._stamp.pop(row)
             self._run_total += ran
             if ran > self._run_max:
                 self._run_max = ran
             self._running -= 1
             self._n_succeeded += 1
             if self._track:
-                self._endings.append((rec.task_id, rec.generation, _SUCCEEDED_STATE))
-            dependents = rec.dependents
+                self._endings.append((self._ids[row], self._gen[row], _SUCCEEDED_STATE))
+            dependents = self._dependents[row]
             if dependents:
                 newly_ready = 0
                 heap = self._heap
-                ready_at = self._ready_at
+                remaining = self._remaining
+                stamp = self._stamp
                 for x in dependents:
-                    if x.state == _PENDING:
-                        left = x.remaining - 1
-                        x.remaining = left
+                    if state[x] == _PENDING:
+                        left = remaining[x] - 1
+                        remaining[x] = left
                         if not left:
-                            x.state = _READY
-                            x.stamp = now
-                            seq = x.seq
-                            _heappush(heap, seq)
-                            ready_at[seq] = x
+                            state[x] = _READY
+                            stamp[x] = now
+                            _heappush(heap, x)
                             newly_ready += 1
                 if newly_ready:
                     self._ready_count += newly_ready
             if self._recorder is not None:
-                self._record("Complete", {"t": rec.task_id, "g": rec.generation})
+                self._record("Complete", {"t": self._ids[row], "g": self._gen[row]})
             return _SUCCEEDED_STATE
         finally:
             lock.release()
@@ -704,31 +752,32 @@ class TaskScheduler:
         ``UnknownTaskError``; ``generation`` given and not current -> ``StaleGenerationError``.
         """
         with self._lock:
-            rec = self._lookup("cancel", task_id)
+            row = self._lookup("cancel", task_id)
             if generation is not None:
                 if not _is_int(generation):
                     raise InvalidArgumentError(
                         f"cancel({_r(task_id)}, {_r(generation)}): generation must be None or "
                         "an int"
                     )
-                self._insist_current("cancel", rec, generation)
-            st = rec.state
+                self._insist_current("cancel", row, generation)
+            st = self._state[row]
             if st <= _READY:
                 if st == _READY:
                     self._ready_count -= 1
-                rec.state = _CANCELLED
+                self._state[row] = _CANCELLED
+                self._stamp.pop(row, None)
                 self._n_cancelled += 1
                 if self._track:
-                    self._endings.append((rec.task_id, rec.generation, TaskState.CANCELLED))
-                self._settle((rec,), ())
+                    self._endings.append((self._ids[row], self._gen[row], TaskState.CANCELLED))
+                self._settle((row,), ())
                 if self._recorder is not None:
-                    self._record("Cancel", {"t": rec.task_id})
+                    self._record("Cancel", {"t": self._ids[row]})
                 return TaskState.CANCELLED
-            if st == _RUNNING and not rec.cancel_requested:
+            if st == _RUNNING and row not in self._cancel_requested:
                 # A second request is no step: the spec's Cancel asks a running version once.
-                rec.cancel_requested = True
+                self._cancel_requested.add(row)
                 if self._recorder is not None:
-                    self._record("Cancel", {"t": rec.task_id})
+                    self._record("Cancel", {"t": self._ids[row]})
             return _STATES[st]
 
     def retry(self, task_id: Hashable) -> int:
@@ -744,64 +793,98 @@ class TaskScheduler:
             root = self._lookup("retry", task_id)
             if self._closed:
                 raise SchedulerClosedError(f"retry({_r(task_id)}): the scheduler is closed")
-            if root.state < _FAILED:
+            state = self._state
+            if state[root] < _FAILED:
                 raise InvalidTransitionError(
-                    f"retry({_r(task_id)}): version {root.generation} is "
-                    f"{_STATES[root.state].value}, not failed, cancelled or blocked"
+                    f"retry({_r(task_id)}): version {self._gen[root]} is "
+                    f"{_STATES[state[root]].value}, not failed, cancelled or blocked"
                 )
+            dependents = self._dependents
+            blocked_by = self._blocked_by
             members = [root]
             # Each version has one blocked_by, so only root can be met twice (when its own
-            # blocked_by chain, through a cycle of an unstarted graph, leads back to it).
+            # blocked_by chain, through a cycle of an unstarted graph, leads back to it). A dead
+            # row has no blocked_by.
             for m in members:  # grows while iterating: breadth-first over blocked_by chains
-                for x in m.dependents:
-                    if x.blocked_by is m and x is not root:
-                        members.append(x)
-            members.sort(key=_seq_of)
-            tasks = self._tasks
+                listed = dependents[m]
+                if listed:
+                    for x in listed:
+                        if blocked_by.get(x) == m and x != root:
+                            members.append(x)
+            members.sort()  # row order is seq order
+            rows = self._rows
+            ids = self._ids
+            gen = self._gen
+            deps = self._deps
             seq = self._next_seq
+            renewed: list[int] = []
             for m in members:
-                del tasks[m.task_id]
-                tasks[m.task_id] = m  # keep _tasks in seq order
-                m.generation += 1
-                m.seq = seq
+                # the member's new version takes the next row, as Submit with the same deps
+                row = len(state)
+                tid = ids[m]
+                ids.append(tid)
+                gen.append(gen[m] + 1)
                 seq += 1
-                m.state = _PENDING
-                m.blocked_by = None
-                m.cancel_requested = False
-                m.claims = 0
-                m.outcome = None
+                state.append(_PENDING)
+                self._claims.append(0)
+                deps.append(deps[m])
+                self._remaining.append(0)
+                self._fn.append(self._fn[m])
+                self._outcome.append(None)
+                dependents.append(dependents[m])
+                rows[tid] = row
+                renewed.append(row)
             self._next_seq = seq
             now = _perf_counter()
             heap = self._heap
-            doomed: list[_Task] = []
-            for m in members:
+            dangling = self._dangling
+            get = rows.get
+            doomed: list[int] = []
+            for m, row in zip(members, renewed, strict=True):
                 remaining = 0
                 dead = False
-                for d in m.deps:
-                    r = tasks.get(d)
+                present = 0
+                for d in deps[row]:
+                    r = get(d)
                     if r is None:
                         remaining += 1
-                    elif r.state != _SUCCEEDED:
+                        waiting = dangling[d]  # before start: the old row waits there
+                        del waiting[m]
+                        waiting[row] = None
+                        continue
+                    present += 1
+                    listed = dependents[r]
+                    if listed is None:
+                        dependents[r] = [row]
+                    else:
+                        listed.append(row)
+                    st = state[r]
+                    if st != _SUCCEEDED:
                         remaining += 1
-                        if r.state >= _FAILED:
+                        if st >= _FAILED:
                             dead = True
-                m.remaining = remaining
+                self._entries += present
+                self._garbage += 1 + present  # the old row, and its entries in those lists
+                self._retire(m)
+                self._remaining[row] = remaining
                 if not remaining:
-                    m.state = _READY
-                    m.stamp = now
-                    _heappush(heap, m.seq)
-                    self._ready_at[m.seq] = m
+                    state[row] = _READY
+                    self._stamp[row] = now
+                    _heappush(heap, row)
                     self._ready_count += 1
                 if dead:
-                    doomed.append(m)
+                    doomed.append(row)
             # The members' dependents outside R keep their smaller seqs.
             self._seq_ordered = False
             self._n_retried += len(members)
             if doomed:
                 self._settle((), doomed)
+            top = renewed[members.index(root)]  # the retried task's new row
+            generation = gen[top]
             if self._recorder is not None:
-                self._record("Retry", {"t": root.task_id})
-            return root.generation
+                self._record("Retry", {"t": ids[top]})
+            self._compact_if_wasteful()
+            return generation
 
     # ------------------------------------------------------------------ Close
 
@@ -818,26 +901,29 @@ class TaskScheduler:
                 f"close({_r(cancel_pending)}): cancel_pending must be True or False"
             )
         with self._lock:
+            state = self._state
+            ids = self._ids
             if not self._closed:
                 self._closed = True
                 if cancel_pending:
                     endings = self._endings if self._track else None
                     cancelled = 0
-                    for rec in self._tasks.values():
-                        if rec.state <= _READY:
-                            rec.state = _CANCELLED
+                    for row, st in enumerate(state):  # in row order: seq order
+                        if st <= _READY:
+                            state[row] = _CANCELLED
+                            self._stamp.pop(row, None)
                             cancelled += 1
                             if endings is not None:
-                                endings.append((rec.task_id, rec.generation, TaskState.CANCELLED))
+                                endings.append((ids[row], self._gen[row], TaskState.CANCELLED))
                     self._n_cancelled += cancelled
                     self._ready_count = 0
                     self._heap.clear()
-                    self._ready_at.clear()
                 if self._recorder is not None:
                     self._record("Close", {"cancelPending": bool(cancel_pending)})
-            buckets: list[list[Hashable]] = [[] for _ in _STATES]
-            for tid, rec in self._tasks.items():
-                buckets[rec.state].append(tid)
+            # one list per state code, the last one (_DEAD) left out of the report
+            buckets: list[list[Hashable]] = [[] for _ in range(_DEAD + 1)]
+            for row, st in enumerate(state):
+                buckets[st].append(ids[row])
             return CloseReport(
                 succeeded=tuple(buckets[_SUCCEEDED]),
                 failed=tuple(buckets[_FAILED]),
@@ -856,7 +942,7 @@ class TaskScheduler:
         Errors: unhashable id -> ``InvalidArgumentError``; unknown id -> ``UnknownTaskError``.
         """
         with self._lock:
-            return _STATES[self._lookup("state", task_id).state]
+            return _STATES[self._state[self._lookup("state", task_id)]]
 
     def info(self, task_id: Hashable) -> TaskInfo:
         """Return what is known about the current version of ``task_id``.
@@ -864,18 +950,20 @@ class TaskScheduler:
         Errors: unhashable id -> ``InvalidArgumentError``; unknown id -> ``UnknownTaskError``.
         """
         with self._lock:
-            rec = self._lookup("info", task_id)
-            cause = rec.blocked_by
+            row = self._lookup("info", task_id)
+            st = self._state[row]
+            cause = self._blocked_by.get(row)
+            outcome = self._outcome[row]
             return TaskInfo(
-                task_id=rec.task_id,
-                generation=rec.generation,
-                state=_STATES[rec.state],
-                deps=frozenset(rec.deps),
-                remaining_deps=rec.remaining,
-                blocked_by=None if cause is None else cause.task_id,
-                cancel_requested=rec.cancel_requested,
-                result=rec.outcome if rec.state == _SUCCEEDED else None,
-                error=rec.outcome if rec.state == _FAILED else None,
+                task_id=self._ids[row],
+                generation=self._gen[row],
+                state=_STATES[st],
+                deps=frozenset(self._deps[row]),
+                remaining_deps=self._remaining[row],
+                blocked_by=None if cause is None else self._ids[cause],
+                cancel_requested=row in self._cancel_requested,
+                result=outcome if st == _SUCCEEDED else None,
+                error=outcome if st == _FAILED else None,
             )
 
     def snapshot(self) -> Snapshot:
@@ -943,20 +1031,36 @@ class TaskScheduler:
 
     # ------------------------------------------------------------------ Internals
 
+    def _seq_of(self, row: int) -> int:
+        """The seq of the version in ``row``. Lock held."""
+        if row < len(self._seq):
+            return self._seq[row]
+        return row + self._next_seq - len(self._state)  # one seq per row made since
+
+    def _live_rows(self) -> list[int]:
+        """The rows of the current versions, in row (seq) order. Lock held."""
+        return [row for row, st in enumerate(self._state) if st != _DEAD]
+
     def _snapshot_locked(self) -> Snapshot:
         """The spec variables now. Lock held."""
+        ids, gen, state, deps = self._ids, self._gen, self._state, self._deps
+        remaining, claims = self._remaining, self._claims
+        compacted, base = len(self._seq), self._next_seq - len(state)
+        blocked_by, cancel_requested = self._blocked_by, self._cancel_requested
         views: dict[Hashable, VersionView] = {}
-        for tid, rec in self._tasks.items():
-            cause = rec.blocked_by
-            views[tid] = VersionView(
-                rec.generation,
-                _STATES[rec.state],
-                frozenset(rec.deps),
-                rec.remaining,
-                None if cause is None else cause.task_id,
-                rec.cancel_requested,
-                rec.claims,
-                rec.seq,
+        for row, st in enumerate(state):
+            if st == _DEAD:
+                continue
+            cause = blocked_by.get(row)
+            views[ids[row]] = VersionView(
+                gen[row],
+                _STATES[st],
+                frozenset(deps[row]),
+                remaining[row],
+                None if cause is None else ids[cause],
+                row in cancel_requested,
+                claims[row],
+                self._seq[row] if row < compacted else row + base,
             )
         return Snapshot(self._started, self._closed, self._next_seq, MappingProxyType(views))
 
@@ -965,47 +1069,49 @@ class TaskScheduler:
         assert self._recorder is not None
         self._recorder.record(action, params, self._snapshot_locked())
 
-    def _lookup(self, call: str, task_id: Hashable) -> _Task:
-        """The record of ``task_id``. Lock held."""
+    def _lookup(self, call: str, task_id: Hashable) -> int:
+        """The row of the current version of ``task_id``. Lock held."""
         try:
-            rec = self._tasks.get(task_id)
+            row = self._rows.get(task_id)
         except TypeError:
             raise InvalidArgumentError(f"{call}({_r(task_id)}): task id is unhashable") from None
-        if rec is None:
+        if row is None:
             raise UnknownTaskError(f"{call}({_r(task_id)}): unknown task", task_id)
-        return rec
+        return row
 
-    def _insist_current(self, call: str, rec: _Task, generation: int) -> None:
+    def _insist_current(self, call: str, row: int, generation: int) -> None:
         """Raise StaleGenerationError unless ``generation`` is the current one. Lock held."""
-        if generation != rec.generation:
+        current = self._gen[row]
+        if generation != current:
             self._n_stale += 1
+            task_id = self._ids[row]
             if self._recorder is not None:
-                self._record("StaleCallback", {"t": rec.task_id, "g": generation})
+                self._record("StaleCallback", {"t": task_id, "g": generation})
             raise StaleGenerationError(
-                f"{call}({_r(rec.task_id)}, {generation}): generation {generation} is stale, "
-                f"current is {rec.generation}",
-                rec.task_id, generation, rec.generation,
+                f"{call}({_r(task_id)}, {generation}): generation {generation} is stale, "
+                f"current is {current}",
+                task_id, generation, current,
             )
 
-    def _check_callback(self, call: str, task_id: Hashable, generation: int) -> _Task | TaskState:
-        """The running record a callback steps, or the terminal state it returns. Lock held.
+    def _check_callback(self, call: str, task_id: Hashable, generation: int) -> int | TaskState:
+        """The running row a callback steps, or the terminal state it returns. Lock held.
 
         Errors, in this order: unhashable id, unknown id, generation not an int, stale
         generation, pending/ready version.
         """
-        rec = self._lookup(call, task_id)
+        row = self._lookup(call, task_id)
         if not _is_int(generation):
             raise InvalidArgumentError(
                 f"{call}({_r(task_id)}, {_r(generation)}): generation must be an int"
             )
-        self._insist_current(call, rec, generation)
-        st = rec.state
+        self._insist_current(call, row, generation)
+        st = self._state[row]
         if st == _RUNNING:
-            return rec
+            return row
         if st >= _SUCCEEDED:
             self._n_duplicates += 1
             if self._recorder is not None:
-                self._record("RepeatedCallback", {"t": rec.task_id})
+                self._record("RepeatedCallback", {"t": self._ids[row]})
             return _STATES[st]
         raise InvalidTransitionError(
             f"{call}({_r(task_id)}, {generation}): version {generation} is "
@@ -1018,106 +1124,237 @@ class TaskScheduler:
         """Fail or acknowledge the cancel of a running version, then Settle."""
         with self._lock:
             checked = self._check_callback(call, task_id, generation)
-            if not isinstance(checked, _Task):
+            if isinstance(checked, TaskState):
                 return checked
-            rec = checked
-            rec.state = to
-            ran = _perf_counter() - rec.stamp
+            row = checked
+            self._state[row] = to
+            ran = _perf_counter() - self._stamp.pop(row)
             self._run_total += ran
             if ran > self._run_max:
                 self._run_max = ran
             self._n_stopped += 1
             self._running -= 1
             if to == _FAILED:
-                rec.outcome = error
+                self._outcome[row] = error
                 self._n_failed += 1
             else:
                 self._n_cancelled += 1
             if self._track:
-                self._endings.append((rec.task_id, rec.generation, _STATES[to]))
-            self._settle((rec,), ())
+                self._endings.append((self._ids[row], self._gen[row], _STATES[to]))
+            self._settle((row,), ())
             if self._recorder is not None:
                 self._record("Fail" if to == _FAILED else "AcknowledgeCancel",
-                             {"t": rec.task_id, "g": rec.generation})
+                             {"t": self._ids[row], "g": self._gen[row]})
             return _STATES[to]
 
-    def _settle(self, dead: Iterable[_Task], fresh: Iterable[_Task]) -> None:
+    def _settle(self, dead: Iterable[int], fresh: Iterable[int]) -> None:
         """Spread blocking (spec: Settle) from what this step changed. Lock held.
 
-        ``dead``: versions that just died; ``fresh``: new pending/ready versions with a dead dep.
-        Before the step no pending/ready version had a dead dep, so the set B of the spec is
-        exactly what a breadth-first search over the reverse index from these seeds reaches
-        through pending/ready versions.
+        ``dead``: rows of versions that just died; ``fresh``: rows of new pending/ready versions
+        with a dead dep. Before the step no pending/ready version had a dead dep, so the set B
+        of the spec is exactly what a breadth-first search over the reverse index from these
+        seeds reaches through pending/ready versions.
         """
         # A version joins B by becoming blocked at once: its state then keeps the search from
         # visiting it again, and "dead or in B" below is just "dead".
-        order: list[_Task] = []
+        state = self._state
+        dependents = self._dependents
+        order: list[int] = []
         append = order.append
         was_ready = 0
         for gone in dead:
-            for x in gone.dependents:
-                if x.state <= _READY:
-                    was_ready += x.state
-                    x.state = _BLOCKED
+            for x in dependents[gone] or ():
+                st = state[x]
+                if st <= _READY:
+                    was_ready += st
+                    state[x] = _BLOCKED
                     append(x)
         for x in fresh:
-            if x.state <= _READY:
-                was_ready += x.state
-                x.state = _BLOCKED
+            st = state[x]
+            if st <= _READY:
+                was_ready += st
+                state[x] = _BLOCKED
                 append(x)
         if not order:
             return
         for m in order:  # grows while iterating: breadth-first
-            for x in m.dependents:
-                if x.state <= _READY:
-                    was_ready += x.state  # _READY == 1, _PENDING == 0
-                    x.state = _BLOCKED
+            for x in dependents[m] or ():
+                st = state[x]
+                if st <= _READY:
+                    was_ready += st  # _READY == 1, _PENDING == 0
+                    state[x] = _BLOCKED
                     append(x)
         self._ready_count -= was_ready
         self._n_blocked += len(order)
-        tasks = self._tasks
-        get = tasks.get
+        get = self._rows.get
+        deps = self._deps
+        blocked_by = self._blocked_by
+        forget = self._stamp.pop
         for x in order:
-            cause: _Task | None = None
-            for d in x.deps:
+            forget(x, None)
+            cause = -1  # none found: BlockedHasCause would report it
+            for d in deps[x]:
                 r = get(d)
-                if r is not None and r.state >= _FAILED and (cause is None or r.seq < cause.seq):
-                    cause = r
-            x.blocked_by = cause
+                if r is not None and state[r] >= _FAILED and (cause < 0 or r < cause):
+                    cause = r  # row order is seq order: the dead dep of smallest seq
+            blocked_by[x] = cause
         if self._track:
-            order.sort(key=_seq_of)
-            self._endings.extend((x.task_id, x.generation, TaskState.BLOCKED) for x in order)
+            order.sort()
+            ids, gen = self._ids, self._gen
+            self._endings.extend((ids[x], gen[x], TaskState.BLOCKED) for x in order)
 
-    def _cycle_through(self, rec: _Task, new_deps: tuple[Hashable, ...]) -> list[Hashable] | None:
-        """The cycle that making ``rec`` depend on ``new_deps`` would close, if any. Lock held.
+    def _cycle_through(self, target: int, new_deps: tuple[Hashable, ...]) -> list[Hashable] | None:
+        """The cycle that making row ``target`` depend on ``new_deps`` would close, if any.
 
-        Searches the ancestors of the new deps (following dependency edges) for ``rec``; the path
-        is ``[t, ..., d, t]``, each entry a dependency of the next.
+        Searches the ancestors of the new deps (following dependency edges) for ``target``; the
+        path is ``[t, ..., d, t]``, each entry a dependency of the next. Lock held.
         """
-        tasks = self._tasks
-        # parent[y] = the version whose dep y is, on the path back to a new dep (None: a root)
-        parent: dict[_Task, _Task | None] = {}
-        queue: list[_Task] = []
+        rows, deps, ids = self._rows, self._deps, self._ids
+        # parent[y] = the row whose dep y is, on the path back to a new dep (-1: a root)
+        parent: dict[int, int] = {}
+        queue: list[int] = []
         for d in new_deps:
-            r = tasks[d]
+            r = rows[d]
             if r not in parent:
-                parent[r] = None
+                parent[r] = -1
                 queue.append(r)
         for node in queue:  # grows while iterating: breadth-first
-            for d in node.deps:
-                r = tasks[d]
-                if r is rec:
-                    path: list[Hashable] = [rec.task_id]
-                    cur: _Task | None = node
-                    while cur is not None:
-                        path.append(cur.task_id)
+            for d in deps[node]:
+                r = rows[d]
+                if r == target:
+                    path: list[Hashable] = [ids[target]]
+                    cur = node
+                    while cur >= 0:
+                        path.append(ids[cur])
                         cur = parent[cur]
-                    path.append(rec.task_id)
+                    path.append(ids[target])
                     return path
                 if r not in parent:
                     parent[r] = node
                     queue.append(r)
         return None
+
+    def _retire(self, row: int) -> None:
+        """Mark ``row`` dead, its version replaced, and drop what it held. Lock held.
+
+        The caller has handed its dependents list on to the new version and counted its
+        garbage; the entries naming it elsewhere are skipped from now on.
+        """
+        self._state[row] = _DEAD
+        self._ids[row] = None
+        self._deps[row] = _NO_DEP_TUPLE
+        self._fn[row] = None
+        self._outcome[row] = None
+        self._dependents[row] = None
+        if self._blocked_by:
+            self._blocked_by.pop(row, None)
+        if self._cancel_requested:
+            self._cancel_requested.discard(row)
+        self._stamp.pop(row, None)
+
+    def _compact_if_wasteful(self) -> None:
+        """Compact the columns when garbage is more than half of what they hold. Lock held.
+
+        Garbage: dead rows, the entries naming them in dependents lists, and stale heap
+        entries. The compaction costs O(what is held), at least half of which was made garbage
+        since the last one: amortized O(1) for each.
+        """
+        heap = self._heap
+        waste = self._garbage + len(heap) - self._ready_count
+        if 2 * waste > len(self._state) + self._entries + len(heap):
+            self._compact()
+
+    def _compact(self) -> None:
+        """Renumber the live rows in order, dropping the dead ones and stale entries. Lock held.
+
+        Row order, and so seq order, is kept; only internal row numbers change. The ids are
+        hashed again (``_rows`` gets its new rows), as a dict may at any insertion.
+        """
+        state = self._state
+        live = self._live_rows()
+        renumber = [-1] * len(state)  # old row -> new row, -1 for a dead one
+        for new, old in enumerate(live):
+            renumber[old] = new
+        dependents = self._dependents
+        moved: list[list[int] | None] = []
+        entries = 0
+        for old in live:
+            listed = dependents[old]
+            if listed:
+                kept = [new for new in map(renumber.__getitem__, listed) if new >= 0]
+                entries += len(kept)
+                moved.append(kept or None)
+            else:
+                moved.append(None)
+        ids, gen, claims = self._ids, self._gen, self._claims
+        seq = [*self._seq, *range(len(self._seq) + self._next_seq - len(state), self._next_seq)]
+        deps, remaining, fn, outcome = self._deps, self._remaining, self._fn, self._outcome
+        self._ids = _column(self, "_ids", [ids[r] for r in live])
+        self._gen = _column(self, "_gen", [gen[r] for r in live])
+        self._seq = _column(self, "_seq", array("q", [seq[r] for r in live]))
+        self._state = _column(self, "_state", [state[r] for r in live])
+        self._claims = _column(self, "_claims", [claims[r] for r in live])
+        self._deps = _column(self, "_deps", [deps[r] for r in live])
+        self._remaining = _column(self, "_remaining", [remaining[r] for r in live])
+        self._fn = _column(self, "_fn", [fn[r] for r in live])
+        self._outcome = _column(self, "_outcome", [outcome[r] for r in live])
+        self._stamp = _column(self, "_stamp", {
+            renumber[r]: t for r, t in self._stamp.items()})
+        self._dependents = _column(self, "_dependents", moved)
+        self._blocked_by = _column(self, "_blocked_by", {
+            renumber[r]: renumber[c] for r, c in self._blocked_by.items()})
+        self._cancel_requested = _column(self, "_cancel_requested", {
+            renumber[r] for r in self._cancel_requested})
+        for waiting in self._dangling.values():
+            held = list(waiting)
+            waiting.clear()
+            for r in held:
+                waiting[renumber[r]] = None
+        rows = self._rows
+        for task_id, r in rows.items():  # values only: the dict keeps its size
+            rows[task_id] = renumber[r]
+        # each ready row once, in row order: a sorted list is a heap
+        self._heap = [row for row, st in enumerate(self._state) if st == _READY]
+        self._entries = entries
+        self._garbage = 0
+
+
+def _check_deps(task_id: Hashable, deps: Iterable[Hashable], dep_t: tuple[Hashable, ...]) -> None:
+    """Raise the ``InvalidArgumentError`` that ``submit(task_id, deps)`` owes its deps, if any.
+
+    In this order: a dep unhashable (or deps an ``__eq__`` cannot compare), a dep given twice,
+    ``task_id`` among them. Calls the deps' ``__hash__`` and ``__eq__``.
+    """
+    if not dep_t:
+        return
+    try:
+        dep_s = frozenset(dep_t)
+    except TypeError as e:
+        bad = next((d for d in dep_t if not isinstance(d, Hashable) or not _hashes(d)),
+                   _NOTHING)
+        if bad is _NOTHING:  # every dep hashes: an __eq__ raised the TypeError
+            raise InvalidArgumentError(
+                f"submit({_r(task_id)}, {_r(dep_t)}): dependencies cannot be "
+                f"compared: {e}"
+            ) from e
+        raise InvalidArgumentError(
+            f"submit({_r(task_id)}, {_r(deps)}): dependency {_r(bad)} is unhashable"
+        ) from None
+    if len(dep_s) != len(dep_t):
+        seen: set[Hashable] = set()
+        dup = None
+        for d in dep_t:
+            if d in seen:
+                dup = d
+                break
+            seen.add(d)
+        raise InvalidArgumentError(
+            f"submit({_r(task_id)}, {_r(dep_t)}): dependency {_r(dup)} given twice"
+        )
+    if task_id in dep_s:
+        raise InvalidArgumentError(
+            f"submit({_r(task_id)}, {_r(dep_t)}): a task cannot depend on itself"
+        )
 
 
 def _hashes(value: object) -> bool:
@@ -1128,36 +1365,44 @@ def _hashes(value: object) -> bool:
     return True
 
 
-def _find_cycles(records: Iterable[_Task]) -> list[list[Hashable]]:
-    """One cycle path per strongly connected component with a cycle (all deps submitted).
+def _find_cycles(nodes: Iterable[int], deps: Sequence[Sized],
+                 dependents: Sequence[Iterable[int] | None],
+                 names: Sequence[Hashable]) -> list[list[Hashable]]:
+    """One cycle path per strongly connected component with a cycle, as ``names``.
 
-    Kahn's algorithm first removes every version not on or behind a cycle; an iterative Tarjan
-    then splits the rest into components. Components are reported in the order of their smallest
-    seq, each as the shortest cycle through that member.
+    The graph: ``nodes`` (ints, in seq order) where node ``u`` has ``len(deps[u])`` dependency
+    edges, each from a node among ``nodes`` that lists ``u`` in its ``dependents[u']``
+    (``None`` for none; entries that are not among ``nodes`` are ignored). Kahn's algorithm first
+    removes every node not on or behind a cycle; an iterative Tarjan then splits the rest into
+    components. Components are reported in the order of their first node, each as the shortest
+    cycle through that node. TaskScheduler passes its live rows; the durable scheduler a graph
+    it reads from its store.
     """
-    indegree: dict[_Task, int] = {}
-    queue: list[_Task] = []
-    for rec in records:
-        n = len(rec.deps)
-        indegree[rec] = n
+    indegree: dict[int, int] = {}
+    queue: list[int] = []
+    for u in nodes:
+        n = len(deps[u])
+        indegree[u] = n
         if not n:
-            queue.append(rec)
-    for rec in queue:  # grows while iterating
-        for x in rec.dependents:
-            n = indegree[x] - 1
+            queue.append(u)
+    for u in queue:  # grows while iterating
+        for x in dependents[u] or ():
+            n = indegree.get(x, 0) - 1
+            if n < 0:
+                continue  # not a node: a dead row's entry
             indegree[x] = n
             if not n:
                 queue.append(x)
     if len(queue) == len(indegree):
         return []
-    rest = {rec: None for rec, n in indegree.items() if n}
+    rest = {u: None for u, n in indegree.items() if n}
 
-    # Iterative Tarjan over the dependents edges of the leftover versions.
-    index: dict[_Task, int] = {}
-    low: dict[_Task, int] = {}
-    on_stack: set[_Task] = set()
-    stack: list[_Task] = []
-    components: list[list[_Task]] = []
+    # Iterative Tarjan over the dependents edges of the leftover nodes.
+    index: dict[int, int] = {}
+    low: dict[int, int] = {}
+    on_stack: set[int] = set()
+    stack: list[int] = []
+    components: list[list[int]] = []
     counter = 0
     for root in rest:
         if root in index:
@@ -1166,7 +1411,7 @@ def _find_cycles(records: Iterable[_Task]) -> list[list[Hashable]]:
         counter += 1
         stack.append(root)
         on_stack.add(root)
-        work = [(root, iter(root.dependents))]
+        work = [(root, iter(dependents[root] or ()))]
         while work:
             v, successors = work[-1]
             descended = False
@@ -1178,7 +1423,7 @@ def _find_cycles(records: Iterable[_Task]) -> list[list[Hashable]]:
                     counter += 1
                     stack.append(w)
                     on_stack.add(w)
-                    work.append((w, iter(w.dependents)))
+                    work.append((w, iter(dependents[w] or ())))
                     descended = True
                     break
                 if w in on_stack and index[w] < low[v]:
@@ -1191,52 +1436,55 @@ def _find_cycles(records: Iterable[_Task]) -> list[list[Hashable]]:
                 if low[v] < low[u]:
                     low[u] = low[v]
             if low[v] == index[v]:
-                component: list[_Task] = []
+                component: list[int] = []
                 while True:
                     w = stack.pop()
                     on_stack.discard(w)
                     component.append(w)
-                    if w is v:
+                    if w == v:
                         break
                 if len(component) > 1:
                     components.append(component)
 
+    order = {u: i for i, u in enumerate(rest)}  # the nodes' given (seq) order
     cycles: list[tuple[int, list[Hashable]]] = []
     for component in components:
         members = set(component)
-        start = min(component, key=_seq_of)
+        start = min(component, key=order.__getitem__)
         # Shortest cycle through start: breadth-first along dependents inside the component.
-        came_from: dict[_Task, _Task] = {}
+        came_from: dict[int, int] = {}
         frontier = [start]
-        found: _Task | None = None
+        found = -1
         for node in frontier:
-            for x in node.dependents:
-                if x is start:
+            for x in dependents[node] or ():
+                if x == start:
                     found = node
                     break
                 if x in members and x not in came_from:
                     came_from[x] = node
                     frontier.append(x)
-            if found is not None:
+            if found >= 0:
                 break
-        assert found is not None  # start lies on a cycle inside its component
-        back: list[Hashable] = [start.task_id]
+        assert found >= 0  # start lies on a cycle inside its component
+        back: list[Hashable] = [names[start]]
         step = found
-        while step is not start:
-            back.append(step.task_id)
+        while step != start:
+            back.append(names[step])
             step = came_from[step]
-        back.append(start.task_id)
+        back.append(names[start])
         back.reverse()
-        cycles.append((start.seq, back))
+        cycles.append((order[start], back))
     cycles.sort(key=lambda item: item[0])
     return [path for _, path in cycles]
 
 
 class _Checker:
-    """check_invariants(): recompute every invariant from the raw structures. Lock held."""
+    """check_invariants(): recompute every invariant from the raw columns. Lock held."""
 
     def __init__(self, scheduler: TaskScheduler) -> None:
         self.s = scheduler
+        # the live rows, in row order (filled by type_ok, once the columns are known sound)
+        self.live: list[int] = []
 
     @staticmethod
     def fail(invariant: str, detail: str) -> None:
@@ -1257,86 +1505,134 @@ class _Checker:
             self.fail(name, "started/closed are not booleans")
         if not _is_int(s._next_seq) or s._next_seq < 1:
             self.fail(name, f"next_seq {s._next_seq!r} is not an int >= 1")
+        columns = {
+            "_ids": (s._ids, list), "_gen": (s._gen, list), "_state": (s._state, list),
+            "_claims": (s._claims, list),
+            "_deps": (s._deps, list), "_remaining": (s._remaining, list), "_fn": (s._fn, list),
+            "_outcome": (s._outcome, list),
+            "_dependents": (s._dependents, list),
+        }
+        n = len(s._state)
+        for column, (values, kind) in columns.items():
+            if not isinstance(values, kind) or len(values) != n:
+                self.fail(name, f"column {column} is not a {kind.__name__} of {n} rows")
+        if not isinstance(s._seq, array) or len(s._seq) > n:
+            self.fail(name, f"column _seq is not an array of at most {n} rows")
+        ids, state, rows = s._ids, s._state, s._rows
         last = 0
-        for tid, rec in s._tasks.items():
-            if not isinstance(rec, _Task) or rec.task_id is not tid:
-                self.fail(name, f"_tasks[{_r(tid)}] is not the record of {_r(tid)}")
-            if not _is_int(rec.generation) or rec.generation < 1:
-                self.fail(name, f"{_r(tid)}: generation {rec.generation!r} is not an int >= 1")
-            if not _is_int(rec.state) or not _PENDING <= rec.state <= _CANCELLED:
-                self.fail(name, f"{_r(tid)}: state {rec.state!r} is not a state")
-            if not _is_int(rec.seq) or not last < rec.seq < s._next_seq:
-                self.fail(name, f"{_r(tid)}: seq {rec.seq!r} out of order or >= next_seq")
-            last = rec.seq
-            if not isinstance(rec.deps, tuple) or len(set(rec.deps)) != len(rec.deps):
-                self.fail(name, f"{_r(tid)}: deps {rec.deps!r} is not a tuple without repeats")
-            if tid in rec.deps:
+        live = self.live
+        for row in range(n):
+            seq = s._seq_of(row)
+            if not last < seq < s._next_seq:
+                self.fail(name, f"row {row}: seq {seq} out of order or >= next_seq")
+            last = seq
+            st = state[row]
+            if not _is_int(st) or not _PENDING <= st <= _DEAD:
+                self.fail(name, f"row {row}: state {st!r} is not a state")
+            if st == _DEAD:
+                if (ids[row] is not None or s._deps[row] or s._fn[row] is not None
+                        or s._outcome[row] is not None or s._dependents[row] is not None
+                        or row in s._blocked_by or row in s._cancel_requested):
+                    self.fail(name, f"dead row {row} still holds its version's fields")
+                continue
+            live.append(row)
+            tid = ids[row]
+            if rows.get(tid) != row:
+                self.fail(name, f"row {row} is not the current version of {_r(tid)}")
+            gen = s._gen[row]
+            if not _is_int(gen) or gen < 1:
+                self.fail(name, f"{_r(tid)}: generation {gen!r} is not an int >= 1")
+            deps = s._deps[row]
+            if not isinstance(deps, tuple) or len(set(deps)) != len(deps):
+                self.fail(name, f"{_r(tid)}: deps {deps!r} is not a tuple without repeats")
+            if tid in deps:
                 self.fail(name, f"{_r(tid)} depends on itself")
-            if not _is_int(rec.remaining) or rec.remaining < 0:
-                self.fail(name, f"{_r(tid)}: remaining_deps {rec.remaining!r} is not an int >= 0")
-            if not isinstance(rec.cancel_requested, bool):
-                self.fail(name, f"{_r(tid)}: cancel_requested is not a bool")
-            if rec.blocked_by is not None and not isinstance(rec.blocked_by, _Task):
-                self.fail(name, f"{_r(tid)}: blocked_by {rec.blocked_by!r} is not a record")
-            if not isinstance(rec.dependents, dict):
-                self.fail(name, f"{_r(tid)}: dependents is not a dict")
+            remaining = s._remaining[row]
+            if not _is_int(remaining) or remaining < 0:
+                self.fail(name, f"{_r(tid)}: remaining_deps {remaining!r} is not an int >= 0")
+            listed = s._dependents[row]
+            if listed is not None and not isinstance(listed, list):
+                self.fail(name, f"{_r(tid)}: dependents {listed!r} is not None or a list")
+        if len(live) != len(rows):
+            self.fail(name, f"{len(rows)} ids but {len(live)} live rows")
+        # -1 as a cause: Settle found none (BlockedHasCause reports it)
+        causes = [c for c in s._blocked_by.values() if c != -1]
+        for row in (*s._cancel_requested, *s._blocked_by, *causes):
+            if not _is_int(row) or not 0 <= row < n or state[row] == _DEAD:
+                self.fail(name, f"cancel_requested/blocked_by names row {row!r}, not a live row")
         for entry in s._heap:
-            if not _is_int(entry) or not 1 <= entry < s._next_seq:
-                self.fail(name, f"ready heap entry {entry!r} is not a seq")
-        for seq, rec in s._ready_at.items():
-            if not _is_int(seq) or not isinstance(rec, _Task):
-                self.fail(name, f"ready index entry {seq!r}: {rec!r} is not seq: record")
+            if not _is_int(entry) or not 0 <= entry < n:
+                self.fail(name, f"ready heap entry {entry!r} is not a row")
+        for row in live:
+            st = state[row]
+            if (st in (_READY, _RUNNING)) > (row in s._stamp):
+                self.fail(name, f"{_STATES[st].value} {_r(ids[row])} has no stamp")
+        for row, stamp in s._stamp.items():
+            if (not _is_int(row) or not 0 <= row < n or state[row] > _RUNNING
+                    or not isinstance(stamp, float)):
+                self.fail(name, f"stamp {stamp!r} of row {row!r}: not a float of a pending, "
+                                "ready or running version")
 
     def at_most_one_claim_per_version(self) -> None:
-        name = "AtMostOneClaimPerVersion"
-        for tid, rec in self.s._tasks.items():
-            if rec.claims not in (0, 1):
-                self.fail(name, f"{_r(tid)}: claims {rec.claims!r} is not 0 or 1")
-            st = rec.state
-            if st in (_PENDING, _READY, _BLOCKED) and rec.claims:
+        s, name = self.s, "AtMostOneClaimPerVersion"
+        for row in self.live:
+            tid, st, claims = s._ids[row], s._state[row], s._claims[row]
+            if claims not in (0, 1):
+                self.fail(name, f"{_r(tid)}: claims {claims!r} is not 0 or 1")
+            if st in (_PENDING, _READY, _BLOCKED) and claims:
                 self.fail(name, f"{_r(tid)}: {_STATES[st].value} version counts a claim")
-            if st in (_RUNNING, _SUCCEEDED, _FAILED) and not rec.claims:
+            if st in (_RUNNING, _SUCCEEDED, _FAILED) and not claims:
                 self.fail(name, f"{_r(tid)}: {_STATES[st].value} version was never claimed")
-            if rec.cancel_requested and not rec.claims:
+            if row in s._cancel_requested and not claims:
                 self.fail(name, f"{_r(tid)}: cancel requested on a version never claimed")
 
     def indegree_invariant(self) -> None:
         s, name = self.s, "IndegreeInvariant"
-        tasks = s._tasks
-        edges = 0
-        ready = 0
-        for tid, rec in tasks.items():
-            for d in rec.deps:
-                holder = tasks[d].dependents if d in tasks else s._dangling.get(d, {})
-                if rec not in holder:
-                    self.fail(name, f"reverse index lacks the edge {_r(tid)} -> {_r(d)}")
-                edges += 1
-            if rec.state <= _READY:
-                ready += rec.state == _READY
-                count = sum(1 for d in rec.deps if d not in tasks or tasks[d].state != _SUCCEEDED)
-                if rec.remaining != count:
-                    self.fail(name, f"{_r(tid)}: remaining_deps {rec.remaining} but {count} "
-                                    "deps not succeeded")
-                if (rec.state == _PENDING) != (count > 0):
-                    self.fail(name, f"{_r(tid)} is {_STATES[rec.state].value} with "
-                                    f"{count} deps not succeeded")
-        indexed = 0
-        for tid, rec in tasks.items():
-            for x in rec.dependents:
-                if tasks.get(x.task_id) is not x or tid not in x.deps:
-                    self.fail(name, f"reverse index holds {_r(x.task_id)} under {_r(tid)} "
-                                    "with no such dependency")
-                indexed += 1
+        rows, ids, state, deps = s._rows, s._ids, s._state, s._deps
+        # the reverse index's live entries, as (row of the dep, row of the dependent)
+        indexed: set[tuple[int, int]] = set()
+        for row in self.live:
+            for x in s._dependents[row] or ():
+                if not _is_int(x) or not 0 <= x < len(state):
+                    self.fail(name, f"reverse index of {_r(ids[row])} holds {x!r}, not a row")
+                if state[x] == _DEAD:
+                    continue
+                if (row, x) in indexed or ids[row] not in deps[x]:
+                    self.fail(name, f"reverse index holds {_r(ids[x])} under {_r(ids[row])} "
+                                    "with no such dependency, or twice")
+                indexed.add((row, x))
+        dangling = 0
         for d, waiting in s._dangling.items():
-            if d in tasks or not waiting:
+            if d in rows or not waiting:
                 self.fail(name, f"dangling index entry {_r(d)} is stale")
             for x in waiting:
-                if tasks.get(x.task_id) is not x or d not in x.deps:
-                    self.fail(name, f"dangling index holds {_r(x.task_id)} under {_r(d)} "
+                if not 0 <= x < len(state) or state[x] == _DEAD or d not in deps[x]:
+                    self.fail(name, f"dangling index holds row {x!r} under {_r(d)} "
                                     "with no such dependency")
-                indexed += 1
-        if indexed != edges:
-            self.fail(name, f"reverse index holds {indexed} edges, deps hold {edges}")
+                dangling += 1
+        edges = 0
+        ready = 0
+        for row in self.live:
+            tid = ids[row]
+            for d in deps[row]:
+                r = rows.get(d)
+                if (row not in s._dangling.get(d, {}) if r is None
+                        else (r, row) not in indexed):
+                    self.fail(name, f"reverse index lacks the edge {_r(tid)} -> {_r(d)}")
+                edges += 1
+            st = state[row]
+            if st <= _READY:
+                ready += st == _READY
+                count = sum(1 for d in deps[row] if d not in rows or state[rows[d]] != _SUCCEEDED)
+                if s._remaining[row] != count:
+                    self.fail(name, f"{_r(tid)}: remaining_deps {s._remaining[row]} but {count} "
+                                    "deps not succeeded")
+                if (st == _PENDING) != (count > 0):
+                    self.fail(name, f"{_r(tid)} is {_STATES[st].value} with "
+                                    f"{count} deps not succeeded")
+        if len(indexed) + dangling != edges:
+            self.fail(name, f"reverse index holds {len(indexed) + dangling} edges, deps hold "
+                            f"{edges}")
         if s._ready_count != ready:
             self.fail(name, f"ready count {s._ready_count} but {ready} ready versions")
         heap = s._heap
@@ -1344,53 +1640,56 @@ class _Checker:
             if heap[(i - 1) // 2] > heap[i]:
                 self.fail(name, f"ready heap out of order at {i}")
         queued = set(heap)
-        for tid, rec in tasks.items():
-            if rec.state == _READY and (rec.seq not in queued
-                                        or s._ready_at.get(rec.seq) is not rec):
-                self.fail(name, f"ready version {_r(tid)} is missing from the ready heap")
+        for row in self.live:
+            if state[row] == _READY and row not in queued:
+                self.fail(name, f"ready version {_r(ids[row])} is missing from the ready heap")
 
     def concurrency_bound(self) -> None:
         s, name = self.s, "ConcurrencyBound"
-        running = sum(1 for rec in s._tasks.values() if rec.state == _RUNNING)
+        running = s._state.count(_RUNNING)
         if s._running != running:
             self.fail(name, f"running count {s._running} but {running} running versions")
         if running > s._max:
             self.fail(name, f"{running} versions running, max_concurrency is {s._max}")
 
     def blocked_has_cause(self) -> None:
-        tasks, name = self.s._tasks, "BlockedHasCause"
-        for tid, rec in tasks.items():
-            cause = rec.blocked_by
-            if (rec.state == _BLOCKED) != (cause is not None):
-                self.fail(name, f"{_r(tid)} is {_STATES[rec.state].value} with blocked_by "
+        s, name = self.s, "BlockedHasCause"
+        for row in self.live:
+            tid, st = s._ids[row], s._state[row]
+            cause = s._blocked_by.get(row)
+            if (st == _BLOCKED) != (cause is not None):
+                self.fail(name, f"{_r(tid)} is {_STATES[st].value} with blocked_by "
                                 f"{'set' if cause is not None else 'unset'}")
-            if cause is not None and (cause.task_id not in rec.deps
-                                      or tasks.get(cause.task_id) is not cause):
-                self.fail(name, f"{_r(tid)}: blocked_by {_r(cause.task_id)} is not a dependency")
+            if cause is not None and (cause < 0 or s._ids[cause] not in s._deps[row]):
+                self.fail(name, f"{_r(tid)}: blocked_by "
+                                f"{_r(s._ids[cause]) if cause >= 0 else 'none'} is not a "
+                                "dependency")
 
     def blocked_propagated(self) -> None:
-        tasks, name = self.s._tasks, "BlockedPropagated"
-        for tid, rec in tasks.items():
-            if rec.state <= _READY:
-                for d in rec.deps:
-                    r = tasks.get(d)
-                    if r is not None and r.state >= _FAILED:
-                        self.fail(name, f"{_STATES[rec.state].value} {_r(tid)} depends on "
-                                        f"{_STATES[r.state].value} {_r(d)}")
+        s, name = self.s, "BlockedPropagated"
+        rows, state = s._rows, s._state
+        for row in self.live:
+            st = state[row]
+            if st <= _READY:
+                for d in s._deps[row]:
+                    r = rows.get(d)
+                    if r is not None and state[r] >= _FAILED:
+                        self.fail(name, f"{_STATES[st].value} {_r(s._ids[row])} depends on "
+                                        f"{_STATES[state[r]].value} {_r(d)}")
 
     def sealed_graph(self) -> None:
         s, name = self.s, "SealedGraph"
-        tasks = s._tasks
+        rows = s._rows
         if s._seq_ordered:
-            for tid, rec in tasks.items():
-                for d in rec.deps:
-                    if d not in tasks or tasks[d].seq >= rec.seq:
-                        self.fail(name, f"graph marked seq-ordered but {_r(tid)} -> {_r(d)} "
-                                        "is not")
+            for row in self.live:
+                for d in s._deps[row]:
+                    if d not in rows or s._seq_of(rows[d]) >= s._seq_of(row):
+                        self.fail(name, f"graph marked seq-ordered but {_r(s._ids[row])} -> "
+                                        f"{_r(d)} is not")
         if not s._started:
             return
         if s._dangling:
             self.fail(name, f"started with unknown dependencies {list(s._dangling)!r:.200}")
-        cycles = _find_cycles(tasks.values())
+        cycles = _find_cycles(self.live, s._deps, s._dependents, s._ids)
         if cycles:
             self.fail(name, f"started graph has the cycle {_show_path(cycles[0])}")

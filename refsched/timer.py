@@ -156,14 +156,14 @@ _ne = ne
 _Entry = tuple[float, int, int, Hashable, int, int]
 
 
-def _column(owner: TimerScheduler) -> list[Any]:
-    """A new per-id column of ``owner``: an empty list.
+def _column(owner: TimerScheduler, name: str, empty: list[Any]) -> list[Any]:
+    """The per-id column ``owner.<name>``, made from ``empty``: ``empty`` itself.
 
     Every column is built here, so that a check can stand in for it:
     ``refsched.explore.discipline`` swaps this factory for one whose lists verify, at every
     write, that the thread writing holds ``owner``'s lock.
     """
-    return []
+    return empty
 
 
 class TimerRecorder(Protocol):
@@ -302,9 +302,9 @@ class TimerScheduler:
         self._tasks: dict[Hashable, _Entry] = {}
         # The columns, indexed by an id's slot (its entry's last field): the id as first
         # scheduled, its mark (state, cancel request, claims) and its payload (fn, result, error).
-        self._ids: list[Hashable] = _column(self)
-        self._marks: list[int] = _column(self)
-        self._payload: list[Any] = _column(self)
+        self._ids: list[Hashable] = _column(self, "_ids", [])
+        self._marks: list[int] = _column(self, "_marks", [])
+        self._payload: list[Any] = _column(self, "_payload", [])
         # The heap's entries, live and stale, in two parts: a binary heap that schedule() pushes
         # onto, and a list in descending order, whose last entry comes first, that next() sorts
         # the heap into when the heap has grown the longer of the two.

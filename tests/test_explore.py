@@ -19,6 +19,7 @@ from explore_support import assert_caught_and_replays
 from hypothesis import HealthCheck, find, given, settings
 
 from refsched import CancelToken, Runner, TaskScheduler, TaskState
+from refsched import scheduler as scheduler_module
 from refsched import sync as refsched_sync
 from refsched.explore import (
     SCENARIOS,
@@ -50,7 +51,7 @@ from refsched.explore.pool_scenarios import POOL_SCENARIOS
 from refsched.explore.search import decode_schedule, encode_schedule
 from refsched.explore.timer_scenarios import TIMER_SCENARIOS
 from refsched.model import ReferenceScheduler
-from refsched.scheduler import _READY, _RUNNING, _Task
+from refsched.scheduler import _READY, _RUNNING
 from refsched.types import Claim
 
 QUICK = settings(max_examples=25, deadline=None, database=None, derandomize=True,
@@ -59,16 +60,22 @@ QUICK = settings(max_examples=25, deadline=None, database=None, derandomize=True
 
 # -- seeded concurrency bugs ---------------------------------------------------------------
 
-def _claim(scheduler: TaskScheduler, records: list[Any]) -> list[Claim]:
-    """Mark ``records`` running and return their claims, taking no lock of its own."""
+def _claim(scheduler: TaskScheduler, rows: list[int]) -> list[Claim]:
+    """Mark the versions in ``rows`` running and return their claims, taking no lock of its
+    own (their heap entries are left behind, stale)."""
     claims = []
-    for rec in records:
-        rec.state = _RUNNING
-        rec.claims = 1
+    for row in rows:
+        scheduler._state[row] = _RUNNING
+        scheduler._claims[row] = 1
         scheduler._running += 1
         scheduler._ready_count -= 1
-        claims.append(Claim(rec.task_id, rec.generation, rec.fn))
+        claims.append(Claim(scheduler._ids[row], scheduler._gen[row], scheduler._fn[row]))
     return claims
+
+
+def _ready_rows(scheduler: TaskScheduler) -> list[int]:
+    """The rows of the ready versions, in seq order."""
+    return [row for row, state in enumerate(scheduler._state) if state == _READY]
 
 
 class SplitClaim(TaskScheduler):
@@ -78,7 +85,7 @@ class SplitClaim(TaskScheduler):
     def ready(self, limit: int | None = None) -> list[Claim]:
         with self._lock:
             free = self._max - self._running
-            picked = [r for r in self._tasks.values() if r.state == _READY][:max(free, 0)]
+            picked = _ready_rows(self)[:max(free, 0)]
         with self._lock:
             return _claim(self, picked)
 
@@ -119,7 +126,7 @@ class OwnLockClaim(TaskScheduler):
     def ready(self, limit: int | None = None) -> list[Claim]:
         with refsched_sync.Lock():
             free = self._max - self._running
-            return _claim(self, [r for r in self._tasks.values() if r.state == _READY][:free])
+            return _claim(self, _ready_rows(self)[:free])
 
 
 # (scenario factory, broken class, the kind of failure it shows)
@@ -271,7 +278,8 @@ def test_hypothesis_shrinks_a_failing_schedule_to_one_that_replays() -> None:
 
 def test_the_guarded_fields_are_those_init_assigns_after_the_lock() -> None:
     scheduler_fields = guarded_fields(TaskScheduler)
-    assert {"_running", "_ready_count", "_tasks", "_heap", "_closed"} <= scheduler_fields
+    assert {"_running", "_ready_count", "_rows", "_heap", "_closed", "_state", "_dependents",
+            "_blocked_by", "_cancel_requested"} <= scheduler_fields
     assert "_max" not in scheduler_fields and "_lock" not in scheduler_fields
     assert {"_inflight", "_resolving", "_queue", "_closed"} <= guarded_fields(Runner)
     with pytest.raises(ValueError, match=r"never assigns self\._lock"):
@@ -285,27 +293,54 @@ def test_a_claim_under_its_own_lock_fails_the_first_schedule_naming_the_write() 
     failure = report.failures[0]
     assert report.executions == 1
     assert failure.kind == "lock discipline", failure.report()
-    assert "wrote _Task.state (task 'a')" in failure.message
-    assert "holding no TaskScheduler's lock" in failure.message
+    assert "wrote TaskScheduler._state[0] (task 'a')" in failure.message
+    assert "without holding that TaskScheduler's lock" in failure.message
 
 
-def test_a_record_written_under_another_schedulers_lock_is_caught() -> None:
+def test_a_column_written_under_another_schedulers_lock_is_caught() -> None:
     def body(ctx: Context) -> None:
         mine, other = TaskScheduler(1), TaskScheduler(1)
         mine.submit("a")
         mine.start()  # "a" becomes ready under mine's lock
-        record = mine._tasks["a"]
+        row = mine._rows["a"]
 
         def wrong_lock() -> None:
             with other._lock:
-                record.stamp = 1.0
+                mine._stamp[row] = 1.0
 
         ctx.spawn(wrong_lock, name="wrong_lock")
 
     failure = explore(Scenario("wrong_lock", body)).failures[0]
     assert failure.kind == "lock discipline"
-    assert "wrong_lock wrote _Task.stamp" in failure.message
-    assert "a different TaskScheduler lock than its earlier writes" in failure.message
+    assert "wrong_lock wrote TaskScheduler._stamp[0] (task 'a')" in failure.message
+    assert "without holding that TaskScheduler's lock" in failure.message
+
+
+# Each kind of column written outside the lock, by each kind of write a column allows.
+_UNLOCKED_COLUMN_WRITES: list[tuple[str, Callable[[TaskScheduler], Any], str]] = [
+    ("item", lambda s: s._state.__setitem__(0, _RUNNING), "._state[0] (task 'a')"),
+    ("append", lambda s: s._gen.append(1), "._gen[1]"),
+    ("extend", lambda s: s._deps.extend([()]), "._deps.extend()"),
+    ("array item", lambda s: s._stamp.__setitem__(0, 7.0), "._stamp[0] (task 'a')"),
+    ("slice", lambda s: s._claims.__setitem__(slice(0, 1), [1]), "._claims.__setitem__()"),
+    ("sparse dict", lambda s: s._blocked_by.__setitem__(0, 0), "._blocked_by[0] (task 'a')"),
+    ("sparse set", lambda s: s._cancel_requested.add(0), "._cancel_requested[0] (task 'a')"),
+    ("pop", lambda s: s._fn.pop(), "._fn.pop()"),
+]
+
+
+@pytest.mark.parametrize(("kind", "write", "named"), _UNLOCKED_COLUMN_WRITES,
+                         ids=[case[0] for case in _UNLOCKED_COLUMN_WRITES])
+def test_every_kind_of_column_write_outside_the_lock_is_caught(
+        kind: str, write: Callable[[TaskScheduler], Any], named: str) -> None:
+    def body(ctx: Context) -> None:
+        scheduler = TaskScheduler(1)
+        scheduler.submit("a")
+        ctx.spawn(lambda: write(scheduler), name="unlocked")
+
+    failure = explore(Scenario("unlocked_column", body)).failures[0]
+    assert failure.kind == "lock discipline", failure.report()
+    assert f"unlocked wrote TaskScheduler{named} at test_explore.py" in failure.message
 
 
 def test_a_runner_counter_written_without_the_runner_lock_is_caught() -> None:
@@ -339,14 +374,22 @@ def test_a_runner_futures_counter_written_under_the_runner_lock_is_caught() -> N
 
 
 def test_the_discipline_hooks_act_only_inside_a_run_and_come_out_after() -> None:
+    plain_column = scheduler_module._column
     with discipline.enforced():
         assert "__setattr__" in TaskScheduler.__dict__
+        assert scheduler_module._column is not plain_column
         scheduler = TaskScheduler(1)  # outside a run: no thread is controlled, nothing checked
         scheduler.submit("a")
         scheduler.start()
-        scheduler._tasks["a"].stamp = 2.0
-    for cls in (TaskScheduler, Runner, _Task):
+        scheduler._stamp[0] = 2.0
+        for column in (scheduler._state, scheduler._stamp, scheduler._cancel_requested):
+            assert type(column) not in (list, dict, set), column  # a checked subclass
+        with pytest.raises(RuntimeError, match="already"), discipline.enforced():
+            pass
+    for cls in (TaskScheduler, Runner):
         assert "__setattr__" not in cls.__dict__
+    assert scheduler_module._column is plain_column
+    assert type(TaskScheduler(1)._state) is list
 
 
 # -- the runtime -------------------------------------------------------------------------

@@ -554,6 +554,22 @@ def test_retry_gives_the_task_and_descendants_it_blocked_new_versions() -> None:
     s.check_invariants()
 
 
+def test_retry_returns_the_tasks_generation_when_a_blocked_member_is_older() -> None:
+    # b's version is older than a's (a was resubmitted), so b comes first among the renewed
+    # versions; retry("a") still answers a's new generation, and records a.
+    s = TaskScheduler(2)
+    s.submit("a")
+    s.submit("b", ("a",))
+    s.submit("a")
+    s.start()
+    s.cancel("a")
+    assert states(s) == {"b": TaskState.BLOCKED, "a": TaskState.CANCELLED}
+    assert s.retry("a") == 3
+    assert s.info("b").generation == 2 and s.info("a").generation == 3
+    assert [t for t, _ in sorted(s.snapshot().tasks.items(), key=lambda kv: kv[1].seq)] == [
+        "b", "a"]
+
+
 def test_retry_of_a_version_whose_cause_is_still_dead_blocks_it_again() -> None:
     s = started(1, {"bad": (), "a": ("bad",)})
     s.cancel("bad")
@@ -821,30 +837,33 @@ def test_invariants_hold_after_every_step_of_random_runs() -> None:
 
 
 def _corrupt(name: str) -> TaskScheduler:
-    """A scheduler whose internal structures break exactly ``name``."""
+    """A scheduler whose internal columns break exactly ``name``."""
     s = started(2, {"a": (), "b": ("a",), "c": ("b",)})
-    tasks = s._tasks
+    a, b, c = (s._rows[t] for t in "abc")  # the row of each current version
     if name == "TypeOK":
-        tasks["b"].generation = 0
+        s._gen[b] = 0
     elif name == "AtMostOneClaimPerVersion":
         run(s, "a")
-        tasks["a"].claims = 2
+        s._claims[a] = 2
     elif name == "IndegreeInvariant":
-        del tasks["a"].dependents[tasks["b"]]  # reverse index loses the edge b -> a
+        listed = s._dependents[a]
+        assert listed is not None
+        listed.remove(b)  # reverse index loses the edge b -> a
     elif name == "ConcurrencyBound":
         s._running += 1
     elif name == "BlockedHasCause":
         s.cancel("a")
-        tasks["c"].blocked_by = None
+        del s._blocked_by[c]
     elif name == "BlockedPropagated":
         run(s, "a")
-        tasks["a"].state = 4  # failed, without Settle
+        s._state[a] = 4  # failed, without Settle
+        del s._stamp[a]
         s._running -= 1
     elif name == "SealedGraph":
         for t in "abc":
             s.complete(t, run(s, t))
-        tasks["a"].deps = ("c",)
-        tasks["c"].dependents[tasks["a"]] = None
+        s._deps[a] = ("c",)
+        s._dependents[c] = [a]
     return s
 
 
@@ -871,10 +890,102 @@ def test_check_invariants_catches_a_cycle_smuggled_into_a_sealed_graph() -> None
     s.start()
     for t in "ab":
         s.complete(t, run(s, t))
-    s._tasks["a"].deps = ("b",)
-    s._tasks["b"].dependents[s._tasks["a"]] = None
+    a, b = s._rows["a"], s._rows["b"]
+    s._deps[a] = ("b",)
+    s._dependents[b] = [a]
     with pytest.raises(InvariantViolation, match=r"SealedGraph.*cycle"):
         s.check_invariants()
+
+
+# ---------------------------------------------------------------------- memory
+
+
+def _held(s: TaskScheduler) -> tuple[int, int]:
+    """What the columns hold (rows, dependents entries and heap entries, live or not), and
+    what of it is live (current versions, their edges, their ready heap entries)."""
+    held = len(s._state) + s._entries + len(s._heap)
+    edges = sum(len(s._deps[row]) for row in s._rows.values())
+    live = len(s._rows) + edges + s._ready_count
+    return held, live
+
+
+@pytest.mark.slow
+def test_resubmitting_the_same_ids_a_million_times_keeps_the_rows_bounded() -> None:
+    # A chain a <- b <- c whose versions are replaced over and over, ready ones among them:
+    # dead rows, dependents entries naming them and stale heap entries are garbage that the
+    # compaction gives back, so what is held stays within twice what is live.
+    s = started(3, {"a": (), "b": ("a",), "c": ("b",)})
+    peak_rows = 0
+    for i in range(1_000_000):
+        t = "abc"[i % 3]
+        s.submit(t, () if t == "a" else ("ab"[i % 3 - 1],))
+        rows = len(s._state)
+        if rows > peak_rows:
+            peak_rows = rows
+        if i % 1000 == 0:
+            held, live = _held(s)
+            assert held <= 2 * live, (i, held, live)
+    assert s.stats().submitted == 1_000_003
+    assert peak_rows <= 2 * 6  # 3 ids, 2 edges, 1 ready version
+    s.check_invariants()
+
+
+def test_rows_stay_bounded_through_claims_cancels_failures_and_retries() -> None:
+    seed = random.randrange(2**32)
+    print(f"replay with seed={seed}")
+    rng = random.Random(seed)
+    ids = [f"t{i}" for i in range(12)]
+    s = TaskScheduler(3)
+    for i, t in enumerate(ids):
+        s.submit(t, rng.sample(ids[:i], min(i, 2)))
+    s.start()
+    for _ in range(20_000):
+        t = rng.choice(ids)
+        op = rng.randrange(6)
+        try:
+            if op == 0:
+                s.submit(t, rng.sample(ids[:ids.index(t)], min(ids.index(t), 2)))
+            elif op == 1:
+                for claim in s.ready():
+                    rng.choice([s.complete, s.fail])(claim.task_id, claim.generation)
+            elif op == 2:
+                s.cancel(t)
+            elif op == 3:
+                s.retry(t)
+            else:
+                s.submit(t, s.info(t).deps)
+        except SchedulerError:
+            continue
+        if op in (0, 3, 4):  # a step that made versions also gave back any excess
+            held, live = _held(s)
+            assert held <= 2 * live, (held, live)
+    assert len(s._state) <= 2 * _held(s)[1] + len(ids)  # cancels since add stale heap entries
+    s.check_invariants()
+
+
+def test_a_replaced_version_lets_go_of_its_function_and_result() -> None:
+    import gc
+    import weakref
+
+    class Fn:
+        def __call__(self) -> None:
+            return None
+
+    class Result:
+        pass
+
+    s = started(1, {"a": ()})
+    fn, result = Fn(), Result()
+    s.submit("a", (), fn)
+    (claim,) = s.ready()
+    s.complete("a", claim.generation, result)
+    refs = [weakref.ref(fn), weakref.ref(result)]
+    del fn, result, claim
+    assert all(ref() is not None for ref in refs)
+    s.submit("a")  # a new version: the old one's fn and result are no longer the scheduler's
+    gc.collect()
+    assert [ref() for ref in refs] == [None, None]
+    assert s.info("a").generation == 3
 
 
 # ---------------------------------------------------------------------- threads

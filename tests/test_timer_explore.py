@@ -181,7 +181,7 @@ def test_every_kind_of_column_write_without_the_lock_is_caught() -> None:
         TimerScheduler(rt.clock)._payload.extend([None])
 
     report = explore(Scenario("column_extend", extend), ExploreConfig(max_preemptions=0))
-    assert report.failures and "wrote TimerScheduler._payload (extend)" in (
+    assert report.failures and "wrote TimerScheduler._payload.extend()" in (
         report.failures[0].message), report.summary()
 
 

@@ -46,21 +46,21 @@ class CompleteForgetsDependents(TaskScheduler):
     was becomes ready.
 
     Bug: ``complete()`` ends the version without looking at its dependents, which stay pending
-    for ever. (Internals: it hides the record's ``dependents`` during the call.)
+    for ever. (Internals: it hides the row's ``dependents`` list during the call.)
     """
 
     def complete(self, task_id: Hashable, generation: int, result: Any = None) -> TaskState:
         try:
-            record = self._tasks.get(task_id)
+            row = self._rows.get(task_id)
         except TypeError:  # an unhashable id: let the real complete() refuse it
-            record = None
-        if record is None:
+            row = None
+        if row is None:
             return super().complete(task_id, generation, result)
-        dependents, record.dependents = record.dependents, {}
+        dependents, self._dependents[row] = self._dependents[row], None
         try:
             return super().complete(task_id, generation, result)
         finally:
-            record.dependents = dependents
+            self._dependents[row] = dependents
 
 
 class ClaimsNewestFirst(TaskScheduler):

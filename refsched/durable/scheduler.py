@@ -19,7 +19,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -239,16 +239,24 @@ def _error_text(error: object) -> str | None:
         return repr(error)
 
 
-class _Rec:
-    """A version as start()'s cycle search reads it (refsched.scheduler._find_cycles)."""
+def _cycles(tasks: Iterable[tuple[str, int]],
+            edges: Iterable[tuple[str, str]]) -> list[list[Hashable]]:
+    """The cycles of the store's dependency graph, one per strongly connected component.
 
-    __slots__ = ("dependents", "deps", "seq", "task_id")
+    ``tasks`` are ``(id, seq)`` pairs, ``edges`` ``(task, dep)`` pairs whose deps are all among
+    the tasks. The nodes are numbered in seq order for ``refsched.scheduler._find_cycles``,
+    which reports the cycles as ``TaskScheduler.start()`` does.
+    """
+    from refsched.scheduler import _find_cycles
 
-    def __init__(self, task_id: str, seq: int) -> None:
-        self.task_id = task_id
-        self.seq = seq
-        self.deps: list[str] = []
-        self.dependents: list[_Rec] = []
+    names = [t for t, _ in sorted(tasks, key=lambda pair: pair[1])]
+    node = {t: i for i, t in enumerate(names)}
+    deps: list[list[int]] = [[] for _ in names]
+    dependents: list[list[int]] = [[] for _ in names]
+    for t, d in edges:
+        deps[node[t]].append(node[d])
+        dependents[node[d]].append(node[t])
+    return _find_cycles(range(len(names)), deps, dependents, names)
 
 
 class DurableScheduler:
@@ -571,7 +579,6 @@ class DurableScheduler:
 
     def start(self) -> None:
         """Seal the initial graph and allow claims (Spec: Start); errors as ``TaskScheduler``."""
-        from refsched.scheduler import _find_cycles
         with self._counting_cycles(), self._store.transaction() as tx:
             if self._meta(tx, "closed"):
                 raise SchedulerClosedError("start(): the scheduler is closed")
@@ -584,11 +591,8 @@ class DurableScheduler:
                 raise UnknownDependencyError(
                     "start(): unknown dependencies: "
                     + ", ".join(f"{t!r} needs {d!r}" for t, d in pairs), pairs)
-            recs = {t: _Rec(t, s) for t, s in tx.all("SELECT id, seq FROM task")}
-            for t, d in tx.all("SELECT task, dep FROM dep"):
-                recs[t].deps.append(d)
-                recs[d].dependents.append(recs[t])
-            cycles = _find_cycles(recs.values())  # type: ignore[arg-type]
+            cycles = _cycles(tx.all("SELECT id, seq FROM task"),
+                             tx.all("SELECT task, dep FROM dep"))
             if cycles:
                 raise CycleError("start(): dependency cycle "
                                  + " -> ".join(repr(x) for x in cycles[0]), cycles)
@@ -1042,8 +1046,6 @@ class DurableScheduler:
 
     def check_invariants(self) -> None:
         """Raise ``InvariantViolation`` if the store holds a state the spec forbids."""
-        from refsched.scheduler import _find_cycles
-
         # Every query in one read of one state; the first invariant broken is reported.
         (type_ok, indegree, running, blocked_cause, blocked_propagated, started, dangling,
          seqs, edges, attempts, lease_out_of_running, ended_by_other) = self._store.read([
@@ -1091,11 +1093,7 @@ class DurableScheduler:
         if started and started[0][0]:
             if dangling:
                 fail("SealedGraph", f"{dangling[0][0]!r} depends on unknown {dangling[0][1]!r}")
-            recs = {t: _Rec(t, seq) for t, seq in seqs}
-            for t, d in edges:
-                recs[t].deps.append(d)
-                recs[d].dependents.append(recs[t])
-            cycles = _find_cycles(recs.values())  # type: ignore[arg-type]
+            cycles = _cycles(seqs, edges)
             if cycles:
                 fail("SealedGraph", f"cycle {cycles[0]!r}")
         if attempts:

@@ -5,7 +5,7 @@ lock that should guard it runs whole and unseen: no schedule can interleave it, 
 that claims under the wrong lock passes every schedule. This check closes that gap by testing the
 discipline the code states in its own comments:
 
-- ``TaskScheduler``: "_lock guards every attribute below, and every field of every _Task";
+- ``TaskScheduler``: "_lock guards every attribute below, and every item of every column";
 - ``Runner``: "the runner lock guards every field below", and its futures' lock guards
   ``_futures_waiting`` (declared above the runner lock);
 - ``TimerScheduler``: "_lock guards every attribute below, and every item of every column";
@@ -15,25 +15,26 @@ discipline the code states in its own comments:
   "guarded by the pool lock".
 
 "Below" is read from the class's ``__init__``: the attributes it assigns after ``self._lock``.
-While :func:`enforced` is active, assigning one of them, or any field of a scheduler's ``_Task``,
-or any item of a ``TimerScheduler``'s column, or a pool ``_Task``'s ``_joiners``, from a
-controlled thread that does not hold the guarding lock fails the run as ``lock discipline``,
-naming the thread, the field and the line.
-Writes made by an ``__init__`` of the object are exempt (it is not shared yet). A scheduler's
-record does not know its scheduler, so its guard is found as Eraser's lockset is: the locks of its
-kind of scheduler (``TaskScheduler`` for a ``_Task``) held at each write, intersected over the
-record's life; an empty intersection is a write no single
-scheduler lock covered. A pool task knows its pool (``_pool``), so its guard is that pool's lock.
-A pool task's other fields are not the pool lock's: its future's state is guarded by the task's
-own ``_guard`` or its ``Future`` condition. A ``TimerScheduler`` keeps its per-id fields in
-columns, lists it builds through ``refsched.timer._column(self)``: :func:`enforced` swaps that
-factory for one whose lists know their scheduler and check its lock at every write (item
-assignment, ``append``, and every other method that changes a list).
+While :func:`enforced` is active, assigning one of them, or a pool ``_Task``'s ``_joiners``,
+or writing an item of a ``TaskScheduler`` or ``TimerScheduler`` column, from a controlled thread
+that does not hold the guarding lock fails the run as ``lock discipline``, naming the thread, the
+field (for a column, the row and its task) and the line. Writes made by an ``__init__`` of the
+object are exempt (it is not shared yet).
 
-Only attribute assignment and the writes to a timer's columns are seen, not the mutation of
-another container an attribute holds (a dict's ``pop``, a heap's ``heappush``); the record
-fields, the timer's columns and the counters cover every step of the specs, so a step taken
-outside the lock always writes one of them.
+Both schedulers keep their per-version (per-id, for the timer) fields in columns (lists and an
+array, and dicts and a set keyed by row), which they make through their module's ``_column``
+(``refsched.scheduler._column``, ``refsched.timer._column``); :func:`enforced` swaps those
+factories for one making subclasses of the same types whose every writing method (item
+assignment, ``append``, ``extend``, ``pop``, ``add``, ...) checks, after writing, that the writing
+thread holds the lock of the scheduler that made the column. A column knows its scheduler, so its
+guard is that scheduler's lock. A pool task knows its pool (``_pool``), so its guard is that
+pool's lock. A pool task's other fields are not the pool lock's: its future's state is guarded by
+the task's own ``_guard`` or its ``Future`` condition.
+
+Only attribute assignment and the writes of a column are seen, not the mutation of other
+containers an attribute holds (a dict's ``pop``, a heap's ``heappush``, a dependents list's
+``append``); the columns and the counters cover every step of the specs, so a step taken outside
+the lock always writes one of them.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import contextlib
 import dis
 import os
 import sys
+from array import array
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
@@ -57,10 +59,19 @@ __all__ = ["enforced", "guarded_fields"]
 _LOCK: Final = "_lock"
 # The Runner's fields that its futures' lock (``_futures_lock``) guards, not its runner lock.
 _RUNNER_FUTURES_FIELDS: Final = frozenset({"_futures_waiting"})
-# The factory of a TimerScheduler's columns, as refsched.timer defines it.
-_PLAIN_TIMER_COLUMN: Final = _timer_module._column
 # The fields of a pool task that its pool's lock guards (the rest are its future's).
 _POOL_TASK_FIELDS: Final = frozenset({"_joiners"})
+
+
+# The writing methods of the column types (list, bytearray, array, dict, set) a checked column
+# hooks; each type has some of them.
+_COLUMN_WRITES: Final = (
+    "__setitem__", "__delitem__", "__iadd__", "__imul__", "__ior__", "__iand__", "__isub__",
+    "__ixor__", "append", "extend", "insert", "pop", "popitem", "remove", "clear", "reverse",
+    "sort", "byteswap", "frombytes", "fromlist", "fromunicode", "fromfile", "add", "discard",
+    "update", "setdefault", "difference_update", "intersection_update",
+    "symmetric_difference_update",
+)
 
 
 def guarded_fields(cls: type, lock: str = _LOCK) -> frozenset[str]:
@@ -115,64 +126,10 @@ def _site(frame: Any) -> str:
 class _Monitor:
     """The hooks installed for one :func:`enforced` block."""
 
-    def __init__(self) -> None:
-        self.execution: runtime.Execution | None = None  # the run the two below belong to
-        # by scheduler class, the lock of every one built in that run: what may guard a record
-        self.scheduler_locks: dict[type, list[runtime.Lock]] = {}
-        # the scheduler locks held at every write of a record so far (Eraser's candidate set)
-        self.candidates: dict[Any, frozenset[int]] = {}
-
-    def _in_run(self, ex: runtime.Execution) -> None:
-        """Forget what earlier runs built: their schedulers and records are gone."""
-        if ex is not self.execution:
-            self.execution = ex
-            self.scheduler_locks = {}
-            self.candidates = {}
-
-    def register(self, owner: type, lock: object) -> None:
-        if isinstance(lock, runtime.Lock) and lock._ex is not None:
-            self._in_run(lock._ex)
-            self.scheduler_locks.setdefault(owner, []).append(lock)
-
-    def own_lock_hook(self, cls: type, fields: frozenset[str],
-                      register: bool) -> Callable[[Any, str, Any], None]:
+    def own_lock_hook(self, cls: type, fields: frozenset[str]) -> Callable[[Any, str, Any], None]:
         """``__setattr__`` for a class whose fields below ``_lock`` are guarded by it."""
-        monitor = self
-
-        def on_lock(obj: Any, lock: Any) -> None:
-            if register:
-                monitor.register(cls, lock)
-
         return _guarded_hook(cls, fields, lambda obj: obj.__dict__.get(_LOCK),
-                             f"that {cls.__name__}'s lock", on_lock)
-
-    def record_hook(self, cls: type, owner: type) -> Callable[[Any, str, Any], None]:
-        """``__setattr__`` for a record (``_Task``): every field guarded by the lock
-        of its scheduler, an ``owner``."""
-        plain = object.__setattr__
-        monitor = self
-
-        def __setattr__(obj: Any, name: str, value: Any) -> None:
-            plain(obj, name, value)
-            write = _shared_write(obj)
-            if write is None:
-                return
-            frame, ex, t = write
-            monitor._in_run(ex)
-            held = frozenset(id(lock) for lock in monitor.scheduler_locks.get(owner, ())
-                             if lock._is_owned(t))
-            before = monitor.candidates.get(obj)
-            now = held if before is None else before & held
-            monitor.candidates[obj] = now
-            if not now:
-                task = getattr(obj, "task_id", "?")
-                what = (f"no {owner.__name__}'s lock" if not held else
-                        f"a different {owner.__name__} lock than its earlier writes")
-                ex.fail("lock discipline",
-                        f"{t.name} wrote {cls.__name__}.{name} (task {task!r}) at "
-                        f"{_site(frame)} holding {what}")
-
-        return __setattr__
+                             f"that {cls.__name__}'s lock")
 
     def owner_lock_hook(self, cls: type, fields: frozenset[str], owner_attr: str,
                         owner: type) -> Callable[[Any, str, Any], None]:
@@ -184,17 +141,13 @@ class _Monitor:
 
 
 def _guarded_hook(cls: type, fields: frozenset[str], lock_of: Callable[[Any], Any], whose: str,
-                  on_lock: Callable[[Any, Any], None] | None = None,
                   ) -> Callable[[Any, str, Any], None]:
     """``__setattr__`` failing the run when a controlled thread writes one of ``fields`` of a
-    ``cls`` without holding the lock ``lock_of(obj)`` (``whose`` names it in the failure);
-    ``on_lock(obj, lock)`` hears of every assignment of ``_lock`` itself."""
+    ``cls`` without holding the lock ``lock_of(obj)`` (``whose`` names it in the failure)."""
     plain = object.__setattr__
 
     def __setattr__(obj: Any, name: str, value: Any) -> None:
         plain(obj, name, value)
-        if name == _LOCK and on_lock is not None:
-            on_lock(obj, value)
         if name not in fields:
             return
         write = _shared_write(obj)
@@ -235,106 +188,116 @@ def _runner_hook(cls: type) -> Callable[[Any, str, Any], None]:
     return __setattr__
 
 
-# The list methods that change a list: a TimerScheduler column checks each of them.
-_LIST_WRITES: Final = ("__setitem__", "__delitem__", "__iadd__", "append", "extend", "insert",
-                       "pop", "remove", "clear", "sort", "reverse")
+def _checked_column_kinds(owner: str) -> dict[type, type]:
+    """For each column type, a subclass whose writing methods check the owner's lock; the
+    failure names the owner's class as ``owner``."""
+
+    def hook(plain: Callable[..., Any]) -> Callable[..., Any]:
+        def write(column: Any, *args: Any) -> Any:
+            result = plain(column, *args)
+            _check_column_write(column, owner, args, plain.__name__)
+            return result
+
+        write.__name__ = plain.__name__
+        return write
+
+    kinds: dict[type, type] = {}
+    for base in (list, bytearray, array, dict, set):
+        namespace: dict[str, Any] = {"__slots__": ("_owner", "_name")}
+        for method in _COLUMN_WRITES:
+            plain = base.__dict__.get(method)
+            if plain is not None:
+                namespace[method] = hook(plain)
+        kinds[base] = type(f"Checked{base.__name__.capitalize()}", (base,), namespace)
+    return kinds
 
 
-class _CheckedColumn(list[Any]):
-    """A ``TimerScheduler``'s column that checks the discipline at every write: a controlled
-    thread changing it without holding its scheduler's lock fails the run."""
-
-    __slots__ = ("_owner",)
-
-    def __init__(self, owner: Any) -> None:
-        super().__init__()
-        self._owner = owner
-
-
-def _checked_write(name: str) -> Callable[..., Any]:
-    """``_CheckedColumn``'s ``name``: ``list``'s, then the check of the write it made."""
-    plain = getattr(list, name)
-
-    def write(column: _CheckedColumn, *args: Any) -> Any:
-        result = plain(column, *args)
-        _check_column_write(column, name, args)
-        return result
-
-    write.__name__ = write.__qualname__ = name
-    return write
-
-
-for _name in _LIST_WRITES:
-    setattr(_CheckedColumn, _name, _checked_write(_name))
-
-
-def _check_column_write(column: _CheckedColumn, name: str, args: tuple[Any, ...]) -> None:
-    """Fail the run if a controlled thread made this write to ``column`` (its caller's caller
-    did) outside the lock of the column's scheduler, out of that scheduler's ``__init__``."""
-    frame = sys._getframe(2)
-    owner = column._owner
+def _check_column_write(column: Any, owner_name: str, args: tuple[Any, ...],
+                        method: str) -> None:
+    """Fail the run if a controlled thread wrote ``column`` without holding its owner's lock."""
     here = runtime.controlled_thread()
-    if here is None or _constructing(frame, owner):
+    if here is None:
         return
     ex, t = here
-    lock = getattr(owner, _LOCK, None)
+    owner = column._owner
+    lock = owner.__dict__.get(_LOCK)
     if not isinstance(lock, runtime.Lock) or lock._is_owned(t):
         return
-    attr = next((k for k, v in vars(owner).items() if v is column), "?")
-    if name == "__setitem__" and isinstance(args[0], int):
-        what, slot = f"{attr}[{args[0]}]", args[0]
-    elif name == "append":
-        what, slot = f"{attr}[{len(column) - 1}]", len(column) - 1
+    frame = sys._getframe(2)  # the writer: past this check and the hook
+    if method == "append":
+        row: Any = len(column) - 1
     else:
-        what, slot = f"{attr} ({name})", None
-    ids = getattr(owner, "_ids", ())
-    task = f" (task {ids[slot]!r})" if slot is not None and 0 <= slot < len(ids) else ""
+        row = args[0] if args and type(args[0]) is int else None
+    what = f"{owner_name}.{column._name}"
+    if row is None:
+        what += f".{method}()"
+    else:
+        what += f"[{row}]"
+        ids = owner.__dict__.get("_ids")
+        if ids is not None and 0 <= row < len(ids) and ids[row] is not None:
+            what += f" (task {ids[row]!r})"
     ex.fail("lock discipline",
-            f"{t.name} wrote TimerScheduler.{what}{task} at {_site(frame)} without holding "
-            f"that TimerScheduler's lock ({lock._label})")
+            f"{t.name} wrote {what} at {_site(frame)} without holding that {owner_name}'s "
+            f"lock ({lock._label})")
+
+
+def _checked_column_factory(owner_name: str) -> Callable[[Any, str, Any], Any]:
+    """A stand-in for ``refsched.scheduler._column`` making checked columns."""
+    kinds = _checked_column_kinds(owner_name)
+
+    def _column(owner: Any, name: str, empty: Any) -> Any:
+        kind = kinds[type(empty)]
+        column = kind(empty.typecode, empty) if isinstance(empty, array) else kind(empty)
+        column._owner = owner
+        column._name = name
+        return column
+
+    _column.checked = True  # type: ignore[attr-defined]
+    return _column
 
 
 @contextlib.contextmanager
 def enforced() -> Iterator[None]:
-    """Check the lock discipline of TaskScheduler and its records, TimerScheduler and its
-    columns, Runner, TimerRunner, WorkStealingPool and its tasks' joiners while the block runs.
+    """Check the lock discipline of TaskScheduler and TimerScheduler and their columns, Runner,
+    TimerRunner, WorkStealingPool and its tasks' joiners while the block runs.
 
+    A TaskScheduler built inside the block has checked columns (it keeps them after the block).
     Outside a controlled run (no :class:`runtime.Execution` active, or a thread it does not
-    manage) the hooks only assign; production code never runs them.
+    manage) the hooks only write; production code never runs them.
     """
     monitor = _Monitor()
     task_scheduler = _scheduler_module.TaskScheduler
-    record = _scheduler_module._Task
     runner = _runner_module.Runner
     timer_scheduler = _timer_module.TimerScheduler
     timer_runner = _timer_runner_module.TimerRunner
     pool = _pool_module.WorkStealingPool
     pool_task = _pool_module._Task
     hooks = [
-        (task_scheduler, monitor.own_lock_hook(task_scheduler, guarded_fields(task_scheduler),
-                                               register=True)),
+        (task_scheduler, monitor.own_lock_hook(task_scheduler, guarded_fields(task_scheduler))),
         (runner, _runner_hook(runner)),
-        (record, monitor.record_hook(record, task_scheduler)),
-        (timer_scheduler, monitor.own_lock_hook(timer_scheduler, guarded_fields(timer_scheduler),
-                                                register=False)),
-        (timer_runner, monitor.own_lock_hook(timer_runner, guarded_fields(timer_runner),
-                                             register=False)),
-        (pool, monitor.own_lock_hook(pool, guarded_fields(pool), register=False)),
+        (timer_scheduler, monitor.own_lock_hook(timer_scheduler, guarded_fields(timer_scheduler))),
+        (timer_runner, monitor.own_lock_hook(timer_runner, guarded_fields(timer_runner))),
+        (pool, monitor.own_lock_hook(pool, guarded_fields(pool))),
         (pool_task, monitor.owner_lock_hook(pool_task, _POOL_TASK_FIELDS, "_pool", pool)),
     ]
     for cls, _ in hooks:
         if "__setattr__" in cls.__dict__:
             raise RuntimeError(f"{cls.__qualname__} already has a __setattr__ of its own")
-    timer_column = _timer_module._column
-    if timer_column is not _PLAIN_TIMER_COLUMN:
-        raise RuntimeError("refsched.timer._column is swapped already")
+    modules = (_scheduler_module, _timer_module)
+    plain_columns = [m._column for m in modules]
+    if any(getattr(c, "checked", False) for c in plain_columns):
+        raise RuntimeError("a scheduler module's _column already makes checked columns")
     try:
         for cls, hook in hooks:
             cls.__setattr__ = hook  # type: ignore[assignment]
-        _timer_module._column = _CheckedColumn
+        _scheduler_module._column = _checked_column_factory(  # type: ignore[assignment]
+            task_scheduler.__name__)
+        _timer_module._column = _checked_column_factory(  # type: ignore[assignment]
+            timer_scheduler.__name__)
         yield
     finally:
-        _timer_module._column = timer_column
+        for m, c in zip(modules, plain_columns, strict=True):
+            m._column = c  # type: ignore[assignment]
         for cls, _ in hooks:
             if "__setattr__" in cls.__dict__:
                 delattr(cls, "__setattr__")

@@ -154,11 +154,13 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("claim_check_then_act", _S,
        "ready() counts the free slots and ready versions, drops the lock, then claims that many",
        """            heap = self._heap
-            take = self._ready_at.pop""",
+            state = self._state
+            claimed = self._claims""",
        """            lock.release()
             lock.acquire()
             heap = self._heap
-            take = self._ready_at.pop"""),
+            state = self._state
+            claimed = self._claims"""),
     _m("dependents_released_before_state_write", _S,
        "complete() readies the dependents, drops the lock, and only then marks the version "
        "succeeded",
@@ -168,10 +170,10 @@ CATALOGUE: tuple[Mutant, ...] = (
                 self._record("Complete",""",
        """                if newly_ready:
                     self._ready_count += newly_ready
-            rec.state = _RUNNING
+            state[row] = _RUNNING
             lock.release()
             lock.acquire()
-            rec.state = _SUCCEEDED
+            state[row] = _SUCCEEDED
             if self._recorder is not None:
                 self._record("Complete","""),
     _m("success_counted_outside_lock", _S,
@@ -184,8 +186,8 @@ CATALOGUE: tuple[Mutant, ...] = (
             lock.acquire()"""),
     # -- TaskScheduler: counts and order -------------------------------------------------------
     _m("double_decrement", _S, "complete() decrements a dependent's remaining count twice",
-       """                        left = x.remaining - 1""",
-       """                        left = x.remaining - 2 if x.remaining > 1 else 0"""),
+       """                        left = remaining[x] - 1""",
+       """                        left = remaining[x] - 2 if remaining[x] > 1 else 0"""),
     _m("concurrency_off_by_one", _S, "ready() allows max_concurrency + 1 running versions",
        """            free = self._max - self._running""",
        """            free = self._max - self._running + 1"""),
@@ -195,12 +197,12 @@ CATALOGUE: tuple[Mutant, ...] = (
        """            self._n_succeeded += 1"""),
     _m("ready_order_not_by_seq", _S,
        "ready() pops the heap's last entry instead of the smallest seq",
-       """                    seq = _heappop(heap)""",
-       """                    seq = heap.pop()"""),
+       """                    row = _heappop(heap)""",
+       """                    row = heap.pop()"""),
     _m("claim_skips_state_check", _S,
        "ready() claims a stale heap entry whose version was cancelled or blocked meanwhile",
-       """                if rec is None or rec.seq != seq or rec.state != _READY:""",
-       """                if rec is None or rec.seq != seq:"""),
+       """                if state[row] != _READY:""",
+       """                if state[row] in (_RUNNING, _SUCCEEDED, _FAILED, _DEAD):"""),
     _m("cancel_keeps_ready_count", _S, "cancel() of a ready version leaves the ready count",
        """            if st <= _READY:
                 if st == _READY:
@@ -215,32 +217,33 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("complete_visits_ready_dependents", _S,
        "complete() steps ready dependents as well as pending ones",
        """                for x in dependents:
-                    if x.state == _PENDING:""",
+                    if state[x] == _PENDING:""",
        """                for x in dependents:
-                    if x.state <= _READY:""",
+                    if state[x] <= _READY:""",
        equivalent="a dependent of a running version has a dependency not succeeded, so it is "
                   "pending (or dead), never ready: both guards pick the same versions"),
     # -- TaskScheduler: generations and callbacks ----------------------------------------------
     _m("complete_skips_generation_check", _S,
        "complete() of an older generation completes the running current version",
-       """ or rec.generation != generation
-                    or rec.state != _RUNNING):""",
+       """ or self._gen[row] != generation
+                    or state[row] != _RUNNING):""",
        """
-                    or rec.state != _RUNNING):"""),
+                    or state[row] != _RUNNING):"""),
     _m("stale_generation_accepted", _S,
        "fail(), acknowledge_cancel() and cancel(t, g) accept an older generation",
-       """        if generation != rec.generation:
+       """        if generation != current:
             self._n_stale += 1""",
-       """        if generation > rec.generation:
+       """        if generation > current:
             self._n_stale += 1"""),
     _m("cancel_of_running_ignored", _S, "cancel() of a running version sets no request",
-       """            if st == _RUNNING and not rec.cancel_requested:""",
-       """            if st == _RUNNING and rec.cancel_requested:"""),
+       """            if st == _RUNNING and row not in self._cancel_requested:""",
+       """            if st == _RUNNING and row in self._cancel_requested:"""),
     _m("resubmit_over_running", _S, "submit() replaces a running version under its worker",
-       """            if rec is not None and rec.state == _RUNNING:
-                raise TaskRunningError(""",
-       """            if rec is not None and rec.state == _RUNNING and rec.cancel_requested:
-                raise TaskRunningError("""),
+       """            if old is not None and state[old] == _RUNNING:
+                if few:""",
+       """            if (old is not None and state[old] == _RUNNING
+                    and old in self._cancel_requested):
+                if few:"""),
     _m("resubmit_keeps_dependents_ready", _S,
        "replacing a succeeded version leaves its ready dependents ready",
        """                    if old_state == _SUCCEEDED:""",
@@ -255,28 +258,30 @@ CATALOGUE: tuple[Mutant, ...] = (
        """        for m in order[:0]:  # grows while iterating: breadth-first"""),
     _m("settle_blocks_running", _S, "blocking spreads into running versions beyond the first level",
        """        for m in order:  # grows while iterating: breadth-first
-            for x in m.dependents:
-                if x.state <= _READY:""",
+            for x in dependents[m] or ():
+                st = state[x]
+                if st <= _READY:""",
        """        for m in order:  # grows while iterating: breadth-first
-            for x in m.dependents:
-                if x.state <= _RUNNING:"""),
+            for x in dependents[m] or ():
+                st = state[x]
+                if st <= _RUNNING:"""),
     _m("blocked_by_latest_cause", _S,
        "a blocked version names its dead dependency with the largest seq, not the smallest",
-       """(cause is None or r.seq < cause.seq)""",
-       """(cause is None or r.seq > cause.seq)"""),
+       """(cause < 0 or r < cause)""",
+       """(cause < 0 or r > cause)"""),
     _m("acknowledge_cancel_skips_settle", _S,
        "a cancelled running version leaves its dependents pending",
-       """                self._endings.append((rec.task_id, rec.generation, _STATES[to]))
-            self._settle((rec,), ())""",
-       """                self._endings.append((rec.task_id, rec.generation, _STATES[to]))
+       """                self._endings.append((self._ids[row], self._gen[row], _STATES[to]))
+            self._settle((row,), ())""",
+       """                self._endings.append((self._ids[row], self._gen[row], _STATES[to]))
             if to == _FAILED:
-                self._settle((rec,), ())"""),
+                self._settle((row,), ())"""),
     _m("submit_onto_dead_dep_not_blocked", _S,
        "a version submitted onto a failed dependency stays pending",
        """            if dead:
-                self._settle((), (rec,))""",
+                self._settle((), (row,))""",
        """            if dead and remaining > 1:
-                self._settle((), (rec,))"""),
+                self._settle((), (row,))"""),
     # -- TaskScheduler: retry, start, close ----------------------------------------------------
     _m("retry_forgets_blocked_descendants", _S,
        "retry() renews only the task, not the versions blocked because of it",
@@ -284,12 +289,12 @@ CATALOGUE: tuple[Mutant, ...] = (
        """            for m in members[:0]:  # grows while iterating"""),
     _m("retry_renews_direct_children_only", _S,
        "retry() renews the versions blocked by the task but not those blocked through them",
-       """                    if x.blocked_by is m and x is not root:""",
-       """                    if x.blocked_by is m and x is not root and m is root:"""),
+       """                        if blocked_by.get(x) == m and x != root:""",
+       """                        if blocked_by.get(x) == m and x != root and m == root:"""),
     _m("retry_of_succeeded", _S, "retry() accepts a succeeded version",
-       """            if root.state < _FAILED:
+       """            if state[root] < _FAILED:
                 raise InvalidTransitionError(""",
-       """            if root.state < _SUCCEEDED:
+       """            if state[root] < _SUCCEEDED:
                 raise InvalidTransitionError("""),
     _m("retry_keeps_seq_order_flag", _S,
        "retry() renumbers versions but keeps the graph marked seq-ordered",
@@ -298,14 +303,14 @@ CATALOGUE: tuple[Mutant, ...] = (
        """            self._n_retried += len(members)"""),
     _m("start_skips_cycle_search", _S, "start() searches for cycles only when none can exist",
        """            if not self._seq_ordered:
-                cycles = _find_cycles(tasks.values())""",
+                cycles = _find_cycles(""",
        """            if self._seq_ordered:
-                cycles = _find_cycles(tasks.values())"""),
+                cycles = _find_cycles("""),
     _m("close_cancels_only_pending", _S, "close(cancel_pending) leaves ready versions ready",
-       """                    for rec in self._tasks.values():
-                        if rec.state <= _READY:""",
-       """                    for rec in self._tasks.values():
-                        if rec.state == _PENDING:"""),
+       """                    for row, st in enumerate(state):  # in row order: seq order
+                        if st <= _READY:""",
+       """                    for row, st in enumerate(state):  # in row order: seq order
+                        if st == _PENDING:"""),
     _m("close_drops_endings", _S,
        "close() cancels pending versions without reporting them as endings",
        """                            if endings is not None:
