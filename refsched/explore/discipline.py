@@ -283,8 +283,7 @@ def enforced() -> Iterator[None]:
     for cls, _ in hooks:
         if "__setattr__" in cls.__dict__:
             raise RuntimeError(f"{cls.__qualname__} already has a __setattr__ of its own")
-    modules = (_scheduler_module, _timer_module)
-    plain_columns = [m._column for m in modules]
+    plain_columns = (_scheduler_module._column, _timer_module._column)
     if any(getattr(c, "checked", False) for c in plain_columns):
         raise RuntimeError("a scheduler module's _column already makes checked columns")
     try:
@@ -296,8 +295,8 @@ def enforced() -> Iterator[None]:
             timer_scheduler.__name__)
         yield
     finally:
-        for m, c in zip(modules, plain_columns, strict=True):
-            m._column = c  # type: ignore[assignment]
+        _scheduler_module._column = plain_columns[0]
+        _timer_module._column = plain_columns[1]
         for cls, _ in hooks:
             if "__setattr__" in cls.__dict__:
                 delattr(cls, "__setattr__")
