@@ -298,23 +298,27 @@ def runner_chain(cls: RunnerClass = Runner) -> Scenario:
     """The worker loop: two workers run the chain a -> b -> c and the independent d."""
 
     def body(ctx: Context) -> None:
-        runner = ctx.watch_runner(_runner(cls, 2))
-        futures: dict[str, TaskFuture] = {}
-        deps: dict[str, list[str]] = {"a": [], "b": ["a"], "c": ["b"], "d": []}
-        for t, ds in deps.items():
-            futures[t] = runner.submit(t, _returns(t), ds)
-        runner.start()
-        finished = runner.wait()
-        runner.close()
-
-        def all_results() -> None:
-            assert finished, "Runner.wait() returned False"
-            results = {t: f.result(timeout=0) for t, f in futures.items()}
-            assert results == {t: t.upper() for t in deps}, results
-
-        ctx.at_end("every function ran once, each future has its result", all_results)
+        _run_to_results(ctx, cls, {"a": [], "b": ["a"], "c": ["b"], "d": []})
 
     return Scenario("runner_chain", body, runner_chain.__doc__ or "")
+
+
+def _run_to_results(ctx: Context, cls: RunnerClass, deps: dict[str, list[str]]) -> None:
+    """Run ``deps`` (id -> its deps) on a 2-worker runner, each function returning its id in
+    upper case; at the end every future must hold its function's result."""
+    runner = ctx.watch_runner(_runner(cls, 2))
+    futures: dict[str, TaskFuture] = {t: runner.submit(t, _returns(t), ds)
+                                      for t, ds in deps.items()}
+    runner.start()
+    finished = runner.wait()
+    runner.close()
+
+    def all_results() -> None:
+        assert finished, "Runner.wait() returned False"
+        results = {t: f.result(timeout=0) for t, f in futures.items()}
+        assert results == {t: t.upper() for t in deps}, results
+
+    ctx.at_end("every function ran once, each future has its result", all_results)
 
 
 def runner_fan_out(cls: RunnerClass = Runner) -> Scenario:
@@ -322,19 +326,7 @@ def runner_fan_out(cls: RunnerClass = Runner) -> Scenario:
     the second worker, through its inbox if it is idle by then, else through the shared queue."""
 
     def body(ctx: Context) -> None:
-        runner = ctx.watch_runner(_runner(cls, 2))
-        deps: dict[str, list[str]] = {"a": [], "b": ["a"], "c": ["a"]}
-        futures = {t: runner.submit(t, _returns(t), ds) for t, ds in deps.items()}
-        runner.start()
-        finished = runner.wait()
-        runner.close()
-
-        def all_results() -> None:
-            assert finished, "Runner.wait() returned False"
-            results = {t: f.result(timeout=0) for t, f in futures.items()}
-            assert results == {t: t.upper() for t in deps}, results
-
-        ctx.at_end("every function ran once, each future has its result", all_results)
+        _run_to_results(ctx, cls, {"a": [], "b": ["a"], "c": ["a"]})
 
     return Scenario("runner_fan_out", body, runner_fan_out.__doc__ or "")
 
