@@ -130,8 +130,6 @@ _heappop = heapq.heappop
 _tuple_new = tuple.__new__
 _NOTHING: Final = object()  # a sentinel: no value a caller passes is this object
 _NO_DEP_TUPLE: Final[tuple[Hashable, ...]] = ()
-# submit() checks this many deps or fewer for repeats as it looks them up, without a frozenset
-_FEW_DEPS: Final = 8
 
 _Column = TypeVar("_Column", bound="MutableSequence[Any] | dict[int, Any] | set[int]")
 
@@ -224,6 +222,18 @@ class TaskScheduler:
     variables): ``_rows[t]`` is the row of the current version of ``t``; every other row is
     dead until a compaction renumbers the live ones.
     """
+
+    # Slots, not a __dict__: past 30 attributes an instance dict stops sharing its keys, and
+    # each self._x read and write on the per-task paths then goes through that dict.
+    __slots__ = (
+        "_blocked_by", "_cancel_requested", "_claims", "_closed", "_dangling", "_dependents",
+        "_deps", "_endings", "_entries", "_fn", "_garbage", "_gen", "_heap", "_ids", "_lock",
+        "_max", "_n_blocked", "_n_cancelled", "_n_conflicts", "_n_cycles", "_n_duplicates",
+        "_n_failed", "_n_retried", "_n_stale", "_n_stopped", "_n_succeeded", "_next_seq",
+        "_outcome", "_ready_count", "_recorder", "_remaining", "_rows", "_run_max", "_run_total",
+        "_running", "_seq", "_seq_ordered", "_stamp", "_started", "_state", "_track", "_wait_max",
+        "_wait_total",
+    )
 
     def __init__(self, max_concurrency: int, *, track_endings: bool = False,
                  recorder: Recorder | None = None) -> None:
@@ -365,23 +375,18 @@ class TaskScheduler:
                 raise InvalidArgumentError(
                     f"submit({_r(task_id)}, {_r(deps)}): deps is not an iterable"
                 ) from None
-        # A few deps (the common case) are checked for repeats and for task_id while they are
-        # looked up under the lock, before any change; anything irregular there, and any call
-        # about to fail for a reason ranked after a bad dep, runs the full check first.
-        few = len(dep_t) <= _FEW_DEPS
-        if not few:
-            _check_deps(task_id, deps, dep_t)
+        # The deps are checked for repeats and for task_id as they are looked up under the
+        # lock, before any change; anything irregular there, and any call about to fail for a
+        # reason ranked after a bad dep, runs the full check first.
         if fn is not None and not callable(fn):
-            if few:
-                _check_deps(task_id, deps, dep_t)
+            _check_deps(task_id, deps, dep_t)
             raise InvalidArgumentError(f"submit({_r(task_id)}): fn {_r(fn)} is not callable")
 
         lock = self._lock
         lock.acquire()
         try:
             if self._closed:
-                if few:
-                    _check_deps(task_id, deps, dep_t)
+                _check_deps(task_id, deps, dep_t)
                 raise SchedulerClosedError(f"submit({_r(task_id)}): the scheduler is closed")
             # Every lookup of a caller's id (its __hash__ and __eq__ may raise) happens before
             # the first change; the changes below find what they need in these results.
@@ -390,44 +395,36 @@ class TaskScheduler:
             dangling = self._dangling
             old = rows.get(task_id)  # the row of the version this one replaces
             if old is not None and state[old] == _RUNNING:
-                if few:
-                    _check_deps(task_id, deps, dep_t)
+                _check_deps(task_id, deps, dep_t)
                 raise TaskRunningError(
                     f"submit({_r(task_id)}): version {self._gen[old]} is running"
                 )
             get = rows.get
-            # the rows of the deps submitted, and (dep, dangling.get(dep)) for each dep never
-            # submitted (only before start: after it, that is an error)
-            dep_rows: list[int] | tuple[()] = ()
+            # The rows of the deps: one C-level pass finds them when the deps are sound and all
+            # submitted. Otherwise the deps are checked, and (only before start: after it, that
+            # is an error) the rows of the deps submitted are listed, with
+            # (dep, dangling.get(dep)) for each dep never submitted.
+            # (a set of rows may hold None, for a dep never submitted, until it is checked)
+            dep_rows: set[Any] | list[int] | tuple[()] = ()
             absent: list[tuple[Hashable, dict[int, None] | None]] | None = None
-            if dep_t and few:
-                dep_rows = []
-                append = dep_rows.append
+            if dep_t:
                 try:
-                    for d in dep_t:
-                        r = get(d)
-                        # (a row is the object _rows holds: is, as in ``in``, finds it)
-                        if r is None or r in dep_rows or r is old:
-                            break  # never submitted, given twice, or task_id itself
-                        append(r)
-                    else:
-                        few = False  # all found, each once: the deps are sound
+                    dep_rows = set(map(get, dep_t))
                 except TypeError:  # an unhashable dep, or an __eq__ that says so
-                    pass
-                if few:
+                    dep_rows = ()
+                # each dep submitted, given once (a row per dep) and not task_id itself
+                if len(dep_rows) != len(dep_t) or None in dep_rows or old in dep_rows:
                     _check_deps(task_id, deps, dep_t)  # raises unless some deps are absent
                     dep_rows = []
-            if dep_t and not dep_rows:
-                dep_rows = []
-                append = dep_rows.append
-                for d in dep_t:
-                    r = get(d)
-                    if r is not None:
-                        append(r)
-                    elif absent is None:
-                        absent = [(d, dangling.get(d))]
-                    else:
-                        absent.append((d, dangling.get(d)))
+                    append = dep_rows.append
+                    for d in dep_t:
+                        r = get(d)
+                        if r is not None:
+                            append(r)
+                        elif absent is None:
+                            absent = [(d, dangling.get(d))]
+                        else:
+                            absent.append((d, dangling.get(d)))
             dependents = self._dependents
             if self._started:
                 if absent is not None:
@@ -468,10 +465,11 @@ class TaskScheduler:
                     else:
                         listed.append(row)
                     st = state[r]
-                    if st != _SUCCEEDED:
+                    if st < _SUCCEEDED:  # pending, ready or running
                         remaining += 1
-                        if st >= _FAILED:
-                            dead = True
+                    elif st != _SUCCEEDED:  # failed, blocked or cancelled
+                        remaining += 1
+                        dead = True
                 self._entries += len(dep_rows)
             if absent is not None:
                 # Only before start: an absent dep counts as not succeeded.
@@ -859,10 +857,11 @@ class TaskScheduler:
                     else:
                         listed.append(row)
                     st = state[r]
-                    if st != _SUCCEEDED:
+                    if st < _SUCCEEDED:  # pending, ready or running
                         remaining += 1
-                        if st >= _FAILED:
-                            dead = True
+                    elif st != _SUCCEEDED:  # failed, blocked or cancelled
+                        remaining += 1
+                        dead = True
                 self._entries += present
                 self._garbage += 1 + present  # the old row, and its entries in those lists
                 self._retire(m)

@@ -613,6 +613,7 @@ def _bad_calls() -> list[tuple[str, Callable[[TaskScheduler], Any]]]:
         ("duplicate dep", lambda s: s.submit("n", ("a", "a"))),
         ("self dep", lambda s: s.submit("n", ("n",))),
         ("self dep on resubmit", lambda s: s.submit("a", ("b", "a"))),
+        ("self dep on resubmit, no dependents", lambda s: s.submit("b", ("a", "b"))),
         ("fn not callable", lambda s: s.submit("n", (), 42)),
         ("generation a str", lambda s: s.complete("a", "1")),
         ("generation a bool", lambda s: s.fail("a", True)),

@@ -128,7 +128,7 @@ class _Monitor:
 
     def own_lock_hook(self, cls: type, fields: frozenset[str]) -> Callable[[Any, str, Any], None]:
         """``__setattr__`` for a class whose fields below ``_lock`` are guarded by it."""
-        return _guarded_hook(cls, fields, lambda obj: obj.__dict__.get(_LOCK),
+        return _guarded_hook(cls, fields, lambda obj: getattr(obj, _LOCK, None),
                              f"that {cls.__name__}'s lock")
 
     def owner_lock_hook(self, cls: type, fields: frozenset[str], owner_attr: str,
@@ -220,7 +220,7 @@ def _check_column_write(column: Any, owner_name: str, args: tuple[Any, ...],
         return
     ex, t = here
     owner = column._owner
-    lock = owner.__dict__.get(_LOCK)
+    lock = getattr(owner, _LOCK, None)
     if not isinstance(lock, runtime.Lock) or lock._is_owned(t):
         return
     frame = sys._getframe(2)  # the writer: past this check and the hook
@@ -233,7 +233,7 @@ def _check_column_write(column: Any, owner_name: str, args: tuple[Any, ...],
         what += f".{method}()"
     else:
         what += f"[{row}]"
-        ids = owner.__dict__.get("_ids")
+        ids = getattr(owner, "_ids", None)
         if ids is not None and 0 <= row < len(ids) and ids[row] is not None:
             what += f" (task {ids[row]!r})"
     ex.fail("lock discipline",

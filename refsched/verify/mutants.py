@@ -240,10 +240,18 @@ CATALOGUE: tuple[Mutant, ...] = (
        """            if st == _RUNNING and row in self._cancel_requested:"""),
     _m("resubmit_over_running", _S, "submit() replaces a running version under its worker",
        """            if old is not None and state[old] == _RUNNING:
-                if few:""",
+                _check_deps(task_id, deps, dep_t)""",
        """            if (old is not None and state[old] == _RUNNING
                     and old in self._cancel_requested):
-                if few:"""),
+                _check_deps(task_id, deps, dep_t)"""),
+    _m("submit_accepts_a_repeated_dep", _S,
+       "submit() takes a dep given twice as one edge instead of refusing the call",
+       """                if len(dep_rows) != len(dep_t) or None in dep_rows or old in dep_rows:""",
+       """                if None in dep_rows or old in dep_rows:"""),
+    _m("submit_accepts_itself_as_dep", _S,
+       "a resubmitted task may depend on itself: a cycle through its own replaced version",
+       """                if len(dep_rows) != len(dep_t) or None in dep_rows or old in dep_rows:""",
+       """                if len(dep_rows) != len(dep_t) or None in dep_rows:"""),
     _m("resubmit_keeps_dependents_ready", _S,
        "replacing a succeeded version leaves its ready dependents ready",
        """                    if old_state == _SUCCEEDED:""",
