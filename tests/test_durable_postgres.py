@@ -116,6 +116,11 @@ def test_idle_workers_are_woken_only_when_a_claim_could_take_a_step(postgres_url
     assert idle.wait_for_work(10)  # a is ready and the slot is free
     db.submit("b", fn=NOOP)
     db.submit("c", fn=NOOP)  # two more wake-ups, queued
+    # A listening session is sent what was notified before its next round trip at the latest:
+    # one now, so that both wake-ups have arrived when the claim looks (a wake-up still on its
+    # way would wake the next wait, for a look that finds nothing: harmless, but not this test).
+    store: Any = idle._store
+    store._listener.execute("SELECT 1")
     (lease,) = idle.claim("w")
     # The claim looked after the queued wake-ups, so they told it nothing new; and with the one
     # slot taken, neither its own step nor a new submit makes anything claimable.

@@ -26,6 +26,7 @@ import pytest
 
 from refsched import TaskScheduler
 from refsched.cli import main
+from refsched.verify import tlc as tlc_module
 from refsched.verify.itf import trace_to_itf
 from refsched.verify.recording import TraceRecorder
 from refsched.verify.tlc import spec_dir
@@ -313,6 +314,30 @@ def test_a_signal_to_the_command_alone_kills_the_tlc_it_started(
     wait_until(lambda: not any(map(alive, tree)), 10, f"TLC's tree {tree} ends")
     assert proc.returncode == status, err
     assert "Traceback" not in err
+
+
+def test_an_interrupt_as_tlc_starts_still_kills_its_tree(
+        monkeypatch: pytest.MonkeyPatch, fake_java: tuple[dict[str, str], Path]) -> None:
+    # SIGINT arrives the moment the process exists, before run_tlc has noted it: the
+    # interrupt must wait until TLC is in the list that the unwinding kills.
+    env, pids = fake_java
+    monkeypatch.setenv("REFSCHED_JAVA", env["REFSCHED_JAVA"])
+    monkeypatch.setenv("REFSCHED_TEST_PIDS", str(pids))
+    real_popen = subprocess.Popen
+
+    def popen_then_interrupt(*args: Any, **kwargs: Any) -> subprocess.Popen[str]:
+        process = real_popen(*args, **kwargs)
+        wait_until(lambda: pids.exists() and len(pids.read_text().split()) == 2, 60,
+                   "the fake TLC starts")
+        signal.raise_signal(signal.SIGINT)
+        return process
+
+    monkeypatch.setattr(tlc_module.subprocess, "Popen", popen_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        tlc_module.run_tlc("MCScheduler.cfg")
+    tree = [int(p) for p in pids.read_text().split()]
+    wait_until(lambda: not any(map(alive, tree)), 10, f"TLC's tree {tree} ends")
+    assert not tlc_module._running
 
 
 def test_sigint_to_explore_kills_a_real_tlc_running_on_another_thread(tmp_path: Path) -> None:

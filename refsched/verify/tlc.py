@@ -34,7 +34,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -282,6 +282,31 @@ def kill_running() -> None:
 atexit.register(kill_running)
 
 
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """Hold back SIGINT, SIGTERM and SIGHUP's Python handlers while the block runs, then let
+    each signal that arrived meanwhile reach its handler (which may raise).
+
+    Only in the main thread, the only one a Python handler runs in; a signal left to its
+    default action (it ends the process) is not held.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    arrived: list[int] = []
+    held: dict[int, Any] = {}
+    for signum in (int(signal.SIGINT), int(signal.SIGTERM), int(signal.SIGHUP)):
+        if callable(signal.getsignal(signum)):
+            held[signum] = signal.signal(signum, lambda number, _frame: arrived.append(number))
+    try:
+        yield
+    finally:
+        for signum, handler in held.items():
+            signal.signal(signum, handler)
+        for signum in arrived:
+            signal.raise_signal(signum)
+
+
 def run_tlc(
     config: str | os.PathLike[str],
     module: str | os.PathLike[str] = "MCScheduler.tla",
@@ -332,45 +357,52 @@ def run_tlc(
         ]  # fmt: skip
         begin = time.monotonic()
         lines: list[str] = []
-        with _running_lock:  # so that kill_running sees every TLC this process started
-            process = subprocess.Popen(
-                command,
-                cwd=where,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                bufsize=1,
-                start_new_session=True,  # its own process group: killed as a whole
-            )
-            _running[process] = scratch
         expired = threading.Event()
-
-        def expire() -> None:
-            expired.set()
-            _kill_tree(process)
-
-        timer = None if timeout is None else threading.Timer(timeout, expire)
+        timer = None
+        process: subprocess.Popen[str] | None = None
         # Not `with process`: on an exception that would wait for TLC to end by itself.
-        assert process.stdout is not None
         try:
-            if timer is not None:
+            # Held back: an interrupt landing between TLC's start and its entry in _running
+            # would leave TLC running where kill_running cannot see it.
+            with _interrupts_held(), _running_lock:
+                process = subprocess.Popen(
+                    command,
+                    cwd=where,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    bufsize=1,
+                    start_new_session=True,  # its own process group: killed as a whole
+                )
+                _running[process] = scratch
+            tlc = process
+
+            def expire() -> None:
+                expired.set()
+                _kill_tree(tlc)
+
+            assert tlc.stdout is not None
+            if timeout is not None:
+                timer = threading.Timer(timeout, expire)
                 timer.daemon = True
                 timer.start()
-            for raw in process.stdout:
+            for raw in tlc.stdout:
                 line = raw.rstrip("\n")
                 lines.append(line)
                 if on_line is not None:
                     on_line(line)
-            _wait_unreaped(process)
+            _wait_unreaped(tlc)
         finally:
             if timer is not None:
                 timer.cancel()
             # Whether TLC ended or the caller was interrupted: nothing of its tree is left.
-            _kill_tree(process)
-            process.stdout.close()
-            with _running_lock:
-                _running.pop(process, None)
+            if process is not None:
+                _kill_tree(process)
+                if process.stdout is not None:
+                    process.stdout.close()
+                with _running_lock:
+                    _running.pop(process, None)
         returncode = process.returncode
         if expired.is_set():
             raise TLCTimeoutError(command, timeout or 0.0, "\n".join(lines))
