@@ -8,7 +8,8 @@ breadth-first search, and so the violation TLC finds first, is the same on every
 liveness mutant drops one fairness condition and must break EveryVersionEnds (TLC 2.15 does not
 name the temporal property it finds violated; there is only one).
 
-Time on 2 shared cores (TLC 2.15): the safety model 17-50 s, the liveness model 12-25 s, each
+Time on 2 shared cores (TLC 2.15): the safety model 17-50 s, the liveness model 12-25 s (both
+marked big_instance, run by `pytest -m big_instance`), each
 mutant 2-8 s, the dump of the traces instance and its match with the model about 15 s; 2-3
 minutes in all.
 """
@@ -105,6 +106,7 @@ def mutate(tmp_path: Path, substitutions: list[tuple[str, str, str]]) -> Path:
     return copy
 
 
+@pytest.mark.big_instance
 def test_safety_model_holds_with_recorded_state_count() -> None:
     result = check(SAFETY)
     assert result.ok, result.output[-4000:]
@@ -114,6 +116,7 @@ def test_safety_model_holds_with_recorded_state_count() -> None:
     )
 
 
+@pytest.mark.big_instance
 def test_liveness_model_holds_with_recorded_state_count() -> None:
     result = check(LIVENESS)
     assert result.ok, result.output[-4000:]

@@ -8,7 +8,8 @@ TLC finds first, is the same on every run. TLC 2.15 does not name the temporal p
 finds violated, so each liveness mutant is checked against a config listing that property
 alone, on the small traces instance.
 
-Time on 2 shared cores (TLC 2.15): the safety model 16-45 s, the liveness model 10-25 s, each
+Time on 2 shared cores (TLC 2.15): the safety model 16-45 s, the liveness model 10-25 s (both
+marked big_instance, run by `pytest -m big_instance`), each
 mutant 1-6 s, the dump of the traces instance and its match with the model about 5 s; about
 65-100 s in all.
 """
@@ -77,6 +78,8 @@ def mutate(tmp_path: Path, substitutions: list[tuple[str, str]]) -> Path:
     return copy
 
 
+@pytest.mark.slow
+@pytest.mark.big_instance
 def test_safety_model_holds_with_recorded_state_count() -> None:
     result = check(SAFETY)
     assert result.ok, result.output[-4000:]
@@ -86,6 +89,8 @@ def test_safety_model_holds_with_recorded_state_count() -> None:
     )
 
 
+@pytest.mark.slow
+@pytest.mark.big_instance
 def test_liveness_model_holds_with_recorded_state_count() -> None:
     result = check(LIVENESS)
     assert result.ok, result.output[-4000:]

@@ -6,8 +6,9 @@ silently turn a mutant into the unmodified spec) and asserts TLC reports exactly
 breaks. Mutants run with one worker, so the breadth-first search, and so the violation TLC
 finds first, is the same on every run.
 
-Time on 2 cores (TLC 2.15): the safety model 95-110 s (marked slow), each mutant 1-3 s, the
-dump of the traces instance and its match with the model about 6 s.
+Time on 2 cores (TLC 2.15): the safety model 95-170 s (marked big_instance, run by
+`pytest -m big_instance`), each mutant 1-3 s, the dump of the traces instance and its match
+with the model about 6 s.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ def mutate(tmp_path: Path, old: str, new: str) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.big_instance
 def test_safety_model_holds_with_recorded_state_count() -> None:
     result = check(SAFETY)
     assert result.ok, result.output[-4000:]

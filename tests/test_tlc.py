@@ -4,8 +4,8 @@ Each mutant copies ``spec/`` to a temporary folder, breaks ``Scheduler.tla`` by 
 substitution (asserting the original text is there, so an edit of the spec cannot silently
 turn a mutant into the unmodified spec) and asserts TLC reports exactly the check it breaks.
 
-Time on 2 cores (TLC 2.15, ``-workers 2``): the safety model 80-170 s (marked slow), the
-liveness model 35-70 s, each mutant 2-9 s; about 3-5 minutes in all.
+Time on 2 cores (TLC 2.15, ``-workers 2``): the safety model 80-170 s, the liveness model
+35-70 s (both marked big_instance, run by `pytest -m big_instance`), each mutant 2-9 s.
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ def mutate(tmp_path: Path, substitutions: list[tuple[str, str]]) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.big_instance
 def test_safety_model_holds_with_recorded_state_count() -> None:
     result = check(SAFETY)
     assert result.ok, result.output[-4000:]
@@ -59,6 +60,8 @@ def test_safety_model_holds_with_recorded_state_count() -> None:
     )
 
 
+@pytest.mark.slow
+@pytest.mark.big_instance
 def test_liveness_model_holds_with_recorded_state_count() -> None:
     result = check(LIVENESS)
     assert result.ok, result.output[-4000:]
