@@ -34,13 +34,15 @@ MAX_CALLS = 8
 
 
 def test_refsched_scheduler_conforms() -> None:
-    report = check(InProcessImplementation(TaskScheduler), examples=30)
+    # The first 2,000 corpus traces in process; the whole corpus goes through the shipped
+    # server below (and through TaskScheduler itself in tests/test_replay.py).
+    report = check(InProcessImplementation(TaskScheduler), examples=30, max_traces=2000)
     assert report.verdict == "conforms", report.format()
     assert report.exit_status == 0 and report.counterexample is None
     corpus = report.phase("corpus")
     assert corpus is not None and corpus.ok
-    assert corpus.figures["admitted"] == corpus.figures["traces"] == corpus.figures["traces_run"]
-    assert corpus.figures["steps_run"] == corpus.figures["steps_admitted"] > 100_000
+    assert corpus.figures["traces_run"] == 2000 < corpus.figures["traces"]
+    assert corpus.figures["steps_run"] == corpus.figures["steps_admitted"] > 10_000
     generated = report.phase("generated")
     assert generated is not None and generated.figures["examples"] >= 30
     assert json.loads(json.dumps(report.to_json()))["verdict"] == "conforms"
