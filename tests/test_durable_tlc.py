@@ -9,9 +9,8 @@ liveness mutant drops one fairness condition and must break EveryVersionEnds (TL
 name the temporal property it finds violated; there is only one).
 
 Time on 2 shared cores (TLC 2.15): the safety model 17-50 s, the liveness model 12-25 s (both
-marked big_instance, run by `pytest -m big_instance`), each
-mutant 2-8 s, the dump of the traces instance and its match with the model about 15 s; 2-3
-minutes in all.
+marked big_instance, run by `pytest -m big_instance`), each mutant 2-8 s, the dump of the
+traces instance and its match with the model about 15 s; 2-3 minutes in all.
 """
 
 from __future__ import annotations

@@ -9,9 +9,8 @@ finds violated, so each liveness mutant is checked against a config listing that
 alone, on the small traces instance.
 
 Time on 2 shared cores (TLC 2.15): the safety model 16-45 s, the liveness model 10-25 s (both
-marked big_instance, run by `pytest -m big_instance`), each
-mutant 1-6 s, the dump of the traces instance and its match with the model about 5 s; about
-65-100 s in all.
+marked big_instance, run by `pytest -m big_instance`), each mutant 1-6 s, the dump of the
+traces instance and its match with the model about 5 s; about 65-100 s in all.
 """
 
 from __future__ import annotations
