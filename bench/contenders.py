@@ -23,6 +23,7 @@ from graphs import Graph
 
 import refsched.runner
 import refsched.scheduler
+import refsched.sync
 from refsched import Runner, TaskScheduler
 
 Contender = Callable[[Graph], int]
@@ -169,11 +170,13 @@ def threading_direct() -> Iterator[None]:
     Both modules look the primitives up as ``sync.Lock`` & co. when they build an object; with
     a module holding ``threading``'s classes (and ``queue.SimpleQueue``) in the place of
     ``refsched.sync`` they get the same classes without going through refsched.sync.
+    ``sync.acquire`` is no seam but the way the Runner's workers take a lock: it comes along.
     """
     direct = types.ModuleType("threading_direct")
     direct.__dict__.update(Lock=threading.Lock, RLock=threading.RLock,
                            Condition=threading.Condition, Event=threading.Event,
-                           Thread=threading.Thread, SimpleQueue=queue.SimpleQueue)
+                           Thread=threading.Thread, SimpleQueue=queue.SimpleQueue,
+                           acquire=refsched.sync.acquire)
     modules = (refsched.scheduler, refsched.runner)
     saved = [m.sync for m in modules]
     try:

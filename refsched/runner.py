@@ -550,6 +550,7 @@ class Runner:
         close.
         """
         lock = self._lock
+        acquire = sync.acquire  # a held lock is waited for without a convoy: see its docstring
         queue = self._queue
         idle = self._idle_workers
         outcome: _Outcome | None = None  # the version this worker ran, not yet reported
@@ -559,7 +560,7 @@ class Runner:
             out: list[_Settlement] = []
             claim: Claim | None = None
             waits = False  # idle: the next claim comes through the inbox
-            lock.acquire()  # not ``with``: once per task, and half the cost
+            acquire(lock)  # not ``with``: once per task, and half the cost
             try:
                 self._resolving -= applied
                 applied = 0

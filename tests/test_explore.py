@@ -533,14 +533,15 @@ def test_timed_waits_take_virtual_time_and_explore_both_outcomes() -> None:
 
 def test_installed_swaps_the_primitives_in_and_back_out() -> None:
     before = (refsched_sync.Lock, refsched_sync.Condition, refsched_sync.SimpleQueue,
-              futures_base.threading)
+              refsched_sync.acquire, futures_base.threading)
     with rt.installed():
         assert refsched_sync.Lock is rt.Lock and refsched_sync.Thread is rt.Thread
         assert refsched_sync.SimpleQueue is rt.SimpleQueue
+        assert refsched_sync.acquire is rt.acquire
         assert futures_base.threading.Condition is rt.Condition
         assert futures_base.threading.get_ident is threading.get_ident
     assert (refsched_sync.Lock, refsched_sync.Condition, refsched_sync.SimpleQueue,
-            futures_base.threading) == before
+            refsched_sync.acquire, futures_base.threading) == before
 
 
 def test_objects_used_outside_a_run_act_directly_and_refuse_to_block() -> None:

@@ -1090,8 +1090,17 @@ def _default_choice(alternatives: tuple[Alternative, ...], current: int, cur_ena
 
 # -- installing the runtime ----------------------------------------------------------------
 
+def acquire(lock: Lock) -> None:
+    """``refsched.sync.acquire`` under the run's control: one blocking ``acquire()``.
+
+    The production function first tries the lock and yields the GIL once; a failed try changes
+    nothing, so every schedule of it is one of these, with an idle step or two.
+    """
+    lock.acquire()
+
+
 _SYNC_NAMES: Final = {"Lock": Lock, "RLock": RLock, "Condition": Condition, "Event": Event,
-                      "SimpleQueue": SimpleQueue, "Thread": Thread}
+                      "SimpleQueue": SimpleQueue, "Thread": Thread, "acquire": acquire}
 
 
 def _threading_for_futures() -> types.ModuleType:

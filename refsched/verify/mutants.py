@@ -342,12 +342,12 @@ CATALOGUE: tuple[Mutant, ...] = (
     # -- Runner ----------------------------------------------------------------------------------
     _m("settlements_uncounted_outside_lock", _R,
        "a worker takes back the settlements it applied before taking the runner lock",
-       """            lock.acquire()  # not ``with``: once per task, and half the cost
+       """            acquire(lock)  # not ``with``: once per task, and half the cost
             try:
                 self._resolving -= applied
                 applied = 0""",
        """            self._resolving -= applied
-            lock.acquire()  # not ``with``: once per task, and half the cost
+            acquire(lock)  # not ``with``: once per task, and half the cost
             try:
                 applied = 0"""),
     _m("close_notifies_one_worker", _R, "close() wakes one idle worker instead of all",
