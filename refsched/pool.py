@@ -12,7 +12,9 @@ Design:
   end) were measured against it: with the GIL nothing runs in parallel, and the extra lock round
   trips (submit: the state check, then the push; a worker: the pop, then the Finish) made both
   the flat and the fork-join benchmark slower. So the deques share the pool lock, and a worker
-  records the Finish of one task and takes the next in a single critical section. A task leaves
+  records the Finish of one task and takes the next in a single critical section. Workers and
+  submitters take the lock with ``sync.acquire`` (try, yield the GIL once, then block), which
+  keeps a convoy of threads queued on it from forming (see its docstring). A task leaves
   its deque under that lock before it runs, so it is claimed exactly once; a task whose future
   was cancelled while queued is still taken (Pop or Steal) and finished (Finish), without
   running. ``shutdown(cancel_futures=True)`` is CancelQueued: it empties the deques at once.
@@ -415,7 +417,7 @@ class WorkStealingPool(Executor):
         task = _Task(self, fn, args, kwargs)
         w = self._local.worker
         lock = self._lock
-        lock.acquire()  # not ``with``: this runs once per task
+        sync.acquire(lock)  # not ``with``: this runs once per task
         try:
             if w is None:
                 if self._state is not _ACCEPTING:
@@ -623,7 +625,7 @@ class WorkStealingPool(Executor):
                 ran = _run(task)
                 local.depth -= 1
                 finished = task
-                lock.acquire()
+                sync.acquire(lock)
         finally:
             lock.release()
 
