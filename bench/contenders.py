@@ -170,7 +170,7 @@ def threading_direct() -> Iterator[None]:
     Both modules look the primitives up as ``sync.Lock`` & co. when they build an object; with
     a module holding ``threading``'s classes (and ``queue.SimpleQueue``) in the place of
     ``refsched.sync`` they get the same classes without going through refsched.sync.
-    ``sync.acquire`` is no seam but the way the Runner's workers take a lock: it comes along.
+    ``sync.acquire`` is no seam but the way the Runner's workers take their lock: it comes along.
     """
     direct = types.ModuleType("threading_direct")
     direct.__dict__.update(Lock=threading.Lock, RLock=threading.RLock,

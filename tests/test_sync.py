@@ -1,4 +1,4 @@
-"""refsched.sync.acquire: the lock acquisition the Runner's workers make once per task."""
+"""refsched.sync.acquire: how the Runner's and the pool's threads take their lock once per task."""
 
 from __future__ import annotations
 
