@@ -110,31 +110,3 @@ def test_durable_runner_runs_module_functions_and_refuses_local_ones(tmp_path: P
         assert runner.wait(timeout=60)
         assert (runner.result("a"), runner.result("b")) == (41, 42)
     assert runner.workers == []
-
-
-def test_a_heartbeat_racing_its_own_report_is_not_a_lost_lease(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """The heartbeat thread reads the held leases, then the function's report commits, then
-    the heartbeat finds the lease ended: that lease was not lost, and nothing is asked to stop.
-    A lease another attempt took over is lost, and its function is asked to stop."""
-    from refsched.durable.worker import Worker
-    from refsched.runner import CancelToken
-
-    url = f"sqlite:///{tmp_path / 's.db'}"
-    db = DurableScheduler(url, max_concurrency=2, clock="virtual")
-    db.submit("a", fn="tests.durable_jobs.jobs:noop")
-    db.submit("b", fn="tests.durable_jobs.jobs:noop")
-    db.start()
-    worker = Worker(url, name="w")
-    ended, lost = worker.db.claim("w", limit=2, lease=5)
-    tokens = {t: CancelToken(t, 1) for t in ("a", "b")}
-    worker._held = {"a": (ended, tokens["a"]), "b": (lost, tokens["b"])}
-    worker._reporting.add(ended[:3])  # its function returned; the report is in flight
-    db.complete(ended)
-    db.tick(10)
-    assert db.claim("other") and db.info("b").attempts == 2
-    with caplog.at_level("WARNING", logger="refsched.worker"):
-        worker.beat()
-    assert not tokens["a"].cancelled and tokens["b"].cancelled
-    assert ["'b' attempt 1 lost" in r.getMessage() for r in caplog.records] == [True]
-    worker.db.release()

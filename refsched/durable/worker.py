@@ -1,12 +1,29 @@
 """A durable worker process: claims versions from a store, runs their functions, reports.
 
-``refsched worker --db URL [--concurrency N] [--lease S] [--until-done]``. The process runs up
-to N functions at once on threads of its own. A heartbeat thread extends every lease it holds
-at a third of the lease's length; a heartbeat that reports a cancel request, or that finds the
-lease lost, sets the function's :class:`refsched.CancelToken` (a function that declares a
-``token`` parameter gets one). A report the store refuses (the lease expired and another
-attempt took the version) is logged, never fatal. On SIGTERM or SIGINT the worker stops
-claiming, finishes what it runs, and exits 0.
+``refsched worker --db URL [--concurrency N] [--lease S] [--time-limit S] [--until-done]``.
+The process runs up to N functions at once on threads of its own. What it holds is spec
+``held[w]``: a set of leases ``<<t, g, a>>`` (:class:`Held`, keyed by task, generation and
+attempt), so that an attempt it lost and the attempt that re-claimed the same version, both
+running in this process, are two leases, each heartbeated, reported and dropped on its own.
+
+A heartbeat thread extends every lease held at a third of the lease's length; a heartbeat that
+reports a cancel request, or that finds the lease lost while its function still runs, sets the
+function's :class:`refsched.CancelToken` (a function that declares a ``token`` parameter gets
+one; one that declares ``lease`` gets its :class:`~refsched.durable.scheduler.Lease`, whose
+``(task_id, generation, attempt)`` fences its effects). A report the store refuses (the lease
+expired and another attempt took the version) is logged, never fatal.
+
+Signals: the first SIGTERM or SIGINT stops claiming; the functions running finish and report,
+then the process exits 0. A second one exits at once with 128 + the signal's number, reporting
+nothing: its leases expire as after a crash. With ``--time-limit S`` an attempt whose function
+runs longer than S seconds has its token set and is reported failed at once ("time limit of S s
+passed"); its thread, which Python cannot stop, is abandoned: its slot is free again at once
+and whatever it returns later is discarded.
+
+Store errors: a claim the store refuses for want of permission (a read-only SQLite file, a
+PostgreSQL role that may not write) ends the worker at once with status 2; any other store
+error is retried with a growing wait, and ``--store-tries`` failed claims in a row end it with
+status 2.
 
 Whatever a function raises, ``BaseException`` included, is reported as the version's failure
 and the thread that ran it carries on; only ``refsched.Cancelled`` is an acknowledged cancel.
@@ -25,6 +42,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from refsched.errors import (
@@ -39,106 +57,287 @@ from refsched.runner import CancelToken
 
 from .scheduler import DurableScheduler, Lease, resolve
 
-__all__ = ["Worker", "main"]
+__all__ = ["MIN_LEASE", "STORE_TRIES", "Attempt", "Held", "LeaseKey", "Worker", "main"]
 
 log = logging.getLogger("refsched.worker")
 
+MIN_LEASE = 0.5
+"""The shortest lease a worker takes, in seconds. Its heartbeat comes every third of the
+lease, and one store transaction (an fsync on SQLite, a round trip to PostgreSQL) must fit well
+inside that; a lease of a millisecond expires before the claim that gave it returns, and every
+version then runs several times at once and fails."""
 
-def _takes_token(fn: Callable[..., Any]) -> bool:
+STORE_TRIES = 20
+"""Failed claims in a row (store errors other than a refused permission) before a worker gives
+up. Each waits longer, up to 5 s, after the store's own wait (30 s for a connection on
+PostgreSQL): a server restart is ridden out, a store that stays broken ends the worker."""
+
+_PERMISSION = ("read-only", "readonly", "permission denied")  # a store that will never let us write
+
+LeaseKey = tuple[str, int, int]
+"""A lease as the spec writes it, ``<<t, g, a>>``: task id, generation, attempt."""
+
+
+def key_of(lease: Lease) -> LeaseKey:
+    return (lease.task_id, lease.generation, lease.attempt)
+
+
+def lease_text(key: LeaseKey) -> str:
+    return f"<<{key[0]!r}, {key[1]}, {key[2]}>>"
+
+
+def _parameters(fn: Callable[..., Any]) -> frozenset[str]:
     try:
-        return "token" in inspect.signature(fn).parameters
+        return frozenset(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
-        return False
+        return frozenset()
+
+
+@dataclass(slots=True, eq=False)
+class Attempt:
+    """One lease this worker holds, and what its function is told through."""
+
+    lease: Lease  # key_of(lease) is this attempt's key in Held
+    token: CancelToken  # set: a cancel was requested, the lease was lost, or the time is up
+    reporting: bool = False  # True once its function returned or its time limit passed; the
+    # one who set it makes the attempt's one report
+
+    @property
+    def key(self) -> LeaseKey:
+        return key_of(self.lease)
+
+
+class Held:
+    """Spec ``held[w]``: the leases one worker holds, keyed by ``(task, generation, attempt)``.
+
+    A lease enters with :meth:`take` when ``claim()`` returns it (Spec: Claim, Reclaim) and
+    leaves with :meth:`drop` once its report was made, accepted (Complete, Fail,
+    AcknowledgeCancel) or refused (Refused), or all at once with :meth:`crash` (Crash). No
+    threads of its own and no store: the worker's threads call it, and
+    ``refsched.verify.durable_worker_lockstep`` drives it step by step beside the model.
+    """
+
+    def __init__(self) -> None:
+        # Guards _attempts. Re-entrant: stop() runs in a signal handler on the main thread,
+        # which may hold it already.
+        self._lock = threading.RLock()
+        # Notified when a lease leaves (a slot is free, or the last one is gone) and on wake().
+        self.changed = threading.Condition(self._lock)
+        self._attempts: dict[LeaseKey, Attempt] = {}  # key == attempt.key for every entry
+
+    def take(self, lease: Lease, token: CancelToken) -> Attempt:
+        """Hold ``lease`` (Spec: Claim / Reclaim). The same lease twice -> InvalidArgumentError."""
+        attempt = Attempt(lease, token)
+        with self._lock:
+            if attempt.key in self._attempts:
+                raise InvalidArgumentError(f"take({lease_text(attempt.key)}): already held")
+            self._attempts[attempt.key] = attempt
+        return attempt
+
+    def returned(self, key: LeaseKey) -> Attempt | None:
+        """Mark ``key``'s function as done (it returned, or its time is up); return the attempt
+        if the caller is the one to report it, None if another did (or it is not held)."""
+        with self._lock:
+            attempt = self._attempts.get(key)
+            if attempt is None or attempt.reporting:
+                return None
+            attempt.reporting = True
+            return attempt
+
+    def lost(self, key: LeaseKey) -> bool:
+        """Whether a heartbeat that found ``key`` ended found it lost: still held, its function
+        still running. (Its own report may end it between the heartbeat's look and its call.)"""
+        with self._lock:
+            attempt = self._attempts.get(key)
+            return attempt is not None and not attempt.reporting
+
+    def drop(self, key: LeaseKey) -> None:
+        """The report of ``key`` was made: the lease leaves (Spec: Complete, Fail,
+        AcknowledgeCancel when accepted, Refused when refused)."""
+        with self._lock:
+            self._attempts.pop(key, None)
+            self.changed.notify_all()
+
+    def crash(self) -> None:
+        """Forget every lease (Spec: Crash)."""
+        with self._lock:
+            self._attempts.clear()
+            self.changed.notify_all()
+
+    def wake(self) -> None:
+        """Wake every waiter to look again (at the stop event)."""
+        with self._lock:
+            self.changed.notify_all()
+
+    def attempts(self) -> list[Attempt]:
+        with self._lock:
+            return list(self._attempts.values())
+
+    def keys(self) -> frozenset[LeaseKey]:
+        with self._lock:
+            return frozenset(self._attempts)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._attempts)
+
+    def wait_for_slot(self, concurrency: int, stop: threading.Event) -> int:
+        """Block until fewer than ``concurrency`` leases are held or ``stop`` is set; return
+        the free slots (0 once stopped). Woken by drop(), crash() and wake()."""
+        with self.changed:
+            while len(self._attempts) >= concurrency and not stop.is_set():
+                self.changed.wait()
+            return 0 if stop.is_set() else concurrency - len(self._attempts)
+
+    def wait_empty(self) -> None:
+        """Block until no lease is held. Woken by drop() and crash()."""
+        with self.changed:
+            while self._attempts:
+                self.changed.wait()
+
+
+def _check_seconds(label: str, value: object, least: float = 0.0) -> float:
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not math.isfinite(value) or value <= 0 or value < least):
+        limit = f">= {least}" if least else "> 0"
+        raise InvalidArgumentError(f"Worker({label}={value!r}): seconds {limit}")
+    return float(value)
 
 
 class Worker:
     """One worker process's loop over one store (see the module docstring)."""
 
     def __init__(self, url: str, *, name: str | None = None, concurrency: int = 1,
-                 lease: float = 30.0, until_done: bool = False, poll: float = 0.2) -> None:
+                 lease: float = 30.0, until_done: bool = False, poll: float = 0.2,
+                 time_limit: float | None = None, store_tries: int = STORE_TRIES) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidArgumentError(f"Worker(concurrency={concurrency!r}): an int >= 1")
-        for label, value in (("lease", lease), ("poll", poll)):
-            if (isinstance(value, bool) or not isinstance(value, (int, float))
-                    or not math.isfinite(value) or value <= 0):
-                raise InvalidArgumentError(f"Worker({label}={value!r}): seconds > 0")
+        if isinstance(store_tries, bool) or not isinstance(store_tries, int) or store_tries < 1:
+            raise InvalidArgumentError(f"Worker(store_tries={store_tries!r}): an int >= 1")
+        self.lease = _check_seconds("lease", lease, MIN_LEASE)
+        self.poll = _check_seconds("poll", poll)
+        self.time_limit = None if time_limit is None else _check_seconds("time_limit", time_limit)
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.concurrency = concurrency
-        self.lease = float(lease)
-        self.poll = float(poll)
         self.until_done = until_done
+        self.store_tries = store_tries
         self.db = DurableScheduler(url, create=False)
-        self._lock = threading.Lock()  # guards _held and _busy
-        self._held: dict[str, tuple[Lease, CancelToken]] = {}  # task id -> what runs now
-        # (task id, generation, attempt) of held leases whose function has returned: their
-        # report may commit between a heartbeat's read of _held and its call, which then finds
-        # the lease ended, not lost.
-        self._reporting: set[tuple[str, int, int]] = set()
-        self._busy = 0  # functions running or being reported
-        self._slot_free = threading.Condition(self._lock)
+        self.held = Held()
         self._stopping = threading.Event()  # SIGTERM: claim nothing more
-        self._functions: dict[str, tuple[Callable[..., Any], bool]] = {}
+        self._functions: dict[str, tuple[Callable[..., Any], frozenset[str]]] = {}
 
     def stop(self) -> None:
         """Stop claiming; the functions running now finish and report."""
         self._stopping.set()
+        self.held.wake()  # the claim loop may wait for a slot
+
+    # -- claiming -------------------------------------------------------------------------
+
+    def claim(self, limit: int) -> list[Attempt]:
+        """Claim up to ``limit`` versions and hold their leases (Spec: Expire, Reclaim, Claim:
+        one claim transaction). Errors are the store's."""
+        attempts = []
+        for lease in self.db.claim(self.name, limit=limit, lease=self.lease):
+            attempts.append(self.held.take(lease, CancelToken(lease.task_id, lease.generation)))
+            log.info("worker %s: claimed %s (%s)", self.name, lease_text(key_of(lease)), lease.fn)
+        return attempts
 
     # -- running one lease ---------------------------------------------------------------
 
-    def _function(self, name: str) -> tuple[Callable[..., Any], bool]:
+    def _function(self, name: str) -> tuple[Callable[..., Any], frozenset[str]]:
         found = self._functions.get(name)
         if found is None:
             fn = resolve(name)
-            found = self._functions[name] = (fn, _takes_token(fn))
+            found = self._functions[name] = (fn, _parameters(fn))
         return found
 
-    def _run(self, lease: Lease, token: CancelToken) -> None:
+    def call(self, attempt: Attempt) -> tuple[str, Any]:
+        """Run the attempt's function; return the report it asks for and its value."""
+        lease = attempt.lease
         try:
-            outcome: tuple[str, Any]
-            try:
-                fn, wants_token = self._function(lease.fn)
-                kwargs = dict(lease.args)
-                if wants_token:
-                    kwargs["token"] = token
-                outcome = ("complete", fn(**kwargs))
-            except Cancelled:
-                outcome = ("acknowledge_cancel", None)
-            except BaseException as e:  # the function's own failure, whatever it raised
-                outcome = ("fail", e)
-            with self._lock:
-                self._reporting.add(lease[:3])
-            self._report(lease, *outcome)
-        except BaseException:  # a broken report must not take the thread's slot with it
-            log.exception("worker %s: reporting %r attempt %d failed", self.name,
-                          lease.task_id, lease.attempt)
+            fn, parameters = self._function(lease.fn)
+            kwargs = dict(lease.args)
+            if "token" in parameters:
+                kwargs["token"] = attempt.token
+            if "lease" in parameters:
+                kwargs["lease"] = lease
+            return "complete", fn(**kwargs)
+        except Cancelled:
+            return "acknowledge_cancel", None
+        except BaseException as e:  # the function's own failure, whatever it raised
+            return "fail", e
+
+    def _run(self, attempt: Attempt) -> None:
+        timer = None
+        if self.time_limit is not None:
+            timer = threading.Timer(self.time_limit, self.time_up, (attempt.key,))
+            timer.daemon = True
+            timer.start()
+        try:
+            outcome = self.call(attempt)
         finally:
-            with self._lock:
-                self._held.pop(lease.task_id, None)
-                self._reporting.discard(lease[:3])
-                self._busy -= 1
-                self._slot_free.notify()
+            if timer is not None:
+                timer.cancel()
+        self.returned(attempt.key, *outcome)
+
+    def returned(self, key: LeaseKey, kind: str, value: Any) -> None:
+        """The function of ``key`` returned: report (``kind`` is ``complete``, ``fail`` or
+        ``acknowledge_cancel``) and drop the lease; nothing when it was abandoned at its time
+        limit (already reported)."""
+        attempt = self.held.returned(key)
+        if attempt is None:
+            log.info("worker %s: %s returned after its time limit; discarded", self.name,
+                     lease_text(key))
+            return
+        self.finish(attempt, kind, value)
+
+    def time_up(self, key: LeaseKey) -> None:
+        """The time limit of ``key`` passed: set its token, report it failed, drop it; nothing
+        when its function returned first."""
+        attempt = self.held.returned(key)
+        if attempt is None:
+            return
+        attempt.token._event.set()
+        log.warning("worker %s: %s ran past its time limit of %s s: asked to stop, reported "
+                    "failed; its thread is abandoned", self.name, lease_text(key),
+                    self.time_limit)
+        self.finish(attempt, "fail", f"time limit of {self.time_limit} s passed")
+
+    def finish(self, attempt: Attempt, kind: str, value: Any) -> None:
+        """Report ``attempt`` and drop its lease, whatever the report did."""
+        try:
+            self._report(attempt.lease, kind, value)
+        except BaseException:  # a broken report must not take the thread's slot with it
+            log.exception("worker %s: reporting %s failed", self.name, lease_text(attempt.key))
+        finally:
+            self.held.drop(attempt.key)
 
     def _report(self, lease: Lease, kind: str, value: Any) -> None:
+        key = lease_text(key_of(lease))
         for delay in (0.05, 0.2, 1.0, 2.0, None):
             try:
                 if kind == "complete":
                     try:
-                        self.db.complete(lease, value)
+                        state = self.db.complete(lease, value)
                     except InvalidArgumentError as e:  # a result JSON cannot carry
-                        self.db.fail(lease, f"the result cannot be stored: {e}")
+                        kind, value = "fail", f"the result cannot be stored: {e}"
+                        state = self.db.fail(lease, value)
                 elif kind == "fail":
-                    self.db.fail(lease, value)
+                    state = self.db.fail(lease, value)
                 else:
-                    self.db.acknowledge_cancel(lease)
+                    state = self.db.acknowledge_cancel(lease)
+                log.info("worker %s: reported %s %s: accepted, the version is %s", self.name,
+                         kind, key, state.value)
                 return
             except StaleLeaseError as e:
-                log.warning("worker %s: report refused, the version was taken over: %s",
-                            self.name, e)
+                log.warning("worker %s: report %s %s refused, the version was taken over: %s",
+                            self.name, kind, key, e)
                 return
             except StoreError as e:
                 if delay is None:
                     raise
-                log.warning("worker %s: store error, retrying the report: %s", self.name, e)
+                log.warning("worker %s: store error, retrying the report %s %s: %s",
+                            self.name, kind, key, e)
                 time.sleep(delay)
 
     # -- heartbeats ----------------------------------------------------------------------
@@ -150,53 +349,60 @@ class Worker:
 
     def beat(self) -> None:
         """Heartbeat every lease held now (the heartbeat thread calls this every lease / 3)."""
-        with self._lock:
-            held = list(self._held.values())
-        for lease, token in held:
+        for attempt in self.held.attempts():
             try:
-                if self.db.heartbeat(lease):
-                    token._event.set()
+                if self.db.heartbeat(attempt.lease):
+                    attempt.token._event.set()
             except LeaseLostError:
-                with self._lock:
-                    still_held = self._held.get(lease.task_id, (None,))[0] is lease
-                    reported = lease[:3] in self._reporting or not still_held
-                if reported:  # its own report ended it first: nothing was lost
+                if not self.held.lost(attempt.key):  # its own report ended it first
                     continue
-                log.warning("worker %s: lease of %r attempt %d lost; asking it to stop",
-                            self.name, lease.task_id, lease.attempt)
-                token._event.set()
+                log.warning(
+                    "worker %s: lease %s lost while its function still runs; asking it to stop. "
+                    "This worker did not heartbeat for longer than the lease (%s s): the process "
+                    "was paused, the store was slow, or a function held the GIL so long that "
+                    "the heartbeat thread could not run. Use a lease well above the longest "
+                    "such pause.", self.name, lease_text(attempt.key), self.lease)
+                attempt.token._event.set()
             except BaseException:
-                log.exception("worker %s: heartbeat of %r failed", self.name, lease.task_id)
+                log.exception("worker %s: heartbeat of %s failed", self.name,
+                              lease_text(attempt.key))
 
     # -- the loop -------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Claim and run until stopped (or, with ``until_done``, until every version ended)."""
+        """Claim and run until stopped (or, with ``until_done``, until every version ended).
+
+        Raises StoreError when the store refuses a claim for want of permission, or refused
+        ``store_tries`` claims in a row, once the functions running have reported."""
         beats_done = threading.Event()
         beats = threading.Thread(target=self._heartbeats, args=(beats_done,),
                                  name=f"{self.name}-heartbeat", daemon=True)
         beats.start()
         idle = 0.001
+        failures = 0
         try:
             while not self._stopping.is_set():
-                with self._lock:
-                    while self._busy >= self.concurrency and not self._stopping.is_set():
-                        self._slot_free.wait(0.5)
-                    free = self.concurrency - self._busy
-                if self._stopping.is_set():
+                free = self.held.wait_for_slot(self.concurrency, self._stopping)
+                if not free:
                     break
                 try:
-                    leases = self.db.claim(self.name, limit=free, lease=self.lease)
-                except SchedulerError as e:
-                    if not isinstance(e, StoreError) and "not started" not in str(e):
-                        raise
-                    leases = []
-                if leases:
-                    idle = 0.001
-                    for lease in leases:
-                        self._launch(lease)
+                    attempts = self.claim(free)
+                    failures = 0
+                except StoreError as e:
+                    failures += 1
+                    self._store_failed(e, failures)
+                    self._stopping.wait(min(0.05 * 2 ** failures, 5.0))
                     continue
-                if self.until_done and self._busy == 0 and self._done():
+                except SchedulerError as e:
+                    if "not started" not in str(e):
+                        raise
+                    attempts = []
+                if attempts:
+                    idle = 0.001
+                    for attempt in attempts:
+                        self._launch(attempt)
+                    continue
+                if self.until_done and not len(self.held) and self._done():
                     break
                 if self.db.notifies:  # woken by the store's notification, or after idle
                     self.db.wait_for_work(idle)
@@ -204,13 +410,22 @@ class Worker:
                     self._stopping.wait(idle)
                 idle = min(idle * 2, self.poll)
         finally:
-            with self._lock:
-                while self._busy:
-                    self._slot_free.wait(0.5)
+            self.held.wait_empty()
             beats_done.set()
             beats.join()
             self.db.release()
         return 0
+
+    def _store_failed(self, error: StoreError, failures: int) -> None:
+        text = str(error)
+        if any(word in text.lower() for word in _PERMISSION):
+            raise StoreError(f"worker {self.name}: the store refuses this worker's writes, "
+                             f"giving up: {text}") from None
+        if failures >= self.store_tries:
+            raise StoreError(f"worker {self.name}: {failures} claims in a row failed, giving "
+                             f"up: {text}") from None
+        log.warning("worker %s: store error (claim %d of %d in a row), will try again: %s",
+                    self.name, failures, self.store_tries, text)
 
     def _done(self) -> bool:
         """``db.done()``; a store error is "not yet". Why: a server down for longer than the
@@ -223,13 +438,9 @@ class Worker:
             log.warning("worker %s: store error, will try again: %s", self.name, e)
             return False
 
-    def _launch(self, lease: Lease) -> None:
-        token = CancelToken(lease.task_id, lease.generation)
-        with self._lock:
-            self._held[lease.task_id] = (lease, token)
-            self._busy += 1
-        threading.Thread(target=self._run, args=(lease, token), daemon=True,
-                         name=f"{self.name}-{lease.task_id}").start()
+    def _launch(self, attempt: Attempt) -> None:
+        threading.Thread(target=self._run, args=(attempt,), daemon=True,
+                         name=f"{self.name}-{attempt.lease.task_id}").start()
 
 
 def _seconds(text: str) -> float:
@@ -239,6 +450,13 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: seconds must be > 0")
+    return value
+
+
+def _lease(text: str) -> float:
+    value = _seconds(text)
+    if value < MIN_LEASE:
+        raise argparse.ArgumentTypeError(f"{text!r}: a lease must be at least {MIN_LEASE} s")
     return value
 
 
@@ -256,18 +474,28 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refsched worker",
         description="Run the functions of a durable store's versions: claim under leases, "
-                    "heartbeat, report. Exit codes: 0 stopped or done, 2 usage or store error.")
+                    "heartbeat, report. Exit codes: 0 stopped or done, 2 usage or store error, "
+                    "128 + the signal's number after a second SIGTERM or SIGINT.")
     parser.add_argument("--db", required=True, metavar="URL", help="the store: sqlite:///path.db or postgresql://user@host/db?schema=name")
     parser.add_argument("--concurrency", type=_positive, default=1, metavar="N",
                         help="functions run at once by this process (default 1)")
-    parser.add_argument("--lease", type=_seconds, default=30.0, metavar="S",
-                        help="lease length in seconds; heartbeats every S/3 (default 30)")
+    parser.add_argument("--lease", type=_lease, default=30.0, metavar="S",
+                        help=f"lease length in seconds, at least {MIN_LEASE}; heartbeats every "
+                             "S/3 (default 30). Keep it well above the longest pause of this "
+                             "process, a function holding the GIL included")
+    parser.add_argument("--time-limit", type=_seconds, default=None, metavar="S",
+                        help="an attempt running longer is asked to stop and reported failed; "
+                             "its thread is abandoned (default: no limit)")
+    parser.add_argument("--store-tries", type=_positive, default=STORE_TRIES, metavar="N",
+                        help="failed claims in a row before giving up with status 2 (default "
+                             f"{STORE_TRIES}); a refused permission gives up at once")
     parser.add_argument("--until-done", action="store_true",
                         help="exit 0 once the store is started and every version ended")
     parser.add_argument("--name", help="the worker's name in leases (default host:pid)")
     parser.add_argument("--poll", type=_seconds, default=0.2, metavar="S",
                         help="the longest wait between claims while idle (default 0.2)")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log every report")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="log every claim and report at INFO")
     return parser
 
 
@@ -279,12 +507,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.path.insert(0, os.getcwd())  # functions named relative to where workers start
     try:
         worker = Worker(args.db, name=args.name, concurrency=args.concurrency,
-                        lease=args.lease, until_done=args.until_done, poll=args.poll)
+                        lease=args.lease, until_done=args.until_done, poll=args.poll,
+                        time_limit=args.time_limit, store_tries=args.store_tries)
     except SchedulerError as e:
         print(f"refsched worker: {e}", file=sys.stderr)
         return 2
+    signals = 0
 
     def stop(signum: int, frame: object) -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:  # a function that never returns must not keep the process alive
+            print(f"refsched worker: {signal.Signals(signum).name} again: exiting now; the "
+                  "leases held expire as after a crash", file=sys.stderr, flush=True)
+            os._exit(128 + signum)
+        log.warning("worker %s: %s: claiming nothing more, finishing %d running; send it "
+                    "again to exit at once", worker.name, signal.Signals(signum).name,
+                    len(worker.held))
         worker.stop()
 
     signal.signal(signal.SIGTERM, stop)

@@ -64,3 +64,29 @@ def stoppable(token: Any = None) -> str:
         pass
     token.raise_if_cancelled()
     return "not reached"
+
+
+def hang(log: str | None = None, task: str = "hang") -> None:
+    """Never return (a function stuck in a call that ignores its token)."""
+    _log(log, "start", task)
+    while True:
+        time.sleep(3600)
+
+
+def fenced(lease: Any) -> list[Any]:
+    """Return the lease the worker passed: what a sink fences its effects on."""
+    return [lease.task_id, lease.generation, lease.attempt]
+
+
+def outlive_first(task: str, log: str | None = None, seconds: float = 3.0,
+                  lease: Any = None, token: Any = None) -> int:
+    """Attempt 1 runs until its token is set (its lease lost: the worker was paused), then
+    returns; every later attempt sleeps ``seconds``, longer than the lease, so that it lives on
+    only if the worker heartbeats it, and returns its attempt."""
+    _log(log, f"start{lease.attempt}", task)
+    if lease.attempt == 1:
+        token.wait(120)
+    else:
+        time.sleep(seconds)
+    _log(log, f"end{lease.attempt}", task)
+    return int(lease.attempt)
