@@ -293,7 +293,7 @@ def test_a_worker_gives_up_after_store_tries_failed_claims(
 
     worker.db.claim = broken  # type: ignore[method-assign]
     with caplog.at_level("WARNING", logger="refsched.worker"), \
-            pytest.raises(StoreError, match="3 claims in a row failed, giving up: .*disk I/O"):
+            pytest.raises(StoreError, match=r"3 claims in a row failed, giving up: .*disk I/O"):
         worker.run()
     assert len(calls) == 3
     assert [r.getMessage().split(":")[1] for r in caplog.records] == [
