@@ -85,6 +85,83 @@ def test_a_worker_paused_past_its_lease_is_refused_and_the_reclaimer_kept(
     db.check_invariants()
 
 
+# The worker's old bookkeeping planted back (tests/mutants/broken_worker.py), run as a process.
+PLANTED_WORKER = ("import sys; from refsched.durable import worker; "
+                  "from tests.mutants.broken_worker import TaskKeyedHeld; "
+                  "worker.Held = TaskKeyedHeld; sys.exit(worker.main(sys.argv[1:]))")
+
+
+def _pause_until_self_reclaim(db: DurableScheduler, victim: Any, name: str,
+                              lease: float) -> int:
+    """SIGSTOP ``victim`` past its lease, then SIGCONT, until it re-claims its own version.
+
+    On waking, its heartbeat thread and its claim loop race: a heartbeat first finds the lease
+    still its own (expiry is a step of a claim transaction) and extends it; a claim first
+    expires it and re-claims it. So pause again until a Reclaim by ``name`` is recorded.
+    Returns the pauses sent."""
+    for pauses in range(1, 21):
+        seen = len(db.history())
+        os.kill(victim.pid, signal.SIGSTOP)
+        time.sleep(lease * 2.5)
+        os.kill(victim.pid, signal.SIGCONT)
+
+        def answered(seen: int = seen) -> bool:
+            return any(action in ("Reclaim", "Heartbeat") for action, _ in db.history()[seen:])
+
+        wait_for(answered, what="a heartbeat or a re-claim after the pause")
+        if any(action == "Reclaim" and p["w"] == name for action, p in db.history()[seen:]):
+            return pauses
+    raise AssertionError("20 pauses and no re-claim: the heartbeat won every race")
+
+
+def _self_reclaim(tmp_path: Path, url: str, workers: list[Any],
+                  command: tuple[str, ...] = ()) -> tuple[DurableScheduler, str, list[Any]]:
+    log = tmp_path / "log"
+    db = DurableScheduler(url, max_concurrency=2, max_attempts=4, record=True)
+    db.submit("x", fn=f"{JOBS}:outlive_first", args={"task": "x", "log": str(log),
+                                                     "seconds": 2.0})
+    db.submit("after", ["x"], fn=f"{JOBS}:noop", args={"value": "after"})
+    db.start()
+    options = ("--db", url, "--poll", "0.05", "--concurrency", "2", "--lease", "1",
+               "--until-done", "--name", "self")
+    worker = subprocess.Popen([sys.executable, *(command or ("-m", "refsched", "worker")),
+                               *options], cwd=ROOT, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    workers.append(worker)
+    wait_for(lambda: any(r[0] == "start1" for r in log_lines(log)), what="attempt 1")
+    _pause_until_self_reclaim(db, worker, "self", 1.0)
+    assert worker.wait(60) == 0
+    return db, worker.communicate(timeout=30)[1], log_lines(log)
+
+
+def test_a_worker_paused_past_its_lease_that_reclaims_its_own_task_ends_it_succeeded(
+        tmp_path: Path, durable_url: StoreURL, workers: list[Any]) -> None:
+    """Attempt 1 is paused past its lease; the same worker re-claims the version (attempt 2,
+    longer than the lease, so it lives only on heartbeats); attempt 1 then returns and its
+    report is refused. Attempt 2 must be heartbeated on and
+    accepted: the version succeeds on its second attempt, its dependent runs."""
+    db, err, log = _self_reclaim(tmp_path, durable_url("s.db"), workers)
+    info = db.info("x")
+    assert (info.state, info.attempts, info.result) == (TaskState.SUCCEEDED, 2, 2), err
+    assert db.result("after") == "after"
+    assert "report complete <<'x', 1, 1>> refused" in err
+    assert [r[0] for r in log if r[0].startswith("end")] == ["end1", "end2"]
+    assert accepted_ends(db) == {("x", 1): 1, ("after", 1): 1}
+    db.check_invariants()
+
+
+def test_the_old_task_keyed_bookkeeping_fails_a_version_it_reclaimed_itself(
+        tmp_path: Path, workers: list[Any]) -> None:
+    """The same scenario with the old bookkeeping planted in the worker: attempt 1's refused
+    report drops attempt 2's entry, attempt 2 expires unheartbeated, and so on: the version
+    fails after its attempts, its dependent blocked. The test above would catch it."""
+    db, err, _ = _self_reclaim(tmp_path, f"sqlite:///{tmp_path / 's.db'}", workers,
+                               ("-c", PLANTED_WORKER))
+    info = db.info("x")
+    assert (info.state, info.attempts) == (TaskState.FAILED, 4), err
+    assert db.state("after") is TaskState.BLOCKED
+
+
 CHILD_INSIDE_TRANSACTION = r"""
 import sys, time
 from refsched.durable import DurableScheduler, store

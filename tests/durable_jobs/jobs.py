@@ -78,14 +78,18 @@ def fenced(lease: Any) -> list[Any]:
     return [lease.task_id, lease.generation, lease.attempt]
 
 
-def outlive_first(task: str, log: str | None = None, seconds: float = 3.0,
-                  lease: Any = None, token: Any = None) -> int:
-    """Attempt 1 runs until its token is set (its lease lost: the worker was paused), then
-    returns; every later attempt sleeps ``seconds``, longer than the lease, so that it lives on
-    only if the worker heartbeats it, and returns its attempt."""
+def outlive_first(task: str, log: str, seconds: float = 2.0, lease: Any = None,
+                  token: Any = None) -> int:
+    """Attempt 1 runs until attempt 2 has started (its worker was paused past the lease and the
+    version re-claimed) or its token is set, then returns; every later attempt sleeps
+    ``seconds``, longer than the lease, so that it lives on only if its worker heartbeats it.
+    Returns the attempt."""
     _log(log, f"start{lease.attempt}", task)
     if lease.attempt == 1:
-        token.wait(120)
+        while not token.wait(0.02):
+            with open(log) as f:
+                if f"start2 {task} " in f.read():
+                    break
     else:
         time.sleep(seconds)
     _log(log, f"end{lease.attempt}", task)
