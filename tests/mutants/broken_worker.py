@@ -52,3 +52,10 @@ class TaskKeyedHeld(Held):
             self._by_task.clear()
             self._sync()
             self.changed.notify_all()
+
+
+class DeafHeld(Held):
+    """A heartbeat that finds a lease lost never tells its function to stop."""
+
+    def lost(self, key: LeaseKey) -> bool:
+        return False

@@ -1,0 +1,375 @@
+"""Lock-step: the durable worker's own bookkeeping and the model's worker steps, driven by the
+same random moves.
+
+``refsched worker`` holds what spec ``held[w]`` says a worker holds: a set of leases
+``<<t, g, a>>`` (:class:`refsched.durable.worker.Held`). Its threads only call the worker's
+moves; here a Hypothesis state machine calls the same moves one at a time, without threads, on
+real :class:`~refsched.durable.worker.Worker` objects (two, ``w1`` and ``w2``) over one SQLite
+store on a virtual clock, and takes on the model (``refsched.model.durable``) the spec steps
+each move must be:
+
+- ``claim(w)``: the worker claims as many versions as it has free slots
+  (``Worker.claim(concurrency - len(held))``): Expire, Reclaim, Claim (``claim_transaction``),
+  and the leases it holds after are the model's ``held[w]``;
+- ``beat(w)``: ``Worker.beat()``: a Heartbeat for each held lease that is current; a lease
+  held but lost must have its function's token set (the hand-off that stops it), and so must a
+  current lease whose version a cancel was requested for;
+- ``returns(w, lease, outcome)``: the lease's function returns, fails or raises ``Cancelled``
+  (only once its token is set) and the worker reports (``Worker.returned``): Complete, Fail or
+  AcknowledgeCancel when the lease is current, Refused when not; nothing when the attempt was
+  abandoned at its time limit;
+- ``time_up(w, lease)``: its time limit passes (``Worker.time_up``): Fail, or Refused;
+- ``tick`` (the store's clock moves one second: Tick), ``cancel(t)`` (Cancel) and
+  ``crash(w)`` (``Held.crash()``: Crash; its functions are gone).
+
+A worker paused past its lease is one that does not beat while the clock ticks; when it then
+claims, it re-claims its own versions: held[w] has two leases of one version, the lost one
+still running. After every move, each worker's held leases must be the model's ``held[w]``,
+the store's snapshot the model's scheduler part, its recorded history the model's steps that
+change the store, and the model's invariants and action properties must hold.
+
+``held`` (a factory of :class:`Held`) lets a test plant a broken bookkeeping and show the
+machine catches it (``tests/mutants/broken_worker.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from refsched.durable import DurableScheduler
+from refsched.durable.worker import Held, LeaseKey, Worker, lease_text
+from refsched.errors import Cancelled
+from refsched.model.durable import (
+    ACTIONS,
+    INITIAL,
+    DurableSnapshot,
+    Limits,
+    Step,
+    claim_transaction,
+    violated,
+    violated_by_step,
+)
+from refsched.model.durable.actions import current
+
+__all__ = ["IDS", "LIMITS", "WORKERS", "Ledger", "WorkerDisagreement",
+           "durable_worker_lockstep_machine", "run_durable_worker_lockstep"]
+
+IDS = ("a", "b", "c")
+WORKERS = ("w1", "w2")
+CONCURRENCY = 3  # each worker's slots: one more than the store runs, so that a worker holding
+# every running version still has a slot to re-claim one of them with
+LIMITS = Limits(max_concurrency=2, max_attempts=3, lease_time=1)
+FN = "refsched.durable.jobs:noop"
+_OUTCOMES = {"complete": "Complete", "fail": "Fail", "acknowledge_cancel": "AcknowledgeCancel"}
+_UNRECORDED = frozenset({"Crash", "Refused"})  # a worker's own moves: the store sees nothing
+
+
+class WorkerDisagreement(AssertionError):
+    """The worker's bookkeeping and the model parted; the moves so far are in the message."""
+
+    def __init__(self, reason: str, moves: list[str]) -> None:
+        walk = "\n".join(f"  {i}. {m}" for i, m in enumerate(moves, start=1))
+        super().__init__(f"{reason}\nmoves:\n{walk}")
+        self.reason = reason
+        self.moves = tuple(moves)
+
+
+@dataclass
+class Ledger:
+    """What the walks took: examples, spec steps per action, and self re-claims (a worker
+    re-claiming a version whose lost lease it still held)."""
+
+    examples: int = 0
+    actions: Counter[str] = field(default_factory=Counter)
+
+    def missing(self) -> list[str]:
+        """The worker's spec steps no walk took."""
+        wanted = ("Claim", "Reclaim", "Expire", "Heartbeat", "Complete", "Fail",
+                  "AcknowledgeCancel", "Refused", "Crash", "Tick", "self re-claim",
+                  "abandoned at its time limit", "lost lease told")
+        return [name for name in wanted if self.actions[name] == 0]
+
+    def summary(self) -> str:
+        taken = ", ".join(f"{name} {n:,}" for name, n in sorted(self.actions.items()))
+        return f"{self.examples:,} examples; {taken}"
+
+
+def _recorded(step: Step) -> tuple[str, dict[str, Any]]:
+    params = dict(step.params)
+    if step.action == "Submit":
+        params["D"] = sorted(params["D"])
+    return step.action, params
+
+
+def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] = Held
+                                    ) -> type[RuleBasedStateMachine]:
+    """The state machine that drives two Workers' bookkeeping (made by ``held``) and the model."""
+
+    class WorkerLockstep(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            # In memory where the machine has it: a walk writes a transaction per step.
+            shm = "/dev/shm" if Path("/dev/shm").is_dir() else None
+            self.folder = tempfile.mkdtemp(prefix="refsched-worker-lockstep-", dir=shm)
+            self.url = f"sqlite:///{Path(self.folder) / 'store.db'}"
+            self.db = DurableScheduler(self.url, max_concurrency=LIMITS.max_concurrency,
+                                       max_attempts=LIMITS.max_attempts, clock="virtual",
+                                       record=True)
+            self.workers: dict[str, Worker] = {}
+            self.model: DurableSnapshot = INITIAL
+            self.running: dict[str, set[LeaseKey]] = {w: set() for w in WORKERS}  # functions
+            self.abandoned: set[tuple[str, LeaseKey]] = set()  # reported at their time limit
+            self.expected: list[tuple[str, dict[str, Any]]] = []  # what history() must be
+            self.moves: list[str] = []
+            ledger.examples += 1
+
+        def teardown(self) -> None:
+            for worker in self.workers.values():
+                worker.db.release()
+            self.db.release()
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+        def fail(self, reason: str) -> None:
+            raise WorkerDisagreement(reason, self.moves)
+
+        def take(self, steps: list[Step]) -> None:
+            for step in steps:
+                action = ACTIONS[step.action]
+                args = tuple(step.param_map[p] for p in action.params)
+                refusal = action.refused(self.model, *args, limits=LIMITS)
+                if refusal is not None:
+                    self.fail(f"the model cannot take {step}: {refusal.reason}")
+                before, self.model = self.model, action.step(self.model, *args, limits=LIMITS)
+                broken = violated(self.model, LIMITS) + violated_by_step(before, self.model,
+                                                                         LIMITS)
+                if broken:
+                    self.fail(f"the model breaks {broken} at {step}")
+                if step.action not in _UNRECORDED:
+                    self.expected.append(_recorded(step))
+                ledger.actions[step.action] += 1
+
+        def held_by(self, w: str) -> frozenset[LeaseKey]:
+            return frozenset(cast(frozenset[LeaseKey], self.model.held.get(w, frozenset())))
+
+        def agree(self) -> None:
+            for w, worker in self.workers.items():
+                if worker.held.keys() != self.held_by(w):
+                    self.fail(f"worker {w} holds {sorted(worker.held.keys())}, the model's "
+                              f"held[{w}] is {sorted(self.held_by(w))}")
+            if self.db.snapshot() != self.model.scheduler:
+                self.fail(f"the store's snapshot is not the model's:\n  model "
+                          f"{self.model.scheduler}\n  store {self.db.snapshot()}")
+            history = self.db.history()
+            if history != self.expected:
+                self.fail(f"the store's history is not the model's steps:\n  model "
+                          f"{self.expected[-4:]}\n  store {history[-4:]}")
+
+        # -- moves ----------------------------------------------------------------------
+
+        @initialize(graph=st.lists(st.tuples(st.sampled_from(IDS),
+                                             st.frozensets(st.sampled_from(IDS), max_size=1)),
+                                   min_size=1, max_size=3, unique_by=lambda x: x[0]))
+        def setup(self, graph: list[tuple[str, frozenset[str]]]) -> None:
+            """A few submissions on ids submitted before them, start(), and the workers."""
+            for t, deps in graph:
+                deps = deps & {str(x) for x in self.model.scheduler.tasks}
+                self.db.submit(t, sorted(deps), fn=FN)
+                self.take([Step("Submit", (("t", t), ("D", deps)))])
+            self.db.start()
+            self.take([Step("Start", ())])
+            for w in WORKERS:
+                worker = Worker(self.url, name=w, concurrency=CONCURRENCY,
+                                lease=LIMITS.lease_time, time_limit=60)
+                worker.held = held()
+                self.workers[w] = worker
+            self.agree()
+
+        @rule(w=st.sampled_from(WORKERS))
+        def claim(self, w: str) -> None:
+            worker = self.workers[w]
+            free = CONCURRENCY - len(worker.held)
+            self.moves.append(f"claim({w!r}) with {free} free slots")
+            if free < 1:
+                return  # the claim loop waits for a slot
+            mine = {t for t, _, _ in self.held_by(w)}  # a Reclaim of one: a self re-claim
+            _, steps = claim_transaction(self.model, w, free, limits=LIMITS)
+            before = self.held_by(w)
+            self.take(steps)
+            for step in steps:
+                if step.action == "Reclaim" and step.param_map["t"] in mine:
+                    ledger.actions["self re-claim"] += 1
+            fresh = self.held_by(w) - before
+            got = {a.key for a in worker.claim(free)}
+            if got != fresh:
+                self.fail(f"claim({w!r}) gave {sorted(got)}, the model {sorted(fresh)}")
+            self.running[w] |= got
+            self.agree()
+
+        @rule(w=st.sampled_from(WORKERS))
+        def beat(self, w: str) -> None:
+            worker = self.workers[w]
+            self.moves.append(f"beat({w!r})")
+            order = [a.key for a in worker.held.attempts()]
+            beats = [key for key in order if key in self.held_by(w)
+                     and current(self.model, w, *key)]
+            worker.beat()
+            self.take([Step("Heartbeat", (("w", w), ("t", t), ("g", g), ("a", a)))
+                       for t, g, a in beats])
+            for attempt in worker.held.attempts():
+                t, g, a = attempt.key
+                if attempt.key in self.abandoned_of(w):
+                    continue
+                told = not current(self.model, w, t, g, a) or (
+                    self.model.scheduler.tasks[t].cancel_requested)
+                if told and not attempt.token.cancelled:
+                    self.fail(f"beat({w!r}): {lease_text(attempt.key)} is "
+                              + ("lost" if not current(self.model, w, t, g, a) else
+                                 "asked to cancel") + " and its function was not told")
+                if told and not current(self.model, w, t, g, a):
+                    ledger.actions["lost lease told"] += 1
+            self.agree()
+
+        def abandoned_of(self, w: str) -> set[LeaseKey]:
+            return {key for x, key in self.abandoned if x == w}
+
+        def end(self, w: str, key: LeaseKey, action: str) -> None:
+            """The model's step for the report of ``key``: ``action`` if current, else Refused."""
+            t, g, a = key
+            params = (("w", w), ("t", t), ("g", g), ("a", a))
+            if current(self.model, w, t, g, a):
+                self.take([Step(action, params)])
+            else:
+                self.take([Step("Refused", params)])
+
+        @precondition(lambda self: any(self.running.values()))
+        @rule(data=st.data(), outcome=st.sampled_from(sorted(_OUTCOMES)))
+        def returns(self, data: st.DataObject, outcome: str) -> None:
+            choices = sorted((w, key) for w, keys in self.running.items() for key in keys)
+            w, key = data.draw(st.sampled_from(choices), label="lease")
+            worker = self.workers[w]
+            attempt = next((x for x in worker.held.attempts() if x.key == key), None)
+            told = attempt is not None and attempt.token.cancelled
+            if told and key[0] in self.model.scheduler.tasks and (
+                    self.model.scheduler.tasks[key[0]].cancel_requested):
+                outcome = "acknowledge_cancel"  # a function told to cancel does so
+            elif outcome == "acknowledge_cancel" and not told:
+                outcome = "complete"  # a function raises Cancelled only when told to stop
+            self.moves.append(f"{lease_text(key)} of {w!r} returns: {outcome}")
+            self.running[w].discard(key)
+            if (w, key) in self.abandoned:
+                self.abandoned.discard((w, key))
+            elif key in self.held_by(w):
+                self.end(w, key, _OUTCOMES[outcome])
+            value = Cancelled() if outcome == "acknowledge_cancel" else None
+            worker.returned(key, outcome, value)
+            self.agree()
+
+        # Time limits and crashes are rarer than the other moves, so that versions live long
+        # enough for their leases to expire and be re-claimed.
+        @precondition(lambda self: any(self.running.values()) and len(self.moves) % 4 == 3)
+        @rule(data=st.data())
+        def time_up(self, data: st.DataObject) -> None:
+            choices = sorted((w, key) for w, keys in self.running.items() for key in keys
+                             if (w, key) not in self.abandoned)
+            if not choices:
+                return
+            w, key = data.draw(st.sampled_from(choices), label="lease")
+            self.moves.append(f"{lease_text(key)} of {w!r}: time limit")
+            self.abandoned.add((w, key))
+            if key in self.held_by(w):
+                self.end(w, key, "Fail")
+                ledger.actions["abandoned at its time limit"] += 1
+            self.workers[w].time_up(key)
+            self.agree()
+
+        @rule()
+        def tick(self) -> None:
+            self.moves.append("tick(1)")
+            self.db.tick(1)
+            if ACTIONS["Tick"].enabled(self.model, limits=LIMITS):
+                self.take([Step("Tick", ())])
+            else:
+                self.expected.append(("Tick", {}))  # recorded; the spec has no step for it
+            self.agree()
+
+        @precondition(lambda self: len(self.moves) % 4 == 1)
+        @rule(data=st.data())
+        def cancel(self, data: st.DataObject) -> None:
+            """Mostly a running version: its function is told at the next beat."""
+            tasks = self.model.scheduler.tasks
+            running = sorted(str(t) for t in tasks if t in self.model.holder)
+            t = data.draw(st.sampled_from(running or sorted(map(str, tasks))), label="t")
+            self.moves.append(f"cancel({t!r})")
+            refusal = ACTIONS["Cancel"].refused(self.model, t, limits=LIMITS)
+            try:
+                self.db.cancel(t)
+            except Exception as error:  # compared with the model's refusal below
+                if refusal is None or type(error) is not refusal.error:
+                    self.fail(f"cancel({t!r}) raised {error!r}, the model: {refusal}")
+            else:
+                if refusal is not None and refusal.error is not None:
+                    self.fail(f"cancel({t!r}) was taken, the model refuses: {refusal.reason}")
+                if refusal is None:
+                    self.take([Step("Cancel", (("t", t),))])
+            self.agree()
+
+        @precondition(lambda self: len(self.moves) % 7 == 2)
+        @rule(w=st.sampled_from(WORKERS))
+        def crash(self, w: str) -> None:
+            self.moves.append(f"crash({w!r})")
+            if ACTIONS["Crash"].enabled(self.model, w, limits=LIMITS):
+                self.take([Step("Crash", (("w", w),))])
+            self.workers[w].held.crash()
+            self.running[w].clear()  # the process and its threads are gone
+            self.abandoned = {(x, key) for x, key in self.abandoned if x != w}
+            self.agree()
+
+    return WorkerLockstep
+
+
+def run_durable_worker_lockstep(examples: int = 100, steps: int = 40, seed: int | None = None,
+                                *, held: Callable[[], Held] = Held, ledger: Ledger | None = None,
+                                hypothesis_settings: Mapping[str, Any] | None = None) -> Ledger:
+    """Run the machine for ``examples`` walks of up to ``steps`` moves each.
+
+    Raises :class:`WorkerDisagreement` on the first failure, shrunk by Hypothesis to a shortest
+    walk that shows it. ``seed`` fixes Hypothesis's choices.
+    """
+    ledger = Ledger() if ledger is None else ledger
+    machine = durable_worker_lockstep_machine(ledger, held=held)
+    if seed is not None:
+        machine = hypothesis_seed(seed)(machine)
+    options: dict[str, Any] = {
+        "max_examples": examples, "stateful_step_count": steps, "deadline": None,
+        "database": None, "report_multiple_bugs": False, "print_blob": True,
+        "phases": [p for p in Phase if p is not Phase.explain],
+        "suppress_health_check": [HealthCheck.too_slow],
+    }
+    options.update(hypothesis_settings or {})
+    run = cast(Callable[..., None], run_state_machine_as_test)
+    quiet = logging.getLogger("refsched.worker")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # the walks lose leases and pass time limits on purpose
+    try:
+        run(machine, settings=settings(**options))
+    finally:
+        quiet.setLevel(level)
+    return ledger
