@@ -282,6 +282,35 @@ def test_a_worker_that_cannot_write_the_store_exits_2_at_once(tmp_path: Path) ->
     assert "Traceback" not in done.stderr
 
 
+def test_a_worker_whose_postgresql_role_may_only_read_exits_2_at_once(
+        postgres_url: str) -> None:
+    import psycopg
+
+    url = f"{postgres_url}&schema=jobs"
+    db = DurableScheduler(url, max_concurrency=1)
+    db.submit("a", fn=f"{JOBS}:noop")
+    db.start()
+    db.release()
+    role = f"reader_{os.getpid()}"
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN")
+        admin.execute(f"GRANT USAGE ON SCHEMA jobs TO {role}")
+        admin.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA jobs TO {role}")
+    try:
+        reader = url.replace("postgresql://postgres@", f"postgresql://{role}@", 1)
+        done = subprocess.run([sys.executable, "-m", "refsched", "worker", "--db", reader,
+                               "--until-done", "--poll", "0.05"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        with psycopg.connect(postgres_url, autocommit=True) as admin:
+            admin.execute(f"DROP OWNED BY {role}")
+            admin.execute(f"DROP ROLE {role}")
+    assert done.returncode == 2, done.stderr
+    assert "refuses this worker's writes" in done.stderr, done.stderr
+    assert "permission denied" in done.stderr and "Traceback" not in done.stderr
+    assert DurableScheduler(url).state("a") is TaskState.READY
+
+
 def test_a_worker_gives_up_after_store_tries_failed_claims(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     worker = Worker(_store(tmp_path, "a"), name="w", lease=5, store_tries=3)
@@ -304,3 +333,21 @@ def test_a_worker_gives_up_after_store_tries_failed_claims(
 
 def test_held_keys_are_the_spec_lease() -> None:
     assert key_of(_lease("t", 3, 2)) == ("t", 2, 3)
+
+
+def test_the_soak_counts_a_reclaim_by_the_worker_that_lost_the_lease_as_a_self_reclaim(
+        tmp_path: Path) -> None:
+    from refsched.durable.soak import self_reclaims
+
+    db = DurableScheduler(f"sqlite:///{tmp_path / 's.db'}", max_concurrency=2,
+                          max_attempts=3, clock="virtual", record=True)
+    for t in ("a", "b"):
+        db.submit(t, fn=f"{JOBS}:noop")
+    db.start()
+    db.claim("w1", limit=1, lease=1)  # a
+    db.tick(2)
+    assert [x.task_id for x in db.claim("w1", limit=1, lease=1)] == ["a"]  # its own: self
+    db.claim("w2", limit=1, lease=1)  # b
+    db.tick(2)
+    assert [x.task_id for x in db.claim("w1", limit=2, lease=1)] == ["a", "b"]  # a self, b not
+    assert self_reclaims(db.history(), 2, 3) == 2

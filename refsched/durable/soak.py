@@ -2,8 +2,11 @@
 
 Each run makes a fresh SQLite store that records its history, submits a random DAG of tasks
 that sleep a little, starts worker processes, and while they work sends random faults: SIGKILL
-(the worker is replaced by a new process) and SIGSTOP, then SIGCONT after a pause longer than
-the lease. When every version has ended, the run is judged:
+(the worker is replaced by a new process); SIGSTOP, then SIGCONT after a pause longer than the
+lease; and a pause of every worker at once, the victim resumed first and the others a moment
+later, so that the victim wakes alone to leases it lost and re-claims its own versions (a
+self re-claim: its lost attempt and the new one run side by side in one process). When every
+version has ended, the run is judged:
 
 - the recorded history is a behaviour of the spec (:mod:`refsched.verify.durable_history`:
   the lease rules step by step, the scheduler part through the refinement mapping), ending in
@@ -29,13 +32,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from refsched.errors import SchedulerError
-from refsched.verify.durable_history import check_history
+from refsched.verify.durable_history import HistoryCheck, check_history
 
 from .scheduler import DurableScheduler
 
-__all__ = ["RunReport", "main", "soak_run"]
+__all__ = ["RunReport", "main", "self_reclaims", "soak_run"]
 
 
 @dataclass
@@ -46,6 +50,7 @@ class RunReport:
     kills: int = 0
     pauses: int = 0
     reclaims: int = 0
+    self_reclaims: int = 0  # Reclaims by the worker whose lease of that version expired
     refused: int = 0
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
@@ -67,11 +72,16 @@ def soak_run(seed: int, folder: Path, *, tasks: int = 20, workers: int = 3, leas
     db = DurableScheduler(url, max_concurrency=rng.randint(1, 3), max_attempts=50, record=True)
     for i in range(tasks):
         deps = rng.sample([f"t{j}" for j in range(i)], k=min(i, rng.randint(0, 3)))
+        # One task in five outlives its lease: a re-claimed attempt of it lives only on its
+        # worker's heartbeats, which is what a self re-claim puts to the test.
+        seconds = (rng.uniform(0.02, 0.3) if rng.random() < 0.8
+                   else rng.uniform(lease * 1.5, lease * 2.5))
         db.submit(f"t{i}", deps, fn="refsched.durable.jobs:sleep",
-                  args={"seconds": round(rng.uniform(0.02, 0.3), 3)})
+                  args={"seconds": round(seconds, 3)})
     db.start()
     began = time.monotonic()
     procs = [_worker(url, lease, f"w{k}") for k in range(workers)]
+    called = [f"w{k}" for k in range(workers)]  # called[k]: the name procs[k] claims under
     names = workers
     try:
         while not db.done():
@@ -83,12 +93,28 @@ def soak_run(seed: int, folder: Path, *, tasks: int = 20, workers: int = 3, leas
                 continue
             k = rng.randrange(len(procs))
             victim = procs[k]
-            if rng.random() < 0.5:
+            fault = rng.random()
+            if fault < 0.4:
                 victim.kill()
                 victim.wait()
                 report.kills += 1
                 procs[k] = _worker(url, lease, f"w{names}")
+                called[k] = f"w{names}"
                 names += 1
+            elif fault < 0.7:
+                # The victim is a worker running something, if any is: its leases to lose.
+                holders = {v.holder for v in db.leases().values() if v.holder is not None}
+                running = [i for i, name in enumerate(called) if name in holders]
+                victim = procs[rng.choice(running)] if running else victim
+                for p in procs:
+                    os.kill(p.pid, signal.SIGSTOP)
+                time.sleep(rng.uniform(lease * 1.5, lease * 3))
+                os.kill(victim.pid, signal.SIGCONT)
+                time.sleep(lease / 2)  # the victim alone: its claim may come before its beat
+                for p in procs:
+                    if p is not victim:
+                        os.kill(p.pid, signal.SIGCONT)
+                report.pauses += 1
             else:
                 os.kill(victim.pid, signal.SIGSTOP)
                 time.sleep(rng.uniform(lease * 1.2, lease * 3))
@@ -104,13 +130,14 @@ def soak_run(seed: int, folder: Path, *, tasks: int = 20, workers: int = 3, leas
             except subprocess.TimeoutExpired:
                 p.kill()
                 _, err = p.communicate()
-            report.refused += (err or b"").count(b"report refused")
+            report.refused += (err or b"").count(b"refused, the version was taken over")
     report.seconds = time.monotonic() - began
     history = db.history()
     check = check_history(history, max_concurrency=db.max_concurrency,
                           max_attempts=db.max_attempts, final=db.snapshot())
     report.problems += check.problems
     report.reclaims = sum(1 for action, _ in history if action == "Reclaim")
+    report.self_reclaims = self_reclaims(history, db.max_concurrency, db.max_attempts)
     try:
         db.check_invariants()
     except AssertionError as e:
@@ -123,6 +150,22 @@ def soak_run(seed: int, folder: Path, *, tasks: int = 20, workers: int = 3, leas
         report.problems.append("a version does not have exactly one accepted end")
     db.release()
     return report
+
+
+def self_reclaims(history: Sequence[tuple[str, dict[str, Any]]], max_concurrency: int,
+                  max_attempts: int) -> int:
+    """The Reclaims in ``history`` by the worker that held the version's expired lease."""
+    check = HistoryCheck(max_concurrency, max_attempts)
+    last: dict[str, str] = {}  # task -> the worker that took its latest attempt
+    found = 0
+    for action, params in history:
+        if action == "Reclaim" and last.get(params["t"]) == params["w"]:
+            found += 1
+        check.step(action, params)
+        for t, lease in check.leases.items():
+            if lease.holder is not None:
+                last[t] = lease.holder
+    return found
 
 
 def _positive(text: str) -> int:
@@ -167,19 +210,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return 2
             verdict = "ok" if not r.problems else "FAILED"
             print(f"run seed={seed}: {r.tasks} tasks, {r.kills} kills, {r.pauses} pauses, "
-                  f"{r.reclaims} reclaims, {r.refused} refused reports, {r.seconds:.1f} s: "
-                  f"{verdict}", flush=True)
+                  f"{r.reclaims} reclaims ({r.self_reclaims} by the worker that lost the "
+                  f"lease), {r.refused} refused reports, {r.seconds:.1f} s: {verdict}",
+                  flush=True)
             for problem in r.problems[:5]:
                 print(f"  {problem}")
             if r.problems:
                 failed += 1
                 print(f"  store kept: {r.store}")
-            for name in ("tasks", "kills", "pauses", "reclaims", "refused"):
+            for name in ("tasks", "kills", "pauses", "reclaims", "self_reclaims", "refused"):
                 setattr(totals, name, getattr(totals, name) + getattr(r, name))
     finally:
         if not args.keep and not failed:
             shutil.rmtree(folder, ignore_errors=True)
     print(f"refsched soak: {args.runs - failed} of {args.runs} runs passed; {totals.tasks} "
-          f"tasks, {totals.kills} kills, {totals.pauses} pauses, {totals.reclaims} reclaims, "
-          f"{totals.refused} refused reports")
+          f"tasks, {totals.kills} kills, {totals.pauses} pauses, {totals.reclaims} reclaims "
+          f"({totals.self_reclaims} self re-claims), {totals.refused} refused reports")
     return 1 if failed else 0
