@@ -351,3 +351,10 @@ def test_the_soak_counts_a_reclaim_by_the_worker_that_lost_the_lease_as_a_self_r
     db.tick(2)
     assert [x.task_id for x in db.claim("w1", limit=2, lease=1)] == ["a", "b"]  # a self, b not
     assert self_reclaims(db.history(), 2, 3) == 2
+
+
+def test_a_durable_runner_refuses_a_lease_its_workers_would_refuse(tmp_path: Path) -> None:
+    from refsched.durable import DurableRunner
+
+    with pytest.raises(InvalidArgumentError, match=r"DurableRunner\(lease=0.1\)"):
+        DurableRunner(f"sqlite:///{tmp_path / 'r.db'}", lease=0.1)

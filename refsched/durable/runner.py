@@ -28,6 +28,7 @@ from refsched.errors import InvalidArgumentError
 from refsched.types import TaskState
 
 from .scheduler import DurableScheduler, function_name
+from .worker import MIN_LEASE
 
 __all__ = ["DurableRunner", "function_name"]
 
@@ -40,8 +41,11 @@ class DurableRunner:
         for label, value in (("processes", processes), ("concurrency", concurrency)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgumentError(f"DurableRunner({label}={value!r}): an int >= 1")
-        if isinstance(lease, bool) or not isinstance(lease, (int, float)) or not lease > 0:
-            raise InvalidArgumentError(f"DurableRunner(lease={lease!r}): seconds > 0")
+        # The workers refuse a shorter lease: they would exit with a usage error, be replaced,
+        # and exit again.
+        if (isinstance(lease, bool) or not isinstance(lease, (int, float))
+                or not lease >= MIN_LEASE):
+            raise InvalidArgumentError(f"DurableRunner(lease={lease!r}): seconds >= {MIN_LEASE}")
         self.db = DurableScheduler(url, **store_options)
         self.processes = processes
         self.concurrency = concurrency
