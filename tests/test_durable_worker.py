@@ -354,7 +354,7 @@ def test_the_soak_counts_a_reclaim_by_the_worker_that_lost_the_lease_as_a_self_r
 
 
 def test_a_durable_runner_refuses_a_lease_its_workers_would_refuse(tmp_path: Path) -> None:
-    from refsched.durable import DurableRunner
+    from refsched.durable.runner import DurableRunner
 
     with pytest.raises(InvalidArgumentError, match=r"DurableRunner\(lease=0.1\)"):
         DurableRunner(f"sqlite:///{tmp_path / 'r.db'}", lease=0.1)
