@@ -144,7 +144,7 @@ def test_a_worker_paused_past_its_lease_that_reclaims_its_own_task_ends_it_succe
     info = db.info("x")
     assert (info.state, info.attempts, info.result) == (TaskState.SUCCEEDED, 2, 2), err
     assert db.result("after") == "after"
-    assert "report complete <<'x', 1, 1>> refused" in err
+    assert "report refused (complete <<'x', 1, 1>>)" in err
     assert [r[0] for r in log if r[0].startswith("end")] == ["end1", "end2"]
     assert accepted_ends(db) == {("x", 1): 1, ("after", 1): 1}
     db.check_invariants()

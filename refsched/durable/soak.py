@@ -130,7 +130,7 @@ def soak_run(seed: int, folder: Path, *, tasks: int = 20, workers: int = 3, leas
             except subprocess.TimeoutExpired:
                 p.kill()
                 _, err = p.communicate()
-            report.refused += (err or b"").count(b"refused, the version was taken over")
+            report.refused += (err or b"").count(b"report refused")
     report.seconds = time.monotonic() - began
     history = db.history()
     check = check_history(history, max_concurrency=db.max_concurrency,

@@ -101,6 +101,7 @@ class Attempt:
     token: CancelToken  # set: a cancel was requested, the lease was lost, or the time is up
     reporting: bool = False  # True once its function returned or its time limit passed; the
     # one who set it makes the attempt's one report
+    lost: bool = False  # True once a heartbeat found the lease lost (and set the token)
 
     @property
     def key(self) -> LeaseKey:
@@ -145,11 +146,15 @@ class Held:
             return attempt
 
     def lost(self, key: LeaseKey) -> bool:
-        """Whether a heartbeat that found ``key`` ended found it lost: still held, its function
-        still running. (Its own report may end it between the heartbeat's look and its call.)"""
+        """Whether a heartbeat that found ``key`` ended found it newly lost: still held, its
+        function still running, not found lost before. (Its own report may end it between the
+        heartbeat's look and its call; a lost lease stays lost, and is told once.)"""
         with self._lock:
             attempt = self._attempts.get(key)
-            return attempt is not None and not attempt.reporting
+            if attempt is None or attempt.reporting or attempt.lost:
+                return False
+            attempt.lost = True
+            return True
 
     def drop(self, key: LeaseKey) -> None:
         """The report of ``key`` was made: the lease leaves (Spec: Complete, Fail,
@@ -330,7 +335,7 @@ class Worker:
                          kind, key, state.value)
                 return
             except StaleLeaseError as e:
-                log.warning("worker %s: report %s %s refused, the version was taken over: %s",
+                log.warning("worker %s: report refused (%s %s), the version was taken over: %s",
                             self.name, kind, key, e)
                 return
             except StoreError as e:
