@@ -24,10 +24,16 @@ from typing import Any
 
 from refsched.errors import InvalidArgumentError, StoreError
 
-__all__ = ["FORMAT", "SCHEMA_VERSION", "SQLiteStore", "Store", "Tx", "open_store"]
+__all__ = ["FORMAT", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "Store", "Tx", "open_store"]
 
 FORMAT = "refsched-durable"  # meta.format: this file is a refsched store
-SCHEMA_VERSION = 1  # meta.schema_version this code reads and writes
+SCHEMA_VERSION = 2  # meta.schema_version this code reads and writes
+
+#: What brings a store of schema version ``v - 1`` to ``v``, in both dialects; run by the
+#: first writer that opens an older store, inside the transaction that checks its version.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: ("ALTER TABLE task ADD COLUMN traceback TEXT",),
+}
 
 Row = tuple[Any, ...]
 
@@ -254,19 +260,30 @@ class SQLiteStore(Store):
     """
 
     def __init__(self, url: str, *, create: bool = True, synchronous: str = "normal",
-                 busy_timeout: float = 60.0) -> None:
+                 busy_timeout: float = 60.0, read_only: bool = False) -> None:
         if synchronous not in ("normal", "full"):
             raise InvalidArgumentError(f"synchronous={synchronous!r}: 'normal' or 'full'")
         self.url = url
         self.path = _sqlite_path(url)
         self._lock = threading.Lock()  # guards _conn: one transaction at a time per object
-        self._check_existing(create)
+        self.clock_sql = _WALL_NOW
+        self._check_existing(create and not read_only, read_only)
         try:
-            conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None,
-                                   check_same_thread=False)
+            if read_only:
+                # Never a byte written, no file created: what a reader (refsched status)
+                # opens may be another program's file. A WAL store whose -shm is gone (the
+                # last connection closed it) is read as it is on disk.
+                conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                       timeout=busy_timeout, isolation_level=None,
+                                       check_same_thread=False)
+            else:
+                conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None,
+                                       check_same_thread=False)
         except sqlite3.Error as e:
             raise StoreError(f"{url}: cannot open the store: {e}") from None
         self._conn = conn
+        if read_only:
+            return
         try:
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -276,9 +293,8 @@ class SQLiteStore(Store):
         except sqlite3.Error as e:
             conn.close()
             raise StoreError(f"{url}: cannot open the store: {e}") from None
-        self.clock_sql = _WALL_NOW
 
-    def _check_existing(self, create: bool) -> None:
+    def _check_existing(self, create: bool, read_only: bool = False) -> None:
         """Refuse, before writing a byte, a file that is not a refsched store."""
         path = self.path
         if path.is_dir():
@@ -292,13 +308,16 @@ class SQLiteStore(Store):
             if os.statvfs(parent).f_flag & os.ST_RDONLY:
                 raise StoreError(f"{self.url}: cannot create a store on a read-only filesystem")
             return
-        if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+        if not read_only and os.statvfs(path.parent).f_flag & os.ST_RDONLY:
             raise StoreError(f"{self.url}: the store is on a read-only filesystem; it needs to "
                              "write (its WAL, and every step)")
         try:
             size = path.stat().st_size
             if size == 0:
-                return  # an empty file (a store whose creator died before the first write)
+                if create:
+                    return  # an empty file (a store whose creator died before the first write)
+                raise StoreError(f"{self.url}: no store there (an empty file); it was left "
+                                 "untouched")
             if not _is_sqlite_file(path):
                 raise StoreError(f"{self.url}: not a refsched store (not a SQLite file); "
                                  "it was left untouched")
@@ -315,7 +334,10 @@ class SQLiteStore(Store):
                 if tables:
                     raise StoreError(f"{self.url}: a SQLite file of another program (tables "
                                      f"{', '.join(sorted(tables))}); it was left untouched")
-                return
+                if create:
+                    return
+                raise StoreError(f"{self.url}: no store there (a SQLite file without tables); "
+                                 "it was left untouched")
             meta = dict(ro.execute("SELECT key, value FROM meta").fetchall())
         except sqlite3.OperationalError as e:
             raise StoreError(f"{self.url}: cannot read the store: {e}") from None
