@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -244,6 +245,20 @@ def _sqlite_path(url: str) -> Path:
     return Path(url)
 
 
+def _read_only_uri(path: Path) -> str:
+    """The URI that opens ``path`` without writing or creating a byte.
+
+    While some process has the file open in WAL mode, its -wal and -shm files exist, and a
+    read-only connection reads through them as every reader does. Once the last one has closed
+    it, they are gone and the file holds everything: it is read as it is (immutable), for
+    ``mode=ro`` alone would create both files, which no read-only connection removes. A writer
+    that opens it meanwhile only appends to a new -wal; the file itself changes at the first
+    checkpoint, long after one short read."""
+    wal = (Path(f"{path}-wal"), Path(f"{path}-shm"))
+    still = "" if any(p.exists() for p in wal) else "&immutable=1"
+    return f"{path.resolve().as_uri()}?mode=ro{still}"
+
+
 def _is_sqlite_file(path: Path) -> bool:
     with path.open("rb") as f:
         return f.read(16) == b"SQLite format 3\x00"
@@ -269,11 +284,8 @@ class SQLiteStore(Store):
         self.clock_sql = _WALL_NOW
         self._check_existing(create and not read_only, read_only)
         try:
-            if read_only:
-                # Never a byte written, no file created: what a reader (refsched status)
-                # opens may be another program's file. A WAL store whose -shm is gone (the
-                # last connection closed it) is read as it is on disk.
-                conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+            if read_only:  # a reader (refsched status) writes and creates nothing
+                conn = sqlite3.connect(_read_only_uri(self.path), uri=True,
                                        timeout=busy_timeout, isolation_level=None,
                                        check_same_thread=False)
             else:
@@ -296,6 +308,14 @@ class SQLiteStore(Store):
 
     def _check_existing(self, create: bool, read_only: bool = False) -> None:
         """Refuse, before writing a byte, a file that is not a refsched store."""
+        if "\x00" in str(self.path):
+            raise InvalidArgumentError(f"{self.url!r}: a path holds no NUL character")
+        try:
+            self._check_file(create, read_only)
+        except OSError as e:  # a name too long, a folder that cannot be searched
+            raise StoreError(f"{self.url}: cannot read the store: {e.strerror or e}") from None
+
+    def _check_file(self, create: bool, read_only: bool) -> None:
         path = self.path
         if path.is_dir():
             raise StoreError(f"{self.url}: is a directory, not a store file")
@@ -312,7 +332,10 @@ class SQLiteStore(Store):
             raise StoreError(f"{self.url}: the store is on a read-only filesystem; it needs to "
                              "write (its WAL, and every step)")
         try:
-            size = path.stat().st_size
+            info = path.stat()
+            if not stat.S_ISREG(info.st_mode):
+                raise StoreError(f"{self.url}: not a regular file; it was left untouched")
+            size = info.st_size
             if size == 0:
                 if create:
                     return  # an empty file (a store whose creator died before the first write)
@@ -325,7 +348,7 @@ class SQLiteStore(Store):
             raise StoreError(f"{self.url}: cannot read the store: {e}") from None
         # Read-only inspection: a SQLite file of another program must not even get a WAL.
         try:
-            ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+            ro = sqlite3.connect(_read_only_uri(path), uri=True)
         except sqlite3.Error as e:
             raise StoreError(f"{self.url}: cannot open the store: {e}") from None
         try:

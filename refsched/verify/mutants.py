@@ -1593,8 +1593,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     rep: RunReport
     if args.from_json:
-        rep = RunReport.from_json(json.loads(Path(args.from_json).read_text(encoding="utf-8")))
-        print(format_markdown(rep) if args.markdown else format_text(rep))
+        try:
+            data = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise TypeError(f"a JSON {type(data).__name__}, not an object")
+            rep = RunReport.from_json(data)
+            text = format_markdown(rep) if args.markdown else format_text(rep)
+        except OSError as exc:
+            print(f"refsched mutants: --from-json {args.from_json}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return 2
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            # Not the report `refsched mutants --json` writes: empty, not JSON, or of
+            # another shape (a missing key, a value of another type).
+            what = f"no key {exc}" if isinstance(exc, KeyError) else str(exc)
+            print(f"refsched mutants: --from-json {args.from_json}: not a report of "
+                  f"refsched mutants --json ({what})", file=sys.stderr)
+            return 2
+        print(text)
         return 0 if rep.ok else 1
     layers = tuple(n.strip() for n in args.layers.split(",") if n.strip())
     budget = replace(Budget(), lockstep_examples=args.examples, tlc_runs=args.tlc_runs,
