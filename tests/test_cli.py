@@ -213,3 +213,8 @@ def test_mutants_from_json_of_dev_null_is_a_usage_error(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mutants", "--from-json", "/dev/null"]) == 2
     assert "not a report of refsched mutants --json" in capsys.readouterr().err
+
+
+def test_mutants_of_an_unknown_name_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mutants", "no_such_mutant"]) == 2
+    assert "refsched mutants: unknown mutant(s) no_such_mutant" in capsys.readouterr().err

@@ -1586,7 +1586,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-schedules", type=int, default=Budget.explore_max_schedules,
                         help="explored schedules per scenario (default %(default)s)")
     args = parser.parse_args(argv)
-    mutants = _select(args.names)
+    try:
+        mutants = _select(args.names)
+    except SystemExit as exc:  # an unknown name is a usage error (2), said as argparse says one
+        parser.print_usage(sys.stderr)
+        print(f"refsched mutants: {exc.code}", file=sys.stderr)
+        return 2
     if args.list:
         for m in mutants:
             print(f"{m.name:40} {m.file:12} {m.description}")
