@@ -76,13 +76,13 @@ def test_fail_keeps_the_formatted_traceback_beside_the_one_line_error(
         _raise_deep()
     except KeyError as e:
         db.fail(lease, e)
-    (job,) = db.view("a").jobs
+    (job,) = db.view("a").versions
     assert job.error == "KeyError: 'deep'"
     assert job.traceback is not None
     assert job.traceback.startswith("Traceback (most recent call last):")
     assert "_raise_deep" in job.traceback and job.traceback.endswith("KeyError: 'deep'\n")
     db.retry("a")
-    assert db.view("a").jobs[0].traceback is None  # the new version has no failure
+    assert db.view("a").versions[0].traceback is None  # the new version has no failure
 
 
 BAD_IDS = [
@@ -186,13 +186,13 @@ def test_a_version_1_store_is_read_as_it_is_and_migrated_by_its_first_writer(
     _downgrade_to_version_1(db, durable_url("s.db"), tmp_path / "s.db")
     reader = DurableScheduler(durable_url("s.db"), read_only=True)
     assert reader.view().settings["schema_version"] == 1
-    assert reader.view("a").jobs[0].traceback is None
+    assert reader.view("a").versions[0].traceback is None
     reader.release()
     writer = DurableScheduler(durable_url("s.db"))
     assert writer.view().settings["schema_version"] == 2
     (lease,) = writer.claim("w")
     writer.fail(lease, ValueError("after the migration"))
-    assert "ValueError: after the migration" in (writer.view("a").jobs[0].traceback or "")
+    assert "ValueError: after the migration" in (writer.view("a").versions[0].traceback or "")
 
 
 def test_a_newer_schema_is_refused_by_readers_too(durable_url: StoreURL, tmp_path: Path) -> None:
@@ -224,4 +224,4 @@ def test_a_read_only_scheduler_changes_nothing(durable_url: StoreURL) -> None:
         reader.submit("b", fn=NOOP)
     with pytest.raises(StoreError):
         reader.start()
-    assert not db.started() and [j.task_id for j in reader.view().jobs] == ["a"]
+    assert not db.started() and [j.task_id for j in reader.view().versions] == ["a"]

@@ -34,7 +34,7 @@ def test_an_unstorable_failure_is_recorded_once_by_a_real_worker(durable_url: St
     for name, text in EXPECTED.items():
         info = db.info(name)
         assert (info.state, info.error, info.attempts) == (TaskState.FAILED, text, 1), name
-        trace = db.view(name).jobs[0].traceback or ""
+        trace = db.view(name).versions[0].traceback or ""
         assert f"in {name}" in trace and "\x00" not in trace, name
     stats = db.stats()
     assert (stats.failed, stats.expired, stats.reclaimed) == (3, 0, 0)

@@ -8,12 +8,11 @@ from .scheduler import (
     DurableInfo,
     DurableScheduler,
     DurableStats,
-    JobView,
     Lease,
     LeaseView,
     StoreView,
 )
 from .worker import Worker
 
-__all__ = ["DurableInfo", "DurableRunner", "DurableScheduler", "DurableStats", "JobView", "Lease",
+__all__ = ["DurableInfo", "DurableRunner", "DurableScheduler", "DurableStats", "Lease",
            "LeaseView", "StoreView", "Worker"]

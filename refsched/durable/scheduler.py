@@ -41,8 +41,8 @@ from refsched.types import CloseReport, Snapshot, TaskState, VersionView
 
 from .store import FORMAT, MIGRATIONS, SCHEMA_VERSION, Store, Tx, open_store
 
-__all__ = ["MAX_ID_BYTES", "DurableInfo", "DurableScheduler", "DurableStats", "JobView", "Lease",
-           "LeaseView", "StoreView", "storable"]
+__all__ = ["MAX_ID_BYTES", "DurableInfo", "DurableScheduler", "DurableStats", "Lease", "LeaseView",
+           "StoreView", "storable"]
 
 _WAITING = ("pending", "ready")
 _DEAD = ("failed", "blocked", "cancelled")
@@ -97,6 +97,11 @@ class DurableInfo:
     deadline: float | None
     result: Any = None
     error: str | None = None
+    traceback: str | None = None  # the formatted traceback of the exception fail() was given
+    lease_seconds: float | None = None  # what a heartbeat extends the live lease by
+    became_ready_at: float | None = None  # store clock: ready since
+    claimed_at: float | None = None  # store clock: the current attempt's claim
+    ended_at: float | None = None  # store clock: the version's end
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,37 +125,13 @@ class DurableStats:
 
 
 @dataclass(frozen=True, slots=True)
-class JobView:
-    """One task id's current version as ``DurableScheduler.view()`` read it (store clock)."""
-
-    task_id: str
-    generation: int
-    state: str  # pending ready running succeeded failed blocked cancelled
-    seq: int
-    deps: tuple[str, ...]
-    fn: str
-    attempt: int  # claims of this version: the fencing token
-    holder: str | None  # the worker whose lease is live
-    deadline: float | None  # the live lease's end
-    lease_seconds: float | None
-    blocked_by: str | None
-    cancel_requested: bool
-    result: str | None  # the JSON text complete() stored
-    error: str | None
-    traceback: str | None  # the formatted traceback of the exception fail() was given
-    became_ready_at: float | None
-    claimed_at: float | None  # the current attempt's claim
-    ended_at: float | None
-
-
-@dataclass(frozen=True, slots=True)
 class StoreView:
     """A durable store as one read transaction saw it: settings, counters, every current
     version (in seq order), and the store's clock read in that same transaction."""
 
     now: float
     settings: dict[str, Any]  # meta: max_concurrency, max_attempts, started, closed, count:...
-    jobs: tuple[JobView, ...]
+    versions: tuple[DurableInfo, ...]  # in seq order
 
 
 def _r(value: object) -> str:
@@ -1099,18 +1080,7 @@ class DurableScheduler:
 
     def info(self, task_id: str) -> DurableInfo:
         """Everything the store knows of ``task_id``'s current version."""
-        _check_id("info", task_id)
-        rows, dep_rows = self._store.read([
-            ("SELECT generation, state, remaining_deps, blocked_by, cancel_requested, fn, args, "
-             "seq, attempt, holder, deadline, result, error FROM task WHERE id = ?", (task_id,)),
-            ("SELECT dep FROM dep WHERE task = ?", (task_id,))])
-        if not rows:
-            raise UnknownTaskError(f"info({task_id!r}): unknown task", task_id)
-        row, deps = rows[0], frozenset(d for (d,) in dep_rows)
-        (g, s, rd, bb, cr, fn, args, seq, attempt, holder, deadline, result, error) = row
-        return DurableInfo(task_id, g, TaskState(s), deps, rd, bb, bool(cr), fn,
-                           json.loads(args), seq, attempt, holder, deadline,
-                           None if result is None else json.loads(result), error)
+        return self._view("info", task_id).versions[0]
 
     def result(self, task_id: str) -> Any:
         """The result the accepted completion stored (``InvalidTransitionError`` if none)."""
@@ -1148,28 +1118,33 @@ class DurableScheduler:
         """The store in one read transaction: settings, counters, the current version of
         every id (or of ``task_id`` only, ``UnknownTaskError`` if none), and the store's
         clock, all of one state: a lease and the time it is judged by are read together."""
+        return self._view("view", task_id)
+
+    def _view(self, call: str, task_id: str | None) -> StoreView:
         if task_id is not None:
-            _check_id("view", task_id)
+            _check_id(call, task_id)
         where, params = ("WHERE id = ?", (task_id,)) if task_id is not None else ("", ())
         trace = "traceback" if self._schema_version >= 2 else "NULL"
         now_rows, meta_rows, task_rows, dep_rows = self._store.read([
             (f"SELECT {self._store.clock_sql}", ()),
             ("SELECT key, value FROM meta", ()),
-            ("SELECT id, generation, state, seq, fn, attempt, holder, deadline, lease_seconds, "
-             "blocked_by, cancel_requested, result, error, " + trace + ", became_ready_at, "
-             "claimed_at, ended_at FROM task " + where + " ORDER BY seq", params),
-            ("SELECT task, dep FROM dep " + where.replace("id", "task") + " ORDER BY dep",
-             params)])
+            ("SELECT id, generation, state, remaining_deps, blocked_by, cancel_requested, fn, "
+             "args, seq, attempt, holder, deadline, result, error, " + trace + ", "
+             "lease_seconds, became_ready_at, claimed_at, ended_at FROM task " + where
+             + " ORDER BY seq", params),
+            ("SELECT task, dep FROM dep " + where.replace("id", "task"), params)])
         if task_id is not None and not task_rows:
-            raise UnknownTaskError(f"view({task_id!r}): unknown task", task_id)
-        deps: dict[str, list[str]] = {}
+            raise UnknownTaskError(f"{call}({task_id!r}): unknown task", task_id)
+        deps: dict[str, set[str]] = {}
         for t, d in dep_rows:
-            deps.setdefault(t, []).append(d)
-        jobs = tuple(JobView(t, g, st, seq, tuple(deps.get(t, ())), fn, a, h, dl, ls, bb,
-                             bool(cr), res, err, tb, br, ca, ea)
-                     for (t, g, st, seq, fn, a, h, dl, ls, bb, cr, res, err, tb, br, ca, ea)
-                     in task_rows)
-        return StoreView(float(now_rows[0][0]), dict(meta_rows), jobs)
+            deps.setdefault(t, set()).add(d)
+        versions = tuple(
+            DurableInfo(t, g, TaskState(st), frozenset(deps.get(t, ())), rd, bb, bool(cr), fn,
+                        json.loads(args), seq, a, h, dl,
+                        None if res is None else json.loads(res), err, tb, ls, br, ca, ea)
+            for (t, g, st, rd, bb, cr, fn, args, seq, a, h, dl, res, err, tb, ls, br, ca, ea)
+            in task_rows)
+        return StoreView(float(now_rows[0][0]), dict(meta_rows), versions)
 
     def leases(self) -> dict[str, LeaseView]:
         """The lease part of every claimed version (spec: ``attempt``, ``holder``, ``deadline``)."""

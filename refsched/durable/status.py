@@ -30,7 +30,7 @@ from refsched.errors import (
     UnknownTaskError,
 )
 
-from .scheduler import DurableScheduler, JobView, StoreView
+from .scheduler import DurableInfo, DurableScheduler, StoreView
 
 __all__ = ["cancel_main", "jobs", "jobs_main", "main", "retry_main", "show", "show_main",
            "status"]
@@ -58,29 +58,24 @@ def _seconds(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
-def _job(view: StoreView, job: JobView) -> dict[str, Any]:
-    """One version as JSON values, whole (the text forms cut what is long)."""
-    now = view.now
-    ended = job.ended_at
-    row: dict[str, Any] = {
-        "task": job.task_id, "state": job.state, "generation": job.generation,
-        "attempt": job.attempt, "worker": job.holder, "deps": list(job.deps), "fn": job.fn,
-        "cancel_requested": job.cancel_requested, "blocked_by": job.blocked_by,
+def _version(view: StoreView, v: DurableInfo) -> dict[str, Any]:
+    """One task id's current version as JSON values, whole (the text forms cut what is long)."""
+    now, state = view.now, v.state.value
+    return {
+        "task": v.task_id, "state": state, "generation": v.generation, "attempt": v.attempts,
+        "worker": v.holder, "deps": sorted(v.deps), "fn": v.fn, "args": v.args,
+        "cancel_requested": v.cancel_requested, "blocked_by": v.blocked_by,
         # timings on the store's clock: waited from ready to the current attempt's claim,
         # ran from that claim to the end (or to now, while running)
-        "waited_seconds": _seconds(None if job.became_ready_at is None or job.claimed_at is None
-                                   else job.claimed_at - job.became_ready_at),
-        "ran_seconds": _seconds(None if job.claimed_at is None
-                                else (ended if ended is not None else now) - job.claimed_at
-                                if job.state in ("running", "succeeded", "failed", "cancelled")
-                                else None),
-        "lease_seconds_left": _seconds(None if job.deadline is None
-                                       else max(0.0, job.deadline - now)),
-        "result": None if job.result is None else json.loads(job.result),
-        "error": job.error,
-        "traceback": job.traceback,
+        "waited_seconds": _seconds(None if v.became_ready_at is None or v.claimed_at is None
+                                   else v.claimed_at - v.became_ready_at),
+        "ran_seconds": _seconds(
+            None if v.claimed_at is None or state in ("pending", "ready", "blocked")
+            else (v.ended_at if v.ended_at is not None else now) - v.claimed_at),
+        "lease_seconds_left": _seconds(None if v.deadline is None
+                                       else max(0.0, v.deadline - now)),
+        "result": v.result, "error": v.error, "traceback": v.traceback,
     }
-    return row
 
 
 def status(db: DurableScheduler) -> dict[str, Any]:
@@ -91,21 +86,22 @@ def status(db: DurableScheduler) -> dict[str, Any]:
     live: list[dict[str, Any]] = []
     awaiting: list[str] = []
     problems: list[dict[str, Any]] = []
-    for job in view.jobs:
-        by_state[job.state] = by_state.get(job.state, 0) + 1
-        if job.state == "running":
-            if job.holder is not None and job.deadline is not None and job.deadline >= now:
-                live.append({"task": job.task_id, "worker": job.holder, "attempt": job.attempt,
-                             "seconds_left": round(job.deadline - now, 3)})
+    for v in view.versions:
+        state = v.state.value
+        by_state[state] = by_state.get(state, 0) + 1
+        if state == "running":
+            if v.holder is not None and v.deadline is not None and v.deadline >= now:
+                live.append({"task": v.task_id, "worker": v.holder, "attempt": v.attempts,
+                             "seconds_left": round(v.deadline - now, 3)})
             else:  # no live lease, or one past its deadline that the next claim expires
-                awaiting.append(job.task_id)
-        elif job.state == "blocked":
-            problems.append({"task": job.task_id, "state": "blocked",
-                             "cause": f"{job.blocked_by} cannot succeed",
-                             "blocked_by": job.blocked_by})
-        elif job.state == "failed":
-            problems.append({"task": job.task_id, "state": "failed", "cause": job.error,
-                             "attempts": job.attempt})
+                awaiting.append(v.task_id)
+        elif state == "blocked":
+            problems.append({"task": v.task_id, "state": "blocked",
+                             "cause": f"{v.blocked_by} cannot succeed",
+                             "blocked_by": v.blocked_by})
+        elif state == "failed":
+            problems.append({"task": v.task_id, "state": "failed", "cause": v.error,
+                             "attempts": v.attempts})
     return {"store": db.url, "now": now, "max_concurrency": int(settings["max_concurrency"]),
             "max_attempts": int(settings["max_attempts"]),
             "started": bool(int(settings["started"])), "closed": bool(int(settings["closed"])),
@@ -136,7 +132,7 @@ def _status_text(report: dict[str, Any]) -> str:
 def jobs(db: DurableScheduler, states: Sequence[str] = ()) -> list[dict[str, Any]]:
     """Every current version (of ``states`` if given), in seq order."""
     view = db.view()
-    return [_job(view, j) for j in view.jobs if not states or j.state in states]
+    return [_version(view, v) for v in view.versions if not states or v.state.value in states]
 
 
 def _jobs_text(rows: list[dict[str, Any]]) -> str:
@@ -161,15 +157,15 @@ def _jobs_text(rows: list[dict[str, Any]]) -> str:
 def show(db: DurableScheduler, task_id: str) -> dict[str, Any]:
     """Everything the store keeps of ``task_id``'s current version, whole."""
     view = db.view(task_id)
-    return _job(view, view.jobs[0])
+    return _version(view, view.versions[0])
 
 
 def _show_text(row: dict[str, Any]) -> str:
     lines = [f"task {row['task']!r}: {row['state']}, generation {row['generation']}, "
              f"attempt {row['attempt']}"]
-    for key in ("fn", "deps", "worker", "lease_seconds_left", "blocked_by", "cancel_requested",
-                "waited_seconds", "ran_seconds"):
-        if row[key] not in (None, [], False):
+    for key in ("fn", "args", "deps", "worker", "lease_seconds_left", "blocked_by",
+                "cancel_requested", "waited_seconds", "ran_seconds"):
+        if row[key] not in (None, [], {}, False):
             lines.append(f"  {key}: {row[key]}")
     if row["result"] is not None:
         lines.append(f"  result: {json.dumps(row['result'])}")
