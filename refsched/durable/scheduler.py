@@ -932,14 +932,15 @@ class DurableScheduler:
             now = tx.now()
             # The fence: the row changes only while this lease is the version's live one.
             if not tx.run("UPDATE task SET state = ?, holder = NULL, deadline = NULL, "
-                          "ended_attempt = ?, ended_at = ?, result = ?, error = ?, "
-                          "traceback = ? WHERE id = ? AND generation = ? AND attempt = ? AND "
-                          "state = 'running' AND holder = ?",
-                          (state, lease.attempt, now, result, error, trace, t,
-                           lease.generation, lease.attempt, lease.worker)):
+                          "ended_attempt = ?, ended_at = ?, result = ?, error = ? WHERE id = ? "
+                          "AND generation = ? AND attempt = ? AND state = 'running' AND "
+                          "holder = ?", (state, lease.attempt, now, result, error, t,
+                                         lease.generation, lease.attempt, lease.worker)):
                 self._current(tx, call, lease)  # raises StaleLeaseError unless a repeat
                 self._duplicates += 1
                 return TaskState(self._row(tx, call, t)[1])
+            if trace is not None:  # the version is running until this step: its row is ours
+                tx.later("UPDATE task SET traceback = ? WHERE id = ?", (trace, t))
             self._count(tx, state)
             self._step(tx, action, w=lease.worker, t=t, g=lease.generation, a=lease.attempt)
             tx.wake(self._max)  # a slot is free, and dependents may be ready
