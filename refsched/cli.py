@@ -14,6 +14,9 @@
 - ``refsched conform [--system NAME] -- COMMAND``: check another implementation of one of the
   systems against its reference model through the conformance protocol
   (``docs/conformance.md``).
+- ``refsched worker``, ``status``, ``jobs``, ``show ID``, ``retry ID``, ``cancel ID``: run and
+  inspect a durable store (``docs/durable.md``); 0 done, 1 the store refused, 2 usage or store
+  error.
 
 Exit status 0 when every check passed, 1 when one failed, 2 for a usage error or unreadable
 input (each command's ``--help`` lists its own; ``validate-trace`` adds 3 and 4). An input
@@ -698,7 +701,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-# Commands with a parser of their own: module (with a main(argv)), summary, usage.
+# Commands with a parser of their own: module (with a main(argv)) or module:function, summary,
+# usage.
 _OWN_PARSERS: dict[str, tuple[str, str, str]] = {
     "explore": ("refsched.explore.__main__",
                 "explore the thread interleavings of the scheduler's scenarios",
@@ -715,6 +719,18 @@ _OWN_PARSERS: dict[str, tuple[str, str, str]] = {
     "status": ("refsched.durable.status",
                "show a durable store: versions by state, live leases, failures",
                "--db URL [--json]"),
+    "jobs": ("refsched.durable.status:jobs_main",
+             "list a durable store's task ids: state, attempt, worker, timings, result or error",
+             "--db URL [--state STATE ...] [--json]"),
+    "show": ("refsched.durable.status:show_main",
+             "show one task id of a durable store, its failure's traceback included",
+             "--db URL ID [--json]"),
+    "retry": ("refsched.durable.status:retry_main",
+              "give a dead version of a durable store, and those it blocked, a new version",
+              "--db URL ID [--json]"),
+    "cancel": ("refsched.durable.status:cancel_main",
+               "cancel a waiting version of a durable store, or ask a running one to stop",
+               "--db URL ID [--json]"),
     "soak": ("refsched.durable.soak",
              "random DAGs through worker processes under kills and pauses, histories checked",
              "[--runs N] [--seed S] [--tasks N] [--workers N] [--keep DIR]"),
@@ -762,8 +778,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _signals_unwind():
             if arguments[:1] and arguments[0] in _OWN_PARSERS:  # options and --help their own
-                module = importlib.import_module(_OWN_PARSERS[arguments[0]][0])
-                return int(module.main(arguments[1:]))
+                name, _, function = _OWN_PARSERS[arguments[0]][0].partition(":")
+                module = importlib.import_module(name)
+                return int(getattr(module, function or "main")(arguments[1:]))
             args = build_parser().parse_args(arguments)
             return int(args.handler(args))
     except Terminated as e:

@@ -195,3 +195,26 @@ def test_every_command_documents_its_exit_statuses() -> None:
                          capture_output=True, text=True, check=False)
     text = " ".join(run.stdout.split())
     assert "3 TLC did not finish within --timeout" in text and "4 TLC gave no verdict" in text
+
+
+@pytest.mark.parametrize("content", [None, b"", b"[1]", b"\xff", b'{"mutants": 5}',
+                                     b'{"mutants": [{"name": 3}]}', b"{}"])
+def test_mutants_from_json_answers_what_is_not_a_report_with_a_usage_error(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes | None) -> None:
+    report = tmp_path / "report.json"
+    if content is not None:
+        report.write_bytes(content)
+    assert main(["mutants", "--from-json", str(report)]) == 2
+    out, err = capsys.readouterr()
+    assert not out and err.startswith("refsched mutants: --from-json ")
+
+
+def test_mutants_from_json_of_dev_null_is_a_usage_error(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mutants", "--from-json", "/dev/null"]) == 2
+    assert "not a report of refsched mutants --json" in capsys.readouterr().err
+
+
+def test_mutants_of_an_unknown_name_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["mutants", "no_such_mutant"]) == 2
+    assert "refsched mutants: unknown mutant(s) no_such_mutant" in capsys.readouterr().err

@@ -308,7 +308,7 @@ def test_the_store_belongs_to_its_creator_settings(durable_url: StoreURL) -> Non
         DurableScheduler(url, max_concurrency=4)
     again = DurableScheduler(url)
     assert (again.max_concurrency, again.clock) == (3, "virtual")
-    with pytest.raises(InvalidArgumentError, match="the store is new"):
+    with pytest.raises(StoreError, match=r"no store there \(give max_concurrency"):
         DurableScheduler(durable_url("new.db"))
 
 

@@ -3,7 +3,16 @@
 ``spec/DurableScheduler.tla`` is the spec and ``docs/durable.md`` the contract.
 """
 
-from .scheduler import DurableInfo, DurableScheduler, DurableStats, Lease, LeaseView
+from .runner import DurableRunner
+from .scheduler import (
+    DurableInfo,
+    DurableScheduler,
+    DurableStats,
+    Lease,
+    LeaseView,
+    StoreView,
+)
 from .worker import Worker
 
-__all__ = ["DurableInfo", "DurableScheduler", "DurableStats", "Lease", "LeaseView", "Worker"]
+__all__ = ["DurableInfo", "DurableRunner", "DurableScheduler", "DurableStats", "Lease",
+           "LeaseView", "StoreView", "Worker"]

@@ -57,7 +57,10 @@ _VIRTUAL_NOW = "(SELECT (value #>> '{}')::float8 FROM meta WHERE key = 'now')"
 
 def split_url(url: str, schema: str | None = None) -> tuple[str, str]:
     """``(libpq URL, schema)``: the ``schema`` query parameter taken out of ``url``."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as e:
+        raise InvalidArgumentError(f"{url!r}: not a PostgreSQL URL ({e})") from None
     query = parse_qsl(parts.query, keep_blank_values=True)
     named = [v for k, v in query if k == "schema"]
     if len(named) > 1:
@@ -190,7 +193,7 @@ class PostgresStore(Store):
     def __init__(self, url: str, *, create: bool = True, synchronous: str = "normal",
                  schema: str | None = None, pool_size: int = 4,
                  connect_timeout: float = 30.0, idle_step_timeout: float = 10.0,
-                 reconnect_window: float = 5.0) -> None:
+                 reconnect_window: float = 5.0, read_only: bool = False) -> None:
         if synchronous not in ("normal", "full"):
             raise InvalidArgumentError(f"synchronous={synchronous!r}: 'normal' or 'full'")
         try:
@@ -223,6 +226,8 @@ class PostgresStore(Store):
             # silent peer is noticed through TCP only after hours. A step takes milliseconds.
             conn.execute(f"SET idle_in_transaction_session_timeout = "
                          f"{int(idle_step_timeout * 1000)}")
+            if read_only:  # a reader (refsched status) changes nothing, by the server's word
+                conn.execute("SET default_transaction_read_only = on")
 
         # The pool retries a lost connection with a doubling delay, without a cap: after an
         # outage of T seconds the next try could come T seconds after the server was back.
@@ -234,11 +239,31 @@ class PostgresStore(Store):
                                     name=f"refsched-{self.schema_name}")
         self._begin_lock = f"BEGIN; SELECT pg_advisory_xact_lock({self._lock_key})"
         self.use_wall_clock()
+        self._probe(connect_timeout)
         try:
             self._pool.open(wait=True, timeout=connect_timeout)
         except Exception as e:
             self._pool.close()
             raise StoreError(f"{self._safe_url()}: cannot connect to the server: {e}") from None
+
+    def _probe(self, timeout: float) -> None:
+        """Connect once, before the pool: a server that answers with a refusal (no such role
+        or database, a wrong password, an unknown parameter, a host name that resolves to
+        nothing) is told at once, in its own words, instead of after the pool's timeout as
+        "pool initialization incomplete". A server not up yet (refused, no socket) is left
+        to the pool, which waits for it up to ``connect_timeout``."""
+        psycopg = self._psycopg
+        try:
+            conn = psycopg.connect(self._conninfo, connect_timeout=max(1, int(min(timeout, 10))))
+        except psycopg.Error as e:
+            text = " ".join(str(e).split()) or type(e).__name__
+            waiting = ("Connection refused", "No such file or directory", "timeout expired",
+                       "the database system is starting up", "server closed the connection")
+            if isinstance(e, psycopg.OperationalError) and any(w in text for w in waiting):
+                return
+            raise StoreError(f"{self._safe_url()}: cannot connect to the server: "
+                             f"{text}") from None
+        conn.close()
 
     def prepare(self, tx: Tx) -> None:
         """Install the functions of ``steps_postgres.py`` unless the store has these ones

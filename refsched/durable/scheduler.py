@@ -19,6 +19,7 @@ import json
 import math
 import re
 import time
+import traceback
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -31,15 +32,17 @@ from refsched.errors import (
     LeaseLostError,
     SchedulerClosedError,
     StaleLeaseError,
+    StoreError,
     TaskRunningError,
     UnknownDependencyError,
     UnknownTaskError,
 )
 from refsched.types import CloseReport, Snapshot, TaskState, VersionView
 
-from .store import FORMAT, SCHEMA_VERSION, Store, Tx, open_store
+from .store import FORMAT, MIGRATIONS, SCHEMA_VERSION, Store, Tx, open_store
 
-__all__ = ["DurableInfo", "DurableScheduler", "DurableStats", "Lease", "LeaseView"]
+__all__ = ["MAX_ID_BYTES", "DurableInfo", "DurableScheduler", "DurableStats", "Lease", "LeaseView",
+           "StoreView", "storable"]
 
 _WAITING = ("pending", "ready")
 _DEAD = ("failed", "blocked", "cancelled")
@@ -94,6 +97,11 @@ class DurableInfo:
     deadline: float | None
     result: Any = None
     error: str | None = None
+    traceback: str | None = None  # the formatted traceback of the exception fail() was given
+    lease_seconds: float | None = None  # what a heartbeat extends the live lease by
+    became_ready_at: float | None = None  # store clock: ready since
+    claimed_at: float | None = None  # store clock: the current attempt's claim
+    ended_at: float | None = None  # store clock: the version's end
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +122,16 @@ class DurableStats:
     live_leases: int = 0
     stale_callbacks: int = 0  # reports refused by this process's scheduler object
     duplicate_callbacks: int = 0  # repeated reports answered by this process's object
+
+
+@dataclass(frozen=True, slots=True)
+class StoreView:
+    """A durable store as one read transaction saw it: settings, counters, every current
+    version (in seq order), and the store's clock read in that same transaction."""
+
+    now: float
+    settings: dict[str, Any]  # meta: max_concurrency, max_attempts, started, closed, count:...
+    versions: tuple[DurableInfo, ...]  # in seq order
 
 
 def _r(value: object) -> str:
@@ -207,14 +225,32 @@ def function_name(fn: str | Callable[..., Any]) -> str:
     return name
 
 
-def _check_id(call: str, task_id: object) -> str:
-    if not isinstance(task_id, str) or not task_id:
-        raise InvalidArgumentError(f"{call}({_r(task_id)}): a durable task id is a non-empty str")
+#: The longest task id or worker name, in UTF-8 bytes: one rule for both stores, well below
+#: what PostgreSQL's index on ``task.id`` takes (about 2,700 bytes a key).
+MAX_ID_BYTES = 1024
+
+
+def _check_name(call: str, value: object, what: str = "a durable task id") -> str:
+    """One rule for ids and worker names on every store, checked before anything changes:
+    a non-empty str of valid text, without NUL (PostgreSQL's text cannot hold it), at most
+    ``MAX_ID_BYTES`` bytes in UTF-8."""
+    if not isinstance(value, str) or not value:
+        raise InvalidArgumentError(f"{call}({_r(value)}): {what} is a non-empty str")
     try:
-        task_id.encode("utf-8")
+        size = len(value.encode("utf-8"))
     except UnicodeEncodeError:
-        raise InvalidArgumentError(f"{call}({_r(task_id)}): the id is not valid text") from None
-    return task_id
+        raise InvalidArgumentError(f"{call}({_r(value)}): {what} is not valid text "
+                                   "(it holds a lone surrogate)") from None
+    if "\x00" in value:
+        raise InvalidArgumentError(f"{call}({_r(value)}): {what} holds a NUL character")
+    if size > MAX_ID_BYTES:
+        raise InvalidArgumentError(f"{call}({_r(value)}): {what} is {size} bytes in UTF-8; "
+                                   f"at most {MAX_ID_BYTES}")
+    return value
+
+
+def _check_id(call: str, task_id: object) -> str:
+    return _check_name(call, task_id)
 
 
 def _check_lease(call: str, lease: object) -> Lease:
@@ -226,17 +262,60 @@ def _check_lease(call: str, lease: object) -> Lease:
     return lease
 
 
+def storable(text: str) -> str:
+    """``text`` as both stores keep it, the same on each: a lone surrogate (an undecodable
+    byte of ``surrogateescape``) as ``\\udcXX`` and a NUL as ``\\x00``, which PostgreSQL's text
+    cannot hold; everything else unchanged."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text.replace("\x00", "\\x00")
+
+
+def _safe_str(value: object) -> str:
+    """``str(value)``, or what stands for it when its ``__str__`` raises or returns no str."""
+    try:
+        text = str(value)
+    except BaseException as e:  # any error of user code: the report must go on
+        try:
+            why = type(e).__name__
+        except BaseException:
+            why = "an error"
+        return f"<str() of the exception raised {why}>"
+    return text if type(text) is str else "<str() of the exception gave no str>"
+
+
 def _error_text(error: object) -> str | None:
+    """What ``fail()`` stores as the version's error: storable whatever ``error`` is."""
     if error is None:
         return None
     if isinstance(error, BaseException):
-        return f"{type(error).__name__}: {error}"
-    if isinstance(error, str):
-        return error
+        text = f"{type(error).__name__}: {_safe_str(error)}"
+    elif isinstance(error, str):
+        text = error
+    else:
+        try:
+            text = _dumps(error, "error")
+        except InvalidArgumentError:
+            text = _safe_repr(error)
+    return storable(text)
+
+
+def _safe_repr(value: object) -> str:
     try:
-        return _dumps(error, "error")
-    except InvalidArgumentError:
-        return repr(error)
+        text = repr(value)
+    except BaseException:  # user code's __repr__
+        return f"<a {type(value).__name__} whose repr() raised>"
+    return text if type(text) is str else f"<a {type(value).__name__}>"
+
+
+def _traceback_text(error: object) -> str | None:
+    """The formatted traceback of an exception ``fail()`` was given, storable (else None)."""
+    if not isinstance(error, BaseException):
+        return None
+    try:
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    except BaseException:  # user code's __str__, inside the formatting
+        return None
+    return storable(text)
 
 
 def _cycles(tasks: Iterable[tuple[str, int]],
@@ -277,7 +356,8 @@ class DurableScheduler:
     def __init__(self, url: str | Store, max_concurrency: int | None = None, *,
                  max_attempts: int | None = None, clock: str | None = None,
                  record: bool | None = None, create: bool = True,
-                 synchronous: str = "normal", schema: str | None = None) -> None:
+                 synchronous: str = "normal", schema: str | None = None,
+                 read_only: bool = False) -> None:
         if max_concurrency is not None and (not _is_int(max_concurrency) or max_concurrency < 1):
             raise InvalidArgumentError(
                 f"DurableScheduler(max_concurrency={_r(max_concurrency)}): an int >= 1")
@@ -290,6 +370,12 @@ class DurableScheduler:
             raise InvalidArgumentError(f"DurableScheduler(record={_r(record)}): a bool")
         if not isinstance(create, bool):
             raise InvalidArgumentError(f"DurableScheduler(create={_r(create)}): a bool")
+        if not isinstance(read_only, bool):
+            raise InvalidArgumentError(f"DurableScheduler(read_only={_r(read_only)}): a bool")
+        # Only a creator (one that gives max_concurrency) may create: an opener that meets no
+        # store (a mistyped path or schema) is told so, and leaves no file or schema behind.
+        create = create and max_concurrency is not None and not read_only
+        self.read_only = read_only
         self._owns_store = not isinstance(url, Store)
         if isinstance(url, Store):
             if synchronous != "normal" or schema is not None:
@@ -297,8 +383,14 @@ class DurableScheduler:
                                            "the open store's")
             self._store = url
         else:
-            self._store = open_store(url, create=create, synchronous=synchronous,
-                                     schema=schema)
+            options: dict[str, Any] = {"read_only": True} if read_only else {}
+            try:
+                self._store = open_store(url, create=create, synchronous=synchronous,
+                                         schema=schema, **options)
+            except StoreError as e:
+                if max_concurrency is None and not read_only and "no store" in str(e):
+                    raise StoreError(f"{e} (give max_concurrency to create one)") from None
+                raise
         self.url = self._store.url
         self._stale = 0  # reports refused through this object
         self._duplicates = 0  # repeated reports answered through this object
@@ -310,6 +402,7 @@ class DurableScheduler:
             raise
         self._max = int(settings["max_concurrency"])
         self._max_attempts = int(settings["max_attempts"])
+        self._schema_version = int(settings["schema_version"])
         self._record = bool(settings["record"])
         self.clock = str(settings["clock"])
         if self.clock == "virtual":
@@ -319,13 +412,12 @@ class DurableScheduler:
 
     def _initialise(self, max_concurrency: int | None, max_attempts: int | None,
                     clock: str | None, record: bool | None) -> dict[str, Any]:
-        with self._store.transaction() as tx:
+        with self._store.transaction(write=not self.read_only) as tx:
             meta: dict[str, Any] = tx.settings() if tx.has_schema() else {}
             if not meta:
                 if max_concurrency is None:
-                    raise InvalidArgumentError(
-                        f"DurableScheduler({self._store.url!r}): the store is new: give "
-                        "max_concurrency")
+                    raise StoreError(f"{self._store.url}: no store there" + (
+                        "" if self.read_only else " (give max_concurrency to create one)"))
                 for statement in self._store.schema():
                     tx.run(statement)
                 meta = {"format": FORMAT, "schema_version": SCHEMA_VERSION,
@@ -339,6 +431,15 @@ class DurableScheduler:
                 return meta
             from .store import check_meta
             check_meta(self._store.url, meta)
+            if self.read_only:
+                return meta
+            version = int(meta["schema_version"])
+            if version < SCHEMA_VERSION:
+                for v in range(version + 1, SCHEMA_VERSION + 1):
+                    for statement in MIGRATIONS[v]:
+                        tx.run(statement)
+                tx.meta_set("schema_version", SCHEMA_VERSION)
+                meta["schema_version"] = SCHEMA_VERSION
             self._store.prepare(tx)
             given = {"max_concurrency": max_concurrency, "max_attempts": max_attempts,
                      "clock": clock, "record": None if record is None else int(record)}
@@ -463,12 +564,15 @@ class DurableScheduler:
     # ------------------------------------------------------------------ Submit, Start
 
     def submit(self, task_id: str, deps: Iterable[str] = (), *, fn: str | Callable[..., Any],
-               args: dict[str, Any] | None = None) -> int:
+               args: dict[str, Any] | None = None, if_absent: bool = False) -> int:
         """Submit a new version of ``task_id`` that runs ``fn(**args)``; return its generation.
 
         Spec: Submit. As ``TaskScheduler.submit``; ``fn`` names a function as
         ``"module:function"`` importable here, ``args`` is a dict of JSON-serialisable keyword
-        arguments. Errors (nothing is stored): a bad id, deps, fn or args ->
+        arguments. A known ``task_id`` gets a new version (its work runs again, whatever its
+        state) unless ``if_absent``: then the store keeps what it has, takes no step, and the
+        current generation is returned (an idempotent submit keyed by id, for a script that
+        may run twice). Errors (nothing is stored): a bad id, deps, fn or args ->
         ``InvalidArgumentError``; closed -> ``SchedulerClosedError``; running ->
         ``TaskRunningError``; after start, an unknown dep -> ``UnknownDependencyError``, a
         cycle -> ``CycleError``.
@@ -492,7 +596,14 @@ class DurableScheduler:
             raise InvalidArgumentError(f"submit({task_id!r}): args must be a dict of keyword "
                                        f"arguments, not {type(args).__name__}")
         args_text = _dumps(args, f"submit({task_id!r}) args")
-        if not dep_list:  # the common path, on the server if it can (steps_postgres.py)
+        if not isinstance(if_absent, bool):
+            raise InvalidArgumentError(f"submit({task_id!r}, if_absent={_r(if_absent)}): a bool")
+        if if_absent:
+            known = self._store.peek("SELECT generation FROM task WHERE id = ?", (task_id,))
+            if known is not None:  # a version once stored is never removed: no race here
+                return int(known[0])
+        # The common path, on the server if it can (steps_postgres.py).
+        if not dep_list and not if_absent:
             rows = self._store.call("submit", self._record, self._max, task_id, fn,
                                     args_text)
             if rows and rows[0][0] is not None:
@@ -503,6 +614,8 @@ class DurableScheduler:
             if closed:
                 raise SchedulerClosedError(f"submit({task_id!r}): the scheduler is closed")
             old = tx.one("SELECT generation, state FROM task WHERE id = ?", (task_id,))
+            if old is not None and if_absent:
+                return int(old[0])
             if old is not None and old[1] == "running":
                 raise TaskRunningError(f"submit({task_id!r}): its current version is running")
             states = self._states_of(tx, dep_list) if dep_list else {}
@@ -583,7 +696,11 @@ class DurableScheduler:
             if self._meta(tx, "closed"):
                 raise SchedulerClosedError("start(): the scheduler is closed")
             if self._meta(tx, "started"):
-                raise InvalidTransitionError("start(): the scheduler is already started")
+                raise InvalidTransitionError(
+                    "start(): the store is already started: its versions are claimed as they "
+                    "become ready, and a submit now joins the running graph (checked at "
+                    "once); use submit(..., if_absent=True) to add only the ids it lacks, "
+                    "and skip start() when started() is True")
             missing = tx.all("SELECT dep.task, dep.dep FROM dep LEFT JOIN task ON "
                              "task.id = dep.dep WHERE task.id IS NULL ORDER BY dep.task, dep.dep")
             if missing:
@@ -613,8 +730,7 @@ class DurableScheduler:
         Errors: a bad argument -> ``InvalidArgumentError``; not started ->
         ``InvalidTransitionError``.
         """
-        if not isinstance(worker, str) or not worker:
-            raise InvalidArgumentError(f"claim({_r(worker)}): worker must be a non-empty str")
+        _check_name("claim", worker, "worker")
         if not _is_int(limit) or limit < 1:
             raise InvalidArgumentError(f"claim({worker!r}, limit={_r(limit)}): an int >= 1")
         if (isinstance(lease, bool) or not isinstance(lease, (int, float))
@@ -800,7 +916,8 @@ class DurableScheduler:
     def fail(self, lease: Lease, error: Any = None) -> TaskState:
         """Report failure (Spec: Fail); then blocking spreads (Settle). Errors as complete()."""
         _check_lease("fail", lease)
-        return self._end(lease, "fail", "Fail", "failed", error=_error_text(error))
+        return self._end(lease, "fail", "Fail", "failed", error=_error_text(error),
+                         trace=_traceback_text(error))
 
     def acknowledge_cancel(self, lease: Lease) -> TaskState:
         """Report that the function stopped as cancelled (Spec: AcknowledgeCancel)."""
@@ -808,7 +925,8 @@ class DurableScheduler:
         return self._end(lease, "acknowledge_cancel", "AcknowledgeCancel", "cancelled")
 
     def _end(self, lease: Lease, call: str, action: str, state: str, *,
-             result: str | None = None, error: str | None = None) -> TaskState:
+             result: str | None = None, error: str | None = None,
+             trace: str | None = None) -> TaskState:
         with self._store.transaction() as tx:
             t = lease.task_id
             now = tx.now()
@@ -821,6 +939,8 @@ class DurableScheduler:
                 self._current(tx, call, lease)  # raises StaleLeaseError unless a repeat
                 self._duplicates += 1
                 return TaskState(self._row(tx, call, t)[1])
+            if trace is not None:  # the version is running until this step: its row is ours
+                tx.later("UPDATE task SET traceback = ? WHERE id = ?", (trace, t))
             self._count(tx, state)
             self._step(tx, action, w=lease.worker, t=t, g=lease.generation, a=lease.attempt)
             tx.wake(self._max)  # a slot is free, and dependents may be ready
@@ -896,7 +1016,8 @@ class DurableScheduler:
                 tx.run("UPDATE task SET generation = generation + 1, seq = ?, state = ?, "
                        "remaining_deps = ?, blocked_by = NULL, cancel_requested = 0, attempt = 0, "
                        "holder = NULL, deadline = NULL, ended_attempt = NULL, result = NULL, "
-                       "error = NULL, became_ready_at = ?, claimed_at = NULL, ended_at = NULL "
+                       "error = NULL, traceback = NULL, became_ready_at = ?, claimed_at = NULL, "
+                       "ended_at = NULL "
                        "WHERE id = ?", (seq + i, "pending" if remaining else "ready", remaining,
                                         None if remaining else now, t))
             self._count(tx, "retried", len(ordered))
@@ -960,18 +1081,7 @@ class DurableScheduler:
 
     def info(self, task_id: str) -> DurableInfo:
         """Everything the store knows of ``task_id``'s current version."""
-        _check_id("info", task_id)
-        rows, dep_rows = self._store.read([
-            ("SELECT generation, state, remaining_deps, blocked_by, cancel_requested, fn, args, "
-             "seq, attempt, holder, deadline, result, error FROM task WHERE id = ?", (task_id,)),
-            ("SELECT dep FROM dep WHERE task = ?", (task_id,))])
-        if not rows:
-            raise UnknownTaskError(f"info({task_id!r}): unknown task", task_id)
-        row, deps = rows[0], frozenset(d for (d,) in dep_rows)
-        (g, s, rd, bb, cr, fn, args, seq, attempt, holder, deadline, result, error) = row
-        return DurableInfo(task_id, g, TaskState(s), deps, rd, bb, bool(cr), fn,
-                           json.loads(args), seq, attempt, holder, deadline,
-                           None if result is None else json.loads(result), error)
+        return self._view("info", task_id).versions[0]
 
     def result(self, task_id: str) -> Any:
         """The result the accepted completion stored (``InvalidTransitionError`` if none)."""
@@ -999,6 +1109,43 @@ class DurableScheduler:
         meta: dict[str, Any] = dict(meta_rows)
         return Snapshot(bool(meta["started"]), bool(meta["closed"]), int(meta["next_seq"]),
                         tasks)
+
+    def started(self) -> bool:
+        """Whether :meth:`start` was called on the store (by any process)."""
+        row = self._store.peek("SELECT value FROM meta WHERE key = 'started'")
+        return bool(row and int(row[0]))
+
+    def view(self, task_id: str | None = None) -> StoreView:
+        """The store in one read transaction: settings, counters, the current version of
+        every id (or of ``task_id`` only, ``UnknownTaskError`` if none), and the store's
+        clock, all of one state: a lease and the time it is judged by are read together."""
+        return self._view("view", task_id)
+
+    def _view(self, call: str, task_id: str | None) -> StoreView:
+        if task_id is not None:
+            _check_id(call, task_id)
+        where, params = ("WHERE id = ?", (task_id,)) if task_id is not None else ("", ())
+        trace = "traceback" if self._schema_version >= 2 else "NULL"
+        now_rows, meta_rows, task_rows, dep_rows = self._store.read([
+            (f"SELECT {self._store.clock_sql}", ()),
+            ("SELECT key, value FROM meta", ()),
+            ("SELECT id, generation, state, remaining_deps, blocked_by, cancel_requested, fn, "
+             "args, seq, attempt, holder, deadline, result, error, " + trace + ", "
+             "lease_seconds, became_ready_at, claimed_at, ended_at FROM task " + where
+             + " ORDER BY seq", params),
+            ("SELECT task, dep FROM dep " + where.replace("id", "task"), params)])
+        if task_id is not None and not task_rows:
+            raise UnknownTaskError(f"{call}({task_id!r}): unknown task", task_id)
+        deps: dict[str, set[str]] = {}
+        for t, d in dep_rows:
+            deps.setdefault(t, set()).add(d)
+        versions = tuple(
+            DurableInfo(t, g, TaskState(st), frozenset(deps.get(t, ())), rd, bb, bool(cr), fn,
+                        json.loads(args), seq, a, h, dl,
+                        None if res is None else json.loads(res), err, tb, ls, br, ca, ea)
+            for (t, g, st, rd, bb, cr, fn, args, seq, a, h, dl, res, err, tb, ls, br, ca, ea)
+            in task_rows)
+        return StoreView(float(now_rows[0][0]), dict(meta_rows), versions)
 
     def leases(self) -> dict[str, LeaseView]:
         """The lease part of every claimed version (spec: ``attempt``, ``holder``, ``deadline``)."""

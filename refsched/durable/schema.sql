@@ -1,5 +1,6 @@
--- The durable scheduler's schema, version 1: spec/DurableScheduler.tla's variables as rows.
+-- The durable scheduler's schema, version 2: spec/DurableScheduler.tla's variables as rows.
 -- Created by the code that reads it (refsched/durable/store.py), inside one transaction.
+-- Version 2 added task.traceback; MIGRATIONS in store.py brings a version 1 store up to date.
 
 -- One row per setting and per scalar spec variable: format (what this file is),
 -- schema_version, max_concurrency, max_attempts, clock ('wall' | 'virtual'), now (the virtual
@@ -28,6 +29,7 @@ CREATE TABLE IF NOT EXISTS task (
     ended_attempt    INTEGER,           -- the attempt whose report ended the version, if one did
     result           TEXT,              -- JSON given to complete()
     error            TEXT,              -- what fail() was given, or why the store failed it
+    traceback        TEXT,              -- the formatted traceback of the exception fail() was given
     became_ready_at  REAL,              -- store clock: ready since
     claimed_at       REAL,              -- store clock: the current attempt's claim
     ended_at         REAL               -- store clock: the version's end

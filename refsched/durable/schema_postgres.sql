@@ -1,4 +1,4 @@
--- The durable scheduler's schema on PostgreSQL, version 1: schema.sql's tables, typed.
+-- The durable scheduler's schema on PostgreSQL, version 2: schema.sql's tables, typed.
 -- Created by refsched/durable/postgres.py inside one transaction, in the store's own schema
 -- (the `schema` URL parameter, "refsched" by default), so several stores share one database.
 
@@ -25,6 +25,7 @@ CREATE TABLE IF NOT EXISTS task (
     ended_attempt    BIGINT,
     result           TEXT,
     error            TEXT,
+    traceback        TEXT,
     became_ready_at  DOUBLE PRECISION,
     claimed_at       DOUBLE PRECISION,
     ended_at         DOUBLE PRECISION

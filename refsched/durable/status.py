@@ -1,7 +1,18 @@
-"""``refsched status --db URL [--json]``: what a durable store holds, for people and scripts.
+"""The durable store's commands for people and scripts: ``refsched status``, ``jobs``, ``show``,
+``retry`` and ``cancel``, each with ``--db URL`` and ``--json``.
 
-Counts by state, the live leases (worker, attempt, seconds left on the store's clock), and the
-blocked and failed versions with their causes. Exit codes: 0 shown, 2 usage or store error.
+``status``: counts by state, the live leases (worker, attempt, seconds left on the store's
+clock), the versions whose lease ran out, and the blocked and failed versions with their causes.
+``jobs``: one line per task id (state, generation, attempt, worker, timings, result or error).
+``show ID``: everything the store keeps of one id, the failure's traceback included.
+``retry ID`` / ``cancel ID``: the spec's Retry and Cancel.
+
+Reading commands open the store read-only (a SQLite file with ``mode=ro``, a PostgreSQL session
+whose transactions are read-only): they never create, migrate or write anything. Each answer is
+one read transaction, the store's clock read inside it, so its figures are of one state.
+
+Exit codes: 0 done, 1 the store refused (an unknown task id; retry of a version that is not
+dead; the store closed), 2 usage or store error. Errors go to stderr.
 """
 
 from __future__ import annotations
@@ -9,46 +20,98 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from refsched.errors import SchedulerError
+from refsched.errors import (
+    InvalidTransitionError,
+    SchedulerClosedError,
+    SchedulerError,
+    UnknownTaskError,
+)
 
-from .scheduler import DurableScheduler
+from .scheduler import DurableInfo, DurableScheduler, StoreView
 
-__all__ = ["main", "status"]
+__all__ = ["cancel_main", "jobs", "jobs_main", "main", "retry_main", "show", "show_main",
+           "status"]
+
+#: How much of a result or an error the text of ``status`` and ``jobs`` shows (``show`` and
+#: ``--json`` give it whole).
+TEXT_LIMIT = 200
+
+EXIT_CODES = ("Exit codes: 0 done, 1 the store refused (an unknown task id, a version not in a "
+              "state that allows it), 2 usage or store error.")
+
+
+def _cut(text: str | None, limit: int = TEXT_LIMIT) -> str | None:
+    """The first line of ``text``, at most ``limit`` characters, saying what was left out."""
+    if text is None:
+        return None
+    line = text.split("\n", 1)[0]
+    if len(line) > limit:
+        line = line[:limit]
+    left = len(text) - len(line)
+    return line if not left else f"{line}... ({left} more characters: refsched show)"
+
+
+def _seconds(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _version(view: StoreView, v: DurableInfo) -> dict[str, Any]:
+    """One task id's current version as JSON values, whole (the text forms cut what is long)."""
+    now, state = view.now, v.state.value
+    return {
+        "task": v.task_id, "state": state, "generation": v.generation, "attempt": v.attempts,
+        "worker": v.holder, "deps": sorted(v.deps), "fn": v.fn, "args": v.args,
+        "cancel_requested": v.cancel_requested, "blocked_by": v.blocked_by,
+        # timings on the store's clock: waited from ready to the current attempt's claim,
+        # ran from that claim to the end (or to now, while running)
+        "waited_seconds": _seconds(None if v.became_ready_at is None or v.claimed_at is None
+                                   else v.claimed_at - v.became_ready_at),
+        "ran_seconds": _seconds(
+            None if v.claimed_at is None or state in ("pending", "ready", "blocked")
+            else (v.ended_at if v.ended_at is not None else now) - v.claimed_at),
+        "lease_seconds_left": _seconds(None if v.deadline is None
+                                       else max(0.0, v.deadline - now)),
+        "result": v.result, "error": v.error, "traceback": v.traceback,
+    }
 
 
 def status(db: DurableScheduler) -> dict[str, Any]:
-    """The store's state as plain JSON values."""
-    stats = db.stats()
-    now = db.now()
-    snapshot = db.snapshot()
-    leases = db.leases()
-    live = [{"task": t, "worker": v.holder, "attempt": v.attempt,
-             "seconds_left": None if v.deadline is None else round(v.deadline - now, 3)}
-            for t, v in sorted(leases.items(), key=lambda kv: snapshot.tasks[kv[0]].seq)
-            if v.holder is not None]
-    expired = [t for t, v in leases.items() if v.holder is None
-               and snapshot.tasks[t].state.value == "running"]
-    problems = []
-    for t, view in sorted(snapshot.tasks.items(), key=lambda kv: kv[1].seq):
-        if view.state.value == "blocked":
-            problems.append({"task": t, "state": "blocked", "cause": f"{view.blocked_by} "
-                             "cannot succeed", "blocked_by": view.blocked_by})
-        elif view.state.value == "failed":
-            problems.append({"task": t, "state": "failed", "cause": db.info(str(t)).error,
-                             "attempts": leases[t].attempt if t in leases else 0})
-    return {"store": db.url, "max_concurrency": db.max_concurrency,
-            "max_attempts": db.max_attempts, "started": snapshot.started,
-            "closed": snapshot.closed, "by_state": stats.by_state or {}, "live_leases": live,
-            "awaiting_reclaim": expired, "problems": problems,
-            "counters": {k: getattr(stats, k) for k in (
-                "submitted", "retried", "claimed", "reclaimed", "expired", "succeeded",
-                "failed", "cancelled", "blocked")}}
+    """The store's state as plain JSON values, from one read of the store (``view()``)."""
+    view = db.view()
+    now, settings = view.now, view.settings
+    by_state: dict[str, int] = {}
+    live: list[dict[str, Any]] = []
+    awaiting: list[str] = []
+    problems: list[dict[str, Any]] = []
+    for v in view.versions:
+        state = v.state.value
+        by_state[state] = by_state.get(state, 0) + 1
+        if state == "running":
+            if v.holder is not None and v.deadline is not None and v.deadline >= now:
+                live.append({"task": v.task_id, "worker": v.holder, "attempt": v.attempts,
+                             "seconds_left": round(v.deadline - now, 3)})
+            else:  # no live lease, or one past its deadline that the next claim expires
+                awaiting.append(v.task_id)
+        elif state == "blocked":
+            problems.append({"task": v.task_id, "state": "blocked",
+                             "cause": f"{v.blocked_by} cannot succeed",
+                             "blocked_by": v.blocked_by})
+        elif state == "failed":
+            problems.append({"task": v.task_id, "state": "failed", "cause": v.error,
+                             "attempts": v.attempts})
+    return {"store": db.url, "now": now, "max_concurrency": int(settings["max_concurrency"]),
+            "max_attempts": int(settings["max_attempts"]),
+            "started": bool(int(settings["started"])), "closed": bool(int(settings["closed"])),
+            "by_state": by_state, "live_leases": live, "awaiting_reclaim": awaiting,
+            "problems": problems,
+            "counters": {k[len("count:"):]: int(v) for k, v in sorted(settings.items())
+                         if k.startswith("count:") and k != "count:cycles_reported"}}
 
 
-def _text(report: dict[str, Any]) -> str:
+def _status_text(report: dict[str, Any]) -> str:
     lines = [f"store {report['store']}: max_concurrency {report['max_concurrency']}, "
              f"max_attempts {report['max_attempts']}, "
              + ("closed" if report["closed"] else "started" if report["started"]
@@ -62,23 +125,155 @@ def _text(report: dict[str, Any]) -> str:
     for t in report["awaiting_reclaim"]:
         lines.append(f"  {t!r}: lease expired, waiting for a worker to take it over")
     for p in report["problems"]:
-        lines.append(f"  {p['state']} {p['task']!r}: {p['cause']}")
+        lines.append(f"  {p['state']} {p['task']!r}: {_cut(p['cause'])}")
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="refsched status",
-        description="Show a durable store: versions by state, live leases, blocked and failed "
-                    "versions with their causes. Exit codes: 0 shown, 2 usage or store error.")
-    parser.add_argument("--db", required=True, metavar="URL", help="the store: sqlite:///path.db or postgresql://user@host/db?schema=name")
-    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    args = parser.parse_args(argv)
+def jobs(db: DurableScheduler, states: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """Every current version (of ``states`` if given), in seq order."""
+    view = db.view()
+    return [_version(view, v) for v in view.versions if not states or v.state.value in states]
+
+
+def _jobs_text(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no versions"
+    head = ("TASK", "STATE", "GEN", "ATTEMPT", "WORKER", "WAITED", "RAN", "RESULT OR ERROR")
+    table: list[tuple[str, ...]] = [head]
+    for r in rows:
+        outcome: str | None = _cut(r["error"]) if r["error"] is not None else (
+            f"blocked by {r['blocked_by']!r}" if r["blocked_by"] is not None
+            else "" if r["result"] is None else _cut(json.dumps(r["result"])))
+        table.append((repr(r["task"]), r["state"], str(r["generation"]), str(r["attempt"]),
+                      r["worker"] or "-",
+                      "-" if r["waited_seconds"] is None else f"{r['waited_seconds']:.3f}s",
+                      "-" if r["ran_seconds"] is None else f"{r['ran_seconds']:.3f}s",
+                      outcome or ""))
+    widths = [min(40, max(len(row[i]) for row in table)) for i in range(len(head) - 1)]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False))
+                     + "  " + row[-1] for row in table)
+
+
+def show(db: DurableScheduler, task_id: str) -> dict[str, Any]:
+    """Everything the store keeps of ``task_id``'s current version, whole."""
+    view = db.view(task_id)
+    return _version(view, view.versions[0])
+
+
+def _show_text(row: dict[str, Any]) -> str:
+    lines = [f"task {row['task']!r}: {row['state']}, generation {row['generation']}, "
+             f"attempt {row['attempt']}"]
+    for key in ("fn", "args", "deps", "worker", "lease_seconds_left", "blocked_by",
+                "cancel_requested", "waited_seconds", "ran_seconds"):
+        if row[key] not in (None, [], {}, False):
+            lines.append(f"  {key}: {row[key]}")
+    if row["result"] is not None:
+        lines.append(f"  result: {json.dumps(row['result'])}")
+    if row["error"] is not None:
+        lines.append(f"  error: {row['error']}")
+    if row["traceback"] is not None:
+        lines.append("  traceback:")
+        lines.extend("    " + line for line in row["traceback"].rstrip("\n").split("\n"))
+    return "\n".join(lines)
+
+
+def _parser(command: str, description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=f"refsched {command}",
+                                     description=f"{description} {EXIT_CODES}")
+    parser.add_argument("--db", required=True, metavar="URL",
+                        help="the store: sqlite:///path.db or "
+                             "postgresql://user@host/db?schema=name")
+    parser.add_argument("--json", action="store_true", help="one JSON value on stdout")
+    return parser
+
+
+def _run(command: str, args: argparse.Namespace, read_only: bool,
+         act: Callable[[DurableScheduler], tuple[Any, str]]) -> int:
+    """Open the store, act, print; a refusal or a store error to stderr with its exit code."""
     try:
-        with DurableScheduler(args.db, create=False) as db:
-            report = status(db)
+        with DurableScheduler(args.db, create=False, read_only=read_only) as db:
+            value, text = act(db)
+    except (UnknownTaskError, InvalidTransitionError, SchedulerClosedError) as e:
+        print(f"refsched {command}: {e}", file=sys.stderr)
+        return 1
     except SchedulerError as e:
-        print(f"refsched status: {e}", file=sys.stderr)
+        print(f"refsched {command}: {e}", file=sys.stderr)
         return 2
-    print(json.dumps(report, indent=2) if args.json else _text(report))
+    print(json.dumps(value, indent=2) if args.json else text)
     return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``refsched status``."""
+    parser = _parser("status", "Show a durable store: versions by state, live leases, blocked "
+                               "and failed versions with their causes (cut to "
+                               f"{TEXT_LIMIT} characters; --json gives them whole).")
+    args = parser.parse_args(argv)
+
+    def act(db: DurableScheduler) -> tuple[Any, str]:
+        report = status(db)
+        return report, _status_text(report)
+    return _run("status", args, True, act)
+
+
+def jobs_main(argv: Sequence[str] | None = None) -> int:
+    """``refsched jobs``."""
+    parser = _parser("jobs", "List a durable store's task ids in ready order: state, "
+                             "generation, attempt, worker, time waited and run (store clock), "
+                             f"result or error (cut to {TEXT_LIMIT} characters).")
+    parser.add_argument("--state", action="append", default=[], metavar="STATE",
+                        choices=("pending", "ready", "running", "succeeded", "failed",
+                                 "blocked", "cancelled"),
+                        help="only versions in STATE (repeatable)")
+    args = parser.parse_args(argv)
+
+    def act(db: DurableScheduler) -> tuple[Any, str]:
+        rows = jobs(db, args.state)
+        return rows, _jobs_text(rows)
+    return _run("jobs", args, True, act)
+
+
+def show_main(argv: Sequence[str] | None = None) -> int:
+    """``refsched show``."""
+    parser = _parser("show", "Show one task id's current version: state, attempt, worker, "
+                             "timings, deps, result, error and the failure's traceback, whole.")
+    parser.add_argument("task_id", metavar="ID", help="the task id")
+    args = parser.parse_args(argv)
+
+    def act(db: DurableScheduler) -> tuple[Any, str]:
+        row = show(db, args.task_id)
+        return row, _show_text(row)
+    return _run("show", args, True, act)
+
+
+def retry_main(argv: Sequence[str] | None = None) -> int:
+    """``refsched retry``."""
+    parser = _parser("retry", "Give a failed, cancelled or blocked version, and every version "
+                              "blocked because of it, a new version (spec: Retry).")
+    parser.add_argument("task_id", metavar="ID", help="the task id")
+    args = parser.parse_args(argv)
+
+    def act(db: DurableScheduler) -> tuple[Any, str]:
+        generation = db.retry(args.task_id)
+        return ({"task": args.task_id, "generation": generation},
+                f"retry {args.task_id!r}: generation {generation}, ready for a worker once its "
+                "deps succeed")
+    return _run("retry", args, False, act)
+
+
+def cancel_main(argv: Sequence[str] | None = None) -> int:
+    """``refsched cancel``."""
+    parser = _parser("cancel", "Cancel a waiting version, or ask a running one to stop (its "
+                               "worker hears it on its next heartbeat) (spec: Cancel).")
+    parser.add_argument("task_id", metavar="ID", help="the task id")
+    args = parser.parse_args(argv)
+
+    def act(db: DurableScheduler) -> tuple[Any, str]:
+        before = db.state(args.task_id).value
+        state = db.cancel(args.task_id).value
+        if before not in ("pending", "ready", "running"):  # Cancel takes no step
+            raise InvalidTransitionError(f"cancel({args.task_id!r}): the version is {state}: "
+                                         "nothing to cancel")
+        text = "cancelled" if state == "cancelled" else "running: its worker is asked to stop"
+        return {"task": args.task_id, "state": state}, f"cancel {args.task_id!r}: {text}"
+    return _run("cancel", args, False, act)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -24,10 +25,16 @@ from typing import Any
 
 from refsched.errors import InvalidArgumentError, StoreError
 
-__all__ = ["FORMAT", "SCHEMA_VERSION", "SQLiteStore", "Store", "Tx", "open_store"]
+__all__ = ["FORMAT", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "Store", "Tx", "open_store"]
 
 FORMAT = "refsched-durable"  # meta.format: this file is a refsched store
-SCHEMA_VERSION = 1  # meta.schema_version this code reads and writes
+SCHEMA_VERSION = 2  # meta.schema_version this code reads and writes
+
+#: What brings a store of schema version ``v - 1`` to ``v``, in both dialects; run by the
+#: first writer that opens an older store, inside the transaction that checks its version.
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: ("ALTER TABLE task ADD COLUMN traceback TEXT",),
+}
 
 Row = tuple[Any, ...]
 
@@ -238,6 +245,20 @@ def _sqlite_path(url: str) -> Path:
     return Path(url)
 
 
+def _read_only_uri(path: Path) -> str:
+    """The URI that opens ``path`` without writing or creating a byte.
+
+    While some process has the file open in WAL mode, its -wal and -shm files exist, and a
+    read-only connection reads through them as every reader does. Once the last one has closed
+    it, they are gone and the file holds everything: it is read as it is (immutable), for
+    ``mode=ro`` alone would create both files, which no read-only connection removes. A writer
+    that opens it meanwhile only appends to a new -wal; the file itself changes at the first
+    checkpoint, long after one short read."""
+    wal = (Path(f"{path}-wal"), Path(f"{path}-shm"))
+    still = "" if any(p.exists() for p in wal) else "&immutable=1"
+    return f"{path.resolve().as_uri()}?mode=ro{still}"
+
+
 def _is_sqlite_file(path: Path) -> bool:
     with path.open("rb") as f:
         return f.read(16) == b"SQLite format 3\x00"
@@ -254,19 +275,27 @@ class SQLiteStore(Store):
     """
 
     def __init__(self, url: str, *, create: bool = True, synchronous: str = "normal",
-                 busy_timeout: float = 60.0) -> None:
+                 busy_timeout: float = 60.0, read_only: bool = False) -> None:
         if synchronous not in ("normal", "full"):
             raise InvalidArgumentError(f"synchronous={synchronous!r}: 'normal' or 'full'")
         self.url = url
         self.path = _sqlite_path(url)
         self._lock = threading.Lock()  # guards _conn: one transaction at a time per object
-        self._check_existing(create)
+        self.clock_sql = _WALL_NOW
+        self._check_existing(create and not read_only, read_only)
         try:
-            conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None,
-                                   check_same_thread=False)
+            if read_only:  # a reader (refsched status) writes and creates nothing
+                conn = sqlite3.connect(_read_only_uri(self.path), uri=True,
+                                       timeout=busy_timeout, isolation_level=None,
+                                       check_same_thread=False)
+            else:
+                conn = sqlite3.connect(self.path, timeout=busy_timeout, isolation_level=None,
+                                       check_same_thread=False)
         except sqlite3.Error as e:
             raise StoreError(f"{url}: cannot open the store: {e}") from None
         self._conn = conn
+        if read_only:
+            return
         try:
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
@@ -276,10 +305,17 @@ class SQLiteStore(Store):
         except sqlite3.Error as e:
             conn.close()
             raise StoreError(f"{url}: cannot open the store: {e}") from None
-        self.clock_sql = _WALL_NOW
 
-    def _check_existing(self, create: bool) -> None:
+    def _check_existing(self, create: bool, read_only: bool = False) -> None:
         """Refuse, before writing a byte, a file that is not a refsched store."""
+        if "\x00" in str(self.path):
+            raise InvalidArgumentError(f"{self.url!r}: a path holds no NUL character")
+        try:
+            self._check_file(create, read_only)
+        except OSError as e:  # a name too long, a folder that cannot be searched
+            raise StoreError(f"{self.url}: cannot read the store: {e.strerror or e}") from None
+
+    def _check_file(self, create: bool, read_only: bool) -> None:
         path = self.path
         if path.is_dir():
             raise StoreError(f"{self.url}: is a directory, not a store file")
@@ -292,13 +328,19 @@ class SQLiteStore(Store):
             if os.statvfs(parent).f_flag & os.ST_RDONLY:
                 raise StoreError(f"{self.url}: cannot create a store on a read-only filesystem")
             return
-        if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+        if not read_only and os.statvfs(path.parent).f_flag & os.ST_RDONLY:
             raise StoreError(f"{self.url}: the store is on a read-only filesystem; it needs to "
                              "write (its WAL, and every step)")
         try:
-            size = path.stat().st_size
+            info = path.stat()
+            if not stat.S_ISREG(info.st_mode):
+                raise StoreError(f"{self.url}: not a regular file; it was left untouched")
+            size = info.st_size
             if size == 0:
-                return  # an empty file (a store whose creator died before the first write)
+                if create:
+                    return  # an empty file (a store whose creator died before the first write)
+                raise StoreError(f"{self.url}: no store there (an empty file); it was left "
+                                 "untouched")
             if not _is_sqlite_file(path):
                 raise StoreError(f"{self.url}: not a refsched store (not a SQLite file); "
                                  "it was left untouched")
@@ -306,7 +348,7 @@ class SQLiteStore(Store):
             raise StoreError(f"{self.url}: cannot read the store: {e}") from None
         # Read-only inspection: a SQLite file of another program must not even get a WAL.
         try:
-            ro = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+            ro = sqlite3.connect(_read_only_uri(path), uri=True)
         except sqlite3.Error as e:
             raise StoreError(f"{self.url}: cannot open the store: {e}") from None
         try:
@@ -315,7 +357,10 @@ class SQLiteStore(Store):
                 if tables:
                     raise StoreError(f"{self.url}: a SQLite file of another program (tables "
                                      f"{', '.join(sorted(tables))}); it was left untouched")
-                return
+                if create:
+                    return
+                raise StoreError(f"{self.url}: no store there (a SQLite file without tables); "
+                                 "it was left untouched")
             meta = dict(ro.execute("SELECT key, value FROM meta").fetchall())
         except sqlite3.OperationalError as e:
             raise StoreError(f"{self.url}: cannot read the store: {e}") from None

@@ -1586,15 +1586,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-schedules", type=int, default=Budget.explore_max_schedules,
                         help="explored schedules per scenario (default %(default)s)")
     args = parser.parse_args(argv)
-    mutants = _select(args.names)
+    try:
+        mutants = _select(args.names)
+    except SystemExit as exc:  # an unknown name is a usage error (2), said as argparse says one
+        parser.print_usage(sys.stderr)
+        print(f"refsched mutants: {exc.code}", file=sys.stderr)
+        return 2
     if args.list:
         for m in mutants:
             print(f"{m.name:40} {m.file:12} {m.description}")
         return 0
     rep: RunReport
     if args.from_json:
-        rep = RunReport.from_json(json.loads(Path(args.from_json).read_text(encoding="utf-8")))
-        print(format_markdown(rep) if args.markdown else format_text(rep))
+        try:
+            data = json.loads(Path(args.from_json).read_text(encoding="utf-8"))
+            if not isinstance(data, dict):
+                raise TypeError(f"a JSON {type(data).__name__}, not an object")
+            rep = RunReport.from_json(data)
+            text = format_markdown(rep) if args.markdown else format_text(rep)
+        except OSError as exc:
+            print(f"refsched mutants: --from-json {args.from_json}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return 2
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            # Not the report `refsched mutants --json` writes: empty, not JSON, or of
+            # another shape (a missing key, a value of another type).
+            what = f"no key {exc}" if isinstance(exc, KeyError) else str(exc)
+            print(f"refsched mutants: --from-json {args.from_json}: not a report of "
+                  f"refsched mutants --json ({what})", file=sys.stderr)
+            return 2
+        print(text)
         return 0 if rep.ok else 1
     layers = tuple(n.strip() for n in args.layers.split(",") if n.strip())
     budget = replace(Budget(), lockstep_examples=args.examples, tlc_runs=args.tlc_runs,
