@@ -14,7 +14,7 @@ from concurrent.futures import CancelledError, Future
 from typing import Any
 
 from refsched import Cancelled, CancelToken, Runner, SchedulerError, TaskState
-from tests.wakeup_support import LONG, Blocked, until
+from tests.wakeup_support import LONG, Blocked, closed, until
 
 
 def _gated(started: threading.Event, gate: threading.Event, value: Any = None) -> Any:
@@ -49,7 +49,7 @@ def test_wait_is_released_when_the_last_function_returns() -> None:
     waiter.until_waiting()
     gate.set()
     assert waiter.result() is True
-    runner.close()
+    closed(runner.close)
 
 
 def test_wait_is_released_when_a_cancel_before_start_ends_every_version() -> None:
@@ -62,7 +62,7 @@ def test_wait_is_released_when_a_cancel_before_start_ends_every_version() -> Non
     assert runner.cancel("a") is TaskState.CANCELLED
     assert waiter.result() is True
     assert a.cancelled() and isinstance(b.exception(0), SchedulerError)
-    runner.close()
+    closed(runner.close)
 
 
 def test_every_thread_in_wait_is_released_not_only_one() -> None:
@@ -73,7 +73,7 @@ def test_every_thread_in_wait_is_released_not_only_one() -> None:
         waiter.until_waiting()
     runner.cancel("a")
     assert [waiter.result() for waiter in waiters] == [True, True, True]
-    runner.close()
+    closed(runner.close)
 
 
 def test_wait_is_released_when_start_is_called_from_another_thread() -> None:
@@ -83,7 +83,7 @@ def test_wait_is_released_when_start_is_called_from_another_thread() -> None:
     waiter.until_waiting()
     runner.start()
     assert waiter.result() is True
-    runner.close()
+    closed(runner.close)
 
 
 def test_wait_is_released_when_a_submit_after_start_runs_and_a_retry_reruns() -> None:
@@ -111,7 +111,7 @@ def test_wait_is_released_when_a_submit_after_start_runs_and_a_retry_reruns() ->
     _all_idle(runner, 2)
     retried = runner.retry("flaky")  # the retry's claim goes to an idle worker
     assert retried.result(LONG) == 2
-    runner.close()
+    closed(runner.close)
 
 
 # -- close() -----------------------------------------------------------------------------------
@@ -200,7 +200,7 @@ def test_a_settled_result_wakes_its_waiter_though_a_waiter_of_another_future_wai
     assert first.still_blocked()
     gates["a"].set()
     assert first.result() == "a"
-    runner.close()
+    closed(runner.close)
 
 
 def test_an_exception_and_a_cancel_wake_the_threads_waiting_on_their_futures() -> None:
@@ -226,7 +226,7 @@ def test_an_exception_and_a_cancel_wake_the_threads_waiting_on_their_futures() -
     gate.set()
     assert isinstance(on_error.result(), ValueError)
     assert isinstance(pending.exception(LONG), SchedulerError)
-    runner.close()
+    closed(runner.close)
 
 
 # -- cancel tokens -----------------------------------------------------------------------------
@@ -263,7 +263,7 @@ def test_a_cancel_requested_before_the_token_is_made_reaches_the_token() -> None
     fn.go_on.set()
     assert Blocked(lambda: _outcome(future)).result() == "cancelled"
     assert runner.scheduler.state("a") is TaskState.CANCELLED
-    runner.close()
+    closed(runner.close)
 
 
 def test_a_token_waiting_in_the_function_is_woken_by_cancel() -> None:
@@ -281,4 +281,4 @@ def test_a_token_waiting_in_the_function_is_woken_by_cancel() -> None:
     assert waiting.wait(LONG)
     assert runner.cancel("a") is TaskState.RUNNING
     assert Blocked(lambda: _outcome(future)).result() == "cancelled"
-    runner.close()
+    closed(runner.close)

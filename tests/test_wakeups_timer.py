@@ -8,12 +8,14 @@ it, never by its timeout (tests/wakeup_support.py says how the tests wait).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from refsched import SchedulerError, TimerCloseReport, TimerRunner, TimerSnapshot
-from tests.wakeup_support import LONG, Blocked, until, waiting
+from tests.wakeup_support import LONG, Blocked, closed, until, waiting
 
 HOUR = 3600.0  # a sleep only a lost wake-up waits out
 
@@ -72,6 +74,16 @@ class HeldClock:
         return time.monotonic()
 
 
+@contextlib.contextmanager
+def _opened(**options: Any) -> Iterator[TimerRunner]:
+    """A runner closed on leaving, by a close that fails rather than hangs."""
+    r = TimerRunner(**options)
+    try:
+        yield r
+    finally:
+        closed(r.close)
+
+
 def _gated(started: threading.Event, gate: threading.Event, value: Any = None) -> Any:
     def run() -> Any:
         started.set()
@@ -85,7 +97,7 @@ def _gated(started: threading.Event, gate: threading.Event, value: Any = None) -
 def test_an_earlier_entry_wakes_the_dispatcher_on_a_clock_far_from_zero() -> None:
     clock = ManualClock()
     steps = Steps()
-    with TimerRunner(max_workers=1, clock=clock, recorder=steps) as r:
+    with _opened(max_workers=1, clock=clock, recorder=steps) as r:
         mark = steps.mark()
         r.schedule("late", clock.t + HOUR, lambda: "late")
         steps.wait_for_idle(mark, with_entry="late")  # asleep toward clock.t + HOUR
@@ -96,7 +108,7 @@ def test_an_earlier_entry_wakes_the_dispatcher_on_a_clock_far_from_zero() -> Non
 
 def test_a_supersede_of_the_entry_slept_toward_wakes_the_dispatcher() -> None:
     steps = Steps()
-    with TimerRunner(max_workers=1, recorder=steps) as r:
+    with _opened(max_workers=1, recorder=steps) as r:
         mark = steps.mark()
         first = r.schedule("a", time.monotonic() + HOUR, lambda: "first")
         steps.wait_for_idle(mark, with_entry="a")
@@ -108,7 +120,7 @@ def test_a_supersede_of_the_entry_slept_toward_wakes_the_dispatcher() -> None:
 
 def test_a_cancel_of_the_entry_slept_toward_wakes_the_dispatcher() -> None:
     steps = Steps()
-    with TimerRunner(max_workers=1, recorder=steps) as r:
+    with _opened(max_workers=1, recorder=steps) as r:
         r.schedule("other", time.monotonic() + 2 * HOUR, lambda: None)
         mark = steps.mark()
         r.schedule("a", time.monotonic() + HOUR, lambda: None)
@@ -124,7 +136,7 @@ def test_close_wakes_the_dispatcher_asleep_toward_a_far_entry() -> None:
     mark = steps.mark()
     far = r.schedule("far", time.monotonic() + HOUR, lambda: None)
     steps.wait_for_idle(mark, with_entry="far")
-    assert Blocked(r.close).result() == TimerCloseReport(cancelled=("far",), running=())
+    assert closed(r.close) == TimerCloseReport(cancelled=("far",), running=())
     assert far.cancelled()
     assert not any(thread.is_alive() for thread in r._threads)
 
@@ -152,7 +164,7 @@ def test_a_runner_stopped_by_a_worker_wakes_its_dispatcher_asleep_toward_a_far_e
     due = r.schedule("due", 0, lambda: "due")  # its worker fails reporting it: the runner stops
     for future in (due, far):
         assert isinstance(future.exception(LONG), SchedulerError)
-    Blocked(r.close).result()
+    closed(r.close)
     assert not any(thread.is_alive() for thread in r._threads)
 
 
@@ -160,7 +172,7 @@ def test_a_runner_stopped_by_a_worker_wakes_its_dispatcher_asleep_toward_a_far_e
 
 def test_a_worker_that_reports_wakes_the_dispatcher_waiting_for_a_free_worker() -> None:
     started, gate = threading.Event(), threading.Event()
-    with TimerRunner(max_workers=1) as r:
+    with _opened(max_workers=1) as r:
         r.schedule("a", 0, _gated(started, gate, "a"))
         assert started.wait(LONG)
         b = r.schedule("b", 0, lambda: "b")  # due, but the one worker is busy
@@ -200,6 +212,6 @@ def test_every_worker_waiting_for_a_claim_leaves_on_close() -> None:
     workers = r._threads[1:]
     for worker in workers:
         until(lambda worker=worker: waiting(worker), f"{worker.name} waits for a claim")
-    Blocked(r.close).result()
+    closed(r.close)
     assert not any(thread.is_alive() for thread in r._threads)
 

@@ -78,6 +78,12 @@ class Blocked:
         return self.thread.is_alive()
 
 
+def closed(close: Callable[[], Any]) -> Any:
+    """What ``close()`` returns, called so that a close that never returns fails the test
+    instead of hanging the run (a test that ends without one leaves only daemon threads)."""
+    return Blocked(close, name="close").result()
+
+
 def until(predicate: Callable[[], bool], what: str, timeout: float = LONG) -> None:
     """Wait (polling) for a state the test cannot be told of by an event; fail after ``timeout``."""
     deadline = time.monotonic() + timeout
