@@ -13,6 +13,8 @@ import threading
 from concurrent.futures import CancelledError, Future
 from typing import Any
 
+import pytest
+
 from refsched import Cancelled, CancelToken, Runner, SchedulerError, TaskState
 from tests.wakeup_support import LONG, Blocked, closed, until
 
@@ -111,6 +113,21 @@ def test_wait_is_released_when_a_submit_after_start_runs_and_a_retry_reruns() ->
     _all_idle(runner, 2)
     retried = runner.retry("flaky")  # the retry's claim goes to an idle worker
     assert retried.result(LONG) == 2
+    closed(runner.close)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_dependents_a_completion_readies_are_handed_on_and_run(workers: int) -> None:
+    # The reporting worker takes the first claim its report made possible itself; the others go
+    # to idle workers (or the shared queue). Each is a hand-off no other event would make.
+    runner = Runner(max_workers=workers)
+    runner.submit("root", lambda: "root")
+    for i in range(3):
+        runner.submit(("child", i), lambda i=i: i, ["root"])
+        runner.submit(("grandchild", i), lambda i=i: -i, [("child", i)])
+    runner.start()
+    assert Blocked(runner.wait).result() is True
+    assert [runner.future(("grandchild", i)).result(0) for i in range(3)] == [0, -1, -2]
     closed(runner.close)
 
 

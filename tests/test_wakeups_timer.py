@@ -189,6 +189,9 @@ def test_close_is_released_when_the_running_function_returns() -> None:
     a = r.schedule("a", 0, _gated(started, gate, "a"))
     assert started.wait(LONG)
     closer = Blocked(r.close)
+    dispatcher = r._threads[0]
+    dispatcher.join(LONG)  # closed, it leaves (and notifies close() on its way out): from here
+    assert not dispatcher.is_alive()  # on only the worker's report can wake close()
     closer.until_waiting()
     gate.set()
     assert closer.result() == TimerCloseReport(cancelled=(), running=())

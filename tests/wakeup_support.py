@@ -20,19 +20,25 @@ from typing import Any
 LONG = 10.0  # seconds: only reached when a wake-up is lost
 
 # Where a thread blocked on a condition or an event sits: the innermost Python frame is
-# threading.Condition.wait (Event.wait and Condition.wait_for call it). The waiter is on the
-# condition's list before that frame lets the lock go, so any notify made under the lock after
-# this is seen reaches it.
+# threading.Condition.wait (Event.wait and Condition.wait_for call it), whose ``waiter`` lock is
+# on the condition's list from before the frame lets the lock go until a notify takes it off. A
+# thread in that frame whose waiter is still listed is waiting and has not been notified: a
+# notify made under the lock from now on is the one that must reach it. (A thread notified but
+# not yet resumed is still in the frame: its waiter is off the list, so it does not count.)
 _THREADING = threading.__file__
 
 
-def _blocked_in(frame: Any, where: tuple[str, str]) -> bool:
-    return frame is not None and (frame.f_code.co_filename, frame.f_code.co_name) == where
+def _waiting_unnotified(frame: Any) -> bool:
+    if frame is None or (frame.f_code.co_filename, frame.f_code.co_name) != (_THREADING, "wait"):
+        return False
+    local = frame.f_locals
+    condition, waiter = local.get("self"), local.get("waiter")
+    return waiter is not None and waiter in getattr(condition, "_waiters", ())
 
 
 def waiting(thread: threading.Thread) -> bool:
-    """Whether ``thread`` is blocked in ``Condition.wait`` (or an event's wait) now."""
-    return _blocked_in(sys._current_frames().get(thread.ident or -1), (_THREADING, "wait"))
+    """Whether ``thread`` is blocked in ``Condition.wait`` (or an event's wait), not notified."""
+    return _waiting_unnotified(sys._current_frames().get(thread.ident or -1))
 
 
 class Blocked:
@@ -51,14 +57,12 @@ class Blocked:
         except BaseException as exc:  # handed to the test's thread
             self.error = exc
 
-    def until_waiting(self, where: tuple[str, str] = (_THREADING, "wait"),
-                      timeout: float = LONG) -> None:
-        """Return once the thread is blocked in ``where`` (a file and a function name: by
-        default ``Condition.wait``); fail if it returns or has not blocked within ``timeout``."""
+    def until_waiting(self, timeout: float = LONG) -> None:
+        """Return once the thread waits on a condition, not yet notified (see ``waiting``);
+        fail if it returns or has not blocked within ``timeout``."""
         deadline = time.monotonic() + timeout
         while True:
-            frame = sys._current_frames().get(self.thread.ident or -1)
-            if _blocked_in(frame, where):
+            if waiting(self.thread):
                 return
             assert self.thread.is_alive(), (
                 f"{self._call} returned before it waited: {self.error or self.value!r}")
