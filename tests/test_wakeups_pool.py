@@ -147,3 +147,31 @@ def test_shutdown_of_an_idle_pool_wakes_every_parked_worker_to_leave(
     pool = _parked_pool(pools, 3)
     Blocked(pool.shutdown).result()
     assert not any(thread.is_alive() for thread in pool._threads)
+
+
+def test_a_draining_pool_terminates_only_once_its_last_running_task_finishes(
+        pools: list[WorkStealingPool]) -> None:
+    # Termination is what await_termination() and shutdown() are woken for: not before the
+    # last task ends, even when every deque is empty earlier.
+    pool = WorkStealingPool(workers=2)
+    pools.append(pool)
+    started, gate = threading.Event(), threading.Event()
+
+    def long_task() -> str:
+        started.set()
+        assert gate.wait(LONG)
+        return "long"
+
+    long = pool.submit(long_task)
+    assert started.wait(LONG)
+    short_gate = threading.Event()
+    short = pool.submit(lambda: short_gate.wait(LONG) and "short")
+    pool.shutdown(wait=False)  # draining, both tasks running
+    short_gate.set()
+    assert short.result(LONG) == "short"
+    until(lambda: pool.stats().outstanding == 1, "the short task finished")
+    waiter = Blocked(pool.await_termination, name="await")
+    waiter.until_waiting()  # deques empty, one task running: not terminated
+    assert pool.stats().state == "draining"
+    gate.set()
+    assert waiter.result() is True and long.result(0) == "long"

@@ -246,6 +246,42 @@ def test_an_exception_and_a_cancel_wake_the_threads_waiting_on_their_futures() -
     closed(runner.close)
 
 
+# -- claims handed to a worker ----------------------------------------------------------------
+
+def test_a_claim_cancelled_while_it_waits_in_the_queue_is_handed_on_as_cancelled() -> None:
+    # Both slots free at once, no worker idle: the second claim waits in the shared queue (its
+    # worker is held in a done-callback), and is cancelled there. The worker that takes it must
+    # acknowledge the cancel, not run it or report it as run.
+    runner = Runner(max_workers=2)
+    started = {t: threading.Event() for t in ("a", "b", "x")}
+    gates = {t: threading.Event() for t in ("a", "b", "x")}
+    in_callback, leave_callback = threading.Event(), threading.Event()
+    ran: list[str] = []
+    runner.submit("a", _gated(started["a"], gates["a"]))
+    b = runner.submit("b", _gated(started["b"], gates["b"]))
+
+    def held(_: Future[Any]) -> None:
+        in_callback.set()
+        assert leave_callback.wait(LONG)
+
+    b.add_done_callback(held)
+    runner.submit("x", _gated(started["x"], gates["x"]), ["a"])
+    y = runner.submit("y", lambda: ran.append("y"), ["a"])
+    runner.start()
+    assert started["a"].wait(LONG) and started["b"].wait(LONG)
+    gates["b"].set()
+    assert in_callback.wait(LONG)  # b's worker is busy settling b
+    gates["a"].set()  # a's worker takes x itself; y is claimed and queued
+    assert started["x"].wait(LONG)
+    until(lambda: runner.scheduler.state("y") is TaskState.RUNNING, "y claimed")
+    assert runner.cancel("y") is TaskState.RUNNING  # claimed: a request to the taker
+    leave_callback.set()
+    gates["x"].set()
+    assert _outcome(y) == "cancelled"
+    assert runner.scheduler.state("y") is TaskState.CANCELLED and ran == []
+    closed(runner.close)
+
+
 # -- cancel tokens -----------------------------------------------------------------------------
 
 class _TokenFunction:

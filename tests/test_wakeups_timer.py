@@ -218,3 +218,44 @@ def test_every_worker_waiting_for_a_claim_leaves_on_close() -> None:
     closed(r.close)
     assert not any(thread.is_alive() for thread in r._threads)
 
+
+
+class _HoldingSteps(Steps):
+    """Steps whose next Idle step, once ``hold()`` is called, blocks inside ``next()`` (the
+    scheduler's lock held) until ``release()``: the dispatcher has looked at the heap and not yet
+    come back for the runner lock."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+        self.holding = threading.Event()
+        self.released = threading.Event()
+
+    def hold(self) -> None:
+        self.armed = True
+
+    def release(self) -> None:
+        self.armed = False
+        self.released.set()
+
+    def record(self, action: str, params: dict[str, Any], state: TimerSnapshot) -> None:
+        super().record(action, params, state)
+        if action == "Idle" and self.armed:
+            self.holding.set()
+            assert self.released.wait(LONG)
+
+
+def test_an_entry_scheduled_while_the_dispatcher_is_in_next_makes_it_look_again() -> None:
+    steps = _HoldingSteps()
+    with _opened(max_workers=1, recorder=steps) as r:
+        dispatcher = r._threads[0]
+        until(lambda: waiting(dispatcher), "the dispatcher asleep, nothing scheduled")
+        steps.hold()
+        r.schedule("far", time.monotonic() + HOUR, lambda: None)  # wakes it: it looks again
+        assert steps.holding.wait(LONG)  # next() found only "far": it answers Wait(an hour)
+        due = Blocked(lambda: r.schedule("due", 0, lambda: "due"), name="schedule")
+        # The schedule holds the runner lock and waits for the scheduler's: it lands after the
+        # look, before the dispatcher takes the runner lock back to sleep on that answer.
+        until(r._lock.locked, "the schedule of 'due' under way")
+        steps.release()
+        assert due.result().result(LONG) == "due"
