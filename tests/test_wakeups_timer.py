@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from refsched import SchedulerError, TimerCloseReport, TimerRunner, TimerSnapshot
+from refsched import SchedulerError, TimerCloseReport, TimerRunner, TimerSnapshot, TimerState
 from tests.wakeup_support import LONG, Blocked, closed, until, waiting
 
 HOUR = 3600.0  # a sleep only a lost wake-up waits out
@@ -177,6 +177,7 @@ def test_a_worker_that_reports_wakes_the_dispatcher_waiting_for_a_free_worker() 
         assert started.wait(LONG)
         b = r.schedule("b", 0, lambda: "b")  # due, but the one worker is busy
         until(lambda: r._slot_wanted, "the dispatcher waits for a worker")
+        assert r.scheduler.state("b") is TimerState.PENDING  # not claimed for nobody to run
         gate.set()
         assert b.result(LONG) == "b"
 
