@@ -789,6 +789,352 @@ CATALOGUE: tuple[Mutant, ...] = (
        """    IF true THEN"""),
 )
 
+# Wake-ups and notifications: each bug leaves a thread waiting for an event that happened.
+# The wake-up tests (tests/test_wakeups_*.py) block a thread first, then make the one change
+# that must release it.
+_WAKEUPS: tuple[Mutant, ...] = (
+    _m('runner_close_releases_no_idle_worker', _R, 'close() does not send the idle workers away',
+       """                        out.append((future, _CANCEL, None))
+                self._release_idle_locked()""",
+       """                        out.append((future, _CANCEL, None))"""),
+    _m('runner_break_releases_no_idle_worker', _R,
+       'a runner stopped on its own failure keeps its idle workers',
+       """                out.append((future, _ERROR, error))
+        self._release_idle_locked()""",
+       """                out.append((future, _ERROR, error))"""),
+    _m('runner_settle_no_idle_notify', _R,
+       '_settle() does not wake wait()/close() after the settlements it applied',
+       """            self._resolving -= len(out)
+            if self._idle_waiters:
+                self._notify_idle_locked()""",
+       """            self._resolving -= len(out)"""),
+    _m('runner_idle_notify_one', _R, 'wait()/close() waiters: notify one, not all',
+       """            self._idle.notify_all()""",
+       """            self._idle.notify()"""),
+    _m('runner_idle_notify_needs_both', _R,
+       'idle notify only when no version is live AND none in flight',
+       """        if self._resolving == 0 and (self._live == 0 or self._inflight == 0):""",
+       """        if self._resolving == 0 and (self._live == 0 and self._inflight == 0):"""),
+    _m('runner_idle_notify_ignores_resolving', _R,
+       'idle notify while settlements are still being applied, never after',
+       """        if self._resolving == 0 and (self._live == 0 or self._inflight == 0):""",
+       """        if self._resolving > 0 and (self._live == 0 or self._inflight == 0):"""),
+    _m('runner_wait_uncounted', _R, 'wait() does not count itself among the idle waiters',
+       """        with self._lock:
+            self._idle_waiters += 1
+            try:
+                self._idle.wait_for(self._quiet, seconds)""",
+       """        with self._lock:
+            try:
+                self._idle.wait_for(self._quiet, seconds)"""),
+    _m('runner_close_wait_uncounted', _R, 'close() does not count itself among the idle waiters',
+       """            self._idle_waiters += 1
+            try:
+                self._idle.wait_for(self._all_returned, seconds)""",
+       """            try:
+                self._idle.wait_for(self._all_returned, seconds)"""),
+    _m('runner_futures_notify_one', _R,
+       'settling a result notifies one future waiter, not all (shared condition)',
+       """                    if self._futures_waiting:
+                        self._futures_condition.notify_all()""",
+       """                    if self._futures_waiting:
+                        self._futures_condition.notify()"""),
+    _m('runner_futures_no_notify', _R, 'settling a result notifies nobody',
+       """                    if self._futures_waiting:
+                        self._futures_condition.notify_all()""",
+       """                    pass"""),
+    _m('runner_future_wait_no_recheck', _R,
+       'TaskFuture waits once on the shared condition, no re-check',
+       """                self._condition.wait_for(self._is_done, timeout)""",
+       """                self._condition.wait(timeout)"""),
+    _m('runner_token_not_set_when_requested_early', _R,
+       'a cancel requested before the token was made is forgotten',
+       """            if key in self._cancel_requested:
+                token._event.set()""",
+       """            if key in self._cancel_requested:
+                pass"""),
+    _m('runner_submit_after_start_no_dispatch', _R, 'a submission after start() claims nothing',
+       """            self._collect_locked(out, None, 0, None)
+            self._dispatch_locked(False)
+        self._resolving += len(out)""",
+       """            self._collect_locked(out, None, 0, None)
+        self._resolving += len(out)"""),
+    _m('runner_start_no_dispatch', _R, 'start() claims nothing (the workers wait)',
+       """                self._threads.append(thread)
+            self._dispatch_locked(False)""",
+       """                self._threads.append(thread)"""),
+    _m('runner_report_drops_self_take', _R,
+       'the claim a reporting worker should take itself is dropped',
+       """        return self._dispatch_locked(True)""",
+       """        self._dispatch_locked(True)
+        return None"""),
+    _m('runner_idle_with_uncounted_settlements', _R,
+       'a worker with settlements not yet counted goes idle',
+       """                    elif not out and not self._closed:""",
+       """                    elif not self._closed:"""),
+    _m('runner_dispatch_pops_front_idle', _R, 'claims handed to the first idle worker (order only)',
+       """                idle.pop().put(claims[i])""",
+       """                idle.pop(0).put(claims[i])""",
+       equivalent='only which idle worker takes the claim changes; every idle worker is alike'),
+    _m('runner_worker_idle_when_closed', _R,
+       'a worker goes idle after close (nobody will release it)',
+       """                    elif not out and not self._closed:""",
+       """                    elif not out:"""),
+    _m('timer_runner_cancel_head_no_poke', _TR,
+       'cancel of the entry the dispatcher sleeps toward does not wake it',
+       """                    if deadline is not None and slot.run_at <= deadline:
+                        self._poke_locked()""",
+       """                    if deadline is not None and slot.run_at < deadline - 1e300:
+                        self._poke_locked()"""),
+    _m('timer_runner_poke_no_notify', _TR,
+       'a poke sets the flag but does not notify the sleeping dispatcher',
+       """        self._poke = True
+        self._wake.notify()""",
+       """        self._poke = True"""),
+    _m('timer_runner_supersede_no_poke', _TR,
+       'a supersede of the entry slept toward does not wake the dispatcher',
+       """            if deadline is not None and (at < deadline
+                                         or (stale_at is not None and stale_at <= deadline)):""",
+       """            if deadline is not None and at < deadline:"""),
+    _m('timer_runner_report_no_slot_wake', _TR,
+       'a worker that reports does not wake the dispatcher waiting for a slot',
+       """        slot.stop = False
+        if self._slot_wanted:
+            self._wake.notify()""",
+       """        slot.stop = False"""),
+    _m('timer_runner_report_no_idle_wake_when_closed', _TR,
+       'a worker that reports after close does not wake close()',
+       """            self._wake.notify()
+        if self._closed:
+            self._idle.notify_all()""",
+       """            self._wake.notify()"""),
+    _m('timer_runner_queue_no_work_notify', _TR, 'a claim queued for a worker does not wake one',
+       """                    self._claiming = False
+                    self._work.notify()
+                    continue""",
+       """                    self._claiming = False
+                    continue"""),
+    _m('timer_runner_dispatcher_exit_no_work_notify', _TR,
+       'the dispatcher leaves without waking the workers',
+       """            self._deadline = None
+            self._work.notify_all()  # workers may exit once the queue is empty
+            self._idle.notify_all()""",
+       """            self._deadline = None
+            self._idle.notify_all()"""),
+    _m('timer_runner_dispatcher_exit_no_idle_notify', _TR,
+       'the dispatcher leaves without waking close()',
+       """            self._deadline = None
+            self._work.notify_all()  # workers may exit once the queue is empty
+            self._idle.notify_all()""",
+       """            self._deadline = None
+            self._work.notify_all()  # workers may exit once the queue is empty"""),
+    _m('timer_runner_close_no_work_notify', _TR, 'close() does not wake the waiting workers',
+       """        self._deadline = None
+        self._wake.notify_all()
+        self._work.notify_all()
+        self._idle.notify_all()
+        return report.cancelled""",
+       """        self._deadline = None
+        self._wake.notify_all()
+        self._idle.notify_all()
+        return report.cancelled""",
+       equivalent="the dispatcher's exit notifies _work after _closed is set: the workers wake"),
+    _m('timer_runner_poke_ignored_after_next', _TR,
+       'a change made while next() ran is not looked at again',
+       """                if self._poke:
+                    continue  # something changed while next() ran: look again""",
+       """                if False:
+                    continue"""),
+    _m('timer_runner_deadline_not_inf_in_next', _TR,
+       'no deadline while next() runs: a change then pokes nobody',
+       """                self._claiming = True
+                self._deadline = _INF""",
+       """                self._claiming = True"""),
+    _m('timer_runner_deadline_relative', _TR,
+       "the deadline is the Wait's seconds, not now + seconds",
+       """                    self._deadline = scheduler.now + seconds""",
+       """                    self._deadline = seconds"""),
+    _m('timer_runner_sleep_without_timeout', _TR,
+       'the dispatcher sleeps without a timeout toward the next entry',
+       """                    self._wake.wait(min(seconds, _MAX_WAIT))""",
+       """                    self._wake.wait()"""),
+    _m('timer_runner_slot_wanted_not_set', _TR,
+       'the dispatcher waits for a worker without saying so',
+       """                    self._slot_wanted = True
+                    self._wake.wait()""",
+       """                    self._wake.wait()"""),
+    _m('timer_runner_worker_wait_no_recheck', _TR, 'a worker waits once for a claim, no re-check',
+       """                    while not queue and not (self._closed and not self._claiming):""",
+       """                    if not queue and not (self._closed and not self._claiming):""",
+       wanted_check="an explore scenario: close() between the dispatcher's claim and its "
+                    "enqueue, with the worker scheduled first"),
+    _m('timer_runner_worker_exits_while_claiming', _TR,
+       'workers exit on close though the dispatcher still claims',
+       """                    while not queue and not (self._closed and not self._claiming):""",
+       """                    while not queue and not self._closed:""",
+       wanted_check='the same interleaving as tr_worker_wait_no_recheck: an explore scenario'),
+    _m('timer_runner_close_waits_not_for_claiming', _TR,
+       'close() returns while the dispatcher holds a reservation',
+       """            self._idle.wait_for(lambda: self._busy <= own and not self._claiming,\
+ seconds)""",
+       """            self._idle.wait_for(lambda: self._busy <= own, seconds)""",
+       equivalent="while the dispatcher claims, _busy counts the reservation: close() waits"),
+    _m('timer_runner_fail_no_wake', _TR,
+       'a runner stopped on a failure does not wake its dispatcher',
+       """        self._deadline = None
+        self._wake.notify_all()
+        self._work.notify_all()
+        self._idle.notify_all()
+
+    # -- the workers""",
+       """        self._deadline = None
+        self._work.notify_all()
+        self._idle.notify_all()
+
+    # -- the workers"""),
+    _m('pool_joiners_not_woken', _P, 'Finish does not wake the workers parked waiting on the task',
+       """            self._parked.pop(w, None)
+            self._wake[w].notify()""",
+       """            self._parked.pop(w, None)"""),
+    _m('pool_finish_skips_joiners', _P, 'Finish does not look for joiners',
+       """        if task._joiners:
+            self._wake_joiners_locked(task)
+        if self._outstanding == 0 and self._state is _DRAINING:""",
+       """        if self._outstanding == 0 and self._state is _DRAINING:"""),
+    _m('pool_cancel_no_joiner_wake', _P, 'Future.cancel() does not wake the joiners',
+       """        if not super().cancel():
+            return False
+        self._pool._wake_joiners(self)""",
+       """        if not super().cancel():
+            return False""",
+       equivalent="a parked joiner's task is never queued; the worker that takes it wakes "
+                  "the joiners at its Finish"),
+    _m('pool_cancel_queued_no_joiner_wake', _P,
+       'shutdown(cancel_futures) does not wake the joiners',
+       """                if task._joiners:
+                    self._wake_joiners_locked(task)
+            count += len(dq)""",
+       """            count += len(dq)""",
+       equivalent='as p_cancel_no_joiner_wake: the Finish of the awaited task wakes the joiners'),
+    _m('pool_found_no_pass_wake', _P, 'a searcher that found a task does not wake the next worker',
+       """                if searching:
+                    searching = flags[w] = False
+                    self._searching -= 1
+                    self._pass_wake_locked()
+                idle_rounds = 0""",
+       """                if searching:
+                    searching = flags[w] = False
+                    self._searching -= 1
+                idle_rounds = 0"""),
+    _m('pool_awaited_done_no_pass_wake', _P,
+       'a waiting worker returning to its task passes no wake',
+       """                        self._searching -= 1
+                    self._pass_wake_locked()
+                    return""",
+       """                        self._searching -= 1
+                    return""",
+       wanted_check="needs a push and the awaited task's end at one instant: an explore scenario"),
+    _m('pool_terminated_no_notify', _P,
+       'termination does not notify await_termination()/shutdown()',
+       """        self._parked.clear()
+        self._terminated.notify_all()""",
+       """        self._parked.clear()"""),
+    _m('pool_park_not_registered', _P, 'a parking worker is not listed as parked',
+       """        self._parked[w] = None
+        if awaited is not None:""",
+       """        if awaited is not None:"""),
+    _m('pool_park_ignores_deadline', _P,
+       'a worker waiting on a future with a timeout parks without one',
+       """        timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)""",
+       """        timeout = None"""),
+    _m('pool_external_wakes_while_searching', _P,
+       'an outside push wakes only while someone searches',
+       """                if self._parked and not self._searching:
+                    target = self._wake_one_locked()""",
+       """                if self._parked and self._searching:
+                    target = self._wake_one_locked()"""),
+    _m('pool_child_push_wakes_nobody', _P, 'a child push never wakes a parked worker',
+       """                    self._record("SubmitChild", {"t": task, "w": w})
+                if self._parked and not self._searching:
+                    self._wake_one_locked()""",
+       """                    self._record("SubmitChild", {"t": task, "w": w})"""),
+    _m('pool_wake_one_not_searching', _P, 'a worker woken for a push is not counted as searching',
+       """        self._searching_flags[w] = True
+        self._searching += 1
+        self._wake[w].notify()""",
+       """        self._wake[w].notify()""",
+       equivalent='it only wakes more workers than needed: the API sees the same results'),
+    _m('pool_pass_wake_needs_work_everywhere', _P, 'pass a wake only when every deque holds work',
+       """        if self._parked and not self._searching and any(self._deques):""",
+       """        if self._parked and not self._searching and all(self._deques):"""),
+    _m('pool_park_forgets_flag', _P, 'a worker woken for a push forgets it is searching',
+       """                        searching = flags[w]  # set when woken for a push""",
+       """                        searching = False"""),
+    _m('pool_shutdown_idle_pool_not_terminated', _P,
+       'shutdown of an idle pool does not terminate it',
+       """                self._state = _DRAINING
+                if self._outstanding == 0:
+                    self._terminate_locked()""",
+       """                self._state = _DRAINING"""),
+    _m('durable_submit_no_wake', _D,
+       'a client-side submit of a ready version after start wakes nobody',
+       """            if state == "ready":
+                tx.wake(self._max)""",
+       """            if state == "ready":
+                pass"""),
+    _m('durable_start_no_wake', _D, 'start() wakes nobody for the versions already ready',
+       """            self._step(tx, "Start")
+            tx.wake(self._max)""",
+       """            self._step(tx, "Start")"""),
+    _m('durable_claim_leftover_no_wake', _D, 'a client-side claim that left work wakes nobody',
+       """            if taken:
+                tx.wake(self._max)  # what it left is for the next idle worker""",
+       """            if taken:
+                pass"""),
+    _m('durable_expire_no_wake', _D, 'expire() wakes nobody for what can be re-claimed',
+       """            self._expire(tx, tx.now())
+            tx.wake(self._max)  # what expired can be re-claimed""",
+       """            self._expire(tx, tx.now())"""),
+    _m('durable_end_no_wake', _D, 'a client-side complete/fail wakes nobody',
+       """            tx.wake(self._max)  # a slot is free, and dependents may be ready""",
+       """            pass"""),
+    _m('durable_retry_no_wake', _D, 'retry() wakes nobody',
+       """            self._step(tx, "Retry", t=task_id)
+            tx.wake(self._max)""",
+       """            self._step(tx, "Retry", t=task_id)"""),
+    _m('durable_steps_submit_no_wake', _DF, 'the server-side submit wakes nobody',
+       """            VALUES ('Submit', json_build_object('t', p_task, 'D',\
+ json_build_array())::text, now_);
+    END IF;
+    PERFORM refsched_wake(p_virtual, p_channel, p_max);""",
+       """            VALUES ('Submit', json_build_object('t', p_task, 'D',\
+ json_build_array())::text, now_);
+    END IF;"""),
+    _m('durable_steps_claim_no_wake', _DF, 'the server-side claim that left work wakes nobody',
+       """                VALUES ('Claim', json_build_object('w', p_worker, 'k', taken)::text,\
+ now_);
+        END IF;
+        PERFORM refsched_wake(p_virtual, p_channel, p_max);""",
+       """                VALUES ('Claim', json_build_object('w', p_worker, 'k', taken)::text,\
+ now_);
+        END IF;"""),
+    _m('durable_steps_complete_no_wake', _DF, 'the server-side complete wakes nobody',
+       """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);
+    PERFORM refsched_wake(p_virtual, p_channel, p_max);""",
+       """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);"""),
+    _m('durable_steps_claimable_ignores_free_slot', _DF, 'claimable though every slot is taken',
+       """            AND (SELECT count(*) FROM task WHERE state = 'running') < p_max);""",
+       """            AND (SELECT count(*) FROM task WHERE state = 'running') <= p_max);"""),
+    _m('durable_postgres_wait_never_hears', _DP,
+       'wait_for_work() hears no notification: it waits out its timeout',
+       """                for _ in self._listener.notifies(timeout=max(0.0, timeout), stop_after=1):
+                    return True""",
+       """                for _ in self._listener.notifies(timeout=max(0.0, timeout), stop_after=1):
+                    pass"""),
+)
+
+CATALOGUE += _WAKEUPS
+
 _BY_NAME = {m.name: m for m in CATALOGUE}
 assert len(_BY_NAME) == len(CATALOGUE), "mutant names must be unique"
 
@@ -838,11 +1184,17 @@ POOL_SCENARIOS = ("pool_pop_races_steal", "pool_two_thieves_one_victim",
 class Budget:
     """How much each layer may do, and how long it may take (seconds, wall clock)."""
 
-    unit_files: tuple[str, ...] = ("tests/test_scheduler.py", "tests/test_runner.py")
-    timer_unit_files: tuple[str, ...] = ("tests/test_timer.py", "tests/test_timer_runner.py")
-    pool_unit_files: tuple[str, ...] = ("tests/test_pool.py",)
+    # Each system's unit tests, its wake-up tests among them: a lost notification is a state
+    # no other test waits in.
+    unit_files: tuple[str, ...] = ("tests/test_scheduler.py", "tests/test_runner.py",
+                                   "tests/test_wakeups_runner.py", "tests/test_wakeups_sync.py")
+    timer_unit_files: tuple[str, ...] = ("tests/test_timer.py", "tests/test_timer_runner.py",
+                                         "tests/test_wakeups_timer.py")
+    pool_unit_files: tuple[str, ...] = ("tests/test_pool.py", "tests/test_wakeups_pool.py")
     durable_unit_files: tuple[str, ...] = ("tests/test_durable.py", "tests/test_durable_faults.py",
-                                           "tests/test_durable_postgres.py")
+                                           "tests/test_durable_postgres.py",
+                                           "tests/test_wakeups_durable.py",
+                                           "tests/test_durable_worker.py")
     lockstep_examples: int = 300
     durable_lockstep_examples: int = 100  # a durable walk makes a store and many transactions
     lockstep_steps: int = 40
