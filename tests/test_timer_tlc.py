@@ -106,6 +106,14 @@ MUTANTS: dict[str, Mutant] = {
          "    IF FALSE /\\ Cardinality(h) > RebuildFloor"),),
         ((S, "HeapGarbageBounded"), (T, "HeapGarbageBounded")),
     ),
+    # next() does not rebuild the heap after a claim. Only the traces instance (RebuildFloor
+    # 0) sees the garbage pass the bound; with RebuildFloor 2 and 6 schedules the safety
+    # instance never holds enough stale entries behind a claimed one (a full run passes).
+    "claim_skips_compaction": Mutant(
+        (("           /\\ heap' = Compact(heap \\ (DroppedOnTop \\cup {e}), version, st)\n",
+          "           /\\ heap' = heap \\ (DroppedOnTop \\cup {e})\n"),),
+        ((T, "HeapGarbageBounded"),),
+    ),
     # Claim takes the first entry of a current version whatever its state: a cancelled
     # version's stale entry is handed out.
     "claim_takes_stale_entry": Mutant(
