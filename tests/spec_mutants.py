@@ -155,7 +155,7 @@ def run(spec: SpecChecks, name: str, config: str, check: str, tmp_path: Path) ->
 
 def check_mutant(spec: SpecChecks, name: str, config: str, check: str, tmp_path: Path) -> None:
     """Assert TLC reports ``check`` violated by the mutant ``name`` in ``config``, and that on
-    the counterexample's last step the model's predicates find that check broken alone."""
+    the counterexample's last step the model's predicates find that check broken first."""
     kind = spec.kind(check)
     result = run(spec, name, config, check, tmp_path)
     assert not result.ok, f"{name} passes {config}"
