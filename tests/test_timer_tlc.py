@@ -108,7 +108,8 @@ MUTANTS: dict[str, Mutant] = {
     ),
     # next() does not rebuild the heap after a claim. Only the traces instance (RebuildFloor
     # 0) sees the garbage pass the bound; with RebuildFloor 2 and 6 schedules the safety
-    # instance never holds enough stale entries behind a claimed one (a full run passes).
+    # instance never holds enough stale entries behind a claimed one: a full run of it passes
+    # (TLC 2.15: 2,974,122 distinct states, depth 19, 996 s with 2 workers on loaded cores).
     "claim_skips_compaction": Mutant(
         (("           /\\ heap' = Compact(heap \\ (DroppedOnTop \\cup {e}), version, st)\n",
           "           /\\ heap' = heap \\ (DroppedOnTop \\cup {e})\n"),),
