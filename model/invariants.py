@@ -94,6 +94,23 @@ def claim_only_after_deps_succeeded(before: Snapshot, after: Snapshot) -> bool:
     return True
 
 
+def claims_oldest_first(before: Snapshot, after: Snapshot) -> bool:
+    """A step that claims a ready version claims every older ready version (smaller seq) too."""
+    def claimed(t: object) -> bool:
+        w = after.tasks.get(t)
+        return w is not None and w.state is TaskState.RUNNING
+
+    ready = [(t, v.seq) for t, v in before.tasks.items() if v.state is TaskState.READY]
+    return all(claimed(u) for t, newer in ready if claimed(t)
+               for u, older in ready if older < newer)
+
+
+def running_never_replaced(before: Snapshot, after: Snapshot) -> bool:
+    """A running version is never replaced by a new one: it ends first."""
+    return all(t in after.tasks and after.tasks[t].generation == v.generation
+               for t, v in before.tasks.items() if v.state is TaskState.RUNNING)
+
+
 INVARIANTS: dict[str, Callable[[Snapshot, int], bool]] = {
     "TypeOK": type_ok,
     "AtMostOneClaimPerVersion": at_most_one_claim_per_version,
@@ -107,6 +124,8 @@ INVARIANTS: dict[str, Callable[[Snapshot, int], bool]] = {
 ACTION_PROPERTIES: dict[str, Callable[[Snapshot, Snapshot], bool]] = {
     "NoTerminalToReady": no_terminal_to_ready,
     "ClaimOnlyAfterDepsSucceeded": claim_only_after_deps_succeeded,
+    "ClaimsOldestFirst": claims_oldest_first,
+    "RunningNeverReplaced": running_never_replaced,
 }
 
 

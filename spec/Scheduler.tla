@@ -373,6 +373,20 @@ ClaimOnlyAfterDepsSucceeded ==
               => \A d \in deps[t] : state[d] = "succeeded"]_vars
 \* A version starts running only when every one of its deps has succeeded.
 
+ClaimsOldestFirst ==
+    [][\A t, u \in Tasks :
+          (/\ state[t] = "ready" /\ state'[t] = "running"
+           /\ state[u] = "ready" /\ seq[u] < seq[t])
+              => state'[u] = "running"]_vars
+\* A step that claims a ready version claims every older one (smaller seq) with it: ready
+\* versions are handed out oldest first.  Written from the contract, apart from Claim's
+\* chosen set, so that a claim of the wrong ones does not pass unnoticed.
+
+RunningNeverReplaced ==
+    [][\A t \in Tasks : state[t] = "running" => generation'[t] = generation[t]]_vars
+\* A running version is never replaced by a new one: it ends first.  Only a step can show
+\* this (a Submit that replaced it would reach states Submit reaches anyway).
+
 -----------------------------------------------------------------------------
 (* Liveness *)
 

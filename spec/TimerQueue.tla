@@ -323,4 +323,9 @@ TerminalStaysTerminal ==
                  /\ cancelRequested'[t] = cancelRequested[t]
                  /\ claims'[t] = claims[t]]_vars
 \* A terminal version never changes; only a new schedule (a new version) replaces it.
+
+RunningNeverReplaced ==
+    [][\A t \in Tasks : state[t] = "running" => version'[t] = version[t]]_vars
+\* A running version is never replaced by a new schedule: it ends first.  Only a step can
+\* show this (a Schedule that replaced it would reach states Schedule reaches anyway).
 =============================================================================

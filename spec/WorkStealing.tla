@@ -228,6 +228,13 @@ NoTaskLost == submitted = Queued \cup Running \cup finished \cup cancelled
 CancelledNeverRan == \A t \in cancelled : runs[t] = 0
 \* Only a task that never started is cancelled.
 
+HaltsOnlyWhenTerminated == phase = "draining" => Queued \cup Running # {}
+\* A pool that is not terminated can always take a step: an accepting pool can be shut
+\* down, and a draining one has a task to take or to end (an idle worker pops or steals a
+\* queued task, a running one finishes).  So only a terminated pool halts: a draining pool
+\* left with nothing to do, which never terminates, is a violation here, not a deadlock
+\* that -deadlock would let pass.
+
 -----------------------------------------------------------------------------
 (* Action properties *)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import graphlib
 import itertools
+from dataclasses import replace
 
 import pytest
 
@@ -15,7 +16,7 @@ from refsched.errors import (
     TaskRunningError,
     UnknownDependencyError,
 )
-from refsched.model import ACTIONS, ReferenceScheduler, violated
+from refsched.model import ACTIONS, ReferenceScheduler, violated, violated_by_step
 from refsched.model import actions as A
 from refsched.types import TaskState
 
@@ -150,3 +151,30 @@ def test_a_model_without_settle_breaks_blocked_propagated(monkeypatch: pytest.Mo
     m.ready()
     m.fail("a", 1)
     assert "BlockedPropagated" in violated(m.snapshot(), 2)
+
+
+def test_a_claim_of_the_newest_ready_version_breaks_claims_oldest_first() -> None:
+    m = ReferenceScheduler(1)
+    m.submit("a")
+    m.submit("b")
+    m.start()
+    before = m.snapshot()
+    m.ready()  # a, the oldest
+    assert violated_by_step(before, m.snapshot()) == []
+    b = before.tasks["b"]
+    newest = replace(before, tasks={**before.tasks, "b": replace(
+        b, state=TaskState.RUNNING, claims=1)})
+    assert violated_by_step(before, newest) == ["ClaimsOldestFirst"]
+
+
+def test_a_new_version_of_a_running_one_breaks_running_never_replaced() -> None:
+    m = ReferenceScheduler(1)
+    m.submit("a")
+    m.start()
+    m.ready()
+    before = m.snapshot()
+    a = before.tasks["a"]
+    replaced = replace(before, next_seq=before.next_seq + 1, tasks={"a": replace(
+        a, generation=2, state=TaskState.READY, claims=0, seq=before.next_seq)})
+    assert violated(replaced, 1) == []
+    assert violated_by_step(before, replaced) == ["RunningNeverReplaced"]

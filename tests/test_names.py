@@ -62,10 +62,19 @@ def test_checked_invariants_are_the_models_and_the_implementations() -> None:
 
 def test_checked_action_properties_are_the_models() -> None:
     assert cfg_section("MCScheduler.cfg", "PROPERTIES") == set(ACTION_PROPERTIES)
+    assert cfg_section("MCSchedulerTraces.cfg", "PROPERTIES") == set(ACTION_PROPERTIES)
 
 
-def test_liveness_config_checks_every_version_ends() -> None:
-    assert cfg_section("MCSchedulerLiveness.cfg", "PROPERTIES") == {"EveryVersionEnds"}
+def test_liveness_config_checks_every_version_ends_and_every_safety_check() -> None:
+    assert cfg_section("MCSchedulerLiveness.cfg", "PROPERTIES") == {
+        *ACTION_PROPERTIES, "EveryVersionEnds"}
+    assert cfg_section("MCSchedulerLiveness.cfg", "INVARIANTS") == set(INVARIANTS)
+
+
+def test_traces_config_checks_every_invariant_that_can_fail_there() -> None:
+    # 2 ids and 2 slots: ConcurrencyBound cannot fail on the traces instance.
+    assert cfg_section("MCSchedulerTraces.cfg", "INVARIANTS") == set(INVARIANTS) - {
+        "ConcurrencyBound"}
 
 
 def test_every_named_invariant_is_defined_in_the_spec() -> None:

@@ -493,6 +493,10 @@ BAD_STEPS: dict[str, tuple[TimerSnapshot, TimerSnapshot]] = {
     "TimeNeverGoesBack": (GOOD.replace(now=1), GOOD),
     "TerminalStaysTerminal": (
         _state(("a", _view(COMPLETED, claims=1))), _state(("a", _view(FAILED, claims=1)))),
+    # a running version replaced by a new schedule
+    "RunningNeverReplaced": (
+        _state(("a", _view(RUNNING, claims=1)), heap=set()),
+        _state(("a", _view(version=2, seq=2)))),
 }
 
 

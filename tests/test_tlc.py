@@ -1,22 +1,32 @@
 """TLC checks of spec/Scheduler.tla, and must-fail models proving each check can fail.
 
-Each mutant copies ``spec/`` to a temporary folder, breaks ``Scheduler.tla`` by one text
-substitution (asserting the original text is there, so an edit of the spec cannot silently
-turn a mutant into the unmodified spec) and asserts TLC reports exactly the check it breaks.
+Each mutant breaks ``Scheduler.tla`` by a text substitution and names the (config, check)
+pairs that must report it (tests/spec_mutants.py): every invariant and property each
+``MCScheduler*.cfg`` lists is reported, by name, by some mutant in that config, and the
+model's predicates find the same check broken on the counterexample's last step.
 
 Time on 2 cores (TLC 2.15, ``-workers 2``): the safety model 80-170 s, the liveness model
-35-70 s (both marked big_instance, run by `pytest -m big_instance`), each mutant 2-9 s.
+35-70 s (both marked big_instance, run by `pytest -m big_instance`); each mutant 3-25 s with
+one worker (those on the liveness instance are the slow ones), about 35 runs.
 """
 
 from __future__ import annotations
 
-import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from refsched.model import ACTION_PROPERTIES, INVARIANTS
-from refsched.verify.tlc import TLCResult, parse_output, run_tlc, spec_dir
+from refsched.model import ACTION_PROPERTIES, INVARIANTS, violated, violated_by_step
+from refsched.verify.tlc import TLCResult, parse_output, run_tlc
+from tests.spec_mutants import (
+    Mutant,
+    SpecChecks,
+    cases,
+    cfg_checks,
+    check_mutant,
+    uncovered,
+)
 
 # Measured with TLC 2.15 on MCScheduler.cfg (3 ids, MaxConcurrency 2, MaxGeneration 2,
 # symmetry on ids). If the spec or the model changes, update these and the README table.
@@ -28,25 +38,13 @@ LIVENESS_DEPTH = 15
 
 SAFETY = "MCScheduler.cfg"
 LIVENESS = "MCSchedulerLiveness.cfg"
+TRACES = "MCSchedulerTraces.cfg"
 
 
 
 def check(config: str, directory: Path | None = None) -> TLCResult:
     # -deadlock: a scheduler closed before any submission legitimately has no successor.
     return run_tlc(config, directory=directory, extra_args=["-deadlock"])
-
-
-def mutate(tmp_path: Path, substitutions: list[tuple[str, str]]) -> Path:
-    """Copy spec/ into tmp_path with Scheduler.tla edited; return the copy's folder."""
-    copy = tmp_path / "spec"
-    shutil.copytree(spec_dir(), copy)
-    module = copy / "Scheduler.tla"
-    text = module.read_text()
-    for old, new in substitutions:
-        assert text.count(old) == 1, f"mutant is stale: {old!r} is not in Scheduler.tla once"
-        text = text.replace(old, new)
-    module.write_text(text)
-    return copy
 
 
 @pytest.mark.slow
@@ -71,110 +69,121 @@ def test_liveness_model_holds_with_recorded_state_count() -> None:
     ), "the state space changed: update LIVENESS_DISTINCT_STATES/LIVENESS_DEPTH and the README"
 
 
-# (check broken, kind TLC reports, substitutions in Scheduler.tla)
-SAFETY_MUTANTS: dict[str, tuple[str, list[tuple[str, str]]]] = {
-    # Claim ignores the slots taken by running versions: over-commits.
-    "ConcurrencyBound": (
-        "invariant",
-        [("        /\\ k <= MaxConcurrency - Cardinality(running)\n", "")],
+S, T, L = SAFETY, TRACES, LIVENESS
+
+# Each mutant, and the (config, check) pairs that must report it.
+MUTANTS: dict[str, Mutant] = {
+    # Claim ignores the slots taken by running versions: over-commits. The traces instance
+    # has no more ids than slots, so the bound cannot fail there (see its cfg).
+    "claim_ignores_running_slots": Mutant(
+        (("        /\\ k <= MaxConcurrency - Cardinality(running)\n", ""),),
+        ((S, "ConcurrencyBound"), (L, "ConcurrencyBound")),
     ),
     # Complete forgets to decrement its dependents' counters (but still readies them).
-    "IndegreeInvariant": (
-        "invariant",
-        [
-            (
-                "IF x \\in waiting THEN remainingDeps[x] - 1 ELSE remainingDeps[x]",
-                "remainingDeps[x]",
-            )
-        ],
+    "complete_keeps_counts": Mutant(
+        (("IF x \\in waiting THEN remainingDeps[x] - 1 ELSE remainingDeps[x]",
+          "remainingDeps[x]"),),
+        ((S, "IndegreeInvariant"), (T, "IndegreeInvariant"), (L, "IndegreeInvariant")),
     ),
     # Fail skips Settle: dependents of the failed version stay pending.
-    "BlockedPropagated": (
-        "invariant",
-        [
-            (
-                'LET settled == Settle([state EXCEPT ![t] = "failed"], deps, seq, blockedBy)',
-                'LET settled == [state |-> [state EXCEPT ![t] = "failed"], '
-                "blockedBy |-> blockedBy]",
-            )
-        ],
+    "fail_skips_settle": Mutant(
+        (('LET settled == Settle([state EXCEPT ![t] = "failed"], deps, seq, blockedBy)',
+          'LET settled == [state |-> [state EXCEPT ![t] = "failed"], '
+          "blockedBy |-> blockedBy]"),),
+        ((S, "BlockedPropagated"), (T, "BlockedPropagated"), (L, "BlockedPropagated")),
     ),
     # Retry puts a dead version back to ready/pending without a new generation.
-    "NoTerminalToReady": (
-        "action property",
-        [
-            (
-                "/\\ generation' = [x \\in Tasks |-> "
-                "IF x \\in R THEN generation[x] + 1 ELSE generation[x]]",
-                "/\\ generation' = generation",
-            )
-        ],
+    "retry_keeps_generation": Mutant(
+        (("/\\ generation' = [x \\in Tasks |-> "
+          "IF x \\in R THEN generation[x] + 1 ELSE generation[x]]",
+          "/\\ generation' = generation"),),
+        ((S, "NoTerminalToReady"), (T, "NoTerminalToReady"), (L, "NoTerminalToReady")),
     ),
     # Submit keeps the replaced version's claim count: the new version is claimed "twice".
-    "AtMostOneClaimPerVersion": (
-        "invariant",
-        [("/\\ claims' = [claims EXCEPT ![t] = 0]", "/\\ claims' = claims")],
+    "submit_keeps_claims": Mutant(
+        (("/\\ claims' = [claims EXCEPT ![t] = 0]", "/\\ claims' = claims"),),
+        ((S, "AtMostOneClaimPerVersion"), (T, "AtMostOneClaimPerVersion")),
+    ),
+    # Claim hands the chosen versions out but leaves them ready: the next claim hands them
+    # out again (with one generation per id, as in the liveness instance, a Submit cannot).
+    "claim_leaves_versions_ready": Mutant(
+        (("        /\\ state' = [x \\in Tasks |-> IF x \\in chosen THEN \"running\" "
+          "ELSE state[x]]\n", "        /\\ state' = state\n"),),
+        ((L, "AtMostOneClaimPerVersion"),),
     ),
     # Settle blocks versions without naming the dep that blocked them.
-    "BlockedHasCause": (
-        "invariant",
-        [
-            (
-                "blockedBy |-> [x \\in Tasks |-> IF x \\in B THEN Blame(x) ELSE bb[x]]",
-                "blockedBy |-> bb",
-            )
-        ],
+    "settle_names_no_cause": Mutant(
+        (("blockedBy |-> [x \\in Tasks |-> IF x \\in B THEN Blame(x) ELSE bb[x]]",
+          "blockedBy |-> bb"),),
+        ((S, "BlockedHasCause"), (T, "BlockedHasCause"), (L, "BlockedHasCause")),
     ),
     # Submit after Start no longer rejects a dependency that closes a cycle.
-    "SealedGraph": (
-        "invariant",
-        [("    /\\ started => t \\notin ReachFrom(D, deps)\n", "")],
+    "submit_closes_cycle": Mutant(
+        (("    /\\ started => t \\notin ReachFrom(D, deps)\n", ""),),
+        ((S, "SealedGraph"), (T, "SealedGraph"), (L, "SealedGraph")),
     ),
     # Claim takes pending versions too.
-    "ClaimOnlyAfterDepsSucceeded": (
-        "action property",
-        [('LET ready   == InState({"ready"})', 'LET ready   == InState({"ready", "pending"})')],
+    "claim_takes_pending": Mutant(
+        (('LET ready   == InState({"ready"})', 'LET ready   == InState({"ready", "pending"})'),),
+        ((S, "ClaimOnlyAfterDepsSucceeded"), (T, "ClaimOnlyAfterDepsSucceeded"),
+         (L, "ClaimOnlyAfterDepsSucceeded")),
     ),
     # Close(TRUE) writes a state name that does not exist.
-    "TypeOK": (
-        "invariant",
-        [
-            (
-                'IF state[x] \\in Waiting THEN "cancelled" ELSE state[x]',
-                'IF state[x] \\in Waiting THEN "canceled" ELSE state[x]',
-            )
-        ],
+    "close_misspells_cancelled": Mutant(
+        (('IF state[x] \\in Waiting THEN "cancelled" ELSE state[x]',
+          'IF state[x] \\in Waiting THEN "canceled" ELSE state[x]'),),
+        ((S, "TypeOK"), (T, "TypeOK"), (L, "TypeOK")),
+    ),
+    # Claim(k) takes the k ready versions with the largest seq: newest first.
+    "claim_takes_newest": Mutant(
+        (("chosen  == {x \\in ready : Cardinality({y \\in ready : seq[y] < seq[x]}) < k}",
+          "chosen  == {x \\in ready : Cardinality({y \\in ready : seq[y] > seq[x]}) < k}"),),
+        ((S, "ClaimsOldestFirst"), (T, "ClaimsOldestFirst"), (L, "ClaimsOldestFirst")),
+    ),
+    # Submit replaces a running version: its function runs on, unowned.
+    "submit_replaces_running": Mutant(
+        (("    /\\ ~closed\n    /\\ state[t] # \"running\"\n", "    /\\ ~closed\n"),),
+        ((S, "RunningNeverReplaced"), (T, "RunningNeverReplaced"),
+         (L, "RunningNeverReplaced")),
+    ),
+    # Running functions may run forever: a running version never ends.
+    "no_fairness_on_finishing": Mutant(
+        (("    /\\ \\A t \\in Tasks : WF_vars(Finish(t))\n", ""),),
+        ((L, "EveryVersionEnds"),),
+    ),
+    # Workers may stop claiming: a ready version waits forever.
+    "no_fairness_on_claim": Mutant(
+        (("    /\\ WF_vars(\\E k \\in 1..MaxConcurrency : Claim(k))\n", ""),),
+        ((L, "EveryVersionEnds"),),
     ),
 }
 
-
-def test_every_invariant_and_action_property_has_a_mutant() -> None:
-    assert set(SAFETY_MUTANTS) == set(INVARIANTS) | set(ACTION_PROPERTIES)
-
-
-@pytest.mark.parametrize("name", sorted(SAFETY_MUTANTS))
-def test_mutant_violates_exactly_its_check(name: str, tmp_path: Path) -> None:
-    kind, substitutions = SAFETY_MUTANTS[name]
-    result = check(SAFETY, mutate(tmp_path, substitutions))
-    assert not result.ok
-    assert (result.violation_kind, result.violated) == (kind, name), result.output[-4000:]
-    assert result.trace is not None and result.trace.startswith("State 1: <Initial predicate>")
+SPEC = SpecChecks(
+    module="Scheduler.tla", mc_module="MCScheduler.tla", system="scheduler",
+    invariants=frozenset(INVARIANTS), action_properties=frozenset(ACTION_PROPERTIES),
+    temporal=frozenset({"EveryVersionEnds"}),
+    violated=lambda s, instance: violated(s, instance.max_concurrency),
+    violated_by_step=violated_by_step, mutants=MUTANTS,
+)
 
 
-LIVENESS_MUTANTS: dict[str, list[tuple[str, str]]] = {
-    # Running functions may run forever: a running version never ends.
-    "no_fairness_on_finishing": [("    /\\ \\A t \\in Tasks : WF_vars(Finish(t))\n", "")],
-    # Workers may stop claiming: a ready version waits forever.
-    "no_fairness_on_claim": [("    /\\ WF_vars(\\E k \\in 1..MaxConcurrency : Claim(k))\n", "")],
-}
+def test_every_check_of_every_config_has_a_mutant_it_reports() -> None:
+    assert SPEC.configs() == [SAFETY, LIVENESS, TRACES]
+    assert uncovered(SPEC) == []
 
 
-@pytest.mark.parametrize("name", sorted(LIVENESS_MUTANTS))
-def test_liveness_mutant_violates_every_version_ends(name: str, tmp_path: Path) -> None:
-    result = check(LIVENESS, mutate(tmp_path, LIVENESS_MUTANTS[name]))
-    assert not result.ok
-    assert result.violation_kind == "temporal", result.output[-4000:]
-    assert result.trace is not None
+def test_a_check_left_without_its_mutant_is_uncovered() -> None:
+    # The coverage rule can fail: drop the one mutant the traces config's ClaimsOldestFirst
+    # has, and that pair, alone, is missing.
+    fewer = replace(SPEC, mutants={n: m for n, m in MUTANTS.items() if n != "claim_takes_newest"})
+    assert uncovered(fewer) == [(SAFETY, "ClaimsOldestFirst"), (LIVENESS, "ClaimsOldestFirst"),
+                                (TRACES, "ClaimsOldestFirst")]
+    assert "ConcurrencyBound" not in cfg_checks(TRACES)  # cannot fail there: not listed
+
+
+@pytest.mark.parametrize(("name", "config", "check"), cases(SPEC))
+def test_mutant_is_reported_by_name(name: str, config: str, check: str, tmp_path: Path) -> None:
+    check_mutant(SPEC, name, config, check, tmp_path)
 
 
 def test_parse_output_reads_counts_and_violation() -> None:

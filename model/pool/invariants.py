@@ -87,6 +87,12 @@ def cancelled_never_ran(s: PoolSnapshot) -> bool:
     return all(s.runs.get(t, 0) == 0 for t in s.cancelled)
 
 
+def halts_only_when_terminated(s: PoolSnapshot) -> bool:
+    """A pool that is not terminated can always take a step: accepting, it can be shut down;
+    draining, it has a task to take or to end. Only a terminated pool halts."""
+    return s.phase is not Phase.DRAINING or bool(_in_deques(s) | _running(s))
+
+
 def _spawned(before: PoolSnapshot, after: PoolSnapshot) -> set[Hashable]:
     """The tasks submitted in the step."""
     return set(after.submitted - before.submitted)
@@ -141,6 +147,7 @@ INVARIANTS: dict[str, Callable[[PoolSnapshot], bool]] = {
     "TerminatedOnlyWhenIdle": terminated_only_when_idle,
     "NoTaskLost": no_task_lost,
     "CancelledNeverRan": cancelled_never_ran,
+    "HaltsOnlyWhenTerminated": halts_only_when_terminated,
 }
 
 ACTION_PROPERTIES: dict[str, Callable[[PoolSnapshot, PoolSnapshot], bool]] = {

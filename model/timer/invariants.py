@@ -147,6 +147,12 @@ def terminal_stays_terminal(before: TimerSnapshot, after: TimerSnapshot) -> bool
     return True
 
 
+def running_never_replaced(before: TimerSnapshot, after: TimerSnapshot) -> bool:
+    """A running version is never replaced by a new schedule: it ends first."""
+    return all(t in after.tasks and after.tasks[t].version == v.version
+               for t, v in before.tasks.items() if v.state is TimerState.RUNNING)
+
+
 INVARIANTS: dict[str, Callable[[TimerSnapshot, int], bool]] = {
     "TypeOK": type_ok,
     "HeapHoldsLiveVersions": heap_holds_live_versions,
@@ -160,6 +166,7 @@ ACTION_PROPERTIES: dict[str, Callable[[TimerSnapshot, TimerSnapshot], bool]] = {
     "NoStaleOrCancelledRun": no_stale_or_cancelled_run,
     "TimeNeverGoesBack": time_never_goes_back,
     "TerminalStaysTerminal": terminal_stays_terminal,
+    "RunningNeverReplaced": running_never_replaced,
 }
 
 
