@@ -398,6 +398,32 @@ AtMostOneLiveLease ==
 AttemptsBounded == \A t \in Tasks : attempt[t] <= MaxAttempts
 \* No version is given more than MaxAttempts leases.
 
+LeaseFitsState ==
+    \A t \in Tasks :
+        /\ state[t] \in Abs!Waiting \cup {"absent"} =>
+               /\ attempt[t] = 0
+               /\ holder[t] = NoWorker
+               /\ deadline[t] = 0
+               /\ ends[t] = 0
+        /\ state[t] = "running" => attempt[t] >= 1
+        /\ (holder[t] = NoWorker) <=> (deadline[t] = 0)
+\* A version that is absent or waiting carries no lease state: never claimed, no live
+\* lease, no deadline, no accepted end.  A running one was given a lease at least once, and
+\* a deadline is written exactly while a lease is live.
+
+NoLostVersion ==
+    \A t \in Tasks : (state[t] = "running" /\ holder[t] = NoWorker) => attempt[t] < MaxAttempts
+\* A running version with no live lease still has an attempt left, so a re-claim can take
+\* it: the safety half of "no version is lost" (the other half, that someone does re-claim
+\* it, is EveryVersionEnds).
+
+NoFutureLease ==
+    \A w \in Workers : \A l \in held[w] :
+        /\ 1 <= l[2] /\ l[2] <= generation[l[1]]
+        /\ l[2] = generation[l[1]] => 1 <= l[3] /\ l[3] <= attempt[l[1]]
+\* No worker believes it holds a lease the store never gave: no generation after the
+\* current one, and in the current one no attempt after the newest.
+
 -----------------------------------------------------------------------------
 (* Action properties of the leases *)
 
@@ -422,6 +448,53 @@ Refinement == [][Abs!Next]_(Abs!vars)
 \* of a conjunction by their place in the text.)
 
 -----------------------------------------------------------------------------
+(* Every call Scheduler takes, the durable scheduler takes *)
+
+(***************************************************************************)
+(* Each scheduler step above is "lease updates /\ Abs!X": under the        *)
+(* mapping, Abs!X's claims' = ... reads attempt', so a wrong lease update   *)
+(* does not make a wrong step, it makes no step at all, and Refinement     *)
+(* (which only looks at steps taken) stays quiet.  These invariants close   *)
+(* that gap: wherever Scheduler's call is enabled, the durable one is too. *)
+(* SchedulerMay(A) is ENABLED A with attempt' chosen freely: attempt'     *)
+(* only matters through claims', whose every value some attempt' in       *)
+(* [Tasks -> {0, 1}] gives.  The lease variables Abs does not mention are  *)
+(* left unassigned, which ENABLED allows.                                  *)
+(***************************************************************************)
+
+SchedulerMay(A) == ENABLED (attempt' \in [Tasks -> {0, 1}] /\ A)
+\* Scheduler's step A can be taken from here, under some attempt'.
+
+CallsTaken ==
+    /\ SchedulerMay(Abs!Start) => ENABLED Start
+    /\ \A c \in BOOLEAN : SchedulerMay(Abs!Close(c)) => ENABLED Close(c)
+    /\ \A t \in Tasks :
+          /\ \A D \in SUBSET (Tasks \ {t}) : SchedulerMay(Abs!Submit(t, D)) => ENABLED Submit(t, D)
+          /\ SchedulerMay(Abs!Cancel(t)) => ENABLED Cancel(t)
+          /\ SchedulerMay(Abs!Retry(t)) => ENABLED Retry(t)
+          /\ SchedulerMay(Abs!RepeatedCallback(t)) => ENABLED RepeatedCallback(t)
+    /\ \A k \in 1..MaxConcurrency :
+          SchedulerMay(Abs!Claim(k)) => ENABLED (\E w \in Workers : Claim(w, k))
+\* Every call of Scheduler that is enabled is enabled here too: Start, Close, Submit,
+\* Cancel, Retry, a repeated callback, and a claim of k versions by some worker.
+
+ReportsTaken ==
+    \A t \in Tasks :
+        LET w == holder[t]
+            g == generation[t]
+            a == attempt[t]
+        IN  /\ (Live(t) /\ Lease(t) \in held[w]) =>
+                   /\ SchedulerMay(Abs!Complete(t, g)) => ENABLED Complete(w, t, g, a)
+                   /\ SchedulerMay(Abs!Fail(t, g)) => ENABLED Fail(w, t, g, a)
+                   /\ SchedulerMay(Abs!AcknowledgeCancel(t, g))
+                          => ENABLED AcknowledgeCancel(w, t, g, a)
+            /\ (Live(t) /\ deadline[t] < now /\ attempt[t] >= MaxAttempts
+                /\ SchedulerMay(Abs!Fail(t, g))) => ENABLED Expire(t)
+\* Every end Scheduler allows is taken from the worker whose live lease it is, when that
+\* worker still holds it (a crashed worker's version can only expire); and the expiry of
+\* the last attempt past its deadline is Scheduler's Fail.
+
+-----------------------------------------------------------------------------
 (* Liveness *)
 
 Generations == Nat
@@ -437,4 +510,10 @@ EveryVersionEnds ==
 \* Scheduler's: every running version ends, whichever workers crash or pause; every
 \* waiting version of a started, open scheduler is claimed, blocked, cancelled or
 \* replaced, unless the scheduler is closed first.
+
+AbsFairSpec == Abs!FairSpec
+\* The whole refinement, fairness included: every behaviour of FairSpec is a fair
+\* behaviour of Scheduler under the mapping (its claims are taken while there is room and
+\* ready work, its running versions end).  Refinement checks the safety part alone, in
+\* every config; this one needs FairSpec, so only the liveness config checks it.
 =============================================================================
