@@ -48,12 +48,18 @@ MODULE = "MCDurableScheduler.tla"
 SPEC = "DurableScheduler.tla"
 SAFETY = "MCDurableScheduler.cfg"
 LIVENESS = "MCDurableSchedulerLiveness.cfg"
+PAIRS = "MCDurableSchedulerPairs.cfg"
+GENERATIONS = "MCDurableSchedulerGenerations.cfg"
 
 # Measured with TLC 2.15. If the spec changes, update these and the comments in the cfg files.
 SAFETY_DISTINCT_STATES = 16_751  # views: 2 ids, 2 workers, 2 slots, 1 generation, symmetry
 SAFETY_DEPTH = 22
 LIVENESS_DISTINCT_STATES = 2_212  # views: 1 id, 2 workers, 2 generations, no symmetry
 LIVENESS_DEPTH = 23
+PAIRS_DISTINCT_STATES = 4_463  # views: 2 ids, 1 worker, 1 slot, 1 generation, symmetry
+PAIRS_DEPTH = 25
+GENERATIONS_DISTINCT_STATES = 0  # views: as PAIRS with 2 generations
+GENERATIONS_DEPTH = 0
 TRACES_DISTINCT_STATES = 1_916  # 1 id, 2 workers, 2 generations, the clock up to 4
 TRACES_EDGES = 10_033
 TRACES_DEPTH = 19
@@ -116,6 +122,16 @@ def test_safety_model_holds_with_recorded_state_count() -> None:
 
 
 @pytest.mark.big_instance
+@pytest.mark.parametrize(("config", "counts"), [(PAIRS, (PAIRS_DISTINCT_STATES, PAIRS_DEPTH)), (
+    GENERATIONS, (GENERATIONS_DISTINCT_STATES, GENERATIONS_DEPTH))])
+def test_pairs_models_hold_with_recorded_state_count(config: str, counts: tuple[int, int]) -> None:
+    result = check(config)
+    assert result.ok, result.output[-4000:]
+    assert (result.distinct_states, result.depth) == counts, (
+        "the state space changed: update the recorded counts and the cfg")
+
+
+@pytest.mark.big_instance
 def test_liveness_model_holds_with_recorded_state_count() -> None:
     result = check(LIVENESS)
     assert result.ok, result.output[-4000:]
@@ -127,10 +143,9 @@ def test_liveness_model_holds_with_recorded_state_count() -> None:
 # -- Must-fail mutants --------------------------------------------------------------------------
 
 D, S = SPEC, "Scheduler.tla"
-PAIRS = "MCDurableSchedulerPairs.cfg"
-GENERATIONS = "MCDurableSchedulerGenerations.cfg"
 TRACES = TRACES_CONFIG
 CONFIGS = (SAFETY, PAIRS, GENERATIONS, TRACES, LIVENESS)
+NOT_GENERATIONS = (SAFETY, PAIRS, TRACES, LIVENESS)  # these re-claim; Generations has 1 attempt
 LEASE_REPORTS = "\\E w \\in Workers : \\E t \\in Tasks : {}(w, t, generation[t], attempt[t])"
 HELD_REPORTS = "\\E w \\in Workers : \\E l \\in held[w] : {}(w, l[1], l[2], l[3])"
 SCHEDULER_UNCHANGED_BUT_STATE = (
@@ -164,7 +179,7 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
           "Complete(w, t, g, a) ==\n    /\\ <<t, g, a>> \\in held[w]\n"
           "    /\\ g = generation[t]\n    /\\ state[t] = \"running\"\n"),
          (D, LEASE_REPORTS.format("Complete"), HELD_REPORTS.format("Complete"))],
-        dict.fromkeys(CONFIGS, ("OnlyCurrentAttemptEnds", "action property")),
+        dict.fromkeys(NOT_GENERATIONS, ("OnlyCurrentAttemptEnds", "action property")),
     ),
     # The rescuer's write is not conditional on the lease it read (River's rescuer that
     # overwrote a job completed between its read and its write): it fails any version out of
@@ -184,7 +199,7 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
           "    /\\ attempt' = [attempt EXCEPT ![t] = @ + 2]\n"),
          (D, "@ \\cup {<<t, generation[t], attempt[t] + 1>>}]",
           "@ \\cup {<<t, generation[t], attempt[t] + 2>>}]")],
-        dict.fromkeys(CONFIGS, ("AttemptsBounded", "invariant")),
+        dict.fromkeys(NOT_GENERATIONS, ("AttemptsBounded", "invariant")),
     ),
     # The expiry of the last attempt re-opens the lease instead of failing the version: it
     # runs with no lease and no attempt left, and nobody may re-claim it.
@@ -234,7 +249,7 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
     "reclaim_answers_a_future_attempt": (
         [(D, "@ \\cup {<<t, generation[t], attempt[t] + 1>>}]",
           "@ \\cup {<<t, generation[t], attempt[t] + 2>>}]")],
-        dict.fromkeys(CONFIGS, ("NoFutureLease", "invariant")),
+        dict.fromkeys(NOT_GENERATIONS, ("NoFutureLease", "invariant")),
     ),
     # A claim takes the ready versions with the largest seq: Abs!Claim's claims' then does
     # not match, so the step is never taken, and only the enabledness check sees it.
@@ -337,7 +352,42 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
           "    /\\ cancelRequested' = [cancelRequested EXCEPT ![t] = FALSE]\n"
           "    /\\ UNCHANGED <<started, closed, nextSeq, generation, state, deps, remainingDeps,\n"
           "                   blockedBy, seq>>\n")],
-        dict.fromkeys(CONFIGS, ("Refinement", "action property")),
+        dict.fromkeys(NOT_GENERATIONS, ("Refinement", "action property")),
+    ),
+    # A completion is fenced by attempt and live lease but not by generation: a worker that
+    # still holds the lease of an older generation with the same attempt number completes
+    # the new version.
+    "complete_without_generation_check": (
+        [(D, "Complete(w, t, g, a) ==\n    /\\ <<t, g, a>> \\in held[w]\n"
+             "    /\\ Current(w, t, g, a)\n",
+          "Complete(w, t, g, a) ==\n    /\\ <<t, g, a>> \\in held[w]\n"
+          "    /\\ a = attempt[t] /\\ state[t] = \"running\" /\\ holder[t] = w\n"),
+         (D, "    /\\ Abs!Complete(t, g)\n", "    /\\ Abs!Complete(t, generation[t])\n"),
+         (D, LEASE_REPORTS.format("Complete"), HELD_REPORTS.format("Complete"))],
+        {GENERATIONS: ("OnlyCurrentAttemptEnds", "action property")},
+    ),
+    # A claim writes a first lease as attempt 2: with one attempt allowed, one too many.
+    "claim_starts_at_attempt_two": (
+        [(D, "    IN  /\\ attempt' = [x \\in Tasks |-> IF x \\in C THEN 1 ELSE attempt[x]]\n",
+          "    IN  /\\ attempt' = [x \\in Tasks |-> IF x \\in C THEN 2 ELSE attempt[x]]\n")],
+        {GENERATIONS: ("AttemptsBounded", "invariant")},
+    ),
+    # A claim tells the worker an attempt one past the one the store wrote.
+    "claim_answers_a_future_attempt": (
+        [(D, "@ \\cup {<<x, generation[x], 1>> : x \\in C}]",
+          "@ \\cup {<<x, generation[x], 2>> : x \\in C}]")],
+        {GENERATIONS: ("NoFutureLease", "invariant")},
+    ),
+    # A heartbeat also withdraws a requested cancel (as if the worker's answer cleared it):
+    # no step of Scheduler withdraws a cancel request.
+    "heartbeat_forgets_the_cancel_request": (
+        [(D, "    /\\ UNCHANGED <<attempt, holder, now, held, ends>>\n"
+             "    /\\ UNCHANGED schedulerVars\n",
+          "    /\\ UNCHANGED <<attempt, holder, now, held, ends>>\n"
+          "    /\\ cancelRequested' = [cancelRequested EXCEPT ![t] = FALSE]\n"
+          "    /\\ UNCHANGED <<started, closed, nextSeq, generation, state, deps, remainingDeps,\n"
+          "                   blockedBy, seq>>\n")],
+        {GENERATIONS: ("Refinement", "action property")},
     ),
     # Re-submitting a dependency clears the leases of its dependents too: a dependent that
     # already runs (its dep had succeeded) would count as never claimed, so under the mapping
@@ -409,8 +459,14 @@ REPORTED_AS = {"NoTerminalToReady": "Abs!NoTerminalToReady",
 ENABLEDNESS = {"CallsTaken", "ReportsTaken"}
 
 
-@pytest.mark.parametrize(("name", "config"), sorted(
-    (name, config) for name, (_, by_config) in MUTANTS.items() for config in by_config))
+# The configs whose mutant runs take tens of seconds each (2 ids, the enabledness checks on
+# every state): their mutants run with the big instances, under -m big_instance.
+SLOW_MUTANT_CONFIGS = (SAFETY, GENERATIONS)
+
+
+@pytest.mark.parametrize(("name", "config"), [
+    pytest.param(name, config, marks=[pytest.mark.big_instance] * (config in SLOW_MUTANT_CONFIGS))
+    for name, (_, by_config) in sorted(MUTANTS.items()) for config in by_config])
 def test_mutant_violates_exactly_its_check(name: str, config: str, tmp_path: Path) -> None:
     substitutions, by_config = MUTANTS[name]
     broken, kind = by_config[config]
