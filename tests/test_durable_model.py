@@ -494,6 +494,10 @@ def test_read_instance_reads_every_config() -> None:
     assert read_instance(TRACES_CONFIG) == TRACES
     assert read_instance("MCDurableScheduler.cfg") == SAFETY
     assert read_instance("MCDurableSchedulerLiveness.cfg") == LIVENESS
+    pairs = replace(SAFETY, workers=("w1",), max_concurrency=1)
+    assert read_instance("MCDurableSchedulerPairs.cfg") == pairs
+    assert read_instance("MCDurableSchedulerGenerations.cfg") == replace(
+        pairs, max_attempts=1, max_generation=2)
 
 
 def test_spec_state_and_snapshot_of_are_inverse_through_tla_text(
