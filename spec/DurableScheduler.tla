@@ -398,6 +398,32 @@ AtMostOneLiveLease ==
 AttemptsBounded == \A t \in Tasks : attempt[t] <= MaxAttempts
 \* No version is given more than MaxAttempts leases.
 
+LeaseFitsState ==
+    \A t \in Tasks :
+        /\ state[t] \in Abs!Waiting \cup {"absent"} =>
+               /\ attempt[t] = 0
+               /\ holder[t] = NoWorker
+               /\ deadline[t] = 0
+               /\ ends[t] = 0
+        /\ state[t] = "running" => attempt[t] >= 1
+        /\ (holder[t] = NoWorker) <=> (deadline[t] = 0)
+\* A version that is absent or waiting carries no lease state: never claimed, no live
+\* lease, no deadline, no accepted end.  A running one was given a lease at least once, and
+\* a deadline is written exactly while a lease is live.
+
+NoLostVersion ==
+    \A t \in Tasks : (state[t] = "running" /\ holder[t] = NoWorker) => attempt[t] < MaxAttempts
+\* A running version with no live lease still has an attempt left, so a re-claim can take
+\* it: the safety half of "no version is lost" (the other half, that someone does re-claim
+\* it, is EveryVersionEnds).
+
+NoFutureLease ==
+    \A w \in Workers : \A l \in held[w] :
+        /\ 1 <= l[2] /\ l[2] <= generation[l[1]]
+        /\ l[2] = generation[l[1]] => 1 <= l[3] /\ l[3] <= attempt[l[1]]
+\* No worker believes it holds a lease the store never gave: no generation after the
+\* current one, and in the current one no attempt after the newest.
+
 -----------------------------------------------------------------------------
 (* Action properties of the leases *)
 
@@ -422,6 +448,57 @@ Refinement == [][Abs!Next]_(Abs!vars)
 \* of a conjunction by their place in the text.)
 
 -----------------------------------------------------------------------------
+(* Every call Scheduler takes, the durable scheduler takes *)
+
+(***************************************************************************)
+(* Each scheduler step above is "lease updates /\ Abs!X": under the        *)
+(* mapping, Abs!X's claims' = ... reads attempt', so a wrong lease update  *)
+(* does not make a wrong step, it makes no step at all, and Refinement     *)
+(* (which only looks at steps taken) stays quiet.  These invariants close  *)
+(* that gap: wherever Scheduler's call is enabled, the durable one is too. *)
+(* SchedulerMay(A) is ENABLED A with attempt' chosen freely: attempt' only *)
+(* matters through claims', whose every value some attempt' in [Tasks ->   *)
+(* {0, 1}] gives.  The lease variables Abs does not mention are left       *)
+(* unassigned, which ENABLED allows.                                       *)
+(***************************************************************************)
+
+SchedulerMay(A) == ENABLED (attempt' \in [Tasks -> {0, 1}] /\ A)
+\* Scheduler's step A can be taken from here, under some attempt'.
+
+Taken(durable, A) == durable \/ ~SchedulerMay(A)
+\* Where Scheduler's step A is enabled, durable (the ENABLED of the durable step) holds.
+\* Written with the durable side first: where it holds, which is most states, TLC does not
+\* evaluate Scheduler's side, and the check costs one ENABLED.
+
+CallsTaken ==
+    /\ Taken(ENABLED Start, Abs!Start)
+    /\ \A c \in BOOLEAN : Taken(ENABLED Close(c), Abs!Close(c))
+    /\ \A t \in Tasks :
+          /\ \A D \in SUBSET (Tasks \ {t}) : Taken(ENABLED Submit(t, D), Abs!Submit(t, D))
+          /\ Taken(ENABLED Cancel(t), Abs!Cancel(t))
+          /\ Taken(ENABLED Retry(t), Abs!Retry(t))
+          /\ Taken(ENABLED RepeatedCallback(t), Abs!RepeatedCallback(t))
+    /\ \A k \in 1..MaxConcurrency :
+          Taken(ENABLED (\E w \in Workers : Claim(w, k)), Abs!Claim(k))
+\* Every call of Scheduler that is enabled is enabled here too: Start, Close, Submit,
+\* Cancel, Retry, a repeated callback, and a claim of k versions by some worker.
+
+ReportsTaken ==
+    \A t \in Tasks :
+        LET w == holder[t]
+            g == generation[t]
+            a == attempt[t]
+        IN  /\ (Live(t) /\ Lease(t) \in held[w]) =>
+                   /\ Taken(ENABLED Complete(w, t, g, a), Abs!Complete(t, g))
+                   /\ Taken(ENABLED Fail(w, t, g, a), Abs!Fail(t, g))
+                   /\ Taken(ENABLED AcknowledgeCancel(w, t, g, a), Abs!AcknowledgeCancel(t, g))
+            /\ (Live(t) /\ deadline[t] < now /\ attempt[t] >= MaxAttempts) =>
+                   Taken(ENABLED Expire(t), Abs!Fail(t, g))
+\* Every end Scheduler allows is taken from the worker whose live lease it is, when that
+\* worker still holds it (a crashed worker's version can only expire); and the expiry of
+\* the last attempt past its deadline is Scheduler's Fail.
+
+-----------------------------------------------------------------------------
 (* Liveness *)
 
 Generations == Nat
@@ -437,4 +514,10 @@ EveryVersionEnds ==
 \* Scheduler's: every running version ends, whichever workers crash or pause; every
 \* waiting version of a started, open scheduler is claimed, blocked, cancelled or
 \* replaced, unless the scheduler is closed first.
+
+AbsFairSpec == Abs!FairSpec
+\* The whole refinement, fairness included: every behaviour of FairSpec is a fair
+\* behaviour of Scheduler under the mapping (its claims are taken while there is room and
+\* ready work, its running versions end).  Refinement checks the safety part alone, in
+\* every config; this one needs FairSpec, so only the liveness config checks it.
 =============================================================================

@@ -387,6 +387,38 @@ BAD_STATES: dict[str, DurableSnapshot] = {
     # w1 and w2 both hold a's current lease
     "AtMostOneLiveLease": CLAIMED.replace(held={"w1": {("a", 1, 1)}, "w2": {("a", 1, 1)}}),
     "AttemptsBounded": RECLAIMED.replace(attempt={"a": 3}, held={"w2": {("a", 1, 3)}}),
+    # b still waits for a, yet it has a deadline
+    "LeaseFitsState": CLAIMED.replace(deadline={"a": 1, "b": 1}),
+    # a lost its lease after its last attempt and still runs: nobody may re-claim it
+    "NoLostVersion": EXPIRED.replace(attempt={"a": 2}),
+    # w2 believes it holds a lease of a's next generation
+    "NoFutureLease": CLAIMED.replace(held={"w1": {("a", 1, 1)}, "w2": {("a", 2, 1)}}),
+}
+
+
+def claim_newest(s: DurableSnapshot, w: str, k: int, *, limits: Limits) -> DurableSnapshot:
+    """A claim that leases the newest ready versions instead of the oldest."""
+    chosen = sorted((t for t, v in s.scheduler.tasks.items() if v.state is READY),
+                    key=lambda t: -version(s, t).seq)[:k]
+    tasks = {t: replace(v, state=RUNNING, claims=1) if t in chosen else v
+             for t, v in s.scheduler.tasks.items()}
+    return s.replace(scheduler=s.scheduler.replace(tasks=tasks),
+                     attempt={**s.attempt, **{t: 1 for t in chosen}},
+                     holder={**s.holder, **{t: w for t in chosen}},
+                     deadline={**s.deadline, **{t: s.now + 1 for t in chosen}})
+
+
+def complete_is_a_failure(s: DurableSnapshot, w: str, t: str, g: int, a: int, *,
+                          limits: Limits) -> DurableSnapshot:
+    """A completion that the store records as a failure."""
+    return ACTIONS["Fail"].step(s, w, t, g, a, limits=limits)
+
+
+# check -> (state, action replaced, its wrong effect): states are fine, a wrong action is not
+BAD_ACTIONS: dict[str, tuple[DurableSnapshot, str, Any]] = {
+    "CallsTaken": (run(("Submit", "a", NONE), ("Submit", "b", NONE), ("Start",)),
+                   "Claim", claim_newest),
+    "ReportsTaken": (CLAIMED, "Complete", complete_is_a_failure),
 }
 
 BAD_STEPS: dict[str, tuple[DurableSnapshot, DurableSnapshot, list[str]]] = {
@@ -405,18 +437,29 @@ BAD_STEPS: dict[str, tuple[DurableSnapshot, DurableSnapshot, list[str]]] = {
         EXPIRED, EXPIRED.replace(scheduler=DONE.scheduler, held={}, ends={"a": 1}),
         ["OnlyCurrentAttemptEnds"]),
     # the expiry puts a back in the ready queue (a rescue that re-queues)
-    "Refinement": (LATE, with_versions(EXPIRED, a={"state": READY}), ["Refinement"]),
+    "Refinement": (LATE, with_versions(EXPIRED, a={"state": READY, "claims": 0}).replace(
+        attempt={}, held={}), ["Refinement"]),
 }
 
 
 def test_every_check_has_a_must_fail_case() -> None:
-    assert set(BAD_STATES) == set(INVARIANTS)
+    assert set(BAD_STATES) | set(BAD_ACTIONS) == set(INVARIANTS)
+    assert not set(BAD_STATES) & set(BAD_ACTIONS)
     assert set(BAD_STEPS) == set(ACTION_PROPERTIES)
 
 
 @pytest.mark.parametrize("name", sorted(BAD_STATES))
 def test_a_bad_state_violates_exactly_its_invariant(name: str) -> None:
     assert violated(BAD_STATES[name], LIMITS) == [name]
+
+
+@pytest.mark.parametrize("name", sorted(BAD_ACTIONS))
+def test_a_wrong_action_violates_exactly_its_enabledness_check(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    s, action, effect = BAD_ACTIONS[name]
+    assert violated(s, LIMITS) == []
+    monkeypatch.setitem(ACTIONS, action, replace(ACTIONS[action], effect=effect))
+    assert violated(s, LIMITS) == [name]
 
 
 @pytest.mark.parametrize("name", sorted(BAD_STEPS))
@@ -451,6 +494,10 @@ def test_read_instance_reads_every_config() -> None:
     assert read_instance(TRACES_CONFIG) == TRACES
     assert read_instance("MCDurableScheduler.cfg") == SAFETY
     assert read_instance("MCDurableSchedulerLiveness.cfg") == LIVENESS
+    pairs = replace(SAFETY, workers=("w1",), max_concurrency=1)
+    assert read_instance("MCDurableSchedulerPairs.cfg") == pairs
+    assert read_instance("MCDurableSchedulerGenerations.cfg") == replace(
+        pairs, max_attempts=1, max_generation=2)
 
 
 def test_spec_state_and_snapshot_of_are_inverse_through_tla_text(
@@ -516,7 +563,7 @@ def test_show_names_the_clock_every_lease_and_what_each_worker_holds() -> None:
 
 SPEC = spec_dir() / "DurableScheduler.tla"
 DOC = spec_dir().parent / "docs" / "durable.md"
-LIVENESS_PROPERTIES = {"EveryVersionEnds"}
+LIVENESS_PROPERTIES = {"EveryVersionEnds", "AbsFairSpec"}
 
 
 def cfg_section(config: str, keyword: str) -> set[str]:
@@ -533,10 +580,13 @@ def test_spec_and_model_have_the_same_actions() -> None:
 
 
 def test_configs_check_the_models_invariants_and_properties() -> None:
-    for config in ("MCDurableScheduler.cfg", TRACES_CONFIG):
+    for config in ("MCDurableScheduler.cfg", "MCDurableSchedulerPairs.cfg", TRACES_CONFIG):
         assert cfg_section(config, "INVARIANTS") == set(INVARIANTS)
         assert cfg_section(config, "PROPERTIES") == set(ACTION_PROPERTIES)
-    assert cfg_section("MCDurableSchedulerLiveness.cfg", "PROPERTIES") == LIVENESS_PROPERTIES
+    # The liveness config checks every safety check too, and the whole refinement.
+    assert cfg_section("MCDurableSchedulerLiveness.cfg", "INVARIANTS") == set(INVARIANTS)
+    assert cfg_section("MCDurableSchedulerLiveness.cfg", "PROPERTIES") == (
+        set(ACTION_PROPERTIES) | LIVENESS_PROPERTIES)
 
 
 def test_every_named_check_is_defined_in_the_spec_and_named_in_the_docs() -> None:

@@ -6,19 +6,26 @@ the TaskScheduler model's predicates on the scheduler part (the spec reads them 
 refinement mapping); ``Refinement`` is the spec's ``Abs!Spec`` as a step check: every step is
 one of the TaskScheduler model's steps, or leaves its state alone. The lease checks are written
 from the contract, not from the actions: a wrong action is caught rather than repeated.
+``CallsTaken`` and ``ReportsTaken`` are the spec's enabledness checks: wherever the TaskScheduler
+model takes a call or an end, the durable action is enabled and makes the same scheduler step.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
+from typing import Any
 
-from refsched.types import TaskState
+from refsched.types import Snapshot, TaskState
 
 from .. import invariants as scheduler
 from ..graph import next_steps as scheduler_steps
-from .actions import DurableSnapshot, Limits
+from .actions import ACTIONS, DurableSnapshot, Limits
 
 __all__ = ["ACTION_PROPERTIES", "INVARIANTS", "violated", "violated_by_step"]
+
+
+_ANY_WORKER = "any worker"
+"""A claim's worker, when the state names none: a claim's enabledness does not depend on it."""
 
 
 def _is_count(value: object) -> bool:
@@ -94,6 +101,91 @@ def attempts_bounded(s: DurableSnapshot, limits: Limits) -> bool:
     return all(n <= limits.max_attempts for n in s.attempt.values())
 
 
+def lease_fits_state(s: DurableSnapshot, limits: Limits) -> bool:
+    """An absent or waiting version carries no lease state; a running one was given a lease;
+    a deadline is written exactly while a lease is live."""
+    for t in _ids(s):
+        view = s.scheduler.tasks.get(t)
+        waiting = view is None or view.state in (TaskState.PENDING, TaskState.READY)
+        if waiting and (s.attempt.get(t, 0) or t in s.holder or s.deadline.get(t, 0)
+                        or s.ends.get(t, 0)):
+            return False
+        if _running(s, t) and s.attempt.get(t, 0) < 1:
+            return False
+        if (t in s.holder) != (s.deadline.get(t, 0) != 0):
+            return False
+    return True
+
+
+def no_lost_version(s: DurableSnapshot, limits: Limits) -> bool:
+    """A running version with no live lease still has an attempt left to be re-claimed with."""
+    return all(s.attempt.get(t, 0) < limits.max_attempts
+               for t in _ids(s) if _running(s, t) and t not in s.holder)
+
+
+def no_future_lease(s: DurableSnapshot, limits: Limits) -> bool:
+    """No worker holds a lease of a generation after the current one, or of the current
+    generation with an attempt after the newest."""
+    for leases in s.held.values():
+        for t, g, a in leases:
+            current = _generation(s, t)
+            if not 1 <= g <= current:
+                return False
+            if g == current and not 1 <= a <= s.attempt.get(t, 0):
+                return False
+    return True
+
+
+_CALLS = ("Submit", "Start", "Cancel", "Retry", "Close", "RepeatedCallback", "Claim")
+_ENDS = ("Complete", "Fail", "AcknowledgeCancel")
+
+
+def _takes(s: DurableSnapshot, name: str, args: tuple[Any, ...], limits: Limits,
+           target: Snapshot) -> bool:
+    """The durable action ``name(args)`` is enabled and makes Scheduler's step to ``target``."""
+    action = ACTIONS[name]
+    return (action.enabled(s, *args, limits=limits)
+            and action.step(s, *args, limits=limits).scheduler == target)
+
+
+def calls_taken(s: DurableSnapshot, limits: Limits) -> bool:
+    """Every call Scheduler takes from this state, the durable scheduler takes, to the same
+    scheduler state (a claim by some worker)."""
+    tasks = sorted(_ids(s), key=str)
+    workers = sorted(set(s.held) | set(s.holder.values()), key=str) or [_ANY_WORKER]
+    for name, params, target in scheduler_steps(s.scheduler, tasks, limits.max_concurrency):
+        if name not in _CALLS:
+            continue
+        if name == "Claim":
+            if not any(_takes(s, name, (w, params["k"]), limits, target) for w in workers):
+                return False
+            continue
+        args = tuple(params[p] for p in ACTIONS[name].params)
+        if not _takes(s, name, args, limits, target):
+            return False
+    return True
+
+
+def reports_taken(s: DurableSnapshot, limits: Limits) -> bool:
+    """Every end Scheduler allows is taken from the worker that holds the live lease, and the
+    expiry of a last attempt past its deadline is Scheduler's Fail."""
+    tasks = sorted(_ids(s), key=str)
+    for name, params, target in scheduler_steps(s.scheduler, tasks, limits.max_concurrency):
+        if name not in _ENDS:
+            continue
+        t = params["t"]
+        lease = _lease(s, t)
+        w = s.holder.get(t)
+        if (w is not None and _running(s, t) and lease in s.held.get(w, frozenset())
+                and not _takes(s, name, (w, *lease), limits, target)):
+            return False
+        if (name == "Fail" and w is not None and _running(s, t)
+                and s.deadline.get(t, 0) < s.now and s.attempt.get(t, 0) >= limits.max_attempts
+                and not _takes(s, "Expire", (t,), limits, target)):
+            return False
+    return True
+
+
 def no_terminal_to_ready(before: DurableSnapshot, after: DurableSnapshot,
                          limits: Limits) -> bool:
     """Scheduler's: a terminal version never changes state."""
@@ -148,6 +240,11 @@ INVARIANTS: dict[str, Callable[[DurableSnapshot, Limits], bool]] = {
     "AtMostOneEndPerVersion": at_most_one_end_per_version,
     "AtMostOneLiveLease": at_most_one_live_lease,
     "AttemptsBounded": attempts_bounded,
+    "LeaseFitsState": lease_fits_state,
+    "NoLostVersion": no_lost_version,
+    "NoFutureLease": no_future_lease,
+    "CallsTaken": calls_taken,
+    "ReportsTaken": reports_taken,
 }
 
 ACTION_PROPERTIES: dict[str, Callable[[DurableSnapshot, DurableSnapshot, Limits], bool]] = {

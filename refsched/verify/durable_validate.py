@@ -49,8 +49,10 @@ __all__ = [
 DURABLE_INVARIANTS: tuple[str, ...] = (
     "TypeOK", "IndegreeInvariant", "ConcurrencyBound", "BlockedHasCause", "BlockedPropagated",
     "SealedGraph", "AtMostOneEndPerVersion", "AtMostOneLiveLease", "AttemptsBounded",
+    "LeaseFitsState", "NoLostVersion", "NoFutureLease",
 )
-"""The spec's state invariants, checked in every state TLC reaches along the history."""
+"""The spec's state invariants, checked in every state TLC reaches along the history.
+(Not CallsTaken and ReportsTaken: they judge the spec's own steps, not a history.)"""
 
 _ACCEPTED = "TraceAccepted"
 _LEASE_TIME = 1  # only the order of deadlines and now is read: one tick per lease is enough
