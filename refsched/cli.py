@@ -267,6 +267,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.system in ("all", "durable"):
         plan += _spec_checks(args, session, "durable",
                              {"safety": "MCDurableScheduler.cfg",
+                              "pairs": "MCDurableSchedulerPairs.cfg",
+                              "generations": "MCDurableSchedulerGenerations.cfg",
                               "liveness": "MCDurableSchedulerLiveness.cfg"},
                              "refsched.durable:DurableScheduler", checks.durable_lockstep_check)
         if not args.skip_tlc and args.runs > 0:
