@@ -1184,17 +1184,17 @@ POOL_SCENARIOS = ("pool_pop_races_steal", "pool_two_thieves_one_victim",
 class Budget:
     """How much each layer may do, and how long it may take (seconds, wall clock)."""
 
-    # Each system's unit tests, its wake-up tests among them: a lost notification is a state
-    # no other test waits in.
-    unit_files: tuple[str, ...] = ("tests/test_scheduler.py", "tests/test_runner.py",
-                                   "tests/test_wakeups_runner.py", "tests/test_wakeups_sync.py")
-    timer_unit_files: tuple[str, ...] = ("tests/test_timer.py", "tests/test_timer_runner.py",
-                                         "tests/test_wakeups_timer.py")
-    pool_unit_files: tuple[str, ...] = ("tests/test_pool.py", "tests/test_wakeups_pool.py")
-    durable_unit_files: tuple[str, ...] = ("tests/test_durable.py", "tests/test_durable_faults.py",
-                                           "tests/test_durable_postgres.py",
-                                           "tests/test_wakeups_durable.py",
-                                           "tests/test_durable_worker.py")
+    # Each system's unit tests, its wake-up tests first: a lost notification is a state no
+    # other test waits in, and the wake-up tests fail within a bound where others may hang.
+    unit_files: tuple[str, ...] = ("tests/test_wakeups_runner.py", "tests/test_wakeups_sync.py",
+                                   "tests/test_scheduler.py", "tests/test_runner.py")
+    timer_unit_files: tuple[str, ...] = ("tests/test_wakeups_timer.py", "tests/test_timer.py",
+                                         "tests/test_timer_runner.py")
+    pool_unit_files: tuple[str, ...] = ("tests/test_wakeups_pool.py", "tests/test_pool.py")
+    durable_unit_files: tuple[str, ...] = ("tests/test_wakeups_durable.py",
+                                           "tests/test_durable_worker.py",
+                                           "tests/test_durable.py", "tests/test_durable_faults.py",
+                                           "tests/test_durable_postgres.py")
     lockstep_examples: int = 300
     durable_lockstep_examples: int = 100  # a durable walk makes a store and many transactions
     lockstep_steps: int = 40
