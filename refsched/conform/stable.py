@@ -11,10 +11,12 @@ strategy depending on whether the memory of the first was reused. So with one se
 made different calls: the lock-step machines sample ids, workers and rules (whose hash is their
 function's), and the durable machine samples a list of fresh lambdas for its bad calls.
 
-Inside :func:`stable_labels` those labels are computed from names instead (the strategy's
-class, the function's qualified name): the same in every process. Hypothesis caches a label on
-its strategy, and shares strategies between calls (``st.sampled_from(IDS)`` made twice is one
-object), so a label computed before the block is not used in it: the block keeps its own.
+Inside :func:`stable_labels` those labels are computed from text instead (what is sampled,
+written out; a function's qualified name): the same in every process, and as distinct as
+Hypothesis's own, which its shrinker needs to find the parts of a run it can remove.
+Hypothesis caches a label on its strategy, and shares strategies between calls
+(``st.sampled_from(IDS)`` made twice is one object), so a label computed before the block is not
+used in it: the block keeps its own.
 """
 
 from __future__ import annotations
@@ -31,9 +33,27 @@ from hypothesis.strategies._internal import flatmapped, strategies
 __all__ = ["stable_labels"]
 
 
+def _stable(value: Any) -> str:
+    """``value`` as text that is the same in every process (no hash, no address)."""
+    if value is None or isinstance(value, str | bytes | int | float | bool):
+        return repr(value)
+    if isinstance(value, tuple | list):
+        return "(" + ", ".join(map(_stable, value)) + ")"
+    if isinstance(value, set | frozenset):
+        return "{" + ", ".join(sorted(map(_stable, value))) + "}"
+    if isinstance(value, FunctionType | type):
+        return f"{value.__module__}.{value.__qualname__}"
+    function = getattr(value, "function", None)  # a state machine's rule
+    if isinstance(function, FunctionType):
+        return f"rule {_stable(function)}"
+    text = repr(value)
+    return text if " at 0x" not in text else type(value).__qualname__
+
+
 def _sampled_from_label(self: Any) -> int:
-    # What is sampled does not enter the label: its hash is not the same in two processes.
-    label: int = self.class_label
+    # What is sampled enters the label as text, not by its hash: the same in two processes.
+    label: int = conjecture_utils.combine_labels(
+        self.class_label, conjecture_utils.calc_label_from_name(_stable(self.elements)))
     return label
 
 
