@@ -24,9 +24,9 @@ from refsched.conform.client import InProcessImplementation
 from refsched.conform.profile import full_profile
 from refsched.conform.report import PhaseResult
 
-# With seed 0 (refsched conform's default) the durable walks of 200 examples never heartbeat a
-# version cancelled while it runs, so HeartbeatHidesCancel is left to the corpus phase; seed 2
-# rejects every broken durable scheduler within a few seconds.
+# With seed 0 (refsched conform's default) the durable walks of 200 examples never have a worker
+# report after its lease was taken over, so StaleAttemptAccepted is left to the corpus phase;
+# seed 2 rejects every broken durable scheduler within a few seconds.
 SEED = {"scheduler": 0, "timer": 0, "pool": 0, "durable": 2}
 EXAMPLES = 200
 MODULES: dict[str, ModuleType] = {"scheduler": broken, "timer": broken_timer,
