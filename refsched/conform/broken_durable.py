@@ -30,6 +30,7 @@ __all__ = [
     "CancelDoesNotBlock",
     "CancelIgnoresRunning",
     "HeartbeatExtendsFromDeadline",
+    "HeartbeatHidesCancel",
     "ReclaimKeepsAttempt",
     "RepeatedReportRefused",
     "StaleAttemptAccepted",
@@ -155,6 +156,19 @@ class CancelIgnoresRunning(DurableScheduler):
         return super().cancel(task_id)
 
 
+class HeartbeatHidesCancel(DurableScheduler):
+    """Heartbeat(w, t, g, a): the answer to a heartbeat with the live lease is the version's
+    ``cancel_requested``: how a worker hears that its version was cancelled and should stop.
+
+    Bug: ``heartbeat()`` renews the lease and always answers ``False``, so a worker never hears
+    the stop request and runs its cancelled version to the end.
+    """
+
+    def heartbeat(self, lease: Lease) -> bool:
+        super().heartbeat(lease)
+        return False
+
+
 class RepeatedReportRefused(DurableScheduler):
     """RepeatedCallback(t): the same lease reporting again after its report was accepted (a
     worker retrying a report whose answer it lost) gets the version's state, and nothing
@@ -177,6 +191,6 @@ class RepeatedReportRefused(DurableScheduler):
 
 BROKEN: tuple[type[DurableScheduler], ...] = (
     StaleAttemptAccepted, HeartbeatExtendsFromDeadline, ReclaimKeepsAttempt, CancelDoesNotBlock,
-    CancelIgnoresRunning, RepeatedReportRefused,
+    CancelIgnoresRunning, HeartbeatHidesCancel, RepeatedReportRefused,
 )
 """Every broken durable scheduler, in the order of the actions in ``docs/durable.md``."""

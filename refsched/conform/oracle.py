@@ -38,6 +38,7 @@ from . import system_phases
 from .client import HarnessError, Implementation
 from .profile import Profile
 from .report import DIVERGES, ConformanceReport, Counterexample, PhaseResult, answer_text
+from .stable import stable_labels
 
 __all__ = ["OracleError", "Progress", "admitted_steps", "admitted_traces", "check",
            "harness_failure"]
@@ -49,10 +50,12 @@ Progress = Callable[[str, int, int], None]
 _NEEDS: Final = {"Fail": "fail", "Cancel": "cancel", "AcknowledgeCancel": "cancel",
                  "Retry": "retry", "Close": "close", "StaleCallback": "generations"}
 
-# Quiet, one failure, no health checks (a slow implementation is not a bad test), no database:
-# the same seed makes the same calls and finds the same counterexample.
+# Quiet, one failure, no health checks (a slow implementation is not a bad test), no database
+# (the lock-step runners set none); with the labels of stable_labels, the same seed makes the
+# same calls and finds the same counterexample in every process.
 _HYPOTHESIS: Final[Mapping[str, Any]] = {
     "verbosity": Verbosity.quiet, "report_multiple_bugs": False, "print_blob": False,
+    "database": None,
     "suppress_health_check": list(HealthCheck), "phases": (Phase.generate, Phase.shrink),
 }
 
@@ -219,9 +222,10 @@ def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
             progress("generated", ledger.examples + 1, examples)
 
     try:
-        run_lockstep(impl.new, examples=examples, steps=steps, on_example=on_example,
-                     ledger=ledger, profile=profile, python_api=False, seed=seed,
-                     fatal=(HarnessError,), hypothesis_settings=_HYPOTHESIS)
+        with stable_labels():
+            run_lockstep(impl.new, examples=examples, steps=steps, on_example=on_example,
+                         ledger=ledger, profile=profile, python_api=False, seed=seed,
+                         fatal=(HarnessError,), hypothesis_settings=_HYPOTHESIS)
     except Exception as error:
         found = _disagreement(error)
         if found is None:

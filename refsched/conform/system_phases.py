@@ -29,6 +29,7 @@ from refsched.verify.replay import Divergence, replay
 from .client import HarnessError
 from .profile import FULL, DurableProfile, TimerProfile
 from .report import Counterexample, PhaseResult, Row, answer_text
+from .stable import stable_labels
 
 __all__ = ["corpus_phase", "generated_phase"]
 
@@ -275,9 +276,13 @@ def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, 
         return factory(*args, **kwargs)
 
     counted.drives_steps = getattr(factory, "drives_steps", False)  # type: ignore[attr-defined]
+    # a pool class is driven without its threads (pool_driver.SteppedPool), which unwraps the
+    # factory to find it: each pool it makes is then not counted here, but in the ledger
+    counted.__wrapped__ = factory  # type: ignore[attr-defined]
     try:
-        _run(name, counted, ledger, examples=examples, steps=steps, seed=seed,
-             settings=settings, profile=profile)
+        with stable_labels():  # the same seed, the same calls, in every process
+            _run(name, counted, ledger, examples=examples, steps=steps, seed=seed,
+                 settings=settings, profile=profile)
     except HarnessError:
         raise
     except Exception as error:

@@ -1,0 +1,72 @@
+"""Which of the oracle's phases rejects each broken implementation of each system.
+
+Each broken class (``refsched.conform.broken``, ``broken_timer``, ``broken_pool``,
+``broken_durable``) is judged by each phase alone, in-process: the corpus phase over the first
+``TRACES`` traces the full profile admits, and the generated phase with the system's ``SEED``
+(not shrunk: only the verdict is asked here). The generated phase must reject every one;
+``CORPUS`` names the classes the corpus phase rejects too, and the test holds that set exactly,
+so that a corpus that grows (more ids, more slots) shows here as a class it now rejects.
+
+The durable corpus has one task id and one slot: no dependent to block, so ``CancelDoesNotBlock``
+is left to the generated phase, whatever the number of traces replayed.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import pytest
+from hypothesis import Phase
+
+from refsched.conform import broken, broken_durable, broken_pool, broken_timer, oracle
+from refsched.conform.client import InProcessImplementation
+from refsched.conform.profile import full_profile
+from refsched.conform.report import PhaseResult
+
+# With seed 0 (refsched conform's default) the durable walks of 200 examples never have a worker
+# report after its lease was taken over, so StaleAttemptAccepted is left to the corpus phase;
+# seed 2 rejects every broken durable scheduler within a few seconds.
+SEED = {"scheduler": 0, "timer": 0, "pool": 0, "durable": 2}
+EXAMPLES = 200
+MODULES: dict[str, ModuleType] = {"scheduler": broken, "timer": broken_timer,
+                                  "pool": broken_pool, "durable": broken_durable}
+TRACES = {"scheduler": 100, "timer": 100, "pool": 100, "durable": 150}
+CORPUS = {
+    "scheduler": {"CompleteForgetsDependents", "ClaimsNewestFirst", "StaleCallbackAccepted"},
+    "timer": {"RescheduleKeepsPriority", "CancelEndsRunning", "LastReportWins",
+              "CloseForgetsRunning"},
+    "pool": {"ChildGoesRoundRobin", "ChildRefusedAfterShutdown", "ThiefLeavesLastTask",
+             "FinishLeavesOutstanding", "IdleShutdownNeverTerminates",
+             "CancelFuturesLeavesQueued"},
+    # StaleAttemptAccepted needs a trace past the first 150 (the first 600 hold one)
+    "durable": {"HeartbeatExtendsFromDeadline", "ReclaimKeepsAttempt", "CancelIgnoresRunning",
+                "HeartbeatHidesCancel", "RepeatedReportRefused"},
+}
+
+
+def rejected_by(system: str, cls: type[Any], monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """The phases that, each alone, reject ``cls``."""
+    monkeypatch.setattr(oracle, "_HYPOTHESIS", {**oracle._HYPOTHESIS,
+                                                "phases": (Phase.generate,)})
+    impl = InProcessImplementation(cls, system=system)
+    found = set()
+    for name in ("corpus", "generated"):
+        counterexample = oracle._phase(impl, full_profile(system), PhaseResult(name), name,
+                                       examples=EXAMPLES, steps=40, seed=SEED[system],
+                                       progress=None, max_traces=TRACES[system])
+        if counterexample is not None:
+            found.add(name)
+    return found
+
+
+@pytest.mark.parametrize("system", sorted(MODULES))
+def test_each_broken_class_is_rejected_by_the_phases_named_here(
+        system: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    names = {cls.__name__ for cls in MODULES[system].BROKEN}
+    assert CORPUS[system] <= names
+    found = {cls.__name__: rejected_by(system, cls, monkeypatch)
+             for cls in MODULES[system].BROKEN}
+    expected = {name: {"generated", *(["corpus"] if name in CORPUS[system] else [])}
+                for name in names}
+    assert found == expected
