@@ -40,10 +40,10 @@ class CorpusUnreadable(RuntimeError):
 
 
 def _read_corpus(system: systems.System) -> list[Trace]:
-    directory = corpus_files.traces_dir()
+    """The traces of every corpus instance of ``system``, in the order of its instances."""
     try:
-        corpus_files.read_manifest(directory, system=system)
-        return read_traces(directory / system.bundle)
+        return [trace for _, bundle, _ in corpus_files.instance_bundles(system)
+                for trace in read_traces(bundle)]
     except (corpus_files.CorpusMismatch, TraceFormatError, OSError) as e:
         raise CorpusUnreadable(f"cannot read the {system.name} trace corpus: {e}") from None
 
