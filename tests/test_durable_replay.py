@@ -11,21 +11,26 @@ where it shows.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from refsched.cli import main
+from refsched.conform import broken_durable, system_phases
+from refsched.conform.report import PhaseResult
 from refsched.durable import DurableScheduler
 from refsched.durable.scheduler import Lease
 from refsched.durable.store import Tx
 from refsched.errors import InvariantViolation
 from refsched.model.durable import ACTIONS, INITIAL, Instance
 from refsched.verify import corpus, stategraph, system
-from refsched.verify.itf import Step, Trace, read_traces, write_traces
+from refsched.verify.itf import Step, Trace, encode_bundle, read_traces, write_traces
 from refsched.verify.replay import ReplayReport, format_divergence, replay
 from tests.conftest import postgres_factory
 
@@ -284,3 +289,101 @@ def test_replay_cli_replays_durable_traces(tmp_path: Path,
     assert main(["replay", "-q", "--system", "durable",
                  "--impl", "tests.test_durable_replay:ClaimTakesNewest", str(path)]) == 1
     assert "Claim(w=w1, k=1)" in capsys.readouterr().err
+
+
+# -- The corpus instances beyond one id ---------------------------------------------------------
+# Replayed whole they are about 690,000 steps, minutes on two cores: `refsched verify` and
+# `refsched replay --system durable` take them whole. Here a deterministic subset of each
+# (corpus.stratified) is replayed, and each broken durable scheduler must be rejected by the
+# conformance corpus phase alone over those subsets.
+
+MORE = tuple(c for c in DURABLE.instances if c != DURABLE.traces_config)
+HEAD = 200  # the first traces of each instance: the shortest behaviours of its path cover
+
+
+@cache
+def instance_traces(config: str) -> list[Trace]:
+    return read_traces(corpus.traces_dir() / DURABLE.bundle_of(config))
+
+
+@cache
+def subset(config: str) -> list[Trace]:
+    """The first HEAD traces of the instance, and the first that takes each action."""
+    return corpus.stratified(instance_traces(config), HEAD)
+
+
+def test_the_durable_corpus_has_an_instance_of_several_ids_slots_and_generations() -> None:
+    manifests = {c: corpus.read_manifest(system=DURABLE, config=c) for c in DURABLE.instances}
+    assert manifests[DURABLE.traces_config]["bundle"] == "durable-cover.jsonl.gz"
+    constants = [m["constants"] for m in manifests.values()]
+    assert max(len(c["Tasks"]) for c in constants) == 4
+    assert max(c["MaxConcurrency"] for c in constants) == 2
+    assert any(len(c["Tasks"]) == 2 and c["MaxGeneration"] == 2 for c in constants)
+    assert any(len(c["Tasks"]) == 2 and c["MaxConcurrency"] == 1 and c["MaxTime"] > 0
+               for c in constants)
+    for config, m in manifests.items():
+        assert m["config"] == config and m["bundle"] == DURABLE.bundle_of(config)
+        # made from these spec files, and the bundle the manifest describes (the whole
+        # regeneration is `refsched traces --system durable --check`, and `refsched verify`)
+        assert m["spec"] == corpus.spec_hashes(DURABLE, config), config
+        data = (corpus.traces_dir() / m["bundle"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == m["bundle_sha256"], config
+
+
+def test_the_diamond_instance_is_the_fixed_graph_submitted_layer_by_layer() -> None:
+    config = "MCDurableSchedulerCorpusDiamond.cfg"
+    instance = DURABLE.read_instance(config)
+    graph = DURABLE.explore(instance)
+    diamond = {"a": set(), "b": {"a"}, "c": {"a"}, "d": {"b", "c"}}
+    for s in graph.depth:
+        deps = {t: set(v.deps) for t, v in s.scheduler.tasks.items()}
+        assert deps == {t: diamond[t] for t in deps}
+        assert not s.scheduler.started or len(deps) == 4
+    # TLC's count, with FixedGraph of spec/MCDurableSchedulerCorpus.tla
+    assert len(graph.depth) == corpus.read_manifest(system=DURABLE, config=config)["states"]
+
+
+@pytest.mark.parametrize("steps", [
+    [("Submit", {"t": "b", "D": frozenset({"a"})})],  # before its layer's sources
+    [("Submit", {"t": "a", "D": frozenset({"b"})})],  # other deps than its layer's
+    [("Submit", {"t": "a", "D": frozenset()}), ("Start", {})],  # started with ids missing
+], ids=["order", "deps", "start"])
+def test_the_model_keeps_no_state_the_fixed_graph_forbids(
+        steps: list[tuple[str, dict[str, Any]]]) -> None:
+    instance = DURABLE.read_instance("MCDurableSchedulerCorpusDiamond.cfg")
+    s = INITIAL
+    for action, params in steps:
+        s = ACTIONS[action].step(s, *params.values(), limits=instance.limits)
+    assert not instance.fixed_graph(s)
+    assert s not in DURABLE.explore(instance).depth
+
+
+@pytest.mark.parametrize("config", MORE)
+def test_a_stratified_subset_of_each_instance_replays_cleanly_through_every_action(
+        config: str) -> None:
+    traces = subset(config)
+    report = replay(traces, system=DURABLE)
+    assert report.ok, format_divergence(report.divergences[0])
+    every = {step.action for trace in instance_traces(config) for step in trace.steps}
+    assert {a for a, c in report.coverage.items() if c.edges} == every
+    print(f"{config}: {report.traces} traces, {report.steps} steps, {report.edges} edges of "
+          f"{corpus.read_manifest(system=DURABLE, config=config)['edges']}")
+
+
+@pytest.mark.parametrize("cls", broken_durable.BROKEN, ids=lambda c: c.__name__)
+def test_each_broken_durable_scheduler_is_rejected_by_the_corpus_phase_alone(
+        cls: type[DurableScheduler], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The conformance corpus phase, no generated phase, over a traces folder holding the
+    # subset of each instance (the one-id corpus has no dependent for a cancel to block).
+    for config in DURABLE.instances:
+        traces = subset(config)
+        data = encode_bundle(traces)
+        (tmp_path / DURABLE.bundle_of(config)).write_bytes(data)
+        manifest = {**corpus.read_manifest(system=DURABLE, config=config),
+                    "traces": len(traces), "bundle_sha256": hashlib.sha256(data).hexdigest()}
+        (tmp_path / DURABLE.manifest_of(config)).write_text(json.dumps(manifest))
+    monkeypatch.setenv("REFSCHED_TRACES_DIR", str(tmp_path))
+    phase = PhaseResult("corpus")
+    found = system_phases.corpus_phase("durable", cls, phase, None)
+    assert found is not None, f"{cls.__name__} passed the corpus phase"
+    print(f"{cls.__name__}: {found.reason} ({found.source})")

@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ __all__ = [
     "path_cover",
     "read_manifest",
     "spec_hashes",
+    "stratified",
     "traces_dir",
     "write_corpus",
 ]
@@ -213,6 +214,24 @@ def instance_bundles(system: systems.System, directory: Path | None = None
         found.append((config, where / str(manifest.get("bundle", system.bundle_of(config))),
                       manifest))
     return found
+
+
+def stratified(traces: Sequence[Trace], head: int) -> list[Trace]:
+    """A deterministic subset of one instance's corpus, for a replay that cannot take it whole:
+    its first ``head`` traces and, for every action, the first trace that takes it.
+
+    The path cover starts its traces from the shallowest states first, so the first traces are
+    the shortest behaviours: where a wrong answer shows at all, it shows in one of them first.
+    The subset keeps the corpus's order.
+    """
+    keep = set(range(min(head, len(traces))))
+    seen: set[str] = set()
+    for index, trace in enumerate(traces):
+        new = {step.action for step in trace.steps} - seen
+        if new:
+            keep.add(index)
+            seen |= new
+    return [traces[i] for i in sorted(keep)]
 
 
 @dataclass(frozen=True)
