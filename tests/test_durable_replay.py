@@ -302,14 +302,21 @@ HEAD = 200  # the first traces of each instance: the shortest behaviours of its 
 
 
 @cache
-def instance_traces(config: str) -> list[Trace]:
-    return read_traces(corpus.traces_dir() / DURABLE.bundle_of(config))
+def stratified(config: str) -> tuple[list[Trace], frozenset[str]]:
+    """The first HEAD traces of the instance and the first that takes each action; and every
+    action the instance's corpus takes."""
+    return corpus.read_stratified(corpus.traces_dir() / DURABLE.bundle_of(config), HEAD)
+
+
+def subset(config: str) -> list[Trace]:
+    return stratified(config)[0]
 
 
 @cache
-def subset(config: str) -> list[Trace]:
-    """The first HEAD traces of the instance, and the first that takes each action."""
-    return corpus.stratified(instance_traces(config), HEAD)
+def diamond() -> tuple[Any, Any]:
+    """The diamond instance, and the model's graph of it."""
+    instance = DURABLE.read_instance("MCDurableSchedulerCorpusDiamond.cfg")
+    return instance, DURABLE.explore(instance)
 
 
 def test_the_durable_corpus_has_an_instance_of_several_ids_slots_and_generations() -> None:
@@ -332,12 +339,11 @@ def test_the_durable_corpus_has_an_instance_of_several_ids_slots_and_generations
 
 def test_the_diamond_instance_is_the_fixed_graph_submitted_layer_by_layer() -> None:
     config = "MCDurableSchedulerCorpusDiamond.cfg"
-    instance = DURABLE.read_instance(config)
-    graph = DURABLE.explore(instance)
-    diamond = {"a": set(), "b": {"a"}, "c": {"a"}, "d": {"b", "c"}}
+    _, graph = diamond()
+    fixed = {"a": set(), "b": {"a"}, "c": {"a"}, "d": {"b", "c"}}
     for s in graph.depth:
         deps = {t: set(v.deps) for t, v in s.scheduler.tasks.items()}
-        assert deps == {t: diamond[t] for t in deps}
+        assert deps == {t: fixed[t] for t in deps}
         assert not s.scheduler.started or len(deps) == 4
     # TLC's count, with FixedGraph of spec/MCDurableSchedulerCorpus.tla
     assert len(graph.depth) == corpus.read_manifest(system=DURABLE, config=config)["states"]
@@ -350,12 +356,12 @@ def test_the_diamond_instance_is_the_fixed_graph_submitted_layer_by_layer() -> N
 ], ids=["order", "deps", "start"])
 def test_the_model_keeps_no_state_the_fixed_graph_forbids(
         steps: list[tuple[str, dict[str, Any]]]) -> None:
-    instance = DURABLE.read_instance("MCDurableSchedulerCorpusDiamond.cfg")
+    instance, graph = diamond()
     s = INITIAL
     for action, params in steps:
         s = ACTIONS[action].step(s, *params.values(), limits=instance.limits)
     assert not instance.fixed_graph(s)
-    assert s not in DURABLE.explore(instance).depth
+    assert s not in graph.depth
 
 
 @pytest.mark.parametrize("config", MORE)
@@ -364,8 +370,7 @@ def test_a_stratified_subset_of_each_instance_replays_cleanly_through_every_acti
     traces = subset(config)
     report = replay(traces, system=DURABLE)
     assert report.ok, format_divergence(report.divergences[0])
-    every = {step.action for trace in instance_traces(config) for step in trace.steps}
-    assert {a for a, c in report.coverage.items() if c.edges} == every
+    assert {a for a, c in report.coverage.items() if c.edges} == stratified(config)[1]
     print(f"{config}: {report.traces} traces, {report.steps} steps, {report.edges} edges of "
           f"{corpus.read_manifest(system=DURABLE, config=config)['edges']}")
 

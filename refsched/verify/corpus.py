@@ -24,9 +24,11 @@ manifest named after its config (``durable-claims-cover.jsonl.gz``,
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
+import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +38,7 @@ from refsched.model.graph import Edge
 
 from . import system as systems
 from . import tlc
-from .itf import Step, Trace, encode_bundle
+from .itf import Step, Trace, encode_bundle, trace_from_itf
 from .stategraph import StateGraph
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "manifest_for",
     "path_cover",
     "read_manifest",
+    "read_stratified",
     "spec_hashes",
     "stratified",
     "traces_dir",
@@ -216,22 +219,45 @@ def instance_bundles(system: systems.System, directory: Path | None = None
     return found
 
 
+def _strata(actions: Sequence[Sequence[str]], head: int) -> list[int]:
+    """The indexes :func:`stratified` keeps, given the actions each trace takes in order."""
+    keep = set(range(min(head, len(actions))))
+    seen: set[tuple[str, str]] = set()
+    for index, taken in enumerate(actions):
+        pairs = set(zip(("init", *taken), taken, strict=False))
+        if pairs - seen:
+            keep.add(index)
+            seen |= pairs
+    return sorted(keep)
+
+
 def stratified(traces: Sequence[Trace], head: int) -> list[Trace]:
     """A deterministic subset of one instance's corpus, for a replay that cannot take it whole:
-    its first ``head`` traces and, for every action, the first trace that takes it.
+    its first ``head`` traces and, for every pair of actions one after the other (a Refused
+    after a Reclaim, a Claim after a Cancel; ``init`` before the first step), the first trace
+    that takes it.
 
     The path cover starts its traces from the shallowest states first, so the first traces are
-    the shortest behaviours: where a wrong answer shows at all, it shows in one of them first.
-    The subset keeps the corpus's order.
+    the shortest behaviours; the pairs add, for each way one step can follow another, its
+    first occurrence. Every action is in the subset. The subset keeps the corpus's order.
     """
-    keep = set(range(min(head, len(traces))))
-    seen: set[str] = set()
-    for index, trace in enumerate(traces):
-        new = {step.action for step in trace.steps} - seen
-        if new:
-            keep.add(index)
-            seen |= new
-    return [traces[i] for i in sorted(keep)]
+    return [traces[i] for i in _strata([[s.action for s in t.steps] for t in traces], head)]
+
+
+_ACTION_TAKEN = re.compile(r'"mbt::actionTaken":\s*"([^"\\]*)"')
+
+
+def read_stratified(path: Path, head: int) -> tuple[list[Trace], frozenset[str]]:
+    """:func:`stratified` of the bundle at ``path``, decoding only the traces it keeps (a
+    bundle of tens of thousands of traces takes a minute to decode whole), and every action
+    the bundle's traces take."""
+    with gzip.open(path, "rt", encoding="utf-8", newline="\n") as handle:
+        lines = [line for line in handle if line.strip()]
+    actions = [_ACTION_TAKEN.findall(line)[1:] for line in lines]  # [0] is the initial "init"
+    shared: dict[str, dict[str, Any]] = {}  # the states the traces share, decoded once
+    kept = [trace_from_itf(json.loads(lines[i]), f"{path.name}:{i + 1}", cache=shared)
+            for i in _strata(actions, head)]
+    return kept, frozenset(a for taken in actions for a in taken)
 
 
 @dataclass(frozen=True)
