@@ -336,15 +336,17 @@ def _traces_of(args: argparse.Namespace, chosen: Any, config: str, progress: Pro
     from refsched.verify import corpus, stategraph, tlc
 
     started = time.monotonic()
+    # a system of one instance says no more than it did before it could have several
+    label = f" ({config})" if len(chosen.instances) > 1 else ""
     progress.update(f"  TLC: dumping the state graph of spec/{config}", force=True)
     try:
         graph = stategraph.tlc_graph(config, workers=args.workers,
                                      on_line=_graph_progress(progress), system=chosen)
     except (stategraph.GraphMismatch, tlc.TLCNotFoundError, FileNotFoundError) as e:
-        progress.done(f"FAIL model = spec ({config}): {e}")
+        progress.done(f"FAIL model = spec{label}: {e}")
         return 1
     matched = time.monotonic()
-    progress.done(f"ok   model = spec ({config}): {graph.state_count:,} states and "
+    progress.done(f"ok   model = spec{label}: {graph.state_count:,} states and "
                   f"{graph.edge_count:,} labelled edges, the same in TLC's graph and the "
                   f"model's [{matched - started:.1f}s]")
     directory = Path(args.output) if args.output else None
@@ -352,7 +354,7 @@ def _traces_of(args: argparse.Namespace, chosen: Any, config: str, progress: Pro
         try:
             check = corpus.check_corpus(graph, directory)
         except corpus.CorpusMismatch as e:
-            progress.done(f"FAIL corpus ({config}): {e}")
+            progress.done(f"FAIL corpus{label}: {e}")
             return 1
         m = check.manifest
         where = corpus.traces_dir() if directory is None else directory
@@ -473,9 +475,11 @@ def _replay_corpus(args: argparse.Namespace, chosen: Any, factory: Callable[...,
         except FactoryError as e:
             progress.done(f"refsched replay: {' '.join(str(e).split())}")
             return 2
-        progress.done(f"{bundle.name} ({config}):\n{format_report(report)}")
+        label = f" ({config})" if len(found) > 1 else ""
+        progress.done(f"{bundle.name}{label}:\n{format_report(report)}" if label
+                      else format_report(report))
         edges = int(manifest.get("edges", 0))
-        print(f"edges replayed ({config}): {report.edges:,} of {edges:,} "
+        print(f"edges replayed{label}: {report.edges:,} of {edges:,} "
               f"({100 * report.edges / max(edges, 1):.1f}%)")
         if not report.ok or report.edges != edges:
             status = 1

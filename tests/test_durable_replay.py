@@ -392,3 +392,37 @@ def test_each_broken_durable_scheduler_is_rejected_by_the_corpus_phase_alone(
     found = system_phases.corpus_phase("durable", cls, phase, None)
     assert found is not None, f"{cls.__name__} passed the corpus phase"
     print(f"{cls.__name__}: {found.reason} ({found.source})")
+
+
+def subset_folder(folder: Path, edges: dict[str, int] | None = None) -> Path:
+    """A traces folder holding the subset of each instance, its manifest saying ``edges``."""
+    for config in DURABLE.instances:
+        data = encode_bundle(subset(config))
+        (folder / DURABLE.bundle_of(config)).write_bytes(data)
+        manifest = {**corpus.read_manifest(system=DURABLE, config=config),
+                    "bundle_sha256": hashlib.sha256(data).hexdigest()}
+        if edges is not None:
+            manifest["edges"] = edges[config]
+        (folder / DURABLE.manifest_of(config)).write_text(json.dumps(manifest))
+    return folder
+
+
+def test_replay_of_the_corpus_replays_each_instance_and_counts_its_edges_apart(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    took = {c: replay(subset(c), system=DURABLE).edges for c in DURABLE.instances}
+    monkeypatch.setenv("REFSCHED_TRACES_DIR", str(subset_folder(tmp_path, took)))
+    assert main(["replay", "-q", "--system", "durable"]) == 0
+    out = capsys.readouterr().out
+    for config in DURABLE.instances:
+        assert f"edges replayed ({config}): {took[config]:,} of {took[config]:,}" in out
+    # one instance short of an edge fails the whole, and says which
+    short = {**took, "MCDurableSchedulerCorpusDiamond.cfg":
+             took["MCDurableSchedulerCorpusDiamond.cfg"] + 1}
+    monkeypatch.setenv("REFSCHED_TRACES_DIR", str(subset_folder(tmp_path, short)))
+    assert main(["replay", "-q", "--system", "durable"]) == 1
+    assert "edges replayed (MCDurableSchedulerCorpusDiamond.cfg)" in capsys.readouterr().out
+    # an instance without its manifest: no corpus to judge
+    (tmp_path / DURABLE.manifest_of("MCDurableSchedulerCorpusClaims.cfg")).unlink()
+    assert main(["replay", "-q", "--system", "durable"]) == 2
+    assert "durable-claims-manifest.json does not exist" in capsys.readouterr().err
