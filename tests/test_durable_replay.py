@@ -1,11 +1,13 @@
 """The durable corpus: current with the spec, replayed edge for edge against DurableScheduler, and
 able to catch a store that fences, extends, expires or claims differently.
 
-The corpus (traces/durable-cover.jsonl.gz) covers every edge of TLC's state graph of
-spec/MCDurableSchedulerTraces.cfg. Replay takes each step through a fresh SQLite store on a
-virtual clock, the workers' leases held by the harness (refsched.verify.durable_system); each
-must-fail test breaks one thing in a DurableScheduler and asserts the replay names the first step
-where it shows.
+The corpus has four instances, each covering every edge of TLC's state graph of its config:
+traces/durable-cover.jsonl.gz (spec/MCDurableSchedulerTraces.cfg, one id), replayed whole here,
+and the claims, generations and diamond instances (spec/MCDurableSchedulerCorpus*.cfg), of which
+a stratified subset is replayed here and the whole by `refsched verify`. Replay takes each step
+through a fresh SQLite store on a virtual clock, the workers' leases held by the harness
+(refsched.verify.durable_system); each must-fail test breaks one thing in a DurableScheduler and
+asserts the replay names the first step where it shows.
 """
 
 from __future__ import annotations
@@ -250,7 +252,7 @@ def test_a_claim_that_ignores_seq_order_is_named_at_the_claim() -> None:
 
 def test_a_claim_while_a_lease_waits_to_expire_is_not_a_step_the_calls_take() -> None:
     # claim() expires first, so the spec's Claim past a lease nobody expired yet has no call
-    # alone; the corpus's instance (one id) has no such step.
+    # alone; no corpus instance has such a step (those with a clock have one slot).
     early = walked("claim-past-a-deadline", ("Submit", {"t": "a", "D": frozenset()}),
                    ("Submit", {"t": "b", "D": frozenset()}), ("Start", {}),
                    ("Claim", {"w": "w1", "k": 1}), ("Tick", {}), ("Tick", {}),
