@@ -194,11 +194,15 @@ def _spec_checks(args: argparse.Namespace, session: Any, name: str, configs: dic
             if label != "liveness" or not args.skip_liveness:
                 plan.append(functools.partial(checks.tlc_check, session, f"{name} {label}",
                                               config, chosen.mc_module))
-        plan.append(functools.partial(checks.model_equals_spec, session, chosen))
-        plan.append(functools.partial(checks.corpus_check, session, chosen, quick=args.quick))
+        for config in chosen.instances:
+            plan.append(functools.partial(checks.model_equals_spec, session, chosen, config))
+            plan.append(functools.partial(checks.corpus_check, session, chosen, config,
+                                          quick=args.quick))
     if not args.skip_replay:
-        plan.append(functools.partial(checks.replay_check, session, None, implementation,
-                                      chosen, stride=QUICK_STRIDE if args.quick else 1))
+        for config in chosen.instances:
+            plan.append(functools.partial(checks.replay_check, session, None, implementation,
+                                          chosen, config,
+                                          stride=QUICK_STRIDE if args.quick else 1))
     if args.examples > 0:
         plan.append(functools.partial(lockstep, session, args.examples))
     return plan
@@ -319,33 +323,49 @@ def _graph_progress(progress: Progress) -> Callable[[str], None]:
 
 
 def cmd_traces(args: argparse.Namespace) -> int:
-    from refsched.verify import corpus, stategraph, system, tlc
+    from refsched.verify import system
 
     chosen = system.get(args.system)
     progress = Progress(sys.stderr, quiet=args.quiet)
+    worst = 0
+    for config in chosen.instances:  # each corpus instance of the system, one after another
+        status = _traces_of(args, chosen, config, progress)
+        worst = max(worst, status)
+        if status == 2:
+            break
+    return worst
+
+
+def _traces_of(args: argparse.Namespace, chosen: Any, config: str, progress: Progress) -> int:
+    """Dump, match and write (or, with --check, check) the corpus of one instance."""
+    from refsched.verify import corpus, stategraph, tlc
+
     started = time.monotonic()
-    progress.update(f"  TLC: dumping the state graph of spec/{chosen.traces_config}",
-                    force=True)
+    # a system of one instance says no more than it did before it could have several
+    label = f" ({config})" if len(chosen.instances) > 1 else ""
+    progress.update(f"  TLC: dumping the state graph of spec/{config}", force=True)
     try:
-        graph = stategraph.tlc_graph(workers=args.workers, on_line=_graph_progress(progress),
-                                     system=chosen)
+        graph = stategraph.tlc_graph(config, workers=args.workers,
+                                     on_line=_graph_progress(progress), system=chosen)
     except (stategraph.GraphMismatch, tlc.TLCNotFoundError, FileNotFoundError) as e:
-        progress.done(f"FAIL model = spec: {e}")
+        progress.done(f"FAIL model = spec{label}: {e}")
         return 1
-    progress.done(f"ok   model = spec: {graph.state_count:,} states and {graph.edge_count:,} "
-                  f"labelled edges, the same in TLC's graph and the model's "
-                  f"[{time.monotonic() - started:.1f}s]")
+    matched = time.monotonic()
+    progress.done(f"ok   model = spec{label}: {graph.state_count:,} states and "
+                  f"{graph.edge_count:,} labelled edges, the same in TLC's graph and the "
+                  f"model's [{matched - started:.1f}s]")
     directory = Path(args.output) if args.output else None
     if args.check:
         try:
             check = corpus.check_corpus(graph, directory)
         except corpus.CorpusMismatch as e:
-            progress.done(f"FAIL corpus: {e}")
+            progress.done(f"FAIL corpus{label}: {e}")
             return 1
         m = check.manifest
-        progress.done(f"ok   corpus: {corpus.traces_dir() if directory is None else directory} "
-                      f"is current: {m['traces']:,} traces, {m['steps']:,} steps covering "
-                      f"{m['edges']:,} edges")
+        where = corpus.traces_dir() if directory is None else directory
+        progress.done(f"ok   corpus: {where / chosen.bundle_of(config)} is current: "
+                      f"{m['traces']:,} traces, {m['steps']:,} steps covering "
+                      f"{m['edges']:,} edges [{time.monotonic() - matched:.1f}s]")
         return 0
     try:
         manifest = corpus.write_corpus(graph, directory)
@@ -353,16 +373,12 @@ def cmd_traces(args: argparse.Namespace) -> int:
         progress.done(f"refsched traces: cannot write the corpus: {e}")
         return 2
     where = directory or corpus.traces_dir()
-    size = (where / chosen.bundle).stat().st_size
-    progress.done(f"wrote {where / chosen.bundle}: {manifest['traces']:,} traces, "
+    bundle = where / chosen.bundle_of(config)
+    size = bundle.stat().st_size
+    progress.done(f"wrote {bundle}: {manifest['traces']:,} traces, "
                   f"{manifest['steps']:,} steps covering all {manifest['edges']:,} edges "
-                  f"({size / 1e6:.1f} MB) [{time.monotonic() - started:.1f}s]")
+                  f"({size / 1e6:.1f} MB) [{time.monotonic() - matched:.1f}s]")
     return 0
-
-
-def _default_bundle(name: str = "scheduler") -> Path:
-    from refsched.verify import corpus, system
-    return corpus.traces_dir() / system.get(name).bundle
 
 
 def _read(paths: Sequence[str], command: str,
@@ -399,7 +415,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"refsched replay: {e}", file=sys.stderr)
         return 2
     progress = Progress(sys.stderr, quiet=args.quiet)
-    paths = args.traces or [str(_default_bundle(args.system or "scheduler"))]
+    if not args.traces:
+        return _replay_corpus(args, system.get(args.system or "scheduler"), factory, progress)
+    paths = args.traces
     if progress.live:  # a log gets no line for it: an error then stays the only line
         progress.update(f"  reading {', '.join(paths)}", force=True)
     traces = _read(paths, "replay", progress)
@@ -429,14 +447,50 @@ def cmd_replay(args: argparse.Namespace) -> int:
         progress.done(f"refsched replay: {' '.join(str(e).split())}")
         return 2
     progress.done(format_report(report))
-    if not args.traces:  # the corpus: every edge of the graph must have been replayed
-        from refsched.verify import corpus
-        edges = int(corpus.read_manifest(system=chosen).get("edges", 0))
-        print(f"edges replayed: {report.edges:,} of {edges:,} "
-              f"({100 * report.edges / max(edges, 1):.1f}%)")
-        if report.ok and report.edges != edges:
-            return 1
     return 0 if report.ok else 1
+
+
+def _replay_corpus(args: argparse.Namespace, chosen: Any, factory: Callable[..., Any] | None,
+                   progress: Progress) -> int:
+    """Replay each corpus instance of ``chosen`` on its own: every one must take every edge of
+    its graph (instances share states, so their edges are counted apart)."""
+    from refsched.verify import corpus
+    from refsched.verify.replay import format_report, replay
+
+    try:
+        found = corpus.instance_bundles(chosen)
+    except corpus.CorpusMismatch as e:
+        print(f"refsched replay: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    status = 0
+    for config, bundle, manifest in found:
+        if progress.live:
+            progress.update(f"  reading {bundle}", force=True)
+        traces = _read([str(bundle)], "replay", progress)
+        if traces is None:
+            return 2
+        total = len(traces)
+
+        def on_progress(done: int, steps: int, total: int = total) -> None:
+            progress.update(f"  replayed {done:,} of {total:,} traces, {steps:,} steps")
+
+        try:
+            report = replay(traces, factory, stop_at_first=not args.all,
+                            on_progress=on_progress, system=chosen, fatal=(FactoryError,))
+        except FactoryError as e:
+            progress.done(f"refsched replay: {' '.join(str(e).split())}")
+            return 2
+        label = f" ({config})" if len(found) > 1 else ""
+        progress.done(f"{bundle.name}{label}:\n{format_report(report)}" if label
+                      else format_report(report))
+        edges = int(manifest.get("edges", 0))
+        print(f"edges replayed{label}: {report.edges:,} of {edges:,} "
+              f"({100 * report.edges / max(edges, 1):.1f}%)")
+        if not report.ok or report.edges != edges:
+            status = 1
+            if not args.all:
+                break
+    return status
 
 
 # validate-trace's exit statuses beyond 0 (accepted), 1 (rejected) and 2 (usage)
@@ -595,8 +649,9 @@ def build_parser() -> argparse.ArgumentParser:
     traces = commands.add_parser(
         "traces",
         help="check model = spec on TLC's state graph and write the edge-covering trace corpus",
-        description="Dump TLC's state graph of the system's corpus instance "
-                    "(spec/MCSchedulerTraces.cfg, spec/MCTimerQueueTraces.cfg), check that a "
+        description="Dump TLC's state graph of each of the system's corpus instances "
+                    "(spec/MCSchedulerTraces.cfg, spec/MCTimerQueueTraces.cfg, the durable "
+                    "scheduler's four), check that a "
                     "breadth-first search of the reference model yields exactly its states and "
                     "labelled edges, and write traces that cover every edge to traces/ "
                     "(ITF, one trace per line, gzipped) with a manifest.",
@@ -620,8 +675,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="replay ITF traces against the reference model and an implementation",
         description="Replay each trace against the reference model and a fresh scheduler, "
                     "comparing the scheduler's snapshot with the trace's state after every "
-                    "step. Without TRACES, the system's corpus in traces/, which must cover "
-                    "every edge.",
+                    "step. Without TRACES, the system's corpus in traces/, each of its "
+                    "instances replayed apart and required to cover every edge of its graph.",
         epilog="Exit status: 0 no divergence (and, for the corpus, every edge replayed), 1 a "
                "trace diverges from the model or the implementation, 2 usage error: a file "
                "that is missing or is not ITF traces (not gzip, not UTF-8, not JSON, nested too "

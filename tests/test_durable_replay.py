@@ -1,31 +1,38 @@
 """The durable corpus: current with the spec, replayed edge for edge against DurableScheduler, and
 able to catch a store that fences, extends, expires or claims differently.
 
-The corpus (traces/durable-cover.jsonl.gz) covers every edge of TLC's state graph of
-spec/MCDurableSchedulerTraces.cfg. Replay takes each step through a fresh SQLite store on a
-virtual clock, the workers' leases held by the harness (refsched.verify.durable_system); each
-must-fail test breaks one thing in a DurableScheduler and asserts the replay names the first step
-where it shows.
+The corpus has four instances, each covering every edge of TLC's state graph of its config:
+traces/durable-cover.jsonl.gz (spec/MCDurableSchedulerTraces.cfg, one id), replayed whole here,
+and the claims, generations and diamond instances (spec/MCDurableSchedulerCorpus*.cfg), of which
+a stratified subset is replayed here and the whole by `refsched verify`. Replay takes each step
+through a fresh SQLite store on a virtual clock, the workers' leases held by the harness
+(refsched.verify.durable_system); each must-fail test breaks one thing in a DurableScheduler and
+asserts the replay names the first step where it shows.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from refsched.cli import main
+from refsched.conform import broken_durable, system_phases
+from refsched.conform.report import PhaseResult
 from refsched.durable import DurableScheduler
 from refsched.durable.scheduler import Lease
 from refsched.durable.store import Tx
 from refsched.errors import InvariantViolation
 from refsched.model.durable import ACTIONS, INITIAL, Instance
 from refsched.verify import corpus, stategraph, system
-from refsched.verify.itf import Step, Trace, read_traces, write_traces
+from refsched.verify.itf import Step, Trace, encode_bundle, read_traces, write_traces
 from refsched.verify.replay import ReplayReport, format_divergence, replay
 from tests.conftest import postgres_factory
 
@@ -245,7 +252,7 @@ def test_a_claim_that_ignores_seq_order_is_named_at_the_claim() -> None:
 
 def test_a_claim_while_a_lease_waits_to_expire_is_not_a_step_the_calls_take() -> None:
     # claim() expires first, so the spec's Claim past a lease nobody expired yet has no call
-    # alone; the corpus's instance (one id) has no such step.
+    # alone; no corpus instance has such a step (those with a clock have one slot).
     early = walked("claim-past-a-deadline", ("Submit", {"t": "a", "D": frozenset()}),
                    ("Submit", {"t": "b", "D": frozenset()}), ("Start", {}),
                    ("Claim", {"w": "w1", "k": 1}), ("Tick", {}), ("Tick", {}),
@@ -284,3 +291,140 @@ def test_replay_cli_replays_durable_traces(tmp_path: Path,
     assert main(["replay", "-q", "--system", "durable",
                  "--impl", "tests.test_durable_replay:ClaimTakesNewest", str(path)]) == 1
     assert "Claim(w=w1, k=1)" in capsys.readouterr().err
+
+
+# -- The corpus instances beyond one id ---------------------------------------------------------
+# Replayed whole they are about 690,000 steps, minutes on two cores: `refsched verify` and
+# `refsched replay --system durable` take them whole. Here a deterministic subset of each
+# (corpus.stratified) is replayed, and each broken durable scheduler must be rejected by the
+# conformance corpus phase alone over those subsets.
+
+MORE = tuple(c for c in DURABLE.instances if c != DURABLE.traces_config)
+HEAD = 200  # the first traces of each instance: the shortest behaviours of its path cover
+
+
+@cache
+def stratified(config: str) -> tuple[list[Trace], frozenset[str]]:
+    """The first HEAD traces of the instance and the first that takes each action; and every
+    action the instance's corpus takes."""
+    return corpus.read_stratified(corpus.traces_dir() / DURABLE.bundle_of(config), HEAD)
+
+
+def subset(config: str) -> list[Trace]:
+    return stratified(config)[0]
+
+
+@cache
+def diamond() -> tuple[Any, Any]:
+    """The diamond instance, and the model's graph of it."""
+    instance = DURABLE.read_instance("MCDurableSchedulerCorpusDiamond.cfg")
+    return instance, DURABLE.explore(instance)
+
+
+def test_the_durable_corpus_has_an_instance_of_several_ids_slots_and_generations() -> None:
+    manifests = {c: corpus.read_manifest(system=DURABLE, config=c) for c in DURABLE.instances}
+    assert manifests[DURABLE.traces_config]["bundle"] == "durable-cover.jsonl.gz"
+    constants = [m["constants"] for m in manifests.values()]
+    assert max(len(c["Tasks"]) for c in constants) == 4
+    assert max(c["MaxConcurrency"] for c in constants) == 2
+    assert any(len(c["Tasks"]) == 2 and c["MaxGeneration"] == 2 for c in constants)
+    assert any(len(c["Tasks"]) == 2 and c["MaxConcurrency"] == 1 and c["MaxTime"] > 0
+               for c in constants)
+    for config, m in manifests.items():
+        assert m["config"] == config and m["bundle"] == DURABLE.bundle_of(config)
+        # made from these spec files, and the bundle the manifest describes (the whole
+        # regeneration is `refsched traces --system durable --check`, and `refsched verify`)
+        assert m["spec"] == corpus.spec_hashes(DURABLE, config), config
+        data = (corpus.traces_dir() / m["bundle"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == m["bundle_sha256"], config
+
+
+def test_the_diamond_instance_is_the_fixed_graph_submitted_layer_by_layer() -> None:
+    config = "MCDurableSchedulerCorpusDiamond.cfg"
+    _, graph = diamond()
+    fixed = {"a": set(), "b": {"a"}, "c": {"a"}, "d": {"b", "c"}}
+    for s in graph.depth:
+        deps = {t: set(v.deps) for t, v in s.scheduler.tasks.items()}
+        assert deps == {t: fixed[t] for t in deps}
+        assert not s.scheduler.started or len(deps) == 4
+    # TLC's count, with FixedGraph of spec/MCDurableSchedulerCorpus.tla
+    assert len(graph.depth) == corpus.read_manifest(system=DURABLE, config=config)["states"]
+
+
+@pytest.mark.parametrize("steps", [
+    [("Submit", {"t": "b", "D": frozenset({"a"})})],  # before its layer's sources
+    [("Submit", {"t": "a", "D": frozenset({"b"})})],  # other deps than its layer's
+    [("Submit", {"t": "a", "D": frozenset()}), ("Start", {})],  # started with ids missing
+], ids=["order", "deps", "start"])
+def test_the_model_keeps_no_state_the_fixed_graph_forbids(
+        steps: list[tuple[str, dict[str, Any]]]) -> None:
+    instance, graph = diamond()
+    s = INITIAL
+    for action, params in steps:
+        s = ACTIONS[action].step(s, *params.values(), limits=instance.limits)
+    assert not instance.fixed_graph(s)
+    assert s not in graph.depth
+
+
+@pytest.mark.parametrize("config", MORE)
+def test_a_stratified_subset_of_each_instance_replays_cleanly_through_every_action(
+        config: str) -> None:
+    traces = subset(config)
+    report = replay(traces, system=DURABLE)
+    assert report.ok, format_divergence(report.divergences[0])
+    assert {a for a, c in report.coverage.items() if c.edges} == stratified(config)[1]
+    print(f"{config}: {report.traces} traces, {report.steps} steps, {report.edges} edges of "
+          f"{corpus.read_manifest(system=DURABLE, config=config)['edges']}")
+
+
+@pytest.mark.parametrize("cls", broken_durable.BROKEN, ids=lambda c: c.__name__)
+def test_each_broken_durable_scheduler_is_rejected_by_the_corpus_phase_alone(
+        cls: type[DurableScheduler], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The conformance corpus phase, no generated phase, over a traces folder holding the
+    # subset of each instance (the one-id corpus has no dependent for a cancel to block).
+    for config in DURABLE.instances:
+        traces = subset(config)
+        data = encode_bundle(traces)
+        (tmp_path / DURABLE.bundle_of(config)).write_bytes(data)
+        manifest = {**corpus.read_manifest(system=DURABLE, config=config),
+                    "traces": len(traces), "bundle_sha256": hashlib.sha256(data).hexdigest()}
+        (tmp_path / DURABLE.manifest_of(config)).write_text(json.dumps(manifest))
+    monkeypatch.setenv("REFSCHED_TRACES_DIR", str(tmp_path))
+    phase = PhaseResult("corpus")
+    found = system_phases.corpus_phase("durable", cls, phase, None)
+    assert found is not None, f"{cls.__name__} passed the corpus phase"
+    print(f"{cls.__name__}: {found.reason} ({found.source})")
+
+
+def subset_folder(folder: Path, edges: dict[str, int] | None = None) -> Path:
+    """A traces folder holding the subset of each instance, its manifest saying ``edges``."""
+    for config in DURABLE.instances:
+        data = encode_bundle(subset(config))
+        (folder / DURABLE.bundle_of(config)).write_bytes(data)
+        manifest = {**corpus.read_manifest(system=DURABLE, config=config),
+                    "bundle_sha256": hashlib.sha256(data).hexdigest()}
+        if edges is not None:
+            manifest["edges"] = edges[config]
+        (folder / DURABLE.manifest_of(config)).write_text(json.dumps(manifest))
+    return folder
+
+
+def test_replay_of_the_corpus_replays_each_instance_and_counts_its_edges_apart(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    took = {c: replay(subset(c), system=DURABLE).edges for c in DURABLE.instances}
+    monkeypatch.setenv("REFSCHED_TRACES_DIR", str(subset_folder(tmp_path, took)))
+    assert main(["replay", "-q", "--system", "durable"]) == 0
+    out = capsys.readouterr().out
+    for config in DURABLE.instances:
+        assert f"edges replayed ({config}): {took[config]:,} of {took[config]:,}" in out
+    # one instance short of an edge fails the whole, and says which
+    short = {**took, "MCDurableSchedulerCorpusDiamond.cfg":
+             took["MCDurableSchedulerCorpusDiamond.cfg"] + 1}
+    monkeypatch.setenv("REFSCHED_TRACES_DIR", str(subset_folder(tmp_path, short)))
+    assert main(["replay", "-q", "--system", "durable"]) == 1
+    assert "edges replayed (MCDurableSchedulerCorpusDiamond.cfg)" in capsys.readouterr().out
+    # an instance without its manifest: no corpus to judge
+    (tmp_path / DURABLE.manifest_of("MCDurableSchedulerCorpusClaims.cfg")).unlink()
+    assert main(["replay", "-q", "--system", "durable"]) == 2
+    assert "durable-claims-manifest.json does not exist" in capsys.readouterr().err

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from refsched.model import actions as A
 from refsched.model.graph import explore
 from refsched.types import Snapshot, TaskState
-from refsched.verify import corpus, stategraph, tlc
+from refsched.verify import corpus, stategraph, system, tlc
 from refsched.verify.itf import Step, Trace, read_traces, trace_from_itf, trace_to_itf
 from refsched.verify.specstate import SpecStateError, snapshot_of, spec_state
 from refsched.verify.tla import (
@@ -276,3 +276,24 @@ def test_a_config_is_read_without_its_comments_and_a_missing_constant_is_named(
     for reader in (stategraph.read_instance, poolspec.read_instance, timerspec.read_instance):
         with pytest.raises(ValueError, match="no constant"):
             reader(cfg)
+
+
+def test_each_corpus_instance_has_its_own_files_and_module() -> None:
+    durable = system.get("durable")
+    assert durable.instances[0] == durable.traces_config
+    names = {c: (durable.bundle_of(c), durable.manifest_of(c)) for c in durable.instances}
+    assert names[durable.traces_config] == ("durable-cover.jsonl.gz", "durable-manifest.json")
+    assert names["MCDurableSchedulerCorpusClaims.cfg"] == (
+        "durable-claims-cover.jsonl.gz", "durable-claims-manifest.json")
+    assert len(set(names.values())) == len(names)
+    assert durable.module_of("MCDurableSchedulerCorpusDiamond.cfg") == \
+        "MCDurableSchedulerCorpus.tla"
+    assert "MCDurableSchedulerCorpus.tla" in durable.spec_files_of(
+        "MCDurableSchedulerCorpusDiamond.cfg")
+    assert durable.spec_files_of(durable.traces_config) == durable.spec_files
+    # a system of one instance keeps its one corpus
+    dag = system.get("scheduler")
+    assert dag.instances == (dag.traces_config,) and dag.bundle_of(dag.traces_config) == \
+        dag.bundle
+    with pytest.raises(ValueError, match="not a corpus instance"):
+        durable.bundle_of("MCDurableScheduler.cfg")

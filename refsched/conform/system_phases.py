@@ -40,11 +40,17 @@ class CorpusUnreadable(RuntimeError):
     """The system's corpus cannot be read, or disagrees with its model."""
 
 
-def _read_corpus(system: systems.System) -> list[Trace]:
-    directory = corpus_files.traces_dir()
+def _read_corpus(system: systems.System,
+                 enough: Callable[[list[Trace]], bool] = lambda _: False) -> list[Trace]:
+    """The traces of every corpus instance of ``system``, in the order of its instances; the
+    instances after the one whose traces make ``enough`` true are not read."""
+    traces: list[Trace] = []
     try:
-        corpus_files.read_manifest(directory, system=system)
-        return read_traces(directory / system.bundle)
+        for _, bundle, _ in corpus_files.instance_bundles(system):
+            traces += read_traces(bundle)
+            if enough(traces):
+                break
+        return traces
     except (corpus_files.CorpusMismatch, TraceFormatError, OSError) as e:
         raise CorpusUnreadable(f"cannot read the {system.name} trace corpus: {e}") from None
 
@@ -140,7 +146,21 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
     from .oracle import admitted_traces
 
     system = systems.get(name)
-    everything = _read_corpus(system)
+    admits = (None if not isinstance(profile, TimerProfile | DurableProfile)
+              else timer_admitted_steps if isinstance(profile, TimerProfile)
+              else durable_admitted_steps)
+
+    def enough(traces: list[Trace]) -> bool:
+        # The replayed traces are the whole admitted ones in corpus order, then prefixes: once
+        # max_traces whole ones are read, later instances change nothing replayed (and each
+        # takes seconds to decode).
+        if max_traces is None:
+            return False
+        if admits is None:
+            return len(traces) >= max_traces
+        return sum(admits(profile, t) == len(t.steps) for t in traces) >= max_traces
+
+    everything = _read_corpus(system, enough)
     if isinstance(profile, TimerProfile | DurableProfile):
         traces, whole = admitted_traces(
             profile, everything, timer_admitted_steps if isinstance(profile, TimerProfile)

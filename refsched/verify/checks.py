@@ -21,6 +21,7 @@ __all__ = [
     "Outcome",
     "Session",
     "corpus_check",
+    "graph_key",
     "lockstep_check",
     "model_equals_spec",
     "pool_lockstep_check",
@@ -55,13 +56,21 @@ class Session:
 
     workers: int = 2
     report: Report = lambda _line: None
-    # each system's matched StateGraph, by name, once model_equals_spec has run for it
+    # each matched StateGraph once model_equals_spec has run for it, by the system's name for
+    # its traces config and "name:config" for its other corpus instances (graph_key)
     graphs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def graph(self) -> Any:
         """The TaskScheduler's matched StateGraph (None before model_equals_spec)."""
         return self.graphs.get("scheduler")
+
+
+def graph_key(system: systems.System, config: str | None = None) -> str:
+    """Where :attr:`Session.graphs` keeps the graph of the corpus instance ``config``."""
+    if config is None or config == system.traces_config:
+        return system.name
+    return f"{system.name}:{config}"
 
 
 def _elapsed(started: float) -> float:
@@ -99,35 +108,40 @@ def tlc_check(session: Session, label: str, config: str,
                    _elapsed(started), figures)
 
 
-def model_equals_spec(session: Session, system: systems.System | None = None) -> Outcome:
-    """TLC's state graph of the system's traces instance equals the model's, edge for edge."""
+def model_equals_spec(session: Session, system: systems.System | None = None,
+                      config: str | None = None) -> Outcome:
+    """TLC's state graph of the system's corpus instance ``config`` (default: its traces
+    config) equals the model's, edge for edge."""
     from . import stategraph
 
     system = system or systems.get()
+    config = config or system.traces_config
     started = time.monotonic()
-    name = f"model = spec ({system.traces_config})"
+    name = f"model = spec ({config})"
     try:
-        graph = stategraph.tlc_graph(workers=session.workers, system=system,
+        graph = stategraph.tlc_graph(config, workers=session.workers, system=system,
                                      on_line=_tlc_lines("state graph", session.report))
     except (stategraph.GraphMismatch, tlc.TLCNotFoundError, FileNotFoundError) as e:
         return Outcome(name, False, str(e), _elapsed(started))
-    session.graphs[system.name] = graph
+    session.graphs[graph_key(system, config)] = graph
     figures = {"states": graph.state_count, "edges": graph.edge_count}
     return Outcome(name, True, f"{graph.state_count:,} states and {graph.edge_count:,} "
                    "labelled edges, the same in TLC's graph and the model's",
                    _elapsed(started), figures)
 
 
-def corpus_check(session: Session, system: systems.System | None = None, *,
-                 quick: bool = False) -> Outcome:
-    """The committed trace corpus is the one the current spec and model give (``quick``: made
-    from these spec files, for a graph of the same size, without making it again)."""
+def corpus_check(session: Session, system: systems.System | None = None,
+                 config: str | None = None, *, quick: bool = False) -> Outcome:
+    """The committed trace corpus of the instance ``config`` (default: the system's traces
+    config) is the one the current spec and model give (``quick``: made from these spec files,
+    for a graph of the same size, without making it again)."""
     from . import corpus
 
     system = system or systems.get()
+    config = config or system.traces_config
     started = time.monotonic()
-    name = f"corpus is current (traces/{system.bundle})"
-    graph = session.graphs.get(system.name)
+    name = f"corpus is current (traces/{system.bundle_of(config)})"
+    graph = session.graphs.get(graph_key(system, config))
     if graph is None:
         return Outcome(name, False, "needs the state graph, and model = spec did not pass",
                        _elapsed(started))
@@ -170,24 +184,28 @@ def lockstep_check(session: Session, factory: Callable[[int], Any], impl_name: s
 
 
 def replay_check(session: Session, factory: Callable[..., Any] | None, impl_name: str,
-                 system: systems.System | None = None, *, stride: int = 1) -> Outcome:
-    """Every trace of the system's corpus (one in ``stride``), replayed against the model and
-    ``factory``'s implementation (the system's own by default). The whole corpus must take
-    every edge of its graph; a sample need only replay without a divergence, and says how
-    many edges it took."""
+                 system: systems.System | None = None, config: str | None = None, *,
+                 stride: int = 1) -> Outcome:
+    """Every trace of the system's corpus of the instance ``config`` (default: its traces
+    config; one trace in ``stride``), replayed against the model and ``factory``'s
+    implementation (the system's own by default). The whole corpus must take every edge of its
+    graph; a sample need only replay without a divergence, and says how many edges it took."""
     from . import corpus
     from .itf import TraceFormatError, read_traces
     from .replay import format_divergence, replay
 
     system = system or systems.get()
+    config = config or system.traces_config
     started = time.monotonic()
     name = f"corpus replay vs {impl_name}"
+    if config != system.traces_config:
+        name += f" ({system.bundle_of(config)})"
     directory = corpus.traces_dir()
     try:
-        manifest = corpus.read_manifest(directory, system)
-        session.report(f"  replay: reading {directory / system.bundle}")
-        traces = read_traces(directory / str(manifest.get("bundle", system.bundle)),
-                             stride=stride)
+        manifest = corpus.read_manifest(directory, system, config)
+        bundle = directory / str(manifest.get("bundle", system.bundle_of(config)))
+        session.report(f"  replay: reading {bundle}")
+        traces = read_traces(bundle, stride=stride)
     except (corpus.CorpusMismatch, TraceFormatError) as e:
         return Outcome(name, False, str(e), _elapsed(started))
     total = len(traces)

@@ -15,14 +15,21 @@ Each system (:mod:`refsched.verify.system`) has its corpus in ``traces/`` (or
 - a manifest saying what they came from (hashes of the spec files, the constants, TLC's
   version and figures) and what they hold (states, edges, traces, steps, the bundle's hash):
   ``MANIFEST.json`` for the TaskScheduler, ``timer-manifest.json``.
+
+A system may have several corpus instances (``System.instances``: the durable scheduler's
+one id, two ids with expiry, two generations, a fixed diamond), each with its own bundle and
+manifest named after its config (``durable-claims-cover.jsonl.gz``,
+``durable-claims-manifest.json``); :func:`instance_bundles` lists them for a reader.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
-from collections.abc import Hashable, Mapping
+import re
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,7 +38,7 @@ from refsched.model.graph import Edge
 
 from . import system as systems
 from . import tlc
-from .itf import Step, Trace, encode_bundle
+from .itf import Step, Trace, encode_bundle, trace_from_itf
 from .stategraph import StateGraph
 
 __all__ = [
@@ -41,10 +48,13 @@ __all__ = [
     "CorpusMismatch",
     "check_corpus",
     "cover_traces",
+    "instance_bundles",
     "manifest_for",
     "path_cover",
     "read_manifest",
+    "read_stratified",
     "spec_hashes",
+    "stratified",
     "traces_dir",
     "write_corpus",
 ]
@@ -67,9 +77,12 @@ def traces_dir() -> Path:
     return tlc.spec_dir().parent / "traces"
 
 
-def spec_hashes(system: systems.System | None = None) -> dict[str, str]:
-    """SHA-256 of each spec file the system's corpus depends on."""
-    files = (system or systems.get()).spec_files
+def spec_hashes(system: systems.System | None = None,
+                config: str | None = None) -> dict[str, str]:
+    """SHA-256 of each spec file the system's corpus of ``config`` (default: of its traces
+    config) depends on."""
+    system = system or systems.get()
+    files = system.spec_files_of(config or system.traces_config)
     return {name: hashlib.sha256((tlc.spec_dir() / name).read_bytes()).hexdigest()
             for name in files}
 
@@ -114,9 +127,15 @@ def path_cover(graph: StateGraph) -> list[list[Edge[Any]]]:
     return paths
 
 
+def _config(graph: StateGraph) -> tuple[systems.System, str]:
+    """The system of ``graph`` and the corpus instance it is the graph of."""
+    system = systems.get(graph.system)
+    return system, graph.config or system.traces_config
+
+
 def cover_traces(graph: StateGraph) -> list[Trace]:
     """The path cover as ITF traces named ``cover-00001``..., states over the instance's ids."""
-    system = systems.get(graph.system)
+    system, config = _config(graph)
     constants = system.constants(graph.instance)
     converted: dict[Hashable, dict[str, Any]] = {}
 
@@ -129,17 +148,17 @@ def cover_traces(graph: StateGraph) -> list[Trace]:
     for number, path in enumerate(path_cover(graph), start=1):
         steps = [Step(e.action, e.param_map, state(e.target)) for e in path]
         traces.append(Trace(f"cover-{number:05d}", constants, state(graph.initial), steps,
-                            {"source": f"spec/{system.traces_config}"}))
+                            {"source": f"spec/{config}"}))
     return traces
 
 
 def manifest_for(graph: StateGraph, traces: list[Trace], bundle_sha256: str) -> dict[str, Any]:
     """The manifest recording where ``traces`` came from and what they hold."""
     result = graph.tlc
-    system = systems.get(graph.system)
+    system, config = _config(graph)
     return {
-        "spec": spec_hashes(system),
-        "config": system.traces_config,
+        "spec": spec_hashes(system, config),
+        "config": config,
         "constants": system.manifest_constants(graph.instance),
         "tlc": {
             "version": result.version if result else None,
@@ -151,36 +170,94 @@ def manifest_for(graph: StateGraph, traces: list[Trace], bundle_sha256: str) -> 
         "edges": graph.edge_count,
         "traces": len(traces),
         "steps": sum(len(t.steps) for t in traces),
-        "bundle": system.bundle,
+        "bundle": system.bundle_of(config),
         "bundle_sha256": bundle_sha256,
     }
 
 
 def write_corpus(graph: StateGraph, directory: Path | None = None) -> dict[str, Any]:
     """Write the bundle and the manifest to ``directory`` (default :func:`traces_dir`)."""
-    system = systems.get(graph.system)
+    system, config = _config(graph)
     where = directory or traces_dir()
     where.mkdir(parents=True, exist_ok=True)
     traces = cover_traces(graph)
     data = encode_bundle(traces)
-    (where / system.bundle).write_bytes(data)
+    (where / system.bundle_of(config)).write_bytes(data)
     digest = hashlib.sha256(data).hexdigest()
     manifest = manifest_for(graph, traces, digest)
-    (where / system.manifest).write_text(json.dumps(manifest, indent=2) + "\n",
+    (where / system.manifest_of(config)).write_text(json.dumps(manifest, indent=2) + "\n",
                                          encoding="utf-8")
     return manifest
 
 
-def read_manifest(directory: Path | None = None,
-                  system: systems.System | None = None) -> dict[str, Any]:
-    """The manifest of the system's corpus (default: the TaskScheduler's)."""
-    path = (directory or traces_dir()) / (system or systems.get()).manifest
+def read_manifest(directory: Path | None = None, system: systems.System | None = None,
+                  config: str | None = None) -> dict[str, Any]:
+    """The manifest of the system's corpus (default: the TaskScheduler's) of the instance
+    ``config`` (default: its traces config)."""
+    system = system or systems.get()
+    path = (directory or traces_dir()) / system.manifest_of(config or system.traces_config)
     try:
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CorpusMismatch(f"{path} does not exist: run `refsched traces` to make the "
                              "corpus") from None
     return data
+
+
+def instance_bundles(system: systems.System, directory: Path | None = None
+                     ) -> list[tuple[str, Path, dict[str, Any]]]:
+    """(config, bundle, manifest) of every corpus instance of ``system``, in its order.
+
+    Raises :class:`CorpusMismatch` when a manifest is missing.
+    """
+    where = directory or traces_dir()
+    found = []
+    for config in system.instances:
+        manifest = read_manifest(where, system, config)
+        found.append((config, where / str(manifest.get("bundle", system.bundle_of(config))),
+                      manifest))
+    return found
+
+
+def _strata(actions: Sequence[Sequence[str]], head: int) -> list[int]:
+    """The indexes :func:`stratified` keeps, given the actions each trace takes in order."""
+    keep = set(range(min(head, len(actions))))
+    seen: set[tuple[str, str]] = set()
+    for index, taken in enumerate(actions):
+        pairs = set(zip(("init", *taken), taken, strict=False))
+        if pairs - seen:
+            keep.add(index)
+            seen |= pairs
+    return sorted(keep)
+
+
+def stratified(traces: Sequence[Trace], head: int) -> list[Trace]:
+    """A deterministic subset of one instance's corpus, for a replay that cannot take it whole:
+    its first ``head`` traces and, for every pair of actions one after the other (a Refused
+    after a Reclaim, a Claim after a Cancel; ``init`` before the first step), the first trace
+    that takes it.
+
+    The path cover starts its traces from the shallowest states first, so the first traces are
+    the shortest behaviours; the pairs add, for each way one step can follow another, its
+    first occurrence. Every action is in the subset. The subset keeps the corpus's order.
+    """
+    return [traces[i] for i in _strata([[s.action for s in t.steps] for t in traces], head)]
+
+
+_ACTION_TAKEN = re.compile(r'"mbt::actionTaken":\s*"([^"\\]*)"')
+
+
+def read_stratified(path: Path, head: int) -> tuple[list[Trace], frozenset[str]]:
+    """:func:`stratified` of the bundle at ``path``, decoding only the traces it keeps (a
+    bundle of tens of thousands of traces takes a minute to decode whole), and every action
+    the bundle's traces take."""
+    with gzip.open(path, "rt", encoding="utf-8", newline="\n") as handle:
+        lines = [line for line in handle if line.strip()]
+    actions = [_ACTION_TAKEN.findall(line)[1:] for line in lines]  # [0] is the initial "init"
+    shared: dict[str, dict[str, Any]] = {}  # the states the traces share, decoded once
+    kept = [trace_from_itf(json.loads(lines[i]), f"{path.name}:{i + 1}", cache=shared)
+            for i in _strata(actions, head)]
+    return kept, frozenset(a for taken in actions for a in taken)
 
 
 @dataclass(frozen=True)
@@ -199,20 +276,21 @@ def check_corpus(graph: StateGraph, directory: Path | None = None, *,
     the corpus was made from these spec files, is the bundle its manifest describes, and
     covers a graph with as many states and edges as ``graph``, without making it again.
     """
-    system = systems.get(graph.system)
+    system, config = _config(graph)
     where = directory or traces_dir()
-    manifest = read_manifest(where, system)
+    manifest = read_manifest(where, system, config)
     fix = f"run `refsched traces --system {system.name}` and commit traces/"
-    changed = [name for name, digest in spec_hashes(system).items()
+    changed = [name for name, digest in spec_hashes(system, config).items()
                if manifest.get("spec", {}).get(name) != digest]
     if changed:
         raise CorpusMismatch(f"traces/ was made from another version of {', '.join(changed)}: "
                              f"{fix}")
-    bundle = where / str(manifest.get("bundle", system.bundle))
+    bundle = where / str(manifest.get("bundle", system.bundle_of(config)))
     if not bundle.is_file():
         raise CorpusMismatch(f"{bundle} is missing: {fix}")
     if hashlib.sha256(bundle.read_bytes()).hexdigest() != manifest.get("bundle_sha256"):
-        raise CorpusMismatch(f"{bundle} is not the file {system.manifest} describes: {fix}")
+        raise CorpusMismatch(f"{bundle} is not the file {system.manifest_of(config)} "
+                             f"describes: {fix}")
     if quick:
         for key, now in (("states", graph.state_count), ("edges", graph.edge_count)):
             if manifest.get(key) != now:

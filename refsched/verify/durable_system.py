@@ -31,8 +31,16 @@ RepeatedCallback(t)             ``complete(lease)`` with the lease whose report 
 ==============================  ===============================================================
 
 A step the calls cannot take alone (a Claim or a Reclaim while a lease waits to expire, which
-``claim()`` would expire first; an Expire of one lease while another is also past its deadline)
-is a ``ValueError``: the corpus's instance has one id, so it has none.
+``claim()`` would expire first; a Claim while a version waits to be re-claimed, which
+``claim()`` would re-claim first; an Expire of one lease while another is also past its
+deadline) is a ``ValueError``. The corpus instances have none: those with a clock have one slot,
+so at most one version runs, and those with two slots have no clock, so no lease expires.
+
+The corpus instances (:attr:`DurableSystem.corpus_configs`): one id with two workers and a clock
+(``MCDurableSchedulerTraces.cfg``), two ids with one slot and a clock (claim order, slot
+retention, failure by expiry blocking a dependent), two ids with two generations, and a fixed
+diamond with two slots (``MCDurableSchedulerCorpus.tla``'s ``FixedGraph``, which
+:meth:`DurableSystem.explore` applies to the model as TLC does to the spec).
 
 The implementation's state is ``snapshot()`` (the scheduler part), ``leases()`` (``attempt``,
 ``holder``, ``deadline``), ``now()`` and the harness's leases (``held``); ``ends`` is not stored:
@@ -47,7 +55,7 @@ import shutil
 import tempfile
 import weakref
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -58,13 +66,15 @@ from refsched.errors import LeaseLostError, StaleLeaseError
 from refsched.model.actions import WAITING, ready_order
 from refsched.model.durable import ACTIONS, INITIAL, DurableSnapshot, Instance, Limits, Refusal
 from refsched.model.durable import explore as explore_model
-from refsched.model.graph import ModelGraph, describe
+from refsched.model.durable.graph import next_steps, within_bound
+from refsched.model.graph import ModelGraph, describe, search
 from refsched.types import CloseReport, Snapshot, TaskState
 
-from . import durablespec
+from . import durablespec, tlc
 from .replay import StepMismatch
 from .specstate import task_id
 from .system import Fatal, System
+from .tla import ModelValue
 
 __all__ = ["SYSTEM", "DurableSystem"]
 
@@ -76,6 +86,43 @@ SCRATCH = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
 throwaway stores, and on a disk their syncs cost four times the replay), else the temp folder."""
 
 LeaseKey = tuple[Hashable, int, int]  # the spec's <<t, g, a>>
+
+FIXED_GRAPH_MODULE = "MCDurableSchedulerCorpus.tla"
+"""The model-checking module whose ``FixedGraph`` constraint fixes the graph of tasks."""
+
+CORPUS_CONFIGS = (durablespec.TRACES_CONFIG, "MCDurableSchedulerCorpusClaims.cfg",
+                  "MCDurableSchedulerCorpusGenerations.cfg",
+                  "MCDurableSchedulerCorpusDiamond.cfg")
+"""Every durable corpus instance, the traces config first."""
+
+
+@dataclass(frozen=True, slots=True)
+class FixedGraphInstance(Instance):  # type: ignore[misc]  # the model is Any to mypy here
+    """An instance of ``MCDurableSchedulerCorpus.tla``: the constants and the fixed layers."""
+
+    # Sources, Middle, Sinks: the ids of each layer; together they are Tasks
+    layers: tuple[tuple[str, ...], ...] = field(default=())
+
+    def deps_of(self, t: Hashable) -> frozenset[Hashable]:
+        """``FixedDeps(t)``: every id of the layer before t's."""
+        for before, layer in zip(((), *self.layers), self.layers, strict=False):
+            if t in layer:
+                return frozenset(before)
+        return frozenset()
+
+    def layer_of(self, t: Hashable) -> int:
+        return next(i for i, layer in enumerate(self.layers) if t in layer)
+
+    def fixed_graph(self, s: DurableSnapshot) -> bool:
+        """``FixedGraph``: the fixed deps, submitted layer by layer, all before Start."""
+        tasks = s.scheduler.tasks
+        if any(v.deps != self.deps_of(t) for t, v in tasks.items()):
+            return False
+        lowest_missing = min((self.layer_of(t) for t in self.tasks if t not in tasks),
+                             default=len(self.layers))
+        if any(self.layer_of(t) > lowest_missing for t in tasks):
+            return False
+        return not s.scheduler.started or len(tasks) == len(self.tasks)
 
 @dataclass(frozen=True)
 class _Bound:
@@ -178,6 +225,9 @@ class DurableSystem(System):
                   durablespec.TRACES_CONFIG)
     mc_module = "MCDurableScheduler.tla"
     traces_config = durablespec.TRACES_CONFIG
+    corpus_configs = CORPUS_CONFIGS
+    corpus_modules = MappingProxyType({"MCDurableSchedulerCorpusDiamond.cfg":
+                                       FIXED_GRAPH_MODULE})
     variables = durablespec.SPEC_VARIABLES
     parameters = ("t", "D", "w", "k", "g", "a", "cancelPending")
     label_actions = MappingProxyType(durablespec.LABEL_ACTIONS)
@@ -185,9 +235,27 @@ class DurableSystem(System):
     actions = MappingProxyType({name: _Bound(name, a.params) for name, a in ACTIONS.items()})
 
     def read_instance(self, config: str | Path) -> Instance:
-        return durablespec.read_instance(config)
+        instance = durablespec.read_instance(config)
+        if self.module_of(Path(config).name) != FIXED_GRAPH_MODULE:
+            return instance
+        path, _, values = tlc.read_config(config, ("Sources", "Middle", "Sinks"))
+        layers = tuple(tuple(sorted(v.name for v in values[name]))
+                       if isinstance(values[name], frozenset)
+                       and all(isinstance(v, ModelValue) for v in values[name]) else None
+                       for name in ("Sources", "Middle", "Sinks"))
+        split = tuple(layer for layer in layers if layer is not None)
+        if len(split) != 3 or sorted(t for layer in split for t in layer) != sorted(
+                instance.tasks):
+            raise ValueError(f"{path}: Sources, Middle and Sinks must be sets of model values "
+                             "that split Tasks")
+        return FixedGraphInstance(*(getattr(instance, f) for f in Instance.__dataclass_fields__),
+                                  layers=split)
 
     def explore(self, instance: Instance) -> ModelGraph[DurableSnapshot]:
+        if isinstance(instance, FixedGraphInstance):
+            fixed = instance  # the same constraints as TLC's, FixedGraph among them
+            return search(INITIAL, lambda s: next_steps(s, fixed),
+                          lambda s: within_bound(s, fixed) and fixed.fixed_graph(s))
         graph: ModelGraph[DurableSnapshot] = explore_model(instance)
         return graph
 
@@ -197,8 +265,12 @@ class DurableSystem(System):
                 "MaxAttempts": instance.max_attempts, "LeaseTime": instance.lease_time}
 
     def manifest_constants(self, instance: Instance) -> dict[str, Any]:
-        return {**self.constants(instance), "MaxGeneration": instance.max_generation,
-                "MaxTime": instance.max_time}
+        constants = {**self.constants(instance), "MaxGeneration": instance.max_generation,
+                     "MaxTime": instance.max_time}
+        if isinstance(instance, FixedGraphInstance):
+            constants.update(zip(("Sources", "Middle", "Sinks"),
+                                 map(list, instance.layers), strict=True))
+        return constants
 
     def snapshot_of(self, values: Mapping[str, Any]) -> DurableSnapshot:
         return durablespec.snapshot_of(values)

@@ -84,6 +84,7 @@ class StateGraph:
     tlc: tlc.TLCResult | None = None  # the run that dumped it, when one did
     dump_bytes: int = 0
     system: str = "scheduler"  # the name of the system it is a graph of
+    config: str = ""  # the corpus instance it is the graph of ("": the system's traces config)
 
     @property
     def state_count(self) -> int:
@@ -170,7 +171,7 @@ def dump_state_graph(config: str | None = None, *, workers: int = 2,
         dump = (Path(keep) if keep is not None else Path(scratch) / "graph").resolve()
         if dump.suffix != ".dot":  # TLC would add it
             dump = dump.with_name(dump.name + ".dot")
-        result = tlc.run_tlc(config, system.mc_module, workers=workers, on_line=on_line,
+        result = tlc.run_tlc(config, system.module_of(config), workers=workers, on_line=on_line,
                              extra_args=["-deadlock", "-dump", "dot,actionlabels", str(dump)])
         if not result.ok:
             raise GraphMismatch(f"TLC found an error in {config}: {result.violation_kind} "
@@ -278,6 +279,7 @@ def tlc_graph(config: str | None = None, *, workers: int = 2,
                                             system=system)
     graph = match(dumped, instance, system=system)
     graph.tlc = result
+    graph.config = config
     graph.dump_bytes = size
     if result.distinct_states is not None and result.distinct_states != graph.state_count:
         raise GraphMismatch(f"TLC reported {result.distinct_states} distinct states but "

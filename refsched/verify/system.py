@@ -46,7 +46,11 @@ class System(ABC):
     title: str  # what people call the implementation: "TaskScheduler"
     spec_files: tuple[str, ...]  # the files under spec/ its corpus is made from
     mc_module: str  # the model-checking module TLC runs
-    traces_config: str  # the instance whose state graph the corpus covers
+    traces_config: str  # the instance whose state graph the corpus covers (the first)
+    # every instance with a corpus, the traces config first: each has a bundle and a manifest
+    corpus_configs: tuple[str, ...] = ()  # () means (traces_config,)
+    # the model-checking module of an instance, where it is not mc_module
+    corpus_modules: Mapping[str, str] = {}
     variables: tuple[str, ...]  # the spec's variables, in declaration order
     parameters: tuple[str, ...]  # every parameter name its actions take
     label_actions: Mapping[str, str]  # TLC dump labels that are not the model's action name
@@ -62,6 +66,48 @@ class System(ABC):
     def manifest(self) -> str:
         """The corpus manifest under ``traces/``."""
         return f"{self.name}-manifest.json"
+
+    # -- Several corpus instances ------------------------------------------------------------
+    # The traces config's corpus keeps the names above; each other instance's files are named
+    # after its config: MCDurableSchedulerCorpusClaims.cfg -> durable-claims-cover.jsonl.gz.
+
+    @property
+    def instances(self) -> tuple[str, ...]:
+        """The configs of every corpus instance, :attr:`traces_config` first."""
+        return self.corpus_configs or (self.traces_config,)
+
+    def instance_name(self, config: str) -> str:
+        """``""`` for :attr:`traces_config`, else the config's own part of its name:
+        ``MCDurableSchedulerCorpusClaims.cfg`` -> ``claims``."""
+        if config == self.traces_config:
+            return ""
+        if config not in self.instances:
+            raise ValueError(f"{config!r} is not a corpus instance of the {self.title}; they "
+                             f"are {', '.join(self.instances)}")
+        stem = config.removesuffix(".cfg").removeprefix(Path(self.mc_module).stem)
+        return stem.removeprefix("Corpus").lower()
+
+    def bundle_of(self, config: str) -> str:
+        """The corpus file of the instance ``config`` under ``traces/``."""
+        name = self.instance_name(config)
+        return f"{self.name}-{name}-cover.jsonl.gz" if name else self.bundle
+
+    def manifest_of(self, config: str) -> str:
+        """The manifest of the instance ``config`` under ``traces/``."""
+        name = self.instance_name(config)
+        return f"{self.name}-{name}-manifest.json" if name else self.manifest
+
+    def module_of(self, config: str) -> str:
+        """The model-checking module TLC runs with ``config``."""
+        return self.corpus_modules.get(config, self.mc_module)
+
+    def spec_files_of(self, config: str) -> tuple[str, ...]:
+        """The files under ``spec/`` the corpus of ``config`` is made from."""
+        files = [f for f in self.spec_files if f != self.traces_config]
+        module = self.module_of(config)
+        if module not in files:
+            files.append(module)
+        return (*files, config)
 
     # -- The model and TLC's states ----------------------------------------------------------
 

@@ -1,0 +1,32 @@
+--------------------- MODULE MCDurableSchedulerCorpus ---------------------
+(***************************************************************************)
+(* MCDurableScheduler with one more state constraint, for corpus           *)
+(* instances whose graph of tasks is fixed: FixedGraph keeps only the      *)
+(* behaviours that submit a given layered graph, layer by layer, all of it *)
+(* before Start.  Nothing else changes: Next is the same, and the state    *)
+(* graph is MCDurableScheduler's restricted to those states.  The          *)
+(* reference model explores it under the same constraint                  *)
+(* (refsched/verify/durable_system.py), and the two graphs must be equal.  *)
+(***************************************************************************)
+EXTENDS MCDurableScheduler
+
+CONSTANTS
+    Sources, \* ids with no dependency
+    Middle,  \* ids that depend on every id of Sources
+    Sinks    \* ids that depend on every id of Middle
+
+ASSUME Sources \cup Middle \cup Sinks = Tasks
+
+FixedDeps(t) == IF t \in Middle THEN Sources ELSE IF t \in Sinks THEN Middle ELSE {}
+\* The dependencies every version of t has.
+
+Layer(t) == IF t \in Sources THEN 1 ELSE IF t \in Middle THEN 2 ELSE 3
+
+FixedGraph ==
+    /\ \A t \in Tasks : generation[t] > 0 => deps[t] = FixedDeps(t)
+    /\ \A t, u \in Tasks : Layer(u) < Layer(t) /\ generation[t] > 0 => generation[u] > 0
+    /\ started => \A t \in Tasks : generation[t] > 0
+\* State constraint: the graph of tasks is the fixed one, an id is first submitted after
+\* every id of the layers before its own, and all of them before Start.  What varies is
+\* what happens to the graph: claims, batches, ends, cancels, close.
+=============================================================================
