@@ -7,8 +7,10 @@ Each broken class (``refsched.conform.broken``, ``broken_timer``, ``broken_pool`
 ``CORPUS`` names the classes the corpus phase rejects too, and the test holds that set exactly,
 so that a corpus that grows (more ids, more slots) shows here as a class it now rejects.
 
-The durable corpus has one task id and one slot: no dependent to block, so ``CancelDoesNotBlock``
-is left to the generated phase, whatever the number of traces replayed.
+The first 150 durable traces are all of the corpus's first instance (one task id, one slot):
+no dependent to block, so here ``CancelDoesNotBlock`` is left to the generated phase. The
+instances of several ids reject it too: tests/test_durable_replay.py runs the corpus phase alone
+over a subset of each instance and sees every broken durable scheduler rejected.
 """
 
 from __future__ import annotations

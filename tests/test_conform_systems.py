@@ -342,9 +342,9 @@ def test_huey_keeps_what_a_queue_keeps_of_the_corpus() -> None:
 @pytest.mark.parametrize("system, broken, seed", [
     ("timer", "refsched.conform.broken_timer:RescheduleKeepsPriority", 0),
     ("pool", "refsched.conform.broken_pool:ChildGoesRoundRobin", 0),
-    # Only the generated phase can catch this one (the durable corpus has one task id, so no
-    # dependents to block). Its walks are the same on every run of a seed: with seed 0, 100
-    # examples miss the bug (200 find it); seed 3 finds it in 100.
+    # The first 100 traces are of the durable corpus's one-id instance (no dependents to
+    # block), so here the generated phase catches it. Its walks are the same on every run of a
+    # seed: with seed 0, 100 examples miss the bug (200 find it); seed 3 finds it in 100.
     ("durable", "refsched.conform.broken_durable:CancelDoesNotBlock", 3),
 ])
 def test_conform_rejects_a_broken_implementation_in_process(system: str, broken: str,

@@ -1648,6 +1648,10 @@ def _child_main(payload: dict[str, Any]) -> int:
     return 0
 
 
+STRATIFIED_HEAD = 200
+"""How many first traces of each further corpus instance the replay layer takes."""
+
+
 def _load_traces(cache: str | None, system_name: str = "scheduler") -> list[Any]:
     if cache and Path(cache).exists():
         with open(cache, "rb") as f:
@@ -1656,10 +1660,14 @@ def _load_traces(cache: str | None, system_name: str = "scheduler") -> list[Any]
     from . import corpus, system
     from .itf import read_traces
 
-    chosen = system.get(system_name)
-    directory = corpus.traces_dir()
-    manifest = corpus.read_manifest(directory, chosen)
-    return read_traces(directory / str(manifest.get("bundle", chosen.bundle)))
+    # The first instance whole; of each further one (the durable scheduler's instances of
+    # several ids, tens of thousands of traces each) the stratified subset the suite replays,
+    # which takes every action and every pair of actions one after the other.
+    (_, first, _), *others = corpus.instance_bundles(system.get(system_name))
+    traces = list(read_traces(first))
+    for _, bundle, _ in others:
+        traces += corpus.read_stratified(bundle, STRATIFIED_HEAD)[0]
+    return traces
 
 
 # Layer subprocesses alive now: each runs in a session of its own (so a timeout can end its whole
