@@ -275,6 +275,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
                               "generations": "MCDurableSchedulerGenerations.cfg",
                               "liveness": "MCDurableSchedulerLiveness.cfg"},
                              "refsched.durable:DurableScheduler", checks.durable_lockstep_check)
+        if args.examples > 0:
+            plan.append(functools.partial(checks.durable_worker_lockstep_check, session,
+                                          args.examples))
         if not args.skip_tlc and args.runs > 0:
             plan.append(functools.partial(checks.durable_runs_check, session, args.runs))
     if not plan:

@@ -5,7 +5,7 @@ processes whose ``PYTHONHASHSEED`` differs (a string's ``hash()`` is not the sam
 with what each allocated before, a function's address). Every call the lock-step machine makes
 on the implementation is recorded, with its arguments; the two records must be equal call for
 call, and the verdicts too. Hypothesis labels strategies by ``hash()``, and its generator and
-shrinker follow the labels; ``refsched.conform.stable.stable_labels`` labels them by name
+shrinker follow the labels; ``refsched.verify.stable.stable_labels`` labels them by name
 (``test_a_label_is_the_same_in_two_processes`` fails without it).
 """
 
@@ -107,7 +107,7 @@ def test_a_seed_makes_the_same_calls_in_two_processes(system: str, correct: str,
 LABELS = r"""
 import sys
 from hypothesis import strategies as st
-from refsched.conform.stable import stable_labels
+from refsched.verify.stable import stable_labels
 
 def labels():
     ids = st.sampled_from(("a", "b", "c", "d"))

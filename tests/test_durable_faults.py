@@ -93,16 +93,21 @@ PLANTED_WORKER = ("import sys; from refsched.durable import worker; "
 
 def _pause_until_self_reclaim(db: DurableScheduler, victim: Any, name: str,
                               lease: float) -> int:
-    """SIGSTOP ``victim`` past its lease, then SIGCONT, until it re-claims its own version.
+    """SIGSTOP ``victim`` past its lease, expire its lease, then SIGCONT, until it re-claims its
+    own version.
 
-    On waking, its heartbeat thread and its claim loop race: a heartbeat first finds the lease
-    still its own (expiry is a step of a claim transaction) and extends it; a claim first
-    expires it and re-claims it. So pause again until a Reclaim by ``name`` is recorded.
-    Returns the pauses sent."""
+    Expiry is a step of a transaction (a claim's, or ``expire()``'s), not a reading of the
+    clock: left to itself, the woken worker's heartbeat thread and its claim loop race, and a
+    heartbeat first finds the lease still its own and extends it. So the test takes the
+    Expire step itself while the worker is stopped (as a reaper would, or another worker's
+    claim): on waking, its lease is lost whichever thread runs first, and its claim loop
+    re-claims the version. Pauses again (at most 20) until a Reclaim by ``name`` is recorded,
+    should a pause end before the deadline passed. Returns the pauses sent."""
     for pauses in range(1, 21):
         seen = len(db.history())
         os.kill(victim.pid, signal.SIGSTOP)
         time.sleep(lease * 2.5)
+        db.expire()
         os.kill(victim.pid, signal.SIGCONT)
 
         def answered(seen: int = seen) -> bool:
@@ -111,7 +116,7 @@ def _pause_until_self_reclaim(db: DurableScheduler, victim: Any, name: str,
         wait_for(answered, what="a heartbeat or a re-claim after the pause")
         if any(action == "Reclaim" and p["w"] == name for action, p in db.history()[seen:]):
             return pauses
-    raise AssertionError("20 pauses and no re-claim: the heartbeat won every race")
+    raise AssertionError("20 pauses and no re-claim by the paused worker")
 
 
 def _self_reclaim(tmp_path: Path, url: str, workers: list[Any],

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -34,15 +34,14 @@ from refsched.model.durable import (
     ACTIONS,
     INVARIANTS,
     DurableSnapshot,
-    Instance,
-    explore,
     violated,
     violated_by_step,
 )
 from refsched.model.durable.actions import Limits
-from refsched.model.graph import Edge, ModelGraph, describe
+from refsched.model.graph import Edge
 from refsched.types import TaskState
 from refsched.verify import durablespec, stategraph
+from refsched.verify import system as systems
 from refsched.verify.durablespec import TRACES_CONFIG, read_instance, snapshot_of
 from refsched.verify.specstate import SpecStateError
 from refsched.verify.tla import parse_state
@@ -71,32 +70,7 @@ TRACES_EDGES = 10_033
 TRACES_DEPTH = 19
 
 
-class DurableGraphs:
-    """What :mod:`refsched.verify.stategraph` needs to read and match the durable spec's graph.
-
-    (The durable scheduler is not yet a replayable :class:`~refsched.verify.system.System`:
-    that comes with its implementation's driver.)
-    """
-
-    name = "durable"
-    mc_module = MODULE
-    traces_config = TRACES_CONFIG
-    label_actions: Mapping[str, str] = durablespec.LABEL_ACTIONS
-
-    def snapshot_of(self, values: Mapping[str, Any]) -> DurableSnapshot:
-        return durablespec.snapshot_of(values)
-
-    def explore(self, instance: Instance) -> ModelGraph[DurableSnapshot]:
-        return explore(instance)
-
-    def show(self, state: DurableSnapshot) -> str:
-        return durablespec.show(state)
-
-    def describe(self, action: str, params: Mapping[str, Any]) -> str:
-        return str(describe(action, params))
-
-
-DURABLE: Any = DurableGraphs()
+DURABLE: Any = systems.get("durable")  # what stategraph needs to read and match its graph
 
 
 def check(config: str, directory: Path | None = None, workers: int = 2) -> TLCResult:

@@ -33,12 +33,12 @@ from refsched.verify.itf import Step, Trace, TraceFormatError, read_traces
 from refsched.verify.lockstep import Call, Disagreement, Ledger, run_lockstep
 from refsched.verify.replay import Divergence, step_call
 from refsched.verify.specstate import snapshot_of
+from refsched.verify.stable import stable_labels
 
 from . import system_phases
 from .client import HarnessError, Implementation
 from .profile import Profile
 from .report import DIVERGES, ConformanceReport, Counterexample, PhaseResult, answer_text
-from .stable import stable_labels
 
 __all__ = ["OracleError", "Progress", "admitted_steps", "admitted_traces", "check",
            "harness_failure"]

@@ -25,11 +25,11 @@ from refsched.verify import corpus as corpus_files
 from refsched.verify import system as systems
 from refsched.verify.itf import Step, Trace, TraceFormatError, read_traces
 from refsched.verify.replay import Divergence, replay
+from refsched.verify.stable import stable_labels
 
 from .client import HarnessError
 from .profile import FULL, DurableProfile, TimerProfile
 from .report import Counterexample, PhaseResult, Row, answer_text
-from .stable import stable_labels
 
 __all__ = ["corpus_phase", "generated_phase"]
 

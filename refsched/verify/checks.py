@@ -21,6 +21,7 @@ __all__ = [
     "Outcome",
     "Session",
     "corpus_check",
+    "durable_worker_lockstep_check",
     "graph_key",
     "lockstep_check",
     "model_equals_spec",
@@ -315,6 +316,30 @@ def durable_lockstep_check(session: Session, examples: int) -> Outcome:
 
     return _lockstep(session, "durable", "refsched.durable:DurableScheduler", examples,
                      lambda: run_durable_lockstep(DurableScheduler, examples=examples))
+
+
+def durable_worker_lockstep_check(session: Session, examples: int) -> Outcome:
+    """Hypothesis drives two real ``Worker`` objects (their held leases, claims, heartbeats,
+    reports, time limits and crashes, without threads) on a virtual-clock SQLite store beside
+    the durable model's worker steps; each worker's held leases must be the model's
+    ``held[w]`` after every move, self re-claims included. At most 100 examples."""
+    from .durable_worker_lockstep import run_durable_worker_lockstep
+
+    examples = min(examples, 100)
+    started = time.monotonic()
+    name = "lock-step durable worker model vs refsched.durable.worker:Worker"
+    session.report(f"  durable worker lock-step: {examples} examples")
+    try:
+        ledger = run_durable_worker_lockstep(examples=examples)
+    except Exception as e:  # the shrunk failing walk is in the message
+        detail = "".join(traceback.format_exception_only(type(e), e))
+        return Outcome(name, False, f"disagreement found\n{detail}", _elapsed(started))
+    detail = f"{ledger.examples} examples, held leases equal after every move\n  {ledger.summary()}"
+    missing = ledger.missing()
+    if missing:
+        detail += f"\n  note: never exercised: {', '.join(missing)} (run more --examples)"
+    return Outcome(name, True, detail, _elapsed(started),
+                   {"examples": ledger.examples, "self_reclaims": ledger.actions["self re-claim"]})
 
 
 def durable_runs_check(session: Session, runs: int) -> Outcome:

@@ -34,6 +34,7 @@ machine catches it (``tests/mutants/broken_worker.py``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import tempfile
@@ -68,6 +69,7 @@ from refsched.model.durable import (
     violated_by_step,
 )
 from refsched.model.durable.actions import current
+from refsched.verify.stable import stable_labels
 
 __all__ = ["IDS", "LIMITS", "WORKERS", "Ledger", "WorkerDisagreement",
            "durable_worker_lockstep_machine", "run_durable_worker_lockstep"]
@@ -368,8 +370,12 @@ def run_durable_worker_lockstep(examples: int = 100, steps: int = 40, seed: int 
     quiet = logging.getLogger("refsched.worker")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # the walks lose leases and pass time limits on purpose
+    # With a seed, the walks must be the same in every process: Hypothesis's own labels of
+    # strategies depend on hash() and on addresses (refsched.verify.stable).
+    labels = stable_labels() if seed is not None else contextlib.nullcontext()
     try:
-        run(machine, settings=settings(**options))
+        with labels:
+            run(machine, settings=settings(**options))
     finally:
         quiet.setLevel(level)
     return ledger
