@@ -24,8 +24,9 @@ def test_verify_passes_for_the_production_scheduler(capsys: pytest.CaptureFixtur
 def test_verify_checks_every_scheduler_by_default(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["verify", "--skip-tlc", "--skip-replay", "--examples", "20", "--quiet"]) == 0
     out, _ = capsys.readouterr()
-    assert "4 of 4 checks passed" in out
+    assert "5 of 5 checks passed" in out
     assert "lock-step model vs refsched:TaskScheduler" in out
+    assert "lock-step durable worker model vs refsched.durable.worker:Worker" in out
     assert "lock-step timer model vs refsched:TimerScheduler" in out
     assert "lock-step pool model vs refsched:WorkStealingPool" in out
     assert "lock-step durable model vs refsched.durable:DurableScheduler" in out
