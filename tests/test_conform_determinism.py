@@ -24,7 +24,8 @@ import pytest
 RECORD = r"""
 import json, re, sys
 from refsched.cli import load_factory
-from refsched.conform import client, oracle, stable
+from refsched.conform import client, oracle
+from refsched.verify import stable
 
 system, spec, seed, examples, steps, stable_on = sys.argv[1:7]
 calls = []
