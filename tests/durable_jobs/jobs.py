@@ -81,15 +81,20 @@ def fenced(lease: Any) -> list[Any]:
 def outlive_first(task: str, log: str, seconds: float = 2.0, lease: Any = None,
                   token: Any = None) -> int:
     """Attempt 1 runs until attempt 2 has started (its worker was paused past the lease and the
-    version re-claimed) or its token is set, then returns; every later attempt sleeps
-    ``seconds``, longer than the lease, so that it lives on only if its worker heartbeats it.
-    Returns the attempt."""
+    version re-claimed), then returns; every later attempt sleeps ``seconds``, longer than the
+    lease, so that it lives on only if its worker heartbeats it. Returns the attempt.
+
+    Attempt 1 does not heed its token (set when its worker finds the lease lost): its refused
+    report must come after attempt 2 is held, or a worker that confuses the two attempts'
+    bookkeeping would pass by the luck of which thread ran first. It gives up after a minute."""
     _log(log, f"start{lease.attempt}", task)
     if lease.attempt == 1:
-        while not token.wait(0.02):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
             with open(log) as f:
                 if f"start2 {task} " in f.read():
                     break
+            time.sleep(0.02)
     else:
         time.sleep(seconds)
     _log(log, f"end{lease.attempt}", task)
