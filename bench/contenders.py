@@ -21,8 +21,8 @@ from typing import Any
 
 from graphs import Graph
 
-import refsched.runner
-import refsched.scheduler
+import refsched.dag.runner
+import refsched.dag.scheduler
 import refsched.sync
 from refsched import Runner, TaskScheduler
 
@@ -177,7 +177,7 @@ def threading_direct() -> Iterator[None]:
                            Condition=threading.Condition, Event=threading.Event,
                            Thread=threading.Thread, SimpleQueue=queue.SimpleQueue,
                            acquire=refsched.sync.acquire)
-    modules = (refsched.scheduler, refsched.runner)
+    modules = (refsched.dag.scheduler, refsched.dag.runner)
     saved = [m.sync for m in modules]
     try:
         for m in modules:

@@ -3,6 +3,8 @@
 The public API is what this module exports; everything else is internal.
 """
 
+from refsched.dag.runner import CancelToken, Runner, TaskFuture
+from refsched.dag.scheduler import Recorder, SchedulerStats, TaskScheduler
 from refsched.errors import (
     BlockedError,
     Cancelled,
@@ -19,11 +21,9 @@ from refsched.errors import (
     UnknownDependencyError,
     UnknownTaskError,
 )
-from refsched.pool import PoolStats, WorkStealingPool
-from refsched.runner import CancelToken, Runner, TaskFuture
-from refsched.scheduler import Recorder, SchedulerStats, TaskScheduler
-from refsched.timer import TimerRecorder, TimerScheduler
-from refsched.timer_runner import TimerFuture, TimerRunner
+from refsched.pool.pool import PoolStats, WorkStealingPool
+from refsched.timer.runner import TimerFuture, TimerRunner
+from refsched.timer.scheduler import TimerRecorder, TimerScheduler
 from refsched.types import (
     Claim,
     CloseReport,

@@ -14,7 +14,7 @@ lone surrogate ``"\\ud800"`` included) goes back out as it came in: such an id i
 any other, as it is for the client.
 
 :func:`serve` is the loop itself, for any factory ``max_concurrency -> scheduler``; adapters
-such as :mod:`refsched.conform.graphlib_adapter` serve through it.
+such as :mod:`refsched.conform.dag.graphlib_adapter` serve through it.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 (* before Start.  Nothing else changes: Next is the same, and the state    *)
 (* graph is MCDurableScheduler's restricted to those states.  The          *)
 (* reference model explores it under the same constraint                  *)
-(* (refsched/verify/durable_system.py), and the two graphs must be equal.  *)
+(* (refsched/verify/durable/system.py), and the two graphs must be equal.  *)
 (***************************************************************************)
 EXTENDS MCDurableScheduler
 

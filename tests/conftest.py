@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
-    from pgserver import PostgresCluster
+    from tests.pgserver import PostgresCluster
 
 settings.register_profile(
     "ci", max_examples=300, stateful_step_count=40, deadline=None, print_blob=True,
@@ -51,7 +51,8 @@ def _postgres_unavailable(reason: object) -> NoReturn:
 def _import_pgserver() -> type[PostgresCluster]:
     try:
         import psycopg  # noqa: F401  (the SQL helpers and the tests need it)
-        from pgserver import PostgresCluster
+
+        from tests.pgserver import PostgresCluster
     except ImportError as exc:
         _postgres_unavailable(exc)
     return PostgresCluster

@@ -44,7 +44,7 @@ def test_verify_of_the_pool_replays_its_corpus(capsys: pytest.CaptureFixture[str
 def test_verify_fails_for_a_broken_scheduler(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["verify", "--system", "scheduler", "--skip-tlc", "--skip-replay",
                  "--examples", "200", "--quiet",
-                 "--impl", "mutants.broken_schedulers:FailReportedAsSuccess"])
+                 "--impl", "tests.mutants.broken_schedulers:FailReportedAsSuccess"])
     out, err = capsys.readouterr()
     assert code == 1
     assert "0 of 1 checks passed" in out
@@ -84,7 +84,7 @@ def test_replay_of_the_corpus_covers_every_edge(capsys: pytest.CaptureFixture[st
 
 def test_replay_names_the_diverging_step_of_a_broken_scheduler(
         capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["replay", "--quiet", "--impl", "mutants.broken_schedulers:ClaimsTwice"])
+    code = main(["replay", "--quiet", "--impl", "tests.mutants.broken_schedulers:ClaimsTwice"])
     err = capsys.readouterr().err
     assert code == 1
     assert "the implementation diverges from the trace" in err

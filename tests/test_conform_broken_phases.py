@@ -1,6 +1,6 @@
 """Which of the oracle's phases rejects each broken implementation of each system.
 
-Each broken class (``refsched.conform.broken``, ``broken_timer``, ``broken_pool``,
+Each broken class (``refsched.conform.dag.broken``, ``broken_timer``, ``broken_pool``,
 ``broken_durable``) is judged by each phase alone, in-process: the corpus phase over the first
 ``TRACES`` traces the full profile admits, and the generated phase with the system's ``SEED``
 (not shrunk: only the verdict is asked here). The generated phase must reject every one;
@@ -9,7 +9,7 @@ so that a corpus that grows (more ids, more slots) shows here as a class it now 
 
 The first 150 durable traces are all of the corpus's first instance (one task id, one slot):
 no dependent to block, so here ``CancelDoesNotBlock`` is left to the generated phase. The
-instances of several ids reject it too: tests/test_durable_replay.py runs the corpus phase alone
+instances of several ids reject it too: tests/durable/test_replay.py runs the corpus phase alone
 over a subset of each instance and sees every broken durable scheduler rejected.
 """
 
@@ -21,10 +21,14 @@ from typing import Any
 import pytest
 from hypothesis import Phase
 
-from refsched.conform import broken, broken_durable, broken_pool, broken_timer, oracle
+from refsched.conform import oracle
 from refsched.conform.client import InProcessImplementation
+from refsched.conform.dag import broken
+from refsched.conform.durable import broken as broken_durable
+from refsched.conform.pool import broken as broken_pool
 from refsched.conform.profile import full_profile
 from refsched.conform.report import PhaseResult
+from refsched.conform.timer import broken as broken_timer
 
 # With seed 0 (refsched conform's default) the durable walks of 200 examples never have a worker
 # report after its lease was taken over, so StaleAttemptAccepted is left to the corpus phase;

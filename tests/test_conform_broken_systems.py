@@ -27,12 +27,17 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis.stateful import run_state_machine_as_test
 
 from refsched import TimerScheduler, WorkStealingPool
-from refsched.conform import broken_durable, broken_pool, broken_timer
+from refsched.conform.durable import broken as broken_durable
+from refsched.conform.pool import broken as broken_pool
+from refsched.conform.timer import broken as broken_timer
 from refsched.durable import DurableScheduler
-from refsched.verify import corpus, durable_lockstep, pool_lockstep, system, timer_lockstep
+from refsched.verify import corpus, system
+from refsched.verify.durable import lockstep as durable_lockstep
 from refsched.verify.itf import Trace, trace_from_itf
-from refsched.verify.pool_driver import SteppedPool
+from refsched.verify.pool import lockstep as pool_lockstep
+from refsched.verify.pool.driver import SteppedPool
 from refsched.verify.replay import format_divergence, replay
+from refsched.verify.timer import lockstep as timer_lockstep
 
 SEED = 4  # Hypothesis's seed for every lock-step run here
 REPLAY_STEPS = 15  # the longest trace prefix a replay may need to show a bug
@@ -78,7 +83,7 @@ def _pool_lockstep(factory: Callable[..., Any]) -> Rejection | None:
 
 
 def _durable_lockstep(factory: Callable[..., Any]) -> Rejection | None:
-    # unshrunk, as tests/test_durable_lockstep.py takes its verdicts: walks of 8 calls after
+    # unshrunk, as tests/durable/test_lockstep.py takes its verdicts: walks of 8 calls after
     # the first few submissions
     try:
         durable_lockstep.run_durable_lockstep(

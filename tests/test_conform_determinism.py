@@ -61,12 +61,12 @@ print(json.dumps({"verdict": report.verdict, "calls": calls}))
 # (system, a correct class, a broken class, examples: enough for the broken one to be found with
 # SEED; the counterexample is then shrunk, which makes most of the calls)
 CASES = [
-    ("scheduler", "refsched:TaskScheduler", "refsched.conform.broken:ClaimsNewestFirst", 30),
+    ("scheduler", "refsched:TaskScheduler", "refsched.conform.dag.broken:ClaimsNewestFirst", 30),
     ("timer", "refsched:TimerScheduler",
-     "refsched.conform.broken_timer:RescheduleReplacesRunning", 100),
-    ("pool", "refsched:WorkStealingPool", "refsched.conform.broken_pool:ThiefLeavesLastTask", 30),
+     "refsched.conform.timer.broken:RescheduleReplacesRunning", 100),
+    ("pool", "refsched:WorkStealingPool", "refsched.conform.pool.broken:ThiefLeavesLastTask", 30),
     ("durable", "refsched.durable:DurableScheduler",
-     "refsched.conform.broken_durable:CancelIgnoresRunning", 30),
+     "refsched.conform.durable.broken:CancelIgnoresRunning", 30),
 ]
 SEED = 0
 STEPS = 20

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from refsched import TaskScheduler, cli
-from refsched.conform import broken
 from refsched.conform.client import (
     ImplementationCrashed,
     InProcessImplementation,
     ProtocolImplementation,
 )
+from refsched.conform.dag import broken
 from refsched.conform.main import main as conform_main
 from refsched.conform.oracle import admitted_steps, admitted_traces, check
 from refsched.conform.profile import FULL, STATIC, Profile
@@ -35,7 +35,7 @@ MAX_CALLS = 8
 
 def test_refsched_scheduler_conforms() -> None:
     # The first 2,000 corpus traces in process; the whole corpus goes through the shipped
-    # server below (and through TaskScheduler itself in tests/test_replay.py).
+    # server below (and through TaskScheduler itself in tests/dag/test_replay.py).
     report = check(InProcessImplementation(TaskScheduler), examples=30, max_traces=2000)
     assert report.verdict == "conforms", report.format()
     assert report.exit_status == 0 and report.counterexample is None
@@ -193,7 +193,7 @@ def test_a_harness_failure_ends_the_check_with_its_verdict(use_corpus: bool) -> 
 
 def test_the_oracle_speaks_the_protocol_to_a_served_scheduler() -> None:
     command = [sys.executable, "-m", "refsched.serve", "--impl",
-               "refsched.conform.broken:ClaimsNewestFirst"]
+               "refsched.conform.dag.broken:ClaimsNewestFirst"]
     with ProtocolImplementation(command) as implementation:
         report = check(implementation, corpus=False, examples=100)
     assert report.verdict == "diverges", report.format()
@@ -227,7 +227,7 @@ def test_the_pytest_plugin_passes_a_conforming_scheduler(pytester: pytest.Pytest
 
 
 def test_the_pytest_plugin_fails_with_the_counterexample(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest(*PLUGIN, "--refsched-impl=refsched.conform.broken:"
+    result = pytester.runpytest(*PLUGIN, "--refsched-impl=refsched.conform.dag.broken:"
                                 "ClaimsNewestFirst", "--refsched-examples=100", "-k", "generated")
     result.assert_outcomes(failed=1, deselected=1)
     result.stdout.fnmatch_lines(["*refsched-conformance::generated*",
@@ -248,7 +248,7 @@ def test_the_pytest_plugin_adds_nothing_without_an_implementation(
 def test_conform_writes_a_counterexample_refsched_replay_accepts(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "counterexample.itf.json"
-    status = conform_main(["--impl", "refsched.conform.broken:FailDoesNotBlock", "--no-corpus",
+    status = conform_main(["--impl", "refsched.conform.dag.broken:FailDoesNotBlock", "--no-corpus",
                            "--trace-out", str(out), "--json", "-q"])
     assert status == 1
     report = json.loads(capsys.readouterr().out)
@@ -263,7 +263,7 @@ def test_conform_writes_a_counterexample_refsched_replay_accepts(
 def test_conform_prints_the_table_and_exits_1_on_a_divergence(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bundle = tmp_path / "ce.jsonl"
-    status = conform_main(["--impl", "refsched.conform.broken:ClaimsOverLimit", "--no-corpus",
+    status = conform_main(["--impl", "refsched.conform.dag.broken:ClaimsOverLimit", "--no-corpus",
                            "--examples", "200", "--trace-out", str(bundle)])
     assert status == 1
     captured = capsys.readouterr()

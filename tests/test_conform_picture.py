@@ -87,7 +87,7 @@ def label_text(label: str) -> str:
 
 def test_scheduler_picture_draws_every_task_and_highlights_the_state_that_differs() -> None:
     # a real counterexample: the implementation's complete() forgets to release b
-    factory = client.load_factory("refsched.conform.broken:CompleteForgetsDependents")
+    factory = client.load_factory("refsched.conform.dag.broken:CompleteForgetsDependents")
     impl = client.InProcessImplementation(factory, name="forgets", system="scheduler")
     report = oracle.check(impl, examples=200, corpus=False)
     found = report.counterexample

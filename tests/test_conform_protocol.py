@@ -29,7 +29,7 @@ from refsched.conform.client import (
     Unsupported,
     load_factory,
 )
-from refsched.conform.graphlib_adapter import GraphlibScheduler
+from refsched.conform.dag.graphlib_adapter import GraphlibScheduler
 from refsched.conform.profile import FULL, STATIC, Profile
 from refsched.serve import serve
 from refsched.types import CloseReport, Snapshot, TaskState
@@ -37,7 +37,7 @@ from refsched.types import CloseReport, Snapshot, TaskState
 ROOT = Path(__file__).resolve().parent.parent
 IMPLS = Path(__file__).resolve().parent / "conform_impls"
 SERVE = [sys.executable, "-m", "refsched.serve"]
-GRAPHLIB = [sys.executable, "-m", "refsched.conform.graphlib_adapter"]
+GRAPHLIB = [sys.executable, "-m", "refsched.conform.dag.graphlib_adapter"]
 SHORT = 2.0  # the timeout given to misbehaving implementations
 
 
@@ -229,8 +229,8 @@ def test_full_profile_by_default(served: ProtocolImplementation) -> None:
 
 def test_serve_impl_serves_another_factory_and_its_foreign_errors() -> None:
     # ClaimsTwice over-commits; list(max_concurrency) raises a TypeError refsched never raises
-    with ProtocolImplementation([*SERVE, "--impl", "mutants.broken_schedulers:ClaimsTwice"],
-                                cwd=ROOT / "tests") as impl:
+    with ProtocolImplementation([*SERVE, "--impl", "tests.mutants.broken_schedulers:ClaimsTwice"],
+                                cwd=ROOT) as impl:
         s = impl.new(2)
         s.submit("a")
         s.submit("b")
@@ -436,7 +436,7 @@ def test_graphlib_adapter_shows_where_graphlib_differs() -> None:
 
 def test_graphlib_scheduler_runs_in_process_too() -> None:
     with InProcessImplementation(GraphlibScheduler, profile=STATIC) as impl:
-        assert impl.name == "refsched.conform.graphlib_adapter:GraphlibScheduler"
+        assert impl.name == "refsched.conform.dag.graphlib_adapter:GraphlibScheduler"
         g = impl.new(1)
         g.submit("a")
         g.start()
@@ -447,7 +447,7 @@ def test_graphlib_scheduler_runs_in_process_too() -> None:
 
 def test_in_process_implementation_hands_out_factory_schedulers() -> None:
     impl = InProcessImplementation(TaskScheduler)
-    assert impl.name == "refsched.scheduler:TaskScheduler" and impl.profile == FULL
+    assert impl.name == "refsched.dag.scheduler:TaskScheduler" and impl.profile == FULL
     with impl:
         s = impl.new(3)
         assert isinstance(s, TaskScheduler) and s.max_concurrency == 3

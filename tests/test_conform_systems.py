@@ -280,7 +280,7 @@ def test_the_shipped_timer_conforms_under_a_narrow_profile() -> None:
 
 def test_sched_scheduler_hands_out_a_version_it_cannot_stop() -> None:
     done = conform("--system", "timer", "--no-corpus", "--examples", "200", "--json", "--",
-                   sys.executable, "-m", "refsched.conform.sched_adapter")
+                   sys.executable, "-m", "refsched.conform.timer.sched_adapter")
     report = json.loads(done.stdout)
     assert (done.returncode, report["verdict"]) == (1, "diverges")
     calls = report["counterexample"]["calls"]
@@ -292,7 +292,7 @@ def test_sched_scheduler_hands_out_a_version_it_cannot_stop() -> None:
 def test_sched_scheduler_orders_equal_times_by_the_lower_priority_number() -> None:
     profile = {**NARROW_TIMER, "cancel": False}
     done = conform("--system", "timer", "--no-corpus", "--examples", "200", "--json",
-                   "--impl", "refsched.conform.sched_adapter:SchedTimer",
+                   "--impl", "refsched.conform.timer.sched_adapter:SchedTimer",
                    "--profile", json.dumps(profile))
     report = json.loads(done.stdout)
     assert (done.returncode, report["verdict"]) == (1, "diverges")
@@ -320,7 +320,7 @@ def test_the_shipped_durable_scheduler_conforms_under_a_narrow_profile() -> None
 def test_a_huey_task_whose_worker_went_silent_is_never_handed_out_again() -> None:
     pytest.importorskip("huey")
     done = conform("--system", "durable", "--no-corpus", "--examples", "200", "--json", "--",
-                   sys.executable, "-m", "refsched.conform.huey_adapter")
+                   sys.executable, "-m", "refsched.conform.durable.huey_adapter")
     report = json.loads(done.stdout)
     assert (done.returncode, report["verdict"]) == (1, "diverges"), done.stdout
     calls = [c["call"] for c in report["counterexample"]["calls"]]
@@ -332,7 +332,7 @@ def test_a_huey_task_whose_worker_went_silent_is_never_handed_out_again() -> Non
 def test_huey_keeps_what_a_queue_keeps_of_the_corpus() -> None:
     pytest.importorskip("huey")
     done = conform("--system", "durable", "--examples", "0", "--json", "--",
-                   sys.executable, "-m", "refsched.conform.huey_adapter")
+                   sys.executable, "-m", "refsched.conform.durable.huey_adapter")
     report = json.loads(done.stdout)
     assert (done.returncode, report["verdict"]) == (0, "conforms"), done.stdout
     corpus = report["phases"][0]["figures"]
@@ -340,12 +340,12 @@ def test_huey_keeps_what_a_queue_keeps_of_the_corpus() -> None:
 
 
 @pytest.mark.parametrize("system, broken, seed", [
-    ("timer", "refsched.conform.broken_timer:RescheduleKeepsPriority", 0),
-    ("pool", "refsched.conform.broken_pool:ChildGoesRoundRobin", 0),
+    ("timer", "refsched.conform.timer.broken:RescheduleKeepsPriority", 0),
+    ("pool", "refsched.conform.pool.broken:ChildGoesRoundRobin", 0),
     # The first 100 traces are of the durable corpus's one-id instance (no dependents to
     # block), so here the generated phase catches it. Its walks are the same on every run of a
     # seed: with seed 0, 100 examples miss the bug (200 find it); seed 3 finds it in 100.
-    ("durable", "refsched.conform.broken_durable:CancelDoesNotBlock", 3),
+    ("durable", "refsched.conform.durable.broken:CancelDoesNotBlock", 3),
 ])
 def test_conform_rejects_a_broken_implementation_in_process(system: str, broken: str,
                                                             seed: int) -> None:
@@ -359,10 +359,10 @@ def test_conform_rejects_a_broken_implementation_in_process(system: str, broken:
 def test_conform_rejects_a_broken_pool_served_over_the_protocol() -> None:
     done = conform("--system", "pool", "--max-traces", "100", "--examples", "0", "--json", "--",
                    *serve("pool"), "--impl",
-                   "refsched.conform.broken_pool:CancelFuturesLeavesQueued")
+                   "refsched.conform.pool.broken:CancelFuturesLeavesQueued")
     report = json.loads(done.stdout)
     assert (done.returncode, report["verdict"]) == (1, "diverges"), done.stdout
-    assert report["implementation"] == "refsched.conform.broken_pool:CancelFuturesLeavesQueued"
+    assert report["implementation"] == "refsched.conform.pool.broken:CancelFuturesLeavesQueued"
 
 
 # -- the pytest plugin, and TLC on a counterexample ---------------------------------------------
@@ -376,7 +376,7 @@ def test_the_pytest_plugin_checks_a_timer(pytester: pytest.Pytester) -> None:
                                 "--refsched-examples=10", "-k", "generated")
     passed.assert_outcomes(passed=1, deselected=1)
     failed = pytester.runpytest(*PLUGIN, "--refsched-system=timer",
-                                "--refsched-impl=refsched.conform.broken_timer:WaitFromStaleEntry",
+                                "--refsched-impl=refsched.conform.timer.broken:WaitFromStaleEntry",
                                 "--refsched-examples=100", "-k", "generated")
     failed.assert_outcomes(failed=1, deselected=1)
     failed.stdout.fnmatch_lines(["*WaitFromStaleEntry DIVERGES from the model*",

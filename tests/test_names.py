@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from refsched import scheduler, timer
+from refsched.dag import scheduler
 from refsched.model import ACTION_PROPERTIES, ACTIONS, INVARIANTS
 from refsched.model import pool as pool_model
 from refsched.model import timer as timer_model
+from refsched.timer import scheduler as timer
 from refsched.verify import system
 from refsched.verify.stategraph import LABEL_ACTIONS
 from refsched.verify.tlc import spec_dir

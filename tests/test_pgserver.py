@@ -21,7 +21,7 @@ else:
     psycopg = pytest.importorskip("psycopg")
 
 if TYPE_CHECKING:
-    from pgserver import PostgresCluster
+    from tests.pgserver import PostgresCluster
 
 
 @pytest.fixture(scope="module")

@@ -27,8 +27,8 @@ import pytest
 from refsched import TaskScheduler
 from refsched.cli import main
 from refsched.verify import tlc as tlc_module
+from refsched.verify.dag.recording import TraceRecorder
 from refsched.verify.itf import trace_to_itf
-from refsched.verify.recording import TraceRecorder
 from refsched.verify.tlc import spec_dir
 
 READERS = ("replay", "validate-trace")

@@ -23,11 +23,13 @@ from refsched.errors import InvalidArgumentError
 from refsched.model.pool import ACTIONS as POOL_ACTIONS
 from refsched.model.timer import ACTIONS as TIMER_ACTIONS
 from refsched.types import TimerSnapshot
-from refsched.verify import poolspec, system, timerspec
+from refsched.verify import system
+from refsched.verify.dag.recording import record_run
 from refsched.verify.itf import Trace
-from refsched.verify.pool_recording import record_pool_run
-from refsched.verify.recording import record_run
-from refsched.verify.timer_recording import TICK, TimerTraceRecorder, record_timer_run
+from refsched.verify.pool import spec as poolspec
+from refsched.verify.pool.recording import record_pool_run
+from refsched.verify.timer import spec as timerspec
+from refsched.verify.timer.recording import TICK, TimerTraceRecorder, record_timer_run
 from refsched.verify.tla import Function
 from refsched.verify.validate import (
     TraceError,

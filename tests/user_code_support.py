@@ -1,7 +1,7 @@
 """What the tests of the threaded runners share about user code that raises: a
 ``BaseException`` of the user's own, the exceptions each test raises, a call that must return
-(rather than hang the suite) and the exception types logged (tests/test_runner.py,
-tests/test_timer_runner.py)."""
+(rather than hang the suite) and the exception types logged (tests/dag/test_runner.py,
+tests/timer/test_runner.py)."""
 
 from __future__ import annotations
 

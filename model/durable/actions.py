@@ -2,7 +2,7 @@
 
 A durable state is the TaskScheduler's state (a :class:`~refsched.types.Snapshot`, read through
 the spec's refinement mapping: a version's ``claims`` is 1 once it was given a lease) plus the
-leases. The scheduler's actions are the TaskScheduler model's steps (``refsched.model.actions``)
+leases. The scheduler's actions are the TaskScheduler model's steps (``refsched.model.dag.actions``)
 applied to that part, with the lease variables reset where a new version starts; the lease
 actions are written here.
 
@@ -33,8 +33,8 @@ from refsched.errors import (
 )
 from refsched.types import Snapshot, TaskState
 
-from .. import actions as scheduler
-from ..actions import Refusal
+from ..dag import actions as scheduler
+from ..dag.actions import Refusal
 
 __all__ = [
     "ACTIONS",
@@ -80,7 +80,7 @@ class DurableSnapshot:
     variables only what differs from the spec's ``Init`` is listed: an id with attempt 0 has no
     ``attempt`` entry, no live lease no ``holder`` entry, deadline 0 no ``deadline`` entry, no
     accepted end no ``ends`` entry, a worker holding nothing no ``held`` entry. So the value does
-    not depend on the instance's ``Tasks`` and ``Workers``; :mod:`refsched.verify.durablespec`
+    not depend on the instance's ``Tasks`` and ``Workers``; :mod:`refsched.verify.durable.spec`
     adds them back.
     """
 

@@ -1,6 +1,6 @@
 """What ``DurableScheduler.stats()`` must count, derived from the model's steps.
 
-The durable scheduler's counterpart of :mod:`refsched.model.counters`. The store-wide counters
+The durable scheduler's counterpart of :mod:`refsched.model.dag.counters`. The store-wide counters
 are counts of spec steps of one kind, or of the versions a step moved into a state:
 
 ==================  ==========================================================================

@@ -5,7 +5,7 @@ action, every parameter value its quantifiers range over, one step per enabled i
 two instances that reach the same state are two edges, as in TLC's graph). The reports
 (Heartbeat, Complete, Fail, AcknowledgeCancel) are quantified over workers and ids with the
 current generation and attempt, Refused over the leases each worker holds. :func:`explore` is
-a breadth-first search of those steps with :func:`refsched.model.graph.search` under
+a breadth-first search of those steps with :func:`refsched.model.dag.graph.search` under
 ``MCDurableScheduler``'s constraints, ``GenerationBound`` and ``TimeBound``.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
-from ..graph import ModelGraph, search
+from ..dag.graph import ModelGraph, search
 from .actions import ACTIONS, INITIAL, DurableSnapshot, Limits, generation_of
 
 __all__ = ["Instance", "explore", "next_steps", "within_bound"]

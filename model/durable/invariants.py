@@ -17,8 +17,8 @@ from typing import Any
 
 from refsched.types import Snapshot, TaskState
 
-from .. import invariants as scheduler
-from ..graph import next_steps as scheduler_steps
+from ..dag import invariants as scheduler
+from ..dag.graph import next_steps as scheduler_steps
 from .actions import ACTIONS, DurableSnapshot, Limits
 
 __all__ = ["ACTION_PROPERTIES", "INVARIANTS", "violated", "violated_by_step"]

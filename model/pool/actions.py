@@ -58,7 +58,7 @@ class PoolSnapshot:
     Only what differs from the spec's ``Init`` is listed: a worker whose deque is empty has no
     ``deque`` entry, an idle worker no ``running`` entry, a task never taken to run no ``runs``
     entry, a root (or unsubmitted) task no ``parent`` entry. So the value does not depend on the
-    instance's ``Workers`` and ``Tasks``; :mod:`refsched.verify.poolspec` adds them back.
+    instance's ``Workers`` and ``Tasks``; :mod:`refsched.verify.pool.spec` adds them back.
     """
 
     phase: Phase = ACCEPTING

@@ -1,6 +1,6 @@
 """What ``WorkStealingPool.stats()`` must count, derived from the model's steps.
 
-The pool's counterpart of :mod:`refsched.model.counters`. The fields of ``PoolStats`` the spec
+The pool's counterpart of :mod:`refsched.model.dag.counters`. The fields of ``PoolStats`` the spec
 fixes are counts of spec steps of one kind, or counts of the state the steps reached:
 
 ==========================  ===================================================================

@@ -3,7 +3,7 @@
 :func:`next_steps` enumerates ``Next`` exactly as ``spec/WorkStealing.tla`` writes it: every
 action, every parameter value its quantifiers range over, one step per enabled instance (so
 two instances that reach the same state are two edges, as in TLC's graph). :func:`explore` is
-a breadth-first search of those steps with :func:`refsched.model.graph.search`. The spec is
+a breadth-first search of those steps with :func:`refsched.model.dag.graph.search`. The spec is
 finite as it stands (each task is submitted at most once), so ``MCWorkStealing`` has no state
 constraint and :func:`within_bound` keeps every state.
 """
@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..graph import ModelGraph, search
+from ..dag.graph import ModelGraph, search
 from .actions import ACTIONS, INITIAL, PoolSnapshot
 
 __all__ = ["Instance", "explore", "next_steps", "within_bound"]

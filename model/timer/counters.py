@@ -1,6 +1,6 @@
 """What ``TimerScheduler.stats()`` must count, derived from the model's steps.
 
-The timer's counterpart of :mod:`refsched.model.counters`. Every field of ``TimerStats`` is a
+The timer's counterpart of :mod:`refsched.model.dag.counters`. Every field of ``TimerStats`` is a
 count of spec steps of one kind, of the versions those steps moved into a state, or a count of
 the state the steps reached:
 

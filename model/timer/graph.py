@@ -4,7 +4,7 @@
 action, every parameter value its quantifiers range over, one step per enabled instance (so
 two instances that reach the same state are two edges, as in TLC's graph). :func:`explore` is
 a breadth-first search of those steps under ``MCTimerQueue``'s constraints (``TimeBound``,
-``VersionBound``), with :func:`refsched.model.graph.search`.
+``VersionBound``), with :func:`refsched.model.dag.graph.search`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from refsched.types import TimerSnapshot
 
-from ..graph import ModelGraph, search
+from ..dag.graph import ModelGraph, search
 from .actions import ACTIONS, INITIAL
 
 __all__ = ["Instance", "explore", "next_steps", "within_bound"]

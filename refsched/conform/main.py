@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from refsched.cli import _unwritable, non_negative_int, positive_int, positive_seconds
-
-from .profile import ProfileError, full_profile, profile_from_json
-from .report import ConformanceReport
-from .wire import SYSTEMS
+from refsched.conform.profile import ProfileError, full_profile, profile_from_json
+from refsched.conform.report import ConformanceReport
+from refsched.conform.wire import SYSTEMS
 
 if TYPE_CHECKING:
     from refsched.cli import Progress
@@ -136,7 +135,7 @@ def _write_trace(report: ConformanceReport, path: str) -> str:
 def _crash_on_raise(spec: str, factory: Callable[..., Any]) -> Callable[..., Any]:
     """``factory``, an exception from which is the implementation crashing (exit 3), as a
     COMMAND that exits: it is no answer to compare with the model's."""
-    from . import client
+    from refsched.conform import client
 
     def new(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -152,8 +151,7 @@ def _crash_on_raise(spec: str, factory: Callable[..., Any]) -> Callable[..., Any
 
 def _run(args: argparse.Namespace) -> int:
     from refsched.cli import Progress
-
-    from . import client, oracle
+    from refsched.conform import client, oracle
 
     display = Progress(sys.stderr, quiet=args.quiet or args.json)
     shown_phase = ""
@@ -202,7 +200,7 @@ def _finish(report: ConformanceReport, args: argparse.Namespace, display: Progre
         if not args.quiet:
             print(message, file=sys.stderr)
     if args.picture:
-        from . import picture
+        from refsched.conform import picture
 
         message = (f"no counterexample: {args.picture} not written"
                    if report.counterexample is None

@@ -8,7 +8,7 @@ program speaking the protocol of ``docs/conformance.md``, or a Python factory):
    by :func:`refsched.verify.replay.replay`: each call's answer, and the snapshot after each
    step when the profile has ``snapshot``, must be the trace's;
 2. **generated**: Hypothesis drives the model and the implementation with the same calls
-   (:mod:`refsched.verify.lockstep`, narrowed to the profile) and compares every answer, and
+   (:mod:`refsched.verify.dag.lockstep`, narrowed to the profile) and compares every answer, and
    every snapshot when the profile has them.
 
 The first phase that finds a divergence ends the check with a
@@ -27,18 +27,23 @@ from typing import Any, Final
 
 from hypothesis import HealthCheck, Phase, Verbosity
 
+from refsched.conform import system_phases
+from refsched.conform.client import HarnessError, Implementation
+from refsched.conform.profile import Profile
+from refsched.conform.report import (
+    DIVERGES,
+    ConformanceReport,
+    Counterexample,
+    PhaseResult,
+    answer_text,
+)
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as system_registry
+from refsched.verify.dag.lockstep import Call, Disagreement, Ledger, run_lockstep
 from refsched.verify.itf import Step, Trace, TraceFormatError, read_traces
-from refsched.verify.lockstep import Call, Disagreement, Ledger, run_lockstep
 from refsched.verify.replay import Divergence, step_call
 from refsched.verify.specstate import snapshot_of
 from refsched.verify.stable import stable_labels
-
-from . import system_phases
-from .client import HarnessError, Implementation
-from .profile import Profile
-from .report import DIVERGES, ConformanceReport, Counterexample, PhaseResult, answer_text
 
 __all__ = ["OracleError", "Progress", "admitted_steps", "admitted_traces", "check",
            "harness_failure"]

@@ -26,11 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from refsched.conform.report import Counterexample
 from refsched.model.durable import DurableSnapshot
 from refsched.model.pool import PoolSnapshot
 from refsched.types import Snapshot, TimerEntry, TimerSnapshot
-
-from .report import Counterexample
 
 __all__ = ["can_render", "dot_source", "write_picture"]
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from .profile import Profile, ProfileError, full_profile, profile_from_json
-from .report import ConformanceReport
-from .wire import SYSTEMS
+from refsched.conform.profile import Profile, ProfileError, full_profile, profile_from_json
+from refsched.conform.report import ConformanceReport
+from refsched.conform.wire import SYSTEMS
 
 __all__ = ["ConformanceFailure", "ConformanceItem", "ConformanceSuite"]
 
@@ -64,7 +64,7 @@ def pytest_configure(config: pytest.Config) -> None:
     spec = config.getoption("refsched_impl")
     if spec is None:
         return
-    from .client import load_factory
+    from refsched.conform.client import load_factory
 
     try:
         factory = load_factory(spec)
@@ -104,8 +104,8 @@ class ConformanceItem(pytest.Item):
     """One phase of :func:`~refsched.conform.oracle.check` on the ``--refsched-impl`` factory."""
 
     def runtest(self) -> None:
-        from .client import InProcessImplementation
-        from .oracle import check
+        from refsched.conform.client import InProcessImplementation
+        from refsched.conform.oracle import check
 
         spec, factory, profile, examples, system = self.config.stash[_TARGET]
         implementation = InProcessImplementation(factory, profile=profile, name=spec,

@@ -13,10 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from refsched.conform.profile import Profile
+from refsched.verify.dag.lockstep import Call
 from refsched.verify.itf import Trace, trace_to_itf
-from refsched.verify.lockstep import Call
-
-from .profile import Profile
 
 __all__ = [
     "CONFORMS",

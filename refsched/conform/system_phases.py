@@ -21,15 +21,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from refsched.conform.client import HarnessError
+from refsched.conform.profile import FULL, DurableProfile, TimerProfile
+from refsched.conform.report import Counterexample, PhaseResult, Row, answer_text
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as systems
 from refsched.verify.itf import Step, Trace, TraceFormatError, read_traces
 from refsched.verify.replay import Divergence, replay
 from refsched.verify.stable import stable_labels
-
-from .client import HarnessError
-from .profile import FULL, DurableProfile, TimerProfile
-from .report import Counterexample, PhaseResult, Row, answer_text
 
 __all__ = ["corpus_phase", "generated_phase"]
 
@@ -143,7 +142,7 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
     """Replay the system's corpus (its first ``max_traces`` traces the profile admits, a timer
     trace cut at its first step the profile leaves out) through ``factory``; the shortest
     diverging prefix."""
-    from .oracle import admitted_traces
+    from refsched.conform.oracle import admitted_traces
 
     system = systems.get(name)
     admits = (None if not isinstance(profile, TimerProfile | DurableProfile)
@@ -215,12 +214,12 @@ def replay_admitted(system: systems.System, corpus: int, traces: list[Trace], wh
 def _ledger(name: str) -> Any:
     """An empty ledger of the system's lock-step machine (it counts examples and calls)."""
     if name == "timer":
-        from refsched.verify.timer_lockstep import Ledger as TimerLedger
+        from refsched.verify.timer.lockstep import Ledger as TimerLedger
         return TimerLedger()
     if name == "pool":
-        from refsched.verify.pool_lockstep import Ledger as PoolLedger
+        from refsched.verify.pool.lockstep import Ledger as PoolLedger
         return PoolLedger()
-    from refsched.verify.durable_lockstep import Ledger as DurableLedger
+    from refsched.verify.durable.lockstep import Ledger as DurableLedger
     return DurableLedger()
 
 
@@ -228,16 +227,16 @@ def _run(name: str, factory: Callable[..., Any], ledger: Any, *, examples: int, 
          seed: int | None, settings: dict[str, Any], profile: Any) -> None:
     """Run the system's lock-step machine, counting into ``ledger``."""
     if name == "timer":
-        from refsched.verify.timer_lockstep import run_timer_lockstep
+        from refsched.verify.timer.lockstep import run_timer_lockstep
         run_timer_lockstep(factory, examples, steps, seed, python_api=False, ledger=ledger,
                            hypothesis_settings=settings, fatal=(HarnessError,),
                            profile=profile)
     elif name == "pool":
-        from refsched.verify.pool_lockstep import run_pool_lockstep
+        from refsched.verify.pool.lockstep import run_pool_lockstep
         run_pool_lockstep(factory, examples, steps, seed=seed, python_api=False, ledger=ledger,
                           hypothesis_settings=settings, fatal=(HarnessError,))
     else:
-        from refsched.verify.durable_lockstep import run_durable_lockstep
+        from refsched.verify.durable.lockstep import run_durable_lockstep
         run_durable_lockstep(factory, examples, steps, seed, ledger=ledger,
                              hypothesis_settings=settings, fatal=(HarnessError,),
                              profile=profile)

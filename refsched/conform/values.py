@@ -34,7 +34,7 @@ from collections.abc import Hashable, Mapping
 from functools import cache
 from typing import Any, Literal, Union
 
-from .protocol import WireError
+from refsched.conform.protocol import WireError
 
 __all__ = ["from_json", "to_json"]
 

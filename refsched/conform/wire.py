@@ -22,11 +22,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from . import values
-from .protocol import WireError
+from refsched.conform import values
+from refsched.conform.protocol import WireError
 
 if TYPE_CHECKING:
-    from .client import ProtocolImplementation
+    from refsched.conform.client import ProtocolImplementation
 
 __all__ = ["SYSTEMS", "Op", "Remote", "Wire", "get"]
 
@@ -36,8 +36,8 @@ SYSTEMS: Final = ("scheduler", "timer", "pool", "durable")
 # arguments that name a task or a worker: strings on the wire, as the TaskScheduler's ids are
 _NAMES: Final = frozenset({"task", "worker", "thief", "victim"})
 
-_MODULES: Final = {"timer": "refsched.conform.wire_timer", "pool": "refsched.conform.wire_pool",
-                   "durable": "refsched.conform.wire_durable"}
+_MODULES: Final = {"timer": "refsched.conform.timer.wire", "pool": "refsched.conform.pool.wire",
+                   "durable": "refsched.conform.durable.wire"}
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@
 ``spec/DurableScheduler.tla`` is the spec and ``docs/durable.md`` the contract.
 """
 
-from .runner import DurableRunner
-from .scheduler import (
+from refsched.durable.runner import DurableRunner
+from refsched.durable.scheduler import (
     DurableInfo,
     DurableScheduler,
     DurableStats,
@@ -12,7 +12,7 @@ from .scheduler import (
     LeaseView,
     StoreView,
 )
-from .worker import Worker
+from refsched.durable.worker import Worker
 
 __all__ = ["DurableInfo", "DurableRunner", "DurableScheduler", "DurableStats", "Lease",
            "LeaseView", "StoreView", "Worker"]

@@ -42,9 +42,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
+from refsched.durable.store import Row, Store, Tx, schema_statements
 from refsched.errors import InvalidArgumentError, StoreError
-
-from .store import Row, Store, Tx, schema_statements
 
 __all__ = ["PostgresStore", "split_url"]
 
@@ -270,7 +269,7 @@ class PostgresStore(Store):
         (the digest on ``refsched_claim``); under the lock of the caller's transaction."""
         if self._steps_ready:
             return
-        from .steps_postgres import SQL, STAMPED
+        from refsched.durable.steps_postgres import SQL, STAMPED
         digest = "refsched steps " + hashlib.sha256(SQL.encode()).hexdigest()[:16]
         (installed,) = tx.one(f"SELECT obj_description(to_regprocedure('{STAMPED}'), "
                               "'pg_proc')") or (None,)

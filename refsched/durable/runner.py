@@ -24,11 +24,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from refsched.durable.scheduler import DurableScheduler, function_name
+from refsched.durable.worker import MIN_LEASE
 from refsched.errors import InvalidArgumentError
 from refsched.types import TaskState
-
-from .scheduler import DurableScheduler, function_name
-from .worker import MIN_LEASE
 
 __all__ = ["DurableRunner", "function_name"]
 

@@ -24,6 +24,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from refsched.durable.store import FORMAT, MIGRATIONS, SCHEMA_VERSION, Store, Tx, open_store
 from refsched.errors import (
     CycleError,
     InvalidArgumentError,
@@ -38,8 +39,6 @@ from refsched.errors import (
     UnknownTaskError,
 )
 from refsched.types import CloseReport, Snapshot, TaskState, VersionView
-
-from .store import FORMAT, MIGRATIONS, SCHEMA_VERSION, Store, Tx, open_store
 
 __all__ = ["MAX_ID_BYTES", "DurableInfo", "DurableScheduler", "DurableStats", "Lease", "LeaseView",
            "StoreView", "storable"]
@@ -323,10 +322,10 @@ def _cycles(tasks: Iterable[tuple[str, int]],
     """The cycles of the store's dependency graph, one per strongly connected component.
 
     ``tasks`` are ``(id, seq)`` pairs, ``edges`` ``(task, dep)`` pairs whose deps are all among
-    the tasks. The nodes are numbered in seq order for ``refsched.scheduler._find_cycles``,
+    the tasks. The nodes are numbered in seq order for ``refsched.dag.scheduler._find_cycles``,
     which reports the cycles as ``TaskScheduler.start()`` does.
     """
-    from refsched.scheduler import _find_cycles
+    from refsched.dag.scheduler import _find_cycles
 
     names = [t for t, _ in sorted(tasks, key=lambda pair: pair[1])]
     node = {t: i for i, t in enumerate(names)}
@@ -429,7 +428,7 @@ class DurableScheduler:
                 tx.meta_insert(meta.items())
                 self._store.prepare(tx)
                 return meta
-            from .store import check_meta
+            from refsched.durable.store import check_meta
             check_meta(self._store.url, meta)
             if self.read_only:
                 return meta

@@ -8,7 +8,7 @@ later, so that the victim wakes alone to leases it lost and re-claims its own ve
 self re-claim: its lost attempt and the new one run side by side in one process). When every
 version has ended, the run is judged:
 
-- the recorded history is a behaviour of the spec (:mod:`refsched.verify.durable_history`:
+- the recorded history is a behaviour of the spec (:mod:`refsched.verify.durable.history`:
   the lease rules step by step, the scheduler part through the refinement mapping), ending in
   the store's own state;
 - the store's invariants hold (``check_invariants()``);
@@ -34,10 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from refsched.durable.scheduler import DurableScheduler
 from refsched.errors import SchedulerError
-from refsched.verify.durable_history import HistoryCheck, check_history
-
-from .scheduler import DurableScheduler
+from refsched.verify.durable.history import HistoryCheck, check_history
 
 __all__ = ["RunReport", "main", "self_reclaims", "soak_run"]
 

@@ -23,14 +23,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from refsched.durable.scheduler import DurableInfo, DurableScheduler, StoreView
 from refsched.errors import (
     InvalidTransitionError,
     SchedulerClosedError,
     SchedulerError,
     UnknownTaskError,
 )
-
-from .scheduler import DurableInfo, DurableScheduler, StoreView
 
 __all__ = ["cancel_main", "jobs", "jobs_main", "main", "retry_main", "show", "show_main",
            "status"]

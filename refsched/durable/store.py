@@ -465,7 +465,7 @@ def open_store(url: str, *, create: bool = True, **options: Any) -> Store:
         options.pop("schema", None)
         return SQLiteStore(url, create=create, **options)
     if scheme in ("postgresql", "postgres"):
-        from .postgres import PostgresStore
+        from refsched.durable.postgres import PostgresStore
         return PostgresStore(url, create=create, **options)
     raise InvalidArgumentError(f"{url!r}: unknown store (sqlite:///path.db or "
                                "postgresql://user@host/database)")

@@ -45,6 +45,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from refsched.dag.runner import CancelToken
+from refsched.durable.scheduler import DurableScheduler, Lease, resolve
 from refsched.errors import (
     Cancelled,
     InvalidArgumentError,
@@ -53,9 +55,6 @@ from refsched.errors import (
     StaleLeaseError,
     StoreError,
 )
-from refsched.runner import CancelToken
-
-from .scheduler import DurableScheduler, Lease, resolve
 
 __all__ = ["MIN_LEASE", "STORE_TRIES", "Attempt", "Held", "LeaseKey", "Worker", "main"]
 
@@ -115,7 +114,7 @@ class Held:
     leaves with :meth:`drop` once its report was made, accepted (Complete, Fail,
     AcknowledgeCancel) or refused (Refused), or all at once with :meth:`crash` (Crash). No
     threads of its own and no store: the worker's threads call it, and
-    ``refsched.verify.durable_worker_lockstep`` drives it step by step beside the model.
+    ``refsched.verify.durable.worker_lockstep`` drives it step by step beside the model.
     """
 
     def __init__(self) -> None:

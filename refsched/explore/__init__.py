@@ -15,8 +15,8 @@ programs explored against the production code; ``context`` is what a scenario's 
 """
 
 from refsched.explore.context import Context, Scenario
+from refsched.explore.dag.scenarios import SCENARIOS, scenario
 from refsched.explore.runtime import installed
-from refsched.explore.scenarios import SCENARIOS, scenario
 from refsched.explore.search import (
     ExploreConfig,
     ExploreReport,

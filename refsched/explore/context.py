@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol, TypeVar, cast
 
+from refsched.dag.runner import Runner
 from refsched.explore import runtime
 from refsched.explore.linearizability import (
     History,
@@ -25,7 +26,6 @@ from refsched.explore.linearizability import (
 )
 from refsched.explore.tlcgraph import in_tlc_graph
 from refsched.model import ReferenceScheduler
-from refsched.runner import Runner
 
 __all__ = ["Context", "Scenario"]
 

@@ -23,8 +23,8 @@ object are exempt (it is not shared yet).
 
 Both schedulers keep their per-version (per-id, for the timer) fields in columns (lists and an
 array, and dicts and a set keyed by row), which they make through their module's ``_column``
-(``refsched.scheduler._column``, ``refsched.timer._column``); :func:`enforced` swaps those
-factories for one making subclasses of the same types whose every writing method (item
+(``refsched.dag.scheduler._column``, ``refsched.timer.scheduler._column``); :func:`enforced`
+swaps those factories for one making subclasses of the same types whose every writing method (item
 assignment, ``append``, ``extend``, ``pop``, ``add``, ...) checks, after writing, that the writing
 thread holds the lock of the scheduler that made the column. A column knows its scheduler, so its
 guard is that scheduler's lock. A pool task knows its pool (``_pool``), so its guard is that
@@ -47,12 +47,12 @@ from array import array
 from collections.abc import Callable, Iterator
 from typing import Any, Final
 
-from refsched import pool as _pool_module
-from refsched import runner as _runner_module
-from refsched import scheduler as _scheduler_module
-from refsched import timer as _timer_module
-from refsched import timer_runner as _timer_runner_module
+from refsched.dag import runner as _runner_module
+from refsched.dag import scheduler as _scheduler_module
 from refsched.explore import runtime
+from refsched.pool import pool as _pool_module
+from refsched.timer import runner as _timer_runner_module
+from refsched.timer import scheduler as _timer_module
 
 __all__ = ["enforced", "guarded_fields"]
 
@@ -242,7 +242,7 @@ def _check_column_write(column: Any, owner_name: str, args: tuple[Any, ...],
 
 
 def _checked_column_factory(owner_name: str) -> Callable[[Any, str, Any], Any]:
-    """A stand-in for ``refsched.scheduler._column`` making checked columns."""
+    """A stand-in for ``refsched.dag.scheduler._column`` making checked columns."""
     kinds = _checked_column_kinds(owner_name)
 
     def _column(owner: Any, name: str, empty: Any) -> Any:

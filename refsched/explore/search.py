@@ -48,9 +48,9 @@ from hypothesis import strategies as st
 
 from refsched.explore import discipline, runtime
 from refsched.explore.context import Context, Scenario
+from refsched.explore.dag.scenarios import SCENARIOS
 from refsched.explore.linearizability import Verdict
 from refsched.explore.runtime import Alternative, Chooser, Decision, Execution, Step
-from refsched.explore.scenarios import SCENARIOS
 
 __all__ = [
     "STRATEGIES",

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import system as systems
-from . import tlc
+from refsched.verify import system as systems
+from refsched.verify import tlc
 
 __all__ = [
     "Outcome",
@@ -113,7 +113,7 @@ def model_equals_spec(session: Session, system: systems.System | None = None,
                       config: str | None = None) -> Outcome:
     """TLC's state graph of the system's corpus instance ``config`` (default: its traces
     config) equals the model's, edge for edge."""
-    from . import stategraph
+    from refsched.verify import stategraph
 
     system = system or systems.get()
     config = config or system.traces_config
@@ -136,7 +136,7 @@ def corpus_check(session: Session, system: systems.System | None = None,
     """The committed trace corpus of the instance ``config`` (default: the system's traces
     config) is the one the current spec and model give (``quick``: made from these spec files,
     for a graph of the same size, without making it again)."""
-    from . import corpus
+    from refsched.verify import corpus
 
     system = system or systems.get()
     config = config or system.traces_config
@@ -159,7 +159,7 @@ def corpus_check(session: Session, system: systems.System | None = None,
 def lockstep_check(session: Session, factory: Callable[[int], Any], impl_name: str,
                    examples: int) -> Outcome:
     """Hypothesis drives the model and ``factory``'s scheduler side by side."""
-    from .lockstep import Ledger, run_lockstep
+    from refsched.verify.dag.lockstep import Ledger, run_lockstep
 
     started = time.monotonic()
     ledger = Ledger()
@@ -191,9 +191,9 @@ def replay_check(session: Session, factory: Callable[..., Any] | None, impl_name
     config; one trace in ``stride``), replayed against the model and ``factory``'s
     implementation (the system's own by default). The whole corpus must take every edge of its
     graph; a sample need only replay without a divergence, and says how many edges it took."""
-    from . import corpus
-    from .itf import TraceFormatError, read_traces
-    from .replay import format_divergence, replay
+    from refsched.verify import corpus
+    from refsched.verify.itf import TraceFormatError, read_traces
+    from refsched.verify.replay import format_divergence, replay
 
     system = system or systems.get()
     config = config or system.traces_config
@@ -238,9 +238,8 @@ def replay_check(session: Session, factory: Callable[..., Any] | None, impl_name
 
 def timer_lockstep_check(session: Session, examples: int) -> Outcome:
     """Hypothesis drives the timer model and ``TimerScheduler`` side by side on one fake clock."""
-    from refsched.timer import TimerScheduler
-
-    from .timer_lockstep import Ledger, run_timer_lockstep
+    from refsched.timer.scheduler import TimerScheduler
+    from refsched.verify.timer.lockstep import Ledger, run_timer_lockstep
 
     def run() -> Ledger:
         ledger = Ledger()
@@ -253,9 +252,8 @@ def timer_lockstep_check(session: Session, examples: int) -> Outcome:
 def pool_lockstep_check(session: Session, examples: int) -> Outcome:
     """Hypothesis drives the pool model and ``WorkStealingPool`` (its workers' moves stepped)
     side by side."""
-    from refsched.pool import WorkStealingPool
-
-    from .pool_lockstep import run_pool_lockstep
+    from refsched.pool.pool import WorkStealingPool
+    from refsched.verify.pool.lockstep import run_pool_lockstep
 
     return _lockstep(session, "pool", "refsched:WorkStealingPool", examples,
                      lambda: run_pool_lockstep(WorkStealingPool, examples=examples))
@@ -283,8 +281,8 @@ def _lockstep(session: Session, model: str, impl_name: str, examples: int,
 
 def recorded_runs_check(session: Session, runs: int) -> Outcome:
     """TLC confirms that recorded multi-threaded Runner runs are behaviours of ``Spec``."""
-    from .recording import record_runner_run
-    from .validate import format_validation, validate_trace
+    from refsched.verify.dag.recording import record_runner_run
+    from refsched.verify.validate import format_validation, validate_trace
 
     started = time.monotonic()
     name = f"TLC validates {runs} recorded Runner runs"
@@ -309,8 +307,7 @@ def durable_lockstep_check(session: Session, examples: int) -> Outcome:
     virtual clock) side by side; at most 100 examples, since every call is a transaction of a
     store on disk."""
     from refsched.durable import DurableScheduler
-
-    from .durable_lockstep import run_durable_lockstep
+    from refsched.verify.durable.lockstep import run_durable_lockstep
 
     examples = min(examples, 100)
 
@@ -323,7 +320,7 @@ def durable_worker_lockstep_check(session: Session, examples: int) -> Outcome:
     reports, time limits and crashes, without threads) on a virtual-clock SQLite store beside
     the durable model's worker steps; each worker's held leases must be the model's
     ``held[w]`` after every move, self re-claims included. At most 100 examples."""
-    from .durable_worker_lockstep import run_durable_worker_lockstep
+    from refsched.verify.durable.worker_lockstep import run_durable_worker_lockstep
 
     examples = min(examples, 100)
     started = time.monotonic()
@@ -349,8 +346,7 @@ def durable_runs_check(session: Session, runs: int) -> Outcome:
 
     from refsched.durable import DurableScheduler
     from refsched.durable.soak import soak_run
-
-    from .durable_validate import validate_history
+    from refsched.verify.durable.validate import validate_history
 
     started = time.monotonic()
     name = f"TLC validates {runs} durable runs under kills and pauses"

@@ -34,12 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from refsched.model.graph import Edge
-
-from . import system as systems
-from . import tlc
-from .itf import Step, Trace, encode_bundle, trace_from_itf
-from .stategraph import StateGraph
+from refsched.model.dag.graph import Edge
+from refsched.verify import system as systems
+from refsched.verify import tlc
+from refsched.verify.itf import Step, Trace, encode_bundle, trace_from_itf
+from refsched.verify.stategraph import StateGraph
 
 __all__ = [
     "BUNDLE",

@@ -37,8 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import system as systems
-from .tla import Function, ModelValue
+from refsched.verify import system as systems
+from refsched.verify.tla import Function, ModelValue
 
 __all__ = [
     "ACTION_TAKEN",

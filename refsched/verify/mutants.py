@@ -1,6 +1,6 @@
 """Mutation testing of the verification layers: seeded bugs in the schedulers and their runners.
 
-Each :class:`Mutant` is a source patch of one production module (``refsched/scheduler.py``,
+Each :class:`Mutant` is a source patch of one production module (``refsched/dag/scheduler.py``,
 ``runner.py``, ``timer.py``, ``timer_runner.py``, ``pool.py``, ``durable/scheduler.py``,
 ``durable/store.py``, ``durable/postgres.py`` or ``durable/steps_postgres.py``, whose text is the
 PostgreSQL store's server-side functions): an exact snippet of the current file (it must occur
@@ -71,9 +71,9 @@ __all__ = [
 
 _PACKAGE = Path(__file__).resolve().parent.parent  # refsched/
 _PROJECT = _PACKAGE.parent
-MODULES = {"scheduler": "refsched.scheduler", "runner": "refsched.runner",
-           "timer": "refsched.timer", "timer_runner": "refsched.timer_runner",
-           "pool": "refsched.pool", "durable": "refsched.durable.scheduler",
+MODULES = {"scheduler": "refsched.dag.scheduler", "runner": "refsched.dag.runner",
+           "timer": "refsched.timer.scheduler", "timer_runner": "refsched.timer.runner",
+           "pool": "refsched.pool.pool", "durable": "refsched.durable.scheduler",
            "durable_store": "refsched.durable.store",
            "durable_postgres": "refsched.durable.postgres",
            "durable_steps": "refsched.durable.steps_postgres"}
@@ -1186,15 +1186,17 @@ class Budget:
 
     # Each system's unit tests, its wake-up tests first: a lost notification is a state no
     # other test waits in, and the wake-up tests fail within a bound where others may hang.
-    unit_files: tuple[str, ...] = ("tests/test_wakeups_runner.py", "tests/test_wakeups_sync.py",
-                                   "tests/test_scheduler.py", "tests/test_runner.py")
-    timer_unit_files: tuple[str, ...] = ("tests/test_wakeups_timer.py", "tests/test_timer.py",
-                                         "tests/test_timer_runner.py")
-    pool_unit_files: tuple[str, ...] = ("tests/test_wakeups_pool.py", "tests/test_pool.py")
-    durable_unit_files: tuple[str, ...] = ("tests/test_wakeups_durable.py",
-                                           "tests/test_durable_worker.py",
-                                           "tests/test_durable.py", "tests/test_durable_faults.py",
-                                           "tests/test_durable_postgres.py")
+    unit_files: tuple[str, ...] = ("tests/dag/test_wakeups.py", "tests/test_wakeups_sync.py",
+                                   "tests/dag/test_scheduler.py", "tests/dag/test_runner.py")
+    timer_unit_files: tuple[str, ...] = ("tests/timer/test_wakeups.py",
+                                         "tests/timer/test_scheduler.py",
+                                         "tests/timer/test_runner.py")
+    pool_unit_files: tuple[str, ...] = ("tests/pool/test_wakeups.py", "tests/pool/test_pool.py")
+    durable_unit_files: tuple[str, ...] = ("tests/durable/test_wakeups.py",
+                                           "tests/durable/test_worker.py",
+                                           "tests/durable/test_scheduler.py",
+                                           "tests/durable/test_faults.py",
+                                           "tests/durable/test_postgres.py")
     lockstep_examples: int = 300
     durable_lockstep_examples: int = 100  # a durable walk makes a store and many transactions
     lockstep_steps: int = 40
@@ -1400,9 +1402,8 @@ def _unit_layer(payload: dict[str, Any]) -> tuple[str, str]:
 def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
     from hypothesis import Phase, settings
 
-    from refsched.scheduler import TaskScheduler
-
-    from .lockstep import run_lockstep
+    from refsched.dag.scheduler import TaskScheduler
+    from refsched.verify.dag.lockstep import run_lockstep
 
     # Derandomized: the same mutant meets the same examples, so a kill replays. Unshrunk: the
     # verdict is the layer's, and shrinking a run that must make 30 calls before close() can
@@ -1413,21 +1414,18 @@ def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
     budget = payload["budget"]
     try:
         if payload["file"] == _T:
-            from refsched.timer import TimerScheduler
-
-            from .timer_lockstep import run_timer_lockstep
+            from refsched.timer.scheduler import TimerScheduler
+            from refsched.verify.timer.lockstep import run_timer_lockstep
             run_timer_lockstep(TimerScheduler, examples=budget["lockstep_examples"],
                                steps=budget["lockstep_steps"], hypothesis_settings=unshrunk)
         elif payload["file"] == _P:
-            from refsched.pool import WorkStealingPool
-
-            from .pool_lockstep import run_pool_lockstep
+            from refsched.pool.pool import WorkStealingPool
+            from refsched.verify.pool.lockstep import run_pool_lockstep
             run_pool_lockstep(WorkStealingPool, examples=budget["lockstep_examples"],
                               steps=budget["lockstep_steps"], shrink=False)
         elif payload["file"] in (_D, _DS, _DP, _DF):
             from refsched.durable import DurableScheduler
-
-            from .durable_lockstep import run_durable_lockstep
+            from refsched.verify.durable.lockstep import run_durable_lockstep
             run_durable_lockstep(DurableScheduler, examples=budget["durable_lockstep_examples"],
                                  steps=budget["lockstep_steps"], hypothesis_settings=unshrunk)
         else:
@@ -1441,10 +1439,9 @@ def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
 
 
 def _replay_layer(payload: dict[str, Any]) -> tuple[str, str]:
-    from refsched.scheduler import TaskScheduler
-
-    from . import system
-    from .replay import format_divergence, replay
+    from refsched.dag.scheduler import TaskScheduler
+    from refsched.verify import system
+    from refsched.verify.replay import format_divergence, replay
 
     if payload["file"] in _SYSTEM_OF:
         chosen = system.get(_SYSTEM_OF[payload["file"]])
@@ -1462,8 +1459,8 @@ def _replay_layer(payload: dict[str, Any]) -> tuple[str, str]:
 def _tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
     if payload["file"] in (_D, _DS):
         return _durable_tlc_layer(payload)
-    from .recording import record_runner_run
-    from .validate import format_validation, validate_trace
+    from refsched.verify.dag.recording import record_runner_run
+    from refsched.verify.validate import format_validation, validate_trace
 
     for seed in range(1, payload["budget"]["tlc_runs"] + 1):
         try:
@@ -1480,8 +1477,7 @@ def _durable_tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
     """Soak runs (worker processes under SIGKILL and SIGSTOP), each history judged by TLC."""
     from refsched.durable import DurableScheduler
     from refsched.durable.soak import soak_run
-
-    from .durable_validate import validate_history
+    from refsched.verify.durable.validate import validate_history
 
     with tempfile.TemporaryDirectory(prefix="refsched-mutant-soak-") as folder:
         for seed in range(1, payload["budget"]["soak_runs"] + 1):
@@ -1502,13 +1498,15 @@ def _durable_tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
 
 
 def _explore_layer(payload: dict[str, Any]) -> tuple[str, str]:
-    from refsched.explore import ExploreConfig, explore, pool_scenarios, timer_scenarios
-    from refsched.explore import scenarios as catalogue
-    from refsched.pool import WorkStealingPool
-    from refsched.runner import Runner
-    from refsched.scheduler import TaskScheduler
-    from refsched.timer import TimerScheduler
-    from refsched.timer_runner import TimerRunner
+    from refsched.dag.runner import Runner
+    from refsched.dag.scheduler import TaskScheduler
+    from refsched.explore import ExploreConfig, explore
+    from refsched.explore.dag import scenarios as catalogue
+    from refsched.explore.pool import scenarios as pool_scenarios
+    from refsched.explore.timer import scenarios as timer_scenarios
+    from refsched.pool.pool import WorkStealingPool
+    from refsched.timer.runner import TimerRunner
+    from refsched.timer.scheduler import TimerScheduler
 
     budget = payload["budget"]
     config = ExploreConfig(max_preemptions=budget["explore_preemptions"],
@@ -1657,8 +1655,8 @@ def _load_traces(cache: str | None, system_name: str = "scheduler") -> list[Any]
         with open(cache, "rb") as f:
             traces: list[Any] = pickle.load(f)  # written by this module in this run
         return traces
-    from . import corpus, system
-    from .itf import read_traces
+    from refsched.verify import corpus, system
+    from refsched.verify.itf import read_traces
 
     # The first instance whole; of each further one (the durable scheduler's instances of
     # several ids, tens of thousands of traces each) the stratified subset the suite replays,
@@ -1883,7 +1881,7 @@ def format_markdown(rep: RunReport, command: str = "") -> str:
     """The table as Markdown: totals, one row per mutant, then every kill's evidence."""
     out = [
         "# Mutation score of the verification layers", "",
-        "Seeded bugs of `refsched/scheduler.py`, `runner.py`, `timer.py`, `timer_runner.py`, "
+        "Seeded bugs of `refsched/dag/scheduler.py`, `runner.py`, `timer.py`, `timer_runner.py`, "
         "`pool.py`, `durable/scheduler.py` and `durable/store.py` (the catalogue in "
         "`refsched/verify/mutants.py`), each run in its own subprocesses against the layers in "
         f"this order: {', '.join(rep.layers)}. A layer kills a mutant only by its own verdict; "

@@ -5,9 +5,9 @@ default; any :mod:`refsched.verify.system`): an initial state and steps, each na
 taken, its parameters and the state it led to. Replaying it drives a fresh implementation
 through the same actions, one API call per step (for the TaskScheduler :func:`apply_step`),
 checks each call's answer against what the step implies, and after every step compares three
-states: the trace's, the reference model's (``refsched.model.actions``) and the
+states: the trace's, the reference model's (``refsched.model.dag.actions``) and the
 implementation's ``snapshot()``; then every counter of the implementation's ``stats()`` with
-what the trace's steps so far count (``refsched.model.counters`` and its timer and pool
+what the trace's steps so far count (``refsched.model.dag.counters`` and its timer and pool
 twins: :func:`counter_rows`). The first disagreement in a trace is a :class:`Divergence`:
 
 * ``side == "model"``: the trace and the model disagree (the trace is malformed, takes a step
@@ -40,18 +40,17 @@ from typing import Any, Literal, NamedTuple
 
 from refsched.conform.profile import FULL, Profile
 from refsched.errors import StaleGenerationError
-from refsched.model import counters as scheduler_counters
-from refsched.model.actions import ACTIONS, WAITING, ready_order
+from refsched.model.dag import counters as scheduler_counters
+from refsched.model.dag.actions import ACTIONS, WAITING, ready_order
+from refsched.model.dag.graph import describe
 from refsched.model.durable import counters as durable_counters
-from refsched.model.graph import describe
 from refsched.model.pool import counters as pool_counters
 from refsched.model.timer import counters as timer_counters
 from refsched.types import Snapshot, TaskState, VersionView
-
-from . import system as systems
-from .itf import Trace
-from .specstate import task_id
-from .system import Fatal
+from refsched.verify import system as systems
+from refsched.verify.itf import Trace
+from refsched.verify.specstate import task_id
+from refsched.verify.system import Fatal
 
 __all__ = [
     "ApiCall",
@@ -534,7 +533,7 @@ def format_report(r: ReplayReport) -> str:
 
 class _Tally:
     """How a TaskScheduler's ``stats()`` is held against the counts of the steps of one trace
-    (:mod:`refsched.model.counters`); the other systems' tallies below differ where their
+    (:mod:`refsched.model.dag.counters`); the other systems' tallies below differ where their
     counts do."""
 
     header: Row = ("id", "field")  # the first columns of the system's differences table

@@ -13,8 +13,7 @@ from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
 from refsched.types import Snapshot, TaskState, VersionView
-
-from .tla import Function, ModelValue
+from refsched.verify.tla import Function, ModelValue
 
 __all__ = [
     "NO_TASK",

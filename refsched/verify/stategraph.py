@@ -5,7 +5,7 @@ the action's name as the edge label. The file says ``strict digraph`` but it hol
 edges (two action instances reaching one state, e.g. ``Close(FALSE)`` and ``Close(TRUE)``
 with nothing waiting): it is read here as a multigraph. Labels carry no parameters, so
 :func:`match` recovers each edge's parameters by matching it against the model's successors
-(:func:`refsched.model.graph.next_steps`). The two graphs agree only when there is a
+(:func:`refsched.model.dag.graph.next_steps`). The two graphs agree only when there is a
 one-to-one correspondence of states and of labelled edges, with multiplicity: that is the
 proof, on this instance, that the model and the spec are the same transition system.
 """
@@ -20,14 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from refsched.model.graph import Edge, ModelGraph
+from refsched.model.dag.graph import Edge, ModelGraph
 from refsched.types import Snapshot
-
-from . import tlc
-from .tla import ModelValue, TLAParseError, parse_state
+from refsched.verify import tlc
+from refsched.verify.tla import ModelValue, TLAParseError, parse_state
 
 if TYPE_CHECKING:
-    from .system import System
+    from refsched.verify.system import System
 
 __all__ = [
     "TRACES_CONFIG",
@@ -120,7 +119,7 @@ def _unescape(label: str) -> str:
 
 
 def _system(system: System | None) -> System:
-    from .system import get  # the systems import this module
+    from refsched.verify.system import get  # the systems import this module
     return system if system is not None else get()
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from refsched.model.graph import ModelGraph
+from refsched.model.dag.graph import ModelGraph
 
 __all__ = ["NAMES", "REPLAYABLE", "Fatal", "System", "get"]
 
@@ -28,10 +28,10 @@ Fatal = tuple[type[BaseException], ...]
 """Exceptions that end a replay as they are rather than as a divergence (a harness failure)."""
 
 _MODULES = {
-    "scheduler": "refsched.verify.dag_system",
-    "timer": "refsched.verify.timer_system",
-    "pool": "refsched.verify.pool_system",
-    "durable": "refsched.verify.durable_system",
+    "scheduler": "refsched.verify.dag.system",
+    "timer": "refsched.verify.timer.system",
+    "pool": "refsched.verify.pool.system",
+    "durable": "refsched.verify.durable.system",
 }
 NAMES = tuple(_MODULES)
 """Every system's name, the first the default."""

@@ -40,7 +40,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from .tla import parse_value
+from refsched.verify.tla import parse_value
 
 __all__ = [
     "TLCNotFoundError",

@@ -1,7 +1,7 @@
 """Trace validation: TLC decides whether a recorded trace is a behaviour of its spec's ``Spec``.
 
 A trace (:class:`~refsched.verify.itf.Trace`: recorded from a production class by
-:mod:`refsched.verify.recording`, or read from ITF written by any implementation) is of one of
+:mod:`refsched.verify.dag.recording`, or read from ITF written by any implementation) is of one of
 three specs, told by its variables (:func:`refsched.verify.system.by_spec_variables`):
 ``spec/Scheduler.tla`` (TaskScheduler), ``spec/TimerQueue.tla`` (TimerScheduler) or
 ``spec/WorkStealing.tla`` (WorkStealingPool). It becomes a TLA+ module that extends that spec
@@ -38,16 +38,17 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from refsched.model import invariants as dag_invariants
-from refsched.model.graph import describe
+from refsched.model.dag import invariants as dag_invariants
+from refsched.model.dag.graph import describe
 from refsched.model.pool import INVARIANTS as POOL_INVARIANTS
 from refsched.model.timer import INVARIANTS as TIMER_INVARIANTS
-
-from . import poolspec, specstate, timerspec, tlc
-from . import system as systems
-from .itf import Trace, TraceFormatError
-from .specstate import NO_TASK, SpecStateError
-from .tla import render
+from refsched.verify import specstate, tlc
+from refsched.verify import system as systems
+from refsched.verify.itf import Trace, TraceFormatError
+from refsched.verify.pool import spec as poolspec
+from refsched.verify.specstate import NO_TASK, SpecStateError
+from refsched.verify.timer import spec as timerspec
+from refsched.verify.tla import render
 
 __all__ = [
     "SPEC_INVARIANTS",

@@ -3,15 +3,15 @@
 When a worker's own lease expired and it re-claimed the same version, the new attempt's entry
 replaced the old one's, and the old attempt's clean-up then removed the new attempt's: its
 heartbeats stopped, it expired, and so did every later attempt, until the version failed.
-The lock-step (refsched.verify.durable_worker_lockstep) and the fault test with real processes
-(tests/test_durable_faults.py) must both catch it.
+The lock-step (refsched.verify.durable.worker_lockstep) and the fault test with real processes
+(tests/durable/test_faults.py) must both catch it.
 """
 
 from __future__ import annotations
 
+from refsched.dag.runner import CancelToken
 from refsched.durable.scheduler import Lease
 from refsched.durable.worker import Attempt, Held, LeaseKey
-from refsched.runner import CancelToken
 
 
 class TaskKeyedHeld(Held):

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Hashable
 from dataclasses import replace
 
-from refsched.model import actions
-from refsched.model.contracts import settles_correctly
+from refsched.model.dag import actions
+from refsched.model.dag.contracts import settles_correctly
 from refsched.types import TaskState, VersionView
 
 

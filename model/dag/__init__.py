@@ -1,0 +1,1 @@
+"""The DAG TaskScheduler's reference model: spec/Scheduler.tla, action by action."""

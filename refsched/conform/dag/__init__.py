@@ -1,0 +1,1 @@
+"""The DAG TaskScheduler in the oracle: broken implementations and peer adapters."""

@@ -1,0 +1,263 @@
+"""The durable scheduler's operations on the wire (``--system durable``).
+
+The ``DurableScheduler`` API (``docs/durable.md``): the TaskScheduler's operations kept in a
+store, and the workers' side by lease and attempt. The store's clock is virtual and moves only
+by ``tick``, so a lease expires exactly when the oracle says time has passed. A lease travels
+as the object ``claim`` answered (``{task_id, generation, attempt, deadline, fn, args,
+worker}``) and comes back as it went: the attempt in it is the fencing token.
+
+======================================  ======================================  ===============
+request                                 call                                    ``ok`` result
+======================================  ======================================  ===============
+``new {max_concurrency, max_attempts}``  a fresh, empty store                   ``null``
+``submit {task, deps: [], fn}``         ``submit(task, deps, fn=fn)``           the generation
+``start {}``                            ``start()``                             ``null``
+``claim {worker, limit: 1, lease: 30}``  ``claim(worker, limit, lease)``        ``[lease]``
+``heartbeat {lease}``                   ``heartbeat(lease)``                    cancel asked?
+``complete`` / ``fail`` /               ``complete`` / ``fail`` /               a state
+``acknowledge_cancel {lease}``          ``acknowledge_cancel(lease)``
+``cancel {task}``, ``retry {task}``     ``cancel(task)``, ``retry(task)``       a state, the
+                                                                                generation
+``close {cancel_pending: true}``        ``close(cancel_pending)``               the report
+``tick {seconds: 1}``                   ``tick(seconds)``                       the new time
+``expire {}``                           ``expire()``                            ``null``
+``crash {worker}``                      the worker died: nothing tells the      ``null``
+                                        store, its leases run out
+``now {}``, ``snapshot {}``,            ``now()``, ``snapshot()``,              as the API
+``leases {}``, ``stats {}``,            ``leases()``, ``stats()``,
+``history {}``                          ``history()``
+======================================  ======================================  ===============
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from refsched.conform import values
+from refsched.conform.protocol import WireError
+from refsched.conform.wire import Op, Remote, Wire
+from refsched.durable.scheduler import DurableStats, Lease, LeaseView
+from refsched.types import CloseReport, Snapshot, TaskState
+
+__all__ = ["NOOP", "WIRE", "RemoteDurable", "ServedDurable"]
+
+NOOP = "refsched.durable.jobs:noop"
+"""The function a submit names when the oracle does not say: the checks never run one."""
+
+
+def _lease(value: Any) -> Any:
+    """A lease as it came back over the wire, or the value itself when it is none (the
+    scheduler refuses it as it would any other bad argument)."""
+    try:
+        return values.from_json(Lease, value, "lease")
+    except WireError:
+        return value
+
+
+class ServedDurable:
+    """A durable scheduler served over the wire, on a fresh SQLite store of its own."""
+
+    def __init__(self, factory: Callable[..., Any], max_concurrency: Any,
+                 max_attempts: Any) -> None:
+        self.folder = tempfile.mkdtemp(prefix="refsched-serve-durable-")
+        try:
+            self.db = factory(f"sqlite:///{Path(self.folder) / 'store.db'}", max_concurrency,
+                              max_attempts=max_attempts, clock="virtual", record=True)
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
+
+    def discard(self) -> None:
+        """Release the store and remove it (a later ``new`` replaced this instance)."""
+        try:
+            self.db.release()
+        finally:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def submit(self, task: str, deps: list[str], fn: str) -> int:
+        return int(self.db.submit(task, deps, fn=fn))
+
+    def start(self) -> None:
+        self.db.start()
+
+    def claim(self, worker: str, limit: int, lease: float) -> list[Lease]:
+        return list(self.db.claim(worker, limit, lease))
+
+    def heartbeat(self, lease: Any) -> bool:
+        return bool(self.db.heartbeat(_lease(lease)))
+
+    def complete(self, lease: Any) -> TaskState:
+        return TaskState(self.db.complete(_lease(lease)))
+
+    def fail(self, lease: Any) -> TaskState:
+        return TaskState(self.db.fail(_lease(lease)))
+
+    def acknowledge_cancel(self, lease: Any) -> TaskState:
+        return TaskState(self.db.acknowledge_cancel(_lease(lease)))
+
+    def cancel(self, task: str) -> TaskState:
+        return TaskState(self.db.cancel(task))
+
+    def retry(self, task: str) -> int:
+        return int(self.db.retry(task))
+
+    def close(self, cancel_pending: bool) -> CloseReport:
+        report: CloseReport = self.db.close(cancel_pending)
+        return report
+
+    def tick(self, seconds: float) -> float:
+        return float(self.db.tick(seconds))
+
+    def expire(self) -> None:
+        self.db.expire()
+
+    def crash(self, worker: str) -> None:
+        """A worker died: the store learns nothing; an implementation that can be told is."""
+        crash = getattr(self.db, "crash", None)
+        if crash is not None:
+            crash(worker)
+
+    def now(self) -> float:
+        return float(self.db.now())
+
+    def snapshot(self) -> Snapshot:
+        snapshot: Snapshot = self.db.snapshot()
+        return snapshot
+
+    def leases(self) -> dict[str, LeaseView]:
+        return dict(self.db.leases())
+
+    def stats(self) -> DurableStats:
+        stats: DurableStats = self.db.stats()
+        return stats
+
+    def history(self) -> list[tuple[str, dict[str, Any]]]:
+        return list(self.db.history())
+
+
+class RemoteDurable(Remote):
+    """A durable scheduler over the protocol, with the ``DurableScheduler`` API, built as the
+    checks build one: ``RemoteDurable(impl, url, max_concurrency, max_attempts=...)`` (the url
+    and clock are the implementation's business: it keeps its own store, on a virtual clock)."""
+
+    def __init__(self, implementation: Any, url: Any = None, max_concurrency: int | None = None,
+                 *, max_attempts: int | None = None, **options: Any) -> None:
+        super().__init__(implementation, max_concurrency=max_concurrency,
+                         max_attempts=max_attempts)
+
+    def release(self) -> None:
+        """Nothing: the implementation's next ``new`` replaces this store."""
+
+    def submit(self, task_id: str, deps: Iterable[str] = (), *, fn: Any = NOOP,
+               args: dict[str, Any] | None = None) -> int:
+        generation: int = self._call("submit", task=task_id, deps=list(deps), fn=fn)
+        return generation
+
+    def start(self) -> None:
+        self._call("start")
+
+    def claim(self, worker: str, limit: int = 1, lease: float = 30.0) -> list[Lease]:
+        leases: list[Lease] = self._call("claim", worker=worker, limit=limit, lease=lease)
+        return leases
+
+    def _report(self, op: str, lease: Any) -> Any:
+        sent = values.to_json(lease) if isinstance(lease, Lease) else lease
+        return self._call(op, lease=sent)
+
+    def heartbeat(self, lease: Lease) -> bool:
+        asked: bool = self._report("heartbeat", lease)
+        return asked
+
+    def complete(self, lease: Lease, result: Any = None) -> TaskState:
+        state: TaskState = self._report("complete", lease)
+        return state
+
+    def fail(self, lease: Lease, error: Any = None) -> TaskState:
+        state: TaskState = self._report("fail", lease)
+        return state
+
+    def acknowledge_cancel(self, lease: Lease) -> TaskState:
+        state: TaskState = self._report("acknowledge_cancel", lease)
+        return state
+
+    def cancel(self, task_id: str) -> TaskState:
+        state: TaskState = self._call("cancel", task=task_id)
+        return state
+
+    def retry(self, task_id: str) -> int:
+        generation: int = self._call("retry", task=task_id)
+        return generation
+
+    def close(self, cancel_pending: bool = True) -> CloseReport:
+        report: CloseReport = self._call("close", cancel_pending=cancel_pending)
+        return report
+
+    def tick(self, seconds: float = 1.0) -> float:
+        now: float = self._call("tick", seconds=seconds)
+        return now
+
+    def expire(self) -> None:
+        self._call("expire")
+
+    def crash(self, worker: str) -> None:
+        self._call("crash", worker=worker)
+
+    def now(self) -> float:
+        now: float = self._call("now")
+        return now
+
+    def snapshot(self) -> Snapshot:
+        snapshot: Snapshot = self._call("snapshot")
+        return snapshot
+
+    def leases(self) -> dict[str, LeaseView]:
+        leases: dict[str, LeaseView] = self._call("leases")
+        return leases
+
+    def stats(self) -> DurableStats:
+        stats: DurableStats = self._call("stats")
+        return stats
+
+    def history(self) -> list[tuple[str, dict[str, Any]]]:
+        history: list[tuple[str, dict[str, Any]]] = self._call("history")
+        return history
+
+
+def _default() -> Callable[..., Any]:
+    from refsched.durable import DurableScheduler
+    return DurableScheduler
+
+
+WIRE = Wire(
+    system="durable",
+    title="refsched.DurableScheduler",
+    new=Op(("max_concurrency", "max_attempts")),
+    ops={
+        "submit": Op(("task",), {"deps": [], "fn": NOOP}, int),
+        "start": Op(flag="start"),
+        "claim": Op(("worker",), {"limit": 1, "lease": 30.0}, list[Lease]),
+        "heartbeat": Op(("lease",), result=bool, flag="heartbeat"),
+        "complete": Op(("lease",), result=TaskState),
+        "fail": Op(("lease",), result=TaskState),
+        "acknowledge_cancel": Op(("lease",), result=TaskState, flag="cancel"),
+        "cancel": Op(("task",), result=TaskState, flag="cancel"),
+        "retry": Op(("task",), result=int, flag="retry"),
+        "close": Op((), {"cancel_pending": True}, CloseReport, flag="close"),
+        "tick": Op((), {"seconds": 1.0}, float),
+        "expire": Op(flag="expire"),
+        "crash": Op(("worker",)),
+        "now": Op(result=float),
+        "snapshot": Op(result=Snapshot, flag="snapshot"),
+        "leases": Op(result=dict[str, LeaseView], flag="snapshot"),
+        "stats": Op(result=DurableStats, flag="snapshot"),
+        "history": Op(result=list[tuple[str, dict[str, Any]]], flag="snapshot"),
+    },
+    serve=ServedDurable,
+    default_factory=_default,
+    remote=RemoteDurable,
+)
+RemoteDurable.wire = WIRE

@@ -1,0 +1,1 @@
+"""The work-stealing pool in the oracle: its wire and broken implementations."""

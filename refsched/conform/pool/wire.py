@@ -1,0 +1,146 @@
+"""The work-stealing pool's operations on the wire (``--system pool``): the driven profile.
+
+A pool's interesting steps are its workers' moves, which no user calls. An implementation that
+can be stepped (its workers held, each move taken on request) is driven through the moves
+``spec/WorkStealing.tla`` names, as :class:`~refsched.verify.pool.driver.SteppedPool` drives
+refsched's own pool. Tasks are named by the oracle; a task's function returns its name.
+
+===================================  ==========================================================
+request                              the move
+===================================  ==========================================================
+``new {workers: [names]}``           a fresh pool with these workers, none of them moving
+``submit {task, worker}``            ``submit()`` from outside the pool, the task going to
+                                     ``worker``'s deque (SubmitExternal)
+``submit_child {task, worker}``      ``submit()`` from inside the task ``worker`` runs
+                                     (SubmitChild)
+``pop {worker}``                     ``worker`` takes a task: its own newest (Pop), else the
+                                     oldest of another's deque
+``steal {thief, victim}``            ``thief`` takes a task, trying ``victim``'s oldest first
+``finish {worker}``                  ``worker`` runs its task's function, settles its future
+``shutdown {}``                      ``shutdown(wait=False)``
+``cancel_queued {}``                 ``shutdown(wait=False, cancel_futures=True)``
+``snapshot {}``                      the spec's variables
+``stats {}``                         ``stats()``
+===================================  ==========================================================
+
+Each move answers ``null``; a worker that takes no task answers the error ``StepRefused``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
+
+from refsched.conform.wire import Op, Remote, Wire
+from refsched.model.pool import PoolSnapshot
+from refsched.pool.pool import PoolStats
+from refsched.verify.pool.driver import SteppedPool, StepRefused
+
+__all__ = ["WIRE", "RemotePool", "ServedPool"]
+
+
+class ServedPool:
+    """A pool served over the wire, its workers' moves taken on request."""
+
+    def __init__(self, factory: Callable[..., Any], workers: Any) -> None:
+        if not (isinstance(workers, list) and workers
+                and all(isinstance(w, str) for w in workers)
+                and len(set(workers)) == len(workers)):
+            raise ValueError(f"new: workers must be a non-empty list of distinct names, not "
+                             f"{workers!r}")
+        self.driven = SteppedPool(factory, workers)
+
+    def submit(self, task: str, worker: str) -> None:
+        self.driven.submit_external(task, worker)
+
+    def submit_child(self, task: str, worker: str) -> None:
+        self.driven.submit_child(task, worker)
+
+    def pop(self, worker: str) -> None:
+        self.driven.pop(worker)
+
+    def steal(self, thief: str, victim: str) -> None:
+        self.driven.steal(thief, victim)
+
+    def finish(self, worker: str) -> None:
+        self.driven.finish(worker)
+
+    def shutdown(self) -> None:
+        self.driven.shutdown()
+
+    def cancel_queued(self) -> None:
+        self.driven.cancel_queued()
+
+    def snapshot(self) -> PoolSnapshot:
+        return self.driven.snapshot()
+
+    def stats(self) -> PoolStats:
+        return self.driven.stats()
+
+
+class RemotePool(Remote):
+    """A pool over the protocol, with :class:`SteppedPool`'s moves: what the pool's replay
+    and lock-step machine drive (``RemotePool(impl, workers)``)."""
+
+    drives_steps = True  # it takes each move itself: refsched.verify.pool.driver.driven_pool
+
+    def __init__(self, implementation: Any, workers: Sequence[Hashable]) -> None:
+        self.workers = tuple(workers)
+        super().__init__(implementation, workers=[str(w) for w in self.workers])
+
+    def submit_external(self, task: Hashable, worker: Hashable) -> None:
+        self._call("submit", task=str(task), worker=str(worker))
+
+    def submit_child(self, task: Hashable, worker: Hashable) -> None:
+        self._call("submit_child", task=str(task), worker=str(worker))
+
+    def pop(self, worker: Hashable) -> None:
+        self._call("pop", worker=str(worker))
+
+    def steal(self, thief: Hashable, victim: Hashable) -> None:
+        self._call("steal", thief=str(thief), victim=str(victim))
+
+    def finish(self, worker: Hashable) -> None:
+        self._call("finish", worker=str(worker))
+
+    def shutdown(self) -> None:
+        self._call("shutdown")
+
+    def cancel_queued(self) -> None:
+        self._call("cancel_queued")
+
+    def snapshot(self) -> PoolSnapshot:
+        snapshot: PoolSnapshot = self._call("snapshot")
+        return snapshot
+
+    def stats(self) -> PoolStats:
+        stats: PoolStats = self._call("stats")
+        return stats
+
+
+def _default() -> Callable[..., Any]:
+    from refsched.pool.pool import WorkStealingPool
+    return WorkStealingPool
+
+
+WIRE = Wire(
+    system="pool",
+    title="refsched.WorkStealingPool",
+    new=Op(("workers",)),
+    ops={
+        "submit": Op(("task", "worker")),
+        "submit_child": Op(("task", "worker")),
+        "pop": Op(("worker",)),
+        "steal": Op(("thief", "victim")),
+        "finish": Op(("worker",)),
+        "shutdown": Op(),
+        "cancel_queued": Op(),
+        "snapshot": Op(result=PoolSnapshot),
+        "stats": Op(result=PoolStats),
+    },
+    serve=ServedPool,
+    default_factory=_default,
+    remote=RemotePool,
+    errors={"StepRefused": StepRefused},
+)
+RemotePool.wire = WIRE

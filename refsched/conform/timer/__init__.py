@@ -1,0 +1,1 @@
+"""The timer scheduler in the oracle: its wire, broken implementations and peer adapter."""

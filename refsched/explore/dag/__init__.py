@@ -1,0 +1,1 @@
+"""Interleaving scenarios of the TaskScheduler and Runner."""

@@ -1,0 +1,1 @@
+"""Interleaving scenarios of the work-stealing pool."""

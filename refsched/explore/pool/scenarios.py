@@ -1,0 +1,290 @@
+"""The scenarios explored against the production WorkStealingPool.
+
+Each is a factory taking the pool class (a deliberately broken subclass is explored the same way)
+and returning a :class:`Scenario`. The pool's worker threads are the racing threads; the
+scenario's main thread submits a root task from outside (Spec: SubmitExternal), whose function
+submits children onto its worker's own deque (Spec: SubmitChild), and the pool is shut down (Spec:
+Shutdown) by main or by the root. ``POOL_SCENARIOS`` holds them all, built on the production
+class.
+
+What every scenario checks after every step, from ``stats()`` and from what the task functions
+themselves report (a :class:`_Ledger`): a task inside its function is taken and not yet finished,
+so ``outstanding - sum(queue_lengths)`` (the tasks running) is at least the number inside their
+function; ``executed`` (counted at Finish) never runs ahead of the functions that returned; a
+draining pool has something outstanding (the Finish that takes it to 0 terminates it); and a
+terminated pool has nothing queued, running or unsettled. At its end each scenario says which
+tasks must have run, each exactly once, and checks the steals against where the tasks ran: a task
+run by a worker other than the owner of the deque it was queued on was stolen, every other one
+was popped, so ``stolen`` is the number of the former.
+
+Every scenario is explored depth first within two preemptions, the bound the other scenarios use.
+An idle worker scans twice (a lock round trip each) before it parks, so each worker thread adds
+many scheduling points: the scenarios keep to one root task and one or two children.
+
+The partial-order reduction takes two steps on different objects as independent, which holds
+when shared data is touched under one lock. A task's future state is not: it is written under
+the task's own ``_guard`` and read under the pool lock (a waiting worker checks whether the
+future it waits on is done) or under none (``result()``'s fast path). In a scenario where a task
+waits on a future the reduction can therefore miss interleavings, so those scenarios say so
+(``Scenario.reduction`` False) and ``explore()`` searches them in full.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from concurrent.futures import Future
+from functools import partial
+from typing import Any
+
+from refsched.errors import SchedulerClosedError
+from refsched.explore import runtime
+from refsched.explore.context import Context, Scenario
+from refsched.pool.pool import WorkStealingPool
+
+__all__ = [
+    "POOL_SCENARIOS",
+    "pool_nested_waits",
+    "pool_pop_races_steal",
+    "pool_shutdown_races_child",
+    "pool_two_thieves_one_victim",
+]
+
+PoolClass = type[WorkStealingPool]
+
+# The pool names worker w's thread "refsched-pool-worker-<w>": how a task tells where it runs.
+_WORKER_THREAD = re.compile(r"refsched-pool-worker-(\d+)")
+
+
+def _this_worker() -> int:
+    """The index of the pool worker whose thread calls this."""
+    name = runtime.current_thread_name()
+    match = _WORKER_THREAD.fullmatch(name)
+    if match is None:
+        raise AssertionError(f"a task ran on thread {name!r}, not on a pool worker")
+    return int(match.group(1))
+
+
+class _Ledger:
+    """What the scenario knows without looking inside the pool: the tasks' own reports.
+
+    Task functions report where they run and when they are inside; a root's deque is noted by
+    :meth:`note_root_deque` (a check), a child's is its parent's worker's (Spec: SubmitChild).
+    """
+
+    def __init__(self) -> None:
+        self.runs: dict[str, list[int]] = {}  # task name -> the workers that ran it, in order
+        self.queued_on: dict[str, int] = {}  # task name -> the worker whose deque it went to
+        self.futures: dict[str, Future[Any]] = {}  # the futures submit() handed out
+        self.inside = 0  # tasks inside their function now
+        self.returned = 0  # task functions that have returned
+
+    def task(self, name: str, then: Callable[[], object] | None = None) -> Callable[[], object]:
+        """A task function: reports itself, calls ``then`` and returns ``then``'s result (or
+        its own name)."""
+
+        def fn() -> object:
+            self.runs.setdefault(name, []).append(_this_worker())
+            self.inside += 1
+            try:
+                return then() if then is not None else name
+            finally:
+                self.inside -= 1
+                self.returned += 1
+
+        return fn
+
+    def submit_child(self, pool: WorkStealingPool, name: str,
+                     then: Callable[[], object] | None = None) -> Future[Any]:
+        """From inside a task: submit ``name`` (Spec: SubmitChild, onto this worker's deque)."""
+        self.queued_on[name] = _this_worker()
+        future = pool.submit(self.task(name, then))
+        self.futures[name] = future
+        return future
+
+    def submit_root(self, pool: WorkStealingPool, name: str,
+                    then: Callable[[], object] | None = None) -> Future[Any]:
+        """From outside the pool: submit ``name`` (Spec: SubmitExternal)."""
+        future = pool.submit(self.task(name, then))
+        self.futures[name] = future
+        return future
+
+    def note_root_deque(self, pool: WorkStealingPool, name: str) -> None:
+        """A check: note the deque the root ``name`` went to, the first time a deque is seen
+        non-empty. Checks run after every step that released the pool lock, so the first
+        non-empty deque seen is the root's, before any worker can take it."""
+        if name in self.queued_on:
+            return
+        lengths = pool.stats().queue_lengths
+        queued = [w for w, n in enumerate(lengths) if n]
+        if not queued:
+            return
+        assert name not in self.runs and queued == [queued[0]] and lengths[queued[0]] == 1, (
+            f"{name} was not seen alone in its deque before it ran: {lengths}, runs {self.runs}")
+        self.queued_on[name] = queued[0]
+
+
+def _watch(ctx: Context, pool: WorkStealingPool, ledger: _Ledger, root: str) -> None:
+    """Check the pool's counters against the ledger after every step; note the root's deque."""
+    ctx.check(f"note the deque {root} went to", partial(ledger.note_root_deque, pool, root))
+    ctx.check("pool counters agree with the tasks' own reports",
+              partial(_counters_agree, pool, ledger))
+
+
+def _counters_agree(pool: WorkStealingPool, ledger: _Ledger) -> None:
+    # While a worker holds the pool lock, stats() raises WouldBlock and the check runs later.
+    stats = pool.stats()
+    queued = sum(stats.queue_lengths)
+    running = stats.outstanding - queued
+    assert running >= ledger.inside, (
+        f"{ledger.inside} tasks are inside their function, yet outstanding - queued = "
+        f"{stats.outstanding} - {queued} = {running}: {stats}")
+    assert stats.executed <= ledger.returned, (
+        f"executed {stats.executed}, yet only {ledger.returned} functions returned: {stats}")
+    assert 0 <= stats.parked <= pool.workers, stats
+    if stats.state == "draining":
+        assert stats.outstanding > 0, f"draining with nothing outstanding: {stats}"
+    if stats.state == "terminated":
+        assert stats.outstanding == 0 and queued == 0 and ledger.inside == 0, (
+            f"terminated while work remains: {stats}, {ledger.inside} inside their function")
+        unsettled = [name for name, f in ledger.futures.items() if not f.done()]
+        assert not unsettled, f"terminated with futures unsettled: {unsettled}"
+
+
+def _ran_once_and_steals_add_up(pool: WorkStealingPool, ledger: _Ledger,
+                                names: tuple[str, ...]) -> None:
+    """Every task in ``names`` ran exactly once and nothing else ran; ``stolen`` counts the tasks
+    run by a worker other than the owner of the deque they were queued on; terminated."""
+    stats = pool.stats()
+    assert sorted(ledger.runs) == sorted(names), f"tasks run: {ledger.runs}"
+    twice = {name: workers for name, workers in ledger.runs.items() if len(workers) != 1}
+    assert not twice, f"run more than once: {twice}"
+    assert stats.executed == len(names) == ledger.returned, (stats, ledger.runs)
+    steals = [name for name in names if ledger.runs[name][0] != ledger.queued_on[name]]
+    assert stats.stolen == len(steals), (
+        f"stolen {stats.stolen}, but {steals} ran off the deque they were queued on "
+        f"(queued on {ledger.queued_on}, ran on {ledger.runs})")
+    assert (stats.state, stats.outstanding, sum(stats.queue_lengths)) == ("terminated", 0, 0), (
+        stats)
+
+
+def pool_pop_races_steal(cls: PoolClass = WorkStealingPool) -> Scenario:
+    """A root pushes one child onto its worker's empty deque and returns: that worker's Finish
+    and Pop race the other worker's Steal of the one-element deque (2 workers)."""
+
+    def body(ctx: Context) -> None:
+        pool = cls(2)
+        ledger = _Ledger()
+        _watch(ctx, pool, ledger, "root")
+        ledger.submit_root(pool, "root", lambda: ledger.submit_child(pool, "child"))
+        pool.shutdown()
+        ctx.at_end("each task ran exactly once; stolen counts the steals",
+                   partial(_ran_once_and_steals_add_up, pool, ledger, ("root", "child")))
+
+    return Scenario("pool_pop_races_steal", body, pool_pop_races_steal.__doc__ or "")
+
+
+def pool_two_thieves_one_victim(cls: PoolClass = WorkStealingPool) -> Scenario:
+    """A root pushes two children onto its worker's deque, shuts the pool down and returns,
+    while the two other workers, idle, steal from that deque's top (3 workers).
+
+    Main only submits the root, and Shutdown comes from inside the root (a task's shutdown()
+    does not wait): with main waiting for termination and joining three workers, the search
+    passes 20,000 runs within two preemptions without finishing; this way it ends at about
+    11,000. Only one deque is ever non-empty (the root's, then its worker's), so where a steal
+    starts (the pool's random victim) changes nothing and the runs are deterministic.
+    """
+
+    def body(ctx: Context) -> None:
+        pool = cls(3)
+        ledger = _Ledger()
+        _watch(ctx, pool, ledger, "root")
+
+        def root() -> None:
+            ledger.submit_child(pool, "first")
+            ledger.submit_child(pool, "second")
+            pool.shutdown(wait=False)
+
+        ledger.submit_root(pool, "root", root)
+        ctx.at_end("each task ran exactly once; stolen counts the steals",
+                   partial(_ran_once_and_steals_add_up, pool, ledger,
+                           ("root", "first", "second")))
+
+    return Scenario("pool_two_thieves_one_victim", body,
+                    pool_two_thieves_one_victim.__doc__ or "")
+
+
+def pool_shutdown_races_child(cls: PoolClass = WorkStealingPool) -> Scenario:
+    """shutdown(wait=False) races a running root's submission of a child; then a submission from
+    outside is refused and main awaits termination (2 workers). The child is accepted whenever
+    it comes (Spec: SubmitChild while draining), and the pool terminates only after it ran."""
+
+    def body(ctx: Context) -> None:
+        pool = cls(2)
+        ledger = _Ledger()
+        _watch(ctx, pool, ledger, "root")
+        root = ledger.submit_root(pool, "root", lambda: ledger.submit_child(pool, "child"))
+        pool.shutdown(wait=False)
+        refused: list[BaseException] = []
+        try:
+            pool.submit(ledger.task("late"))
+        except SchedulerClosedError as exc:
+            refused.append(exc)
+        terminated = pool.await_termination()
+
+        def child_accepted_and_run_before_termination() -> None:
+            assert refused, "a submission from outside was taken after shutdown()"
+            assert terminated, "await_termination() returned False without a timeout"
+            child = root.result(timeout=0)
+            assert isinstance(child, Future) and child.result(timeout=0) == "child", child
+            _ran_once_and_steals_add_up(pool, ledger, ("root", "child"))
+
+        ctx.at_end("the child was accepted after shutdown() and ran before termination; the "
+                   "late root was refused", child_accepted_and_run_before_termination)
+
+    return Scenario("pool_shutdown_races_child", body, pool_shutdown_races_child.__doc__ or "")
+
+
+def pool_nested_waits(cls: PoolClass = WorkStealingPool) -> Scenario:
+    """Fork-join inside the pool: a root submits two children and waits on both futures, helping
+    (it pops its own deque) while the other worker steals (2 workers). No deadlock, and the
+    root's result joins the children's.
+
+    Explored without the reduction (see the module doc): with it, 4 of the 258 orders of the
+    pool lock's critical sections that the full search reaches within two preemptions are
+    missed, and still missed within three.
+    """
+
+    def body(ctx: Context) -> None:
+        pool = cls(2)
+        ledger = _Ledger()
+        _watch(ctx, pool, ledger, "root")
+
+        def fork_join() -> str:
+            left = ledger.submit_child(pool, "left")
+            right = ledger.submit_child(pool, "right")
+            return f"{left.result()}+{right.result()}"
+
+        root = ledger.submit_root(pool, "root", fork_join)
+        pool.shutdown()
+
+        def joined() -> None:
+            assert root.result(timeout=0) == "left+right", root
+            _ran_once_and_steals_add_up(pool, ledger, ("root", "left", "right"))
+
+        ctx.at_end("the root joined both children; each task ran exactly once", joined)
+
+    # a task's future state is written under its own lock and read under the pool lock or
+    # none: the reduction cannot order those, so this scenario is searched in full
+    return Scenario("pool_nested_waits", body, pool_nested_waits.__doc__ or "", reduction=False)
+
+
+POOL_SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        pool_pop_races_steal(),
+        pool_two_thieves_one_victim(),
+        pool_shutdown_races_child(),
+        pool_nested_waits(),
+    )
+}

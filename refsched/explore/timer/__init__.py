@@ -1,0 +1,1 @@
+"""Interleaving scenarios of the timer scheduler and TimerRunner."""

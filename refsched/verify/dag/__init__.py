@@ -1,0 +1,1 @@
+"""The DAG TaskScheduler's verification adapter, lock-step machine and recorder."""

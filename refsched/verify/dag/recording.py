@@ -1,0 +1,240 @@
+"""Traces of spec/Scheduler.tla recorded from the production TaskScheduler as it runs.
+
+A :class:`TraceRecorder` is a :class:`refsched.dag.scheduler.Recorder`: given to a TaskScheduler
+(or a Runner) it receives each spec step at its linearization point, under the scheduler's
+lock, so the recorded order is the order the steps took effect, whatever the threads did.
+:meth:`TraceRecorder.trace` turns the steps into an :class:`~refsched.verify.itf.Trace` over
+the ids used, for :func:`refsched.verify.validate.validate_trace` (or for writing as ITF).
+
+:func:`record_runner_run` records one random run of the :class:`refsched.Runner` on real
+threads: the graph and every choice come from the seed, the interleaving from the threads.
+:func:`record_run` records a run of any system that has such a recording: the Runner's
+scheduler, the TimerRunner (:mod:`refsched.verify.timer.recording`) or the WorkStealingPool
+(:mod:`refsched.verify.pool.recording`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any, Generic, TypeVar
+
+from refsched.dag.runner import CancelToken, Runner
+from refsched.errors import Cancelled, SchedulerError
+from refsched.types import Snapshot, TaskState
+from refsched.verify.itf import Step as TraceStep
+from refsched.verify.itf import Trace
+from refsched.verify.specstate import spec_state
+
+__all__ = ["RECORDED_SYSTEMS", "RecordedStep", "StepLog", "TraceRecorder", "record_run",
+           "record_runner_run"]
+
+_State = TypeVar("_State")
+
+RecordedStep = tuple[str, dict[str, Any], Snapshot]
+"""(spec action, its parameters, the scheduler's state right after it)."""
+
+
+class StepLog(Generic[_State]):
+    """The spec steps one system took, in the order they took effect, each with its state.
+
+    Every system's recorder is one: the set of ids (the spec's ``Tasks``) is known only at the
+    end, so steps keep their states and are turned into spec variables when the trace is built.
+    """
+
+    def __init__(self) -> None:
+        # Appended to under the recording system's lock: one system per recorder.
+        self.steps: list[tuple[str, dict[str, Any], _State]] = []
+
+    def record(self, action: str, params: dict[str, Any], state: _State) -> None:
+        """Keep one step (called by the system, lock held)."""
+        self.steps.append((action, dict(params), state))
+
+    def actions(self) -> list[tuple[str, dict[str, Any]]]:
+        """The recorded steps without their states: ``(action, params)`` in order."""
+        return [(action, params) for action, params, _ in self.steps]
+
+
+class TraceRecorder(StepLog[Snapshot]):
+    """Collects the spec steps of one scheduler; builds the :class:`Trace` they form."""
+
+    def task_ids(self) -> list[Hashable]:
+        """Every id the steps name (a task, a dependency, a parameter), first seen first."""
+        seen: dict[Hashable, None] = {}
+        for _, params, state in self.steps:
+            if "t" in params:
+                seen[params["t"]] = None
+            seen.update(dict.fromkeys(params.get("D", ())))
+            for t, view in state.tasks.items():
+                seen[t] = None
+                seen.update(dict.fromkeys(view.deps))
+        return list(seen)
+
+    def trace(self, max_concurrency: int, *, name: str = "recorded",
+              tasks: Iterable[Hashable] | None = None,
+              meta: Mapping[str, Any] | None = None) -> Trace:
+        """The recorded behaviour as a Trace over ``tasks`` (default: :meth:`task_ids`).
+
+        Constants: ``Tasks`` and ``MaxConcurrency``; the initial state is the spec's ``Init``
+        (an empty scheduler); each step's state is the snapshot recorded with it.
+        """
+        ids = list(self.task_ids() if tasks is None else tasks)
+        steps = tuple(TraceStep(action, params, spec_state(state, ids))
+                      for action, params, state in self.steps)
+        return Trace(name=name, constants={"Tasks": ids, "MaxConcurrency": max_concurrency},
+                     initial=spec_state(Snapshot(), ids), steps=steps, meta=dict(meta or {}))
+
+
+# -- random runs of the Runner --------------------------------------------------------------
+
+_WAIT = 30.0  # seconds: a run that needs this long is stuck, not slow
+
+
+def _function(rng: random.Random, kind: str) -> Callable[..., Any]:
+    """A task function of one kind, with its durations and failures drawn now from ``rng``."""
+    if kind == "succeed":
+        return lambda: "ok"
+    if kind == "sleep":
+        pause = rng.uniform(0.0005, 0.005)
+
+        def sleeper() -> str:
+            time.sleep(pause)
+            return "slept"
+        return sleeper
+    if kind == "flaky":
+        # Fails its first runs, so that a retry can succeed. Only one version of a task runs
+        # at a time, so the counter needs no lock.
+        failures = [rng.randint(1, 2)]
+
+        def flaky() -> str:
+            if failures[0] > 0:
+                failures[0] -= 1
+                raise ValueError("flaky task failed")
+            return "recovered"
+        return flaky
+    if kind == "raise":
+        def failing() -> None:
+            raise RuntimeError("task failed")
+        return failing
+    # "watch": runs until asked to stop, then acknowledges; gives up waiting after a while.
+    patience = rng.uniform(0.02, 0.1)
+
+    def watcher(token: CancelToken) -> str:
+        if token.wait(patience):
+            raise Cancelled("stopped on request")
+        return "not cancelled"
+    return watcher
+
+
+_KINDS = ("succeed", "succeed", "sleep", "sleep", "flaky", "raise", "watch", "watch")
+
+
+def _wait_until_running(runner: Runner, task_id: Hashable, deadline: float) -> None:
+    """Poll until ``task_id`` runs or is terminal (a cancel then meets it running, or not)."""
+    while time.monotonic() < deadline:
+        state = runner.scheduler.state(task_id)
+        if state is TaskState.RUNNING or state.is_terminal:
+            return
+        time.sleep(0.0005)
+
+
+def record_runner_run(seed: int, *, tasks: int = 6, workers: int = 3,
+                      max_deps: int = 2) -> Trace:
+    """Record one random run of a :class:`Runner` with ``workers`` threads over ``tasks`` ids.
+
+    From the seed: a DAG over ``"t0"``, ``"t1"``, ... (each id depends on up to ``max_deps``
+    earlier ones) and, per task, a function that succeeds, sleeps briefly, fails, fails then
+    recovers, or waits on its cancel token. The run submits the graph, starts, cancels some
+    tasks from outside while they run, resubmits one task mid-run, waits, retries failed,
+    blocked and cancelled tasks, reports a late duplicate and a stale callback as a lost
+    worker would, and closes with or without ``cancel_pending``. Which step comes when is up
+    to the threads. The Trace is named ``runner-seed-<seed>`` and its ``#meta`` holds the
+    arguments. ``ValueError`` for ``tasks`` or ``workers`` below 1 or ``max_deps`` below 0.
+    """
+    for name, value, least in (("tasks", tasks, 1), ("workers", workers, 1),
+                               ("max_deps", max_deps, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"record_runner_run({seed!r}): {name}={value!r}: must be an "
+                             f"integer >= {least}")
+    rng = random.Random(seed)
+    ids = [f"t{i}" for i in range(tasks)]
+    deps = {t: rng.sample(ids[:i], min(i, rng.randint(0, max_deps))) for i, t in enumerate(ids)}
+    kinds = {t: rng.choice(_KINDS) for t in ids}
+    functions = {t: _function(rng, kinds[t]) for t in ids}
+    to_cancel = rng.sample(ids, min(len(ids), rng.randint(1, 2)))
+    resubmitted = rng.choice(ids)
+    cancel_pending = rng.random() < 0.5
+    deadline = time.monotonic() + _WAIT
+
+    recorder = TraceRecorder()
+    runner = Runner(max_workers=workers, recorder=recorder)
+    try:
+        for t in ids:
+            runner.submit(t, functions[t], deps[t])
+        runner.start()
+        for t in to_cancel:  # from this thread, while the workers run
+            _wait_until_running(runner, t, deadline)
+            runner.cancel(t)
+        with_deps = [d for d in ids[:ids.index(resubmitted)] if rng.random() < 0.5]
+        # Refused with TaskRunningError (no step) if it is running right now.
+        with contextlib.suppress(SchedulerError):
+            runner.submit(resubmitted, _function(rng, "succeed"), with_deps)
+        runner.wait(max(0.0, deadline - time.monotonic()))
+        dead = [t for t in ids if runner.scheduler.state(t).is_dead]
+        for t in rng.sample(dead, len(dead)):
+            if runner.scheduler.state(t).is_dead:  # an earlier retry may have renewed it
+                runner.retry(t)
+        _late_reports(runner, rng.choice(ids))
+        if rng.random() < 0.5:
+            runner.wait(max(0.0, deadline - time.monotonic()))
+    finally:
+        runner.close(timeout=max(0.0, deadline - time.monotonic()),
+                     cancel_pending=cancel_pending)
+    return recorder.trace(workers, name=f"runner-seed-{seed}", meta={
+        "source": "refsched.verify.dag.recording.record_runner_run",
+        "seed": seed, "tasks": tasks, "workers": workers, "max_deps": max_deps,
+    })
+
+
+def _late_reports(runner: Runner, task_id: Hashable) -> None:
+    """Report ``task_id`` again, as a worker that lost a race would: once for its current
+    version (RepeatedCallback if that ended) and once for an older one (StaleCallback).
+
+    Taken on the scheduler directly: neither changes anything, so the runner's futures stay
+    right.
+    """
+    scheduler = runner.scheduler
+    info = scheduler.info(task_id)
+    for generation in (info.generation, info.generation - 1):
+        if generation == info.generation and not info.state.is_terminal:
+            continue  # a report now would really end the version behind the runner's back
+        # The older generation raises StaleGenerationError, and is a step all the same.
+        with contextlib.suppress(SchedulerError):
+            scheduler.complete(task_id, generation)
+
+
+RECORDED_SYSTEMS = ("scheduler", "timer", "pool")
+"""The systems whose real runs :func:`record_run` records, the first the default."""
+
+
+def record_run(system: str, seed: int, *, tasks: int | None = None,
+               workers: int | None = None) -> Trace:
+    """Record one random run of ``system`` (one of :data:`RECORDED_SYSTEMS`) from ``seed``.
+
+    ``tasks`` and ``workers`` (None: the system's default) go to :func:`record_runner_run`,
+    :func:`refsched.verify.timer.recording.record_timer_run` or
+    :func:`refsched.verify.pool.recording.record_pool_run`. ``ValueError`` for another system.
+    """
+    from refsched.verify.pool.recording import record_pool_run
+    from refsched.verify.timer.recording import record_timer_run
+
+    recorders: dict[str, Callable[..., Trace]] = {
+        "scheduler": record_runner_run, "timer": record_timer_run, "pool": record_pool_run}
+    if system not in recorders:
+        raise ValueError(f"record_run: no recording of {system!r}; the systems recorded are "
+                         f"{', '.join(RECORDED_SYSTEMS)}")
+    sizes = {name: value for name, value in (("tasks", tasks), ("workers", workers))
+             if value is not None}
+    return recorders[system](seed, **sizes)

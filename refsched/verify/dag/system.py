@@ -1,0 +1,105 @@
+"""The dependency-aware TaskScheduler as a :class:`~refsched.verify.system.System`.
+
+``spec/Scheduler.tla``, the model ``refsched.model``, and ``refsched.TaskScheduler`` driven by
+:func:`refsched.verify.replay.apply_step`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from pathlib import Path
+from typing import Any
+
+from refsched.dag.scheduler import TaskScheduler
+from refsched.model.dag.actions import ACTIONS, INITIAL
+from refsched.model.dag.graph import ModelGraph, action_args, describe, explore
+from refsched.types import Snapshot
+from refsched.verify import replay, specstate, stategraph
+from refsched.verify.system import Fatal, System
+
+__all__ = ["SYSTEM", "SchedulerSystem"]
+
+
+class SchedulerSystem(System):
+    name = "scheduler"
+    title = "TaskScheduler"
+    spec_files = ("Scheduler.tla", "MCScheduler.tla", stategraph.TRACES_CONFIG)
+    mc_module = "MCScheduler.tla"
+    traces_config = stategraph.TRACES_CONFIG
+    variables = specstate.SPEC_VARIABLES
+    parameters = ("t", "D", "k", "g", "cancelPending")
+    label_actions = stategraph.LABEL_ACTIONS
+    initial = INITIAL
+    actions = ACTIONS
+
+    # The corpus was published under this name before there was a second system.
+    manifest = "MANIFEST.json"
+
+    def read_instance(self, config: str | Path) -> stategraph.Instance:
+        return stategraph.read_instance(config)
+
+    def explore(self, instance: stategraph.Instance) -> ModelGraph[Snapshot]:
+        return explore(instance.tasks, instance.max_concurrency, instance.max_generation)
+
+    def constants(self, instance: stategraph.Instance) -> dict[str, Any]:
+        return {"Tasks": list(instance.tasks), "MaxConcurrency": instance.max_concurrency}
+
+    def manifest_constants(self, instance: stategraph.Instance) -> dict[str, Any]:
+        return {**self.constants(instance), "MaxGeneration": instance.max_generation}
+
+    def snapshot_of(self, values: Mapping[str, Any]) -> Snapshot:
+        return specstate.snapshot_of(values)
+
+    def spec_state(self, state: Snapshot, instance: stategraph.Instance) -> dict[str, Any]:
+        return specstate.spec_state(state, instance.tasks)
+
+    def show(self, state: Snapshot) -> str:
+        return stategraph.show(state)
+
+    def describe(self, action: str, params: Mapping[str, Any]) -> str:
+        return str(describe(action, params))
+
+    def default_factory(self) -> Callable[..., Any]:
+        return TaskScheduler
+
+    def constants_error(self, constants: Mapping[str, Any]) -> str | None:
+        mc = constants.get("MaxConcurrency")
+        if not isinstance(mc, int) or isinstance(mc, bool) or mc < 1:
+            return f"the constant MaxConcurrency is {mc!r}, not an int >= 1"
+        return None
+
+    def new_implementation(self, factory: Callable[..., Any],
+                           constants: Mapping[str, Any]) -> Any:
+        return factory(constants["MaxConcurrency"])
+
+    def spec_params(self, action: str, params: Mapping[str, Any],
+                    before: Snapshot) -> dict[str, Any]:
+        return replay.spec_params(action, params, before)
+
+    def model_args(self, action: str, params: Mapping[str, Any],
+                   constants: Mapping[str, Any]) -> tuple[Any, ...]:
+        return tuple(action_args(ACTIONS[action], params, constants["MaxConcurrency"]))
+
+    def apply(self, implementation: Any, action: str, params: Mapping[str, Any],
+              before: Snapshot, profile: Any, fatal: Fatal) -> None:
+        replay.apply_normalised(implementation, action, params, before, profile, fatal)
+
+    def snapshot(self, implementation: Any, constants: Mapping[str, Any],
+                 fatal: Fatal) -> Snapshot | None:
+        try:
+            snapshot = implementation.snapshot()
+        except fatal:
+            raise
+        except Exception:  # a scheduler broken enough not to answer: the divergence says the rest
+            return None
+        return snapshot if isinstance(snapshot, Snapshot) else None
+
+    def side_by_side(self, expected: Snapshot, actual: Snapshot, side: str) -> str:
+        return replay.side_by_side(expected, actual, side)
+
+    def summary(self, state: Hashable) -> str:
+        assert isinstance(state, Snapshot)
+        return replay.summary(state)
+
+
+SYSTEM = SchedulerSystem()

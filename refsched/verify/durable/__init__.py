@@ -1,0 +1,1 @@
+"""The durable scheduler's verification adapter, lock-step machines, history and validation."""

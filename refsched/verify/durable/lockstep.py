@@ -1,0 +1,570 @@
+"""Lock-step: DurableScheduler and the durable scheduler's reference model, driven by the same
+random calls.
+
+A Hypothesis state machine makes each call on both sides: on the model
+(``refsched.model.durable``, ``spec/DurableScheduler.tla``'s actions as pure functions) and on a
+:class:`~refsched.durable.DurableScheduler` built by ``factory(url, max_concurrency=...,
+max_attempts=..., clock="virtual", record=True)`` over a fresh SQLite store in a temporary
+folder. The rules are the API calls and the worker's moves: ``submit``, ``start``,
+``claim(worker, limit)`` (the model predicts the whole transaction with ``claim_transaction``:
+Expire, Reclaim, Claim), ``heartbeat`` / ``complete`` / ``fail`` / ``acknowledge_cancel`` with a
+lease the worker holds (current, or lost: a Refused step), with a lease it no longer holds (a
+paused or forgotten worker's, refused) and repeated after the accepted report (RepeatedCallback),
+``cancel``, ``retry``, ``close``, ``tick`` (the store's clock moves one second) and ``crash(w)``
+(the harness forgets the leases of ``w``; they stay in the store until they expire). A few bad
+calls per walk must be refused by both with the same error and change nothing.
+
+After every call the answers (or the errors' types) must be the same; the store's ``snapshot()``
+must be the model's scheduler part, its ``leases()`` the model's ``attempt`` and ``holder`` and,
+for each live lease, the same distance to the deadline (``TimeView`` of
+``spec/MCDurableScheduler.tla``: the spec's clock counts only the ticks a lease can notice, so a
+``tick()`` the spec does not take moves the store's clock alone); the leases the harness holds
+must be the model's ``held``; the model's invariants and action properties must hold, the
+store's ``check_invariants()`` must pass; and the store's recorded ``history()`` must be the
+model's steps so far that change the store (not Crash, Refused or RepeatedCallback), in order,
+plus a ``Tick`` for every ``tick()`` (the store records each).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from refsched.durable import DurableScheduler
+from refsched.errors import InvalidArgumentError, SchedulerError
+from refsched.model.durable import (
+    ACTIONS,
+    INITIAL,
+    DurableSnapshot,
+    Instance,
+    Limits,
+    Step,
+    claim_transaction,
+    violated,
+    violated_by_step,
+)
+from refsched.model.durable.actions import current
+from refsched.model.durable.counters import Counts
+from refsched.types import CloseReport, TaskState
+from refsched.verify import system
+from refsched.verify.dag.lockstep import states_at
+from refsched.verify.itf import Step as TraceStep
+from refsched.verify.itf import Trace
+from refsched.verify.system import Fatal
+
+__all__ = [
+    "IDS",
+    "LIMITS",
+    "WORKERS",
+    "Disagreement",
+    "Ledger",
+    "durable_lockstep_machine",
+    "run_durable_lockstep",
+]
+
+IDS = ("a", "b", "c", "d")
+WORKERS = ("w1", "w2", "w3")
+LIMITS = Limits(max_concurrency=2, max_attempts=2, lease_time=1)
+FN = "refsched.durable.jobs:noop"
+_REPORTS = {"heartbeat": "Heartbeat", "complete": "Complete", "fail": "Fail",
+            "acknowledge_cancel": "AcknowledgeCancel"}
+
+# Steps that change nothing in the store, so the store records none: a worker's own moves
+# (Crash, Refused) and an answered repeat.
+_UNRECORDED = frozenset({"Crash", "Refused", "RepeatedCallback"})
+
+LeaseKey = tuple[str, int, int]  # (task, generation, attempt), the spec's <<t, g, a>>
+
+
+class Disagreement(AssertionError):
+    """The store and the model parted: the calls made so far, and where they differ.
+
+    ``reason`` says how; ``calls`` are the walk's calls, up to and including the failing one;
+    ``trace`` is the model's spec steps along them, from ``Init``.
+    """
+
+    def __init__(self, reason: str, calls: list[str], trace: Trace,
+                 states: tuple[Any, Any] = (None, None)) -> None:
+        walk = "\n".join(f"  {i}. {c}" for i, c in enumerate(calls, start=1))
+        super().__init__(f"{reason}\ncalls:\n{walk}")
+        self.reason = reason
+        self.calls = tuple(calls)
+        self.trace = trace
+        self.states = states  # (the model's, the implementation's) where they parted
+
+
+_DURABLE = system.get("durable")
+# the instance the walks run over, as a trace of them states it
+INSTANCE = Instance(IDS, WORKERS, LIMITS.max_concurrency, LIMITS.max_attempts,
+                    LIMITS.lease_time, max_generation=0, max_time=0)
+
+
+@dataclass
+class Ledger:
+    """What the walks took: examples, and steps per action (refusals by their error)."""
+
+    examples: int = 0
+    actions: Counter[str] = field(default_factory=Counter)
+    keep_histories: bool = False  # keep each walk's recorded history in ``histories``
+    histories: list[list[tuple[str, dict[str, Any]]]] = field(default_factory=list)
+
+    @property
+    def calls(self) -> int:
+        return sum(self.actions.values())
+
+    def missing(self) -> list[str]:
+        """The spec actions no walk took."""
+        return [name for name in ACTIONS if self.actions[name] == 0]
+
+    def summary(self) -> str:
+        taken = ", ".join(f"{name} {n:,}" for name, n in sorted(self.actions.items()))
+        return f"{self.examples:,} examples; steps: {taken}"
+
+
+def _relative(deadline: float, now: float) -> float:
+    """How far a live lease is from its deadline; every lease past it is alike (-1)."""
+    return deadline - now if deadline >= now else -1
+
+
+def _recorded(step: Step) -> tuple[str, dict[str, Any]]:
+    """A model step as the store records it."""
+    params = dict(step.params)
+    if step.action == "Submit":
+        params["D"] = sorted(params["D"])
+    elif step.action == "Close":
+        params = {"c": params["cancelPending"]}
+    return step.action, params
+
+
+class _Has:
+    """The parts of the contract a durable profile keeps (all of them for None)."""
+
+    FLAGS = ("deps", "generations", "start", "cancel", "retry", "close", "heartbeat",
+             "snapshot", "validates")
+
+    def __init__(self, profile: Any) -> None:
+        for flag in self.FLAGS:
+            setattr(self, flag, True if profile is None else bool(getattr(profile, flag)))
+
+    deps: bool
+    generations: bool
+    start: bool
+    cancel: bool
+    retry: bool
+    close: bool
+    heartbeat: bool
+    snapshot: bool
+    validates: bool
+
+
+def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
+                             fatal: Fatal = (), profile: Any = None
+                             ) -> type[RuleBasedStateMachine]:
+    """The state machine that drives ``factory`` (a DurableScheduler class) and the model.
+
+    An error of a ``fatal`` type (a harness failure, not an answer) propagates as it is.
+    ``profile`` (a :class:`~refsched.conform.profile.DurableProfile`; None: the full contract)
+    narrows the calls to what the implementation keeps: without ``deps`` every submission is
+    independent, without ``generations`` each id is submitted once, without ``start`` the
+    model starts at once and ``start()`` is not called; without ``cancel``, ``retry``,
+    ``close`` or ``heartbeat`` those calls are not made; without ``snapshot`` only the answers
+    (and the leases the workers hold) are compared; without ``validates`` no bad call is made.
+    """
+    has = _Has(profile)
+    reports = sorted(m for m in _REPORTS
+                     if (m != "heartbeat" or has.heartbeat)
+                     and (m != "acknowledge_cancel" or has.cancel))
+
+    class DurableLockstep(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.folder = tempfile.mkdtemp(prefix="refsched-durable-lockstep-")
+            self.db: DurableScheduler = factory(
+                f"sqlite:///{Path(self.folder) / 'store.db'}",
+                max_concurrency=LIMITS.max_concurrency, max_attempts=LIMITS.max_attempts,
+                clock="virtual", record=True)
+            self.model: DurableSnapshot = INITIAL
+            self.held: dict[str, dict[LeaseKey, Any]] = {}  # worker -> its leases (the API's)
+            self.old: dict[tuple[str, LeaseKey], Any] = {}  # every lease ever handed out
+            self.enders: dict[str, Any] = {}  # task -> the lease whose report ended it
+            self.expected: list[tuple[str, dict[str, Any]]] = []  # what history() must be
+            self.calls: list[str] = []
+            self.taken: list[TraceStep] = []  # the model's spec steps, for the trace
+            self.bad = 0  # calls made that must be refused
+            self.counts = Counts()  # what stats() must count, from the model's steps
+            self.refusals: Counter[str] = Counter()  # refused and repeated reports, cycles
+            ledger.examples += 1
+
+        def teardown(self) -> None:
+            if ledger.keep_histories and has.snapshot:
+                ledger.histories.append(self.db.history())
+            self.db.release()
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+        # -- checking -------------------------------------------------------------------
+
+        def fail(self, reason: str) -> None:
+            raise Disagreement(reason, self.calls, Trace(
+                "durable-lockstep", _DURABLE.constants(INSTANCE),
+                _DURABLE.spec_state(INITIAL, INSTANCE), tuple(self.taken),
+                {"source": "refsched.verify.durable.lockstep"}),
+                states_at(self.model.scheduler, lambda: self.db.snapshot()))
+
+        def take(self, steps: list[Step]) -> None:
+            """The model takes ``steps`` (already chosen as enabled)."""
+            for step in steps:
+                action = ACTIONS[step.action]
+                args = tuple(step.param_map[p] for p in action.params)
+                refusal = action.refused(self.model, *args, limits=LIMITS)
+                if refusal is not None:
+                    self.fail(f"the model cannot take {step}: {refusal.reason}")
+                before, self.model = self.model, action.step(self.model, *args, limits=LIMITS)
+                self.taken.append(TraceStep(step.action, dict(step.param_map),
+                                            _DURABLE.spec_state(self.model, INSTANCE)))
+                self.counts = self.counts.step(step.action, args, before, self.model)
+                broken = violated(self.model, LIMITS) + violated_by_step(before, self.model,
+                                                                         LIMITS)
+                if broken:
+                    self.fail(f"the model breaks {broken} at {step}")
+                if step.action not in _UNRECORDED:
+                    self.expected.append(_recorded(step))
+                ledger.actions[step.action] += 1
+
+        def call(self, text: str, method: Callable[[], Any]) -> tuple[Any, Exception | None]:
+            self.calls.append(text)
+            try:
+                return method(), None
+            except Exception as error:  # any error is an answer, compared with the model's
+                if isinstance(error, fatal):
+                    raise
+                return None, error
+
+        def answer(self, got: tuple[Any, Exception | None], expected: Any,
+                   error: type[Exception] | None) -> None:
+            value, raised = got
+            if error is not None:
+                if type(raised) is not error:
+                    self.fail(f"expected {error.__name__}, the store "
+                              + (f"raised {raised!r}" if raised else f"answered {value!r}"))
+                ledger.actions[f"refused: {error.__name__}"] += 1
+                self.refusals[error.__name__] += 1
+            elif raised is not None:
+                self.fail(f"expected {expected!r}, the store raised {raised!r}")
+            elif value != expected:
+                self.fail(f"expected {expected!r}, the store answered {value!r}")
+            self.agree()
+
+        def agree(self) -> None:
+            db, model = self.db, self.model
+            if not has.snapshot:
+                self.agree_held()
+                return
+            actual = db.snapshot()
+            if actual != model.scheduler:
+                self.fail(f"the store's snapshot is not the model's:\n  model {model.scheduler}"
+                          f"\n  store {actual}")
+            now = db.now()
+            leases = db.leases()
+            store = ({t: v.attempt for t, v in leases.items()},
+                     {t: v.holder for t, v in leases.items() if v.holder is not None},
+                     {t: _relative(v.deadline, now) for t, v in leases.items()
+                      if v.holder is not None and v.deadline is not None})
+            spec = (dict(model.attempt), dict(model.holder),
+                    {t: _relative(d, model.now) for t, d in model.deadline.items()})
+            if store != spec:
+                self.fail(f"the store's leases (attempt, holder, deadline - now) are not the "
+                          f"model's:\n  model {spec}\n  store {store}")
+            stats = db.stats()
+            expected = {**self.counts.expected(model),
+                        "cycles_reported": self.refusals["CycleError"],
+                        "stale_callbacks": self.refusals["StaleLeaseError"],
+                        "duplicate_callbacks": self.refusals["repeated"]}
+            wrong = {k: (v, getattr(stats, k)) for k, v in expected.items()
+                     if getattr(stats, k) != v}
+            if wrong:
+                self.fail("stats() is not what the model's steps count (field: model, store): "
+                          + ", ".join(f"{k}: {a!r}, {b!r}" for k, (a, b) in wrong.items()))
+            self.agree_held()
+            try:
+                db.check_invariants()
+            except AssertionError as error:
+                self.fail(f"check_invariants(): {error!r}")
+            history = db.history()
+            if history != self.expected:
+                pairs = enumerate(zip(history, self.expected, strict=False))
+                first = next((i for i, (a, b) in pairs if a != b),
+                             min(len(history), len(self.expected)))
+                self.fail(f"the store's history differs from the model's steps at step "
+                          f"{first + 1}:\n  model {self.expected[first:first + 3]}\n  store "
+                          f"{history[first:first + 3]}")
+
+        def agree_held(self) -> None:
+            """The leases the workers hold are the model's ``held``."""
+            held = {w: frozenset(keys) for w, keys in self.held.items() if keys}
+            if held != dict(self.model.held):
+                self.fail(f"the workers hold {held}, the model's held is "
+                          f"{dict(self.model.held)}")
+
+        def state_of(self, task: str) -> TaskState:
+            state: TaskState = self.model.scheduler.tasks[task].state
+            return state
+
+        def known(self, data: st.DataObject) -> str:
+            """An id: mostly one already submitted, sometimes any."""
+            ids = sorted(str(t) for t in self.model.scheduler.tasks) or list(IDS)
+            return data.draw(st.sampled_from(ids) if data.draw(st.integers(0, 4), label="known")
+                             else st.sampled_from(IDS), label="t")
+
+        # -- the scheduler's actions ----------------------------------------------------
+
+        @initialize(graph=st.lists(st.tuples(st.sampled_from(IDS),
+                                             st.frozensets(st.sampled_from(IDS), max_size=2)),
+                                   min_size=1, max_size=4),
+                    start=st.integers(0, 5))
+        def setup(self, graph: list[tuple[str, frozenset[str]]], start: int) -> None:
+            """A few submissions on ids submitted before them, then (most often) start()."""
+            if not has.start:  # claims are open from the beginning: no call starts them
+                self.take([Step("Start", ())])
+            for t, deps in graph:
+                self.submit(t, deps & set(map(str, self.model.scheduler.tasks)))
+            if start and has.start:
+                self.start()
+
+        # The scheduler's own calls are enabled one call in three, so that walks spend most of
+        # their calls on claims, leases and time.
+        @precondition(lambda self: len(self.calls) % 3 == 0)
+        @rule(t=st.sampled_from(IDS), deps=st.frozensets(st.sampled_from(IDS), max_size=2))
+        def submit(self, t: str, deps: frozenset[str]) -> None:
+            deps = deps - {t} if has.deps else frozenset()
+            if not has.generations and t in self.model.scheduler.tasks:
+                return
+            refusal = ACTIONS["Submit"].refused(self.model, t, deps, limits=LIMITS)
+            got = self.call(f"submit({t!r}, {sorted(deps)})",
+                            lambda: self.db.submit(t, sorted(deps), fn=FN))
+            if refusal is None:
+                self.take([Step("Submit", (("t", t), ("D", deps)))])
+                self.enders.pop(t, None)
+                self.answer(got, self.model.scheduler.tasks[t].generation, None)
+            else:
+                self.answer(got, None, refusal.error)
+
+        @precondition(lambda self: has.start and not self.model.scheduler.started)
+        @rule()
+        def start(self) -> None:
+            refusal = ACTIONS["Start"].refused(self.model, limits=LIMITS)
+            got = self.call("start()", self.db.start)
+            if refusal is None:
+                self.take([Step("Start", ())])
+            self.answer(got, None, None if refusal is None else refusal.error)
+
+        @precondition(lambda self: has.cancel and len(self.calls) % 3 == 1)
+        @rule(data=st.data())
+        def cancel(self, data: st.DataObject) -> None:
+            t = self.known(data)
+            refusal = ACTIONS["Cancel"].refused(self.model, t, limits=LIMITS)
+            got = self.call(f"cancel({t!r})", lambda: self.db.cancel(t))
+            if refusal is None:
+                self.take([Step("Cancel", (("t", t),))])
+            if refusal is not None and refusal.error is not None:
+                self.answer(got, None, refusal.error)
+            else:
+                self.answer(got, self.state_of(t), None)
+
+        @precondition(lambda self: has.retry and len(self.calls) % 3 == 1)
+        @rule(data=st.data())
+        def retry(self, data: st.DataObject) -> None:
+            t = self.known(data)
+            refusal = ACTIONS["Retry"].refused(self.model, t, limits=LIMITS)
+            got = self.call(f"retry({t!r})", lambda: self.db.retry(t))
+            if refusal is None:
+                before = self.model.scheduler.tasks
+                self.take([Step("Retry", (("t", t),))])
+                for x, view in self.model.scheduler.tasks.items():
+                    if before[x].generation != view.generation:
+                        self.enders.pop(str(x), None)
+                self.answer(got, self.model.scheduler.tasks[t].generation, None)
+            else:
+                self.answer(got, None, refusal.error)
+
+        @precondition(lambda self: has.close and len(self.calls) >= 25)
+        @rule(c=st.booleans())
+        def close(self, c: bool) -> None:
+            refusal = ACTIONS["Close"].refused(self.model, c, limits=LIMITS)
+            got = self.call(f"close({c})", lambda: self.db.close(c))
+            if refusal is None:
+                self.take([Step("Close", (("cancelPending", c),))])
+            tasks = self.model.scheduler.tasks
+            by_state: dict[str, list[Hashable]] = {}
+            for t in sorted(tasks, key=lambda x: tasks[x].seq):
+                by_state.setdefault(tasks[t].state.value, []).append(t)
+            report = CloseReport(**{s: tuple(ids) for s, ids in by_state.items()})
+            self.answer(got, report, None)
+
+        # -- claims, leases, time and crashes -------------------------------------------
+
+        @rule(w=st.sampled_from(WORKERS), limit=st.integers(1, 3))
+        def claim(self, w: str, limit: int) -> None:
+            try:
+                after, steps = claim_transaction(self.model, w, limit, limits=LIMITS)
+            except SchedulerError as error:
+                got = self.call(f"claim({w!r}, {limit})",
+                                lambda: self.db.claim(w, limit, LIMITS.lease_time))
+                self.answer(got, None, type(error))
+                return
+            before = self.model.held.get(w, frozenset())
+            reclaimed = [str(s.param_map["t"]) for s in steps if s.action == "Reclaim"]
+            self.take(steps)
+            assert self.model == after
+            fresh = self.model.held.get(w, frozenset()) - before
+            tasks = self.model.scheduler.tasks
+            order = reclaimed + sorted((str(t) for t, _, _ in fresh if t not in reclaimed),
+                                       key=lambda t: tasks[t].seq)
+            by_task = {t: (t, g, a) for t, g, a in fresh}
+            expected = [by_task[t] for t in order]
+            value, raised = self.call(f"claim({w!r}, {limit})",
+                                      lambda: self.db.claim(w, limit, LIMITS.lease_time))
+            if raised is None:
+                for lease in value:
+                    key = (lease.task_id, lease.generation, lease.attempt)
+                    self.held.setdefault(w, {})[key] = lease
+                    self.old[(w, key)] = lease
+                value = [(x.task_id, x.generation, x.attempt) for x in value]
+            self.answer((value, raised), expected, None)
+
+        def report_on(self, w: str, key: LeaseKey, lease: Any, method: str, held: bool) -> None:
+            action = _REPORTS[method]
+            t, g, a = key
+            text = f"{method}({w!r}'s lease {key})"
+            if held and current(self.model, w, t, g, a):
+                got = self.call(text, lambda: getattr(self.db, method)(lease))
+                requested = self.model.scheduler.tasks[t].cancel_requested
+                self.take([Step(action, (("w", w), ("t", t), ("g", g), ("a", a)))])
+                if method == "heartbeat":
+                    self.answer(got, requested, None)
+                    return
+                del self.held[w][key]
+                self.enders[t] = (w, key, lease)
+                self.answer(got, self.state_of(t), None)
+                return
+            ender = self.enders.get(t)
+            if method != "heartbeat" and ender is not None and ender[1] == key:
+                # The same lease reports again after its accepted report: answered, no change.
+                refusal = ACTIONS["RepeatedCallback"].refused(self.model, t, limits=LIMITS)
+                got = self.call(text, lambda: getattr(self.db, method)(lease))
+                if refusal is not None:
+                    self.fail(f"the model refuses the repeat: {refusal.reason}")
+                self.take([Step("RepeatedCallback", (("t", t),))])
+                self.refusals["repeated"] += 1
+                self.answer(got, self.state_of(t), None)
+                return
+            refusal = ACTIONS[action].refused(self.model, w, t, g, a, limits=LIMITS)
+            if refusal is None or refusal.error is None:
+                return  # a live lease its worker forgot: no worker can report with it
+            got = self.call(text, lambda: getattr(self.db, method)(lease))
+            if held:
+                self.take([Step("Refused", (("w", w), ("t", t), ("g", g), ("a", a)))])
+                del self.held[w][key]
+            self.answer(got, None, refusal.error)
+
+        @precondition(lambda self: any(self.held.values()))
+        @rule(data=st.data(), method=st.sampled_from(reports))
+        def report(self, data: st.DataObject, method: str) -> None:
+            """A worker reports with a lease it holds: live, or lost without its knowing."""
+            choices = sorted((w, key) for w, keys in self.held.items() for key in keys)
+            w, key = data.draw(st.sampled_from(choices), label="lease")
+            self.report_on(w, key, self.held[w][key], method, True)
+
+        @precondition(lambda self: bool(self.old))
+        @rule(data=st.data(), method=st.sampled_from(reports))
+        def report_stale(self, data: st.DataObject, method: str) -> None:
+            """A report with a lease its worker no longer holds: ended, refused or forgotten."""
+            choices = sorted(k for k in self.old if k[1] not in self.held.get(k[0], {}))
+            if choices:
+                w, key = data.draw(st.sampled_from(choices), label="old lease")
+                self.report_on(w, key, self.old[(w, key)], method, False)
+
+        @precondition(lambda self: bool(self.model.holder) or len(self.calls) % 4 == 0)
+        @rule()
+        def tick(self) -> None:
+            got = self.call("tick(1)", lambda: self.db.tick(1))
+            if ACTIONS["Tick"].enabled(self.model, limits=LIMITS):
+                self.take([Step("Tick", ())])
+            else:
+                self.expected.append(("Tick", {}))  # recorded; the spec has no step for it
+                ledger.actions["tick (no spec step)"] += 1
+            self.answer((None, got[1]), None, None)  # the store's own clock: not the spec's
+
+        @precondition(lambda self: len(self.calls) % 3 == 2)
+        @rule(w=st.sampled_from(WORKERS))
+        def crash(self, w: str) -> None:
+            self.calls.append(f"crash({w!r})")
+            if ACTIONS["Crash"].enabled(self.model, w, limits=LIMITS):
+                self.take([Step("Crash", (("w", w),))])
+            self.held.pop(w, None)
+            crash = getattr(self.db, "crash", None)  # an implementation that can be told
+            if crash is not None:
+                crash(w)
+            self.agree()
+
+        # -- bad input ------------------------------------------------------------------
+
+        @precondition(lambda self: has.validates and self.bad < 3)
+        @rule(data=st.data())
+        def bad_call(self, data: st.DataObject) -> None:
+            self.bad += 1
+            t = data.draw(st.sampled_from(IDS), label="t")
+            calls: list[tuple[str, Callable[[], Any]]] = [
+                ("claim('w1', 0)", lambda: self.db.claim("w1", 0, LIMITS.lease_time)),
+                ("claim('w1', True)", lambda: self.db.claim("w1", True, LIMITS.lease_time)),
+                (f"submit({t!r}, [{t!r}])", lambda: self.db.submit(t, [t], fn=FN)),
+                ("heartbeat('lease')", lambda: self.db.heartbeat("lease")),  # type: ignore[arg-type]
+                (f"submit({t!r}, fn='no module')", lambda: self.db.submit(t, fn="no module")),
+            ]
+            text, method = data.draw(st.sampled_from(calls), label="bad call")
+            self.answer(self.call(text, method), None, InvalidArgumentError)
+
+    return DurableLockstep
+
+
+def run_durable_lockstep(factory: Callable[..., Any] = DurableScheduler, examples: int = 100,
+                         steps: int = 40, seed: int | None = None, *,
+                         ledger: Ledger | None = None,
+                         hypothesis_settings: Mapping[str, Any] | None = None,
+                         fatal: Fatal = (), profile: Any = None) -> Ledger:
+    """Run the lock-step machine for ``examples`` walks of up to ``steps`` calls each.
+
+    Raises :class:`Disagreement` on the first failure, shrunk by Hypothesis to a shortest walk
+    that shows it (the calls are in its message). ``seed`` fixes Hypothesis's choices;
+    ``hypothesis_settings`` overrides the settings chosen here.
+    """
+    ledger = Ledger() if ledger is None else ledger
+    machine = durable_lockstep_machine(factory, ledger, fatal=fatal, profile=profile)
+    if seed is not None:
+        machine = hypothesis_seed(seed)(machine)
+    options: dict[str, Any] = {
+        "max_examples": examples, "stateful_step_count": steps, "deadline": None,
+        "database": None, "report_multiple_bugs": False, "print_blob": True,
+        "phases": [p for p in Phase if p is not Phase.explain],
+        "suppress_health_check": [HealthCheck.too_slow],
+    }
+    options.update(hypothesis_settings or {})
+    # typed through cast: Hypothesis releases differ on whether this function is annotated
+    run = cast(Callable[..., None], run_state_machine_as_test)
+    run(machine, settings=settings(**options))
+    return ledger

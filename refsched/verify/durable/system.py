@@ -1,0 +1,537 @@
+"""The durable scheduler as a :class:`~refsched.verify.system.System`.
+
+``spec/DurableScheduler.tla``, the model ``refsched.model.durable``, and
+``refsched.durable.DurableScheduler`` on a fresh SQLite store in a temporary folder, created
+with ``clock="virtual"`` and the trace's ``MaxConcurrency`` and ``MaxAttempts``. The workers are
+the harness: it keeps the :class:`~refsched.durable.Lease` objects ``claim()`` returned, per
+worker (the spec's ``held``), and reports with them. Every step is one call whose answer the
+step fixes:
+
+==============================  ===============================================================
+Submit(t, D)                    ``submit(t, D, fn=noop)`` returns the next generation of ``t``
+Start                           ``start()`` returns
+Claim(w, k)                     ``claim(w, limit=k, lease=LeaseTime)`` returns ``k`` first
+                                attempts, the ready versions of smallest seq, in seq order
+Reclaim(w, t)                   ``claim(w, limit=1, lease=LeaseTime)`` returns the next attempt
+                                of ``t``
+Expire(t)                       ``expire()`` returns (the expiry ``claim()`` takes first)
+Heartbeat(w, t, g, a)           ``heartbeat(lease)`` returns whether a cancel was requested
+Complete / Fail /               ``complete`` / ``fail`` / ``acknowledge_cancel(lease)`` returns
+AcknowledgeCancel(w, t, g, a)   succeeded / failed / cancelled; ``w`` drops the lease
+Refused(w, t, g, a)             ``heartbeat(lease)`` raises ``LeaseLostError`` and
+                                ``complete(lease)`` raises ``StaleLeaseError``; ``w`` drops it
+Tick                            ``tick(1)`` returns the next time
+Crash(w)                        ``w`` drops every lease it holds (no call: the store cannot tell)
+Cancel(t)                       ``cancel(t)`` returns cancelled (waiting) or the state
+Retry(t)                        ``retry(t)`` returns the next generation of ``t``
+Close(cancelPending)            ``close(cancel_pending)`` reports every id under its new state
+RepeatedCallback(t)             ``complete(lease)`` with the lease whose report ended the
+                                version returns its state; a version no report ended (cancelled
+                                waiting, blocked, out of attempts): ``cancel(t)`` returns it
+==============================  ===============================================================
+
+A step the calls cannot take alone (a Claim or a Reclaim while a lease waits to expire, which
+``claim()`` would expire first; a Claim while a version waits to be re-claimed, which
+``claim()`` would re-claim first; an Expire of one lease while another is also past its
+deadline) is a ``ValueError``. The corpus instances have none: those with a clock have one slot,
+so at most one version runs, and those with two slots have no clock, so no lease expires.
+
+The corpus instances (:attr:`DurableSystem.corpus_configs`): one id with two workers and a clock
+(``MCDurableSchedulerTraces.cfg``), two ids with one slot and a clock (claim order, slot
+retention, failure by expiry blocking a dependent), two ids with two generations, and a fixed
+diamond with two slots (``MCDurableSchedulerCorpus.tla``'s ``FixedGraph``, which
+:meth:`DurableSystem.explore` applies to the model as TLC does to the spec).
+
+The implementation's state is ``snapshot()`` (the scheduler part), ``leases()`` (``attempt``,
+``holder``, ``deadline``), ``now()`` and the harness's leases (``held``); ``ends`` is not stored:
+a claimed version ended exactly when it is terminal (nothing else ends a running version), so it
+is read as that.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from refsched.durable import DurableScheduler
+from refsched.durable.scheduler import Lease
+from refsched.errors import LeaseLostError, StaleLeaseError
+from refsched.model.dag.actions import WAITING, ready_order
+from refsched.model.dag.graph import ModelGraph, describe, search
+from refsched.model.durable import ACTIONS, INITIAL, DurableSnapshot, Instance, Limits, Refusal
+from refsched.model.durable import explore as explore_model
+from refsched.model.durable.graph import next_steps, within_bound
+from refsched.types import CloseReport, Snapshot, TaskState
+from refsched.verify import tlc
+from refsched.verify.durable import spec as durablespec
+from refsched.verify.replay import StepMismatch
+from refsched.verify.specstate import task_id
+from refsched.verify.system import Fatal, System
+from refsched.verify.tla import ModelValue
+
+__all__ = ["SYSTEM", "DurableSystem"]
+
+NOOP = "refsched.durable.jobs:noop"
+"""The function every replayed version names: replay never runs it."""
+
+SCRATCH = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
+"""Where replay's stores go: a folder in memory where there is one (a replay makes thousands of
+throwaway stores, and on a disk their syncs cost four times the replay), else the temp folder."""
+
+LeaseKey = tuple[Hashable, int, int]  # the spec's <<t, g, a>>
+
+FIXED_GRAPH_MODULE = "MCDurableSchedulerCorpus.tla"
+"""The model-checking module whose ``FixedGraph`` constraint fixes the graph of tasks."""
+
+CORPUS_CONFIGS = (durablespec.TRACES_CONFIG, "MCDurableSchedulerCorpusClaims.cfg",
+                  "MCDurableSchedulerCorpusGenerations.cfg",
+                  "MCDurableSchedulerCorpusDiamond.cfg")
+"""Every durable corpus instance, the traces config first."""
+
+
+@dataclass(frozen=True, slots=True)
+class FixedGraphInstance(Instance):  # type: ignore[misc]  # the model is Any to mypy here
+    """An instance of ``MCDurableSchedulerCorpus.tla``: the constants and the fixed layers."""
+
+    # Sources, Middle, Sinks: the ids of each layer; together they are Tasks
+    layers: tuple[tuple[str, ...], ...] = field(default=())
+
+    def deps_of(self, t: Hashable) -> frozenset[Hashable]:
+        """``FixedDeps(t)``: every id of the layer before t's."""
+        for before, layer in zip(((), *self.layers), self.layers, strict=False):
+            if t in layer:
+                return frozenset(before)
+        return frozenset()
+
+    def layer_of(self, t: Hashable) -> int:
+        return next(i for i, layer in enumerate(self.layers) if t in layer)
+
+    def fixed_graph(self, s: DurableSnapshot) -> bool:
+        """``FixedGraph``: the fixed deps, submitted layer by layer, all before Start."""
+        tasks = s.scheduler.tasks
+        if any(v.deps != self.deps_of(t) for t, v in tasks.items()):
+            return False
+        lowest_missing = min((self.layer_of(t) for t in self.tasks if t not in tasks),
+                             default=len(self.layers))
+        if any(self.layer_of(t) > lowest_missing for t in tasks):
+            return False
+        return not s.scheduler.started or len(tasks) == len(self.tasks)
+
+@dataclass(frozen=True)
+class _Bound:
+    """A model action taking the instance's :class:`Limits` as its last argument, the shape
+    the generic replay calls (``refusal(s, *args)``, ``step(s, *args)``)."""
+
+    name: str
+    params: tuple[str, ...]
+
+    def refusal(self, s: DurableSnapshot, *args: Any) -> Refusal | None:
+        *params, limits = args
+        return ACTIONS[self.name].refused(s, *params, limits=limits)
+
+    def step(self, s: DurableSnapshot, *args: Any) -> DurableSnapshot:
+        *params, limits = args
+        return ACTIONS[self.name].step(s, *params, limits=limits)
+
+
+class DrivenStore:
+    """A DurableScheduler under replay, its store's folder, and the workers' leases."""
+
+    def __init__(self, factory: Callable[..., Any], constants: Mapping[str, Any]) -> None:
+        self.folder = tempfile.mkdtemp(prefix="refsched-durable-", dir=SCRATCH)
+        self.store = factory(f"sqlite:///{Path(self.folder) / 'store.db'}",
+                             constants["MaxConcurrency"],
+                             max_attempts=constants["MaxAttempts"], clock="virtual")
+        self.lease_time: int = constants["LeaseTime"]
+        # worker -> <<t, g, a>> -> the Lease claim() gave it, while the worker believes it holds it
+        self.held: dict[Hashable, dict[LeaseKey, Lease]] = {}
+        # (t, g) -> the lease whose accepted report ended that version
+        self.ended_by: dict[tuple[Hashable, int], Lease] = {}
+        weakref.finalize(self, _remove, self.store, self.folder)
+
+    def lease(self, worker: Hashable, key: LeaseKey) -> Lease:
+        try:
+            return self.held[worker][key]
+        except KeyError:
+            raise ValueError(f"worker {worker!r} holds no lease <<{key[0]}, {key[1]}, "
+                             f"{key[2]}>>") from None
+
+    def keep(self, leases: list[Lease]) -> None:
+        for lease in leases:
+            key = (lease.task_id, lease.generation, lease.attempt)
+            self.held.setdefault(lease.worker, {})[key] = lease
+
+    def drop(self, worker: Hashable, key: LeaseKey) -> None:
+        self.held.get(worker, {}).pop(key, None)
+
+    def check_invariants(self) -> None:
+        check = getattr(self.store, "check_invariants", None)
+        if check is not None:
+            check()
+
+
+def _remove(store: Any, folder: str) -> None:
+    try:
+        store.release()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, TaskState):
+        return value.value
+    if isinstance(value, list):
+        return "[" + ", ".join(f"<<{x[0]}, {x[1]}, {x[2]}>>" for x in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{t}: {_show(s)}" for t, s in sorted(value.items(),
+                                                                      key=repr)) + "}"
+    return repr(value)
+
+
+def _close_answer(report: Any) -> dict[Hashable, TaskState] | None:
+    by_id: dict[Hashable, TaskState] = {}
+    for state, ids in report.by_state().items():
+        for t in ids:
+            if t in by_id:
+                return None
+            by_id[t] = state
+    return by_id
+
+
+def _expired(before: DurableSnapshot) -> list[Hashable]:
+    """The ids whose live lease is past its deadline: what a claim() would expire first."""
+    return sorted((t for t in before.holder if before.deadline.get(t, 0) < before.now),
+                  key=lambda t: before.scheduler.tasks[t].seq)
+
+
+def _orphans(before: DurableSnapshot) -> list[Hashable]:
+    """The ids running with no live lease: what a claim() re-claims first, in seq order."""
+    return sorted((t for t, v in before.scheduler.tasks.items()
+                   if v.state is TaskState.RUNNING and t not in before.holder),
+                  key=lambda t: before.scheduler.tasks[t].seq)
+
+
+class DurableSystem(System):
+    name = "durable"
+    title = "DurableScheduler"
+    spec_files = ("Scheduler.tla", "DurableScheduler.tla", "MCDurableScheduler.tla",
+                  durablespec.TRACES_CONFIG)
+    mc_module = "MCDurableScheduler.tla"
+    traces_config = durablespec.TRACES_CONFIG
+    corpus_configs = CORPUS_CONFIGS
+    corpus_modules = MappingProxyType({"MCDurableSchedulerCorpusDiamond.cfg":
+                                       FIXED_GRAPH_MODULE})
+    variables = durablespec.SPEC_VARIABLES
+    parameters = ("t", "D", "w", "k", "g", "a", "cancelPending")
+    label_actions = MappingProxyType(durablespec.LABEL_ACTIONS)
+    initial = INITIAL
+    actions = MappingProxyType({name: _Bound(name, a.params) for name, a in ACTIONS.items()})
+
+    def read_instance(self, config: str | Path) -> Instance:
+        instance = durablespec.read_instance(config)
+        if self.module_of(Path(config).name) != FIXED_GRAPH_MODULE:
+            return instance
+        path, _, values = tlc.read_config(config, ("Sources", "Middle", "Sinks"))
+        layers = tuple(tuple(sorted(v.name for v in values[name]))
+                       if isinstance(values[name], frozenset)
+                       and all(isinstance(v, ModelValue) for v in values[name]) else None
+                       for name in ("Sources", "Middle", "Sinks"))
+        split = tuple(layer for layer in layers if layer is not None)
+        if len(split) != 3 or sorted(t for layer in split for t in layer) != sorted(
+                instance.tasks):
+            raise ValueError(f"{path}: Sources, Middle and Sinks must be sets of model values "
+                             "that split Tasks")
+        return FixedGraphInstance(*(getattr(instance, f) for f in Instance.__dataclass_fields__),
+                                  layers=split)
+
+    def explore(self, instance: Instance) -> ModelGraph[DurableSnapshot]:
+        if isinstance(instance, FixedGraphInstance):
+            fixed = instance  # the same constraints as TLC's, FixedGraph among them
+            return search(INITIAL, lambda s: next_steps(s, fixed),
+                          lambda s: within_bound(s, fixed) and fixed.fixed_graph(s))
+        graph: ModelGraph[DurableSnapshot] = explore_model(instance)
+        return graph
+
+    def constants(self, instance: Instance) -> dict[str, Any]:
+        return {"Tasks": list(instance.tasks), "Workers": list(instance.workers),
+                "MaxConcurrency": instance.max_concurrency,
+                "MaxAttempts": instance.max_attempts, "LeaseTime": instance.lease_time}
+
+    def manifest_constants(self, instance: Instance) -> dict[str, Any]:
+        constants = {**self.constants(instance), "MaxGeneration": instance.max_generation,
+                     "MaxTime": instance.max_time}
+        if isinstance(instance, FixedGraphInstance):
+            constants.update(zip(("Sources", "Middle", "Sinks"),
+                                 map(list, instance.layers), strict=True))
+        return constants
+
+    def snapshot_of(self, values: Mapping[str, Any]) -> DurableSnapshot:
+        return durablespec.snapshot_of(values)
+
+    def spec_state(self, state: DurableSnapshot, instance: Instance) -> dict[str, Any]:
+        return durablespec.spec_state(state, instance.workers, instance.tasks)
+
+    def show(self, state: DurableSnapshot) -> str:
+        return durablespec.show(state)
+
+    def describe(self, action: str, params: Mapping[str, Any]) -> str:
+        return str(describe(action, params))
+
+    # -- Replay ------------------------------------------------------------------------------
+
+    def default_factory(self) -> Callable[..., Any]:
+        return DurableScheduler
+
+    def constants_error(self, constants: Mapping[str, Any]) -> str | None:
+        for name in ("MaxConcurrency", "MaxAttempts", "LeaseTime"):
+            value = constants.get(name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                return f"the constant {name} is {value!r}, not an int >= 1"
+        return None
+
+    def new_implementation(self, factory: Callable[..., Any],
+                           constants: Mapping[str, Any]) -> DrivenStore:
+        return DrivenStore(factory, constants)
+
+    def spec_params(self, action: str, params: Mapping[str, Any],
+                    before: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in ACTIONS[action].params:
+            if name not in params:
+                raise ValueError(f"{action} needs the parameter {name!r}; the step gives "
+                                 f"{sorted(params)}")
+            value = params[name]
+            if name in ("t", "w"):
+                value = task_id(value)
+            elif name == "D":
+                value = frozenset(task_id(d) for d in value)
+            elif name == "cancelPending":
+                value = bool(value)
+            out[name] = value
+        return out
+
+    def model_args(self, action: str, params: Mapping[str, Any],
+                   constants: Mapping[str, Any]) -> tuple[Any, ...]:
+        limits = Limits(constants["MaxConcurrency"], constants["MaxAttempts"],
+                        constants["LeaseTime"])
+        return (*(params[name] for name in ACTIONS[action].params), limits)
+
+    def apply(self, implementation: DrivenStore, action: str, params: Mapping[str, Any],
+              before: DurableSnapshot, profile: Any, fatal: Fatal) -> None:
+        if action == "Crash":
+            implementation.held.pop(params["w"], None)
+            crash = getattr(implementation.store, "crash", None)  # one that can be told
+            if crash is not None:
+                crash(params["w"])
+            return
+        if action == "Refused":
+            self._refused(implementation, params, fatal,
+                          heartbeat=getattr(profile, "heartbeat", True))
+            return
+        if action == "Start" and not getattr(profile, "start", True):
+            return  # claims are open from the beginning: no call starts them
+        method, args, kwargs, answer = self._plan(implementation, action, params, before)
+        shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+        call = f"{method}({', '.join(shown)})"
+        step = self.describe(action, params)
+        try:
+            result = getattr(implementation.store, method)(*args, **kwargs)
+        except fatal:
+            raise
+        except Exception as error:
+            raise StepMismatch(step, call, _show(answer),
+                               f"raised {type(error).__name__}: {error}") from error
+        if action in ("Claim", "Reclaim"):
+            got: Any = (result if not isinstance(result, list) else
+                        [(x.task_id, x.generation, x.attempt) for x in result])
+            if isinstance(result, list) and got == answer and all(
+                    x.worker == params["w"] for x in result):
+                implementation.keep(result)
+                return
+        elif action == "Close":
+            got = _close_answer(result) if isinstance(result, CloseReport) else result
+        else:
+            got = result
+        if got != answer:
+            raise StepMismatch(step, call, _show(answer), f"returned {_show(got)}")
+        if action in ("Complete", "Fail", "AcknowledgeCancel"):
+            lease: Lease = args[0]
+            implementation.drop(lease.worker, (lease.task_id, lease.generation, lease.attempt))
+            implementation.ended_by[lease.task_id, lease.generation] = lease
+
+    def _plan(self, driven: DrivenStore, action: str, p: Mapping[str, Any],
+              before: DurableSnapshot) -> tuple[str, tuple[Any, ...], dict[str, Any], Any]:
+        """The call that takes the step, and the answer it must give."""
+        tasks = before.scheduler.tasks
+        view = tasks.get(p.get("t"))
+        if action == "Submit":
+            deps = tuple(sorted(p["D"], key=repr))
+            return "submit", (p["t"], deps), {"fn": NOOP}, 1 if view is None else \
+                view.generation + 1
+        if action == "Start":
+            return "start", (), {}, None
+        if action == "Tick":
+            return "tick", (1,), {}, float(before.now + 1)
+        if action == "Expire":
+            if _expired(before) != [p["t"]]:
+                raise ValueError(f"Expire(t={p['t']}): expire() ends every lease past its "
+                                 f"deadline, {_expired(before)}")
+            return "expire", (), {}, None
+        if action in ("Claim", "Reclaim"):
+            if _expired(before):
+                raise ValueError(f"{describe(action, p)}: claim() would first expire "
+                                 f"{_expired(before)}")
+            kwargs = {"limit": p.get("k", 1), "lease": driven.lease_time}
+            if action == "Claim":
+                if _orphans(before):
+                    raise ValueError(f"{describe(action, p)}: claim() would first re-claim "
+                                     f"{_orphans(before)}")
+                order = ready_order(tasks)[:p["k"]]
+                answer = [(t, tasks[t].generation, 1) for t in order]
+            else:
+                if _orphans(before)[:1] != [p["t"]]:
+                    raise ValueError(f"{describe(action, p)}: claim() re-claims "
+                                     f"{_orphans(before)[:1]} first")
+                answer = [(p["t"], tasks[p["t"]].generation,
+                           before.attempt.get(p["t"], 0) + 1)]
+            return "claim", (p["w"],), kwargs, answer
+        if action in ("Heartbeat", "Complete", "Fail", "AcknowledgeCancel"):
+            lease = driven.lease(p["w"], (p["t"], p["g"], p["a"]))
+            if action == "Heartbeat":
+                assert view is not None
+                return "heartbeat", (lease,), {}, view.cancel_requested
+            method, state = _REPORTS[action]
+            return method, (lease,), {}, state
+        if action == "Close":
+            cancel_pending = p["cancelPending"]
+            return "close", (), {"cancel_pending": cancel_pending}, {
+                t: TaskState.CANCELLED if cancel_pending and v.state in WAITING else v.state
+                for t, v in tasks.items()}
+        if view is None:
+            raise ValueError(f"{describe(action, p)}: {p['t']!r} has no version before the step")
+        if action == "Cancel":
+            return "cancel", (p["t"],), {}, (TaskState.CANCELLED if view.state in WAITING
+                                             else view.state)
+        if action == "Retry":
+            return "retry", (p["t"],), {}, view.generation + 1
+        # RepeatedCallback
+        ender = driven.ended_by.get((p["t"], view.generation))
+        if ender is not None:
+            return "complete", (ender,), {}, view.state
+        return "cancel", (p["t"],), {}, view.state
+
+    def _refused(self, driven: DrivenStore, p: Mapping[str, Any], fatal: Fatal, *,
+                 heartbeat: bool = True) -> None:
+        key = (p["t"], p["g"], p["a"])
+        lease = driven.lease(p["w"], key)
+        step = self.describe("Refused", p)
+        calls = (("heartbeat", LeaseLostError), ("complete", StaleLeaseError))
+        for method, error_type in calls if heartbeat else calls[1:]:
+            call = f"{method}({lease!r})"
+            try:
+                result = getattr(driven.store, method)(lease)
+            except fatal:
+                raise
+            except error_type:
+                continue
+            except Exception as error:
+                raise StepMismatch(step, call, error_type.__name__,
+                                   f"raised {type(error).__name__}: {error}") from error
+            raise StepMismatch(step, call, error_type.__name__, f"returned {_show(result)}")
+        driven.drop(p["w"], key)
+
+    def snapshot(self, implementation: DrivenStore, constants: Mapping[str, Any],
+                 fatal: Fatal) -> DurableSnapshot | None:
+        try:
+            store = implementation.store
+            scheduler = store.snapshot()
+            leases = store.leases()
+            now = store.now()
+        except fatal:
+            raise
+        except Exception:  # a store broken enough not to answer: the divergence says the rest
+            return None
+        if not isinstance(scheduler, Snapshot):
+            return None
+        terminal = {t for t, v in scheduler.tasks.items() if v.state.is_terminal}
+        return DurableSnapshot(
+            scheduler=scheduler,
+            attempt={t: v.attempt for t, v in leases.items()},
+            holder={t: v.holder for t, v in leases.items() if v.holder is not None},
+            deadline={t: _number(v.deadline) for t, v in leases.items()
+                      if v.deadline is not None},
+            now=_number(now),
+            held={w: frozenset(held) for w, held in implementation.held.items()},
+            ends={t: 1 for t, v in leases.items() if v.attempt > 0 and t in terminal},
+        )
+
+    def side_by_side(self, expected: DurableSnapshot, actual: DurableSnapshot,
+                     side: str) -> str:
+        rows: list[tuple[str, str, str, str]] = []
+        for name in ("started", "closed", "next_seq"):
+            a, b = getattr(expected.scheduler, name), getattr(actual.scheduler, name)
+            if a != b:
+                rows.append(("", name, str(a), str(b)))
+        if expected.now != actual.now:
+            rows.append(("", "now", str(expected.now), str(actual.now)))
+        fields = ("generation", "state", "deps", "remaining_deps", "blocked_by",
+                  "cancel_requested", "seq")
+        ids = (set(expected.scheduler.tasks) | set(actual.scheduler.tasks)
+               | set(expected.attempt) | set(actual.attempt))
+        for t in sorted(ids, key=repr):
+            mine, theirs = expected.scheduler.tasks.get(t), actual.scheduler.tasks.get(t)
+            for name in fields:
+                a = "absent" if mine is None else _cell(getattr(mine, name))
+                b = "absent" if theirs is None else _cell(getattr(theirs, name))
+                if a != b:
+                    rows.append((str(t), name, a, b))
+            for name in ("attempt", "holder", "deadline", "ends"):
+                a = _cell(getattr(expected, name).get(t, "-"))
+                b = _cell(getattr(actual, name).get(t, "-"))
+                if a != b:
+                    rows.append((str(t), name, a, b))
+        for w in sorted(set(expected.held) | set(actual.held), key=repr):
+            a = _cell(expected.held.get(w, frozenset()))
+            b = _cell(actual.held.get(w, frozenset()))
+            if a != b:
+                rows.append((str(w), "held", a, b))
+        if not rows:
+            return ""
+        table = [("id", "field", "trace", side), *rows]
+        widths = [max(len(r[i]) for r in table) for i in range(3)]
+        return "\n".join(
+            f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip()
+            for r in table)
+
+    def summary(self, state: Hashable) -> str:
+        assert isinstance(state, DurableSnapshot)
+        return "\n".join(f"  {line}" for line in durablespec.show(state).splitlines())
+
+
+_REPORTS = {"Complete": ("complete", TaskState.SUCCEEDED), "Fail": ("fail", TaskState.FAILED),
+            "AcknowledgeCancel": ("acknowledge_cancel", TaskState.CANCELLED)}
+
+
+def _number(value: float) -> int | float:
+    """A time on the store's clock as the spec's natural number when it is one."""
+    return int(value) if float(value).is_integer() else value
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, TaskState):
+        return value.value
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(sorted(
+            f"<<{x[0]}, {x[1]}, {x[2]}>>" if isinstance(x, tuple) else str(x)
+            for x in value)) + "}"
+    return str(value)
+
+
+SYSTEM = DurableSystem()

@@ -1,0 +1,1 @@
+"""The work-stealing pool's verification adapter, lock-step machine, recorder and driver."""

@@ -1,0 +1,200 @@
+"""A WorkStealingPool whose workers' moves are taken by the caller, one spec step at a time.
+
+The pool's ``Pop``, ``Steal`` and ``Finish`` are moves of its worker threads, not calls a user
+makes, so a trace of ``spec/WorkStealing.tla`` cannot be replayed through the public API alone.
+:class:`SteppedPool` builds the pool under test without its threads (its ``_start_workers``
+starts none) and takes each step through the code path the worker loop itself runs:
+
+==========================  ====================================================================
+SubmitExternal(t, w)        ``submit()`` from outside the pool, its round-robin turn set to ``w``
+                            (with no worker parked, that is the deque an outside task goes to)
+SubmitChild(t, w)           ``submit()`` on a thread that the pool takes for worker ``w`` (its
+                            thread-local worker index set, as inside a task ``w`` runs)
+Pop(w), Steal(thief, v)     ``_take_locked(w, v)`` under the pool lock: what a worker with
+                            nothing in hand calls, the steal trying ``v`` first
+Finish(w)                   the task's function called and its future settled (``_run``), then
+                            ``_finish_locked`` under the pool lock, as the worker loop does
+Shutdown                    ``shutdown(wait=False)``
+CancelQueued                ``shutdown(wait=False, cancel_futures=True)`` while draining
+==========================  ====================================================================
+
+:meth:`SteppedPool.snapshot` reads the pool's state as a
+:class:`~refsched.model.pool.PoolSnapshot`: phase, deques and ``outstanding`` from the pool,
+``submitted``/``finished``/``cancelled`` from the futures ``submit()`` returned, and
+``running``/``runs``/``parent`` from the tasks the pool handed to the driver's workers.
+:meth:`SteppedPool.check_invariants` holds the pool's counters (``stats()``) and its tasks'
+calls against that; :meth:`SteppedPool.stats` is the pool's ``stats()``, which the lock-step
+machine and replay hold against the counts of the model's steps.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from refsched.model.pool import Phase, PoolSnapshot
+from refsched.pool import pool as pool_module
+
+__all__ = ["StepRefused", "SteppedPool", "driven_pool", "stepped_class"]
+
+PoolFactory = Callable[..., pool_module.WorkStealingPool]
+
+_STEPPED: dict[type, type] = {}
+
+
+class StepRefused(Exception):
+    """The pool answered a step wrongly: it took nothing, or took a task it was not given."""
+
+
+def stepped_class(factory: PoolFactory) -> type[pool_module.WorkStealingPool]:
+    """``factory`` (``WorkStealingPool`` or a subclass of it) without worker threads."""
+    factory = inspect.unwrap(factory)  # a factory guarded by the command line wraps the class
+    if not (isinstance(factory, type) and issubclass(factory, pool_module.WorkStealingPool)):
+        raise TypeError(f"a stepped pool needs WorkStealingPool or a subclass of it, not "
+                        f"{factory!r}")
+    cls = _STEPPED.get(factory)
+    if cls is None:
+        def _start_workers(self: Any) -> tuple[Any, ...]:
+            return ()  # the caller takes every worker's moves
+
+        cls = _STEPPED[factory] = type(f"Stepped{factory.__name__}", (factory,),
+                                       {"_start_workers": _start_workers})
+    return cls
+
+
+def driven_pool(factory: Callable[..., Any], workers: Sequence[Hashable]) -> Any:
+    """A pool driven by spec steps: :class:`SteppedPool` around ``factory`` (a pool class), or,
+    for a factory marked ``drives_steps`` (a pool in another process, which takes each move
+    itself when asked: :class:`refsched.conform.pool.wire.RemotePool`), what it makes of the
+    workers. Either has the moves and readings of :class:`SteppedPool`."""
+    if getattr(factory, "drives_steps", False):
+        return factory(workers)
+    return SteppedPool(factory, workers)
+
+
+class SteppedPool:
+    """A pool without threads, driven by spec steps; workers and tasks named as in the spec."""
+
+    def __init__(self, factory: PoolFactory, workers: Sequence[Hashable]) -> None:
+        self.workers = tuple(workers)  # the spec's Workers; worker i of the pool is workers[i]
+        self._index = {w: i for i, w in enumerate(self.workers)}
+        self.pool = stepped_class(factory)(workers=len(self.workers))
+        self.futures: dict[Hashable, Future[Any]] = {}  # task -> the future submit() returned
+        self._name: dict[int, Hashable] = {}  # id(future) -> task; the futures keep them alive
+        self.running: dict[Hashable, Future[Any]] = {}  # worker -> the task it took, not finished
+        self.runs: Counter[Hashable] = Counter()  # task -> times a worker took it
+        self.parent: dict[Hashable, Hashable] = {}  # child -> the task its worker ran
+        self.calls: Counter[Hashable] = Counter()  # task -> times its function was called
+        self.steals = 0  # Steal steps taken
+
+    # -- the spec's actions ----------------------------------------------------------------
+
+    def submit_external(self, task: Hashable, worker: Hashable) -> Future[Any]:
+        self.pool._next = self._index[worker]  # the pool's own choice, steered to the step's
+        return self._submitted(task, self.pool.submit(self._function(task)))
+
+    def submit_child(self, task: Hashable, worker: Hashable) -> Future[Any]:
+        parent = self.running.get(worker)
+        if parent is None:
+            raise ValueError(f"SubmitChild({task!r}, {worker!r}): the worker runs no task")
+        local = self.pool._local
+        local.worker = self._index[worker]
+        try:
+            future = self.pool.submit(self._function(task))
+        finally:
+            local.worker = None
+        self.parent[task] = self._name[id(parent)]
+        return self._submitted(task, future)
+
+    def pop(self, worker: Hashable) -> None:
+        self._take(worker, None)
+
+    def steal(self, thief: Hashable, victim: Hashable) -> None:
+        self._take(thief, victim)
+        self.steals += 1
+
+    def finish(self, worker: Hashable) -> None:
+        task = self.running.pop(worker)
+        ran = pool_module._run(task)  # type: ignore[arg-type]
+        with self.pool._lock:
+            self.pool._finish_locked(task, ran)  # type: ignore[arg-type]
+
+    def shutdown(self) -> None:
+        self.pool.shutdown(wait=False)
+
+    def cancel_queued(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- reading the pool ------------------------------------------------------------------
+
+    def snapshot(self) -> PoolSnapshot:
+        """The pool's state as the model's."""
+        pool, name = self.pool, self._name
+        with pool._lock:
+            deques = {self.workers[i]: tuple(name[id(task)] for task in dq)
+                      for i, dq in enumerate(pool._deques)}
+            phase, outstanding = Phase(pool._state), pool._outstanding
+        return PoolSnapshot(
+            phase=phase,
+            deque=deques,
+            running={w: name[id(f)] for w, f in self.running.items()},
+            outstanding=outstanding,
+            submitted=frozenset(self.futures),
+            finished=frozenset(t for t, f in self.futures.items()
+                               if f.done() and not f.cancelled()),
+            cancelled=frozenset(t for t, f in self.futures.items() if f.cancelled()),
+            runs=dict(self.runs),
+            parent=dict(self.parent),
+        )
+
+    def stats(self) -> pool_module.PoolStats:
+        """The pool's own counters (``WorkStealingPool.stats()``)."""
+        return self.pool.stats()
+
+    def check_invariants(self) -> None:
+        """The pool's counters and its tasks' calls agree with what it was driven through."""
+        stats = self.pool.stats()
+        finished = [t for t, f in self.futures.items() if f.done() and not f.cancelled()]
+        counted = sum(stats.queue_lengths) + len(self.running)
+        if stats.outstanding != counted:
+            raise AssertionError(f"stats().outstanding is {stats.outstanding}, but "
+                                 f"{counted} tasks are queued or running")
+        if stats.executed != len(finished):
+            raise AssertionError(f"stats().executed is {stats.executed}, but {len(finished)} "
+                                 "tasks have finished")
+        if stats.stolen != self.steals:
+            raise AssertionError(f"stats().stolen is {stats.stolen} after {self.steals} steals")
+        wrong = {t: n for t, n in self.calls.items() if n != (t in finished)}
+        if wrong or len(self.calls) != len(finished):
+            raise AssertionError(f"functions called (task: times) {dict(self.calls)}, but the "
+                                 f"finished tasks are {sorted(map(str, finished))}")
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _function(self, task: Hashable) -> Callable[[], Hashable]:
+        def call() -> Hashable:
+            self.calls[task] += 1
+            return task
+        return call
+
+    def _submitted(self, task: Hashable, future: Future[Any]) -> Future[Any]:
+        self.futures[task] = future
+        self._name[id(future)] = task
+        return future
+
+    def _take(self, worker: Hashable, victim: Hashable | None) -> None:
+        if worker in self.running:
+            raise ValueError(f"worker {worker!r} runs a task already")
+        pool = self.pool
+        with pool._lock:
+            task = pool._take_locked(self._index[worker],
+                                     None if victim is None else self._index[victim])
+        if task is None:
+            raise StepRefused(f"worker {worker!r} took no task")
+        if id(task) not in self._name:
+            raise StepRefused(f"worker {worker!r} took a task that was never submitted")
+        self.running[worker] = task
+        self.runs[self._name[id(task)]] += 1

@@ -1,0 +1,230 @@
+"""Lock-step: WorkStealingPool and the pool's reference model, driven by the same random steps.
+
+A Hypothesis state machine picks one of the steps ``spec/WorkStealing.tla`` enables (an
+action and its worker, task, thief or victim) at random, over a small instance, and takes it on
+both sides: on the model (``refsched.model.pool``) and on the production pool, its workers'
+moves driven by :class:`~refsched.verify.pool.driver.SteppedPool`. After every step the pool's
+state must be the model's, the pool's counters must agree with it
+(``SteppedPool.check_invariants``), and every field of its ``stats()`` must be what the model's
+steps so far count (:mod:`refsched.model.pool.counters`; ``parked`` 0, since no worker thread
+runs).
+
+A few calls per walk must be refused: a root submitted once the pool is shut down (the model's
+refusal names ``SchedulerClosedError``) and a submission of something that is not callable
+(``InvalidArgumentError``); the pool must raise that error, change nothing and count nothing.
+Unlike the trace corpus, whose instance TLC enumerates exhaustively, the random walks here run
+over more workers and tasks, and longer.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from hypothesis import Phase as HypothesisPhase
+from hypothesis import seed as hypothesis_seed
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from refsched.errors import InvalidArgumentError, SchedulerClosedError
+from refsched.model.pool import ACTIONS, INITIAL, Instance, Phase, PoolSnapshot, next_steps
+from refsched.model.pool.counters import Counts
+from refsched.verify import system
+from refsched.verify.dag.lockstep import states_at
+from refsched.verify.itf import Step as TraceStep
+from refsched.verify.itf import Trace
+from refsched.verify.pool.driver import driven_pool
+from refsched.verify.replay import counter_rows, format_rows
+
+__all__ = ["WORKERS", "Disagreement", "Ledger", "pool_lockstep_machine", "run_pool_lockstep"]
+
+WORKERS = ("w1", "w2", "w3")
+ROOTS = ("a", "b", "c", "d", "e")
+CHILDREN = ("f", "g", "h", "i", "j", "k")
+INSTANCE = Instance(WORKERS, ROOTS + CHILDREN, CHILDREN)
+
+_POOL = system.get("pool")
+
+
+class Disagreement(AssertionError):
+    """The pool and the model parted: the steps taken so far, and where they differ.
+
+    ``reason`` says how; ``steps`` are the walk's steps as people read them, up to and including
+    the failing one; ``trace`` is the model's spec steps along the walk, from ``Init``.
+    """
+
+    def __init__(self, reason: str, steps: list[str], trace: Trace,
+                 states: tuple[Any, Any] = (None, None)) -> None:
+        walk = "\n".join(f"  {i}. {s}" for i, s in enumerate(steps, start=1))
+        super().__init__(f"{reason}\nsteps:\n{walk}")
+        self.reason = reason
+        self.steps = tuple(steps)
+        self.trace = trace
+        self.states = states  # (the model's, the implementation's) where they parted
+
+
+@dataclass
+class Ledger:
+    """What the random walks took: examples, and steps per action (refusals by their error)."""
+
+    examples: int = 0
+    actions: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def calls(self) -> int:
+        """Steps taken and calls refused, over every walk."""
+        return sum(self.actions.values())
+
+    def missing(self) -> list[str]:
+        """The actions no walk took."""
+        return [name for name in ACTIONS if self.actions[name] == 0]
+
+    def summary(self) -> str:
+        taken = ", ".join(f"{name} {n:,}" for name, n in sorted(self.actions.items()))
+        return f"{self.examples:,} examples; steps: {taken}"
+
+
+def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
+                          python_api: bool = True,
+                          fatal: system.Fatal = ()) -> type[RuleBasedStateMachine]:
+    """The state machine that drives ``factory`` (a WorkStealingPool class, or a factory of
+    driven pools: :func:`~refsched.verify.pool.driver.driven_pool`) and the model.
+
+    ``python_api`` false leaves out the call only Python can make (a submission of something
+    that is not callable). An error of a ``fatal`` type (a harness failure, not an answer)
+    propagates as it is.
+    """
+
+    class PoolLockstep(RuleBasedStateMachine):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model: PoolSnapshot = INITIAL
+            self.counts = Counts()  # what the model's steps so far count
+            self.pool = driven_pool(factory, WORKERS)
+            self.steps: list[str] = []
+            self.taken: list[TraceStep] = []  # the model's spec steps, for the trace
+            self.bad = 0  # calls made that must be refused: a few per walk, not most of it
+            ledger.examples += 1
+
+        def fail(self, reason: str) -> None:
+            raise Disagreement(reason, self.steps, Trace(
+                "pool-lockstep", _POOL.constants(INSTANCE),
+                _POOL.spec_state(INITIAL, INSTANCE), tuple(self.taken),
+                {"source": "refsched.verify.pool.lockstep"}),
+                states_at(self.model, lambda: self.pool.snapshot()))
+
+        def take(self, action: str, params: dict[str, Hashable]) -> None:
+            """An enabled step, on both sides."""
+            self.steps.append(_POOL.describe(action, params))
+            try:
+                _POOL.apply(self.pool, action, params, self.model, None, fatal)
+            except AssertionError as error:  # StepMismatch
+                self.fail(str(error))
+            spec_action = ACTIONS[action]
+            args = tuple(params[p] for p in spec_action.params)
+            before, self.model = self.model, spec_action.step(self.model, *args)
+            self.taken.append(TraceStep(action, dict(params),
+                                        _POOL.spec_state(self.model, INSTANCE)))
+            self.counts = self.counts.step(action, args, before, self.model)
+            ledger.actions[action] += 1
+            self.agree()
+
+        def refused(self, call: Callable[[], object], error: type[Exception],
+                    before: PoolSnapshot) -> None:
+            try:
+                call()
+            except error:
+                pass
+            except Exception as other:
+                self.fail(f"expected {error.__name__}, the pool raised {other!r}")
+            else:
+                self.fail(f"expected {error.__name__}, the pool took the step")
+            after = self.pool.snapshot()
+            if after != before:
+                self.fail("a refused call changed the pool:\n"
+                          + _POOL.side_by_side(before, after, "after"))
+            self.counted()
+
+        def agree(self) -> None:
+            actual = self.pool.snapshot()
+            if actual != self.model:
+                self.fail("the pool's state is not the model's:\n"
+                          + _POOL.side_by_side(self.model, actual, "pool"))
+            try:
+                self.pool.check_invariants()
+            except AssertionError as error:
+                self.fail(f"check_invariants(): {error}")
+            self.counted()
+
+        def counted(self) -> None:
+            """The pool's stats() show what the model's steps so far count."""
+            expected = {**self.counts.expected(self.model, WORKERS), "parked": 0}
+            rows = counter_rows(expected, self.pool.stats())
+            if rows:
+                names = ", ".join(r[0].removeprefix("stats().") for r in rows)
+                self.fail(f"the pool's stats() are not what the model's steps count: {names}\n"
+                          + format_rows(("field", "model", "pool"), rows))
+
+        @rule(data=st.data())
+        def step(self, data: st.DataObject) -> None:
+            """One of the steps the spec enables here, each as likely as the others."""
+            enabled = [(name, params) for name, params, _ in next_steps(self.model, INSTANCE)]
+            if enabled:
+                self.take(*data.draw(st.sampled_from(enabled), label="step"))
+
+        @precondition(lambda self: self.model.phase is not Phase.ACCEPTING and self.bad < 2)
+        @rule(t=st.sampled_from(ROOTS), w=st.sampled_from(WORKERS))
+        def submit_after_shutdown(self, t: str, w: str) -> None:
+            self.bad += 1
+            self.steps.append(f"submit() from outside, the pool {self.model.phase.value}")
+            before = self.pool.snapshot()
+            self.refused(lambda: self.pool.submit_external(t, w), SchedulerClosedError, before)
+            ledger.actions["SubmitExternal refused"] += 1
+
+        @precondition(lambda self: python_api and self.bad < 2)
+        @rule(fn=st.sampled_from([None, 3, "f"]))
+        def submit_not_callable(self, fn: object) -> None:
+            self.bad += 1
+            self.steps.append(f"submit({fn!r})")
+            before = self.pool.snapshot()
+            self.refused(lambda: self.pool.pool.submit(fn), InvalidArgumentError, before)
+            ledger.actions["submit(not callable) refused"] += 1
+
+    return PoolLockstep
+
+
+def run_pool_lockstep(factory: Callable[..., Any], examples: int = 200, steps: int = 50, *,
+                      shrink: bool = True, seed: int | None = None,
+                      ledger: Ledger | None = None, python_api: bool = True,
+                      hypothesis_settings: Mapping[str, Any] | None = None,
+                      fatal: system.Fatal = ()) -> Ledger:
+    """Run ``examples`` random walks of up to ``steps`` steps; raise on the first disagreement,
+    shrunk to a shortest walk that shows it unless ``shrink`` is False (a quicker verdict).
+
+    ``seed`` fixes Hypothesis's choices; ``ledger`` accumulates into an existing ledger;
+    ``python_api`` as for :func:`pool_lockstep_machine`; ``hypothesis_settings`` overrides the
+    settings chosen here.
+    """
+    ledger = Ledger() if ledger is None else ledger
+    machine = pool_lockstep_machine(factory, ledger, python_api=python_api, fatal=fatal)
+    if seed is not None:
+        machine = hypothesis_seed(seed)(machine)
+    skipped = ({HypothesisPhase.explain} if shrink
+               else {HypothesisPhase.explain, HypothesisPhase.shrink})
+    options: dict[str, Any] = {
+        "max_examples": examples, "stateful_step_count": steps, "deadline": None,
+        "database": None, "print_blob": True, "report_multiple_bugs": False,
+        "phases": [p for p in HypothesisPhase if p not in skipped]}
+    options.update(hypothesis_settings or {})
+    # typed through cast: Hypothesis releases differ on whether this function is annotated
+    run = cast(Callable[..., None], run_state_machine_as_test)
+    run(machine, settings=settings(**options))
+    return ledger

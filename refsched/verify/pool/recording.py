@@ -1,0 +1,191 @@
+"""Traces of spec/WorkStealing.tla recorded from the production WorkStealingPool as it runs.
+
+A :class:`PoolTraceRecorder` is a :class:`refsched.pool.pool.PoolRecorder`: given to a
+WorkStealingPool it receives each spec step at its linearization point, under the pool lock,
+so the recorded order is the order the steps took effect, whatever the threads did.
+
+The pool holds three of the spec's variables itself: ``phase``, ``deque`` and ``outstanding``
+are read from it at every step. The others are no state of the pool (it does not remember
+which task a worker runs, nor who spawned a task): the recorder keeps them from the steps it is
+given, as the spec defines them (``Pop(w)`` sets ``running[w]`` to the task taken and counts a
+run; ``Finish(w)`` clears it and adds the task to ``finished``; ``SubmitChild(t, w)`` sets
+``parent[t]`` to what ``w`` runs; ``CancelQueued`` cancels what the deques held). That
+bookkeeping cannot hide a fault: a worker that took a second task while it ran one, or
+finished a task it was not running, leaves a state that the step into it does not reach, and
+TLC rejects the step.
+
+:func:`record_pool_run` records one random run of the pool on real threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from typing import Any
+
+from refsched.errors import SchedulerClosedError
+from refsched.model.pool import Phase, PoolSnapshot
+from refsched.pool.pool import PoolView, WorkStealingPool
+from refsched.verify.itf import Step as TraceStep
+from refsched.verify.itf import Trace
+from refsched.verify.pool import spec as poolspec
+
+__all__ = ["PoolTraceRecorder", "record_pool_run", "worker_name"]
+
+_WAIT = 30.0  # seconds: a run that needs this long is stuck, not slow
+
+
+def worker_name(index: int) -> str:
+    """The spec's name of the pool's worker ``index``: ``w1`` for worker 0, as in the corpus."""
+    return f"w{index + 1}"
+
+
+class PoolTraceRecorder:
+    """Collects the spec steps of one pool; builds the :class:`Trace` they form.
+
+    Tasks are named ``t0``, ``t1``, ... in the order they were submitted.
+    """
+
+    def __init__(self) -> None:
+        # Everything below is changed under the recording pool's lock: one pool per recorder.
+        self.steps: list[tuple[str, dict[str, Any], PoolSnapshot]] = []  # spec steps, in order
+        self.children: list[str] = []  # the tasks submitted by SubmitChild
+        self._names: dict[int, str] = {}  # id(future) -> its task's name
+        self._futures: list[Future[Any]] = []  # kept alive, so that no id(future) is reused
+        self._running: dict[str, str] = {}  # worker -> the task it runs (spec: running)
+        self._runs: dict[str, int] = {}  # task -> times taken to run (spec: runs)
+        self._parent: dict[str, str] = {}  # child -> the task that spawned it (spec: parent)
+        self._finished: set[str] = set()  # spec: finished
+        self._cancelled: set[str] = set()  # spec: cancelled
+        self._queued: tuple[str, ...] = ()  # every task in a deque after the last step
+
+    def _name(self, task: Future[Any]) -> str:
+        name = self._names.get(id(task))
+        if name is None:
+            name = self._names[id(task)] = f"t{len(self._names)}"
+            self._futures.append(task)
+        return name
+
+    def record(self, action: str, params: dict[str, Any], state: PoolView) -> None:
+        """Keep one step (called by the pool, lock held)."""
+        spec: dict[str, Any] = {}
+        if action in ("SubmitExternal", "SubmitChild"):
+            t, w = self._name(params["t"]), worker_name(params["w"])
+            spec = {"t": t, "w": w}
+            if action == "SubmitChild":
+                self.children.append(t)
+                parent = self._running.get(w)
+                if parent is not None:
+                    self._parent[t] = parent
+        elif action in ("Pop", "Steal"):
+            w = worker_name(params["w" if action == "Pop" else "thief"])
+            spec = ({"w": w} if action == "Pop"
+                    else {"thief": w, "victim": worker_name(params["victim"])})
+            t = self._name(params["t"])
+            self._running[w] = t
+            self._runs[t] = self._runs.get(t, 0) + 1
+        elif action == "Finish":
+            w = worker_name(params["w"])
+            spec = {"w": w}
+            self._running.pop(w, None)
+            self._finished.add(self._name(params["t"]))
+        elif action == "CancelQueued":
+            self._cancelled.update(self._queued)
+        deques = {worker_name(i): tuple(map(self._name, dq))
+                  for i, dq in enumerate(state.deques)}
+        self._queued = tuple(t for dq in deques.values() for t in dq)
+        self.steps.append((action, spec, PoolSnapshot(
+            phase=Phase(state.phase), deque=deques, running=dict(self._running),
+            outstanding=state.outstanding, submitted=frozenset(self._names.values()),
+            finished=frozenset(self._finished), cancelled=frozenset(self._cancelled),
+            runs=dict(self._runs), parent=dict(self._parent))))
+
+    def actions(self) -> list[tuple[str, dict[str, Any]]]:
+        """The recorded steps without their states: ``(action, params)`` in order."""
+        return [(action, params) for action, params, _ in self.steps]
+
+    def trace(self, workers: int, *, name: str = "recorded",
+              meta: Mapping[str, Any] | None = None) -> Trace:
+        """The recorded behaviour as a Trace over ``workers`` workers and the tasks submitted.
+
+        Constants: ``Workers`` (``w1``, ...), ``Tasks`` (in submission order) and ``Children``
+        (those a running task submitted); the initial state is the spec's ``Init``.
+        """
+        worker_ids = [worker_name(i) for i in range(workers)]
+        tasks = list(self._names.values())
+        steps = tuple(TraceStep(action, params, poolspec.spec_state(state, worker_ids, tasks))
+                      for action, params, state in self.steps)
+        return Trace(name=name,
+                     constants={"Workers": worker_ids, "Tasks": tasks,
+                                "Children": list(self.children)},
+                     initial=poolspec.spec_state(PoolSnapshot(), worker_ids, tasks),
+                     steps=steps, meta=dict(meta or {}))
+
+
+# -- random runs of the pool ----------------------------------------------------------------
+
+def record_pool_run(seed: int, *, tasks: int = 6, workers: int = 3) -> Trace:
+    """Record one random run of a :class:`WorkStealingPool` of ``workers`` threads.
+
+    From the seed: a forest of ``tasks`` tasks (some roots, submitted from this thread; the
+    others children, each submitted by its parent as it runs), and per task whether it pauses
+    briefly, and whether it raises. The run submits the roots, may cancel one root's future
+    while it waits in its deque, shuts down (at once with ``cancel_futures``, or once some work
+    ran, or after all of it), tries one more root after the shutdown (refused, no step), and
+    waits for the pool to terminate. Which worker takes what, and which steals from whom, is
+    up to the threads. No task waits on another's future inside the pool: a worker helping
+    while it waits runs two tasks at once, which the spec has no step for. The Trace is named
+    ``pool-seed-<seed>``; ``ValueError`` for ``tasks`` or ``workers`` below 1.
+    """
+    for label, value in (("tasks", tasks), ("workers", workers)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"record_pool_run({seed!r}): {label}={value!r}: must be an integer "
+                             ">= 1")
+    rng = random.Random(seed)
+    roots = rng.randint(1, max(1, (tasks + 1) // 2))
+    kids: list[list[int]] = [[] for _ in range(tasks)]
+    for i in range(roots, tasks):
+        kids[rng.randrange(i)].append(i)
+    pauses = [rng.choice((0.0, 0.0, rng.uniform(0.0005, 0.003))) for _ in range(tasks)]
+    fails = [rng.random() < 0.2 for _ in range(tasks)]
+    cancel_one = rng.random() < 0.3
+    how = rng.choice(("cancel_futures", "while running", "after all"))
+    deadline = time.monotonic() + _WAIT
+
+    recorder = PoolTraceRecorder()
+    pool = WorkStealingPool(workers, recorder=recorder)
+
+    def body(i: int) -> Callable[[], int]:
+        def run() -> int:
+            if pauses[i]:
+                time.sleep(pauses[i])
+            for child in kids[i]:
+                pool.submit(body(child))
+            if fails[i]:
+                raise RuntimeError(f"task {i} failed")
+            return i
+        return run
+
+    try:
+        futures = [pool.submit(body(i)) for i in range(roots)]
+        if cancel_one:
+            futures[-1].cancel()  # it stays queued; a worker takes it and finishes it unrun
+        if how == "while running":
+            time.sleep(0.002)
+        elif how == "after all":
+            for future in futures:
+                with contextlib.suppress(Exception):
+                    future.exception(max(0.0, deadline - time.monotonic()))
+        pool.shutdown(wait=False, cancel_futures=how == "cancel_futures")
+        with contextlib.suppress(SchedulerClosedError):
+            pool.submit(body(0))
+        pool.await_termination(max(0.0, deadline - time.monotonic()))
+    finally:
+        pool.shutdown(wait=True)
+    return recorder.trace(workers, name=f"pool-seed-{seed}", meta={
+        "source": "refsched.verify.pool.recording.record_pool_run",
+        "seed": seed, "tasks": tasks, "workers": workers,
+    })

@@ -1,0 +1,163 @@
+"""The work-stealing pool as a :class:`~refsched.verify.system.System`.
+
+``spec/WorkStealing.tla`` and the model ``refsched.model.pool``: TLC's state graph of
+``MCWorkStealingTraces.cfg`` read and matched against the model
+(:func:`refsched.verify.stategraph.match`), and a trace replayed through the production
+``refsched.WorkStealingPool``, its workers' moves taken step by step
+(:class:`~refsched.verify.pool.driver.SteppedPool` says how each action is taken).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from refsched.model.dag.graph import ModelGraph, describe
+from refsched.model.pool import ACTIONS, INITIAL, Instance, Phase, PoolSnapshot
+from refsched.model.pool import explore as explore_model
+from refsched.pool.pool import WorkStealingPool
+from refsched.verify.pool import spec as poolspec
+from refsched.verify.pool.driver import SteppedPool, StepRefused, driven_pool
+from refsched.verify.replay import StepMismatch
+from refsched.verify.specstate import task_id
+from refsched.verify.system import Fatal, System
+
+__all__ = ["SYSTEM", "PoolSystem"]
+
+
+class PoolSystem(System):
+    name = "pool"
+    title = "WorkStealingPool"
+    spec_files = ("WorkStealing.tla", "MCWorkStealing.tla", poolspec.TRACES_CONFIG)
+    mc_module = "MCWorkStealing.tla"
+    traces_config = poolspec.TRACES_CONFIG
+    variables = poolspec.SPEC_VARIABLES
+    parameters = ("t", "w", "thief", "victim")
+    label_actions: Mapping[str, str] = MappingProxyType({})
+    initial = INITIAL
+    actions = ACTIONS
+
+    def read_instance(self, config: str | Path) -> Instance:
+        return poolspec.read_instance(config)
+
+    def explore(self, instance: Instance) -> ModelGraph[PoolSnapshot]:
+        graph: ModelGraph[PoolSnapshot] = explore_model(instance)
+        return graph
+
+    def constants(self, instance: Instance) -> dict[str, Any]:
+        return {"Workers": list(instance.workers), "Tasks": list(instance.tasks),
+                "Children": list(instance.children)}
+
+    def snapshot_of(self, values: Mapping[str, Any]) -> PoolSnapshot:
+        return poolspec.snapshot_of(values)
+
+    def spec_state(self, state: PoolSnapshot, instance: Instance) -> dict[str, Any]:
+        return poolspec.spec_state(state, instance.workers, instance.tasks)
+
+    def show(self, state: PoolSnapshot) -> str:
+        return poolspec.show(state)
+
+    def describe(self, action: str, params: Mapping[str, Any]) -> str:
+        return str(describe(action, params))
+
+    # -- Replay ------------------------------------------------------------------------------
+
+    def default_factory(self) -> Callable[..., Any]:
+        return WorkStealingPool
+
+    def constants_error(self, constants: Mapping[str, Any]) -> str | None:
+        workers = constants.get("Workers")
+        if (not isinstance(workers, list) or not workers
+                or len(set(map(str, workers))) != len(workers)):
+            return f"the constant Workers is {workers!r}, not a non-empty list of distinct names"
+        return None
+
+    def new_implementation(self, factory: Callable[..., Any],
+                           constants: Mapping[str, Any]) -> SteppedPool:
+        driven: SteppedPool = driven_pool(factory, constants["Workers"])
+        return driven
+
+    def spec_params(self, action: str, params: Mapping[str, Any],
+                    before: Any) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in ACTIONS[action].params:
+            if name not in params:
+                raise ValueError(f"{action} needs the parameter {name!r}; the step gives "
+                                 f"{sorted(params)}")
+            out[name] = task_id(params[name])
+        return out
+
+    def model_args(self, action: str, params: Mapping[str, Any],
+                   constants: Mapping[str, Any]) -> tuple[Any, ...]:
+        return tuple(params[name] for name in ACTIONS[action].params)
+
+    def apply(self, implementation: SteppedPool, action: str, params: Mapping[str, Any],
+              before: Any, profile: Any, fatal: Fatal) -> None:
+        move, call = _MOVES[action]
+        args = tuple(params[name] for name in ACTIONS[action].params)
+        try:
+            getattr(implementation, move)(*args)
+        except fatal:
+            raise
+        except StepRefused as error:
+            raise StepMismatch(self.describe(action, params), call.format(*args),
+                               "a task", str(error)) from error
+        except Exception as error:
+            raise StepMismatch(self.describe(action, params), call.format(*args),
+                               "no error", f"raised {type(error).__name__}: {error}") from error
+
+    def snapshot(self, implementation: SteppedPool, constants: Mapping[str, Any],
+                 fatal: Fatal) -> PoolSnapshot | None:
+        try:
+            return implementation.snapshot()
+        except fatal:
+            raise
+        except Exception:  # a pool broken enough not to answer: the divergence says the rest
+            return None
+
+    def side_by_side(self, expected: PoolSnapshot, actual: PoolSnapshot, side: str) -> str:
+        rows = [(name, _cell(getattr(expected, name)), _cell(getattr(actual, name)))
+                for name in _FIELDS if getattr(expected, name) != getattr(actual, name)]
+        if not rows:
+            return ""
+        table = [("field", "trace", side), *rows]
+        widths = [max(len(r[i]) for r in table) for i in range(2)]
+        return "\n".join(f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip()
+                         for r in table)
+
+    def summary(self, state: Hashable) -> str:
+        assert isinstance(state, PoolSnapshot)
+        return "\n".join(f"  {line}" for line in poolspec.show(state).splitlines())
+
+
+SYSTEM = PoolSystem()
+
+
+_FIELDS = ("phase", "deque", "running", "outstanding", "submitted", "finished", "cancelled",
+           "runs", "parent")
+
+_MOVES: dict[str, tuple[str, str]] = {
+    "SubmitExternal": ("submit_external", "submit() from outside, to worker {1}"),
+    "SubmitChild": ("submit_child", "submit() from worker {1}'s task"),
+    "Pop": ("pop", "worker {0} takes a task"),
+    "Steal": ("steal", "worker {0} takes a task, stealing from {1} first"),
+    "Finish": ("finish", "worker {0} runs and finishes its task"),
+    "Shutdown": ("shutdown", "shutdown()"),
+    "CancelQueued": ("cancel_queued", "shutdown(cancel_futures=True)"),
+}
+"""Per action: the driver's move that takes it (a method of :class:`SteppedPool`), and the
+call as a divergence names it."""
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, Phase):
+        return str(value.value)
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{k}: {_cell(v)}" for k, v in sorted(value.items(), key=repr)) + "}"
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(sorted(map(str, value))) + "}"
+    if isinstance(value, tuple):
+        return "<<" + ", ".join(map(str, value)) + ">>"
+    return str(value)

@@ -1,0 +1,1 @@
+"""The timer scheduler's verification adapter, lock-step machine and recorder."""

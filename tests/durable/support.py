@@ -1,0 +1,56 @@
+"""What the durable fault tests share: worker processes, bounded waits, the task functions' logs,
+and the accepted ends of a checked history (tests/durable/test_faults.py on SQLite,
+tests/durable/test_postgres_faults.py on a PostgreSQL server)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from refsched.durable import DurableScheduler
+from refsched.verify.durable.history import check_history
+
+ROOT = Path(__file__).resolve().parents[2]
+JOBS = "tests.durable.jobs"
+
+
+def start_worker(url: str, *options: str, name: str | None = None,
+                 prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+    """``refsched worker --db url`` polling every 0.05 s, run after ``prefix`` (say, in
+    another network namespace)."""
+    command = [*prefix, sys.executable, "-m", "refsched", "worker", "--db", url,
+               "--poll", "0.05", *options]
+    if name:
+        command += ["--name", name]
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def log_lines(log: Path) -> list[tuple[str, str, int, float]]:
+    """The starts and ends the task functions logged: (what, task, pid, time)."""
+    if not log.exists():
+        return []
+    rows = []
+    for line in log.read_text().splitlines():
+        what, task, pid, at = line.split()
+        rows.append((what, task, int(pid), float(at)))
+    return rows
+
+
+def accepted_ends(db: DurableScheduler) -> dict[tuple[str, int], int]:
+    """The accepted ends per version, once the whole history is checked against the spec."""
+    check = check_history(db.history(), max_concurrency=db.max_concurrency,
+                          max_attempts=db.max_attempts, final=db.snapshot())
+    assert check.problems == []
+    return check.ends

@@ -1,0 +1,69 @@
+"""The durable example (examples/durable) runs as its docs say: submitted twice, run by real
+worker processes started in its folder, inspected with refsched status, jobs and show; and the
+names the durable docs give exist."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import refsched.durable
+from tests.conftest import StoreURL
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "durable"
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *args], cwd=EXAMPLE, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_the_example_runs_end_to_end_with_worker_processes(durable_url: StoreURL) -> None:
+    url = durable_url("example.db")
+    first = run("submit.py", url, "1")
+    assert first.returncode == 0, first.stderr
+    again = run("submit.py", url, "1")  # a second run changes nothing and says so
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout
+    workers = [subprocess.Popen([sys.executable, "-m", "refsched", "worker", "--db", url,
+                                 "--until-done"], cwd=EXAMPLE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    for w in workers:
+        _, err = w.communicate(timeout=120)
+        assert w.returncode == 0, err
+    jobs = run("-m", "refsched", "jobs", "--db", url, "--json")
+    states = {r["task"]: (r["state"], r["generation"]) for r in json.loads(jobs.stdout)}
+    assert states == {"fetch": ("succeeded", 1), "parse": ("succeeded", 1),
+                      "slow": ("succeeded", 1), "broken": ("failed", 1),
+                      "report": ("blocked", 1)}
+    shown = run("-m", "refsched", "show", "broken", "--db", url)
+    assert shown.returncode == 0
+    assert "FileNotFoundError" in shown.stdout and "in broken" in shown.stdout
+    status = run("-m", "refsched", "status", "--db", url)
+    assert "blocked 'report': broken cannot succeed" in status.stdout
+    third = run("submit.py", url, "1")  # after the run: nothing is submitted again
+    assert "fetch succeeded" in third.stdout
+
+
+def test_every_name_the_durable_docs_import_exists() -> None:
+    text = (ROOT / "README.md").read_text() + (ROOT / "docs" / "durable.md").read_text()
+    names = set(re.findall(r"refsched\.durable\.([A-Z]\w+)", text))
+    names |= {n.strip() for line in re.findall(r"from refsched\.durable import ([\w, ]+)", text)
+              for n in line.split(",")}
+    assert "DurableRunner" in names
+    missing = sorted(n for n in names if not hasattr(refsched.durable, n))
+    assert not missing, f"named by the docs, not in refsched.durable: {missing}"
+
+
+@pytest.mark.parametrize("path", ["examples/durable/jobs.py", "examples/durable/submit.py"])
+def test_the_docs_point_at_the_example(path: str) -> None:
+    docs = (ROOT / "docs" / "durable.md").read_text()
+    first_screen = "\n".join(docs.splitlines()[:40])
+    assert path in first_screen
+    assert "examples/durable" in (ROOT / "README.md").read_text()

@@ -1,0 +1,184 @@
+"""The work-stealing corpus: current with the spec, replayed edge for edge against
+WorkStealingPool, and able to catch a pool that moves differently.
+
+The corpus (traces/pool-cover.jsonl.gz) covers every edge of TLC's state graph of
+spec/MCWorkStealingTraces.cfg. Replay takes each step through the production pool with its
+workers' moves driven one at a time (refsched.verify.pool.driver); each must-fail test breaks
+one thing in a WorkStealingPool and asserts the replay names the first step where it shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from refsched import WorkStealingPool
+from refsched.cli import main
+from refsched.pool.pool import PoolStats, _Task
+from refsched.verify import corpus, stategraph, system
+from refsched.verify.itf import Trace, read_traces
+from refsched.verify.pool.driver import SteppedPool, stepped_class
+from refsched.verify.replay import ReplayReport, format_divergence, replay
+
+POOL = system.get("pool")
+
+
+@pytest.fixture(scope="module")
+def traces() -> list[Trace]:
+    return read_traces(corpus.traces_dir() / POOL.bundle)
+
+
+def test_the_pool_corpus_is_the_one_the_spec_and_model_give() -> None:
+    graph = stategraph.tlc_graph(system=POOL, workers=1)
+    check = corpus.check_corpus(graph)
+    assert check.manifest["edges"] == graph.edge_count == check.fresh["edges"]
+    assert check.manifest["config"] == "MCWorkStealingTraces.cfg"
+
+
+def test_every_edge_of_the_pool_corpus_replays_cleanly(traces: list[Trace]) -> None:
+    report = replay(traces, system=POOL)
+    assert report.ok, format_divergence(report.divergences[0])
+    manifest = corpus.read_manifest(system=POOL)
+    assert (report.traces, report.steps, report.edges) == (
+        manifest["traces"], manifest["steps"], manifest["edges"])
+    assert {name for name, c in report.coverage.items() if c.edges == 0} == set()
+
+
+# -- Broken pools -------------------------------------------------------------------------------
+
+class OwnerTakesTop(WorkStealingPool):
+    """Pop takes the oldest task of the worker's own deque (FIFO) instead of the newest."""
+
+    def _take_locked(self, w: int, victim: int | None = None) -> _Task | None:
+        own = self._deques[w]
+        if own:
+            return own.popleft()
+        return self._steal_locked(w, victim)
+
+
+class ThiefTakesBottom(WorkStealingPool):
+    """A steal takes the newest task of the victim's deque, the end its owner works at."""
+
+    def _steal_locked(self, w: int, victim: int | None = None) -> _Task | None:
+        if victim is None or victim == w or not self._deques[victim]:
+            return super()._steal_locked(w, victim)
+        self._stolen += 1
+        return self._deques[victim].pop()
+
+
+class ChildUncounted(WorkStealingPool):
+    """A child is pushed without being counted: outstanding can reach 0 while it is queued."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        future = super().submit(fn, *args, **kwargs)
+        if self._local.worker is not None:
+            with self._lock:
+                self._outstanding -= 1
+        return future
+
+
+class CancelKeepsCount(WorkStealingPool):
+    """shutdown(cancel_futures=True) empties the deques but leaves the tasks counted."""
+
+    def _cancel_queued_locked(self) -> list[_Task]:
+        before = self._outstanding
+        dropped = super()._cancel_queued_locked()
+        self._outstanding = before
+        return dropped
+
+
+class NeverTerminates(WorkStealingPool):
+    """Stays draining once shut down, even with nothing outstanding."""
+
+    def _terminate_locked(self) -> None:
+        pass
+
+
+def first_divergence(traces: list[Trace], factory: Callable[..., Any]) -> ReplayReport:
+    report = replay(traces, factory, system=POOL)
+    assert not report.ok, f"{factory} replayed {report.steps:,} steps without a divergence"
+    return report
+
+
+@pytest.mark.parametrize(("factory", "action", "field"), [
+    (OwnerTakesTop, "Pop", "deque"),
+    (ThiefTakesBottom, "Steal", "deque"),
+    (ChildUncounted, "SubmitChild", "outstanding"),
+    (CancelKeepsCount, "CancelQueued", "outstanding"),
+    (NeverTerminates, "Shutdown", "phase"),
+], ids=["owner-takes-top", "thief-takes-bottom", "child-uncounted", "cancel-keeps-count",
+        "never-terminates"])
+def test_a_broken_pool_is_named_at_its_first_wrong_step(
+        traces: list[Trace], factory: Callable[..., Any], action: str, field: str) -> None:
+    d = first_divergence(traces, factory).divergences[0]
+    assert (d.side, d.action) == ("implementation", action), format_divergence(d)
+    assert d.reason == "the state after the step is not the trace's", d.reason
+    assert d.diff.splitlines()[1].split()[0] == field, d.diff
+    assert format_divergence(d).startswith(f"trace {d.trace}, step {d.step}: {action}")
+
+
+class TakesNothing(WorkStealingPool):
+    """A worker with a task in its own deque finds nothing to take."""
+
+    def _take_locked(self, w: int, victim: int | None = None) -> _Task | None:
+        return None
+
+
+def test_a_pool_that_takes_nothing_is_named_by_the_move() -> None:
+    d = first_divergence(read_traces(corpus.traces_dir() / POOL.bundle), TakesNothing
+                         ).divergences[0]
+    assert (d.side, d.action) == ("implementation", "Pop"), format_divergence(d)
+    assert "worker w1 takes a task worker 'w1' took no task, expected a task" in d.reason
+
+
+class ExecutedMiscounted(WorkStealingPool):
+    """Counts a task as executed twice: its state is right, its stats() are not."""
+
+    def _finish_locked(self, task: _Task, ran: bool) -> None:
+        super()._finish_locked(task, ran)
+        if ran:
+            self._executed += 1
+
+
+def test_the_driven_pool_checks_its_counters_after_every_step(traces: list[Trace]) -> None:
+    d = first_divergence(traces, ExecutedMiscounted).divergences[0]
+    assert (d.side, d.action) == ("implementation", "Finish"), format_divergence(d)
+    assert "check_invariants() raised AssertionError: stats().executed is 2" in d.reason
+
+
+class QueueLengthsReversed(WorkStealingPool):
+    """Lists the lengths of the deques last worker first."""
+
+    def stats(self) -> PoolStats:
+        counted = super().stats()
+        return dataclasses.replace(counted, queue_lengths=counted.queue_lengths[::-1])
+
+
+def test_a_pool_that_miscounts_is_named_at_its_first_wrong_step(traces: list[Trace]) -> None:
+    d = first_divergence(traces, QueueLengthsReversed).divergences[0]
+    assert (d.side, d.action) == ("implementation", "SubmitExternal"), format_divergence(d)
+    assert d.reason == "stats() is not what the trace's steps count: queue_lengths", d.reason
+    # the table the pool's state differences are shown in: field, trace, implementation
+    assert d.diff.splitlines() == ["  field                  trace   implementation",
+                                   "  stats().queue_lengths  (1, 0)  (0, 1)"], d.diff
+
+
+def test_a_stepped_pool_starts_no_thread_and_needs_a_pool_class() -> None:
+    pool = SteppedPool(WorkStealingPool, ["w1", "w2"])
+    assert pool.pool._threads == ()
+    assert stepped_class(WorkStealingPool) is type(pool.pool)
+    with pytest.raises(TypeError, match="WorkStealingPool or a subclass"):
+        stepped_class(dict)  # type: ignore[arg-type]
+
+
+def test_replay_cli_replays_the_pool_corpus(capsys: pytest.CaptureFixture[str]) -> None:
+    bundle = corpus.traces_dir() / POOL.bundle
+    assert main(["replay", "-q", str(bundle)]) == 0  # the spec is read off the traces
+    assert "no divergence" in capsys.readouterr().err
+    assert main(["replay", "-q", "--system", "pool"]) == 0
+    assert "edges replayed: 9,216 of 9,216 (100.0%)" in capsys.readouterr().out
+    assert main(["replay", "-q", "--system", "pool",
+                 "--impl", "tests.pool.test_replay:OwnerTakesTop"]) == 1
