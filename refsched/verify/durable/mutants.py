@@ -1,0 +1,234 @@
+"""The mutation catalogue of the durable scheduler: seeded bugs of ``refsched/durable/``.
+
+Each is a source patch that the verification layers must kill (:mod:`refsched.verify.mutants` runs
+them; docs/mutants.md has the last run). ``MODULES`` names the files they patch.
+"""
+
+from __future__ import annotations
+
+from refsched.verify.mutant import Mutant
+from refsched.verify.mutant import mutant as _m
+
+MODULES = {"durable": "refsched.durable.scheduler", "durable_store": "refsched.durable.store",
+           "durable_postgres": "refsched.durable.postgres",
+           "durable_steps": "refsched.durable.steps_postgres"}
+"""The files this catalogue patches: a key (a mutant's ``file``) to its module."""
+
+_D, _DS, _DP, _DF = "durable", "durable_store", "durable_postgres", "durable_steps"
+
+CATALOGUE: tuple[Mutant, ...] = (
+    # -- DurableScheduler: fencing ---------------------------------------------------------------
+    _m("durable_complete_ignores_attempt", _D,
+       "a report is fenced by generation and worker only: a stale attempt of the same worker "
+       "ends the version its re-claim holds",
+       """"AND generation = ? AND attempt = ? AND state = 'running' AND \"""",
+       """"AND generation = ? AND ? > 0 AND state = 'running' AND \""""),
+    _m("durable_complete_ignores_holder", _D,
+       "a report is accepted without a live lease: an expired attempt not yet re-claimed "
+       "still ends the version",
+       """"holder = ?", (state, lease.attempt, now, result, error, t,""",
+       """"? IS NOT NULL", (state, lease.attempt, now, result, error, t,"""),
+    _m("durable_stale_report_answered_as_repeat", _D,
+       "a report of a stale attempt of an ended version is answered as a repeat, not refused",
+       """        if (generation == lease.generation and ended_attempt == lease.attempt
+                and state in _TERMINAL):""",
+       """        if (generation == lease.generation and ended_attempt is not None
+                and state in _TERMINAL):"""),
+    _m("durable_heartbeat_revives_lost_lease", _D,
+       "a heartbeat of an expired lease extends it instead of raising LeaseLostError",
+       """                    and state == "running" and holder == lease.worker):
+                raise LeaseLostError""",
+       """                    and state == "running"):
+                raise LeaseLostError"""),
+    _m("durable_heartbeat_half_extension", _D,
+       "a heartbeat extends the lease by half its length",
+       """(tx.now() + seconds,""",
+       """(tx.now() + seconds / 2,"""),
+    _m("durable_heartbeat_hides_cancel", _D,
+       "a heartbeat never says that a cancel was requested",
+       """            return bool(cancel_requested)""",
+       """            return False"""),
+    # -- DurableScheduler: expiry and claims -----------------------------------------------------
+    _m("durable_expiry_ignores_deadline", _D,
+       "expiry is not conditional on the deadline: a live lease is taken from a working worker",
+       """"holder IS NOT NULL AND deadline < ? ORDER BY seq\"""",
+       """"holder IS NOT NULL AND deadline < ? + 1e9 ORDER BY seq\""""),
+    _m("durable_expiry_keeps_holder", _D,
+       "an expired lease keeps its holder: the version is never re-claimed, and the old "
+       "attempt's report is still accepted",
+       """tx.later("UPDATE task SET holder = NULL, deadline = NULL WHERE id = ?", (t,))""",
+       """tx.later("UPDATE task SET deadline = NULL WHERE id = ?", (t,))"""),
+    _m("durable_reclaim_past_max_attempts", _D,
+       "an expiry never fails the version: a task that kills its workers is re-claimed for ever",
+       """            if attempt < self._max_attempts:
+                tx.later(""",
+       """            if True:
+                tx.later("""),
+    _m("durable_claim_on_worker_clock", _D,
+       "a claim reads the worker's clock, not the store's: deadlines are written and judged "
+       "on two clocks",
+       """            now = tx.now()
+            if overdue:""",
+       """            now = time.time()
+            if overdue:"""),
+    _m("durable_claim_one_over_concurrency", _D,
+       "claims take one version more than max_concurrency allows",
+       """                want = min(want, self._max - running)""",
+       """                want = min(want, self._max + 1 - running)"""),
+    _m("durable_claim_newest_first", _D,
+       "claims take the ready versions of largest seq first",
+       """"FROM task WHERE state = 'ready' ORDER BY seq LIMIT ?) \"""",
+       """"FROM task WHERE state = 'ready' ORDER BY seq DESC LIMIT ?) \""""),
+    _m("durable_claim_after_close", _D,
+       "claims still take ready versions after close()",
+       """            if want and not closed:""",
+       """            if want:"""),
+    # -- DurableScheduler: the graph -------------------------------------------------------------
+    _m("durable_no_fan_in", _D,
+       "a success counts for none of its pending dependents: they wait for ever",
+       """"state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = ?)",""",
+       """"state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = ? AND 0)","""),
+    _m("durable_fail_does_not_block", _D,
+       "a failure or an acknowledged cancel blocks none of its dependents",
+       """            else:
+                self._settle(tx, [t])
+            return TaskState(state)""",
+       """            return TaskState(state)"""),
+    _m("durable_replaced_success_still_counts", _D,
+       "resubmitting a succeeded task leaves its waiting dependents counting the old success",
+       """            if old is not None and old[1] == "succeeded":""",
+       """            if False:"""),
+    _m("durable_submit_skips_cycle_check", _D,
+       "a submit after start() does not look for a cycle through the new version",
+       """                cycle = self._path_to(tx, dep_list, task_id)""",
+       """                cycle = None"""),
+    _m("durable_retry_keeps_attempt", _D,
+       "retry() leaves the new version with the old version's attempts",
+       """"remaining_deps = ?, blocked_by = NULL, cancel_requested = 0, attempt = 0, \"""",
+       """"remaining_deps = ?, blocked_by = NULL, cancel_requested = 0, \""""),
+    _m("durable_close_inverts_cancel_pending", _D,
+       "close(cancel_pending) cancels the waiting versions exactly when it should not",
+       """                if cancel_pending:
+                    n = tx.run(""",
+       """                if not cancel_pending:
+                    n = tx.run("""),
+    _m("durable_reclaims_uncounted", _D,
+       "stats().reclaimed does not count the attempts taken after an expiry",
+       """            self._count(tx, "reclaimed", len(taken))""",
+       """            self._count(tx, "reclaimed", 0)"""),
+    # -- the SQLite store ------------------------------------------------------------------------
+    _m("durable_store_deferred_begin", _DS,
+       "a transaction that writes begins deferred: it reads, then fails to upgrade to the write "
+       "lock when another process wrote in between",
+       """                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")""",
+       """                conn.execute("BEGIN")"""),
+    _m("durable_store_wall_clock_only", _DS,
+       "a virtual-clock store still reads the wall clock: tick() moves no deadline",
+       """        self.clock_sql = _VIRTUAL_NOW""",
+       """        self.clock_sql = _WALL_NOW"""),
+    # -- the PostgreSQL store and its server-side steps ------------------------------------------
+    _m("durable_pg_keeps_stale_wakeups", _DP,
+       "notifications that arrived before a claim looked still wake the next wait: idle "
+       "workers keep looking for what they have already taken",
+       """                for _ in self._listener.notifies(timeout=0.0):
+                    pass""",
+       """                pass"""),
+    _m("durable_pg_sends_to_ended_connection", _DP,
+       "a step is sent on a pooled connection the server has ended: the first step after a "
+       "server restart fails",
+       """            ready, _, _ = select.select([conn.pgconn.socket], [], [], 0)""",
+       """            ready = []"""),
+    _m("durable_steps_claim_newest_first", _DF,
+       "the server-side claim takes the ready versions of largest seq first",
+       """WHERE id IN (SELECT id FROM task WHERE state = 'ready' ORDER BY seq LIMIT room)""",
+       """WHERE id IN (SELECT id FROM task WHERE state = 'ready' ORDER BY seq DESC LIMIT room)"""),
+    _m("durable_steps_claim_skips_expiry", _DF,
+       "the server-side claim takes ready versions while a lease is past its deadline: the "
+       "dead worker's version waits until nothing else is ready",
+       """            OR EXISTS (SELECT 1 FROM task WHERE state = 'running'
+                       AND (holder IS NULL OR deadline < now_)) THEN""",
+       """            THEN"""),
+    _m("durable_steps_claim_one_over_concurrency", _DF,
+       "the server-side claim takes one version more than max_concurrency allows",
+       """room := least(p_want, p_max - (SELECT""",
+       """room := least(p_want, p_max + 1 - (SELECT"""),
+    _m("durable_steps_complete_ignores_attempt", _DF,
+       "the server-side complete is fenced by generation and worker only",
+       """     WHERE id = p_task AND generation = p_generation AND attempt = p_attempt""",
+       """     WHERE id = p_task AND generation = p_generation"""),
+    _m("durable_steps_no_fan_in", _DF,
+       "a success completed on the server counts for none of its pending dependents",
+       """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);
+    PERFORM refsched_wake""",
+       """     WHERE false;
+    PERFORM refsched_wake"""),
+    _m("durable_steps_replaced_success_still_counts", _DF,
+       "a submit on the server that replaces a success leaves the waiting dependents counting it",
+       """    IF old_state = 'succeeded' THEN""",
+       """    IF false THEN"""),
+    _m("durable_steps_wake_whenever", _DF,
+       "every step that may make a version claimable wakes the idle workers, claimable or not",
+       """    IF refsched_claimable(p_virtual, p_max) THEN""",
+       """    IF true THEN"""),
+)
+
+# Wake-ups and notifications: each bug leaves a thread waiting for an event that happened.
+# The wake-up tests (tests/test_wakeups_*.py) block a thread first, then make the one change
+# that must release it.
+WAKEUPS: tuple[Mutant, ...] = (
+    _m('durable_submit_no_wake', _D,
+       'a client-side submit of a ready version after start wakes nobody',
+       """            if state == "ready":
+                tx.wake(self._max)""",
+       """            if state == "ready":
+                pass"""),
+    _m('durable_start_no_wake', _D, 'start() wakes nobody for the versions already ready',
+       """            self._step(tx, "Start")
+            tx.wake(self._max)""",
+       """            self._step(tx, "Start")"""),
+    _m('durable_claim_leftover_no_wake', _D, 'a client-side claim that left work wakes nobody',
+       """            if taken:
+                tx.wake(self._max)  # what it left is for the next idle worker""",
+       """            if taken:
+                pass"""),
+    _m('durable_expire_no_wake', _D, 'expire() wakes nobody for what can be re-claimed',
+       """            self._expire(tx, tx.now())
+            tx.wake(self._max)  # what expired can be re-claimed""",
+       """            self._expire(tx, tx.now())"""),
+    _m('durable_end_no_wake', _D, 'a client-side complete/fail wakes nobody',
+       """            tx.wake(self._max)  # a slot is free, and dependents may be ready""",
+       """            pass"""),
+    _m('durable_retry_no_wake', _D, 'retry() wakes nobody',
+       """            self._step(tx, "Retry", t=task_id)
+            tx.wake(self._max)""",
+       """            self._step(tx, "Retry", t=task_id)"""),
+    _m('durable_steps_submit_no_wake', _DF, 'the server-side submit wakes nobody',
+       """            VALUES ('Submit', json_build_object('t', p_task, 'D',\
+ json_build_array())::text, now_);
+    END IF;
+    PERFORM refsched_wake(p_virtual, p_channel, p_max);""",
+       """            VALUES ('Submit', json_build_object('t', p_task, 'D',\
+ json_build_array())::text, now_);
+    END IF;"""),
+    _m('durable_steps_claim_no_wake', _DF, 'the server-side claim that left work wakes nobody',
+       """                VALUES ('Claim', json_build_object('w', p_worker, 'k', taken)::text,\
+ now_);
+        END IF;
+        PERFORM refsched_wake(p_virtual, p_channel, p_max);""",
+       """                VALUES ('Claim', json_build_object('w', p_worker, 'k', taken)::text,\
+ now_);
+        END IF;"""),
+    _m('durable_steps_complete_no_wake', _DF, 'the server-side complete wakes nobody',
+       """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);
+    PERFORM refsched_wake(p_virtual, p_channel, p_max);""",
+       """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);"""),
+    _m('durable_steps_claimable_ignores_free_slot', _DF, 'claimable though every slot is taken',
+       """            AND (SELECT count(*) FROM task WHERE state = 'running') < p_max);""",
+       """            AND (SELECT count(*) FROM task WHERE state = 'running') <= p_max);"""),
+    _m('durable_postgres_wait_never_hears', _DP,
+       'wait_for_work() hears no notification: it waits out its timeout',
+       """                for _ in self._listener.notifies(timeout=max(0.0, timeout), stop_after=1):
+                    return True""",
+       """                for _ in self._listener.notifies(timeout=max(0.0, timeout), stop_after=1):
+                    pass"""),
+)
