@@ -3,8 +3,9 @@
 Each :class:`Mutant` is a source patch of one production module (``refsched/dag/scheduler.py``,
 ``dag/runner.py``, ``timer/scheduler.py``, ``timer/runner.py``, ``pool/pool.py``,
 ``durable/scheduler.py``, ``durable/store.py``, ``durable/postgres.py`` or
-``durable/steps_postgres.py``, whose text is the PostgreSQL store's server-side functions): an exact snippet of the current file (it must occur
-there exactly once), its replacement, and the bug it plants. A mutant is run in fresh subprocesses,
+``durable/steps_postgres.py``, whose text is the PostgreSQL store's server-side functions): an
+exact snippet of the current file (it must occur there exactly once), its replacement, and the
+bug it plants. A mutant is run in fresh subprocesses,
 one per layer, whose import system serves the patched source as the module (the files themselves
 are never written; the Python processes a layer starts, such as durable worker processes, are
 served the patched module too), against the layers cheapest first, each on the system the mutated
