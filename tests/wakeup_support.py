@@ -1,5 +1,6 @@
-"""What the wake-up tests share (tests/test_wakeups_*.py): a call run on a thread of its own, and
-a way to know that thread is blocked waiting before the event that must release it happens.
+"""What the wake-up tests share (tests/<system>/test_wakeups.py): a call run on a thread of its
+own, and a way to know that thread is blocked waiting before the event that must release it
+happens.
 
 A wake-up can only be tested on a thread that is already waiting when the event comes: one that
 comes later finds the state changed and never needs the notification. So each test starts the

@@ -1,7 +1,7 @@
 """Real faults against both stores: worker processes killed (SIGKILL) and paused
 (SIGSTOP/SIGCONT), a process killed inside a write transaction, parents completing at once
 from two processes, claimers in many processes; and, for SQLite, real full and read-only
-filesystems. (The PostgreSQL server's own faults: test_durable_postgres_faults.py.)
+filesystems. (The PostgreSQL server's own faults: tests/durable/test_postgres_faults.py.)
 
 Every test bounds its waits; a regression fails instead of hanging. Task functions log their
 starts and ends with the pid and the time (``tests/durable/jobs.py``).

@@ -3,7 +3,7 @@ wake idle workers only when a claim could take a step, connections the server en
 Ctrl-C in the middle of a step.
 
 The store's contract itself is tested on both stores by test_durable.py, the lock-step machine
-and corpus replay; the server's faults by test_durable_postgres_faults.py.
+and corpus replay; the server's faults by tests/durable/test_postgres_faults.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The durable worker (``refsched worker``): its bookkeeping of held leases, its wake-ups, its
 arguments, its logging, its signals, its time limit and its store errors, through real worker
-processes where users have them. (The worker under kills and pauses: test_durable_faults.py;
-its bookkeeping beside the spec's model: test_durable_worker_lockstep.py.)
+processes where users have them. (The worker under kills and pauses: tests/durable/test_faults.py;
+its bookkeeping beside the spec's model: tests/durable/test_worker_lockstep.py.)
 
 Every wait is bounded; a regression fails instead of hanging.
 """

@@ -136,10 +136,10 @@ BUGS: list[tuple[Callable[[Any], Scenario], type[WorkStealingPool], str, str]] =
     (pools.pool_shutdown_races_child, CountsAChildLate, "invariant",
      "1 tasks are inside their function, yet outstanding - queued = 1 - 1 = 0"),
     (pools.pool_shutdown_races_child, DrainsBeforeTheLock, "lock discipline",
-     "main wrote WorkStealingPool._state at test_pool_explore.py"),
+     "main wrote WorkStealingPool._state at test_explore.py"),
     (pools.pool_nested_waits, ForgetsTheJoiners, "lost wake-up", "never notified"),
     (pools.pool_nested_waits, RegistersAJoinerUnlocked, "lock discipline",
-     "wrote _Task._joiners at test_pool_explore.py"),
+     "wrote _Task._joiners at test_explore.py"),
 ]
 
 

@@ -118,11 +118,11 @@ BUGS: list[tuple[Callable[[Any], Scenario], type, str, str]] = [
     (timers.timer_close_during_sleep, CloseLeavesDispatcherAsleep, "assertion",
      "close() was done at t=0.0 but returned at t=1000.0"),
     (timers.timer_close_during_sleep, FlagsClosedUnlocked, "lock discipline",
-     "main wrote TimerRunner._closed at test_timer_explore.py"),
+     "main wrote TimerRunner._closed at test_explore.py"),
     (timers.timer_next_races_changes, ClockOutsideTheLock, "lock discipline",
-     "wrote TimerScheduler._now at test_timer_explore.py"),
+     "wrote TimerScheduler._now at test_explore.py"),
     (timers.timer_next_races_changes, ResultOutsideTheLock, "lock discipline",
-     "wrote TimerScheduler._payload[0] (task 'a') at test_timer_explore.py"),
+     "wrote TimerScheduler._payload[0] (task 'a') at test_explore.py"),
 ]
 
 

@@ -326,7 +326,7 @@ CATALOGUE: tuple[Mutant, ...] = (
 )
 
 # Wake-ups and notifications: each bug leaves a thread waiting for an event that happened.
-# The wake-up tests (tests/test_wakeups_*.py) block a thread first, then make the one change
+# The wake-up tests (tests/<system>/test_wakeups.py) block a thread first, then make the one change
 # that must release it.
 WAKEUPS: tuple[Mutant, ...] = (
     _m('runner_close_releases_no_idle_worker', _R, 'close() does not send the idle workers away',

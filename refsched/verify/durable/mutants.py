@@ -173,7 +173,7 @@ CATALOGUE: tuple[Mutant, ...] = (
 )
 
 # Wake-ups and notifications: each bug leaves a thread waiting for an event that happened.
-# The wake-up tests (tests/test_wakeups_*.py) block a thread first, then make the one change
+# The wake-up tests (tests/<system>/test_wakeups.py) block a thread first, then make the one change
 # that must release it.
 WAKEUPS: tuple[Mutant, ...] = (
     _m('durable_submit_no_wake', _D,

@@ -98,7 +98,7 @@ CATALOGUE: tuple[Mutant, ...] = (
 )
 
 # Wake-ups and notifications: each bug leaves a thread waiting for an event that happened.
-# The wake-up tests (tests/test_wakeups_*.py) block a thread first, then make the one change
+# The wake-up tests (tests/<system>/test_wakeups.py) block a thread first, then make the one change
 # that must release it.
 WAKEUPS: tuple[Mutant, ...] = (
     _m('pool_joiners_not_woken', _P, 'Finish does not wake the workers parked waiting on the task',
