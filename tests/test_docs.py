@@ -32,6 +32,15 @@ def anchor(heading: str) -> str:
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
+def leads_somewhere(linked: Path, fragment: str) -> bool:
+    """The file exists and, for a Markdown page, so does the heading the fragment names."""
+    if not linked.exists():
+        return False
+    if not fragment or linked.suffix != ".md":
+        return True
+    return fragment in {anchor(h) for h in headings(linked.read_text(), "#+")}
+
+
 def broken_links(path: Path) -> list[str]:
     """The relative links of a Markdown file whose file or anchor does not exist."""
     text = re.sub(r"```.*?```", "", path.read_text(), flags=re.DOTALL)
@@ -41,10 +50,7 @@ def broken_links(path: Path) -> list[str]:
             continue
         file, _, fragment = target.partition("#")
         linked = (path.parent / file) if file else path
-        if not linked.exists():
-            bad.append(target)
-        elif fragment and linked.suffix == ".md" and fragment not in {
-                anchor(h) for h in headings(linked.read_text(), "#+")}:
+        if not leads_somewhere(linked, fragment):
             bad.append(target)
     return bad
 
