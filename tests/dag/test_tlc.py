@@ -29,7 +29,7 @@ from tests.spec_mutants import (
 )
 
 # Measured with TLC 2.15 on MCScheduler.cfg (3 ids, MaxConcurrency 2, MaxGeneration 2,
-# symmetry on ids). If the spec or the model changes, update these and the README table.
+# symmetry on ids). If the spec or the model changes, update these and the table in docs/dag.md.
 SAFETY_DISTINCT_STATES = 535_646
 SAFETY_DEPTH = 21
 # Measured on MCSchedulerLiveness.cfg (3 ids, MaxConcurrency 2, MaxGeneration 1, no symmetry).
@@ -54,7 +54,7 @@ def test_safety_model_holds_with_recorded_state_count() -> None:
     assert result.ok, result.output[-4000:]
     assert result.version is not None and "2.15" in result.version
     assert (result.distinct_states, result.depth) == (SAFETY_DISTINCT_STATES, SAFETY_DEPTH), (
-        "the state space changed: update SAFETY_DISTINCT_STATES/SAFETY_DEPTH and the README"
+        "the state space changed: update SAFETY_DISTINCT_STATES/SAFETY_DEPTH and docs/dag.md"
     )
 
 
@@ -66,7 +66,7 @@ def test_liveness_model_holds_with_recorded_state_count() -> None:
     assert (result.distinct_states, result.depth) == (
         LIVENESS_DISTINCT_STATES,
         LIVENESS_DEPTH,
-    ), "the state space changed: update LIVENESS_DISTINCT_STATES/LIVENESS_DEPTH and the README"
+    ), "the state space changed: update LIVENESS_DISTINCT_STATES/LIVENESS_DEPTH and docs/dag.md"
 
 
 S, T, L = SAFETY, TRACES, LIVENESS

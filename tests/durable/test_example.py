@@ -49,6 +49,29 @@ def test_the_example_runs_end_to_end_with_worker_processes(durable_url: StoreURL
     assert "blocked 'report': broken cannot succeed" in status.stdout
     third = run("submit.py", url, "1")  # after the run: nothing is submitted again
     assert "fetch succeeded" in third.stdout
+    # The README's first screen shows this run's output as what a newcomer will see: each line
+    # the run printed must be there, word for word, with the README's store URL for this one.
+    screen = first_screen()
+    for line in [first.stdout.splitlines()[0], *status.stdout.splitlines()]:
+        assert line.replace(url, README_URL) in screen, line
+
+
+README_URL = "sqlite:///example.db"
+
+
+def first_screen() -> str:
+    """The README up to its third section: install, the verified run, the first durable DAG."""
+    text = (ROOT / "README.md").read_text()
+    return text.split("\n## ")[:3][-1]
+
+
+def test_the_readme_runs_the_example_as_the_test_does() -> None:
+    screen = first_screen()
+    assert screen.startswith("A first durable DAG")
+    for command in ("cd examples/durable", f"python submit.py {README_URL}",
+                    f"refsched worker --db {README_URL} --until-done",
+                    f"refsched status --db {README_URL}"):
+        assert command in screen, command
 
 
 def test_every_name_the_durable_docs_import_exists() -> None:
