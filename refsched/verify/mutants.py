@@ -870,8 +870,9 @@ def format_markdown(rep: RunReport, command: str = "") -> str:
     """The table as Markdown: totals, one row per mutant, then every kill's evidence."""
     out = [
         "# Mutation score of the verification layers", "",
-        "Seeded bugs of `refsched/dag/scheduler.py`, `runner.py`, `timer.py`, `timer_runner.py`, "
-        "`pool.py`, `durable/scheduler.py` and `durable/store.py` (the catalogue in "
+        "Seeded bugs of `refsched/dag/scheduler.py`, `dag/runner.py`, `timer/scheduler.py`, "
+        "`timer/runner.py`, `pool/pool.py`, `durable/scheduler.py` and `durable/store.py` (each "
+        "system's catalogue in `refsched/verify/<system>/mutants.py`, run by "
         "`refsched/verify/mutants.py`), each run in its own subprocesses against the layers in "
         f"this order: {', '.join(rep.layers)}. A layer kills a mutant only by its own verdict; "
         "a timeout or a crash is reported and never counted as a kill.", "",
