@@ -82,6 +82,17 @@ class Blocked:
         return self.thread.is_alive()
 
 
+def gated(started: threading.Event, gate: threading.Event, value: Any = None
+          ) -> Callable[[], Any]:
+    """A task function held running until the test lets it end: it sets ``started``, waits
+    for ``gate`` (a lost release fails at LONG instead of hanging), and returns ``value``."""
+    def run() -> Any:
+        started.set()
+        assert gate.wait(LONG)
+        return value
+    return run
+
+
 def closed(close: Callable[[], Any]) -> Any:
     """What ``close()`` returns, called so that a close that never returns fails the test
     instead of hanging the run (a test that ends without one leaves only daemon threads)."""

@@ -16,15 +16,7 @@ from typing import Any
 import pytest
 
 from refsched import Cancelled, CancelToken, Runner, SchedulerError, TaskState
-from tests.wakeup_support import LONG, Blocked, closed, until
-
-
-def _gated(started: threading.Event, gate: threading.Event, value: Any = None) -> Any:
-    def run() -> Any:
-        started.set()
-        assert gate.wait(LONG)
-        return value
-    return run
+from tests.wakeup_support import LONG, Blocked, closed, gated, until
 
 
 def _outcome(future: Future[Any]) -> Any:
@@ -44,7 +36,7 @@ def _all_idle(runner: Runner, n: int) -> None:
 def test_wait_is_released_when_the_last_function_returns() -> None:
     started, gate = threading.Event(), threading.Event()
     runner = Runner(max_workers=2)
-    runner.submit("a", _gated(started, gate, 1))
+    runner.submit("a", gated(started, gate, 1))
     runner.start()
     assert started.wait(LONG)
     waiter = Blocked(runner.wait)
@@ -93,7 +85,7 @@ def test_wait_is_released_when_a_submit_after_start_runs_and_a_retry_reruns() ->
     runner.start()
     _all_idle(runner, 2)
     started, gate = threading.Event(), threading.Event()
-    runner.submit("late", _gated(started, gate, "late"))  # handed to an idle worker
+    runner.submit("late", gated(started, gate, "late"))  # handed to an idle worker
     assert started.wait(LONG)
     waiter = Blocked(runner.wait)
     waiter.until_waiting()
@@ -146,7 +138,7 @@ def test_close_without_cancel_pending_returns_once_the_running_function_returns(
     # A pending version stays live in the scheduler, so only "nothing in flight" may wake close.
     started, gate = threading.Event(), threading.Event()
     runner = Runner(max_workers=1)
-    a = runner.submit("a", _gated(started, gate, "a"))
+    a = runner.submit("a", gated(started, gate, "a"))
     runner.submit("b", lambda: "b", ["a"])
     runner.start()
     assert started.wait(LONG)
@@ -161,7 +153,7 @@ def test_close_without_cancel_pending_returns_once_the_running_function_returns(
 def test_close_and_wait_are_both_released_when_the_running_function_returns() -> None:
     started, gate = threading.Event(), threading.Event()
     runner = Runner(max_workers=1)
-    runner.submit("a", _gated(started, gate))
+    runner.submit("a", gated(started, gate))
     runner.submit("b", lambda: None, ["a"])
     runner.start()
     assert started.wait(LONG)
@@ -188,7 +180,7 @@ class _BreakingRecorder:
 def test_a_runner_stopped_on_its_own_failure_sends_its_idle_workers_away() -> None:
     started, gate = threading.Event(), threading.Event()
     runner = Runner(max_workers=3, recorder=_BreakingRecorder("Complete"))
-    a = runner.submit("a", _gated(started, gate))
+    a = runner.submit("a", gated(started, gate))
     runner.start()
     assert started.wait(LONG)
     _all_idle(runner, 2)  # the two other workers wait for a claim
@@ -257,15 +249,15 @@ def test_a_claim_cancelled_while_it_waits_in_the_queue_is_handed_on_as_cancelled
     gates = {t: threading.Event() for t in ("a", "b", "x")}
     in_callback, leave_callback = threading.Event(), threading.Event()
     ran: list[str] = []
-    runner.submit("a", _gated(started["a"], gates["a"]))
-    b = runner.submit("b", _gated(started["b"], gates["b"]))
+    runner.submit("a", gated(started["a"], gates["a"]))
+    b = runner.submit("b", gated(started["b"], gates["b"]))
 
     def held(_: Future[Any]) -> None:
         in_callback.set()
         assert leave_callback.wait(LONG)
 
     b.add_done_callback(held)
-    runner.submit("x", _gated(started["x"], gates["x"]), ["a"])
+    runner.submit("x", gated(started["x"], gates["x"]), ["a"])
     y = runner.submit("y", lambda: ran.append("y"), ["a"])
     runner.start()
     assert started["a"].wait(LONG) and started["b"].wait(LONG)
