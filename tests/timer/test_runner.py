@@ -383,16 +383,19 @@ def test_close_from_inside_a_function_reports_that_function_as_running() -> None
     assert r.scheduler.state("self") is TimerState.COMPLETED
 
 
+class BreakableClock:
+    """The monotonic clock until the test sets ``broken``; then every read raises OSError."""
+
+    broken = False
+
+    def __call__(self) -> float:
+        if self.broken:
+            raise OSError("the clock is gone")
+        return time.monotonic()
+
+
 def test_a_failing_clock_stops_the_dispatcher_and_fails_pending_futures() -> None:
-    class Clock:
-        broken = False
-
-        def __call__(self) -> float:
-            if self.broken:
-                raise OSError("the clock is gone")
-            return time.monotonic()
-
-    clock = Clock()
+    clock = BreakableClock()
     rec = StepRecorder()
     r = TimerRunner(max_workers=1, clock=clock, recorder=rec)
     first = r.schedule("a", now() + LONG, lambda: None)
@@ -458,18 +461,10 @@ def test_a_done_callback_raising_a_base_exception_is_logged_and_the_worker_goes_
 @BASE_EXCEPTIONS
 def test_a_done_callback_raising_in_the_dispatcher_is_logged_and_every_future_resolves(
         raised: type[BaseException], caplog: pytest.LogCaptureFixture) -> None:
-    class Clock:
-        broken = False
-
-        def __call__(self) -> float:
-            if self.broken:
-                raise OSError("the clock is gone")
-            return time.monotonic()
-
     def bad(future: cf.Future[Any]) -> None:
         raise raised()
 
-    clock = Clock()
+    clock = BreakableClock()
     rec = StepRecorder()
     r = TimerRunner(max_workers=1, clock=clock, recorder=rec)
     first = r.schedule("a", now() + LONG, lambda: None)
