@@ -82,6 +82,14 @@ class Blocked:
         return self.thread.is_alive()
 
 
+def blocked_in(call: Callable[[], Any], name: str = "blocked-call") -> Blocked:
+    """``call()`` on a thread of its own, returned once that thread waits, not yet notified:
+    the change the test makes next is the one that must release it."""
+    blocked = Blocked(call, name)
+    blocked.until_waiting()
+    return blocked
+
+
 def gated(started: threading.Event, gate: threading.Event, value: Any = None
           ) -> Callable[[], Any]:
     """A task function held running until the test lets it end: it sets ``started``, waits

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from refsched import Cancelled, CancelToken, Runner, SchedulerError, TaskState
-from tests.wakeup_support import LONG, Blocked, closed, gated, until
+from tests.wakeup_support import LONG, Blocked, blocked_in, closed, gated, until
 
 
 def _outcome(future: Future[Any]) -> Any:
@@ -39,8 +39,7 @@ def test_wait_is_released_when_the_last_function_returns() -> None:
     runner.submit("a", gated(started, gate, 1))
     runner.start()
     assert started.wait(LONG)
-    waiter = Blocked(runner.wait)
-    waiter.until_waiting()
+    waiter = blocked_in(runner.wait)
     gate.set()
     assert waiter.result() is True
     closed(runner.close)
@@ -51,8 +50,7 @@ def test_wait_is_released_when_a_cancel_before_start_ends_every_version() -> Non
     runner = Runner(max_workers=1)
     a = runner.submit("a", lambda: 1)
     b = runner.submit("b", lambda: 2, ["a"])
-    waiter = Blocked(runner.wait)
-    waiter.until_waiting()
+    waiter = blocked_in(runner.wait)
     assert runner.cancel("a") is TaskState.CANCELLED
     assert waiter.result() is True
     assert a.cancelled() and isinstance(b.exception(0), SchedulerError)
@@ -73,8 +71,7 @@ def test_every_thread_in_wait_is_released_not_only_one() -> None:
 def test_wait_is_released_when_start_is_called_from_another_thread() -> None:
     runner = Runner(max_workers=1)
     runner.submit("a", lambda: 1)
-    waiter = Blocked(runner.wait)
-    waiter.until_waiting()
+    waiter = blocked_in(runner.wait)
     runner.start()
     assert waiter.result() is True
     closed(runner.close)
@@ -87,8 +84,7 @@ def test_wait_is_released_when_a_submit_after_start_runs_and_a_retry_reruns() ->
     started, gate = threading.Event(), threading.Event()
     runner.submit("late", gated(started, gate, "late"))  # handed to an idle worker
     assert started.wait(LONG)
-    waiter = Blocked(runner.wait)
-    waiter.until_waiting()
+    waiter = blocked_in(runner.wait)
     gate.set()
     assert waiter.result() is True
 
@@ -142,8 +138,7 @@ def test_close_without_cancel_pending_returns_once_the_running_function_returns(
     runner.submit("b", lambda: "b", ["a"])
     runner.start()
     assert started.wait(LONG)
-    closer = Blocked(lambda: runner.close(cancel_pending=False))
-    closer.until_waiting()
+    closer = blocked_in(lambda: runner.close(cancel_pending=False))
     gate.set()
     assert closer.result().running == ()
     assert a.result(0) == "a"
@@ -157,8 +152,7 @@ def test_close_and_wait_are_both_released_when_the_running_function_returns() ->
     runner.submit("b", lambda: None, ["a"])
     runner.start()
     assert started.wait(LONG)
-    waiter = Blocked(runner.wait, name="waiter")
-    waiter.until_waiting()
+    waiter = blocked_in(runner.wait, name="waiter")
     closer = Blocked(runner.close, name="closer")  # cancels b: wait() then waits for a only
     closer.until_waiting()
     gate.set()
@@ -199,10 +193,8 @@ def test_a_settled_result_wakes_its_waiter_though_a_waiter_of_another_future_wai
     runner = Runner(max_workers=2)
     futures = {t: runner.submit(t, lambda t=t: gates[t].wait(LONG) and t) for t in "ab"}
     runner.start()
-    first = Blocked(lambda: futures["a"].result(LONG), name="waits-on-a")
-    first.until_waiting()
-    second = Blocked(lambda: futures["b"].result(LONG), name="waits-on-b")
-    second.until_waiting()
+    first = blocked_in(lambda: futures["a"].result(LONG), name="waits-on-a")
+    second = blocked_in(lambda: futures["b"].result(LONG), name="waits-on-b")
     gates["b"].set()
     assert second.result() == "b"
     # The waiter of a was woken too (one condition), and must have gone back to waiting.
@@ -226,10 +218,8 @@ def test_an_exception_and_a_cancel_wake_the_threads_waiting_on_their_futures() -
     other = runner.submit("other", lambda: None)
     runner.start()
     assert started.wait(LONG)
-    on_error = Blocked(lambda: failing.exception(LONG), name="waits-on-failing")
-    on_error.until_waiting()
-    on_cancel = Blocked(lambda: _outcome(other), name="waits-on-other")
-    on_cancel.until_waiting()
+    on_error = blocked_in(lambda: failing.exception(LONG), name="waits-on-failing")
+    on_cancel = blocked_in(lambda: _outcome(other), name="waits-on-other")
     assert runner.cancel("other") is TaskState.CANCELLED
     assert on_cancel.result() == "cancelled"
     gate.set()

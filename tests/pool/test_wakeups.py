@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from refsched import WorkStealingPool
-from tests.wakeup_support import LONG, Blocked, gated, until
+from tests.wakeup_support import LONG, Blocked, blocked_in, gated, until
 
 
 @pytest.fixture
@@ -125,8 +125,7 @@ def test_termination_releases_await_termination_and_shutdown_waiting_in_other_th
     for waiter in awaiting:
         waiter.until_waiting()
     pool.shutdown(wait=False)  # draining: one task still runs
-    shutting = Blocked(pool.shutdown, name="shutdown")
-    shutting.until_waiting()
+    shutting = blocked_in(pool.shutdown, name="shutdown")
     gate.set()  # the last Finish terminates the pool
     assert [waiter.result() for waiter in awaiting] == [True, True]
     shutting.result()
