@@ -13,6 +13,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -77,6 +78,19 @@ def own_postgres_cluster() -> Iterator[PostgresCluster]:
             with contextlib.suppress(Exception):
                 cluster.kill()
         shutil.rmtree(base, ignore_errors=True)
+
+
+def cluster_of_its_own() -> Any:
+    """A ``postgres_cluster`` fixture for a test module that stops, restarts or kills the server:
+    a cluster for that module alone, so that tests running beside it (pytest-xdist) keep theirs.
+    The module overrides the session's fixture with it: ``postgres_cluster = cluster_of_its_own()``.
+    """
+    @pytest.fixture(scope="module")
+    def postgres_cluster() -> Iterator[PostgresCluster]:
+        with own_postgres_cluster() as cluster:
+            yield cluster
+
+    return postgres_cluster
 
 
 @pytest.fixture(scope="session")
@@ -180,3 +194,24 @@ def workers() -> Iterator[list[subprocess.Popen[str]]]:
             p.kill()
         with contextlib.suppress(subprocess.TimeoutExpired, ValueError):
             p.communicate(timeout=30)
+
+
+# -- refsched.sync.acquire's hand-off (tests/test_sync.py, tests/test_wakeups_sync.py) ---------
+
+@pytest.fixture
+def lock_let_go_at_the_yield(monkeypatch: pytest.MonkeyPatch
+                             ) -> tuple[threading.Lock, list[float]]:
+    """A held lock whose holder lets it go when ``sync.acquire`` yields its turn (its
+    ``_sleep``), and the list of the yields made (the seconds asked for each)."""
+    from refsched import sync
+
+    lock = threading.Lock()
+    lock.acquire()
+    yields: list[float] = []
+
+    def holder_runs(seconds: float) -> None:  # the turn handed over: the holder lets go
+        yields.append(seconds)
+        lock.release()
+
+    monkeypatch.setattr(sync, "_sleep", holder_runs)
+    return lock, yields

@@ -17,6 +17,7 @@ from refsched.timer import scheduler as timer
 from refsched.verify import system
 from refsched.verify.stategraph import LABEL_ACTIONS
 from refsched.verify.tlc import spec_dir
+from tests.tlc_support import cfg_section
 
 SPEC = Path(spec_dir())
 
@@ -32,23 +33,6 @@ def spec_actions(module: str = "Scheduler.tla",
     block = text.split("\nNext ==", 1)[1].split("\n\n", 1)[0]
     names = re.findall(r"(?:\\/|:)\s*([A-Z]\w*)\b(?!\s*\\in)", block)
     return {labels.get(name, name) for name in names}
-
-
-def cfg_section(config: str, keyword: str) -> set[str]:
-    """The names listed under ``keyword`` (INVARIANTS, PROPERTIES) in a TLC config."""
-    names: set[str] = set()
-    section = None
-    for raw in (SPEC / config).read_text().splitlines():
-        line = raw.split("\\*", 1)[0].strip()
-        if not line:
-            continue
-        head, *rest = line.split()
-        if head.isupper():
-            section = head
-            names.update(rest if section == keyword else ())
-        elif section == keyword:
-            names.add(head)
-    return names
 
 
 def test_spec_and_model_have_the_same_actions() -> None:

@@ -9,27 +9,19 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import own_postgres_cluster
+from tests.conftest import cluster_of_its_own
+from tests.pgserver import PostgresCluster
 
 if os.environ.get("CI") == "true":
     import psycopg  # required there: a missing psycopg fails rather than skips
 else:
     psycopg = pytest.importorskip("psycopg")
 
-if TYPE_CHECKING:
-    from tests.pgserver import PostgresCluster
-
-
-@pytest.fixture(scope="module")
-def postgres_cluster() -> Iterator[PostgresCluster]:
-    """This module stops, restarts and kills the server: a cluster of its own, so that tests
-    running beside it (pytest-xdist) keep theirs."""
-    with own_postgres_cluster() as cluster:
-        yield cluster
+# This module stops, restarts and kills the server.
+postgres_cluster = cluster_of_its_own()
 
 
 def connect(url: str, **kwargs: object) -> psycopg.Connection[tuple[object, ...]]:

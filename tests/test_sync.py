@@ -17,16 +17,9 @@ def test_a_free_lock_is_taken_without_yielding(monkeypatch: pytest.MonkeyPatch) 
     assert lock.locked() and yields == []
 
 
-def test_a_held_lock_is_yielded_to_once_then_taken(monkeypatch: pytest.MonkeyPatch) -> None:
-    lock = threading.Lock()
-    lock.acquire()
-    yields: list[float] = []
-
-    def holder_runs(seconds: float) -> None:  # the turn handed over: the holder lets go
-        yields.append(seconds)
-        lock.release()
-
-    monkeypatch.setattr(sync, "_sleep", holder_runs)
+def test_a_held_lock_is_yielded_to_once_then_taken(
+        lock_let_go_at_the_yield: tuple[threading.Lock, list[float]]) -> None:
+    lock, yields = lock_let_go_at_the_yield
     sync.acquire(lock)
     assert lock.locked() and yields == [0]
 

@@ -15,16 +15,8 @@ from tests.wakeup_support import Blocked
 
 
 def test_a_lock_let_go_at_the_yield_is_taken_by_the_thread_that_yielded(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    lock = threading.Lock()
-    lock.acquire()
-    yields: list[float] = []
-
-    def holder_runs(seconds: float) -> None:  # the turn handed over: the holder lets go
-        yields.append(seconds)
-        lock.release()
-
-    monkeypatch.setattr(sync, "_sleep", holder_runs)
+        lock_let_go_at_the_yield: tuple[threading.Lock, list[float]]) -> None:
+    lock, yields = lock_let_go_at_the_yield
     taker = Blocked(lambda: sync.acquire(lock), name="taker")
     taker.result()
     assert yields == [0] and lock.locked()

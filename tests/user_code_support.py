@@ -11,6 +11,8 @@ from typing import TypeVar
 
 import pytest
 
+from tests.wakeup_support import LONG
+
 _T = TypeVar("_T")
 
 
@@ -22,7 +24,7 @@ BASE_EXCEPTIONS = pytest.mark.parametrize("raised", [SystemExit, KeyboardInterru
                                           ids=["SystemExit", "KeyboardInterrupt", "custom"])
 
 
-def returns_within(call: Callable[[], _T], timeout: float) -> _T:
+def returns_within(call: Callable[[], _T], timeout: float = LONG) -> _T:
     """Run ``call`` on a daemon thread; fail (instead of hanging) if it has not returned in time."""
     outcome: list[_T] = []
     errors: list[BaseException] = []

@@ -83,6 +83,25 @@ class Blocked:
         return self.thread.is_alive()
 
 
+def blocked_in(call: Callable[[], Any], name: str = "blocked-call") -> Blocked:
+    """``call()`` on a thread of its own, returned once that thread waits, not yet notified:
+    the change the test makes next is the one that must release it."""
+    blocked = Blocked(call, name)
+    blocked.until_waiting()
+    return blocked
+
+
+def gated(started: threading.Event, gate: threading.Event, value: Any = None
+          ) -> Callable[[], Any]:
+    """A task function held running until the test lets it end: it sets ``started``, waits
+    for ``gate`` (a lost release fails at LONG instead of hanging), and returns ``value``."""
+    def run() -> Any:
+        started.set()
+        assert gate.wait(LONG)
+        return value
+    return run
+
+
 def closed(close: Callable[[], Any]) -> Any:
     """What ``close()`` returns, called so that a close that never returns fails the test
     instead of hanging the run (a test that ends without one leaves only daemon threads)."""

@@ -52,7 +52,7 @@ from refsched.explore.search import decode_schedule, encode_schedule
 from refsched.explore.timer.scenarios import TIMER_SCENARIOS
 from refsched.model import ReferenceScheduler
 from refsched.types import Claim
-from tests.explore_support import assert_caught_and_replays
+from tests.explore_support import assert_caught_and_replays, assert_explores_clean, bug_id
 
 QUICK = settings(max_examples=25, deadline=None, database=None, derandomize=True,
                  suppress_health_check=[HealthCheck.too_slow])
@@ -139,10 +139,6 @@ BUGS: list[tuple[Callable[[Any], Scenario], type, str]] = [
 ]
 
 
-def _bug_id(case: tuple[Callable[[Any], Scenario], type, str]) -> str:
-    return case[1].__name__
-
-
 # -- the production code is clean ----------------------------------------------------------
 
 # The timer and pool scenarios, in SCENARIOS too, are explored by tests/timer/test_explore.py
@@ -150,16 +146,14 @@ def _bug_id(case: tuple[Callable[[Any], Scenario], type, str]) -> str:
 @pytest.mark.parametrize("name", [n for n in SCENARIOS
                                   if n not in TIMER_SCENARIOS and n not in POOL_SCENARIOS])
 def test_every_scenario_explores_clean_within_two_preemptions(name: str) -> None:
-    report = explore(SCENARIOS[name], ExploreConfig(max_preemptions=2, reduction=True))
-    print(report.summary())
-    report.raise_on_failure()
-    assert report.exhausted and report.coverage in ("complete", "bounded"), report.summary()
+    report = assert_explores_clean(SCENARIOS[name],
+                                   ExploreConfig(max_preemptions=2, reduction=True))
     assert report.schedules >= 2, "a scenario with one schedule explores nothing"
 
 
 # -- seeded bugs are found and replayed ----------------------------------------------------
 
-@pytest.mark.parametrize("case", BUGS, ids=_bug_id)
+@pytest.mark.parametrize("case", BUGS, ids=bug_id)
 def test_a_seeded_bug_is_found_with_and_without_the_reduction_and_replays(
         case: tuple[Callable[[Any], Scenario], type, str]) -> None:
     factory, broken, kind = case

@@ -502,10 +502,6 @@ def test_every_future_agrees_with_the_scheduler_under_random_cancels_retries_and
 
 # -- what user code raises never costs a worker --------------------------------------------
 
-def _returns_within(call: Callable[[], _T], timeout: float = LONG) -> _T:
-    return returns_within(call, timeout)
-
-
 @BASE_EXCEPTIONS
 def test_a_done_callback_raising_a_base_exception_is_logged_and_the_worker_goes_on(
         raised: type[BaseException], caplog: pytest.LogCaptureFixture) -> None:
@@ -523,7 +519,7 @@ def test_a_done_callback_raising_a_base_exception_is_logged_and_the_worker_goes_
     with caplog.at_level(logging.ERROR, logger="concurrent.futures"):
         runner.start()
         assert runner.wait(LONG)
-        report = _returns_within(runner.close)
+        report = returns_within(runner.close)
     assert a.result(0) == "A" and b.result(0) == "B"
     assert calls == ["bad", "next"]  # the callback after the one that raised still ran
     assert report.succeeded == ("a", "b")
@@ -545,7 +541,7 @@ def test_a_done_callback_raising_in_the_callers_thread_is_logged_and_wait_still_
     assert a.cancelled() and logged(caplog) == [Escape]
     runner.start()
     assert runner.wait(LONG)
-    assert _returns_within(runner.close).cancelled == ("a",)
+    assert returns_within(runner.close).cancelled == ("a",)
 
 
 @BASE_EXCEPTIONS
@@ -569,7 +565,7 @@ def test_a_function_raising_a_base_exception_fails_its_task_and_the_worker_goes_
         assert isinstance(dependent.exception(0), BlockedError)
         assert fine.result(0) == "ok"
         assert runner.scheduler.state("bad") is TaskState.FAILED
-        assert _returns_within(runner.close).failed == ("bad",)
+        assert returns_within(runner.close).failed == ("bad",)
     finally:
         if pool is not None:
             pool.shutdown()
@@ -617,8 +613,8 @@ def test_a_worker_whose_own_bookkeeping_fails_stops_the_runner_and_releases_ever
     c = runner.submit("c", lambda: "C", ["b"])
     with caplog.at_level(logging.ERROR, logger="concurrent.futures"):
         runner.start()
-        assert _returns_within(runner.wait) is False  # not every version could end
-        _returns_within(runner.close)
+        assert returns_within(runner.wait) is False  # not every version could end
+        returns_within(runner.close)
     for future in (b, c):
         error = future.exception(0)
         assert isinstance(error, SchedulerError) and isinstance(error.__cause__, RuntimeError)
@@ -648,7 +644,7 @@ def test_after_a_worker_fails_close_still_waits_for_the_functions_other_workers_
     assert isinstance(slow_future.exception(LONG), SchedulerError)  # its outcome can't count
     assert runner.close(timeout=0.05).running == ("slow",)  # still running: waited for
     release.set()
-    assert _returns_within(runner.close).running == ()
+    assert returns_within(runner.close).running == ()
     assert not any(thread.is_alive() for thread in runner._threads)
 
 
@@ -663,11 +659,11 @@ def test_close_with_a_bad_timeout_is_refused_and_changes_nothing(timeout: Any) -
     runner = Runner(max_workers=1)
     future = runner.submit("a", lambda: "A")
     with pytest.raises(InvalidArgumentError, match=r"close\(timeout="):
-        _returns_within(lambda: runner.close(timeout=timeout))
+        returns_within(lambda: runner.close(timeout=timeout))
     assert not runner.scheduler.snapshot().closed and not future.done()
     runner.start()
     assert future.result(LONG) == "A"
-    assert _returns_within(runner.close).succeeded == ("a",)
+    assert returns_within(runner.close).succeeded == ("a",)
 
 
 @pytest.mark.parametrize("flag", [None, 0, 1, "no", 0.0])
@@ -676,7 +672,7 @@ def test_close_with_a_cancel_pending_that_is_no_bool_is_refused_and_changes_noth
     runner = Runner(max_workers=1)
     future = runner.submit("a", lambda: "A")
     with pytest.raises(InvalidArgumentError, match="cancel_pending"):
-        _returns_within(lambda: runner.close(cancel_pending=flag))
+        returns_within(lambda: runner.close(cancel_pending=flag))
     assert not runner.scheduler.snapshot().closed and not future.done()
     runner.start()
     assert future.result(LONG) == "A"
@@ -688,7 +684,7 @@ def test_wait_with_a_bad_timeout_is_refused(timeout: Any) -> None:
     runner = Runner(max_workers=1)
     runner.submit("a", lambda: "A")
     with pytest.raises(InvalidArgumentError, match=r"wait\(timeout="):
-        _returns_within(lambda: runner.wait(timeout))
+        returns_within(lambda: runner.wait(timeout))
     assert runner._idle_waiters == 0
     runner.start()
     assert runner.wait(LONG)
@@ -704,8 +700,8 @@ def test_timeouts_of_every_real_kind_and_size_are_taken() -> None:
     assert runner.close(timeout=0.0).running == ("a",)
     threading.Timer(0.05, release.set).start()
     # longer than a lock can time: no limit
-    assert _returns_within(lambda: runner.wait(1e12)) is True
-    assert _returns_within(lambda: runner.close(timeout=10**400)).succeeded == ("a",)
+    assert returns_within(lambda: runner.wait(1e12)) is True
+    assert returns_within(lambda: runner.close(timeout=10**400)).succeeded == ("a",)
 
 
 @pytest.mark.parametrize("timeout", [float("nan"), -1, 0])
@@ -713,9 +709,9 @@ def test_a_future_asked_with_a_nan_or_negative_timeout_does_not_wait(timeout: fl
     runner = Runner(max_workers=1)
     future = runner.submit("a", lambda: "A")
     with pytest.raises(cf.TimeoutError):  # as a concurrent.futures.Future would
-        _returns_within(lambda: future.result(timeout))
+        returns_within(lambda: future.result(timeout))
     with pytest.raises(cf.TimeoutError):
-        _returns_within(lambda: future.exception(timeout))
+        returns_within(lambda: future.exception(timeout))
     runner.start()
     assert future.result(1e12) == "A"  # longer than a lock can time: no limit
     runner.close()

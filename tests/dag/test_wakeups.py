@@ -16,15 +16,7 @@ from typing import Any
 import pytest
 
 from refsched import Cancelled, CancelToken, Runner, SchedulerError, TaskState
-from tests.wakeup_support import LONG, Blocked, closed, until
-
-
-def _gated(started: threading.Event, gate: threading.Event, value: Any = None) -> Any:
-    def run() -> Any:
-        started.set()
-        assert gate.wait(LONG)
-        return value
-    return run
+from tests.wakeup_support import LONG, Blocked, blocked_in, closed, gated, until
 
 
 def _outcome(future: Future[Any]) -> Any:
@@ -44,11 +36,10 @@ def _all_idle(runner: Runner, n: int) -> None:
 def test_wait_is_released_when_the_last_function_returns() -> None:
     started, gate = threading.Event(), threading.Event()
     runner = Runner(max_workers=2)
-    runner.submit("a", _gated(started, gate, 1))
+    runner.submit("a", gated(started, gate, 1))
     runner.start()
     assert started.wait(LONG)
-    waiter = Blocked(runner.wait)
-    waiter.until_waiting()
+    waiter = blocked_in(runner.wait)
     gate.set()
     assert waiter.result() is True
     closed(runner.close)
@@ -59,8 +50,7 @@ def test_wait_is_released_when_a_cancel_before_start_ends_every_version() -> Non
     runner = Runner(max_workers=1)
     a = runner.submit("a", lambda: 1)
     b = runner.submit("b", lambda: 2, ["a"])
-    waiter = Blocked(runner.wait)
-    waiter.until_waiting()
+    waiter = blocked_in(runner.wait)
     assert runner.cancel("a") is TaskState.CANCELLED
     assert waiter.result() is True
     assert a.cancelled() and isinstance(b.exception(0), SchedulerError)
@@ -81,8 +71,7 @@ def test_every_thread_in_wait_is_released_not_only_one() -> None:
 def test_wait_is_released_when_start_is_called_from_another_thread() -> None:
     runner = Runner(max_workers=1)
     runner.submit("a", lambda: 1)
-    waiter = Blocked(runner.wait)
-    waiter.until_waiting()
+    waiter = blocked_in(runner.wait)
     runner.start()
     assert waiter.result() is True
     closed(runner.close)
@@ -93,10 +82,9 @@ def test_wait_is_released_when_a_submit_after_start_runs_and_a_retry_reruns() ->
     runner.start()
     _all_idle(runner, 2)
     started, gate = threading.Event(), threading.Event()
-    runner.submit("late", _gated(started, gate, "late"))  # handed to an idle worker
+    runner.submit("late", gated(started, gate, "late"))  # handed to an idle worker
     assert started.wait(LONG)
-    waiter = Blocked(runner.wait)
-    waiter.until_waiting()
+    waiter = blocked_in(runner.wait)
     gate.set()
     assert waiter.result() is True
 
@@ -146,12 +134,11 @@ def test_close_without_cancel_pending_returns_once_the_running_function_returns(
     # A pending version stays live in the scheduler, so only "nothing in flight" may wake close.
     started, gate = threading.Event(), threading.Event()
     runner = Runner(max_workers=1)
-    a = runner.submit("a", _gated(started, gate, "a"))
+    a = runner.submit("a", gated(started, gate, "a"))
     runner.submit("b", lambda: "b", ["a"])
     runner.start()
     assert started.wait(LONG)
-    closer = Blocked(lambda: runner.close(cancel_pending=False))
-    closer.until_waiting()
+    closer = blocked_in(lambda: runner.close(cancel_pending=False))
     gate.set()
     assert closer.result().running == ()
     assert a.result(0) == "a"
@@ -161,12 +148,11 @@ def test_close_without_cancel_pending_returns_once_the_running_function_returns(
 def test_close_and_wait_are_both_released_when_the_running_function_returns() -> None:
     started, gate = threading.Event(), threading.Event()
     runner = Runner(max_workers=1)
-    runner.submit("a", _gated(started, gate))
+    runner.submit("a", gated(started, gate))
     runner.submit("b", lambda: None, ["a"])
     runner.start()
     assert started.wait(LONG)
-    waiter = Blocked(runner.wait, name="waiter")
-    waiter.until_waiting()
+    waiter = blocked_in(runner.wait, name="waiter")
     closer = Blocked(runner.close, name="closer")  # cancels b: wait() then waits for a only
     closer.until_waiting()
     gate.set()
@@ -188,7 +174,7 @@ class _BreakingRecorder:
 def test_a_runner_stopped_on_its_own_failure_sends_its_idle_workers_away() -> None:
     started, gate = threading.Event(), threading.Event()
     runner = Runner(max_workers=3, recorder=_BreakingRecorder("Complete"))
-    a = runner.submit("a", _gated(started, gate))
+    a = runner.submit("a", gated(started, gate))
     runner.start()
     assert started.wait(LONG)
     _all_idle(runner, 2)  # the two other workers wait for a claim
@@ -207,10 +193,8 @@ def test_a_settled_result_wakes_its_waiter_though_a_waiter_of_another_future_wai
     runner = Runner(max_workers=2)
     futures = {t: runner.submit(t, lambda t=t: gates[t].wait(LONG) and t) for t in "ab"}
     runner.start()
-    first = Blocked(lambda: futures["a"].result(LONG), name="waits-on-a")
-    first.until_waiting()
-    second = Blocked(lambda: futures["b"].result(LONG), name="waits-on-b")
-    second.until_waiting()
+    first = blocked_in(lambda: futures["a"].result(LONG), name="waits-on-a")
+    second = blocked_in(lambda: futures["b"].result(LONG), name="waits-on-b")
     gates["b"].set()
     assert second.result() == "b"
     # The waiter of a was woken too (one condition), and must have gone back to waiting.
@@ -234,10 +218,8 @@ def test_an_exception_and_a_cancel_wake_the_threads_waiting_on_their_futures() -
     other = runner.submit("other", lambda: None)
     runner.start()
     assert started.wait(LONG)
-    on_error = Blocked(lambda: failing.exception(LONG), name="waits-on-failing")
-    on_error.until_waiting()
-    on_cancel = Blocked(lambda: _outcome(other), name="waits-on-other")
-    on_cancel.until_waiting()
+    on_error = blocked_in(lambda: failing.exception(LONG), name="waits-on-failing")
+    on_cancel = blocked_in(lambda: _outcome(other), name="waits-on-other")
     assert runner.cancel("other") is TaskState.CANCELLED
     assert on_cancel.result() == "cancelled"
     gate.set()
@@ -257,15 +239,15 @@ def test_a_claim_cancelled_while_it_waits_in_the_queue_is_handed_on_as_cancelled
     gates = {t: threading.Event() for t in ("a", "b", "x")}
     in_callback, leave_callback = threading.Event(), threading.Event()
     ran: list[str] = []
-    runner.submit("a", _gated(started["a"], gates["a"]))
-    b = runner.submit("b", _gated(started["b"], gates["b"]))
+    runner.submit("a", gated(started["a"], gates["a"]))
+    b = runner.submit("b", gated(started["b"], gates["b"]))
 
     def held(_: Future[Any]) -> None:
         in_callback.set()
         assert leave_callback.wait(LONG)
 
     b.add_done_callback(held)
-    runner.submit("x", _gated(started["x"], gates["x"]), ["a"])
+    runner.submit("x", gated(started["x"], gates["x"]), ["a"])
     y = runner.submit("y", lambda: ran.append("y"), ["a"])
     runner.start()
     assert started["a"].wait(LONG) and started["b"].wait(LONG)

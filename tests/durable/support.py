@@ -29,6 +29,18 @@ def start_worker(url: str, *options: str, name: str | None = None,
                             text=True)
 
 
+def started_hanging_task(url: str, folder: Path, log: Path, seconds: float) -> DurableScheduler:
+    """A started store at ``url`` with one slot, recording its history, and one task ``x``
+    (``jobs.hang_first``, its marker in ``folder``, logging to ``log``): its first attempt
+    holds ``x`` for ``seconds``, longer than the test's leases; a later attempt returns at once."""
+    db = DurableScheduler(url, max_concurrency=1, record=True)
+    db.submit("x", fn=f"{JOBS}:hang_first",
+              args={"task": "x", "marker": str(folder / "marker"), "log": str(log),
+                    "seconds": seconds})
+    db.start()
+    return db
+
+
 def wait_for(condition: Callable[[], bool], timeout: float = 60.0, what: str = "") -> None:
     end = time.monotonic() + timeout
     while not condition():

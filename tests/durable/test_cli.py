@@ -28,6 +28,16 @@ def listing(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
+def started_with_a(folder: Path) -> tuple[str, DurableScheduler]:
+    """A started SQLite store ``s.db`` in ``folder`` with one slot and one ready task ``a``:
+    its URL, and the scheduler open on it."""
+    url = f"sqlite:///{folder / 's.db'}"
+    db = DurableScheduler(url, max_concurrency=1)
+    db.submit("a", fn=NOOP)
+    db.start()
+    return url, db
+
+
 def test_status_on_an_empty_file_writes_nothing(tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     (tmp_path / "empty.db").write_bytes(b"")
@@ -39,10 +49,7 @@ def test_status_on_an_empty_file_writes_nothing(tmp_path: Path,
 
 def test_reading_commands_leave_a_closed_store_byte_for_byte(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    url = f"sqlite:///{tmp_path / 's.db'}"
-    db = DurableScheduler(url, max_concurrency=1)
-    db.submit("a", fn=NOOP)
-    db.start()
+    url, db = started_with_a(tmp_path)
     db.release()  # the last connection: the WAL is checkpointed and removed
     before = listing(tmp_path)
     assert list(before) == ["s.db"]
@@ -91,10 +98,7 @@ def test_status_is_one_read_of_one_state(durable_url: StoreURL,
 
 def test_status_cuts_a_long_failure_and_json_keeps_it_whole(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    url = f"sqlite:///{tmp_path / 's.db'}"
-    db = DurableScheduler(url, max_concurrency=1)
-    db.submit("a", fn=NOOP)
-    db.start()
+    url, db = started_with_a(tmp_path)
     (lease,) = db.claim("w")
     message = "x" * 5_000_000
     db.fail(lease, ValueError(message))

@@ -25,7 +25,15 @@ from refsched.durable import DurableScheduler
 from refsched.errors import StaleLeaseError, StoreError
 from refsched.types import TaskState
 from tests.conftest import StoreURL
-from tests.durable.support import JOBS, ROOT, accepted_ends, log_lines, start_worker, wait_for
+from tests.durable.support import (
+    JOBS,
+    ROOT,
+    accepted_ends,
+    log_lines,
+    start_worker,
+    started_hanging_task,
+    wait_for,
+)
 
 
 def test_a_worker_killed_mid_task_loses_it_to_attempt_two(tmp_path: Path,
@@ -61,11 +69,7 @@ def test_a_worker_paused_past_its_lease_is_refused_and_the_reclaimer_kept(
         tmp_path: Path, durable_url: StoreURL, workers: list[Any]) -> None:
     url = durable_url("s.db")
     log = tmp_path / "log"
-    db = DurableScheduler(url, max_concurrency=1, record=True)
-    db.submit("x", fn=f"{JOBS}:hang_first",
-              args={"task": "x", "marker": str(tmp_path / "marker"), "log": str(log),
-                    "seconds": 1.0})
-    db.start()
+    db = started_hanging_task(url, tmp_path, log, seconds=1.0)
     paused = start_worker(url, "--lease", "0.6", "--until-done", name="paused")
     workers.append(paused)
     wait_for(lambda: any(r[0] == "start" for r in log_lines(log)), what="the first start")

@@ -27,7 +27,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 import pytest
@@ -37,24 +36,24 @@ from refsched.durable.scheduler import Lease
 from refsched.errors import StoreError
 from refsched.types import TaskState
 from refsched.verify.durable.history import HistoryCheck
-from tests.conftest import own_postgres_cluster
-from tests.durable.support import JOBS, accepted_ends, log_lines, start_worker, wait_for
+from tests.conftest import cluster_of_its_own
+from tests.durable.support import (
+    JOBS,
+    accepted_ends,
+    log_lines,
+    start_worker,
+    started_hanging_task,
+    wait_for,
+)
+from tests.pgserver import PostgresCluster
 
 if os.environ.get("CI") == "true":
     import psycopg  # required there: a missing psycopg fails rather than skips
 else:
     psycopg = pytest.importorskip("psycopg")
 
-if TYPE_CHECKING:
-    from tests.pgserver import PostgresCluster
-
-
-@pytest.fixture(scope="module")
-def postgres_cluster() -> Iterator[PostgresCluster]:
-    """This module stops, restarts and kills the server: a cluster of its own, so that tests
-    running beside it (pytest-xdist) keep theirs."""
-    with own_postgres_cluster() as cluster:
-        yield cluster
+# This module stops, restarts and kills the server.
+postgres_cluster = cluster_of_its_own()
 
 
 
@@ -281,11 +280,7 @@ def test_a_worker_whose_backends_are_terminated_and_who_pauses_is_refused(
         postgres_cluster: PostgresCluster, postgres_url: str, tmp_path: Path,
         workers: list[subprocess.Popen[str]]) -> None:
     log = tmp_path / "log"
-    db = DurableScheduler(postgres_url, max_concurrency=1, record=True)
-    db.submit("x", fn=f"{JOBS}:hang_first",
-              args={"task": "x", "marker": str(tmp_path / "marker"), "log": str(log),
-                    "seconds": 3.0})
-    db.start()
+    db = started_hanging_task(postgres_url, tmp_path, log, seconds=3.0)
     # libpq takes application_name from the URL: A's backends are found by it
     a = start_worker(f"{postgres_url}&application_name=worker_a", "--lease", "1",
                      "--until-done", name="A")
@@ -485,11 +480,7 @@ def remote_worker_running_x(tcp_cluster: PostgresCluster, other_host: dict[str, 
     log = tmp_path / "log"
     log.touch()
     log.chmod(0o666)
-    db = DurableScheduler(local_url, max_concurrency=1, record=True)
-    db.submit("x", fn=f"{JOBS}:hang_first",
-              args={"task": "x", "marker": str(tmp_path / "marker"), "log": str(log),
-                    "seconds": 3.0})
-    db.start()
+    db = started_hanging_task(local_url, tmp_path, log, seconds=3.0)
     remote = start_worker(remote_url, "--lease", "1", "--until-done", name="remote",
                           prefix=("ip", "netns", "exec", other_host["ns"]))
     workers.append(remote)

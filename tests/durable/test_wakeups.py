@@ -10,47 +10,50 @@ No other step runs meanwhile, so only that step's notification can wake it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from refsched.durable import DurableScheduler
 from refsched.durable import store as sqlite_store
+from refsched.durable.scheduler import Lease
 from refsched.types import TaskState
 from tests.wakeup_support import LONG
 
 NOOP = "tests.durable.jobs:noop"
 SCHEMA = "s"
-STEPS = pytest.mark.parametrize("steps", ["server", "client"])
+
+# pair(**options): a scheduler that takes the steps and an idle one listening, both on one
+# fresh store (options go to the first).
+Pair = Callable[..., tuple[DurableScheduler, DurableScheduler]]
 
 
-@pytest.fixture
-def stores(request: pytest.FixtureRequest) -> Iterator[list[DurableScheduler]]:
-    made: list[DurableScheduler] = []
-    yield made
-    for db in made:
-        db.release()
-
-
-def _pair(request: pytest.FixtureRequest, made: list[DurableScheduler], steps: str,
-          **options: Any) -> tuple[DurableScheduler, DurableScheduler]:
-    """A scheduler that takes the steps and an idle one listening, both on one fresh store.
-    ``steps="client"``: the steps are taken by the client, as for a role that may not create
-    the server-side functions (each then notifies unconditionally)."""
+@pytest.fixture(params=["server", "client"])
+def pair(request: pytest.FixtureRequest) -> Iterator[Pair]:
+    """Pairs of schedulers on one fresh store, released after the test. ``client``: the
+    steps are taken by the client, as for a role that may not create the server-side
+    functions (each then notifies unconditionally); ``server``: by the server's functions."""
     if os.environ.get("CI") != "true":
         pytest.importorskip("psycopg")
     url = f"{request.getfixturevalue('postgres_url')}&schema={SCHEMA}"
-    options.setdefault("max_concurrency", 1)
-    db = DurableScheduler(url, **options)
-    made.append(db)
-    if steps == "client":
-        store: Any = db._store
-        store._steps_ready = False  # call() returns None: the scheduler takes each step itself
-    idle = DurableScheduler(url)
-    made.append(idle)
-    assert not idle.wait_for_work(0.01)  # listening from here on
-    return db, idle
+    made: list[DurableScheduler] = []
+
+    def make(**options: Any) -> tuple[DurableScheduler, DurableScheduler]:
+        options.setdefault("max_concurrency", 1)
+        db = DurableScheduler(url, **options)
+        made.append(db)
+        if request.param == "client":
+            store: Any = db._store
+            store._steps_ready = False  # call() returns None: the scheduler takes each step
+        idle = DurableScheduler(url)
+        made.append(idle)
+        assert not idle.wait_for_work(0.01)  # listening from here on
+        return db, idle
+
+    yield make
+    for db in made:
+        db.release()
 
 
 def _drained(idle: DurableScheduler) -> None:
@@ -61,30 +64,36 @@ def _drained(idle: DurableScheduler) -> None:
     store.forget_wakeups()
 
 
-@STEPS
-def test_start_wakes_the_idle_workers_for_the_versions_already_ready(
-        request: pytest.FixtureRequest, stores: list[DurableScheduler], steps: str) -> None:
-    db, idle = _pair(request, stores, steps)
+def _a_running_and_b_waiting_for_the_slot(db: DurableScheduler, idle: DurableScheduler) -> Lease:
+    """On a started store with one slot: ``a`` claimed (its lease returned), ``b`` ready but
+    for the slot; ``idle`` told nothing yet (:func:`_drained`)."""
+    db.submit("a", fn=NOOP)
+    db.submit("b", fn=NOOP)
+    db.start()
+    (lease,) = db.claim("w")
+    _drained(idle)
+    return lease
+
+
+def test_start_wakes_the_idle_workers_for_the_versions_already_ready(pair: Pair) -> None:
+    db, idle = pair()
     db.submit("a", fn=NOOP)  # ready, but nothing may be claimed before start
     _drained(idle)
     db.start()
     assert idle.wait_for_work(LONG)
 
 
-@STEPS
-def test_a_submit_after_start_wakes_the_idle_workers(
-        request: pytest.FixtureRequest, stores: list[DurableScheduler], steps: str) -> None:
-    db, idle = _pair(request, stores, steps)
+def test_a_submit_after_start_wakes_the_idle_workers(pair: Pair) -> None:
+    db, idle = pair()
     db.start()
     _drained(idle)
     db.submit("a", fn=NOOP)
     assert idle.wait_for_work(LONG)
 
 
-@STEPS
 def test_a_claim_that_leaves_a_ready_version_and_a_free_slot_wakes_the_next_worker(
-        request: pytest.FixtureRequest, stores: list[DurableScheduler], steps: str) -> None:
-    db, idle = _pair(request, stores, steps, max_concurrency=2)
+        pair: Pair) -> None:
+    db, idle = pair(max_concurrency=2)
     db.submit("a", fn=NOOP)
     db.submit("b", fn=NOOP)
     db.start()
@@ -94,23 +103,15 @@ def test_a_claim_that_leaves_a_ready_version_and_a_free_slot_wakes_the_next_work
     assert idle.wait_for_work(LONG)
 
 
-@STEPS
-def test_a_completion_that_frees_the_slot_wakes_the_idle_workers(
-        request: pytest.FixtureRequest, stores: list[DurableScheduler], steps: str) -> None:
-    db, idle = _pair(request, stores, steps)
-    db.submit("a", fn=NOOP)
-    db.submit("b", fn=NOOP)
-    db.start()
-    (lease,) = db.claim("w")
-    _drained(idle)
+def test_a_completion_that_frees_the_slot_wakes_the_idle_workers(pair: Pair) -> None:
+    db, idle = pair()
+    lease = _a_running_and_b_waiting_for_the_slot(db, idle)
     assert db.complete(lease, 1) is TaskState.SUCCEEDED
     assert idle.wait_for_work(LONG)
 
 
-@STEPS
-def test_a_completion_that_readies_a_dependent_wakes_the_idle_workers(
-        request: pytest.FixtureRequest, stores: list[DurableScheduler], steps: str) -> None:
-    db, idle = _pair(request, stores, steps)
+def test_a_completion_that_readies_a_dependent_wakes_the_idle_workers(pair: Pair) -> None:
+    db, idle = pair()
     db.submit("a", fn=NOOP)
     db.submit("b", ["a"], fn=NOOP)
     db.start()
@@ -121,23 +122,15 @@ def test_a_completion_that_readies_a_dependent_wakes_the_idle_workers(
     assert idle.wait_for_work(LONG)
 
 
-@STEPS
-def test_a_failure_that_frees_the_slot_wakes_the_idle_workers(
-        request: pytest.FixtureRequest, stores: list[DurableScheduler], steps: str) -> None:
-    db, idle = _pair(request, stores, steps)
-    db.submit("a", fn=NOOP)
-    db.submit("b", fn=NOOP)
-    db.start()
-    (lease,) = db.claim("w")
-    _drained(idle)
+def test_a_failure_that_frees_the_slot_wakes_the_idle_workers(pair: Pair) -> None:
+    db, idle = pair()
+    lease = _a_running_and_b_waiting_for_the_slot(db, idle)
     assert db.fail(lease, "boom") is TaskState.FAILED
     assert idle.wait_for_work(LONG)
 
 
-@STEPS
-def test_a_retry_wakes_the_idle_workers(
-        request: pytest.FixtureRequest, stores: list[DurableScheduler], steps: str) -> None:
-    db, idle = _pair(request, stores, steps)
+def test_a_retry_wakes_the_idle_workers(pair: Pair) -> None:
+    db, idle = pair()
     db.submit("a", fn=NOOP)
     db.start()
     (lease,) = db.claim("w")
@@ -147,10 +140,8 @@ def test_a_retry_wakes_the_idle_workers(
     assert idle.wait_for_work(LONG)
 
 
-@STEPS
-def test_an_expiry_wakes_the_idle_workers_to_reclaim(
-        request: pytest.FixtureRequest, stores: list[DurableScheduler], steps: str) -> None:
-    db, idle = _pair(request, stores, steps, clock="virtual")
+def test_an_expiry_wakes_the_idle_workers_to_reclaim(pair: Pair) -> None:
+    db, idle = pair(clock="virtual")
     db.submit("a", fn=NOOP)
     db.start()
     db.claim("w", lease=1.0)

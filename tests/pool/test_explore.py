@@ -9,16 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 import pytest
 
 from refsched import WorkStealingPool
-from refsched.explore import SCENARIOS, ExploreConfig, Scenario, explore, scenario
+from refsched.explore import SCENARIOS, ExploreConfig, explore, scenario
 from refsched.explore.discipline import guarded_fields
 from refsched.explore.pool import scenarios as pools
 from refsched.pool.pool import _ACCEPTING, _DRAINING, _TERMINATED, _Task
-from tests.explore_support import assert_caught_and_replays
+from tests.explore_support import (
+    SeededBug,
+    assert_explores_clean,
+    assert_hooks_come_out,
+    assert_seeded_bug_caught,
+    bug_id,
+)
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -123,8 +129,7 @@ class RegistersAJoinerUnlocked(WorkStealingPool):
         super()._help_until(awaited, timeout)
 
 
-# (scenario factory, broken class, failure kind, a piece of the failure's message)
-BUGS: list[tuple[Callable[[Any], Scenario], type[WorkStealingPool], str, str]] = [
+BUGS: list[SeededBug] = [
     (pools.pool_pop_races_steal, PopsAfterACheck, "exception",
      "IndexError('pop from an empty deque')"),
     (pools.pool_pop_races_steal, CountsFailedSteals, "assertion",
@@ -143,18 +148,11 @@ BUGS: list[tuple[Callable[[Any], Scenario], type[WorkStealingPool], str, str]] =
 ]
 
 
-def _bug_id(case: tuple[Callable[[Any], Scenario], type, str, str]) -> str:
-    return case[1].__name__
-
-
 # -- the production pool is clean ----------------------------------------------------------
 
 @pytest.mark.parametrize("name", list(pools.POOL_SCENARIOS))
 def test_every_pool_scenario_explores_clean_within_two_preemptions(name: str) -> None:
-    report = explore(pools.POOL_SCENARIOS[name], BOUND)
-    print(report.summary())
-    report.raise_on_failure()
-    assert report.exhausted and report.coverage in ("complete", "bounded"), report.summary()
+    report = assert_explores_clean(pools.POOL_SCENARIOS[name], BOUND)
     assert report.executions > 1 and len(report.traces) > 1, report.summary()
 
 
@@ -177,14 +175,9 @@ def test_a_scenario_the_reduction_cannot_serve_is_searched_in_full() -> None:
 
 # -- broken pools are caught, and the failure replays --------------------------------------
 
-@pytest.mark.parametrize("case", BUGS, ids=_bug_id)
-def test_a_broken_pool_is_caught_and_replays(
-        case: tuple[Callable[[Any], Scenario], type[WorkStealingPool], str, str]) -> None:
-    factory, broken, kind, words = case
-    broken_scenario = factory(broken)
-    failure = assert_caught_and_replays(broken_scenario, explore(broken_scenario, BOUND), kind,
-                                        words)
-    print(failure.report(max_steps=12))
+@pytest.mark.parametrize("case", BUGS, ids=bug_id)
+def test_a_broken_pool_is_caught_and_replays(case: SeededBug) -> None:
+    assert_seeded_bug_caught(case, BOUND)
 
 
 # -- lock discipline -----------------------------------------------------------------------
@@ -197,6 +190,4 @@ def test_the_pool_lock_guards_the_fields_init_assigns_after_it() -> None:
 
 
 def test_the_pool_hooks_come_out_after_a_run() -> None:
-    explore(pools.pool_pop_races_steal(), ExploreConfig(max_preemptions=0))
-    for cls in (WorkStealingPool, _Task):
-        assert "__setattr__" not in cls.__dict__
+    assert_hooks_come_out(pools.pool_pop_races_steal(), (WorkStealingPool, _Task))

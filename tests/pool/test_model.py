@@ -40,8 +40,9 @@ from refsched.verify.pool.spec import (
     spec_state,
 )
 from refsched.verify.specstate import NO_TASK, SpecStateError
-from refsched.verify.tla import Function, ModelValue, parse_state, render
+from refsched.verify.tla import Function, ModelValue
 from refsched.verify.tlc import spec_dir
+from tests.tlc_support import assert_round_trips_through_tla_text, cfg_section
 
 ACCEPTING, DRAINING, TERMINATED = Phase.ACCEPTING, Phase.DRAINING, Phase.TERMINATED
 
@@ -297,12 +298,8 @@ def test_spec_state_and_snapshot_of_are_inverse_through_tla_text(
         graph: ModelGraph[PoolSnapshot]) -> None:
     workers = [ModelValue(w) for w in TRACES.workers]
     tasks = [ModelValue(t) for t in TRACES.tasks]
-    for s in graph.depth:
-        values = spec_state(s, workers, tasks)
-        assert tuple(values) == SPEC_VARIABLES
-        assert snapshot_of(values) == s
-        text = "\n".join(f"/\\ {name} = {render(value)}" for name, value in values.items())
-        assert snapshot_of(parse_state(text)) == s
+    assert_round_trips_through_tla_text(graph.depth, lambda s: spec_state(s, workers, tasks),
+                                        snapshot_of, SPEC_VARIABLES)
 
 
 def test_spec_state_writes_every_worker_and_task() -> None:
@@ -353,13 +350,6 @@ def test_show_names_every_worker_deque_and_parent() -> None:
 # -- One vocabulary: spec, configs and model name the same things --------------------------------
 
 SPEC = spec_dir() / "WorkStealing.tla"
-
-
-def cfg_section(config: str, keyword: str) -> set[str]:
-    """The names listed under ``keyword`` (INVARIANTS, PROPERTIES) in a TLC config."""
-    text = re.sub(r"\\\*.*", "", (spec_dir() / config).read_text())
-    m = re.search(rf"^{keyword}\n((?:[ \t]+\w+[ \t]*\n?)+)", text, re.M)
-    return set() if m is None else set(m.group(1).split())
 
 
 def test_spec_and_model_have_the_same_actions() -> None:

@@ -18,33 +18,26 @@ import pytest
 from refsched import WorkStealingPool
 from refsched.cli import main
 from refsched.pool.pool import PoolStats, _Task
-from refsched.verify import corpus, stategraph, system
+from refsched.verify import corpus, system
 from refsched.verify.itf import Trace, read_traces
 from refsched.verify.pool.driver import SteppedPool, stepped_class
 from refsched.verify.replay import ReplayReport, format_divergence, replay
+from tests.replay_support import assert_corpus_is_current, assert_replays_every_edge, corpus_traces
 
 POOL = system.get("pool")
 
 
 @pytest.fixture(scope="module")
 def traces() -> list[Trace]:
-    return read_traces(corpus.traces_dir() / POOL.bundle)
+    return corpus_traces(POOL)
 
 
 def test_the_pool_corpus_is_the_one_the_spec_and_model_give() -> None:
-    graph = stategraph.tlc_graph(system=POOL, workers=1)
-    check = corpus.check_corpus(graph)
-    assert check.manifest["edges"] == graph.edge_count == check.fresh["edges"]
-    assert check.manifest["config"] == "MCWorkStealingTraces.cfg"
+    assert_corpus_is_current(POOL, "MCWorkStealingTraces.cfg")
 
 
 def test_every_edge_of_the_pool_corpus_replays_cleanly(traces: list[Trace]) -> None:
-    report = replay(traces, system=POOL)
-    assert report.ok, format_divergence(report.divergences[0])
-    manifest = corpus.read_manifest(system=POOL)
-    assert (report.traces, report.steps, report.edges) == (
-        manifest["traces"], manifest["steps"], manifest["edges"])
-    assert {name for name, c in report.coverage.items() if c.edges == 0} == set()
+    assert_replays_every_edge(traces, POOL)
 
 
 # -- Broken pools -------------------------------------------------------------------------------

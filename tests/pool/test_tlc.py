@@ -15,7 +15,6 @@ marked big_instance, run by `pytest -m big_instance`), each mutant 3-8 s with on
 from __future__ import annotations
 
 import shutil
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -35,7 +34,13 @@ from refsched.model.pool.actions import PoolSnapshot
 from refsched.verify import stategraph, system
 from refsched.verify.pool.spec import TRACES_CONFIG, read_instance
 from refsched.verify.tlc import TLCResult, run_tlc, spec_dir
-from tests.spec_mutants import Mutant, SpecChecks, cases, check_mutant, uncovered
+from tests.spec_mutants import Mutant, SpecChecks, cases, check_mutant
+from tests.tlc_support import (
+    TracesGraph,
+    assert_every_check_has_a_mutant,
+    assert_holds_with_recorded_count,
+    big_instances,
+)
 
 MODULE = "MCWorkStealing.tla"
 SPEC_MODULE = "WorkStealing.tla"
@@ -45,13 +50,12 @@ LIVENESS = "MCWorkStealingLiveness.cfg"
 LIVENESS_PROPERTIES = ("EverySubmittedTaskRuns", "ShutdownTerminates")
 
 # Measured with TLC 2.15. If the spec changes, update these and the comments in the cfg files.
-SAFETY_DISTINCT_STATES = 34_084  # 3 workers, 4 roots, 3 children, symmetry
-SAFETY_DEPTH = 23
-LIVENESS_DISTINCT_STATES = 40_809  # 2 workers, 2 roots, 3 children, no symmetry
-LIVENESS_DEPTH = 17
-TRACES_DISTINCT_STATES = 3_231  # 2 workers, 2 roots, 2 children, no symmetry
-TRACES_EDGES = 9_216
-TRACES_DEPTH = 14
+RECORDED_COUNTS = {  # (distinct states, depth)
+    SAFETY: (34_084, 23),  # 3 workers, 4 roots, 3 children, symmetry
+    LIVENESS: (40_809, 17),  # 2 workers, 2 roots, 3 children, no symmetry
+}
+# The traces instance: 2 workers, 2 roots, 2 children, no symmetry.
+TRACES_GRAPH = TracesGraph(POOL, states=3_231, edges=9_216, depth=14)
 
 
 def check(config: str, directory: Path | None = None, workers: int = 2) -> TLCResult:
@@ -60,25 +64,9 @@ def check(config: str, directory: Path | None = None, workers: int = 2) -> TLCRe
                    extra_args=["-deadlock"])
 
 
-@pytest.mark.slow
-@pytest.mark.big_instance
-def test_safety_model_holds_with_recorded_state_count() -> None:
-    result = check(SAFETY)
-    assert result.ok, result.output[-4000:]
-    assert result.version is not None and "2.15" in result.version
-    assert (result.distinct_states, result.depth) == (SAFETY_DISTINCT_STATES, SAFETY_DEPTH), (
-        "the state space changed: update SAFETY_DISTINCT_STATES/SAFETY_DEPTH and the cfg"
-    )
-
-
-@pytest.mark.slow
-@pytest.mark.big_instance
-def test_liveness_model_holds_with_recorded_state_count() -> None:
-    result = check(LIVENESS)
-    assert result.ok, result.output[-4000:]
-    assert (result.distinct_states, result.depth) == (
-        LIVENESS_DISTINCT_STATES, LIVENESS_DEPTH,
-    ), "the state space changed: update LIVENESS_DISTINCT_STATES/LIVENESS_DEPTH and the cfg"
+@pytest.mark.parametrize(("config", "counts"), big_instances(RECORDED_COUNTS))
+def test_model_holds_with_recorded_state_count(config: str, counts: tuple[int, int]) -> None:
+    assert_holds_with_recorded_count(check(config), counts)
 
 
 S, T, L = SAFETY, TRACES_CONFIG, LIVENESS
@@ -199,8 +187,7 @@ SPEC = SpecChecks(
 
 
 def test_every_check_of_every_config_has_a_mutant_it_reports() -> None:
-    assert SPEC.configs() == [SAFETY, LIVENESS, TRACES_CONFIG]
-    assert uncovered(SPEC) == []
+    assert_every_check_has_a_mutant(SPEC, [SAFETY, LIVENESS, TRACES_CONFIG])
 
 
 @pytest.mark.parametrize(("name", "config", "check"), cases(SPEC))
@@ -228,19 +215,12 @@ def test_a_pool_that_never_terminates_still_runs_every_task(tmp_path: Path) -> N
 
 @pytest.fixture(scope="module")
 def dumped() -> stategraph.TLCStateGraph:
-    """TLC's whole state graph of the traces instance, its states read as the model's."""
-    graph, result, _ = stategraph.dump_state_graph(TRACES_CONFIG, system=POOL)
-    assert (result.distinct_states, result.depth) == (TRACES_DISTINCT_STATES, TRACES_DEPTH)
-    return graph
+    return TRACES_GRAPH.dump()
 
 
 def test_tlc_state_graph_equals_the_models(dumped: stategraph.TLCStateGraph) -> None:
-    matched = stategraph.match(dumped, read_instance(TRACES_CONFIG), system=POOL)
-    assert matched.state_count == TRACES_DISTINCT_STATES
-    assert len(dumped.edges) == matched.edge_count == TRACES_EDGES
     # The instance exercises every action, and the cases that tell the rules apart.
-    assert set(Counter(label for _, _, label in dumped.edges)) == set(ACTIONS)
-    edges = matched.all_edges()
+    edges = TRACES_GRAPH.matched_edges(dumped)
 
     def some(action: str, where: Callable[[Edge[PoolSnapshot]], object]) -> bool:
         return any(e.action == action and where(e) for e in edges)

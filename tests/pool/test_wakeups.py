@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from refsched import WorkStealingPool
-from tests.wakeup_support import LONG, Blocked, until
+from tests.wakeup_support import LONG, Blocked, blocked_in, gated, until
 
 
 @pytest.fixture
@@ -75,10 +75,7 @@ def test_a_parked_worker_waiting_on_a_task_run_elsewhere_is_woken_when_it_finish
     pools.append(pool)
     child_started, gate = threading.Event(), threading.Event()
 
-    def child() -> str:
-        child_started.set()
-        assert gate.wait(LONG)
-        return "child"
+    child = gated(child_started, gate, "child")
 
     def parent() -> str:
         future = pool.submit(child)
@@ -98,9 +95,7 @@ def test_a_worker_parked_on_a_wait_with_a_timeout_wakes_at_its_end(
     pools.append(pool)
     child_started, gate = threading.Event(), threading.Event()
 
-    def child() -> None:
-        child_started.set()
-        assert gate.wait(LONG)
+    child = gated(child_started, gate)
 
     def parent() -> str:
         future = pool.submit(child)
@@ -124,18 +119,13 @@ def test_termination_releases_await_termination_and_shutdown_waiting_in_other_th
     pools.append(pool)
     started, gate = threading.Event(), threading.Event()
 
-    def task() -> None:
-        started.set()
-        assert gate.wait(LONG)
-
-    pool.submit(task)
+    pool.submit(gated(started, gate))
     assert started.wait(LONG)
     awaiting = [Blocked(pool.await_termination, name=f"await-{i}") for i in range(2)]
     for waiter in awaiting:
         waiter.until_waiting()
     pool.shutdown(wait=False)  # draining: one task still runs
-    shutting = Blocked(pool.shutdown, name="shutdown")
-    shutting.until_waiting()
+    shutting = blocked_in(pool.shutdown, name="shutdown")
     gate.set()  # the last Finish terminates the pool
     assert [waiter.result() for waiter in awaiting] == [True, True]
     shutting.result()
@@ -157,12 +147,7 @@ def test_a_draining_pool_terminates_only_once_its_last_running_task_finishes(
     pools.append(pool)
     started, gate = threading.Event(), threading.Event()
 
-    def long_task() -> str:
-        started.set()
-        assert gate.wait(LONG)
-        return "long"
-
-    long = pool.submit(long_task)
+    long = pool.submit(gated(started, gate, "long"))
     assert started.wait(LONG)
     short_gate = threading.Event()
     short = pool.submit(lambda: short_gate.wait(LONG) and "short")

@@ -7,7 +7,7 @@ Summaries are printed (run with ``-s`` to see the figures).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from concurrent.futures import Future
 from typing import Any
 
@@ -29,7 +29,13 @@ from refsched.explore.discipline import guarded_fields
 from refsched.explore.timer import scenarios as timers
 from refsched.timer import scheduler as timer_module
 from refsched.types import Due, Wait
-from tests.explore_support import assert_caught_and_replays
+from tests.explore_support import (
+    SeededBug,
+    assert_explores_clean,
+    assert_hooks_come_out,
+    assert_seeded_bug_caught,
+    bug_id,
+)
 
 BOUND = ExploreConfig(max_preemptions=2)
 _PLAIN_COLUMN = timer_module._column  # as imported: restored after every run
@@ -109,8 +115,7 @@ class ResultOutsideTheLock(TimerScheduler):
         return state
 
 
-# (scenario factory, broken class, failure kind, a piece of the failure's message)
-BUGS: list[tuple[Callable[[Any], Scenario], type, str, str]] = [
+BUGS: list[SeededBug] = [
     (timers.timer_earlier_while_sleeping, SleepsThroughEarlier, "assertion",
      "early ran at t=10.0, not at its own time t=5.0"),
     (timers.timer_cancel_races_next, CancelsTheFutureOfARun, "assertion",
@@ -126,18 +131,11 @@ BUGS: list[tuple[Callable[[Any], Scenario], type, str, str]] = [
 ]
 
 
-def _bug_id(case: tuple[Callable[[Any], Scenario], type, str, str]) -> str:
-    return case[1].__name__
-
-
 # -- the production classes are clean ------------------------------------------------------
 
 @pytest.mark.parametrize("name", list(timers.TIMER_SCENARIOS))
 def test_every_timer_scenario_explores_clean_within_two_preemptions(name: str) -> None:
-    report = explore(timers.TIMER_SCENARIOS[name], BOUND)
-    print(report.summary())
-    report.raise_on_failure()
-    assert report.exhausted and report.coverage in ("complete", "bounded"), report.summary()
+    report = assert_explores_clean(timers.TIMER_SCENARIOS[name], BOUND)
     assert report.executions > 1 and report.schedules > 1, report.summary()
 
 
@@ -149,14 +147,9 @@ def test_the_catalogue_knows_the_timer_scenarios() -> None:
 
 # -- broken timers are caught, and the failure replays -------------------------------------
 
-@pytest.mark.parametrize("case", BUGS, ids=_bug_id)
-def test_a_broken_timer_is_caught_and_replays(
-        case: tuple[Callable[[Any], Scenario], type, str, str]) -> None:
-    factory, broken, kind, words = case
-    broken_scenario = factory(broken)
-    failure = assert_caught_and_replays(broken_scenario, explore(broken_scenario, BOUND), kind,
-                                        words)
-    print(failure.report(max_steps=12))
+@pytest.mark.parametrize("case", BUGS, ids=bug_id)
+def test_a_broken_timer_is_caught_and_replays(case: SeededBug) -> None:
+    assert_seeded_bug_caught(case, BOUND)
 
 
 def test_a_column_written_without_its_timer_schedulers_lock_names_that_lock() -> None:
@@ -199,9 +192,7 @@ def test_the_timer_classes_guard_the_fields_init_assigns_after_the_lock() -> Non
 
 
 def test_the_timer_hooks_come_out_after_a_run() -> None:
-    explore(timers.timer_next_races_changes(), ExploreConfig(max_preemptions=0))
-    for cls in (TimerScheduler, TimerRunner):
-        assert "__setattr__" not in cls.__dict__
+    assert_hooks_come_out(timers.timer_next_races_changes(), (TimerScheduler, TimerRunner))
     assert timer_module._column is _PLAIN_COLUMN
     assert type(TimerScheduler()._marks) is list
 

@@ -17,33 +17,25 @@ import pytest
 from refsched import Due, TimerScheduler, Wait
 from refsched.cli import main
 from refsched.types import TimerState, TimerStats
-from refsched.verify import corpus, stategraph, system
+from refsched.verify import corpus, system
 from refsched.verify.itf import Trace, read_traces, write_traces
 from refsched.verify.replay import ReplayReport, format_divergence, replay
+from tests.replay_support import assert_corpus_is_current, assert_replays_every_edge, corpus_traces
 
 TIMER = system.get("timer")
 
 
 @pytest.fixture(scope="module")
 def traces() -> list[Trace]:
-    return read_traces(corpus.traces_dir() / TIMER.bundle)
+    return corpus_traces(TIMER)
 
 
 def test_the_timer_corpus_is_the_one_the_spec_and_model_give() -> None:
-    graph = stategraph.tlc_graph(system=TIMER, workers=1)
-    check = corpus.check_corpus(graph)
-    assert check.manifest["edges"] == graph.edge_count == check.fresh["edges"]
-    assert check.manifest["config"] == "MCTimerQueueTraces.cfg"
+    assert_corpus_is_current(TIMER, "MCTimerQueueTraces.cfg")
 
 
 def test_every_edge_of_the_timer_corpus_replays_cleanly(traces: list[Trace]) -> None:
-    report = replay(traces, system=TIMER)
-    assert report.ok, format_divergence(report.divergences[0])
-    manifest = corpus.read_manifest(system=TIMER)
-    assert report.traces == manifest["traces"]
-    assert report.steps == manifest["steps"]
-    assert report.edges == manifest["edges"]
-    assert {name for name, c in report.coverage.items() if c.edges == 0} == set()
+    assert_replays_every_edge(traces, TIMER)
 
 
 # -- Broken implementations ---------------------------------------------------------------------

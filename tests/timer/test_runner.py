@@ -33,6 +33,7 @@ from refsched import (
     UnknownTaskError,
 )
 from tests.user_code_support import BASE_EXCEPTIONS, logged, returns_within
+from tests.wakeup_support import gated
 
 LONG = 60.0  # seconds: a sleep that only a lost wake-up would wait out
 SOON = 10.0  # seconds: a generous bound for what must happen at once
@@ -108,12 +109,8 @@ def test_due_functions_run_in_time_then_priority_then_scheduling_order() -> None
     started = threading.Event()
     order: list[str] = []
 
-    def blocker() -> None:
-        started.set()
-        assert gate.wait(SOON)
-
     with TimerRunner(max_workers=1) as r:
-        r.schedule("blocker", 0, blocker)
+        r.schedule("blocker", 0, gated(started, gate))
         assert started.wait(SOON)  # the one worker is busy: nothing else is claimed now
         base = now()
         futures = [r.schedule(name, base - when, (lambda name=name: order.append(name)), prio)
@@ -291,11 +288,7 @@ def test_rescheduling_a_running_task_is_refused_and_its_run_goes_on() -> None:
     started = threading.Event()
     proceed = threading.Event()
 
-    def fn() -> str:
-        started.set()
-        assert proceed.wait(SOON)
-        return "done"
-
+    fn = gated(started, proceed, "done")
     with TimerRunner(max_workers=1) as r:
         future = r.schedule("a", 0, fn)
         assert started.wait(SOON)
@@ -346,11 +339,7 @@ def test_close_with_a_timeout_reports_what_still_runs_and_lets_it_finish() -> No
     started = threading.Event()
     release = threading.Event()
 
-    def slow() -> int:
-        started.set()
-        assert release.wait(SOON)
-        return 1
-
+    slow = gated(started, release, 1)
     r = TimerRunner(max_workers=2)
     running = r.schedule("slow", 0, slow)
     pending = r.schedule("later", now() + LONG, lambda: "never")
@@ -394,16 +383,19 @@ def test_close_from_inside_a_function_reports_that_function_as_running() -> None
     assert r.scheduler.state("self") is TimerState.COMPLETED
 
 
+class BreakableClock:
+    """The monotonic clock until the test sets ``broken``; then every read raises OSError."""
+
+    broken = False
+
+    def __call__(self) -> float:
+        if self.broken:
+            raise OSError("the clock is gone")
+        return time.monotonic()
+
+
 def test_a_failing_clock_stops_the_dispatcher_and_fails_pending_futures() -> None:
-    class Clock:
-        broken = False
-
-        def __call__(self) -> float:
-            if self.broken:
-                raise OSError("the clock is gone")
-            return time.monotonic()
-
-    clock = Clock()
+    clock = BreakableClock()
     rec = StepRecorder()
     r = TimerRunner(max_workers=1, clock=clock, recorder=rec)
     first = r.schedule("a", now() + LONG, lambda: None)
@@ -442,10 +434,6 @@ def test_a_time_far_in_the_future_does_not_break_the_dispatcher() -> None:
 # ---------------------------------------------------------------------- what user code raises
 
 
-def _returns_within(call: Callable[[], _T], timeout: float = SOON) -> _T:
-    return returns_within(call, timeout)
-
-
 @BASE_EXCEPTIONS
 def test_a_done_callback_raising_a_base_exception_is_logged_and_the_worker_goes_on(
         raised: type[BaseException], caplog: pytest.LogCaptureFixture) -> None:
@@ -464,7 +452,7 @@ def test_a_done_callback_raising_a_base_exception_is_logged_and_the_worker_goes_
         go.set()
         assert first.result(SOON) == "A"
         assert r.schedule("b", 0, lambda: "B").result(SOON) == "B"  # the one worker lives on
-        assert _returns_within(r.close) == TimerCloseReport()
+        assert returns_within(r.close) == TimerCloseReport()
     assert calls == ["bad", "next"]
     assert logged(caplog) == [raised]
     assert not any(thread.is_alive() for thread in r._threads)
@@ -473,18 +461,10 @@ def test_a_done_callback_raising_a_base_exception_is_logged_and_the_worker_goes_
 @BASE_EXCEPTIONS
 def test_a_done_callback_raising_in_the_dispatcher_is_logged_and_every_future_resolves(
         raised: type[BaseException], caplog: pytest.LogCaptureFixture) -> None:
-    class Clock:
-        broken = False
-
-        def __call__(self) -> float:
-            if self.broken:
-                raise OSError("the clock is gone")
-            return time.monotonic()
-
     def bad(future: cf.Future[Any]) -> None:
         raise raised()
 
-    clock = Clock()
+    clock = BreakableClock()
     rec = StepRecorder()
     r = TimerRunner(max_workers=1, clock=clock, recorder=rec)
     first = r.schedule("a", now() + LONG, lambda: None)
@@ -496,7 +476,7 @@ def test_a_done_callback_raising_in_the_dispatcher_is_logged_and_every_future_re
         r.schedule("c", now() + LONG / 2, lambda: None)  # wakes the dispatcher: next() fails
         for future in (first, second):
             assert isinstance(future.exception(SOON), SchedulerError)
-        assert _returns_within(r.close) == TimerCloseReport()
+        assert returns_within(r.close) == TimerCloseReport()
     assert raised in logged(caplog)
     assert not any(thread.is_alive() for thread in r._threads)
 
@@ -514,7 +494,7 @@ def test_a_function_raising_a_base_exception_fails_its_task_and_the_worker_goes_
     assert failing.exception(SOON) is error  # exception(), not result(): it would raise it here
     assert r.scheduler.state("bad") is TimerState.FAILED
     assert r.schedule("after", 0, lambda: "ok").result(SOON) == "ok"
-    assert _returns_within(r.close) == TimerCloseReport()
+    assert returns_within(r.close) == TimerCloseReport()
 
 
 # ---------------------------------------------------------------------- the runner's own failure
@@ -565,7 +545,7 @@ def test_a_thread_whose_own_bookkeeping_fails_stops_the_runner_and_releases_ever
         for future in (due, later):
             error = future.exception(SOON)
             assert isinstance(error, SchedulerError) and isinstance(error.__cause__, RuntimeError)
-        _returns_within(r.close)
+        returns_within(r.close)
     assert logged(caplog) == [RuntimeError]
     assert not any(thread.is_alive() for thread in r._threads)
     with pytest.raises(SchedulerClosedError):
@@ -580,22 +560,18 @@ def test_close_with_a_bad_timeout_is_refused_and_changes_nothing(timeout: Any) -
     r = TimerRunner(max_workers=1)
     pending = r.schedule("later", now() + LONG, lambda: None)
     with pytest.raises(InvalidArgumentError, match=r"close\(timeout="):
-        _returns_within(lambda: r.close(timeout=timeout))
+        returns_within(lambda: r.close(timeout=timeout))
     assert not pending.done() and r.scheduler.state("later") is TimerState.PENDING
     assert r.schedule("now", 0, lambda: "ran").result(SOON) == "ran"
-    assert _returns_within(r.close) == TimerCloseReport(cancelled=("later",))
+    assert returns_within(r.close) == TimerCloseReport(cancelled=("later",))
 
 
 def test_close_takes_timeouts_of_every_real_kind_and_size() -> None:
     started = threading.Event()
     release = threading.Event()
 
-    def gated() -> None:
-        started.set()
-        assert release.wait(SOON)
-
     r = TimerRunner(max_workers=1)
-    r.schedule("gated", 0, gated)
+    r.schedule("gated", 0, gated(started, release))
     r.schedule("later", now() + LONG, lambda: None)
     assert started.wait(SOON)
     report = r.close(timeout=Fraction(1, 100))
@@ -603,5 +579,5 @@ def test_close_takes_timeouts_of_every_real_kind_and_size() -> None:
     assert r.close(timeout=0) == TimerCloseReport(running=("gated",))
     threading.Timer(0.05, release.set).start()
     # longer than a lock can time: no limit
-    assert _returns_within(lambda: r.close(timeout=1e12)) == TimerCloseReport()
+    assert returns_within(lambda: r.close(timeout=1e12)) == TimerCloseReport()
     assert r.close(timeout=10**400) == TimerCloseReport()

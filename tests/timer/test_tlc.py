@@ -12,7 +12,6 @@ instance and its match with the model about 6 s.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -38,9 +37,16 @@ from refsched.verify.timer.spec import (
     snapshot_of,
     spec_state,
 )
-from refsched.verify.tla import Function, ModelValue, parse_state, render
+from refsched.verify.tla import Function, ModelValue
 from refsched.verify.tlc import TLCResult, run_tlc
-from tests.spec_mutants import Mutant, SpecChecks, cases, check_mutant, uncovered
+from tests.spec_mutants import Mutant, SpecChecks, cases, check_mutant
+from tests.tlc_support import (
+    TracesGraph,
+    assert_every_check_has_a_mutant,
+    assert_holds_with_recorded_count,
+    assert_round_trips_through_tla_text,
+    big_instances,
+)
 
 MODULE = "MCTimerQueue.tla"
 TIMER = system.get("timer")
@@ -49,26 +55,17 @@ SAFETY = "MCTimerQueue.cfg"
 # Measured with TLC 2.15 on MCTimerQueue.cfg (2 ids, times 0..2, priorities {0, 1},
 # RebuildFloor 2, 3 versions per id, 6 schedules, symmetry on ids), and on the traces
 # instance. If the spec changes, update these and the comments in the cfg files.
-SAFETY_DISTINCT_STATES = 1_064_364
-SAFETY_DEPTH = 21
-TRACES_DISTINCT_STATES = 5_308
-TRACES_EDGES = 34_992
-TRACES_DEPTH = 11
+RECORDED_COUNTS = {SAFETY: (1_064_364, 21)}  # (distinct states, depth)
+TRACES_GRAPH = TracesGraph(TIMER, states=5_308, edges=34_992, depth=11)
 
 
 def check(config: str, directory: Path | None = None, workers: int = 2) -> TLCResult:
     return run_tlc(config, MODULE, directory=directory, workers=workers)
 
 
-@pytest.mark.slow
-@pytest.mark.big_instance
-def test_safety_model_holds_with_recorded_state_count() -> None:
-    result = check(SAFETY)
-    assert result.ok, result.output[-4000:]
-    assert result.version is not None and "2.15" in result.version
-    assert (result.distinct_states, result.depth) == (SAFETY_DISTINCT_STATES, SAFETY_DEPTH), (
-        "the state space changed: update SAFETY_DISTINCT_STATES/SAFETY_DEPTH and the cfg"
-    )
+@pytest.mark.parametrize(("config", "counts"), big_instances(RECORDED_COUNTS))
+def test_model_holds_with_recorded_state_count(config: str, counts: tuple[int, int]) -> None:
+    assert_holds_with_recorded_count(check(config), counts)
 
 
 S, T = SAFETY, TRACES_CONFIG
@@ -169,8 +166,7 @@ SPEC = SpecChecks(
 
 
 def test_every_check_of_every_config_has_a_mutant_it_reports() -> None:
-    assert SPEC.configs() == [SAFETY, TRACES_CONFIG]
-    assert uncovered(SPEC) == []
+    assert_every_check_has_a_mutant(SPEC, [SAFETY, TRACES_CONFIG])
 
 
 @pytest.mark.parametrize(("name", "config", "check"), cases(SPEC))
@@ -182,19 +178,12 @@ def test_mutant_is_reported_by_name(name: str, config: str, check: str, tmp_path
 
 @pytest.fixture(scope="module")
 def dumped() -> stategraph.TLCStateGraph:
-    """TLC's whole state graph of the traces instance, its states read as the model's."""
-    graph, result, _ = stategraph.dump_state_graph(TRACES_CONFIG, system=TIMER)
-    assert (result.distinct_states, result.depth) == (TRACES_DISTINCT_STATES, TRACES_DEPTH)
-    return graph
+    return TRACES_GRAPH.dump()
 
 
 def test_tlc_state_graph_equals_the_models(dumped: stategraph.TLCStateGraph) -> None:
-    matched = stategraph.match(dumped, read_instance(TRACES_CONFIG), system=TIMER)
-    assert matched.state_count == TRACES_DISTINCT_STATES
-    assert len(dumped.edges) == matched.edge_count == TRACES_EDGES
     # The instance exercises every action, and compaction and lazy drops happen in it.
-    assert set(Counter(label for _, _, label in dumped.edges)) == set(ACTIONS)
-    edges = matched.all_edges()
+    edges = TRACES_GRAPH.matched_edges(dumped)
     rebuilt = {e.action for e in edges if ACTIONS[e.action].rebuilds(
         e.source, *e.param_map.values(), rebuild_floor=0)}
     assert rebuilt == {"Cancel", "Claim"}
@@ -219,11 +208,7 @@ def test_read_instance_reads_both_configs() -> None:
 def test_spec_state_and_snapshot_of_are_inverse_through_tla_text() -> None:
     ids = [ModelValue("a"), ModelValue("b")]
     model = explore(read_instance(TRACES_CONFIG))
-    for s in model.depth:
-        values = spec_state(s, ids)
-        assert snapshot_of(values) == s
-        text = "\n".join(f"/\\ {name} = {render(value)}" for name, value in values.items())
-        assert snapshot_of(parse_state(text)) == s
+    assert_round_trips_through_tla_text(model.depth, lambda s: spec_state(s, ids), snapshot_of)
 
 
 def test_snapshot_of_refuses_states_of_another_shape() -> None:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from refsched import SchedulerError, TimerCloseReport, TimerRunner, TimerSnapshot, TimerState
-from tests.wakeup_support import LONG, Blocked, closed, until, waiting
+from tests.wakeup_support import LONG, Blocked, closed, gated, until, waiting
 
 HOUR = 3600.0  # a sleep only a lost wake-up waits out
 
@@ -82,14 +82,6 @@ def _opened(**options: Any) -> Iterator[TimerRunner]:
         yield r
     finally:
         closed(r.close)
-
-
-def _gated(started: threading.Event, gate: threading.Event, value: Any = None) -> Any:
-    def run() -> Any:
-        started.set()
-        assert gate.wait(LONG)
-        return value
-    return run
 
 
 # -- the dispatcher asleep toward its deadline -------------------------------------------------
@@ -173,7 +165,7 @@ def test_a_runner_stopped_by_a_worker_wakes_its_dispatcher_asleep_toward_a_far_e
 def test_a_worker_that_reports_wakes_the_dispatcher_waiting_for_a_free_worker() -> None:
     started, gate = threading.Event(), threading.Event()
     with _opened(max_workers=1) as r:
-        r.schedule("a", 0, _gated(started, gate, "a"))
+        r.schedule("a", 0, gated(started, gate, "a"))
         assert started.wait(LONG)
         b = r.schedule("b", 0, lambda: "b")  # due, but the one worker is busy
         until(lambda: r._slot_wanted, "the dispatcher waits for a worker")
@@ -187,7 +179,7 @@ def test_a_worker_that_reports_wakes_the_dispatcher_waiting_for_a_free_worker() 
 def test_close_is_released_when_the_running_function_returns() -> None:
     started, gate = threading.Event(), threading.Event()
     r = TimerRunner(max_workers=2)
-    a = r.schedule("a", 0, _gated(started, gate, "a"))
+    a = r.schedule("a", 0, gated(started, gate, "a"))
     assert started.wait(LONG)
     closer = Blocked(r.close)
     dispatcher = r._threads[0]
