@@ -4,9 +4,9 @@ spec and its model to.
 A config lists the checks the model defines. A spec's own model runs clean with the state
 count recorded for it: a different count is a changed spec or model, to be looked at and
 recorded again (the figure is also in the cfg and the system's page in docs/). Every check of
-every config has a mutant it reports (tests/spec_mutants.py). TLC's whole state graph of the traces instance,
-read as the model's states, is the model's graph, and each model state goes to the spec's
-variables and back, through TLA+ text too.
+every config has a mutant it reports (tests/spec_mutants.py). TLC's whole state graph of the
+traces instance, read as the model's states, is the model's graph, and each model state goes to
+the spec's variables and back, through TLA+ text too.
 """
 
 from __future__ import annotations
