@@ -44,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor as _ThreadPoolExecutor
 from typing import Any, Final, cast
 
 from refsched import sync
-from refsched.dag.scheduler import Recorder, TaskScheduler, _r
+from refsched.dag.scheduler import Recorder, TaskScheduler
 from refsched.errors import (
     BlockedError,
     Cancelled,
@@ -53,7 +53,9 @@ from refsched.errors import (
     StaleGenerationError,
     UnknownTaskError,
 )
+from refsched.runners import SchedulerRunner
 from refsched.types import Claim, CloseReport, TaskInfo, TaskState
+from refsched.values import shown as _r
 
 __all__ = ["CancelToken", "Runner", "TaskFuture"]
 
@@ -240,7 +242,7 @@ class TaskFuture(_RunnerFuture):
         return f"<TaskFuture {self.task_id!r} generation={self.generation} {super().__repr__()}>"
 
 
-class Runner:
+class Runner(SchedulerRunner[TaskScheduler]):
     """Run a dependency graph of functions on ``max_workers`` threads over a TaskScheduler.
 
     ``Runner(max_workers=N, executor=None)``; use as a context manager. Submit functions with
@@ -319,18 +321,6 @@ class Runner:
         self._threads: list[sync.Thread] = []
 
     # -- public API ------------------------------------------------------------------------
-
-    @property
-    def scheduler(self) -> TaskScheduler:
-        """The TaskScheduler underneath, for inspection (``state``, ``info``, ``snapshot``...).
-
-        Change it only through the runner: an action taken on it directly bypasses the futures.
-        """
-        return self._scheduler
-
-    @property
-    def max_workers(self) -> int:
-        return self._max_workers
 
     def submit(self, task_id: Hashable, fn: Callable[..., Any],
                deps: Iterable[Hashable] = ()) -> TaskFuture:

@@ -79,6 +79,9 @@ from refsched.errors import (
     UnknownTaskError,
 )
 from refsched.types import Claim, CloseReport, Snapshot, TaskInfo, TaskState, VersionView
+from refsched.values import hashes as _hashes
+from refsched.values import is_int as _is_int
+from refsched.values import shown as _r
 
 __all__ = [
     "INVARIANTS",
@@ -189,23 +192,6 @@ class SchedulerStats:
     stale_callbacks: int = 0  # StaleGenerationError raised
     ready_wait: DurationSummary = DurationSummary()  # becoming ready -> claimed
     run_time: DurationSummary = DurationSummary()  # claimed -> succeeded/failed/cancelled
-
-
-def _r(value: object) -> str:
-    """repr() cut to a length fit for an error message.
-
-    A ``__repr__`` that raises (or recurses too deeply) gives ``object``'s repr instead: the
-    error being reported is the caller's, not the repr's.
-    """
-    try:
-        text = repr(value)
-    except Exception:
-        text = object.__repr__(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _show_path(path: Iterable[Hashable]) -> str:
@@ -1354,14 +1340,6 @@ def _check_deps(task_id: Hashable, deps: Iterable[Hashable], dep_t: tuple[Hashab
         raise InvalidArgumentError(
             f"submit({_r(task_id)}, {_r(dep_t)}): a task cannot depend on itself"
         )
-
-
-def _hashes(value: object) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 def _find_cycles(nodes: Iterable[int], deps: Sequence[Sized],

@@ -52,6 +52,7 @@ from refsched.dag.runner import (
     _wants_token,
 )
 from refsched.errors import Cancelled, InvalidArgumentError, SchedulerError
+from refsched.runners import SchedulerRunner
 from refsched.timer.scheduler import TimerRecorder, TimerScheduler, _as_time
 from refsched.types import Due, TimerCloseReport, TimerStats
 
@@ -122,7 +123,7 @@ class _Slot:
         self.stop = False
 
 
-class TimerRunner:
+class TimerRunner(SchedulerRunner[TimerScheduler]):
     """Run functions at their time on ``max_workers`` threads over a TimerScheduler.
 
     ``TimerRunner(max_workers=N, clock=time.monotonic, *, rebuild_floor=64)``; use as a context
@@ -155,11 +156,11 @@ class TimerRunner:
         if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
             raise InvalidArgumentError(
                 f"TimerRunner(max_workers={max_workers!r}): max_workers must be an int >= 1")
-        self._max_workers: Final = max_workers
+        self._max_workers = max_workers
         self._local = threading.local()  # .running: this worker thread is in a function
         # InvalidArgumentError for a bad clock, rebuild_floor or recorder
-        self._scheduler: Final = TimerScheduler(clock, rebuild_floor=rebuild_floor,
-                                                recorder=recorder)
+        self._scheduler = TimerScheduler(clock, rebuild_floor=rebuild_floor,
+                                        recorder=recorder)
         # The runner lock guards every field below and serialises every call on the scheduler.
         self._lock = sync.Lock()
         self._wake = sync.Condition(self._lock)  # the dispatcher waits here: time, poke, a worker
@@ -190,18 +191,6 @@ class TimerRunner:
             thread.start()
 
     # -- public API ------------------------------------------------------------------------
-
-    @property
-    def scheduler(self) -> TimerScheduler:
-        """The TimerScheduler underneath, for inspection (``state``, ``view``, ``snapshot``...).
-
-        Change it only through the runner: an action taken on it directly bypasses the futures.
-        """
-        return self._scheduler
-
-    @property
-    def max_workers(self) -> int:
-        return self._max_workers
 
     def schedule(self, task_id: Hashable, run_at: float, fn: Callable[..., Any],
                  priority: int = 0) -> TimerFuture:

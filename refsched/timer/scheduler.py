@@ -93,6 +93,9 @@ from refsched.types import (
     TimerVersionView,
     Wait,
 )
+from refsched.values import hashes as _hashes
+from refsched.values import is_int as _is_int
+from refsched.values import shown as _r
 
 __all__ = ["ACTIONS", "INVARIANTS", "TimerRecorder", "TimerScheduler"]
 
@@ -181,31 +184,6 @@ class TimerRecorder(Protocol):
     """
 
     def record(self, action: str, params: dict[str, Any], state: TimerSnapshot) -> None: ...
-
-
-def _r(value: object) -> str:
-    """repr() cut to a length fit for an error message.
-
-    A ``__repr__`` that raises (or recurses too deeply) gives ``object``'s repr instead: the
-    error being reported is the caller's, not the repr's.
-    """
-    try:
-        text = repr(value)
-    except Exception:
-        text = object.__repr__(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _hashes(value: object) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 _LARGEST: Final = sys.float_info.max  # the largest time: Wait(run_at - now) must be a float
