@@ -24,7 +24,8 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from refsched.durable.store import FORMAT, MIGRATIONS, SCHEMA_VERSION, Store, Tx, open_store
+from refsched.durable.store import FORMAT, MIGRATIONS, SCHEMA_VERSION, Store, Tx
+from refsched.durable.urls import open_store
 from refsched.errors import (
     CycleError,
     InvalidArgumentError,
