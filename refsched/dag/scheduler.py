@@ -67,6 +67,7 @@ from types import MappingProxyType
 from typing import Any, Final, Protocol, TypeVar
 
 from refsched import sync
+from refsched.checked import LockChecked
 from refsched.errors import (
     CycleError,
     InvalidArgumentError,
@@ -198,7 +199,7 @@ def _show_path(path: Iterable[Hashable]) -> str:
     return " -> ".join(_r(t) for t in path)
 
 
-class TaskScheduler:
+class TaskScheduler(LockChecked):
     """An in-memory dependency scheduler; every method is thread-safe.
 
     The life of a version: pending -> ready -> running -> succeeded | failed | cancelled, or
@@ -1004,15 +1005,8 @@ class TaskScheduler:
 
     # ------------------------------------------------------------------ Invariants
 
-    def check_invariants(self) -> None:
-        """Check the spec invariants against the internal data structures.
-
-        Scans everything (a checker, not an operation). Errors: a broken invariant ->
-        ``InvariantViolation`` (an ``AssertionError``) whose ``invariant`` is its name in
-        ``INVARIANTS``.
-        """
-        with self._lock:
-            _Checker(self).run()
+    def _check_locked(self) -> None:
+        _Checker(self).run()
 
     # ------------------------------------------------------------------ Internals
 

@@ -74,6 +74,7 @@ from types import MappingProxyType
 from typing import Any, Final, NoReturn, Protocol
 
 from refsched import sync
+from refsched.checked import LockChecked
 from refsched.errors import (
     InvalidArgumentError,
     InvalidTransitionError,
@@ -236,7 +237,7 @@ def _bad_schedule(task_id: Hashable, run_at: object, priority: object, fn: objec
     return f"{call}: fn {_r(fn)} is neither None nor callable"
 
 
-class TimerScheduler:
+class TimerScheduler(LockChecked):
     """A timer queue of task versions; every method is thread-safe.
 
     The life of a version: pending -> running -> completed | failed, or pending -> cancelled, or
@@ -668,15 +669,8 @@ class TimerScheduler:
 
     # ------------------------------------------------------------------ Invariants
 
-    def check_invariants(self) -> None:
-        """Check the spec invariants against the internal data structures.
-
-        Scans everything (a checker, not an operation). Errors: a broken invariant ->
-        ``InvariantViolation`` (an ``AssertionError``) whose ``invariant`` is its name in
-        ``INVARIANTS``.
-        """
-        with self._lock:
-            _Checker(self).run()
+    def _check_locked(self) -> None:
+        _Checker(self).run()
 
     # ------------------------------------------------------------------ Internals
 
