@@ -445,6 +445,9 @@ class TaskScheduler(LockChecked):
             remaining = 0
             dead = False
             if dep_rows:
+                # retry() links each renewed row to its deps with these same lines; they are
+                # written out in both because here they run once per edge of every submit, where
+                # a shared function would add a Python call per edge.
                 for r in dep_rows:
                     listed = dependents[r]
                     if listed is None:

@@ -490,6 +490,9 @@ class TimerScheduler(LockChecked):
         -> ``InvalidArgumentError``; not the current version -> ``StaleGenerationError`` (Spec:
         StaleCallback(t, v)); pending -> ``InvalidTransitionError``.
         """
+        # complete() and fail() each write out the same lookup and guard rather than share a
+        # method: once per task, a second Python call would cost as much as the step itself.
+        # What is not the common case goes to the one shared _check_callback().
         lock = self._lock
         lock.acquire()
         try:
