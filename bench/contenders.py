@@ -65,16 +65,15 @@ def core_graphlib(graph: Graph) -> int:
     return finished
 
 
-def core_refsched_gc_off(graph: Graph) -> int:
-    """core_refsched with the cyclic garbage collector paused: the algorithm's own cost."""
-    with _gc_paused():
-        return core_refsched(graph)
-
-
-def core_graphlib_gc_off(graph: Graph) -> int:
-    """core_graphlib with the cyclic garbage collector paused."""
-    with _gc_paused():
-        return core_graphlib(graph)
+def _under(context: Callable[[], contextlib.AbstractContextManager[None]], contender: Contender,
+           name: str, doc: str) -> Contender:
+    """``contender`` run inside ``context()``, as a contender of its own named ``name``."""
+    def run(graph: Graph) -> int:
+        with context():
+            return contender(graph)
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = doc
+    return run
 
 
 @contextlib.contextmanager
@@ -84,6 +83,14 @@ def _gc_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+core_refsched_gc_off = _under(
+    _gc_paused, core_refsched, "core_refsched_gc_off",
+    "core_refsched with the cyclic garbage collector paused: the algorithm's own cost.")
+core_graphlib_gc_off = _under(
+    _gc_paused, core_graphlib, "core_graphlib_gc_off",
+    "core_graphlib with the cyclic garbage collector paused.")
 
 
 # -- runner: the same graph of no-op functions on 4 threads --------------------------------
@@ -188,11 +195,9 @@ def threading_direct() -> Iterator[None]:
             setattr(m, "sync", s)  # noqa: B010
 
 
-def core_refsched_threading(graph: Graph) -> int:
-    with threading_direct():
-        return core_refsched(graph)
-
-
-def runner_refsched_threading(graph: Graph) -> int:
-    with threading_direct():
-        return runner_refsched(graph)
+core_refsched_threading = _under(
+    threading_direct, core_refsched, "core_refsched_threading",
+    "core_refsched with its primitives taken from threading directly.")
+runner_refsched_threading = _under(
+    threading_direct, runner_refsched, "runner_refsched_threading",
+    "runner_refsched with its primitives taken from threading directly.")
