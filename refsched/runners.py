@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import os
 from typing import Generic, TypeVar
 
-__all__ = ["SchedulerRunner"]
+from refsched.errors import InvalidArgumentError
+
+__all__ = ["SchedulerRunner", "worker_count"]
 
 _Scheduler = TypeVar("_Scheduler")
+
+
+def worker_count(runner: str, max_workers: int | None) -> int:
+    """The ``max_workers`` a runner was given, checked; None is ThreadPoolExecutor's default.
+
+    Errors: not an int >= 1 (a bool is none) -> ``InvalidArgumentError`` naming ``runner``.
+    """
+    if max_workers is None:
+        return min(32, (os.cpu_count() or 1) + 4)
+    if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
+        raise InvalidArgumentError(
+            f"{runner}(max_workers={max_workers!r}): max_workers must be an int >= 1")
+    return max_workers
 
 
 class SchedulerRunner(Generic[_Scheduler]):

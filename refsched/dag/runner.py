@@ -34,7 +34,6 @@ import inspect
 import logging
 import math
 import numbers
-import os
 import threading
 import types
 from collections import deque
@@ -53,7 +52,7 @@ from refsched.errors import (
     StaleGenerationError,
     UnknownTaskError,
 )
-from refsched.runners import SchedulerRunner
+from refsched.runners import SchedulerRunner, worker_count
 from refsched.types import Claim, CloseReport, TaskInfo, TaskState
 from refsched.values import shown as _r
 
@@ -272,11 +271,7 @@ class Runner(SchedulerRunner[TaskScheduler]):
 
     def __init__(self, max_workers: int | None = None, executor: Executor | None = None, *,
                  recorder: Recorder | None = None) -> None:
-        if max_workers is None:
-            max_workers = min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's default
-        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
-            raise InvalidArgumentError(
-                f"Runner(max_workers={max_workers!r}): max_workers must be an int >= 1")
+        max_workers = worker_count("Runner", max_workers)
         if executor is not None and not isinstance(executor, Executor):
             raise InvalidArgumentError(
                 f"Runner(executor={executor!r}): executor must be a concurrent.futures.Executor")

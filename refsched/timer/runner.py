@@ -30,7 +30,6 @@ Design:
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 import types
@@ -52,7 +51,7 @@ from refsched.dag.runner import (
     _wants_token,
 )
 from refsched.errors import Cancelled, InvalidArgumentError, SchedulerError
-from refsched.runners import SchedulerRunner
+from refsched.runners import SchedulerRunner, worker_count
 from refsched.timer.scheduler import TimerRecorder, TimerScheduler, _as_time
 from refsched.types import Due, TimerCloseReport, TimerStats
 
@@ -151,11 +150,7 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
     def __init__(self, max_workers: int | None = None,
                  clock: Callable[[], float] = time.monotonic, *, rebuild_floor: int = 64,
                  recorder: TimerRecorder | None = None) -> None:
-        if max_workers is None:
-            max_workers = min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's default
-        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
-            raise InvalidArgumentError(
-                f"TimerRunner(max_workers={max_workers!r}): max_workers must be an int >= 1")
+        max_workers = worker_count("TimerRunner", max_workers)
         self._max_workers = max_workers
         self._local = threading.local()  # .running: this worker thread is in a function
         # InvalidArgumentError for a bad clock, rebuild_floor or recorder
