@@ -1,4 +1,4 @@
-"""Small checks and renderings of caller values that the in-memory schedulers share.
+"""Small checks and renderings of caller values: the in-memory schedulers and the models share them.
 
 The schedulers bind these to module globals (``_r``, ``_is_int``, ``_hashes``), so a per-task
 path calls them as it called its own copy: one global lookup, no extra call.
