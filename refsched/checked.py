@@ -1,10 +1,13 @@
-"""What the in-memory schedulers share around their invariant checks."""
+"""What the in-memory schedulers share around their invariant checks: the call, the checker."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, ClassVar, Generic, NoReturn, TypeVar
 
-__all__ = ["LockChecked"]
+from refsched.errors import InvariantViolation
+
+__all__ = ["Checker", "LockChecked", "check_method"]
 
 
 class LockChecked:
@@ -26,3 +29,32 @@ class LockChecked:
     def _check_locked(self) -> None:
         """Raise ``InvariantViolation`` for the first invariant broken. Lock held."""
         raise NotImplementedError
+
+
+_S = TypeVar("_S")
+
+
+def check_method(invariant: str) -> str:
+    """The checker method of ``invariant``: its name in snake_case (``TypeOK`` -> ``type_ok``)."""
+    return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", invariant).lower()
+
+
+class Checker(Generic[_S]):
+    """check_invariants(): recompute every invariant from the raw state of ``s``. Lock held.
+
+    A subclass names its invariants (the spec's names, in the order they are checked) and has a
+    method per invariant, named by ``check_method``; the first broken one raises.
+    """
+
+    invariants: ClassVar[tuple[str, ...]]
+
+    def __init__(self, scheduler: _S) -> None:
+        self.s = scheduler
+
+    @staticmethod
+    def fail(invariant: str, detail: str) -> NoReturn:
+        raise InvariantViolation(invariant, detail)
+
+    def run(self) -> None:
+        for invariant in self.invariants:
+            getattr(self, check_method(invariant))()

@@ -67,12 +67,11 @@ from types import MappingProxyType
 from typing import Any, Final, Protocol, TypeVar
 
 from refsched import sync
-from refsched.checked import LockChecked
+from refsched.checked import Checker, LockChecked
 from refsched.errors import (
     CycleError,
     InvalidArgumentError,
     InvalidTransitionError,
-    InvariantViolation,
     SchedulerClosedError,
     StaleGenerationError,
     TaskRunningError,
@@ -1452,26 +1451,15 @@ def _find_cycles(nodes: Iterable[int], deps: Sequence[Sized],
     return [path for _, path in cycles]
 
 
-class _Checker:
+class _Checker(Checker[TaskScheduler]):
     """check_invariants(): recompute every invariant from the raw columns. Lock held."""
 
+    invariants = INVARIANTS
+
     def __init__(self, scheduler: TaskScheduler) -> None:
-        self.s = scheduler
+        super().__init__(scheduler)
         # the live rows, in row order (filled by type_ok, once the columns are known sound)
         self.live: list[int] = []
-
-    @staticmethod
-    def fail(invariant: str, detail: str) -> None:
-        raise InvariantViolation(invariant, detail)
-
-    def run(self) -> None:
-        self.type_ok()
-        self.at_most_one_claim_per_version()
-        self.indegree_invariant()
-        self.concurrency_bound()
-        self.blocked_has_cause()
-        self.blocked_propagated()
-        self.sealed_graph()
 
     def type_ok(self) -> None:
         s, name = self.s, "TypeOK"

@@ -71,14 +71,13 @@ from collections.abc import Callable, Hashable, Iterator
 from itertools import chain, islice
 from operator import itemgetter, ne
 from types import MappingProxyType
-from typing import Any, Final, NoReturn, Protocol
+from typing import Any, Final, Protocol
 
 from refsched import sync
-from refsched.checked import LockChecked
+from refsched.checked import Checker, LockChecked
 from refsched.errors import (
     InvalidArgumentError,
     InvalidTransitionError,
-    InvariantViolation,
     SchedulerClosedError,
     StaleGenerationError,
     TaskRunningError,
@@ -798,22 +797,10 @@ def _is_time(value: object) -> bool:
             and math.isfinite(value))
 
 
-class _Checker:
+class _Checker(Checker[TimerScheduler]):
     """check_invariants(): recompute every invariant from the raw structures. Lock held."""
 
-    def __init__(self, scheduler: TimerScheduler) -> None:
-        self.s = scheduler
-
-    @staticmethod
-    def fail(invariant: str, detail: str) -> NoReturn:
-        raise InvariantViolation(invariant, detail)
-
-    def run(self) -> None:
-        self.type_ok()
-        self.heap_holds_live_versions()
-        self.at_most_one_claim_per_version()
-        self.heap_garbage_bounded()
-        self.cancel_request_only_while_running()
+    invariants = INVARIANTS
 
     def type_ok(self) -> None:
         s, name = self.s, "TypeOK"
