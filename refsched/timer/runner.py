@@ -483,7 +483,14 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
     # -- the workers -----------------------------------------------------------------------
 
     def _work_loop(self) -> None:
-        """Take claimed versions, run them, report them; exit once closed with nothing left."""
+        """Take claimed versions, run them, report them; exit once closed with nothing left.
+
+        The same loop as the Runner's ``_work_loop`` in outline (report, take, run; on a failure
+        of the machinery give back what was taken, stop the runner, log unlocked), but written
+        apart: here workers take from a shared queue that a dispatcher fills and count ``busy``,
+        where the Runner hands each claim to one idle worker's inbox and counts ``inflight``
+        and the settlements still resolving. A shared loop would test which at each task.
+        """
         lock = self._lock
         queue = self._queue
         done: tuple[_Slot, Due, int, Any] | None = None  # the run this worker has not reported
