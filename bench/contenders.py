@@ -37,11 +37,7 @@ def _noop(*args: Any) -> None:
 
 def core_refsched(graph: Graph) -> int:
     """TaskScheduler: submit, start, then ready() / complete() until nothing is ready."""
-    s = TaskScheduler(len(graph))  # max_concurrency never limits a claim
-    submit = s.submit
-    for node, deps in graph:
-        submit(node, deps)
-    s.start()
+    s = build_refsched(graph)
     ready, complete = s.ready, s.complete
     while claims := ready():
         for task_id, generation, _fn in claims:
@@ -51,11 +47,7 @@ def core_refsched(graph: Graph) -> int:
 
 def core_graphlib(graph: Graph) -> int:
     """graphlib.TopologicalSorter: add, prepare, then get_ready() / done() while active."""
-    ts: graphlib.TopologicalSorter[int] = graphlib.TopologicalSorter()
-    add = ts.add
-    for node, deps in graph:
-        add(node, *deps)
-    ts.prepare()
+    ts = build_graphlib(graph)
     get_ready, done = ts.get_ready, ts.done
     finished = 0
     while ts.is_active():
@@ -150,8 +142,9 @@ def dask_version() -> str | None:
 
 # -- memory: what the structure holds once built -------------------------------------------
 
-def build_refsched(graph: Graph) -> object:
-    s = TaskScheduler(len(graph))
+def build_refsched(graph: Graph) -> TaskScheduler:
+    """The started TaskScheduler of ``graph`` (core_refsched builds it so too)."""
+    s = TaskScheduler(len(graph))  # max_concurrency never limits a claim
     submit = s.submit
     for node, deps in graph:
         submit(node, deps)
@@ -159,7 +152,8 @@ def build_refsched(graph: Graph) -> object:
     return s
 
 
-def build_graphlib(graph: Graph) -> object:
+def build_graphlib(graph: Graph) -> graphlib.TopologicalSorter[int]:
+    """The prepared TopologicalSorter of ``graph`` (core_graphlib builds it so too)."""
     ts: graphlib.TopologicalSorter[int] = graphlib.TopologicalSorter()
     add = ts.add
     for node, deps in graph:
