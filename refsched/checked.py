@@ -11,10 +11,21 @@ __all__ = ["Checker", "LockChecked", "check_method"]
 
 
 class LockChecked:
-    """A scheduler whose state one lock (``_lock``) guards, checked whole under that lock."""
+    """A scheduler whose state one lock (``_lock``) guards, checked whole under that lock, and
+    whose steps an optional recorder (``_recorder``) is given with the state after each."""
 
     __slots__ = ()
     _lock: Any
+    _recorder: Any
+
+    def _record(self, action: str, params: dict[str, Any]) -> None:
+        """Give the step just taken to the recorder. Lock held, recorder set."""
+        assert self._recorder is not None
+        self._recorder.record(action, params, self._snapshot_locked())
+
+    def _snapshot_locked(self) -> Any:
+        """The spec variables now. Lock held."""
+        raise NotImplementedError
 
     def check_invariants(self) -> None:
         """Check the spec invariants against the internal data structures.

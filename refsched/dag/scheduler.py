@@ -245,7 +245,7 @@ class TaskScheduler(LockChecked):
             )
         self._max: Final = int(max_concurrency)
         self._track: Final = bool(track_endings)
-        self._recorder: Final = recorder
+        self._recorder = recorder  # set here once, never changed
         # _lock guards every attribute below, and every item of every column.
         self._lock = sync.Lock()
         self._started = False
@@ -1044,11 +1044,6 @@ class TaskScheduler(LockChecked):
                 self._seq[row] if row < compacted else row + base,
             )
         return Snapshot(self._started, self._closed, self._next_seq, MappingProxyType(views))
-
-    def _record(self, action: str, params: dict[str, Any]) -> None:
-        """Give the step just taken to the recorder. Lock held, recorder set."""
-        assert self._recorder is not None
-        self._recorder.record(action, params, self._snapshot_locked())
 
     def _lookup(self, call: str, task_id: Hashable) -> int:
         """The row of the current version of ``task_id``. Lock held."""

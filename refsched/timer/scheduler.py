@@ -269,7 +269,7 @@ class TimerScheduler(LockChecked):
                 f"TimerScheduler(recorder={_r(recorder)}): recorder has no record() method")
         self._clock: Final = clock
         self._floor: Final = int(rebuild_floor)
-        self._recorder: Final = recorder
+        self._recorder = recorder  # set here once, never changed
         # _lock guards every attribute below, and every item of every column.
         self._lock = sync.Lock()
         # the scheduler's time: the largest clock() reading so far (0 before the first)
@@ -718,11 +718,6 @@ class TimerScheduler(LockChecked):
             _tuple_new(TimerEntry, (e[0], -e[1], e[2], e[3], e[4])) for e in self._entries())
         return TimerSnapshot(self._now, self._closed, self._next_seq, MappingProxyType(views),
                              heap)
-
-    def _record(self, action: str, params: dict[str, Any]) -> None:
-        """Give the step just taken to the recorder. Lock held, recorder set."""
-        assert self._recorder is not None
-        self._recorder.record(action, params, self._snapshot_locked())
 
     def _lookup(self, call: str, task_id: Hashable) -> _Entry:
         """The entry of ``task_id``'s current version. Lock held."""
