@@ -12,14 +12,6 @@ from .actions import ACTIONS, INITIAL, Action, Phase, PoolSnapshot, Refusal, ini
 from .graph import *  # noqa: F403 (its __all__, added to this one below)
 from .invariants import *  # noqa: F403 (its __all__, added to this one below)
 
-__all__ = [
-    "ACTIONS",
-    "INITIAL",
-    "Action",
-    "Phase",
-    "PoolSnapshot",
-    "Refusal",
-    "initial",
-]
+__all__ = ["ACTIONS", "INITIAL", "Action", "Phase", "PoolSnapshot", "Refusal", "initial"]
 __all__ += invariants.__all__
 __all__ += graph.__all__

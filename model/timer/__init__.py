@@ -12,13 +12,6 @@ from .api import ReferenceTimerScheduler
 from .graph import *  # noqa: F403 (its __all__, added to this one below)
 from .invariants import *  # noqa: F403 (its __all__, added to this one below)
 
-__all__ = [
-    "ACTIONS",
-    "INITIAL",
-    "Action",
-    "ReferenceTimerScheduler",
-    "Refusal",
-    "initial",
-]
+__all__ = ["ACTIONS", "INITIAL", "Action", "ReferenceTimerScheduler", "Refusal", "initial"]
 __all__ += invariants.__all__
 __all__ += graph.__all__
