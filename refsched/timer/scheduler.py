@@ -124,6 +124,8 @@ ACTIONS: Final = (
 
 # A mark (see the module docstring): the state's code in its low bits, then the cancel request,
 # then the claims. The codes index _STATES; they are small ints, which compare without a lookup.
+# They look like the TaskScheduler's state codes but are not those: another spec's states, in an
+# order of their own, packed beside bits the TaskScheduler keeps in columns of their own.
 _PENDING: Final = 0
 _RUNNING: Final = 1
 _COMPLETED: Final = 2
