@@ -37,11 +37,7 @@ def _noop(*args: Any) -> None:
 
 def core_refsched(graph: Graph) -> int:
     """TaskScheduler: submit, start, then ready() / complete() until nothing is ready."""
-    s = TaskScheduler(len(graph))  # max_concurrency never limits a claim
-    submit = s.submit
-    for node, deps in graph:
-        submit(node, deps)
-    s.start()
+    s = build_refsched(graph)
     ready, complete = s.ready, s.complete
     while claims := ready():
         for task_id, generation, _fn in claims:
@@ -51,11 +47,7 @@ def core_refsched(graph: Graph) -> int:
 
 def core_graphlib(graph: Graph) -> int:
     """graphlib.TopologicalSorter: add, prepare, then get_ready() / done() while active."""
-    ts: graphlib.TopologicalSorter[int] = graphlib.TopologicalSorter()
-    add = ts.add
-    for node, deps in graph:
-        add(node, *deps)
-    ts.prepare()
+    ts = build_graphlib(graph)
     get_ready, done = ts.get_ready, ts.done
     finished = 0
     while ts.is_active():
@@ -65,16 +57,15 @@ def core_graphlib(graph: Graph) -> int:
     return finished
 
 
-def core_refsched_gc_off(graph: Graph) -> int:
-    """core_refsched with the cyclic garbage collector paused: the algorithm's own cost."""
-    with _gc_paused():
-        return core_refsched(graph)
-
-
-def core_graphlib_gc_off(graph: Graph) -> int:
-    """core_graphlib with the cyclic garbage collector paused."""
-    with _gc_paused():
-        return core_graphlib(graph)
+def _under(context: Callable[[], contextlib.AbstractContextManager[None]], contender: Contender,
+           name: str, doc: str) -> Contender:
+    """``contender`` run inside ``context()``, as a contender of its own named ``name``."""
+    def run(graph: Graph) -> int:
+        with context():
+            return contender(graph)
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = doc
+    return run
 
 
 @contextlib.contextmanager
@@ -84,6 +75,14 @@ def _gc_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+core_refsched_gc_off = _under(
+    _gc_paused, core_refsched, "core_refsched_gc_off",
+    "core_refsched with the cyclic garbage collector paused: the algorithm's own cost.")
+core_graphlib_gc_off = _under(
+    _gc_paused, core_graphlib, "core_graphlib_gc_off",
+    "core_graphlib with the cyclic garbage collector paused.")
 
 
 # -- runner: the same graph of no-op functions on 4 threads --------------------------------
@@ -143,8 +142,9 @@ def dask_version() -> str | None:
 
 # -- memory: what the structure holds once built -------------------------------------------
 
-def build_refsched(graph: Graph) -> object:
-    s = TaskScheduler(len(graph))
+def build_refsched(graph: Graph) -> TaskScheduler:
+    """The started TaskScheduler of ``graph`` (core_refsched builds it so too)."""
+    s = TaskScheduler(len(graph))  # max_concurrency never limits a claim
     submit = s.submit
     for node, deps in graph:
         submit(node, deps)
@@ -152,7 +152,8 @@ def build_refsched(graph: Graph) -> object:
     return s
 
 
-def build_graphlib(graph: Graph) -> object:
+def build_graphlib(graph: Graph) -> graphlib.TopologicalSorter[int]:
+    """The prepared TopologicalSorter of ``graph`` (core_graphlib builds it so too)."""
     ts: graphlib.TopologicalSorter[int] = graphlib.TopologicalSorter()
     add = ts.add
     for node, deps in graph:
@@ -188,11 +189,9 @@ def threading_direct() -> Iterator[None]:
             setattr(m, "sync", s)  # noqa: B010
 
 
-def core_refsched_threading(graph: Graph) -> int:
-    with threading_direct():
-        return core_refsched(graph)
-
-
-def runner_refsched_threading(graph: Graph) -> int:
-    with threading_direct():
-        return runner_refsched(graph)
+core_refsched_threading = _under(
+    threading_direct, core_refsched, "core_refsched_threading",
+    "core_refsched with its primitives taken from threading directly.")
+runner_refsched_threading = _under(
+    threading_direct, runner_refsched, "runner_refsched_threading",
+    "runner_refsched with its primitives taken from threading directly.")

@@ -50,6 +50,14 @@ def _wait_until(condition, timeout: float = 60.0) -> None:  # type: ignore[no-un
         time.sleep(0.002)
 
 
+def _kill_left(processes: Sequence[subprocess.Popen[Any]]) -> None:
+    """Kill and reap the processes still running: a run that failed leaves none behind."""
+    for p in processes:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
 def _through_workers(tasks: dict[str, list[str]], processes: int,
                      server: PostgresServer | None = None, start_first: bool = False) -> float:
     """Seconds from the first submit of ``tasks`` (id -> deps) to the last completion, through
@@ -101,10 +109,7 @@ def _through_workers(tasks: dict[str, list[str]], processes: int,
         assert db.stats().succeeded == len(tasks)
         return elapsed
     finally:
-        for w in workers:
-            if w.poll() is None:
-                w.kill()
-                w.wait()
+        _kill_left(workers)
         db.release()
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
@@ -421,10 +426,7 @@ def claims_per_second_postgres(server: PostgresServer, n: int = 10_000,
         assert claims == n and db.stats().succeeded == n, (claims, n)
         return n / elapsed
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
+        _kill_left(procs)
         db.release()
         server.drop(url)
 

@@ -577,41 +577,37 @@ def _header(results: Results) -> list[str]:
     ]
 
 
-def _core_section(results: Results) -> list[str]:
-    rows = _rows(results, "core")
+def _comparison_section(results: Results, section: str, title: str, *intro: str,
+                        after: Sequence[str] = ()) -> list[str]:
+    """A section of the report: its title, what it times (lines), the comparison table, what
+    follows; none when the run timed no such section."""
+    rows = _rows(results, section)
     if not rows:
         return []
-    return [
+    return [title, "", *intro, "", *_comparison_table(rows), "", *after]
+
+
+def _core_section(results: Results) -> list[str]:
+    return _comparison_section(
+        results, "core",
         "## Core: `TaskScheduler` against `graphlib.TopologicalSorter`",
-        "",
         "`TaskScheduler(max_concurrency=V)`: `submit` every node, `start()`, then `ready()` and "
         "`complete()` each claim until nothing is ready; `graphlib`: `add`, `prepare()`, then "
-        "`get_ready()` and `done(*nodes)` while active. One thread.",
-        "",
-        *_comparison_table(rows),
-        "",
-    ]
+        "`get_ready()` and `done(*nodes)` while active. One thread.")
 
 
 def _runner_section(results: Results) -> list[str]:
-    rows = _rows(results, "runner")
-    if not rows:
-        return []
-    lines = [
+    dask = ([] if results.environment["dask"] != "not installed" else
+            ["dask is not installed: its contender was skipped (`pip install dask`).", ""])
+    return _comparison_section(
+        results, "runner",
         "## Runner: no-op functions on 4 threads",
-        "",
         "`Runner(max_workers=4)`: `submit` every function, `start()`, `wait()`, close. "
         "`runner_graphlib_pool`: the parallel loop of the graphlib documentation with a "
         "`ThreadPoolExecutor(4)` as its workers and a `queue.SimpleQueue` of finalized nodes. "
         "`runner_dask`: `dask.threaded.get(dsk, keys, num_workers=4)`, each node a task whose "
         "arguments are its dependencies.",
-        "",
-        *_comparison_table(rows),
-        "",
-    ]
-    if results.environment["dask"] == "not installed":
-        lines += ["dask is not installed: its contender was skipped (`pip install dask`).", ""]
-    return lines
+        after=dask)
 
 
 def _memory_section(results: Results) -> list[str]:
@@ -633,30 +629,20 @@ def _memory_section(results: Results) -> list[str]:
 
 
 def _sync_section(results: Results) -> list[str]:
-    rows = _rows(results, "sync")
-    if not rows:
-        return []
-    return [
+    return _comparison_section(
+        results, "sync",
         "## The injectable primitives (`refsched.sync`)",
-        "",
         "The scheduler and the runner build every lock, condition, event, queue and thread "
         "through `refsched.sync`, which by default holds the `threading` classes (and "
         "`queue.SimpleQueue`) themselves "
         f"(`refsched.sync.Lock is threading.Lock`: {results.environment['sync_is_threading']}). "
-        "The same runs with those classes put in the place of `refsched.sync`:",
-        "",
-        *_comparison_table(rows),
-        "",
-    ]
+        "The same runs with those classes put in the place of `refsched.sync`:")
 
 
 def _timer_section(results: Results) -> list[str]:
-    rows = _rows(results, "timer")
-    if not rows:
-        return []
-    return [
+    return _comparison_section(
+        results, "timer",
         "## Timer: `TimerScheduler` against `sched.scheduler`",
-        "",
         "Both on a fake clock set past every entry once all are scheduled, so nothing sleeps; "
         "every function that comes due is called (a no-op). `TimerScheduler`: `schedule` each "
         "entry, then `next()` and `complete()` until nothing is due. `sched.scheduler`: "
@@ -666,28 +652,23 @@ def _timer_section(results: Results) -> list[str]:
         "the old; for `sched`, `cancel` then `enterabs`, since it has no reschedule). "
         "Workloads: `bench/timers.py` (times uniform in [0, 1000), priorities 0 to 3, fixed "
         "seed).",
-        "",
-        *_comparison_table(rows),
-        "",
-        "Garbage: random schedules, reschedules, cancels and claims over the ids, with "
-        "`stats()` read after every call; the heap may hold at most `2 * live + rebuild_floor` "
-        "entries.",
-        "",
-        "| ids | calls | most `heap - 2 * live` seen | `rebuild_floor` | bound |",
-        "|--:|--:|--:|--:|---|",
-        *(f"| {g.workload} | {g.calls:,} | {g.worst_excess} | {g.rebuild_floor} | "
-          f"{'✓' if g.met else '✗'} |" for g in results.garbage),
-        "",
-    ]
+        after=[
+            "Garbage: random schedules, reschedules, cancels and claims over the ids, with "
+            "`stats()` read after every call; the heap may hold at most `2 * live + rebuild_floor` "
+            "entries.",
+            "",
+            "| ids | calls | most `heap - 2 * live` seen | `rebuild_floor` | bound |",
+            "|--:|--:|--:|--:|---|",
+            *(f"| {g.workload} | {g.calls:,} | {g.worst_excess} | {g.rebuild_floor} | "
+              f"{'✓' if g.met else '✗'} |" for g in results.garbage),
+            "",
+        ])
 
 
 def _pool_section(results: Results) -> list[str]:
-    rows = _rows(results, "pool")
-    if not rows:
-        return []
-    return [
+    return _comparison_section(
+        results, "pool",
         "## Work-stealing pool: `WorkStealingPool` against `concurrent.futures.ThreadPoolExecutor`",
-        "",
         f"Both with {pool.WORKERS} workers; a time includes starting and shutting down the "
         "workers. Workloads: `bench/pool.py`.",
         "",
@@ -699,12 +680,10 @@ def _pool_section(results: Results) -> list[str]:
         "waits), and since `ThreadPoolExecutor` deadlocks on that code, its side runs the same "
         "tree restructured without nested waits, each leaf reporting its count up the tree "
         "through per-node join counters.",
-        "",
-        *_comparison_table(rows),
-        "",
-        *(line for d in results.deadlocks for line in _deadlock_lines(d)),
-        *(line for s in results.steals for line in _steals_lines(s)),
-    ]
+        after=[
+            *(line for d in results.deadlocks for line in _deadlock_lines(d)),
+            *(line for s in results.steals for line in _steals_lines(s)),
+        ])
 
 
 def _durable_section(results: Results) -> list[str]:

@@ -31,7 +31,6 @@ import contextlib
 import functools
 import importlib
 import json
-import math
 import os
 import reprlib
 import signal
@@ -44,6 +43,11 @@ from types import FrameType
 from typing import Any, TextIO
 
 import refsched
+
+# re-exported: the other commands (explore, conform) take their argparse types from here
+from refsched.arguments import non_negative_int as non_negative_int
+from refsched.arguments import positive_int as positive_int
+from refsched.arguments import positive_seconds as positive_seconds
 from refsched.verify.checks import Outcome
 from refsched.verify.system import REPLAYABLE as SYSTEM_NAMES
 
@@ -96,40 +100,6 @@ class Progress:
 
 
 # -- argument types: a bad value is argparse's usage error (exit 2), before anything runs --
-
-def _integer(text: str) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: an integer >= 1."""
-    value = _integer(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be an integer >= 1")
-    return value
-
-
-def non_negative_int(text: str) -> int:
-    """An argparse type: an integer >= 0."""
-    value = _integer(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be an integer >= 0")
-    return value
-
-
-def positive_seconds(text: str) -> float:
-    """An argparse type: a finite number of seconds > 0 (and within what a wait can take)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (math.isfinite(value) and 0 < value <= threading.TIMEOUT_MAX):
-        raise argparse.ArgumentTypeError(f"{text!r}: must be a positive number of seconds")
-    return value
-
 
 class FactoryError(Exception):
     """An ``--impl`` factory raised instead of returning an implementation."""

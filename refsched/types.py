@@ -20,7 +20,14 @@ __all__ = [
 ]
 
 
-class TaskState(enum.Enum):
+class _State(enum.Enum):
+    """A version's state: a string value, shown as ``Kind.NAME``."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+
+class TaskState(_State):
     """The state of one version of a task (spec: ``state[t]``)."""
 
     PENDING = "pending"  # waiting for dependencies
@@ -40,9 +47,6 @@ class TaskState(enum.Enum):
     def is_dead(self) -> bool:
         """True for failed, blocked and cancelled: the version can never succeed."""
         return self in _DEAD
-
-    def __repr__(self) -> str:
-        return f"TaskState.{self.name}"
 
 
 _DEAD = frozenset({TaskState.FAILED, TaskState.BLOCKED, TaskState.CANCELLED})
@@ -143,7 +147,7 @@ class Snapshot:
 
 # -- The timer scheduler (spec/TimerQueue.tla) ------------------------------------------------
 
-class TimerState(enum.Enum):
+class TimerState(_State):
     """The state of one version of a timer task (spec: ``state[t]``)."""
 
     PENDING = "pending"  # in the heap, waiting for its time
@@ -156,9 +160,6 @@ class TimerState(enum.Enum):
     def is_terminal(self) -> bool:
         """True for completed, failed and cancelled: the version never changes again."""
         return self in _TIMER_TERMINAL
-
-    def __repr__(self) -> str:
-        return f"TimerState.{self.name}"
 
 
 _TIMER_TERMINAL = frozenset({TimerState.COMPLETED, TimerState.FAILED, TimerState.CANCELLED})

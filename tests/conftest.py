@@ -160,7 +160,7 @@ def postgres_factory(database_url: str) -> Callable[..., Any]:
     import psycopg
 
     from refsched.durable import DurableScheduler
-    from refsched.durable.store import open_store
+    from refsched.durable.urls import open_store
 
     url = postgres_stores(database_url)("store")
     conn = psycopg.connect(database_url, autocommit=True)

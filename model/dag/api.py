@@ -22,16 +22,13 @@ from refsched.errors import (
     UnknownTaskError,
 )
 from refsched.types import Claim, CloseReport, Snapshot, TaskInfo, TaskState
+from refsched.values import is_int as _is_int
 
 from . import actions as A
 from .actions import Action, Refusal
 from .invariants import violated
 
 Step = tuple[str, tuple[Any, ...]]  # (action name, its arguments)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _hashable(call: str, what: str, value: object) -> None:

@@ -9,6 +9,7 @@ refinement as predicates; ``refsched.model.durable.graph`` the spec's ``Next`` a
 graph it spans.
 """
 
+from . import graph, invariants
 from .actions import (
     ACTIONS,
     INITIAL,
@@ -21,26 +22,12 @@ from .actions import (
     claim_transaction,
     initial,
 )
-from .graph import Instance, explore, next_steps, within_bound
-from .invariants import ACTION_PROPERTIES, INVARIANTS, violated, violated_by_step
+from .graph import *  # noqa: F403 (its __all__, added to this one below)
+from .invariants import *  # noqa: F403 (its __all__, added to this one below)
 
 __all__ = [
-    "ACTIONS",
-    "ACTION_PROPERTIES",
-    "INITIAL",
-    "INVARIANTS",
-    "Action",
-    "DurableSnapshot",
-    "Instance",
-    "Lease",
-    "Limits",
-    "Refusal",
-    "Step",
-    "claim_transaction",
-    "explore",
-    "initial",
-    "next_steps",
-    "violated",
-    "violated_by_step",
-    "within_bound",
+    "ACTIONS", "INITIAL", "Action", "DurableSnapshot", "Lease", "Limits", "Refusal", "Step",
+    "claim_transaction", "initial",
 ]
+__all__ += invariants.__all__
+__all__ += graph.__all__

@@ -7,24 +7,11 @@ as predicates, and ``refsched.model.pool.graph`` the spec's ``Next`` and the sta
 spans.
 """
 
+from . import graph, invariants
 from .actions import ACTIONS, INITIAL, Action, Phase, PoolSnapshot, Refusal, initial
-from .graph import Instance, explore, next_steps, within_bound
-from .invariants import ACTION_PROPERTIES, INVARIANTS, violated, violated_by_step
+from .graph import *  # noqa: F403 (its __all__, added to this one below)
+from .invariants import *  # noqa: F403 (its __all__, added to this one below)
 
-__all__ = [
-    "ACTIONS",
-    "ACTION_PROPERTIES",
-    "INITIAL",
-    "INVARIANTS",
-    "Action",
-    "Instance",
-    "Phase",
-    "PoolSnapshot",
-    "Refusal",
-    "explore",
-    "initial",
-    "next_steps",
-    "violated",
-    "violated_by_step",
-    "within_bound",
-]
+__all__ = ["ACTIONS", "INITIAL", "Action", "Phase", "PoolSnapshot", "Refusal", "initial"]
+__all__ += invariants.__all__
+__all__ += graph.__all__

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 
+from refsched.values import hashes as _hashable
+
 from .actions import Phase, PoolSnapshot
 
 __all__ = ["ACTION_PROPERTIES", "INVARIANTS", "violated", "violated_by_step"]
@@ -23,14 +25,6 @@ _FORWARD = {
 
 def _is_count(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _hashable(value: object) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 def _in_deques(s: PoolSnapshot) -> set[Hashable]:

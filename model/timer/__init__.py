@@ -6,24 +6,12 @@ predicates, ``refsched.model.timer.graph`` the spec's ``Next`` and the state gra
 ``refsched.model.timer.api.ReferenceTimerScheduler`` the production API driven by the actions.
 """
 
+from . import graph, invariants
 from .actions import ACTIONS, INITIAL, Action, Refusal, initial
 from .api import ReferenceTimerScheduler
-from .graph import Instance, explore, next_steps, within_bound
-from .invariants import ACTION_PROPERTIES, INVARIANTS, violated, violated_by_step
+from .graph import *  # noqa: F403 (its __all__, added to this one below)
+from .invariants import *  # noqa: F403 (its __all__, added to this one below)
 
-__all__ = [
-    "ACTIONS",
-    "ACTION_PROPERTIES",
-    "INITIAL",
-    "INVARIANTS",
-    "Action",
-    "Instance",
-    "ReferenceTimerScheduler",
-    "Refusal",
-    "explore",
-    "initial",
-    "next_steps",
-    "violated",
-    "violated_by_step",
-    "within_bound",
-]
+__all__ = ["ACTIONS", "INITIAL", "Action", "ReferenceTimerScheduler", "Refusal", "initial"]
+__all__ += invariants.__all__
+__all__ += graph.__all__

@@ -30,6 +30,8 @@ from refsched.types import (
     TimerVersionView,
     Wait,
 )
+from refsched.values import hashes as _hashable
+from refsched.values import is_int as _is_int
 
 from . import actions as A
 from .actions import Action, Refusal
@@ -39,18 +41,6 @@ from .invariants import violated
 __all__ = ["ReferenceTimerScheduler", "Step"]
 
 Step = tuple[str, tuple[Any, ...]]  # (action name, its arguments)
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _hashable(value: object) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
 
 
 def as_time(value: object) -> float | None:

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Hashable
 
 from refsched.types import TimerEntry, TimerSnapshot, TimerState, TimerVersionView
+from refsched.values import is_int as _is_int
 
 __all__ = ["ACTION_PROPERTIES", "INVARIANTS", "violated", "violated_by_step"]
 
@@ -23,10 +24,6 @@ _RAN = frozenset({TimerState.RUNNING, TimerState.COMPLETED, TimerState.FAILED})
 def _is_time(value: object) -> bool:
     return (isinstance(value, int | float) and not isinstance(value, bool)
             and math.isfinite(value))
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _live(s: TimerSnapshot) -> list[TimerEntry]:

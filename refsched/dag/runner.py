@@ -34,7 +34,6 @@ import inspect
 import logging
 import math
 import numbers
-import os
 import threading
 import types
 from collections import deque
@@ -44,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor as _ThreadPoolExecutor
 from typing import Any, Final, cast
 
 from refsched import sync
-from refsched.dag.scheduler import Recorder, TaskScheduler, _r
+from refsched.dag.scheduler import Recorder, TaskScheduler
 from refsched.errors import (
     BlockedError,
     Cancelled,
@@ -53,7 +52,9 @@ from refsched.errors import (
     StaleGenerationError,
     UnknownTaskError,
 )
+from refsched.runners import SchedulerRunner, worker_count
 from refsched.types import Claim, CloseReport, TaskInfo, TaskState
+from refsched.values import shown as _r
 
 __all__ = ["CancelToken", "Runner", "TaskFuture"]
 
@@ -240,7 +241,7 @@ class TaskFuture(_RunnerFuture):
         return f"<TaskFuture {self.task_id!r} generation={self.generation} {super().__repr__()}>"
 
 
-class Runner:
+class Runner(SchedulerRunner[TaskScheduler]):
     """Run a dependency graph of functions on ``max_workers`` threads over a TaskScheduler.
 
     ``Runner(max_workers=N, executor=None)``; use as a context manager. Submit functions with
@@ -270,11 +271,7 @@ class Runner:
 
     def __init__(self, max_workers: int | None = None, executor: Executor | None = None, *,
                  recorder: Recorder | None = None) -> None:
-        if max_workers is None:
-            max_workers = min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's default
-        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
-            raise InvalidArgumentError(
-                f"Runner(max_workers={max_workers!r}): max_workers must be an int >= 1")
+        max_workers = worker_count("Runner", max_workers)
         if executor is not None and not isinstance(executor, Executor):
             raise InvalidArgumentError(
                 f"Runner(executor={executor!r}): executor must be a concurrent.futures.Executor")
@@ -319,18 +316,6 @@ class Runner:
         self._threads: list[sync.Thread] = []
 
     # -- public API ------------------------------------------------------------------------
-
-    @property
-    def scheduler(self) -> TaskScheduler:
-        """The TaskScheduler underneath, for inspection (``state``, ``info``, ``snapshot``...).
-
-        Change it only through the runner: an action taken on it directly bypasses the futures.
-        """
-        return self._scheduler
-
-    @property
-    def max_workers(self) -> int:
-        return self._max_workers
 
     def submit(self, task_id: Hashable, fn: Callable[..., Any],
                deps: Iterable[Hashable] = ()) -> TaskFuture:

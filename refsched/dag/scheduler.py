@@ -67,11 +67,11 @@ from types import MappingProxyType
 from typing import Any, Final, Protocol, TypeVar
 
 from refsched import sync
+from refsched.checked import Checker, LockChecked
 from refsched.errors import (
     CycleError,
     InvalidArgumentError,
     InvalidTransitionError,
-    InvariantViolation,
     SchedulerClosedError,
     StaleGenerationError,
     TaskRunningError,
@@ -79,6 +79,9 @@ from refsched.errors import (
     UnknownTaskError,
 )
 from refsched.types import Claim, CloseReport, Snapshot, TaskInfo, TaskState, VersionView
+from refsched.values import hashes as _hashes
+from refsched.values import is_int as _is_int
+from refsched.values import shown as _r
 
 __all__ = [
     "INVARIANTS",
@@ -191,28 +194,11 @@ class SchedulerStats:
     run_time: DurationSummary = DurationSummary()  # claimed -> succeeded/failed/cancelled
 
 
-def _r(value: object) -> str:
-    """repr() cut to a length fit for an error message.
-
-    A ``__repr__`` that raises (or recurses too deeply) gives ``object``'s repr instead: the
-    error being reported is the caller's, not the repr's.
-    """
-    try:
-        text = repr(value)
-    except Exception:
-        text = object.__repr__(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _show_path(path: Iterable[Hashable]) -> str:
     return " -> ".join(_r(t) for t in path)
 
 
-class TaskScheduler:
+class TaskScheduler(LockChecked):
     """An in-memory dependency scheduler; every method is thread-safe.
 
     The life of a version: pending -> ready -> running -> succeeded | failed | cancelled, or
@@ -259,7 +245,7 @@ class TaskScheduler:
             )
         self._max: Final = int(max_concurrency)
         self._track: Final = bool(track_endings)
-        self._recorder: Final = recorder
+        self._recorder = recorder  # set here once, never changed
         # _lock guards every attribute below, and every item of every column.
         self._lock = sync.Lock()
         self._started = False
@@ -458,6 +444,9 @@ class TaskScheduler:
             remaining = 0
             dead = False
             if dep_rows:
+                # retry() links each renewed row to its deps with these same lines; they are
+                # written out in both because here they run once per edge of every submit, where
+                # a shared function would add a Python call per edge.
                 for r in dep_rows:
                     listed = dependents[r]
                     if listed is None:
@@ -1018,15 +1007,8 @@ class TaskScheduler:
 
     # ------------------------------------------------------------------ Invariants
 
-    def check_invariants(self) -> None:
-        """Check the spec invariants against the internal data structures.
-
-        Scans everything (a checker, not an operation). Errors: a broken invariant ->
-        ``InvariantViolation`` (an ``AssertionError``) whose ``invariant`` is its name in
-        ``INVARIANTS``.
-        """
-        with self._lock:
-            _Checker(self).run()
+    def _check_locked(self) -> None:
+        _Checker(self).run()
 
     # ------------------------------------------------------------------ Internals
 
@@ -1062,11 +1044,6 @@ class TaskScheduler:
                 self._seq[row] if row < compacted else row + base,
             )
         return Snapshot(self._started, self._closed, self._next_seq, MappingProxyType(views))
-
-    def _record(self, action: str, params: dict[str, Any]) -> None:
-        """Give the step just taken to the recorder. Lock held, recorder set."""
-        assert self._recorder is not None
-        self._recorder.record(action, params, self._snapshot_locked())
 
     def _lookup(self, call: str, task_id: Hashable) -> int:
         """The row of the current version of ``task_id``. Lock held."""
@@ -1356,14 +1333,6 @@ def _check_deps(task_id: Hashable, deps: Iterable[Hashable], dep_t: tuple[Hashab
         )
 
 
-def _hashes(value: object) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
-
-
 def _find_cycles(nodes: Iterable[int], deps: Sequence[Sized],
                  dependents: Sequence[Iterable[int] | None],
                  names: Sequence[Hashable]) -> list[list[Hashable]]:
@@ -1477,26 +1446,15 @@ def _find_cycles(nodes: Iterable[int], deps: Sequence[Sized],
     return [path for _, path in cycles]
 
 
-class _Checker:
+class _Checker(Checker[TaskScheduler]):
     """check_invariants(): recompute every invariant from the raw columns. Lock held."""
 
+    invariants = INVARIANTS
+
     def __init__(self, scheduler: TaskScheduler) -> None:
-        self.s = scheduler
+        super().__init__(scheduler)
         # the live rows, in row order (filled by type_ok, once the columns are known sound)
         self.live: list[int] = []
-
-    @staticmethod
-    def fail(invariant: str, detail: str) -> None:
-        raise InvariantViolation(invariant, detail)
-
-    def run(self) -> None:
-        self.type_ok()
-        self.at_most_one_claim_per_version()
-        self.indegree_invariant()
-        self.concurrency_bound()
-        self.blocked_has_cause()
-        self.blocked_propagated()
-        self.sealed_graph()
 
     def type_ok(self) -> None:
         s, name = self.s, "TypeOK"

@@ -24,7 +24,8 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from refsched.durable.store import FORMAT, MIGRATIONS, SCHEMA_VERSION, Store, Tx, open_store
+from refsched.durable.store import FORMAT, MIGRATIONS, SCHEMA_VERSION, Store, Tx
+from refsched.durable.urls import open_store
 from refsched.errors import (
     CycleError,
     InvalidArgumentError,
@@ -181,6 +182,20 @@ def _dumps(value: object, where: str) -> str:
         return json.dumps(value, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as e:
         raise InvalidArgumentError(f"{where}: {e}") from None
+
+
+def _reach(tx: Tx, members: dict[str, None], queue: list[str], query: str) -> None:
+    """Add to ``members`` every id ``query`` leads to from the ids in ``queue``, and from those.
+
+    ``query`` takes one id (its ``?``) and selects the ids one step on. Depth first with a list
+    of its own: the walk is as deep as the graph, and nothing recurses.
+    """
+    while queue:
+        t = queue.pop()
+        for (x,) in tx.all(query, (t,)):
+            if x not in members:
+                members[x] = None
+                queue.append(x)
 
 
 def resolve(fn: str) -> Callable[..., Any]:
@@ -540,14 +555,9 @@ class DurableScheduler:
             row = tx.one("SELECT state FROM task WHERE id = ?", (t,))
             if row is not None and row[0] in _WAITING:
                 members[t] = None
-        queue = list(frontier)
-        while queue:
-            t = queue.pop()
-            for (x,) in tx.all("SELECT dep.task FROM dep JOIN task x ON x.id = dep.task "
-                               "WHERE dep.dep = ? AND x.state IN ('pending', 'ready')", (t,)):
-                if x not in members:
-                    members[x] = None
-                    queue.append(x)
+        _reach(tx, members, list(frontier),
+               "SELECT dep.task FROM dep JOIN task x ON x.id = dep.task "
+               "WHERE dep.dep = ? AND x.state IN ('pending', 'ready')")
         if not members:
             return
         tx.many("UPDATE task SET state = 'blocked', ended_at = ? WHERE id = ?",
@@ -995,14 +1005,8 @@ class DurableScheduler:
                 raise InvalidTransitionError(f"retry({task_id!r}): the version is {state}, "
                                              "not failed, cancelled or blocked")
             members = {task_id: None}
-            queue = [task_id]
-            while queue:
-                x = queue.pop()
-                for (y,) in tx.all("SELECT id FROM task WHERE state = 'blocked' AND "
-                                   "blocked_by = ?", (x,)):
-                    if y not in members:
-                        members[y] = None
-                        queue.append(y)
+            _reach(tx, members, [task_id],
+                   "SELECT id FROM task WHERE state = 'blocked' AND blocked_by = ?")
             seqs = self._column_of(tx, "seq", list(members))
             ordered = sorted(members, key=seqs.__getitem__)
             seq = int(self._meta(tx, "next_seq"))

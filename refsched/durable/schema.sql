@@ -1,6 +1,7 @@
 -- The durable scheduler's schema, version 2: spec/DurableScheduler.tla's variables as rows.
 -- Created by the code that reads it (refsched/durable/store.py), inside one transaction.
 -- Version 2 added task.traceback; MIGRATIONS in store.py brings a version 1 store up to date.
+-- schema_postgres.sql is the same tables in PostgreSQL's types: change both together.
 
 -- One row per setting and per scalar spec variable: format (what this file is),
 -- schema_version, max_concurrency, max_attempts, clock ('wall' | 'virtual'), now (the virtual

@@ -1,6 +1,15 @@
 -- The durable scheduler's schema on PostgreSQL, version 2: schema.sql's tables, typed.
 -- Created by refsched/durable/postgres.py inside one transaction, in the store's own schema
 -- (the `schema` URL parameter, "refsched" by default), so several stores share one database.
+--
+-- Written out beside schema.sql rather than derived from it: the tables, columns and indexes
+-- are the same (a column added to one is added to the other, and the durable tests run every
+-- transition on both stores), but each line's type is its dialect's own and not a plain
+-- renaming: SQLite's meta.value has no type (it keeps ints, floats and text as given) where
+-- PostgreSQL needs JSONB, counters are BIGINT where SQLite's INTEGER is already 64 bits while
+-- cancel_requested stays a 32-bit flag, and step.n is an identity column where SQLite numbers
+-- an INTEGER PRIMARY KEY itself. A store already created keeps the types it was created with,
+-- so a rewrite that changed one would need a migration.
 
 -- meta keeps values of several types (counts, the clock, the format's name): JSON values.
 CREATE TABLE IF NOT EXISTS meta (

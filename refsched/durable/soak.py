@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from refsched.arguments import positive_int
 from refsched.durable.scheduler import DurableScheduler
 from refsched.errors import SchedulerError
 from refsched.verify.durable.history import HistoryCheck, check_history
@@ -167,27 +168,18 @@ def self_reclaims(history: Sequence[tuple[str, dict[str, Any]]], max_concurrency
     return found
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an int") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be >= 1")
-    return value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="refsched soak",
         description="Random DAGs through real worker processes under SIGKILL and "
                     "SIGSTOP/SIGCONT; every recorded history is checked against the spec. "
                     "Exit codes: 0 every run passed, 1 a run failed, 2 usage error.")
-    parser.add_argument("--runs", type=_positive, default=3, metavar="N", help="runs (default 3)")
+    parser.add_argument("--runs", type=positive_int, default=3, metavar="N",
+                        help="runs (default 3)")
     parser.add_argument("--seed", type=int, default=1, help="the first run's seed (default 1)")
-    parser.add_argument("--tasks", type=_positive, default=20, metavar="N",
+    parser.add_argument("--tasks", type=positive_int, default=20, metavar="N",
                         help="tasks per run (default 20)")
-    parser.add_argument("--workers", type=_positive, default=3, metavar="N",
+    parser.add_argument("--workers", type=positive_int, default=3, metavar="N",
                         help="worker processes (default 3)")
     parser.add_argument("--no-faults", action="store_true", help="send no signals")
     parser.add_argument("--keep", metavar="DIR", help="keep every store in DIR")

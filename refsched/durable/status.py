@@ -186,6 +186,14 @@ def _parser(command: str, description: str) -> argparse.ArgumentParser:
     return parser
 
 
+def _task_args(command: str, description: str,
+               argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments of a command that takes one task id (``show``, ``retry``, ``cancel``)."""
+    parser = _parser(command, description)
+    parser.add_argument("task_id", metavar="ID", help="the task id")
+    return parser.parse_args(argv)
+
+
 def _run(command: str, args: argparse.Namespace, read_only: bool,
          act: Callable[[DurableScheduler], tuple[Any, str]]) -> int:
     """Open the store, act, print; a refusal or a store error to stderr with its exit code."""
@@ -234,10 +242,9 @@ def jobs_main(argv: Sequence[str] | None = None) -> int:
 
 def show_main(argv: Sequence[str] | None = None) -> int:
     """``refsched show``."""
-    parser = _parser("show", "Show one task id's current version: state, attempt, worker, "
-                             "timings, deps, result, error and the failure's traceback, whole.")
-    parser.add_argument("task_id", metavar="ID", help="the task id")
-    args = parser.parse_args(argv)
+    args = _task_args("show", "Show one task id's current version: state, attempt, worker, "
+                              "timings, deps, result, error and the failure's traceback, whole.",
+                              argv)
 
     def act(db: DurableScheduler) -> tuple[Any, str]:
         row = show(db, args.task_id)
@@ -247,10 +254,9 @@ def show_main(argv: Sequence[str] | None = None) -> int:
 
 def retry_main(argv: Sequence[str] | None = None) -> int:
     """``refsched retry``."""
-    parser = _parser("retry", "Give a failed, cancelled or blocked version, and every version "
-                              "blocked because of it, a new version (spec: Retry).")
-    parser.add_argument("task_id", metavar="ID", help="the task id")
-    args = parser.parse_args(argv)
+    args = _task_args("retry", "Give a failed, cancelled or blocked version, and every version "
+                               "blocked because of it, a new version (spec: Retry).",
+                               argv)
 
     def act(db: DurableScheduler) -> tuple[Any, str]:
         generation = db.retry(args.task_id)
@@ -262,10 +268,9 @@ def retry_main(argv: Sequence[str] | None = None) -> int:
 
 def cancel_main(argv: Sequence[str] | None = None) -> int:
     """``refsched cancel``."""
-    parser = _parser("cancel", "Cancel a waiting version, or ask a running one to stop (its "
-                               "worker hears it on its next heartbeat) (spec: Cancel).")
-    parser.add_argument("task_id", metavar="ID", help="the task id")
-    args = parser.parse_args(argv)
+    args = _task_args("cancel", "Cancel a waiting version, or ask a running one to stop (its "
+                                "worker hears it on its next heartbeat) (spec: Cancel).",
+                                argv)
 
     def act(db: DurableScheduler) -> tuple[Any, str]:
         before = db.state(args.task_id).value

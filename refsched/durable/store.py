@@ -25,7 +25,7 @@ from typing import Any
 
 from refsched.errors import InvalidArgumentError, StoreError
 
-__all__ = ["FORMAT", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "Store", "Tx", "open_store"]
+__all__ = ["FORMAT", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "Store", "Tx"]
 
 FORMAT = "refsched-durable"  # meta.format: this file is a refsched store
 SCHEMA_VERSION = 2  # meta.schema_version this code reads and writes
@@ -449,23 +449,3 @@ def check_meta(url: str, meta: dict[str, Any]) -> None:
     if not isinstance(version, int) or version > SCHEMA_VERSION:
         raise StoreError(f"{url}: the store has schema version {version!r}, newer than this "
                          f"refsched's {SCHEMA_VERSION}: upgrade refsched to open it")
-
-
-def open_store(url: str, *, create: bool = True, **options: Any) -> Store:
-    """The store behind ``url``."""
-    if not isinstance(url, (str, os.PathLike)):
-        raise InvalidArgumentError(f"store URL must be a str, not {type(url).__name__}")
-    url = os.fspath(url)
-    if not isinstance(url, str) or not url:
-        raise InvalidArgumentError("store URL must be a non-empty str")
-    scheme = url.split("://", 1)[0] if "://" in url else ""
-    if scheme in ("", "sqlite"):
-        if options.get("schema") is not None:
-            raise InvalidArgumentError(f"{url!r}: schema= is for a PostgreSQL store")
-        options.pop("schema", None)
-        return SQLiteStore(url, create=create, **options)
-    if scheme in ("postgresql", "postgres"):
-        from refsched.durable.postgres import PostgresStore
-        return PostgresStore(url, create=create, **options)
-    raise InvalidArgumentError(f"{url!r}: unknown store (sqlite:///path.db or "
-                               "postgresql://user@host/database)")

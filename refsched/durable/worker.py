@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from refsched.arguments import positive_int, positive_seconds
 from refsched.dag.runner import CancelToken
 from refsched.durable.scheduler import DurableScheduler, Lease, resolve
 from refsched.errors import (
@@ -447,30 +448,10 @@ class Worker:
                          name=f"{self.name}-{attempt.lease.task_id}").start()
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: seconds must be > 0")
-    return value
-
-
 def _lease(text: str) -> float:
-    value = _seconds(text)
+    value = positive_seconds(text)
     if value < MIN_LEASE:
         raise argparse.ArgumentTypeError(f"{text!r}: a lease must be at least {MIN_LEASE} s")
-    return value
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an int") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be >= 1")
     return value
 
 
@@ -481,22 +462,22 @@ def build_parser() -> argparse.ArgumentParser:
                     "heartbeat, report. Exit codes: 0 stopped or done, 2 usage or store error, "
                     "128 + the signal's number after a second SIGTERM or SIGINT.")
     parser.add_argument("--db", required=True, metavar="URL", help="the store: sqlite:///path.db or postgresql://user@host/db?schema=name")
-    parser.add_argument("--concurrency", type=_positive, default=1, metavar="N",
+    parser.add_argument("--concurrency", type=positive_int, default=1, metavar="N",
                         help="functions run at once by this process (default 1)")
     parser.add_argument("--lease", type=_lease, default=30.0, metavar="S",
                         help=f"lease length in seconds, at least {MIN_LEASE}; heartbeats every "
                              "S/3 (default 30). Keep it well above the longest pause of this "
                              "process, a function holding the GIL included")
-    parser.add_argument("--time-limit", type=_seconds, default=None, metavar="S",
+    parser.add_argument("--time-limit", type=positive_seconds, default=None, metavar="S",
                         help="an attempt running longer is asked to stop and reported failed; "
                              "its thread is abandoned (default: no limit)")
-    parser.add_argument("--store-tries", type=_positive, default=STORE_TRIES, metavar="N",
+    parser.add_argument("--store-tries", type=positive_int, default=STORE_TRIES, metavar="N",
                         help="failed claims in a row before giving up with status 2 (default "
                              f"{STORE_TRIES}); a refused permission gives up at once")
     parser.add_argument("--until-done", action="store_true",
                         help="exit 0 once the store is started and every version ended")
     parser.add_argument("--name", help="the worker's name in leases (default host:pid)")
-    parser.add_argument("--poll", type=_seconds, default=0.2, metavar="S",
+    parser.add_argument("--poll", type=positive_seconds, default=0.2, metavar="S",
                         help="the longest wait between claims while idle (default 0.2)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="log every claim and report at INFO")

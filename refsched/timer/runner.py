@@ -30,7 +30,6 @@ Design:
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 import types
@@ -52,6 +51,7 @@ from refsched.dag.runner import (
     _wants_token,
 )
 from refsched.errors import Cancelled, InvalidArgumentError, SchedulerError
+from refsched.runners import SchedulerRunner, worker_count
 from refsched.timer.scheduler import TimerRecorder, TimerScheduler, _as_time
 from refsched.types import Due, TimerCloseReport, TimerStats
 
@@ -122,7 +122,7 @@ class _Slot:
         self.stop = False
 
 
-class TimerRunner:
+class TimerRunner(SchedulerRunner[TimerScheduler]):
     """Run functions at their time on ``max_workers`` threads over a TimerScheduler.
 
     ``TimerRunner(max_workers=N, clock=time.monotonic, *, rebuild_floor=64)``; use as a context
@@ -150,16 +150,12 @@ class TimerRunner:
     def __init__(self, max_workers: int | None = None,
                  clock: Callable[[], float] = time.monotonic, *, rebuild_floor: int = 64,
                  recorder: TimerRecorder | None = None) -> None:
-        if max_workers is None:
-            max_workers = min(32, (os.cpu_count() or 1) + 4)  # ThreadPoolExecutor's default
-        if isinstance(max_workers, bool) or not isinstance(max_workers, int) or max_workers < 1:
-            raise InvalidArgumentError(
-                f"TimerRunner(max_workers={max_workers!r}): max_workers must be an int >= 1")
-        self._max_workers: Final = max_workers
+        max_workers = worker_count("TimerRunner", max_workers)
+        self._max_workers = max_workers
         self._local = threading.local()  # .running: this worker thread is in a function
         # InvalidArgumentError for a bad clock, rebuild_floor or recorder
-        self._scheduler: Final = TimerScheduler(clock, rebuild_floor=rebuild_floor,
-                                                recorder=recorder)
+        self._scheduler = TimerScheduler(clock, rebuild_floor=rebuild_floor,
+                                        recorder=recorder)
         # The runner lock guards every field below and serialises every call on the scheduler.
         self._lock = sync.Lock()
         self._wake = sync.Condition(self._lock)  # the dispatcher waits here: time, poke, a worker
@@ -190,18 +186,6 @@ class TimerRunner:
             thread.start()
 
     # -- public API ------------------------------------------------------------------------
-
-    @property
-    def scheduler(self) -> TimerScheduler:
-        """The TimerScheduler underneath, for inspection (``state``, ``view``, ``snapshot``...).
-
-        Change it only through the runner: an action taken on it directly bypasses the futures.
-        """
-        return self._scheduler
-
-    @property
-    def max_workers(self) -> int:
-        return self._max_workers
 
     def schedule(self, task_id: Hashable, run_at: float, fn: Callable[..., Any],
                  priority: int = 0) -> TimerFuture:
@@ -499,7 +483,14 @@ class TimerRunner:
     # -- the workers -----------------------------------------------------------------------
 
     def _work_loop(self) -> None:
-        """Take claimed versions, run them, report them; exit once closed with nothing left."""
+        """Take claimed versions, run them, report them; exit once closed with nothing left.
+
+        The same loop as the Runner's ``_work_loop`` in outline (report, take, run; on a failure
+        of the machinery give back what was taken, stop the runner, log unlocked), but written
+        apart: here workers take from a shared queue that a dispatcher fills and count ``busy``,
+        where the Runner hands each claim to one idle worker's inbox and counts ``inflight``
+        and the settlements still resolving. A shared loop would test which at each task.
+        """
         lock = self._lock
         queue = self._queue
         done: tuple[_Slot, Due, int, Any] | None = None  # the run this worker has not reported

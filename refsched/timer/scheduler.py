@@ -71,13 +71,13 @@ from collections.abc import Callable, Hashable, Iterator
 from itertools import chain, islice
 from operator import itemgetter, ne
 from types import MappingProxyType
-from typing import Any, Final, NoReturn, Protocol
+from typing import Any, Final, Protocol
 
 from refsched import sync
+from refsched.checked import Checker, LockChecked
 from refsched.errors import (
     InvalidArgumentError,
     InvalidTransitionError,
-    InvariantViolation,
     SchedulerClosedError,
     StaleGenerationError,
     TaskRunningError,
@@ -93,6 +93,9 @@ from refsched.types import (
     TimerVersionView,
     Wait,
 )
+from refsched.values import hashes as _hashes
+from refsched.values import is_int as _is_int
+from refsched.values import shown as _r
 
 __all__ = ["ACTIONS", "INVARIANTS", "TimerRecorder", "TimerScheduler"]
 
@@ -121,6 +124,8 @@ ACTIONS: Final = (
 
 # A mark (see the module docstring): the state's code in its low bits, then the cancel request,
 # then the claims. The codes index _STATES; they are small ints, which compare without a lookup.
+# They look like the TaskScheduler's state codes but are not those: another spec's states, in an
+# order of their own, packed beside bits the TaskScheduler keeps in columns of their own.
 _PENDING: Final = 0
 _RUNNING: Final = 1
 _COMPLETED: Final = 2
@@ -183,31 +188,6 @@ class TimerRecorder(Protocol):
     def record(self, action: str, params: dict[str, Any], state: TimerSnapshot) -> None: ...
 
 
-def _r(value: object) -> str:
-    """repr() cut to a length fit for an error message.
-
-    A ``__repr__`` that raises (or recurses too deeply) gives ``object``'s repr instead: the
-    error being reported is the caller's, not the repr's.
-    """
-    try:
-        text = repr(value)
-    except Exception:
-        text = object.__repr__(value)
-    return text if len(text) <= 80 else text[:77] + "..."
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _hashes(value: object) -> bool:
-    try:
-        hash(value)
-    except TypeError:
-        return False
-    return True
-
-
 _LARGEST: Final = sys.float_info.max  # the largest time: Wait(run_at - now) must be a float
 
 
@@ -258,7 +238,7 @@ def _bad_schedule(task_id: Hashable, run_at: object, priority: object, fn: objec
     return f"{call}: fn {_r(fn)} is neither None nor callable"
 
 
-class TimerScheduler:
+class TimerScheduler(LockChecked):
     """A timer queue of task versions; every method is thread-safe.
 
     The life of a version: pending -> running -> completed | failed, or pending -> cancelled, or
@@ -291,7 +271,7 @@ class TimerScheduler:
                 f"TimerScheduler(recorder={_r(recorder)}): recorder has no record() method")
         self._clock: Final = clock
         self._floor: Final = int(rebuild_floor)
-        self._recorder: Final = recorder
+        self._recorder = recorder  # set here once, never changed
         # _lock guards every attribute below, and every item of every column.
         self._lock = sync.Lock()
         # the scheduler's time: the largest clock() reading so far (0 before the first)
@@ -511,6 +491,9 @@ class TimerScheduler:
         -> ``InvalidArgumentError``; not the current version -> ``StaleGenerationError`` (Spec:
         StaleCallback(t, v)); pending -> ``InvalidTransitionError``.
         """
+        # complete() and fail() each write out the same lookup and guard rather than share a
+        # method: once per task, a second Python call would cost as much as the step itself.
+        # What is not the common case goes to the one shared _check_callback().
         lock = self._lock
         lock.acquire()
         try:
@@ -690,15 +673,8 @@ class TimerScheduler:
 
     # ------------------------------------------------------------------ Invariants
 
-    def check_invariants(self) -> None:
-        """Check the spec invariants against the internal data structures.
-
-        Scans everything (a checker, not an operation). Errors: a broken invariant ->
-        ``InvariantViolation`` (an ``AssertionError``) whose ``invariant`` is its name in
-        ``INVARIANTS``.
-        """
-        with self._lock:
-            _Checker(self).run()
+    def _check_locked(self) -> None:
+        _Checker(self).run()
 
     # ------------------------------------------------------------------ Internals
 
@@ -744,11 +720,6 @@ class TimerScheduler:
             _tuple_new(TimerEntry, (e[0], -e[1], e[2], e[3], e[4])) for e in self._entries())
         return TimerSnapshot(self._now, self._closed, self._next_seq, MappingProxyType(views),
                              heap)
-
-    def _record(self, action: str, params: dict[str, Any]) -> None:
-        """Give the step just taken to the recorder. Lock held, recorder set."""
-        assert self._recorder is not None
-        self._recorder.record(action, params, self._snapshot_locked())
 
     def _lookup(self, call: str, task_id: Hashable) -> _Entry:
         """The entry of ``task_id``'s current version. Lock held."""
@@ -823,22 +794,10 @@ def _is_time(value: object) -> bool:
             and math.isfinite(value))
 
 
-class _Checker:
+class _Checker(Checker[TimerScheduler]):
     """check_invariants(): recompute every invariant from the raw structures. Lock held."""
 
-    def __init__(self, scheduler: TimerScheduler) -> None:
-        self.s = scheduler
-
-    @staticmethod
-    def fail(invariant: str, detail: str) -> NoReturn:
-        raise InvariantViolation(invariant, detail)
-
-    def run(self) -> None:
-        self.type_ok()
-        self.heap_holds_live_versions()
-        self.at_most_one_claim_per_version()
-        self.heap_garbage_bounded()
-        self.cancel_request_only_while_running()
+    invariants = INVARIANTS
 
     def type_ok(self) -> None:
         s, name = self.s, "TypeOK"

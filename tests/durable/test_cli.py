@@ -11,7 +11,7 @@ import pytest
 
 from refsched import cli
 from refsched.durable import DurableScheduler
-from refsched.durable.store import open_store
+from refsched.durable.urls import open_store
 from refsched.errors import StoreError
 from tests.conftest import StoreURL
 
