@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Self
 
 __all__ = ["FULL", "STATIC", "TIMER_FULL", "WHOLE", "DurableProfile", "Profile", "ProfileError",
            "TimerProfile", "WholeProfile", "full_profile", "profile_from_json"]
@@ -105,6 +105,13 @@ class _Flags:
                 raise ProfileError(f"{f.name} must be true or false, not "
                                    f"{getattr(self, f.name)!r}")
 
+    def __post_init__(self) -> None:
+        self._check_flags()
+
+    @classmethod
+    def from_json(cls, data: Any) -> Self:
+        return cls(**_known(cls, data))
+
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)  # type: ignore[call-overload, no-any-return]
 
@@ -137,13 +144,6 @@ class TimerProfile(_Flags):
     # no int) refused with InvalidArgumentError; False: no bad argument is sent
     validates: bool = True
 
-    def __post_init__(self) -> None:
-        self._check_flags()
-
-    @classmethod
-    def from_json(cls, data: Any) -> TimerProfile:
-        return cls(**_known(cls, data))
-
 
 @dataclass(frozen=True)
 class DurableProfile(_Flags):
@@ -174,22 +174,14 @@ class DurableProfile(_Flags):
     validates: bool = True
 
     def __post_init__(self) -> None:
-        self._check_flags()
+        super().__post_init__()
         if self.retry and not self.generations:
             raise ProfileError("retry needs generations (a retry makes a new generation)")
-
-    @classmethod
-    def from_json(cls, data: Any) -> DurableProfile:
-        return cls(**_known(cls, data))
 
 
 @dataclass(frozen=True)
 class WholeProfile(_Flags):
     """A system checked whole (the pool's driven profile): no flags."""
-
-    @classmethod
-    def from_json(cls, data: Any) -> WholeProfile:
-        return cls(**_known(cls, data))
 
 
 def _known(cls: type, data: Any) -> dict[str, Any]:
