@@ -9,7 +9,8 @@ Snapshot lists only submitted ids. :func:`spec_state` adds the absent ids of a g
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from refsched.types import Snapshot, TaskState, VersionView
@@ -19,6 +20,12 @@ __all__ = [
     "NO_TASK",
     "SPEC_VARIABLES",
     "SpecStateError",
+    "by_name",
+    "is_no_task",
+    "model_values",
+    "require_booleans",
+    "require_functions",
+    "require_variables",
     "snapshot_of",
     "spec_state",
     "task_id",
@@ -45,9 +52,55 @@ class SpecStateError(ValueError):
     """A state that is not a value of the spec's variables (a missing variable, a bad value)."""
 
 
-def _is_no_task(value: Any) -> bool:
+def is_no_task(value: Any) -> bool:
+    """Whether ``value`` is the spec's ``NoTask``."""
     # ITF has no model values: traces write NoTask as the string "NoTask".
     return bool(value == NO_TASK or value == NO_TASK.name)
+
+
+_is_no_task = is_no_task
+
+
+def model_values(path: Path, name: str, value: Any) -> tuple[str, ...]:
+    """The names of a ``.cfg``'s constant ``name``, a set of model values (``ValueError`` if
+    it is not one), sorted."""
+    if not isinstance(value, frozenset) or not all(isinstance(v, ModelValue) for v in value):
+        raise ValueError(f"{path}: {name} must be a set of model values")
+    return tuple(sorted(v.name for v in value))
+
+
+def by_name(ids: Sequence[Hashable], named: Collection[Hashable], what: str,
+            constant: str) -> dict[Hashable, Hashable]:
+    """Each of ``ids`` (as a spec state writes them: model values or names) by its name.
+    Raises :class:`SpecStateError` if a state names one (``named``) that is not among them."""
+    names = {task_id(i): i for i in ids}
+    unknown = sorted(map(repr, set(named) - set(names)))
+    if unknown:
+        raise SpecStateError(f"{what} {unknown} are not in {constant} {list(ids)!r}")
+    return names
+
+
+def require_variables(state: Mapping[str, Any], variables: Iterable[str]) -> None:
+    """Raise :class:`SpecStateError` unless ``state`` has every one of ``variables``."""
+    missing = [name for name in variables if name not in state]
+    if missing:
+        raise SpecStateError(f"the state lacks the variables {missing}")
+
+
+def require_functions(state: Mapping[str, Any], names: Iterable[str],
+                      ids: Collection[Hashable]) -> None:
+    """Raise :class:`SpecStateError` unless each variable of ``names`` is a function over
+    ``ids``."""
+    for name in names:
+        if not isinstance(state[name], Mapping) or set(state[name]) != set(ids):
+            raise SpecStateError(f"{name} is not a function over the ids {list(ids)!r}")
+
+
+def require_booleans(state: Mapping[str, Any], names: Iterable[str]) -> None:
+    """Raise :class:`SpecStateError` unless each variable of ``names`` is a boolean."""
+    for name in names:
+        if not isinstance(state[name], bool):
+            raise SpecStateError(f"{name} is {state[name]!r}, not a boolean")
 
 
 def spec_state(snapshot: Snapshot, tasks: Iterable[Hashable]) -> dict[str, Any]:
@@ -94,13 +147,9 @@ def task_id(value: Any) -> Hashable:
 
 def snapshot_of(state: Mapping[str, Any]) -> Snapshot:
     """The Snapshot a spec state stands for. Raises :class:`SpecStateError` if malformed."""
-    missing = [name for name in SPEC_VARIABLES if name not in state]
-    if missing:
-        raise SpecStateError(f"the state lacks the variables {missing}")
+    require_variables(state, SPEC_VARIABLES)
     ids = task_ids(state)
-    for name in _PER_TASK:
-        if not isinstance(state[name], Mapping) or set(state[name]) != set(ids):
-            raise SpecStateError(f"{name} is not a function over the ids {ids!r}")
+    require_functions(state, _PER_TASK, ids)
     tasks: dict[Hashable, VersionView] = {}
     for t in ids:
         row = {name: state[name][t] for name in _PER_TASK}
@@ -124,8 +173,6 @@ def snapshot_of(state: Mapping[str, Any]) -> Snapshot:
             claims=row["claims"],
             seq=row["seq"],
         )
-    for name in ("started", "closed"):
-        if not isinstance(state[name], bool):
-            raise SpecStateError(f"{name} is {state[name]!r}, not a boolean")
+    require_booleans(state, ("started", "closed"))
     return Snapshot(started=state["started"], closed=state["closed"],
                     next_seq=state["nextSeq"], tasks=tasks)

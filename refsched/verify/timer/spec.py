@@ -18,7 +18,14 @@ from typing import Any
 from refsched.model.timer.graph import Instance
 from refsched.types import TimerEntry, TimerSnapshot, TimerState, TimerVersionView
 from refsched.verify import tlc
-from refsched.verify.specstate import SpecStateError, task_id
+from refsched.verify.specstate import (
+    SpecStateError,
+    by_name,
+    require_booleans,
+    require_functions,
+    require_variables,
+    task_id,
+)
 from refsched.verify.tla import Function, ModelValue
 
 __all__ = [
@@ -76,10 +83,7 @@ def spec_state(snapshot: TimerSnapshot, tasks: Iterable[Hashable]) -> dict[str, 
     Ids are written as given: pass ``ModelValue``s to get TLC's model values.
     """
     ids = list(tasks)
-    by_name = {task_id(t): t for t in ids}
-    unknown = [t for t in snapshot.tasks if t not in by_name]
-    if unknown:
-        raise SpecStateError(f"ids {unknown!r} are not in Tasks {ids!r}")
+    named = by_name(ids, snapshot.tasks, "ids", "Tasks")
     per_task: dict[str, dict[Hashable, Any]] = {name: {} for name in _PER_TASK}
     for t in ids:
         view = snapshot.tasks.get(task_id(t))
@@ -90,7 +94,7 @@ def spec_state(snapshot: TimerSnapshot, tasks: Iterable[Hashable]) -> dict[str, 
         }
         for name in _PER_TASK:
             per_task[name][t] = row[name]
-    heap = frozenset((e.run_at, e.priority, e.seq, by_name[e.task_id], e.version)
+    heap = frozenset((e.run_at, e.priority, e.seq, named[e.task_id], e.version)
                      for e in snapshot.heap)
     state: dict[str, Any] = {
         "now": snapshot.now, "closed": snapshot.closed, "nextSeq": snapshot.next_seq,
@@ -109,16 +113,12 @@ def _entry(value: Any) -> TimerEntry:
 
 def snapshot_of(state: Mapping[str, Any]) -> TimerSnapshot:
     """The TimerSnapshot a spec state stands for. Raises :class:`SpecStateError` if malformed."""
-    missing = [name for name in SPEC_VARIABLES if name not in state]
-    if missing:
-        raise SpecStateError(f"the state lacks the variables {missing}")
+    require_variables(state, SPEC_VARIABLES)
     versions = state["version"]
     if not isinstance(versions, Mapping):
         raise SpecStateError("the state has no 'version' function")
     ids = list(versions)
-    for name in _PER_TASK:
-        if not isinstance(state[name], Mapping) or set(state[name]) != set(ids):
-            raise SpecStateError(f"{name} is not a function over the ids {ids!r}")
+    require_functions(state, _PER_TASK, ids)
     tasks: dict[Hashable, TimerVersionView] = {}
     for t in ids:
         row = {name: state[name][t] for name in _PER_TASK}
@@ -135,9 +135,7 @@ def snapshot_of(state: Mapping[str, Any]) -> TimerSnapshot:
             priority=row["priority"], seq=row["seq"],
             cancel_requested=row["cancelRequested"], claims=row["claims"],
         )
-    for name in ("closed",):
-        if not isinstance(state[name], bool):
-            raise SpecStateError(f"{name} is {state[name]!r}, not a boolean")
+    require_booleans(state, ("closed",))
     if not isinstance(state["heap"], frozenset):
         raise SpecStateError(f"heap is {state['heap']!r}, not a set")
     return TimerSnapshot(now=state["now"], closed=state["closed"], next_seq=state["nextSeq"],
