@@ -32,8 +32,6 @@ from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import Phase, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -41,7 +39,6 @@ from hypothesis.stateful import (
     invariant,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
 from refsched.conform.profile import FULL, Profile
@@ -50,6 +47,7 @@ from refsched.model.dag.counters import Counts
 from refsched.types import Snapshot, TaskState
 from refsched.verify.dag.recording import TraceRecorder
 from refsched.verify.itf import Trace
+from refsched.verify.lockstep import run_machine
 from refsched.verify.replay import Row, counter_rows, format_rows, snapshot_rows
 from refsched.verify.system import Fatal
 
@@ -591,18 +589,8 @@ def run_lockstep(factory: Callable[[int], Any], examples: int = 200, steps: int 
     """
     machine = lockstep_machine(factory, on_example, ledger, profile=profile,
                                python_api=python_api, fatal=fatal)
-    if seed is not None:
-        machine = hypothesis_seed(seed)(machine)
-    options: dict[str, Any] = {
-        "max_examples": examples, "stateful_step_count": steps, "deadline": None,
-        "print_blob": True, "database": None,
-        # Hypothesis's explain phase reruns the shrunk run under a tracer to annotate its lines,
-        # which costs more than finding and shrinking the failure: the Disagreement's calls
-        # listing says what the run did
-        "phases": [p for p in Phase if p is not Phase.explain],
-    }
-    options.update(hypothesis_settings or {})
     try:
-        run_state_machine_as_test(machine, settings=settings(**options))
+        run_machine(machine, examples=examples, steps=steps, seed=seed,
+                    overrides=hypothesis_settings, print_blob=True)
     except _Fatal as stop:
         raise stop.error from None

@@ -33,17 +33,14 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn
 
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
 from refsched.errors import InvalidArgumentError, StaleGenerationError
@@ -66,6 +63,7 @@ from refsched.types import (
     Wait,
 )
 from refsched.verify.dag.lockstep import states_at
+from refsched.verify.lockstep import run_machine
 from refsched.verify.replay import counter_rows
 from refsched.verify.system import Fatal
 
@@ -767,17 +765,6 @@ def run_timer_lockstep(factory: Callable[..., Any], examples: int = 200, steps: 
     ledger = Ledger() if ledger is None else ledger
     machine = timer_lockstep_machine(factory, ledger, python_api=python_api, fatal=fatal,
                                      profile=profile)
-    if seed is not None:
-        machine = hypothesis_seed(seed)(machine)
-    options: dict[str, Any] = {
-        "max_examples": examples, "stateful_step_count": steps, "deadline": None,
-        "database": None, "report_multiple_bugs": False,
-        # Hypothesis's explain phase reruns the shrunk run many times to annotate its steps:
-        # the calls listing of the Disagreement says more, sooner
-        "phases": [p for p in Phase if p is not Phase.explain],
-        "suppress_health_check": [HealthCheck.too_slow],
-    }
-    options.update(hypothesis_settings or {})
-    run = cast(Callable[..., None], run_state_machine_as_test)
-    run(machine, settings=settings(**options))
+    run_machine(machine, examples=examples, steps=steps, seed=seed,
+                overrides=hypothesis_settings, slow=True, report_multiple_bugs=False)
     return ledger
