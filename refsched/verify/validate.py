@@ -36,7 +36,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from refsched.model.dag import invariants as dag_invariants
 from refsched.model.dag.graph import describe
@@ -164,6 +164,12 @@ def _tuple_of(*kinds: Kind) -> Kind:
                                and all(k(v, ids) for k, v in zip(kinds, value, strict=True)))
 
 
+TASK: Final = (_id("Tasks"), "is not in Tasks")
+"""A parameter that names a task: its type, and what else it would be."""
+INTEGER: Final = (_integer, "is not an integer")
+"""A parameter that is an integer."""
+
+
 @dataclass(frozen=True)
 class _Variable:
     """The type of one spec variable: ``kind`` of its value, or of each entry of a function
@@ -214,10 +220,19 @@ class TraceSpec:
     types: Mapping[str, _Variable]  # variable -> its type
     id_sets: Mapping[str, str]  # constant of ids -> the variable whose keys name them
     no_task: tuple[str, ...] = ()  # variables whose entries may be the model value NoTask
+    # integer constant of the config -> the least value the spec assumes, and how it says so
+    counts: Mapping[str, tuple[int, str]] = MappingProxyType({})
 
     def numbers(self, trace: Trace) -> dict[str, int]:
-        """The integer constants of the config, checked."""
-        return {}
+        """The integer constants of the config (:attr:`counts`), checked."""
+        out: dict[str, int] = {}
+        for name, (least, assumed) in self.counts.items():
+            value = trace.constants.get(name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise TraceError(f"{trace.name}: the constant {name} is {value!r}; the spec "
+                                 f"assumes {assumed}")
+            out[name] = int(value)
+        return out
 
     def derived(self, trace: Trace, ids: Ids) -> dict[str, frozenset[Any]]:
         """Set constants that are not ids, made from the trace (checked to be well typed)."""
@@ -265,10 +280,10 @@ class _SchedulerSpec(TraceSpec):
         "RepeatedCallback": "RepeatedCallback(p.t)",
     })
     params = MappingProxyType({
-        "t": (_id("Tasks"), "is not in Tasks"),
+        "t": TASK,
         "D": (_sequence_of(_id("Tasks")), "is not a set of ids in Tasks"),
-        "k": (_integer, "is not an integer"),
-        "g": (_integer, "is not an integer"),
+        "k": INTEGER,
+        "g": INTEGER,
         "cancelPending": (_boolean, "is not a boolean"),
     })
     types = MappingProxyType({
@@ -283,13 +298,7 @@ class _SchedulerSpec(TraceSpec):
     })
     id_sets = MappingProxyType({"Tasks": "generation"})
     no_task = ("blockedBy",)
-
-    def numbers(self, trace: Trace) -> dict[str, int]:
-        value = trace.constants.get("MaxConcurrency")
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise TraceError(f"{trace.name}: the constant MaxConcurrency is {value!r}; the spec "
-                             "assumes an integer >= 1")
-        return {"MaxConcurrency": int(value)}
+    counts = MappingProxyType({"MaxConcurrency": (1, "an integer >= 1")})
 
     def param_value(self, name: str, value: Any) -> Any:
         # D may arrive as a list or tuple (a JSON array); in the spec it is a set.
@@ -332,10 +341,10 @@ class _TimerSpec(TraceSpec):
         "Tick": "Tick",
     })
     params = MappingProxyType({
-        "t": (_id("Tasks"), "is not in Tasks"),
+        "t": TASK,
         "r": (_natural, "is not a natural number"),
-        "p": (_integer, "is not an integer"),
-        "v": (_integer, "is not an integer"),
+        "p": INTEGER,
+        "v": INTEGER,
     })
     types = MappingProxyType({
         "now": _Variable(_natural), "closed": _Variable(_boolean),
@@ -349,13 +358,7 @@ class _TimerSpec(TraceSpec):
                                             _integer))),
     })
     id_sets = MappingProxyType({"Tasks": "version"})
-
-    def numbers(self, trace: Trace) -> dict[str, int]:
-        value = trace.constants.get("RebuildFloor")
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise TraceError(f"{trace.name}: the constant RebuildFloor is {value!r}; the spec "
-                             "assumes a natural number")
-        return {"RebuildFloor": int(value)}
+    counts = MappingProxyType({"RebuildFloor": (0, "a natural number")})
 
     def derived(self, trace: Trace, ids: Ids) -> dict[str, frozenset[Any]]:
         # Only TypeOK reads them: the times and priorities the trace uses are enough.
@@ -381,7 +384,7 @@ class _PoolSpec(TraceSpec):
         "CancelQueued": "CancelQueued",
     })
     params = MappingProxyType({
-        "t": (_id("Tasks"), "is not in Tasks"),
+        "t": TASK,
         **{name: (_id("Workers"), "is not in Workers")
            for name in ("w", "thief", "victim")},
     })
