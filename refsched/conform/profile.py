@@ -68,14 +68,7 @@ class Profile:
     @classmethod
     def from_json(cls, data: Any) -> Profile:
         """A profile from the hello answer's ``profile`` object; absent keys keep the default."""
-        if not isinstance(data, Mapping):
-            raise ProfileError(f"profile must be a JSON object, not {data!r}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ProfileError(f"unknown profile keys: {', '.join(unknown)} "
-                               f"(known: {', '.join(sorted(known))})")
-        return cls(**dict(data))
+        return cls(**_known(cls, data))
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
