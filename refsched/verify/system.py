@@ -45,14 +45,12 @@ class System(ABC):
 
     name: str  # "scheduler", "timer": the prefix of its files under traces/
     title: str  # what people call the implementation: "TaskScheduler"
-    spec_files: tuple[str, ...]  # the files under spec/ its corpus is made from
-    mc_module: str  # the model-checking module TLC runs
-    traces_config: str  # the instance whose state graph the corpus covers (the first)
+    module: str  # the spec's module: "TimerQueue" (spec/TimerQueue.tla)
+    implementation: Callable[..., Any]  # the production implementation replay drives
     # every instance with a corpus, the traces config first: each has a bundle and a manifest
     corpus_configs: tuple[str, ...] = ()  # () means (traces_config,)
     # the model-checking module of an instance, where it is not mc_module
     corpus_modules: Mapping[str, str] = {}
-    variables: tuple[str, ...]  # the spec's variables, in declaration order
     parameters: tuple[str, ...]  # every parameter name its actions take
     label_actions: Mapping[str, str]  # TLC dump labels that are not the model's action name
     initial: Hashable  # the model's initial state (spec Init)
@@ -64,6 +62,30 @@ class System(ABC):
     id_parameters: tuple[str, ...] = ("t",)
     # what the implementation's snapshot() must return to be compared (else it cannot say)
     snapshot_type: type = object
+
+    # -- The spec's files, by default named after its module ----------------------------------
+
+    @property
+    def mc_module(self) -> str:
+        """The model-checking module TLC runs: ``MC<module>.tla``."""
+        return f"MC{self.module}.tla"
+
+    @property
+    def traces_config(self) -> str:
+        """The instance whose state graph the corpus covers (the first): the spec module's
+        ``TRACES_CONFIG``."""
+        return str(self.spec.TRACES_CONFIG)
+
+    @property
+    def spec_files(self) -> tuple[str, ...]:
+        """The files under ``spec/`` its corpus is made from: the spec, the model-checking
+        module and the traces config."""
+        return (f"{self.module}.tla", self.mc_module, self.traces_config)
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The spec's variables, in declaration order: the spec module's ``SPEC_VARIABLES``."""
+        return tuple(self.spec.SPEC_VARIABLES)
 
     @property
     def bundle(self) -> str:
@@ -154,9 +176,9 @@ class System(ABC):
 
     # -- Replay ------------------------------------------------------------------------------
 
-    @abstractmethod
     def default_factory(self) -> Callable[..., Any]:
         """The production implementation replay drives unless told otherwise."""
+        return self.implementation
 
     @abstractmethod
     def constants_error(self, constants: Mapping[str, Any]) -> str | None:

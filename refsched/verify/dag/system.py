@@ -23,8 +23,8 @@ __all__ = ["SYSTEM", "SchedulerSystem"]
 class SchedulerSystem(System):
     name = "scheduler"
     title = "TaskScheduler"
-    spec_files = ("Scheduler.tla", "MCScheduler.tla", stategraph.TRACES_CONFIG)
-    mc_module = "MCScheduler.tla"
+    module = "Scheduler"
+    implementation = TaskScheduler
     traces_config = stategraph.TRACES_CONFIG
     variables = specstate.SPEC_VARIABLES
     parameters = ("t", "D", "k", "g", "cancelPending")
@@ -56,9 +56,6 @@ class SchedulerSystem(System):
 
     def show(self, state: Snapshot) -> str:
         return stategraph.show(state)
-
-    def default_factory(self) -> Callable[..., Any]:
-        return TaskScheduler
 
     def constants_error(self, constants: Mapping[str, Any]) -> str | None:
         return count_error(constants, ("MaxConcurrency",), 1)

@@ -28,15 +28,13 @@ __all__ = ["SYSTEM", "PoolSystem"]
 class PoolSystem(System):
     name = "pool"
     title = "WorkStealingPool"
-    spec_files = ("WorkStealing.tla", "MCWorkStealing.tla", poolspec.TRACES_CONFIG)
-    mc_module = "MCWorkStealing.tla"
-    traces_config = poolspec.TRACES_CONFIG
-    variables = poolspec.SPEC_VARIABLES
+    module = "WorkStealing"
+    spec = poolspec
+    implementation = WorkStealingPool
     parameters = ("t", "w", "thief", "victim")
     label_actions: Mapping[str, str] = MappingProxyType({})
     initial = INITIAL
     actions = ACTIONS
-    spec = poolspec
     id_parameters = ("t", "w", "thief", "victim")  # every parameter names a task or a worker
 
     def explore(self, instance: Instance) -> ModelGraph[PoolSnapshot]:
@@ -51,9 +49,6 @@ class PoolSystem(System):
         return poolspec.spec_state(state, instance.workers, instance.tasks)
 
     # -- Replay ------------------------------------------------------------------------------
-
-    def default_factory(self) -> Callable[..., Any]:
-        return WorkStealingPool
 
     def constants_error(self, constants: Mapping[str, Any]) -> str | None:
         workers = constants.get("Workers")

@@ -119,15 +119,13 @@ def _show(answer: Any) -> str:
 class TimerSystem(System):
     name = "timer"
     title = "TimerScheduler"
-    spec_files = ("TimerQueue.tla", "MCTimerQueue.tla", timerspec.TRACES_CONFIG)
-    mc_module = "MCTimerQueue.tla"
-    traces_config = timerspec.TRACES_CONFIG
-    variables = timerspec.SPEC_VARIABLES
+    module = "TimerQueue"
+    spec = timerspec
+    implementation = TimerScheduler
     parameters = ("t", "r", "p", "v")
     label_actions = MappingProxyType({"AnyStaleCallback": "StaleCallback"})
     initial = INITIAL
     actions = ACTIONS
-    spec = timerspec
     snapshot_type = TimerSnapshot
 
     def explore(self, instance: Instance) -> ModelGraph[TimerSnapshot]:
@@ -145,9 +143,6 @@ class TimerSystem(System):
 
     def spec_state(self, state: TimerSnapshot, instance: Instance) -> dict[str, Any]:
         return timerspec.spec_state(state, instance.tasks)
-
-    def default_factory(self) -> Callable[..., Any]:
-        return TimerScheduler
 
     def constants_error(self, constants: Mapping[str, Any]) -> str | None:
         return count_error(constants, ("RebuildFloor",), 0)
