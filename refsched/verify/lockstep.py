@@ -20,7 +20,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from refsched.verify.itf import Trace
 
-__all__ = ["WalkDisagreement", "WalkLedger", "run_machine"]
+__all__ = ["CallLedger", "WalkDisagreement", "WalkLedger", "run_machine"]
 
 
 def run_machine(machine: type[RuleBasedStateMachine], *, examples: int, steps: int,
@@ -71,6 +71,34 @@ class WalkLedger:
     def summary(self) -> str:
         taken = ", ".join(f"{name} {n:,}" for name, n in sorted(self.actions.items()))
         return f"{self.examples:,} examples; steps: {taken}"
+
+
+class CallLedger:
+    """What lock-step runs exercised: calls, the spec actions taken, and notable steps.
+
+    A check that never takes an action cannot find a bug in it; the ledger shows which were
+    taken and how often. A machine's ledger names the model's actions (``ACTIONS``) and the
+    notable steps it looks for (``EVENTS``), and records each call its own way.
+    """
+
+    ACTIONS: ClassVar[Iterable[str]] = ()
+    EVENTS: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self) -> None:
+        self.examples = 0
+        self.calls = 0
+        self.actions: Counter[str] = Counter()
+        self.events: Counter[str] = Counter()
+        self.methods: Counter[str] = Counter()  # the API calls made, by method
+
+    def missing(self) -> list[str]:
+        """Spec actions and notable steps the runs never exercised."""
+        return ([a for a in self.ACTIONS if not self.actions[a]]
+                + [e for e in self.EVENTS if not self.events[e]])
+
+    def events_summary(self) -> str:
+        """How often each notable step was seen, in :attr:`EVENTS` order."""
+        return ", ".join(f"{name} {self.events[name]:,}" for name in self.EVENTS)
 
 
 class WalkDisagreement(AssertionError):
