@@ -31,14 +31,7 @@ from refsched.verify.specstate import (
 )
 from refsched.verify.tla import Function
 
-__all__ = [
-    "SPEC_VARIABLES",
-    "TRACES_CONFIG",
-    "read_instance",
-    "show",
-    "snapshot_of",
-    "spec_state",
-]
+__all__ = ["SPEC_VARIABLES", "TRACES_CONFIG", "read_instance", "show", "snapshot_of", "spec_state"]
 
 SPEC_VARIABLES = (
     "phase", "deque", "running", "outstanding", "submitted", "finished", "cancelled", "runs",

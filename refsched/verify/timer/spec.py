@@ -28,14 +28,7 @@ from refsched.verify.specstate import (
 )
 from refsched.verify.tla import Function, ModelValue
 
-__all__ = [
-    "SPEC_VARIABLES",
-    "TRACES_CONFIG",
-    "read_instance",
-    "show",
-    "snapshot_of",
-    "spec_state",
-]
+__all__ = ["SPEC_VARIABLES", "TRACES_CONFIG", "read_instance", "show", "snapshot_of", "spec_state"]
 
 SPEC_VARIABLES = (
     "now", "closed", "nextSeq", "version", "state", "runAt", "priority", "seq",
