@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Self
 
 __all__ = ["FULL", "STATIC", "TIMER_FULL", "WHOLE", "DurableProfile", "Profile", "ProfileError",
-           "TimerProfile", "WholeProfile", "full_profile", "profile_from_json"]
+           "TimerProfile", "WholeProfile", "full_profile", "profile_argument", "profile_from_json"]
 
 READY_ORDERS: Final = ("seq", "any")
 
@@ -199,6 +200,19 @@ def profile_from_json(system: str, data: Any) -> Any:
     ``WholeProfile``). Errors: malformed, unknown keys, contradictions -> ``ProfileError``."""
     profile = _PROFILES[system].from_json(data)
     return profile
+
+
+def profile_argument(system: str, text: str | None) -> Any:
+    """The profile a command line's ``--profile JSON`` gives for ``system`` (None: the full
+    contract). Errors: not JSON (its message), malformed, unknown keys, contradictions ->
+    ``ProfileError``."""
+    if text is None:
+        return full_profile(system)
+    try:
+        data = json.loads(text)
+    except ValueError as e:  # JSONDecodeError
+        raise ProfileError(str(e)) from None
+    return profile_from_json(system, data)
 
 
 def full_profile(system: str) -> Any:
