@@ -10,8 +10,9 @@ Snapshot lists only submitted ids. :func:`spec_state` adds the absent ids of a g
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from refsched.types import Snapshot, TaskState, VersionView
 from refsched.verify.tla import Function, ModelValue
@@ -26,8 +27,10 @@ __all__ = [
     "require_booleans",
     "require_functions",
     "require_variables",
+    "rows",
     "snapshot_of",
     "spec_state",
+    "state_of",
     "task_id",
     "task_ids",
 ]
@@ -96,6 +99,24 @@ def require_functions(state: Mapping[str, Any], names: Iterable[str],
             raise SpecStateError(f"{name} is not a function over the ids {list(ids)!r}")
 
 
+def rows(state: Mapping[str, Any], names: Sequence[str],
+         ids: Iterable[Hashable]) -> list[tuple[Hashable, dict[str, Any]]]:
+    """Each id with its row: the value at it of each per-id variable of ``names``."""
+    return [(t, {name: state[name][t] for name in names}) for t in ids]
+
+
+_Enum = TypeVar("_Enum", bound=Enum)
+
+
+def state_of(kind: type[_Enum], t: Hashable, value: Any) -> _Enum:
+    """The state ``value`` of the id ``t`` names, one of ``kind``'s. Raises
+    :class:`SpecStateError` if it names none."""
+    try:
+        return kind(value)
+    except ValueError:
+        raise SpecStateError(f"id {t!r} has state {value!r}") from None
+
+
 def require_booleans(state: Mapping[str, Any], names: Iterable[str]) -> None:
     """Raise :class:`SpecStateError` unless each variable of ``names`` is a boolean."""
     for name in names:
@@ -151,21 +172,16 @@ def snapshot_of(state: Mapping[str, Any]) -> Snapshot:
     ids = task_ids(state)
     require_functions(state, _PER_TASK, ids)
     tasks: dict[Hashable, VersionView] = {}
-    for t in ids:
-        row = {name: state[name][t] for name in _PER_TASK}
+    for t, row in rows(state, _PER_TASK, ids):
         if row["generation"] == 0:
             absent = {**_ABSENT, "blockedBy": row["blockedBy"]}
             if row != absent or not _is_no_task(row["blockedBy"]):
                 raise SpecStateError(f"id {t!r} has generation 0 but is not absent: {row}")
             continue
-        try:
-            task_state = TaskState(row["state"])
-        except ValueError:
-            raise SpecStateError(f"id {t!r} has state {row['state']!r}") from None
         blocked_by = row["blockedBy"]
         tasks[task_id(t)] = VersionView(
             generation=row["generation"],
-            state=task_state,
+            state=state_of(TaskState, t, row["state"]),
             deps=frozenset(task_id(d) for d in row["deps"]),
             remaining_deps=row["remainingDeps"],
             blocked_by=None if _is_no_task(blocked_by) else task_id(blocked_by),

@@ -19,16 +19,8 @@ from typing import Any
 
 from refsched.model.pool.actions import Phase, PoolSnapshot, queued, running_tasks
 from refsched.model.pool.graph import Instance
-from refsched.verify import tlc
-from refsched.verify.specstate import (
-    NO_TASK,
-    SpecStateError,
-    by_name,
-    is_no_task,
-    model_values,
-    require_variables,
-    task_id,
-)
+from refsched.verify import specstate, tlc
+from refsched.verify.specstate import NO_TASK, SpecStateError, task_id
 from refsched.verify.tla import Function
 
 __all__ = ["SPEC_VARIABLES", "TRACES_CONFIG", "read_instance", "show", "snapshot_of", "spec_state"]
@@ -48,7 +40,7 @@ _SETS = ("Workers", "Tasks", "Children")
 def read_instance(config: str | Path) -> Instance:
     """The constants of a ``MCWorkStealing*.cfg`` file (relative paths: under ``spec/``)."""
     path, text, read = tlc.read_config(config, _SETS)
-    values = {name: model_values(path, name, value) for name, value in read.items()}
+    values = {name: specstate.model_values(path, name, value) for name, value in read.items()}
     if re.search(r"^\s*NoTask\s*=\s*NoTask\s*$", text, re.M) is None:
         raise ValueError(f"{path}: NoTask must be the model value NoTask")
     if not values["Workers"]:
@@ -64,8 +56,8 @@ def spec_state(snapshot: PoolSnapshot, workers: Iterable[Hashable],
     """The spec's variables for ``snapshot`` over ``workers`` and ``tasks`` (supersets of the
     ids it names). Ids are written as given: pass ``ModelValue``s to get TLC's model values."""
     worker_ids, task_ids = list(workers), list(tasks)
-    by_name(worker_ids, set(snapshot.deque) | set(snapshot.running), "workers", "Workers")
-    t_by_name = by_name(task_ids, (
+    specstate.by_name(worker_ids, set(snapshot.deque) | set(snapshot.running), "workers", "Workers")
+    t_by_name = specstate.by_name(task_ids, (
         set(snapshot.submitted) | snapshot.finished | snapshot.cancelled | set(snapshot.runs)
         | set(snapshot.parent) | set(snapshot.parent.values()) | queued(snapshot)
         | running_tasks(snapshot)), "tasks", "Tasks")
@@ -106,7 +98,7 @@ def _task_set(state: Mapping[str, Any], name: str) -> frozenset[Hashable]:
 
 def snapshot_of(state: Mapping[str, Any]) -> PoolSnapshot:
     """The PoolSnapshot a spec state stands for. Raises :class:`SpecStateError` if malformed."""
-    require_variables(state, SPEC_VARIABLES)
+    specstate.require_variables(state, SPEC_VARIABLES)
     try:
         phase = Phase(state["phase"])
     except ValueError:
@@ -131,13 +123,13 @@ def snapshot_of(state: Mapping[str, Any]) -> PoolSnapshot:
     return PoolSnapshot(
         phase=phase,
         deque={task_id(w): tuple(task_id(t) for t in d) for w, d in deques.items()},
-        running={task_id(w): task_id(t) for w, t in running.items() if not is_no_task(t)},
+        running={task_id(w): task_id(t) for w, t in running.items() if not specstate.is_no_task(t)},
         outstanding=outstanding,
         submitted=_task_set(state, "submitted"),
         finished=_task_set(state, "finished"),
         cancelled=_task_set(state, "cancelled"),
         runs={task_id(t): n for t, n in runs.items()},
-        parent={task_id(t): task_id(p) for t, p in parent.items() if not is_no_task(p)},
+        parent={task_id(t): task_id(p) for t, p in parent.items() if not specstate.is_no_task(p)},
     )
 
 

@@ -17,15 +17,8 @@ from typing import Any
 
 from refsched.model.timer.graph import Instance
 from refsched.types import TimerEntry, TimerSnapshot, TimerState, TimerVersionView
-from refsched.verify import tlc
-from refsched.verify.specstate import (
-    SpecStateError,
-    by_name,
-    require_booleans,
-    require_functions,
-    require_variables,
-    task_id,
-)
+from refsched.verify import specstate, tlc
+from refsched.verify.specstate import SpecStateError, task_id
 from refsched.verify.tla import Function, ModelValue
 
 __all__ = ["SPEC_VARIABLES", "TRACES_CONFIG", "read_instance", "show", "snapshot_of", "spec_state"]
@@ -76,7 +69,7 @@ def spec_state(snapshot: TimerSnapshot, tasks: Iterable[Hashable]) -> dict[str, 
     Ids are written as given: pass ``ModelValue``s to get TLC's model values.
     """
     ids = list(tasks)
-    named = by_name(ids, snapshot.tasks, "ids", "Tasks")
+    named = specstate.by_name(ids, snapshot.tasks, "ids", "Tasks")
     per_task: dict[str, dict[Hashable, Any]] = {name: {} for name in _PER_TASK}
     for t in ids:
         view = snapshot.tasks.get(task_id(t))
@@ -106,29 +99,24 @@ def _entry(value: Any) -> TimerEntry:
 
 def snapshot_of(state: Mapping[str, Any]) -> TimerSnapshot:
     """The TimerSnapshot a spec state stands for. Raises :class:`SpecStateError` if malformed."""
-    require_variables(state, SPEC_VARIABLES)
+    specstate.require_variables(state, SPEC_VARIABLES)
     versions = state["version"]
     if not isinstance(versions, Mapping):
         raise SpecStateError("the state has no 'version' function")
     ids = list(versions)
-    require_functions(state, _PER_TASK, ids)
+    specstate.require_functions(state, _PER_TASK, ids)
     tasks: dict[Hashable, TimerVersionView] = {}
-    for t in ids:
-        row = {name: state[name][t] for name in _PER_TASK}
+    for t, row in specstate.rows(state, _PER_TASK, ids):
         if row["version"] == 0:
             if row != _ABSENT:
                 raise SpecStateError(f"id {t!r} has version 0 but is not absent: {row}")
             continue
-        try:
-            timer_state = TimerState(row["state"])
-        except ValueError:
-            raise SpecStateError(f"id {t!r} has state {row['state']!r}") from None
         tasks[task_id(t)] = TimerVersionView(
-            version=row["version"], state=timer_state, run_at=row["runAt"],
-            priority=row["priority"], seq=row["seq"],
+            version=row["version"], state=specstate.state_of(TimerState, t, row["state"]),
+            run_at=row["runAt"], priority=row["priority"], seq=row["seq"],
             cancel_requested=row["cancelRequested"], claims=row["claims"],
         )
-    require_booleans(state, ("closed",))
+    specstate.require_booleans(state, ("closed",))
     if not isinstance(state["heap"], frozenset):
         raise SpecStateError(f"heap is {state['heap']!r}, not a set")
     return TimerSnapshot(now=state["now"], closed=state["closed"], next_seq=state["nextSeq"],
