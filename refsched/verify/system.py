@@ -18,6 +18,7 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from refsched.model.dag.graph import ModelGraph, describe
@@ -52,7 +53,8 @@ class System(ABC):
     # the model-checking module of an instance, where it is not mc_module
     corpus_modules: Mapping[str, str] = {}
     parameters: tuple[str, ...]  # every parameter name its actions take
-    label_actions: Mapping[str, str]  # TLC dump labels that are not the model's action name
+    # TLC dump labels that are not the model's action name (none: every label is one)
+    label_actions: Mapping[str, str] = MappingProxyType({})
     initial: Hashable  # the model's initial state (spec Init)
     actions: Mapping[str, Any]  # action name -> the model's Action (refusal, step, params)
     # the module that reads its configs and turns its states into the spec's variables and

@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from types import MappingProxyType
 from typing import Any
 
 from refsched.model.dag.graph import ModelGraph
@@ -32,7 +31,6 @@ class PoolSystem(System):
     spec = poolspec
     implementation = WorkStealingPool
     parameters = ("t", "w", "thief", "victim")
-    label_actions: Mapping[str, str] = MappingProxyType({})
     initial = INITIAL
     actions = ACTIONS
     id_parameters = ("t", "w", "thief", "victim")  # every parameter names a task or a worker
