@@ -212,8 +212,6 @@ class TraceSpec:
     """One spec as trace validation sees it. Each system's is a small subclass."""
 
     system: str  # the System's name: "scheduler", "timer", "pool"
-    module: str  # the spec module the generated one extends
-    variables: tuple[str, ...]  # its variables, in declaration order
     invariants: tuple[str, ...]  # its invariants, checked in every state
     calls: Mapping[str, str]  # action -> how it is taken from its recorded parameters ``p``
     params: Mapping[str, tuple[Kind, str]]  # parameter -> its type, and what else it would be
@@ -249,6 +247,16 @@ class TraceSpec:
     def system_object(self) -> systems.System:
         return systems.get(self.system)
 
+    @property
+    def module(self) -> str:
+        """The spec module the generated one extends: the system's."""
+        return self.system_object.module
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The spec's variables, in declaration order: the system's."""
+        return self.system_object.variables
+
     def model_state(self, state: Any, ids: Mapping[str, Sequence[Hashable]]) -> dict[str, Any]:
         """The model's state as the spec's variables over the trace's ids."""
         raise NotImplementedError
@@ -261,8 +269,6 @@ class TraceSpec:
 
 class _SchedulerSpec(TraceSpec):
     system = "scheduler"
-    module = "Scheduler"
-    variables = specstate.SPEC_VARIABLES
     invariants = SPEC_INVARIANTS
     # StaleCallback is the spec's parametric operator (Next only reaches it through
     # AnyStaleCallback, for some g).
@@ -325,8 +331,6 @@ def _times(trace: Trace, index: int, variable: str, param: str) -> frozenset[Any
 
 class _TimerSpec(TraceSpec):
     system = "timer"
-    module = "TimerQueue"
-    variables = timerspec.SPEC_VARIABLES
     invariants = tuple(TIMER_INVARIANTS)
     calls = MappingProxyType({
         "Schedule": "Schedule(p.t, p.r, p.p)",
@@ -371,8 +375,6 @@ class _TimerSpec(TraceSpec):
 
 class _PoolSpec(TraceSpec):
     system = "pool"
-    module = "WorkStealing"
-    variables = poolspec.SPEC_VARIABLES
     invariants = tuple(POOL_INVARIANTS)
     calls = MappingProxyType({
         "SubmitExternal": "SubmitExternal(p.t, p.w)",
