@@ -535,8 +535,8 @@ def _unwritable(out: Path) -> str | None:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from refsched.verify.dag.recording import record_run
     from refsched.verify.itf import trace_to_itf, write_traces
+    from refsched.verify.recording import record_run
 
     out = Path(args.output)
     bundle = ".jsonl" in out.name

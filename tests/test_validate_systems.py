@@ -24,10 +24,10 @@ from refsched.model.pool import ACTIONS as POOL_ACTIONS
 from refsched.model.timer import ACTIONS as TIMER_ACTIONS
 from refsched.types import TimerSnapshot
 from refsched.verify import system
-from refsched.verify.dag.recording import record_run
 from refsched.verify.itf import Trace
 from refsched.verify.pool import spec as poolspec
 from refsched.verify.pool.recording import record_pool_run
+from refsched.verify.recording import record_run
 from refsched.verify.timer import spec as timerspec
 from refsched.verify.timer.recording import TICK, TimerTraceRecorder, record_timer_run
 from refsched.verify.tla import Function

@@ -260,24 +260,24 @@ class ProtocolImplementation:
     @property
     def name(self) -> str:
         """The name the implementation gave in its hello."""
-        if self._name is None:
-            raise RuntimeError(f"{self.argv!r}: not opened yet")
-        return self._name
+        return self._opened(self._name)
 
     @property
     def profile(self) -> Any:
         """The capability profile the implementation declared in its hello (a ``Profile``,
         ``TimerProfile`` or ``WholeProfile``, as its system has)."""
-        if self._profile is None:
-            raise RuntimeError(f"{self.argv!r}: not opened yet")
-        return self._profile
+        return self._opened(self._profile)
 
     @property
     def system(self) -> str:
         """The system the implementation declared in its hello (``scheduler`` unless said)."""
-        if self._system is None:
+        return self._opened(self._system)
+
+    def _opened(self, value: _T | None) -> _T:
+        """``value``, read from the hello: None until the implementation is opened."""
+        if value is None:
             raise RuntimeError(f"{self.argv!r}: not opened yet")
-        return self._system
+        return value
 
     @property
     def instance(self) -> int:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from refsched.cli import _unwritable, non_negative_int, positive_int, positive_seconds
-from refsched.conform.profile import ProfileError, full_profile, profile_from_json
+from refsched.conform.profile import profile_argument
 from refsched.conform.report import ConformanceReport
 from refsched.conform.wire import SYSTEMS
 
@@ -104,12 +104,10 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
         problem = _unwritable(Path(args.picture))
         if problem is not None:
             parser.error(f"--picture: cannot write {args.picture}: {problem}")
-    args.profile_value = full_profile(args.system)
-    if args.profile is not None:
-        try:
-            args.profile_value = profile_from_json(args.system, json.loads(args.profile))
-        except (ValueError, ProfileError) as e:  # JSONDecodeError is a ValueError
-            parser.error(f"--profile: {e}")
+    try:
+        args.profile_value = profile_argument(args.system, args.profile)
+    except ValueError as e:  # a ProfileError, or a profile's own check
+        parser.error(f"--profile: {e}")
     return args
 
 

@@ -22,12 +22,13 @@ when the check ends, whatever happened.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from hypothesis import HealthCheck, Phase, Verbosity
 
 from refsched.conform import system_phases
+from refsched.conform.admission import admitted_steps, admitted_traces
 from refsched.conform.client import HarnessError, Implementation
 from refsched.conform.profile import Profile
 from refsched.conform.report import (
@@ -36,11 +37,12 @@ from refsched.conform.report import (
     Counterexample,
     PhaseResult,
     answer_text,
+    found_in,
 )
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as system_registry
 from refsched.verify.dag.lockstep import Call, Disagreement, Ledger, run_lockstep
-from refsched.verify.itf import Step, Trace, TraceFormatError, read_traces
+from refsched.verify.itf import Trace, TraceFormatError, read_traces
 from refsched.verify.replay import Divergence, step_call
 from refsched.verify.specstate import snapshot_of
 from refsched.verify.stable import stable_labels
@@ -50,10 +52,6 @@ __all__ = ["OracleError", "Progress", "admitted_steps", "admitted_traces", "chec
 
 Progress = Callable[[str, int, int], None]
 """Called with (phase, done, total) as a check goes: corpus traces, generated examples."""
-
-# The spec actions a profile flag must allow, besides what Submit and Claim depend on.
-_NEEDS: Final = {"Fail": "fail", "Cancel": "cancel", "AcknowledgeCancel": "cancel",
-                 "Retry": "retry", "Close": "close", "StaleCallback": "generations"}
 
 # Quiet, one failure, no health checks (a slow implementation is not a bad test), no database
 # (the lock-step runners set none); with the labels of stable_labels, the same seed makes the
@@ -71,82 +69,6 @@ class OracleError(RuntimeError):
 
 
 # -- the corpus phase -------------------------------------------------------------------------
-
-def _admits_step(profile: Profile, action: str, params: Mapping[str, Any],
-                 before: Mapping[str, Any]) -> bool:
-    flag = _NEEDS.get(action)
-    if flag is not None:
-        return bool(getattr(profile, flag))
-    if action == "Submit":
-        if before["started"] and not profile.dynamic:
-            return False
-        return profile.generations or before["generation"][params["t"]] == 0
-    if action == "Claim":  # without a limit, ready() claims every ready version
-        return profile.limit or params["k"] == sum(
-            1 for state in before["state"].values() if state == "ready")
-    return True
-
-
-def admitted_steps(profile: Profile, trace: Trace) -> int:
-    """How many steps of ``trace``, from its start, the oracle may ask of an implementation
-    with ``profile`` (``len(trace.steps)``: all of them).
-
-    Left out: Fail, Cancel, AcknowledgeCancel, Retry, Close and StaleCallback steps unless
-    the profile has ``fail``, ``cancel``, ``retry``, ``close``, ``generations``; a Submit
-    after Start unless ``dynamic``; a Submit of an id already submitted unless
-    ``generations``; without ``limit``, a Claim of fewer than every ready version (``ready()``
-    claims them all). A malformed trace is admitted whole: the replay says what is wrong.
-    """
-    before = trace.initial
-    try:
-        for index, step in enumerate(trace.steps):
-            if not _admits_step(profile, step.action, step.params, before):
-                return index
-            before = step.state
-    except (KeyError, TypeError, AttributeError):
-        return len(trace.steps)
-    return len(trace.steps)
-
-
-def _calls_key(steps: Sequence[Step]) -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
-    return tuple((s.action, tuple(sorted(s.params.items()))) for s in steps)
-
-
-def admitted_traces(profile: Any, traces: Sequence[Trace],
-                    admitted: Callable[[Any, Trace], int] = admitted_steps,
-                    ) -> tuple[list[Trace], int]:
-    """What of ``traces`` the oracle replays under ``profile``, and how many are whole.
-
-    A trace every step of which is admitted is kept whole; of another, its longest admitted
-    prefix (a prefix of a behaviour of the spec is one too), named ``<name>-first-<n>``, unless
-    it is empty or the start of a trace already kept. Restrictive profiles thus still replay
-    the corpus's beginnings. ``admitted(profile, trace)`` says how many steps of a trace the
-    profile admits (:func:`admitted_steps`, the TaskScheduler's, unless given).
-    """
-    whole: list[Trace] = []
-    cut: list[Trace] = []
-    for trace in traces:
-        n = admitted(profile, trace)
-        if n == len(trace.steps):
-            whole.append(trace)
-        elif n > 0:
-            cut.append(Trace(f"{trace.name}-first-{n}", trace.constants, trace.initial,
-                             tuple(trace.steps[:n]), trace.meta))
-    if not cut:
-        return whole, len(whole)
-    seen: set[tuple[Any, ...]] = set()
-    for trace in whole:
-        key = _calls_key(trace.steps)
-        seen.update(key[:i] for i in range(1, len(key) + 1))
-    prefixes: list[Trace] = []
-    for trace in sorted(cut, key=lambda t: -len(t.steps)):  # longest first: shorter are starts
-        key = _calls_key(trace.steps)
-        if key not in seen:
-            seen.update(key[:i] for i in range(1, len(key) + 1))
-            prefixes.append(trace)
-    order = {id(t): i for i, t in enumerate(cut)}
-    return whole + sorted(prefixes, key=lambda t: order[id(t)]), len(whole)
-
 
 def _read_corpus() -> list[Trace]:
     directory = corpus_files.traces_dir()
@@ -204,18 +126,6 @@ def _corpus_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
 
 # -- the generated phase ----------------------------------------------------------------------
 
-def _disagreement(error: BaseException) -> Disagreement | None:
-    """The Disagreement ``error`` is or holds (Hypothesis groups a flaky failure's errors)."""
-    if isinstance(error, Disagreement):
-        return error
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            found = _disagreement(inner)
-            if found is not None:
-                return found
-    return None
-
-
 def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult, *,
                      examples: int, steps: int, seed: int | None,
                      progress: Progress | None) -> Counterexample | None:
@@ -232,7 +142,7 @@ def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
                          ledger=ledger, profile=profile, python_api=False, seed=seed,
                          fatal=(HarnessError,), hypothesis_settings=_HYPOTHESIS)
     except Exception as error:
-        found = _disagreement(error)
+        found = found_in(error, Disagreement)
         if found is None:
             raise
         return Counterexample(

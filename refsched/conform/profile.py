@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Self
 
 __all__ = ["FULL", "STATIC", "TIMER_FULL", "WHOLE", "DurableProfile", "Profile", "ProfileError",
-           "TimerProfile", "WholeProfile", "full_profile", "profile_from_json"]
+           "TimerProfile", "WholeProfile", "full_profile", "profile_argument", "profile_from_json"]
 
 READY_ORDERS: Final = ("seq", "any")
 
@@ -68,14 +69,7 @@ class Profile:
     @classmethod
     def from_json(cls, data: Any) -> Profile:
         """A profile from the hello answer's ``profile`` object; absent keys keep the default."""
-        if not isinstance(data, Mapping):
-            raise ProfileError(f"profile must be a JSON object, not {data!r}")
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ProfileError(f"unknown profile keys: {', '.join(unknown)} "
-                               f"(known: {', '.join(sorted(known))})")
-        return cls(**dict(data))
+        return cls(**_known(cls, data))
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -104,6 +98,13 @@ class _Flags:
             if not isinstance(getattr(self, f.name), bool):
                 raise ProfileError(f"{f.name} must be true or false, not "
                                    f"{getattr(self, f.name)!r}")
+
+    def __post_init__(self) -> None:
+        self._check_flags()
+
+    @classmethod
+    def from_json(cls, data: Any) -> Self:
+        return cls(**_known(cls, data))
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)  # type: ignore[call-overload, no-any-return]
@@ -137,13 +138,6 @@ class TimerProfile(_Flags):
     # no int) refused with InvalidArgumentError; False: no bad argument is sent
     validates: bool = True
 
-    def __post_init__(self) -> None:
-        self._check_flags()
-
-    @classmethod
-    def from_json(cls, data: Any) -> TimerProfile:
-        return cls(**_known(cls, data))
-
 
 @dataclass(frozen=True)
 class DurableProfile(_Flags):
@@ -174,22 +168,14 @@ class DurableProfile(_Flags):
     validates: bool = True
 
     def __post_init__(self) -> None:
-        self._check_flags()
+        super().__post_init__()
         if self.retry and not self.generations:
             raise ProfileError("retry needs generations (a retry makes a new generation)")
-
-    @classmethod
-    def from_json(cls, data: Any) -> DurableProfile:
-        return cls(**_known(cls, data))
 
 
 @dataclass(frozen=True)
 class WholeProfile(_Flags):
     """A system checked whole (the pool's driven profile): no flags."""
-
-    @classmethod
-    def from_json(cls, data: Any) -> WholeProfile:
-        return cls(**_known(cls, data))
 
 
 def _known(cls: type, data: Any) -> dict[str, Any]:
@@ -214,6 +200,19 @@ def profile_from_json(system: str, data: Any) -> Any:
     ``WholeProfile``). Errors: malformed, unknown keys, contradictions -> ``ProfileError``."""
     profile = _PROFILES[system].from_json(data)
     return profile
+
+
+def profile_argument(system: str, text: str | None) -> Any:
+    """The profile a command line's ``--profile JSON`` gives for ``system`` (None: the full
+    contract). Errors: not JSON (its message), malformed, unknown keys, contradictions ->
+    ``ProfileError``."""
+    if text is None:
+        return full_profile(system)
+    try:
+        data = json.loads(text)
+    except ValueError as e:  # JSONDecodeError
+        raise ProfileError(str(e)) from None
+    return profile_from_json(system, data)
 
 
 def full_profile(system: str) -> Any:

@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 import graphlib
 import json
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NoReturn, Protocol, TypeVar
 
 from refsched import errors
 from refsched.types import Claim, CloseReport, Snapshot, TaskState, VersionView
@@ -23,6 +23,7 @@ from refsched.types import Claim, CloseReport, Snapshot, TaskState, VersionView
 __all__ = [
     "OPS",
     "PROTOCOL_VERSION",
+    "Connection",
     "ForeignError",
     "Request",
     "Unsupported",
@@ -47,6 +48,31 @@ __all__ = [
 ]
 
 PROTOCOL_VERSION: Final = 1
+
+_T = TypeVar("_T")
+
+
+class Connection(Protocol):
+    """An open connection to an implementation, as one instance's remote object uses it
+    (:class:`refsched.conform.client.ProtocolImplementation` is one): the wire's remote
+    classes need no more, and so need not know the client."""
+
+    @property
+    def instance(self) -> int:
+        """The number of the current instance (how many ``new`` requests succeeded)."""
+        ...
+
+    def new_instance(self, **args: Any) -> int:
+        """Send ``new`` with ``args``; the number of the instance it started."""
+        ...
+
+    def request(self, op: str, **args: Any) -> Any:
+        """Send ``op`` to the current instance; the ok answer's result."""
+        ...
+
+    def decoded(self, op: str, decode: Callable[[], _T]) -> _T:
+        """``decode()``, a malformed result becoming a protocol violation."""
+        ...
 
 # op -> (arguments it must carry, arguments it may leave out and their value when left out)
 OPS: Final[Mapping[str, tuple[tuple[str, ...], Mapping[str, Any]]]] = {

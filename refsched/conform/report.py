@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from refsched.conform.profile import Profile
 from refsched.verify.dag.lockstep import Call
@@ -32,6 +32,8 @@ DIVERGES: Final = "diverges"
 # the verdict -> the exit status of ``refsched conform``; any harness verdict is 3
 EXIT_STATUS: Final = {CONFORMS: 0, DIVERGES: 1}
 HARNESS_EXIT_STATUS: Final = 3
+
+_E = TypeVar("_E", bound=BaseException)
 
 _CELL: Final = 60  # characters shown of a cell of an agreeing row; the failing row is shown whole
 
@@ -73,6 +75,18 @@ def answer_text(actual: str) -> str:
         if actual.startswith(verb):
             return actual[len(verb):]
     return actual
+
+
+def found_in(error: BaseException, kind: type[_E]) -> _E | None:
+    """The first exception of ``kind`` that ``error`` is or holds: Hypothesis groups a flaky
+    failure's errors, and the one that shows the disagreement may be any of them."""
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = found_in(inner, kind)
+            if found is not None:
+                return found
+        return None
+    return error if isinstance(error, kind) else None
 
 
 def _clip(text: str, width: int) -> str:

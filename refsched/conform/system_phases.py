@@ -18,15 +18,20 @@ fractions and backwards, which the spec's whole-tick clock does not).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any
 
+from refsched.conform.admission import (
+    admitted_traces,
+    durable_admitted_steps,
+    timer_admitted_steps,
+)
 from refsched.conform.client import HarnessError
 from refsched.conform.profile import FULL, DurableProfile, TimerProfile
-from refsched.conform.report import Counterexample, PhaseResult, Row, answer_text
+from refsched.conform.report import Counterexample, PhaseResult, Row, answer_text, found_in
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as systems
-from refsched.verify.itf import Step, Trace, TraceFormatError, read_traces
+from refsched.verify.itf import Trace, TraceFormatError, read_traces
 from refsched.verify.replay import Divergence, replay
 from refsched.verify.stable import stable_labels
 
@@ -85,65 +90,12 @@ def _corpus_counterexample(system: systems.System, trace: Trace,
         model_state=divergence.expected, implementation_state=divergence.actual)
 
 
-def timer_admitted_steps(profile: TimerProfile, trace: Trace) -> int:
-    """How many steps of a timer trace, from its start, ``profile`` admits: a Schedule of an
-    id already scheduled needs ``versions``; Complete, Fail, RepeatedCallback ``callbacks``;
-    StaleCallback both; Cancel ``cancel``; Close ``close``."""
-    def submitted(profile: TimerProfile, step: Step, before: Mapping[str, Any]) -> bool:
-        return profile.versions or before["version"][step.params["t"]] == 0
-    return _admitted(_TIMER_NEEDS, submitted, profile, trace)
-
-
-def _admitted(needs: Mapping[str, tuple[str, ...]],
-              submitted: Callable[[Any, Step, Mapping[str, Any]], bool],
-              profile: Any, trace: Trace) -> int:
-    """How many steps of ``trace``, from its start, ``profile`` admits: each action needs the
-    flags ``needs`` names, and ``submitted(profile, step, before)`` says whether a submission
-    (a Schedule, a Submit) is admitted in the state before it."""
-    before = trace.initial
-    try:
-        for index, step in enumerate(trace.steps):
-            if not all(getattr(profile, flag) for flag in needs.get(step.action, ())):
-                return index
-            if step.action in ("Schedule", "Submit") and not submitted(profile, step, before):
-                return index
-            before = step.state
-    except (KeyError, TypeError, AttributeError):
-        return len(trace.steps)  # a malformed trace: the replay says what is wrong
-    return len(trace.steps)
-
-
-def durable_admitted_steps(profile: DurableProfile, trace: Trace) -> int:
-    """How many steps of a durable trace, from its start, ``profile`` admits: a Submit with
-    dependencies needs ``deps``, of an id already submitted ``generations``; Cancel and
-    AcknowledgeCancel need ``cancel``, Retry ``retry``, Close ``close``, Heartbeat
-    ``heartbeat``, Expire ``expire``; RepeatedCallback ``cancel`` too (a version no report
-    ended is asked again through ``cancel()``). Start is admitted without ``start``: it is then
-    taken without a call."""
-    def submitted(profile: DurableProfile, step: Step, before: Mapping[str, Any]) -> bool:
-        return ((profile.deps or not step.params["D"])
-                and (profile.generations or before["generation"][step.params["t"]] == 0))
-    return _admitted(_DURABLE_NEEDS, submitted, profile, trace)
-
-
-_DURABLE_NEEDS: Final = {"Cancel": ("cancel",), "AcknowledgeCancel": ("cancel",),
-                         "Retry": ("retry",), "Close": ("close",), "Heartbeat": ("heartbeat",),
-                         "Expire": ("expire",), "RepeatedCallback": ("cancel",)}
-
-_TIMER_NEEDS: Final = {"Complete": ("callbacks",), "Fail": ("callbacks",),
-                       "RepeatedCallback": ("callbacks",),
-                       "StaleCallback": ("callbacks", "versions"), "Cancel": ("cancel",),
-                       "Close": ("close",)}
-
-
 def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
                  progress: Progress | None, max_traces: int | None = None,
                  profile: Any = None) -> Counterexample | None:
     """Replay the system's corpus (its first ``max_traces`` traces the profile admits, a timer
     trace cut at its first step the profile leaves out) through ``factory``; the shortest
     diverging prefix."""
-    from refsched.conform.oracle import admitted_traces
-
     system = systems.get(name)
     admits = (None if not isinstance(profile, TimerProfile | DurableProfile)
               else timer_admitted_steps if isinstance(profile, TimerProfile)
@@ -242,17 +194,6 @@ def _run(name: str, factory: Callable[..., Any], ledger: Any, *, examples: int, 
                              profile=profile)
 
 
-def _found(error: BaseException) -> BaseException | None:
-    """The disagreement (or the implementation's own error) a failed run ended with."""
-    if isinstance(error, BaseExceptionGroup):
-        for inner in error.exceptions:
-            found = _found(inner)
-            if found is not None:
-                return found
-        return None
-    return error if isinstance(error, Exception) else None
-
-
 def _generated_counterexample(name: str, error: BaseException,
                               source: str) -> Counterexample:
     """The shrunk run as rows: each system's lock-step machine names its calls its own way."""
@@ -308,7 +249,7 @@ def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, 
         harness = _harness(error)
         if harness is not None:
             raise harness from None
-        found = _found(error)
+        found = found_in(error, Exception)
         if found is None:
             raise
         source = (f"generated with seed {seed}, shrunk by Hypothesis" if seed is not None

@@ -20,15 +20,15 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Generic, TypeVar, cast
 
 from refsched.conform import values
-from refsched.conform.protocol import WireError
+from refsched.conform.protocol import Connection, WireError
 
-if TYPE_CHECKING:
-    from refsched.conform.client import ProtocolImplementation
+__all__ = ["SYSTEMS", "Op", "Remote", "Wire", "get", "lazy"]
 
-__all__ = ["SYSTEMS", "Op", "Remote", "Wire", "get"]
+_Snapshot = TypeVar("_Snapshot")
+_Stats = TypeVar("_Stats")
 
 SYSTEMS: Final = ("scheduler", "timer", "pool", "durable")
 """The systems the protocol speaks of, the first the default (its ops in ``protocol.OPS``)."""
@@ -70,7 +70,7 @@ class Wire:
     ops: Mapping[str, Op]
     serve: Callable[..., Any]
     default_factory: Callable[[], Callable[..., Any]]
-    remote: type[Remote]
+    remote: type[Remote[Any, Any]]
     errors: Mapping[str, type[Exception]] = field(default_factory=dict)  # beyond refsched.errors
 
     def check(self, op: str, args: Mapping[str, Any]) -> dict[str, Any]:
@@ -94,17 +94,18 @@ class Wire:
         return values.to_json(getattr(instance, op)(*(args[n] for n in spec.names)))
 
 
-class Remote:
+class Remote(Generic[_Snapshot, _Stats]):
     """One instance inside an implementation over the protocol, for the oracle's side.
 
     Subclasses give the system's API; each method is one request through :meth:`_call`. An
     error answer raises the refsched exception of that name (or the wire's own), a result of
-    the wrong shape is a protocol violation.
+    the wrong shape is a protocol violation. Every system's instance answers ``snapshot`` and
+    ``stats``, of the types it is a ``Remote`` of.
     """
 
     wire: Wire
 
-    def __init__(self, implementation: ProtocolImplementation, **new: Any) -> None:
+    def __init__(self, implementation: Connection, **new: Any) -> None:
         self._impl = implementation
         self._instance = implementation.new_instance(**new)
 
@@ -119,6 +120,23 @@ class Remote:
 
     def check_invariants(self) -> None:
         """Nothing: an implementation's internals are not visible over the wire."""
+
+    def snapshot(self) -> _Snapshot:
+        return cast(_Snapshot, self._call("snapshot"))
+
+    def stats(self) -> _Stats:
+        return cast(_Stats, self._call("stats"))
+
+
+def lazy(path: str) -> Callable[[], Callable[..., Any]]:
+    """A wire's ``default_factory``: the implementation ``module:attribute`` names, imported
+    when first asked for (the oracle's side never needs it)."""
+    module, _, attribute = path.partition(":")
+
+    def default() -> Callable[..., Any]:
+        factory: Callable[..., Any] = getattr(importlib.import_module(module), attribute)
+        return factory
+    return default
 
 
 def get(system: str) -> Wire:

@@ -27,7 +27,7 @@ from refsched.explore.linearizability import (
 from refsched.explore.tlcgraph import in_tlc_graph
 from refsched.model import ReferenceScheduler
 
-__all__ = ["Context", "Scenario"]
+__all__ = ["Context", "Scenario", "by_name"]
 
 
 class _Checked(Protocol):
@@ -52,6 +52,11 @@ class Scenario:
     # False: the partial-order reduction would miss some of its schedules (it reads state no
     # lock orders against the writes), so explore() searches it in full
     reduction: bool = True
+
+
+def by_name(*scenarios: Scenario) -> dict[str, Scenario]:
+    """The scenarios by their names, in the order given."""
+    return {s.name: s for s in scenarios}
 
 
 class Context:

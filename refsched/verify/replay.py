@@ -233,6 +233,18 @@ def step_call(action: str, params: Mapping[str, Any], before: Snapshot, *,
 _MALFORMED = object()  # an answer of the wrong shape (not claims, not a close report)
 
 
+def raised(error: Exception, stale: Any, word: str) -> str | None:
+    """What a call that raised ``error`` answered, as a divergence shows it; None when the
+    step is a stale callback (``stale``: the (version named, current) its error must give)
+    and ``error`` is that ``StaleGenerationError``. ``word``: what the system calls a version."""
+    if stale is not None and isinstance(error, StaleGenerationError):
+        if (error.generation, error.current) == stale:
+            return None
+        return (f"raised StaleGenerationError naming {word} {error.generation}, "
+                f"current {error.current}")
+    return f"raised {type(error).__name__}: {error}"
+
+
 def apply_normalised(scheduler: Any, name: str, p: Mapping[str, Any], before: Snapshot,
                      profile: Profile = FULL, fatal: Fatal = ()) -> None:
     """apply_step for a spec action name and normalised parameters (:func:`spec_params`)."""
@@ -248,13 +260,9 @@ def apply_normalised(scheduler: Any, name: str, p: Mapping[str, Any], before: Sn
     except Exception as error:
         if name == "StaleCallback" and not profile.error_types:
             return  # refused: all this profile compares
-        if name == "StaleCallback" and isinstance(error, StaleGenerationError):
-            if (error.generation, error.current) == answer:
-                return
-            actual = (f"raised StaleGenerationError naming generation {error.generation}, "
-                      f"current {error.current}")
-        else:
-            actual = f"raised {type(error).__name__}: {error}"
+        actual = raised(error, answer if name == "StaleCallback" else None, "generation")
+        if actual is None:
+            return
         raise _mismatch(name, p, plan, actual) from error
     if name == "Start":
         return

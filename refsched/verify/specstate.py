@@ -9,8 +9,10 @@ Snapshot lists only submitted ids. :func:`spec_state` adds the absent ids of a g
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
-from typing import Any
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Any, TypeVar
 
 from refsched.types import Snapshot, TaskState, VersionView
 from refsched.verify.tla import Function, ModelValue
@@ -19,8 +21,16 @@ __all__ = [
     "NO_TASK",
     "SPEC_VARIABLES",
     "SpecStateError",
+    "by_name",
+    "is_no_task",
+    "model_values",
+    "require_booleans",
+    "require_functions",
+    "require_variables",
+    "rows",
     "snapshot_of",
     "spec_state",
+    "state_of",
     "task_id",
     "task_ids",
 ]
@@ -45,9 +55,73 @@ class SpecStateError(ValueError):
     """A state that is not a value of the spec's variables (a missing variable, a bad value)."""
 
 
-def _is_no_task(value: Any) -> bool:
+def is_no_task(value: Any) -> bool:
+    """Whether ``value`` is the spec's ``NoTask``."""
     # ITF has no model values: traces write NoTask as the string "NoTask".
     return bool(value == NO_TASK or value == NO_TASK.name)
+
+
+_is_no_task = is_no_task
+
+
+def model_values(path: Path, name: str, value: Any) -> tuple[str, ...]:
+    """The names of a ``.cfg``'s constant ``name``, a set of model values (``ValueError`` if
+    it is not one), sorted."""
+    if not isinstance(value, frozenset) or not all(isinstance(v, ModelValue) for v in value):
+        raise ValueError(f"{path}: {name} must be a set of model values")
+    return tuple(sorted(v.name for v in value))
+
+
+def by_name(ids: Sequence[Hashable], named: Collection[Hashable], what: str,
+            constant: str) -> dict[Hashable, Hashable]:
+    """Each of ``ids`` (as a spec state writes them: model values or names) by its name.
+    Raises :class:`SpecStateError` if a state names one (``named``) that is not among them."""
+    names = {task_id(i): i for i in ids}
+    unknown = sorted(map(repr, set(named) - set(names)))
+    if unknown:
+        raise SpecStateError(f"{what} {unknown} are not in {constant} {list(ids)!r}")
+    return names
+
+
+def require_variables(state: Mapping[str, Any], variables: Iterable[str]) -> None:
+    """Raise :class:`SpecStateError` unless ``state`` has every one of ``variables``."""
+    missing = [name for name in variables if name not in state]
+    if missing:
+        raise SpecStateError(f"the state lacks the variables {missing}")
+
+
+def require_functions(state: Mapping[str, Any], names: Iterable[str],
+                      ids: Collection[Hashable]) -> None:
+    """Raise :class:`SpecStateError` unless each variable of ``names`` is a function over
+    ``ids``."""
+    for name in names:
+        if not isinstance(state[name], Mapping) or set(state[name]) != set(ids):
+            raise SpecStateError(f"{name} is not a function over the ids {list(ids)!r}")
+
+
+def rows(state: Mapping[str, Any], names: Sequence[str],
+         ids: Iterable[Hashable]) -> list[tuple[Hashable, dict[str, Any]]]:
+    """Each id with its row: the value at it of each per-id variable of ``names``."""
+    return [(t, {name: state[name][t] for name in names}) for t in ids]
+
+
+_Enum = TypeVar("_Enum", bound=Enum)
+
+
+def state_of(kind: type[_Enum], t: Hashable, value: Any) -> _Enum:
+    """The state ``value`` of the id ``t`` names, one of ``kind``'s. Raises
+    :class:`SpecStateError` if it names none."""
+    try:
+        return kind(value)
+    except ValueError:
+        raise SpecStateError(f"id {t!r} has state {value!r}") from None
+
+
+def require_booleans(state: Mapping[str, Any], names: Iterable[str]) -> None:
+    """Raise :class:`SpecStateError` unless each variable of ``names`` is a boolean."""
+    for name in names:
+        if not isinstance(state[name], bool):
+            raise SpecStateError(f"{name} is {state[name]!r}, not a boolean")
 
 
 def spec_state(snapshot: Snapshot, tasks: Iterable[Hashable]) -> dict[str, Any]:
@@ -94,29 +168,20 @@ def task_id(value: Any) -> Hashable:
 
 def snapshot_of(state: Mapping[str, Any]) -> Snapshot:
     """The Snapshot a spec state stands for. Raises :class:`SpecStateError` if malformed."""
-    missing = [name for name in SPEC_VARIABLES if name not in state]
-    if missing:
-        raise SpecStateError(f"the state lacks the variables {missing}")
+    require_variables(state, SPEC_VARIABLES)
     ids = task_ids(state)
-    for name in _PER_TASK:
-        if not isinstance(state[name], Mapping) or set(state[name]) != set(ids):
-            raise SpecStateError(f"{name} is not a function over the ids {ids!r}")
+    require_functions(state, _PER_TASK, ids)
     tasks: dict[Hashable, VersionView] = {}
-    for t in ids:
-        row = {name: state[name][t] for name in _PER_TASK}
+    for t, row in rows(state, _PER_TASK, ids):
         if row["generation"] == 0:
             absent = {**_ABSENT, "blockedBy": row["blockedBy"]}
             if row != absent or not _is_no_task(row["blockedBy"]):
                 raise SpecStateError(f"id {t!r} has generation 0 but is not absent: {row}")
             continue
-        try:
-            task_state = TaskState(row["state"])
-        except ValueError:
-            raise SpecStateError(f"id {t!r} has state {row['state']!r}") from None
         blocked_by = row["blockedBy"]
         tasks[task_id(t)] = VersionView(
             generation=row["generation"],
-            state=task_state,
+            state=state_of(TaskState, t, row["state"]),
             deps=frozenset(task_id(d) for d in row["deps"]),
             remaining_deps=row["remainingDeps"],
             blocked_by=None if _is_no_task(blocked_by) else task_id(blocked_by),
@@ -124,8 +189,6 @@ def snapshot_of(state: Mapping[str, Any]) -> Snapshot:
             claims=row["claims"],
             seq=row["seq"],
         )
-    for name in ("started", "closed"):
-        if not isinstance(state[name], bool):
-            raise SpecStateError(f"{name} is {state[name]!r}, not a boolean")
+    require_booleans(state, ("started", "closed"))
     return Snapshot(started=state["started"], closed=state["closed"],
                     next_seq=state["nextSeq"], tasks=tasks)

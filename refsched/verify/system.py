@@ -18,11 +18,13 @@ import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
-from refsched.model.dag.graph import ModelGraph
+from refsched.model.dag.graph import ModelGraph, describe
+from refsched.verify.specstate import task_id
 
-__all__ = ["NAMES", "REPLAYABLE", "Fatal", "System", "get"]
+__all__ = ["NAMES", "REPLAYABLE", "Fatal", "System", "count_error", "get"]
 
 Fatal = tuple[type[BaseException], ...]
 """Exceptions that end a replay as they are rather than as a divergence (a harness failure)."""
@@ -44,18 +46,48 @@ class System(ABC):
 
     name: str  # "scheduler", "timer": the prefix of its files under traces/
     title: str  # what people call the implementation: "TaskScheduler"
-    spec_files: tuple[str, ...]  # the files under spec/ its corpus is made from
-    mc_module: str  # the model-checking module TLC runs
-    traces_config: str  # the instance whose state graph the corpus covers (the first)
+    module: str  # the spec's module: "TimerQueue" (spec/TimerQueue.tla)
+    implementation: Callable[..., Any]  # the production implementation replay drives
     # every instance with a corpus, the traces config first: each has a bundle and a manifest
     corpus_configs: tuple[str, ...] = ()  # () means (traces_config,)
     # the model-checking module of an instance, where it is not mc_module
     corpus_modules: Mapping[str, str] = {}
-    variables: tuple[str, ...]  # the spec's variables, in declaration order
     parameters: tuple[str, ...]  # every parameter name its actions take
-    label_actions: Mapping[str, str]  # TLC dump labels that are not the model's action name
+    # TLC dump labels that are not the model's action name (none: every label is one)
+    label_actions: Mapping[str, str] = MappingProxyType({})
     initial: Hashable  # the model's initial state (spec Init)
     actions: Mapping[str, Any]  # action name -> the model's Action (refusal, step, params)
+    # the module that reads its configs and turns its states into the spec's variables and
+    # back (read_instance, snapshot_of, show); None where the methods below say it themselves
+    spec: Any = None
+    # the parameters that name an id (a task, a worker): TLC writes them as model values
+    id_parameters: tuple[str, ...] = ("t",)
+    # what the implementation's snapshot() must return to be compared (else it cannot say)
+    snapshot_type: type = object
+
+    # -- The spec's files, by default named after its module ----------------------------------
+
+    @property
+    def mc_module(self) -> str:
+        """The model-checking module TLC runs: ``MC<module>.tla``."""
+        return f"MC{self.module}.tla"
+
+    @property
+    def traces_config(self) -> str:
+        """The instance whose state graph the corpus covers (the first): the spec module's
+        ``TRACES_CONFIG``."""
+        return str(self.spec.TRACES_CONFIG)
+
+    @property
+    def spec_files(self) -> tuple[str, ...]:
+        """The files under ``spec/`` its corpus is made from: the spec, the model-checking
+        module and the traces config."""
+        return (f"{self.module}.tla", self.mc_module, self.traces_config)
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The spec's variables, in declaration order: the spec module's ``SPEC_VARIABLES``."""
+        return tuple(self.spec.SPEC_VARIABLES)
 
     @property
     def bundle(self) -> str:
@@ -111,9 +143,9 @@ class System(ABC):
 
     # -- The model and TLC's states ----------------------------------------------------------
 
-    @abstractmethod
     def read_instance(self, config: str | Path) -> Any:
         """The constants of a ``.cfg`` of :attr:`mc_module`."""
+        return self.spec.read_instance(config)
 
     @abstractmethod
     def explore(self, instance: Any) -> ModelGraph[Any]:
@@ -127,27 +159,28 @@ class System(ABC):
         """The constants the corpus manifest records (by default the traces' constants)."""
         return self.constants(instance)
 
-    @abstractmethod
     def snapshot_of(self, values: Mapping[str, Any]) -> Hashable:
         """A state as the spec's variables (TLC's or a trace's) -> the model's state."""
+        snapshot: Hashable = self.spec.snapshot_of(values)
+        return snapshot
 
     @abstractmethod
     def spec_state(self, state: Any, instance: Any) -> dict[str, Any]:
         """The model's state -> the spec's variables over ``instance``'s ids."""
 
-    @abstractmethod
     def show(self, state: Any) -> str:
         """A state for people, on a few lines."""
+        return str(self.spec.show(state))
 
-    @abstractmethod
     def describe(self, action: str, params: Mapping[str, Any]) -> str:
         """``Schedule(t=a, r=1, p=0)``: an action instance as people read it."""
+        return str(describe(action, params))
 
     # -- Replay ------------------------------------------------------------------------------
 
-    @abstractmethod
     def default_factory(self) -> Callable[..., Any]:
         """The production implementation replay drives unless told otherwise."""
+        return self.implementation
 
     @abstractmethod
     def constants_error(self, constants: Mapping[str, Any]) -> str | None:
@@ -158,15 +191,32 @@ class System(ABC):
                            constants: Mapping[str, Any]) -> Any:
         """A fresh implementation for a trace with ``constants``."""
 
-    @abstractmethod
     def spec_params(self, action: str, params: Mapping[str, Any],
                     before: Any) -> dict[str, Any]:
-        """A step's parameters as the model and the API take them (``ValueError`` if wrong)."""
+        """A step's parameters as the model and the API take them (``ValueError`` if wrong):
+        each of the action's, through :meth:`spec_value`."""
+        out: dict[str, Any] = {}
+        for name in self.actions[action].params:
+            if name not in params:
+                raise ValueError(f"{action} needs the parameter {name!r}; the step gives "
+                                 f"{sorted(params)}")
+            out[name] = self.spec_value(name, params[name])
+        return out
 
-    @abstractmethod
+    def spec_value(self, name: str, value: Any) -> Any:
+        """One parameter's value as the model takes it: an id (:attr:`id_parameters`) by its
+        name, a set of ids (``D``) as a frozenset of names, anything else as it is."""
+        if name in self.id_parameters:
+            return task_id(value)
+        if name == "D":
+            return frozenset(task_id(d) for d in value)
+        return value
+
     def model_args(self, action: str, params: Mapping[str, Any],
                    constants: Mapping[str, Any]) -> tuple[Any, ...]:
-        """The arguments of the model's ``refusal`` / ``step`` for the step."""
+        """The arguments of the model's ``refusal`` / ``step`` for the step: by default the
+        action's parameters, in its order."""
+        return tuple(params[name] for name in self.actions[action].params)
 
     def model_step(self, action: str, source: Any, args: tuple[Any, ...],
                    constants: Mapping[str, Any]) -> Any:
@@ -179,18 +229,39 @@ class System(ABC):
         """Take the step through the implementation's API; raise ``StepMismatch`` on a wrong
         answer, ``ValueError`` for a step the calls cannot take."""
 
-    @abstractmethod
     def snapshot(self, implementation: Any, constants: Mapping[str, Any],
                  fatal: Fatal) -> Any:
-        """The implementation's state as the model's, or None when it cannot say."""
+        """The implementation's state as the model's, or None when it cannot say: by default
+        what :meth:`read_snapshot` reads, if it is a :attr:`snapshot_type`."""
+        try:
+            snapshot = self.read_snapshot(implementation)
+        except fatal:
+            raise
+        except Exception:  # one broken enough not to answer: the divergence says the rest
+            return None
+        return snapshot if isinstance(snapshot, self.snapshot_type) else None
+
+    def read_snapshot(self, implementation: Any) -> Any:
+        """The implementation's own ``snapshot()``."""
+        return implementation.snapshot()
 
     @abstractmethod
     def side_by_side(self, expected: Any, actual: Any, side: str) -> str:
         """One line per differing field; ``""`` when the states are equal."""
 
-    @abstractmethod
     def summary(self, state: Any) -> str:
-        """A state on a few indented lines, as a divergence shows where a step started."""
+        """A state on a few indented lines, as a divergence shows where a step started: by
+        default :meth:`show`'s, indented."""
+        return "\n".join(f"  {line}" for line in self.show(state).splitlines())
+
+
+def count_error(constants: Mapping[str, Any], names: Sequence[str], least: int) -> str | None:
+    """Why the constants ``names`` of a trace are not each an int >= ``least``, or None."""
+    for name in names:
+        value = constants.get(name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            return f"the constant {name} is {value!r}, not an int >= {least}"
+    return None
 
 
 def get(name: str = "scheduler") -> System:

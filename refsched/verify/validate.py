@@ -36,7 +36,7 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Final
 
 from refsched.model.dag import invariants as dag_invariants
 from refsched.model.dag.graph import describe
@@ -164,6 +164,12 @@ def _tuple_of(*kinds: Kind) -> Kind:
                                and all(k(v, ids) for k, v in zip(kinds, value, strict=True)))
 
 
+TASK: Final = (_id("Tasks"), "is not in Tasks")
+"""A parameter that names a task: its type, and what else it would be."""
+INTEGER: Final = (_integer, "is not an integer")
+"""A parameter that is an integer."""
+
+
 @dataclass(frozen=True)
 class _Variable:
     """The type of one spec variable: ``kind`` of its value, or of each entry of a function
@@ -206,18 +212,25 @@ class TraceSpec:
     """One spec as trace validation sees it. Each system's is a small subclass."""
 
     system: str  # the System's name: "scheduler", "timer", "pool"
-    module: str  # the spec module the generated one extends
-    variables: tuple[str, ...]  # its variables, in declaration order
     invariants: tuple[str, ...]  # its invariants, checked in every state
     calls: Mapping[str, str]  # action -> how it is taken from its recorded parameters ``p``
     params: Mapping[str, tuple[Kind, str]]  # parameter -> its type, and what else it would be
     types: Mapping[str, _Variable]  # variable -> its type
     id_sets: Mapping[str, str]  # constant of ids -> the variable whose keys name them
     no_task: tuple[str, ...] = ()  # variables whose entries may be the model value NoTask
+    # integer constant of the config -> the least value the spec assumes, and how it says so
+    counts: Mapping[str, tuple[int, str]] = MappingProxyType({})
 
     def numbers(self, trace: Trace) -> dict[str, int]:
-        """The integer constants of the config, checked."""
-        return {}
+        """The integer constants of the config (:attr:`counts`), checked."""
+        out: dict[str, int] = {}
+        for name, (least, assumed) in self.counts.items():
+            value = trace.constants.get(name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise TraceError(f"{trace.name}: the constant {name} is {value!r}; the spec "
+                                 f"assumes {assumed}")
+            out[name] = int(value)
+        return out
 
     def derived(self, trace: Trace, ids: Ids) -> dict[str, frozenset[Any]]:
         """Set constants that are not ids, made from the trace (checked to be well typed)."""
@@ -234,6 +247,16 @@ class TraceSpec:
     def system_object(self) -> systems.System:
         return systems.get(self.system)
 
+    @property
+    def module(self) -> str:
+        """The spec module the generated one extends: the system's."""
+        return self.system_object.module
+
+    @property
+    def variables(self) -> tuple[str, ...]:
+        """The spec's variables, in declaration order: the system's."""
+        return self.system_object.variables
+
     def model_state(self, state: Any, ids: Mapping[str, Sequence[Hashable]]) -> dict[str, Any]:
         """The model's state as the spec's variables over the trace's ids."""
         raise NotImplementedError
@@ -246,8 +269,6 @@ class TraceSpec:
 
 class _SchedulerSpec(TraceSpec):
     system = "scheduler"
-    module = "Scheduler"
-    variables = specstate.SPEC_VARIABLES
     invariants = SPEC_INVARIANTS
     # StaleCallback is the spec's parametric operator (Next only reaches it through
     # AnyStaleCallback, for some g).
@@ -265,10 +286,10 @@ class _SchedulerSpec(TraceSpec):
         "RepeatedCallback": "RepeatedCallback(p.t)",
     })
     params = MappingProxyType({
-        "t": (_id("Tasks"), "is not in Tasks"),
+        "t": TASK,
         "D": (_sequence_of(_id("Tasks")), "is not a set of ids in Tasks"),
-        "k": (_integer, "is not an integer"),
-        "g": (_integer, "is not an integer"),
+        "k": INTEGER,
+        "g": INTEGER,
         "cancelPending": (_boolean, "is not a boolean"),
     })
     types = MappingProxyType({
@@ -283,13 +304,7 @@ class _SchedulerSpec(TraceSpec):
     })
     id_sets = MappingProxyType({"Tasks": "generation"})
     no_task = ("blockedBy",)
-
-    def numbers(self, trace: Trace) -> dict[str, int]:
-        value = trace.constants.get("MaxConcurrency")
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise TraceError(f"{trace.name}: the constant MaxConcurrency is {value!r}; the spec "
-                             "assumes an integer >= 1")
-        return {"MaxConcurrency": int(value)}
+    counts = MappingProxyType({"MaxConcurrency": (1, "an integer >= 1")})
 
     def param_value(self, name: str, value: Any) -> Any:
         # D may arrive as a list or tuple (a JSON array); in the spec it is a set.
@@ -316,8 +331,6 @@ def _times(trace: Trace, index: int, variable: str, param: str) -> frozenset[Any
 
 class _TimerSpec(TraceSpec):
     system = "timer"
-    module = "TimerQueue"
-    variables = timerspec.SPEC_VARIABLES
     invariants = tuple(TIMER_INVARIANTS)
     calls = MappingProxyType({
         "Schedule": "Schedule(p.t, p.r, p.p)",
@@ -332,10 +345,10 @@ class _TimerSpec(TraceSpec):
         "Tick": "Tick",
     })
     params = MappingProxyType({
-        "t": (_id("Tasks"), "is not in Tasks"),
+        "t": TASK,
         "r": (_natural, "is not a natural number"),
-        "p": (_integer, "is not an integer"),
-        "v": (_integer, "is not an integer"),
+        "p": INTEGER,
+        "v": INTEGER,
     })
     types = MappingProxyType({
         "now": _Variable(_natural), "closed": _Variable(_boolean),
@@ -349,13 +362,7 @@ class _TimerSpec(TraceSpec):
                                             _integer))),
     })
     id_sets = MappingProxyType({"Tasks": "version"})
-
-    def numbers(self, trace: Trace) -> dict[str, int]:
-        value = trace.constants.get("RebuildFloor")
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise TraceError(f"{trace.name}: the constant RebuildFloor is {value!r}; the spec "
-                             "assumes a natural number")
-        return {"RebuildFloor": int(value)}
+    counts = MappingProxyType({"RebuildFloor": (0, "a natural number")})
 
     def derived(self, trace: Trace, ids: Ids) -> dict[str, frozenset[Any]]:
         # Only TypeOK reads them: the times and priorities the trace uses are enough.
@@ -368,8 +375,6 @@ class _TimerSpec(TraceSpec):
 
 class _PoolSpec(TraceSpec):
     system = "pool"
-    module = "WorkStealing"
-    variables = poolspec.SPEC_VARIABLES
     invariants = tuple(POOL_INVARIANTS)
     calls = MappingProxyType({
         "SubmitExternal": "SubmitExternal(p.t, p.w)",
@@ -381,7 +386,7 @@ class _PoolSpec(TraceSpec):
         "CancelQueued": "CancelQueued",
     })
     params = MappingProxyType({
-        "t": (_id("Tasks"), "is not in Tasks"),
+        "t": TASK,
         **{name: (_id("Workers"), "is not in Workers")
            for name in ("w", "thief", "victim")},
     })

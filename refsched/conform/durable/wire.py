@@ -39,7 +39,7 @@ from typing import Any
 
 from refsched.conform import values
 from refsched.conform.protocol import WireError
-from refsched.conform.wire import Op, Remote, Wire
+from refsched.conform.wire import Op, Remote, Wire, lazy
 from refsched.durable.scheduler import DurableStats, Lease, LeaseView
 from refsched.types import CloseReport, Snapshot, TaskState
 
@@ -139,7 +139,7 @@ class ServedDurable:
         return list(self.db.history())
 
 
-class RemoteDurable(Remote):
+class RemoteDurable(Remote[Snapshot, DurableStats]):
     """A durable scheduler over the protocol, with the ``DurableScheduler`` API, built as the
     checks build one: ``RemoteDurable(impl, url, max_concurrency, max_attempts=...)`` (the url
     and clock are the implementation's business: it keeps its own store, on a virtual clock)."""
@@ -210,26 +210,13 @@ class RemoteDurable(Remote):
         now: float = self._call("now")
         return now
 
-    def snapshot(self) -> Snapshot:
-        snapshot: Snapshot = self._call("snapshot")
-        return snapshot
-
     def leases(self) -> dict[str, LeaseView]:
         leases: dict[str, LeaseView] = self._call("leases")
         return leases
 
-    def stats(self) -> DurableStats:
-        stats: DurableStats = self._call("stats")
-        return stats
-
     def history(self) -> list[tuple[str, dict[str, Any]]]:
         history: list[tuple[str, dict[str, Any]]] = self._call("history")
         return history
-
-
-def _default() -> Callable[..., Any]:
-    from refsched.durable import DurableScheduler
-    return DurableScheduler
 
 
 WIRE = Wire(
@@ -257,7 +244,7 @@ WIRE = Wire(
         "history": Op(result=list[tuple[str, dict[str, Any]]], flag="snapshot"),
     },
     serve=ServedDurable,
-    default_factory=_default,
+    default_factory=lazy("refsched.durable:DurableScheduler"),
     remote=RemoteDurable,
 )
 RemoteDurable.wire = WIRE

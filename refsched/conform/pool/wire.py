@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
-from refsched.conform.wire import Op, Remote, Wire
+from refsched.conform.wire import Op, Remote, Wire, lazy
 from refsched.model.pool import PoolSnapshot
 from refsched.pool.pool import PoolStats
 from refsched.verify.pool.driver import SteppedPool, StepRefused
@@ -78,7 +78,7 @@ class ServedPool:
         return self.driven.stats()
 
 
-class RemotePool(Remote):
+class RemotePool(Remote[PoolSnapshot, PoolStats]):
     """A pool over the protocol, with :class:`SteppedPool`'s moves: what the pool's replay
     and lock-step machine drive (``RemotePool(impl, workers)``)."""
 
@@ -109,19 +109,6 @@ class RemotePool(Remote):
     def cancel_queued(self) -> None:
         self._call("cancel_queued")
 
-    def snapshot(self) -> PoolSnapshot:
-        snapshot: PoolSnapshot = self._call("snapshot")
-        return snapshot
-
-    def stats(self) -> PoolStats:
-        stats: PoolStats = self._call("stats")
-        return stats
-
-
-def _default() -> Callable[..., Any]:
-    from refsched.pool.pool import WorkStealingPool
-    return WorkStealingPool
-
 
 WIRE = Wire(
     system="pool",
@@ -139,7 +126,7 @@ WIRE = Wire(
         "stats": Op(result=PoolStats),
     },
     serve=ServedPool,
-    default_factory=_default,
+    default_factory=lazy("refsched.pool.pool:WorkStealingPool"),
     remote=RemotePool,
     errors={"StepRefused": StepRefused},
 )

@@ -33,7 +33,7 @@ import numbers
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from refsched.conform.wire import Op, Remote, Wire
+from refsched.conform.wire import Op, Remote, Wire, lazy
 from refsched.types import (
     Due,
     TimerCloseReport,
@@ -104,7 +104,7 @@ def _task(call: str, task_id: Hashable) -> str:
     return task_id
 
 
-class RemoteTimer(Remote):
+class RemoteTimer(Remote[TimerSnapshot, TimerStats]):
     """A timer scheduler over the protocol, with the ``TimerScheduler`` API.
 
     Built as the checks build a timer scheduler, ``RemoteTimer(impl, clock, rebuild_floor=n)``;
@@ -154,22 +154,9 @@ class RemoteTimer(Remote):
         report: TimerCloseReport = self._call("close")
         return report
 
-    def snapshot(self) -> TimerSnapshot:
-        snapshot: TimerSnapshot = self._call("snapshot")
-        return snapshot
-
-    def stats(self) -> TimerStats:
-        stats: TimerStats = self._call("stats")
-        return stats
-
     def state(self, task_id: Hashable) -> TimerState:
         state: TimerState = self._call("state", task=_task("state", task_id))
         return state
-
-
-def _default() -> Callable[..., Any]:
-    from refsched.timer.scheduler import TimerScheduler
-    return TimerScheduler
 
 
 WIRE = Wire(
@@ -189,7 +176,7 @@ WIRE = Wire(
         "state": Op(("task",), result=TimerState, flag="snapshot"),
     },
     serve=ServedTimer,
-    default_factory=_default,
+    default_factory=lazy("refsched.timer.scheduler:TimerScheduler"),
     remote=RemoteTimer,
 )
 RemoteTimer.wire = WIRE

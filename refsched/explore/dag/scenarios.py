@@ -22,7 +22,7 @@ from refsched.errors import (
     TaskRunningError,
 )
 from refsched.explore import runtime
-from refsched.explore.context import Context, Scenario
+from refsched.explore.context import Context, Scenario, by_name
 from refsched.explore.pool.scenarios import POOL_SCENARIOS
 from refsched.explore.timer.scenarios import TIMER_SCENARIOS
 from refsched.types import Claim, TaskState
@@ -53,6 +53,19 @@ def _runner(cls: RunnerClass, workers: int) -> Runner:
 
 def _states(s: TaskScheduler, *ids: Hashable) -> dict[Hashable, TaskState]:
     return {t: s.state(t) for t in ids}
+
+
+def _claimer(s: TaskScheduler, answers: list[TaskState] | None = None) -> Callable[[], None]:
+    """A thread's body: claim what is ready and complete each claim, keeping each answer in
+    ``answers``."""
+
+    def claimer() -> None:
+        for claim in s.ready():
+            state = s.complete(claim.task_id, claim.generation)
+            if answers is not None:
+                answers.append(state)
+
+    return claimer
 
 
 def ready_ready(cls: SchedulerClass = TaskScheduler) -> Scenario:
@@ -155,12 +168,8 @@ def resubmit_claim(cls: SchedulerClass = TaskScheduler) -> Scenario:
             with contextlib.suppress(TaskRunningError):  # a is running: it cannot be replaced
                 s.submit("a")
 
-        def claimer() -> None:
-            for claim in s.ready():
-                done.append(s.complete(claim.task_id, claim.generation))
-
         ctx.spawn(resubmitter, name="resubmitter")
-        ctx.spawn(claimer, name="claimer")
+        ctx.spawn(_claimer(s, done), name="claimer")
 
         def claimed_version_stays_current() -> None:
             assert done in ([], [TaskState.SUCCEEDED]), f"complete() of the claim gave {done}"
@@ -182,16 +191,12 @@ def close_ready_callbacks(cls: SchedulerClass = TaskScheduler) -> Scenario:
         s.start()
         s.ready()  # a and b run
 
-        def claimer() -> None:
-            for claim in s.ready():
-                s.complete(claim.task_id, claim.generation)
-
         def reporter() -> None:
             s.complete("a", 1)
             s.fail("b", 1, "error")
 
         ctx.spawn(s.close, name="closer")
-        ctx.spawn(claimer, name="claimer")
+        ctx.spawn(_claimer(s), name="claimer")
         ctx.spawn(reporter, name="reporter")
 
         def everything_ended() -> None:
@@ -222,12 +227,8 @@ def failure_while_claiming(cls: SchedulerClass = TaskScheduler) -> Scenario:
         def resubmitter() -> None:
             s.submit("a", ["z"])  # born blocked: blocking spreads to d unless d runs
 
-        def claimer() -> None:
-            for claim in s.ready():
-                ran.append(s.complete(claim.task_id, claim.generation))
-
         ctx.spawn(resubmitter, name="resubmitter")
-        ctx.spawn(claimer, name="claimer")
+        ctx.spawn(_claimer(s, ran), name="claimer")
 
         def d_ran_or_blocked() -> None:
             d = s.info("d")
@@ -363,22 +364,19 @@ def _returns(value: str) -> Callable[[], str]:
     return fn
 
 
-SCENARIOS: dict[str, Scenario] = {
-    s.name: s
-    for s in (
-        ready_ready(),
-        ready_cancel(),
-        complete_stale(),
-        resubmit_claim(),
-        close_ready_callbacks(),
-        failure_while_claiming(),
-        runner_close_timeout(),
-        cooperative_cancel(),
-        runner_chain(),
-        runner_fan_out(),
-        runner_result_wait(),
-    )
-}
+SCENARIOS: dict[str, Scenario] = by_name(
+    ready_ready(),
+    ready_cancel(),
+    complete_stale(),
+    resubmit_claim(),
+    close_ready_callbacks(),
+    failure_while_claiming(),
+    runner_close_timeout(),
+    cooperative_cancel(),
+    runner_chain(),
+    runner_fan_out(),
+    runner_result_wait(),
+)
 SCENARIOS.update(TIMER_SCENARIOS)  # the TimerScheduler and TimerRunner scenarios
 SCENARIOS.update(POOL_SCENARIOS)  # the WorkStealingPool scenarios
 

@@ -39,7 +39,7 @@ from typing import Any
 
 from refsched.errors import SchedulerClosedError
 from refsched.explore import runtime
-from refsched.explore.context import Context, Scenario
+from refsched.explore.context import Context, Scenario, by_name
 from refsched.pool.pool import WorkStealingPool
 
 __all__ = [
@@ -279,12 +279,9 @@ def pool_nested_waits(cls: PoolClass = WorkStealingPool) -> Scenario:
     return Scenario("pool_nested_waits", body, pool_nested_waits.__doc__ or "", reduction=False)
 
 
-POOL_SCENARIOS: dict[str, Scenario] = {
-    s.name: s
-    for s in (
-        pool_pop_races_steal(),
-        pool_two_thieves_one_victim(),
-        pool_shutdown_races_child(),
-        pool_nested_waits(),
-    )
-}
+POOL_SCENARIOS: dict[str, Scenario] = by_name(
+    pool_pop_races_steal(),
+    pool_two_thieves_one_victim(),
+    pool_shutdown_races_child(),
+    pool_nested_waits(),
+)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Hashable
 
 from refsched.errors import TaskRunningError
 from refsched.explore import runtime
-from refsched.explore.context import Context, Scenario
+from refsched.explore.context import Context, Scenario, by_name
 from refsched.timer.runner import TimerFuture, TimerRunner
 from refsched.timer.scheduler import TimerScheduler
 from refsched.types import Due, TimerState
@@ -269,13 +269,10 @@ def timer_next_races_changes(cls: TimerSchedulerClass = TimerScheduler) -> Scena
     return Scenario("timer_next_races_changes", body, timer_next_races_changes.__doc__ or "")
 
 
-TIMER_SCENARIOS: dict[str, Scenario] = {
-    s.name: s
-    for s in (
-        timer_earlier_while_sleeping(),
-        timer_cancel_races_next(),
-        timer_close_during_sleep(),
-        timer_reschedule_races_claim(),
-        timer_next_races_changes(),
-    )
-}
+TIMER_SCENARIOS: dict[str, Scenario] = by_name(
+    timer_earlier_while_sleeping(),
+    timer_cancel_races_next(),
+    timer_close_during_sleep(),
+    timer_reschedule_races_claim(),
+    timer_next_races_changes(),
+)

@@ -27,13 +27,10 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from collections import Counter
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import Phase, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -41,7 +38,6 @@ from hypothesis.stateful import (
     invariant,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
 from refsched.conform.profile import FULL, Profile
@@ -50,6 +46,7 @@ from refsched.model.dag.counters import Counts
 from refsched.types import Snapshot, TaskState
 from refsched.verify.dag.recording import TraceRecorder
 from refsched.verify.itf import Trace
+from refsched.verify.lockstep import CallLedger, run_machine
 from refsched.verify.replay import Row, counter_rows, format_rows, snapshot_rows
 from refsched.verify.system import Fatal
 
@@ -198,13 +195,10 @@ def _fatal_passes(fatal: Fatal) -> Iterator[None]:
         raise _Fatal(error) from error
 
 
-class Ledger:
-    """What a lock-step run exercised: calls, the spec actions taken, and notable steps.
+class Ledger(CallLedger):
+    """What a lock-step run exercised: calls, the spec actions taken, and notable steps."""
 
-    A check that never takes an action cannot find a bug in it; the ledger shows which were
-    taken and how often.
-    """
-
+    ACTIONS = tuple(ACTIONS)
     EVENTS = (
         "refused call",  # the call raised and the state did not change
         "Settle blocked a chain",  # one step blocked versions at two or more depths
@@ -212,13 +206,6 @@ class Ledger:
         "Submit re-pended a dependent",  # a succeeded dep was replaced under a ready version
         "cycle refused",  # start() or submit() raised CycleError
     )
-
-    def __init__(self) -> None:
-        self.examples = 0
-        self.calls = 0
-        self.actions: Counter[str] = Counter()
-        self.events: Counter[str] = Counter()
-        self.methods: Counter[str] = Counter()  # the API calls made, by method
 
     def record(self, before: Snapshot, taken: list[str], after: Snapshot,
                error: BaseException | None, method: str = "") -> None:
@@ -242,15 +229,9 @@ class Ledger:
                 for t, v in after.tasks.items() if t in before.tasks):
             self.events["Submit re-pended a dependent"] += 1
 
-    def missing(self) -> list[str]:
-        """Spec actions and notable steps the run never exercised."""
-        return ([a for a in ACTIONS if not self.actions[a]]
-                + [e for e in self.EVENTS if not self.events[e]])
-
     def summary(self) -> str:
         actions = ", ".join(f"{name} {count:,}" for name, count in sorted(self.actions.items()))
-        events = ", ".join(f"{name} {self.events[name]:,}" for name in self.EVENTS)
-        return f"{self.calls:,} calls; actions: {actions}; {events}"
+        return f"{self.calls:,} calls; actions: {actions}; {self.events_summary()}"
 
 
 def lockstep_machine(factory: Callable[[int], Any],
@@ -591,18 +572,8 @@ def run_lockstep(factory: Callable[[int], Any], examples: int = 200, steps: int 
     """
     machine = lockstep_machine(factory, on_example, ledger, profile=profile,
                                python_api=python_api, fatal=fatal)
-    if seed is not None:
-        machine = hypothesis_seed(seed)(machine)
-    options: dict[str, Any] = {
-        "max_examples": examples, "stateful_step_count": steps, "deadline": None,
-        "print_blob": True, "database": None,
-        # Hypothesis's explain phase reruns the shrunk run under a tracer to annotate its lines,
-        # which costs more than finding and shrinking the failure: the Disagreement's calls
-        # listing says what the run did
-        "phases": [p for p in Phase if p is not Phase.explain],
-    }
-    options.update(hypothesis_settings or {})
     try:
-        run_state_machine_as_test(machine, settings=settings(**options))
+        run_machine(machine, examples=examples, steps=steps, seed=seed,
+                    overrides=hypothesis_settings, print_blob=True)
     except _Fatal as stop:
         raise stop.error from None

@@ -8,9 +8,7 @@ the ids used, for :func:`refsched.verify.validate.validate_trace` (or for writin
 
 :func:`record_runner_run` records one random run of the :class:`refsched.Runner` on real
 threads: the graph and every choice come from the seed, the interleaving from the threads.
-:func:`record_run` records a run of any system that has such a recording: the Runner's
-scheduler, the TimerRunner (:mod:`refsched.verify.timer.recording`) or the WorkStealingPool
-(:mod:`refsched.verify.pool.recording`).
+:func:`refsched.verify.recording.record_run` records a run of any system that has one.
 """
 
 from __future__ import annotations
@@ -19,42 +17,20 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any, Generic, TypeVar
+from typing import Any
 
-from refsched.dag.runner import CancelToken, Runner
-from refsched.errors import Cancelled, SchedulerError
+from refsched.dag.runner import Runner
+from refsched.errors import SchedulerError
 from refsched.types import Snapshot, TaskState
 from refsched.verify.itf import Step as TraceStep
 from refsched.verify.itf import Trace
 from refsched.verify.specstate import spec_state
+from refsched.verify.steplog import StepLog, task_function
 
-__all__ = ["RECORDED_SYSTEMS", "RecordedStep", "StepLog", "TraceRecorder", "record_run",
-           "record_runner_run"]
-
-_State = TypeVar("_State")
+__all__ = ["RecordedStep", "TraceRecorder", "record_runner_run"]
 
 RecordedStep = tuple[str, dict[str, Any], Snapshot]
 """(spec action, its parameters, the scheduler's state right after it)."""
-
-
-class StepLog(Generic[_State]):
-    """The spec steps one system took, in the order they took effect, each with its state.
-
-    Every system's recorder is one: the set of ids (the spec's ``Tasks``) is known only at the
-    end, so steps keep their states and are turned into spec variables when the trace is built.
-    """
-
-    def __init__(self) -> None:
-        # Appended to under the recording system's lock: one system per recorder.
-        self.steps: list[tuple[str, dict[str, Any], _State]] = []
-
-    def record(self, action: str, params: dict[str, Any], state: _State) -> None:
-        """Keep one step (called by the system, lock held)."""
-        self.steps.append((action, dict(params), state))
-
-    def actions(self) -> list[tuple[str, dict[str, Any]]]:
-        """The recorded steps without their states: ``(action, params)`` in order."""
-        return [(action, params) for action, params, _ in self.steps]
 
 
 class TraceRecorder(StepLog[Snapshot]):
@@ -94,38 +70,7 @@ _WAIT = 30.0  # seconds: a run that needs this long is stuck, not slow
 
 def _function(rng: random.Random, kind: str) -> Callable[..., Any]:
     """A task function of one kind, with its durations and failures drawn now from ``rng``."""
-    if kind == "succeed":
-        return lambda: "ok"
-    if kind == "sleep":
-        pause = rng.uniform(0.0005, 0.005)
-
-        def sleeper() -> str:
-            time.sleep(pause)
-            return "slept"
-        return sleeper
-    if kind == "flaky":
-        # Fails its first runs, so that a retry can succeed. Only one version of a task runs
-        # at a time, so the counter needs no lock.
-        failures = [rng.randint(1, 2)]
-
-        def flaky() -> str:
-            if failures[0] > 0:
-                failures[0] -= 1
-                raise ValueError("flaky task failed")
-            return "recovered"
-        return flaky
-    if kind == "raise":
-        def failing() -> None:
-            raise RuntimeError("task failed")
-        return failing
-    # "watch": runs until asked to stop, then acknowledges; gives up waiting after a while.
-    patience = rng.uniform(0.02, 0.1)
-
-    def watcher(token: CancelToken) -> str:
-        if token.wait(patience):
-            raise Cancelled("stopped on request")
-        return "not cancelled"
-    return watcher
+    return task_function(rng, kind, pause=(0.0005, 0.005), patience=(0.02, 0.1))
 
 
 _KINDS = ("succeed", "succeed", "sleep", "sleep", "flaky", "raise", "watch", "watch")
@@ -213,28 +158,3 @@ def _late_reports(runner: Runner, task_id: Hashable) -> None:
         # The older generation raises StaleGenerationError, and is a step all the same.
         with contextlib.suppress(SchedulerError):
             scheduler.complete(task_id, generation)
-
-
-RECORDED_SYSTEMS = ("scheduler", "timer", "pool")
-"""The systems whose real runs :func:`record_run` records, the first the default."""
-
-
-def record_run(system: str, seed: int, *, tasks: int | None = None,
-               workers: int | None = None) -> Trace:
-    """Record one random run of ``system`` (one of :data:`RECORDED_SYSTEMS`) from ``seed``.
-
-    ``tasks`` and ``workers`` (None: the system's default) go to :func:`record_runner_run`,
-    :func:`refsched.verify.timer.recording.record_timer_run` or
-    :func:`refsched.verify.pool.recording.record_pool_run`. ``ValueError`` for another system.
-    """
-    from refsched.verify.pool.recording import record_pool_run
-    from refsched.verify.timer.recording import record_timer_run
-
-    recorders: dict[str, Callable[..., Trace]] = {
-        "scheduler": record_runner_run, "timer": record_timer_run, "pool": record_pool_run}
-    if system not in recorders:
-        raise ValueError(f"record_run: no recording of {system!r}; the systems recorded are "
-                         f"{', '.join(RECORDED_SYSTEMS)}")
-    sizes = {name: value for name, value in (("tasks", tasks), ("workers", workers))
-             if value is not None}
-    return recorders[system](seed, **sizes)

@@ -12,10 +12,10 @@ from typing import Any
 
 from refsched.dag.scheduler import TaskScheduler
 from refsched.model.dag.actions import ACTIONS, INITIAL
-from refsched.model.dag.graph import ModelGraph, action_args, describe, explore
+from refsched.model.dag.graph import ModelGraph, action_args, explore
 from refsched.types import Snapshot
 from refsched.verify import replay, specstate, stategraph
-from refsched.verify.system import Fatal, System
+from refsched.verify.system import Fatal, System, count_error
 
 __all__ = ["SYSTEM", "SchedulerSystem"]
 
@@ -23,14 +23,15 @@ __all__ = ["SYSTEM", "SchedulerSystem"]
 class SchedulerSystem(System):
     name = "scheduler"
     title = "TaskScheduler"
-    spec_files = ("Scheduler.tla", "MCScheduler.tla", stategraph.TRACES_CONFIG)
-    mc_module = "MCScheduler.tla"
+    module = "Scheduler"
+    implementation = TaskScheduler
     traces_config = stategraph.TRACES_CONFIG
     variables = specstate.SPEC_VARIABLES
     parameters = ("t", "D", "k", "g", "cancelPending")
     label_actions = stategraph.LABEL_ACTIONS
     initial = INITIAL
     actions = ACTIONS
+    snapshot_type = Snapshot
 
     # The corpus was published under this name before there was a second system.
     manifest = "MANIFEST.json"
@@ -56,25 +57,12 @@ class SchedulerSystem(System):
     def show(self, state: Snapshot) -> str:
         return stategraph.show(state)
 
-    def describe(self, action: str, params: Mapping[str, Any]) -> str:
-        return str(describe(action, params))
-
-    def default_factory(self) -> Callable[..., Any]:
-        return TaskScheduler
-
     def constants_error(self, constants: Mapping[str, Any]) -> str | None:
-        mc = constants.get("MaxConcurrency")
-        if not isinstance(mc, int) or isinstance(mc, bool) or mc < 1:
-            return f"the constant MaxConcurrency is {mc!r}, not an int >= 1"
-        return None
+        return count_error(constants, ("MaxConcurrency",), 1)
 
     def new_implementation(self, factory: Callable[..., Any],
                            constants: Mapping[str, Any]) -> Any:
         return factory(constants["MaxConcurrency"])
-
-    def spec_params(self, action: str, params: Mapping[str, Any],
-                    before: Snapshot) -> dict[str, Any]:
-        return replay.spec_params(action, params, before)
 
     def model_args(self, action: str, params: Mapping[str, Any],
                    constants: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -83,16 +71,6 @@ class SchedulerSystem(System):
     def apply(self, implementation: Any, action: str, params: Mapping[str, Any],
               before: Snapshot, profile: Any, fatal: Fatal) -> None:
         replay.apply_normalised(implementation, action, params, before, profile, fatal)
-
-    def snapshot(self, implementation: Any, constants: Mapping[str, Any],
-                 fatal: Fatal) -> Snapshot | None:
-        try:
-            snapshot = implementation.snapshot()
-        except fatal:
-            raise
-        except Exception:  # a scheduler broken enough not to answer: the divergence says the rest
-            return None
-        return snapshot if isinstance(snapshot, Snapshot) else None
 
     def side_by_side(self, expected: Snapshot, actual: Snapshot, side: str) -> str:
         return replay.side_by_side(expected, actual, side)

@@ -18,20 +18,15 @@ over more workers and tasks, and longer.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, cast
+from dataclasses import dataclass
+from typing import Any
 
-from hypothesis import Phase as HypothesisPhase
-from hypothesis import seed as hypothesis_seed
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
 from refsched.errors import InvalidArgumentError, SchedulerClosedError
@@ -41,6 +36,7 @@ from refsched.verify import system
 from refsched.verify.dag.lockstep import states_at
 from refsched.verify.itf import Step as TraceStep
 from refsched.verify.itf import Trace
+from refsched.verify.lockstep import WalkDisagreement, WalkLedger, run_machine
 from refsched.verify.pool.driver import driven_pool
 from refsched.verify.replay import counter_rows, format_rows
 
@@ -54,42 +50,25 @@ INSTANCE = Instance(WORKERS, ROOTS + CHILDREN, CHILDREN)
 _POOL = system.get("pool")
 
 
-class Disagreement(AssertionError):
+class Disagreement(WalkDisagreement):
     """The pool and the model parted: the steps taken so far, and where they differ.
 
     ``reason`` says how; ``steps`` are the walk's steps as people read them, up to and including
     the failing one; ``trace`` is the model's spec steps along the walk, from ``Init``.
     """
 
-    def __init__(self, reason: str, steps: list[str], trace: Trace,
-                 states: tuple[Any, Any] = (None, None)) -> None:
-        walk = "\n".join(f"  {i}. {s}" for i, s in enumerate(steps, start=1))
-        super().__init__(f"{reason}\nsteps:\n{walk}")
-        self.reason = reason
-        self.steps = tuple(steps)
-        self.trace = trace
-        self.states = states  # (the model's, the implementation's) where they parted
+    heading = "steps"
+
+    @property
+    def steps(self) -> tuple[str, ...]:
+        return self.walk
 
 
 @dataclass
-class Ledger:
+class Ledger(WalkLedger):
     """What the random walks took: examples, and steps per action (refusals by their error)."""
 
-    examples: int = 0
-    actions: Counter[str] = field(default_factory=Counter)
-
-    @property
-    def calls(self) -> int:
-        """Steps taken and calls refused, over every walk."""
-        return sum(self.actions.values())
-
-    def missing(self) -> list[str]:
-        """The actions no walk took."""
-        return [name for name in ACTIONS if self.actions[name] == 0]
-
-    def summary(self) -> str:
-        taken = ", ".join(f"{name} {n:,}" for name, n in sorted(self.actions.items()))
-        return f"{self.examples:,} examples; steps: {taken}"
+    ACTIONS = tuple(ACTIONS)
 
 
 def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
@@ -215,16 +194,7 @@ def run_pool_lockstep(factory: Callable[..., Any], examples: int = 200, steps: i
     """
     ledger = Ledger() if ledger is None else ledger
     machine = pool_lockstep_machine(factory, ledger, python_api=python_api, fatal=fatal)
-    if seed is not None:
-        machine = hypothesis_seed(seed)(machine)
-    skipped = ({HypothesisPhase.explain} if shrink
-               else {HypothesisPhase.explain, HypothesisPhase.shrink})
-    options: dict[str, Any] = {
-        "max_examples": examples, "stateful_step_count": steps, "deadline": None,
-        "database": None, "print_blob": True, "report_multiple_bugs": False,
-        "phases": [p for p in HypothesisPhase if p not in skipped]}
-    options.update(hypothesis_settings or {})
-    # typed through cast: Hypothesis releases differ on whether this function is annotated
-    run = cast(Callable[..., None], run_state_machine_as_test)
-    run(machine, settings=settings(**options))
+    run_machine(machine, examples=examples, steps=steps, seed=seed,
+                overrides=hypothesis_settings, shrink=shrink, print_blob=True,
+                report_multiple_bugs=False)
     return ledger

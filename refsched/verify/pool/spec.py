@@ -19,18 +19,11 @@ from typing import Any
 
 from refsched.model.pool.actions import Phase, PoolSnapshot, queued, running_tasks
 from refsched.model.pool.graph import Instance
-from refsched.verify import tlc
+from refsched.verify import specstate, tlc
 from refsched.verify.specstate import NO_TASK, SpecStateError, task_id
-from refsched.verify.tla import Function, ModelValue
+from refsched.verify.tla import Function
 
-__all__ = [
-    "SPEC_VARIABLES",
-    "TRACES_CONFIG",
-    "read_instance",
-    "show",
-    "snapshot_of",
-    "spec_state",
-]
+__all__ = ["SPEC_VARIABLES", "TRACES_CONFIG", "read_instance", "show", "snapshot_of", "spec_state"]
 
 SPEC_VARIABLES = (
     "phase", "deque", "running", "outstanding", "submitted", "finished", "cancelled", "runs",
@@ -44,16 +37,10 @@ TRACES_CONFIG = "MCWorkStealingTraces.cfg"
 _SETS = ("Workers", "Tasks", "Children")
 
 
-def _model_values(path: Path, name: str, value: Any) -> tuple[str, ...]:
-    if not isinstance(value, frozenset) or not all(isinstance(v, ModelValue) for v in value):
-        raise ValueError(f"{path}: {name} must be a set of model values")
-    return tuple(sorted(v.name for v in value))
-
-
 def read_instance(config: str | Path) -> Instance:
     """The constants of a ``MCWorkStealing*.cfg`` file (relative paths: under ``spec/``)."""
     path, text, read = tlc.read_config(config, _SETS)
-    values = {name: _model_values(path, name, value) for name, value in read.items()}
+    values = {name: specstate.model_values(path, name, value) for name, value in read.items()}
     if re.search(r"^\s*NoTask\s*=\s*NoTask\s*$", text, re.M) is None:
         raise ValueError(f"{path}: NoTask must be the model value NoTask")
     if not values["Workers"]:
@@ -64,28 +51,16 @@ def read_instance(config: str | Path) -> Instance:
                     children=values["Children"])
 
 
-def _is_no_task(value: Any) -> bool:
-    # ITF has no model values: a trace writes NoTask as the string "NoTask".
-    return bool(value == NO_TASK or value == NO_TASK.name)
-
-
 def spec_state(snapshot: PoolSnapshot, workers: Iterable[Hashable],
                tasks: Iterable[Hashable]) -> dict[str, Any]:
     """The spec's variables for ``snapshot`` over ``workers`` and ``tasks`` (supersets of the
     ids it names). Ids are written as given: pass ``ModelValue``s to get TLC's model values."""
     worker_ids, task_ids = list(workers), list(tasks)
-    w_by_name = {task_id(w): w for w in worker_ids}
-    t_by_name = {task_id(t): t for t in task_ids}
-    named_workers = set(snapshot.deque) | set(snapshot.running)
-    named_tasks = (set(snapshot.submitted) | snapshot.finished | snapshot.cancelled
-                   | set(snapshot.runs) | set(snapshot.parent) | set(snapshot.parent.values())
-                   | queued(snapshot) | running_tasks(snapshot))
-    unknown_workers = sorted(map(repr, named_workers - set(w_by_name)))
-    if unknown_workers:
-        raise SpecStateError(f"workers {unknown_workers} are not in Workers {worker_ids!r}")
-    unknown_tasks = sorted(map(repr, named_tasks - set(t_by_name)))
-    if unknown_tasks:
-        raise SpecStateError(f"tasks {unknown_tasks} are not in Tasks {task_ids!r}")
+    specstate.by_name(worker_ids, set(snapshot.deque) | set(snapshot.running), "workers", "Workers")
+    t_by_name = specstate.by_name(task_ids, (
+        set(snapshot.submitted) | snapshot.finished | snapshot.cancelled | set(snapshot.runs)
+        | set(snapshot.parent) | set(snapshot.parent.values()) | queued(snapshot)
+        | running_tasks(snapshot)), "tasks", "Tasks")
 
     def tasks_of(items: Iterable[Hashable]) -> frozenset[Hashable]:
         return frozenset(t_by_name[t] for t in items)
@@ -123,9 +98,7 @@ def _task_set(state: Mapping[str, Any], name: str) -> frozenset[Hashable]:
 
 def snapshot_of(state: Mapping[str, Any]) -> PoolSnapshot:
     """The PoolSnapshot a spec state stands for. Raises :class:`SpecStateError` if malformed."""
-    missing = [name for name in SPEC_VARIABLES if name not in state]
-    if missing:
-        raise SpecStateError(f"the state lacks the variables {missing}")
+    specstate.require_variables(state, SPEC_VARIABLES)
     try:
         phase = Phase(state["phase"])
     except ValueError:
@@ -150,13 +123,13 @@ def snapshot_of(state: Mapping[str, Any]) -> PoolSnapshot:
     return PoolSnapshot(
         phase=phase,
         deque={task_id(w): tuple(task_id(t) for t in d) for w, d in deques.items()},
-        running={task_id(w): task_id(t) for w, t in running.items() if not _is_no_task(t)},
+        running={task_id(w): task_id(t) for w, t in running.items() if not specstate.is_no_task(t)},
         outstanding=outstanding,
         submitted=_task_set(state, "submitted"),
         finished=_task_set(state, "finished"),
         cancelled=_task_set(state, "cancelled"),
         runs={task_id(t): n for t, n in runs.items()},
-        parent={task_id(t): task_id(p) for t, p in parent.items() if not _is_no_task(p)},
+        parent={task_id(t): task_id(p) for t, p in parent.items() if not specstate.is_no_task(p)},
     )
 
 

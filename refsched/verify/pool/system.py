@@ -9,19 +9,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
-from pathlib import Path
-from types import MappingProxyType
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from refsched.model.dag.graph import ModelGraph, describe
+from refsched.model.dag.graph import ModelGraph
 from refsched.model.pool import ACTIONS, INITIAL, Instance, Phase, PoolSnapshot
 from refsched.model.pool import explore as explore_model
 from refsched.pool.pool import WorkStealingPool
 from refsched.verify.pool import spec as poolspec
 from refsched.verify.pool.driver import SteppedPool, StepRefused, driven_pool
-from refsched.verify.replay import StepMismatch
-from refsched.verify.specstate import task_id
+from refsched.verify.replay import StepMismatch, format_rows
 from refsched.verify.system import Fatal, System
 
 __all__ = ["SYSTEM", "PoolSystem"]
@@ -30,17 +27,13 @@ __all__ = ["SYSTEM", "PoolSystem"]
 class PoolSystem(System):
     name = "pool"
     title = "WorkStealingPool"
-    spec_files = ("WorkStealing.tla", "MCWorkStealing.tla", poolspec.TRACES_CONFIG)
-    mc_module = "MCWorkStealing.tla"
-    traces_config = poolspec.TRACES_CONFIG
-    variables = poolspec.SPEC_VARIABLES
+    module = "WorkStealing"
+    spec = poolspec
+    implementation = WorkStealingPool
     parameters = ("t", "w", "thief", "victim")
-    label_actions: Mapping[str, str] = MappingProxyType({})
     initial = INITIAL
     actions = ACTIONS
-
-    def read_instance(self, config: str | Path) -> Instance:
-        return poolspec.read_instance(config)
+    id_parameters = ("t", "w", "thief", "victim")  # every parameter names a task or a worker
 
     def explore(self, instance: Instance) -> ModelGraph[PoolSnapshot]:
         graph: ModelGraph[PoolSnapshot] = explore_model(instance)
@@ -50,22 +43,10 @@ class PoolSystem(System):
         return {"Workers": list(instance.workers), "Tasks": list(instance.tasks),
                 "Children": list(instance.children)}
 
-    def snapshot_of(self, values: Mapping[str, Any]) -> PoolSnapshot:
-        return poolspec.snapshot_of(values)
-
     def spec_state(self, state: PoolSnapshot, instance: Instance) -> dict[str, Any]:
         return poolspec.spec_state(state, instance.workers, instance.tasks)
 
-    def show(self, state: PoolSnapshot) -> str:
-        return poolspec.show(state)
-
-    def describe(self, action: str, params: Mapping[str, Any]) -> str:
-        return str(describe(action, params))
-
     # -- Replay ------------------------------------------------------------------------------
-
-    def default_factory(self) -> Callable[..., Any]:
-        return WorkStealingPool
 
     def constants_error(self, constants: Mapping[str, Any]) -> str | None:
         workers = constants.get("Workers")
@@ -78,20 +59,6 @@ class PoolSystem(System):
                            constants: Mapping[str, Any]) -> SteppedPool:
         driven: SteppedPool = driven_pool(factory, constants["Workers"])
         return driven
-
-    def spec_params(self, action: str, params: Mapping[str, Any],
-                    before: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in ACTIONS[action].params:
-            if name not in params:
-                raise ValueError(f"{action} needs the parameter {name!r}; the step gives "
-                                 f"{sorted(params)}")
-            out[name] = task_id(params[name])
-        return out
-
-    def model_args(self, action: str, params: Mapping[str, Any],
-                   constants: Mapping[str, Any]) -> tuple[Any, ...]:
-        return tuple(params[name] for name in ACTIONS[action].params)
 
     def apply(self, implementation: SteppedPool, action: str, params: Mapping[str, Any],
               before: Any, profile: Any, fatal: Fatal) -> None:
@@ -108,28 +75,10 @@ class PoolSystem(System):
             raise StepMismatch(self.describe(action, params), call.format(*args),
                                "no error", f"raised {type(error).__name__}: {error}") from error
 
-    def snapshot(self, implementation: SteppedPool, constants: Mapping[str, Any],
-                 fatal: Fatal) -> PoolSnapshot | None:
-        try:
-            return implementation.snapshot()
-        except fatal:
-            raise
-        except Exception:  # a pool broken enough not to answer: the divergence says the rest
-            return None
-
     def side_by_side(self, expected: PoolSnapshot, actual: PoolSnapshot, side: str) -> str:
-        rows = [(name, _cell(getattr(expected, name)), _cell(getattr(actual, name)))
-                for name in _FIELDS if getattr(expected, name) != getattr(actual, name)]
-        if not rows:
-            return ""
-        table = [("field", "trace", side), *rows]
-        widths = [max(len(r[i]) for r in table) for i in range(2)]
-        return "\n".join(f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]}".rstrip()
-                         for r in table)
-
-    def summary(self, state: Hashable) -> str:
-        assert isinstance(state, PoolSnapshot)
-        return "\n".join(f"  {line}" for line in poolspec.show(state).splitlines())
+        return format_rows(("field", "trace", side), [
+            (name, _cell(getattr(expected, name)), _cell(getattr(actual, name)))
+            for name in _FIELDS if getattr(expected, name) != getattr(actual, name)])
 
 
 SYSTEM = PoolSystem()

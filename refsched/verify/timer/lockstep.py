@@ -28,22 +28,18 @@ Python calls. A :class:`Ledger` counts the spec actions the calls took and a few
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any, NoReturn, cast
+from typing import Any, NoReturn
 
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
 from refsched.errors import InvalidArgumentError, StaleGenerationError
@@ -66,6 +62,7 @@ from refsched.types import (
     Wait,
 )
 from refsched.verify.dag.lockstep import states_at
+from refsched.verify.lockstep import CallLedger, run_machine
 from refsched.verify.replay import counter_rows
 from refsched.verify.system import Fatal
 
@@ -328,13 +325,10 @@ class Disagreement(AssertionError):
         super().__init__(f"{reason}\n{format_calls(self.calls, rebuild_floor)}")
 
 
-class Ledger:
-    """What lock-step runs exercised: calls, the spec actions taken, and notable steps.
+class Ledger(CallLedger):
+    """What lock-step runs exercised: calls, the spec actions taken, and notable steps."""
 
-    A check that never takes an action cannot find a bug in it; the ledger shows which were
-    taken and how often.
-    """
-
+    ACTIONS = tuple(ACTIONS)
     EVENTS = (
         "refused call",  # the call raised (and the state did not change)
         "bad argument refused",  # InvalidArgumentError
@@ -349,29 +343,16 @@ class Ledger:
         "clock went back",  # the clock read less than the schedulers' time
     )
 
-    def __init__(self) -> None:
-        self.examples = 0
-        self.calls = 0
-        self.actions: Counter[str] = Counter()
-        self.events: Counter[str] = Counter()
-        self.methods: Counter[str] = Counter()  # the API calls made, by method
-
     def record(self, method: str, taken: Iterable[str], events: Iterable[str]) -> None:
         self.calls += 1
         self.methods[method] += 1
         self.actions.update(taken)
         self.events.update(events)
 
-    def missing(self) -> list[str]:
-        """Spec actions and notable steps the runs never exercised."""
-        return ([a for a in ACTIONS if not self.actions[a]]
-                + [e for e in self.EVENTS if not self.events[e]])
-
     def summary(self) -> str:
         actions = ", ".join(f"{name} {self.actions[name]:,}" for name in ACTIONS)
-        events = ", ".join(f"{name} {self.events[name]:,}" for name in self.EVENTS)
         return (f"{self.examples:,} examples, {self.calls:,} calls; actions: {actions}; "
-                f"{events}")
+                f"{self.events_summary()}")
 
 
 def _steps(method: str, args: tuple[Any, ...], previous: TimerSnapshot, before: TimerSnapshot,
@@ -767,17 +748,6 @@ def run_timer_lockstep(factory: Callable[..., Any], examples: int = 200, steps: 
     ledger = Ledger() if ledger is None else ledger
     machine = timer_lockstep_machine(factory, ledger, python_api=python_api, fatal=fatal,
                                      profile=profile)
-    if seed is not None:
-        machine = hypothesis_seed(seed)(machine)
-    options: dict[str, Any] = {
-        "max_examples": examples, "stateful_step_count": steps, "deadline": None,
-        "database": None, "report_multiple_bugs": False,
-        # Hypothesis's explain phase reruns the shrunk run many times to annotate its steps:
-        # the calls listing of the Disagreement says more, sooner
-        "phases": [p for p in Phase if p is not Phase.explain],
-        "suppress_health_check": [HealthCheck.too_slow],
-    }
-    options.update(hypothesis_settings or {})
-    run = cast(Callable[..., None], run_state_machine_as_test)
-    run(machine, settings=settings(**options))
+    run_machine(machine, examples=examples, steps=steps, seed=seed,
+                overrides=hypothesis_settings, slow=True, report_multiple_bugs=False)
     return ledger

@@ -40,13 +40,12 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from refsched.dag.runner import CancelToken
-from refsched.errors import Cancelled, SchedulerError
+from refsched.errors import SchedulerError
 from refsched.timer.runner import TimerRunner
 from refsched.types import TimerEntry, TimerSnapshot, TimerState
-from refsched.verify.dag.recording import StepLog
 from refsched.verify.itf import Step as TraceStep
 from refsched.verify.itf import Trace
+from refsched.verify.steplog import StepLog, task_function
 from refsched.verify.timer import spec as timerspec
 
 __all__ = ["TICK", "TickClock", "TimerTraceRecorder", "record_timer_run"]
@@ -141,28 +140,8 @@ class TimerTraceRecorder(StepLog[TimerSnapshot]):
 # -- random runs of the TimerRunner ---------------------------------------------------------
 
 def _function(rng: random.Random, kind: str) -> Callable[..., Any]:
-    """A task function of one kind, its duration drawn now from ``rng``."""
-    if kind == "succeed":
-        return lambda: "ok"
-    if kind == "sleep":
-        pause = rng.uniform(0.2, 1.5) * TICK
-
-        def sleeper() -> str:
-            time.sleep(pause)
-            return "slept"
-        return sleeper
-    if kind == "raise":
-        def failing() -> None:
-            raise RuntimeError("task failed")
-        return failing
-    # "watch": runs until asked to stop (a Cancel while it runs), or gives up after a while
-    patience = rng.uniform(1.0, 3.0) * TICK
-
-    def watcher(token: CancelToken) -> str:
-        if token.wait(patience):
-            raise Cancelled("stopped on request")
-        return "not cancelled"
-    return watcher
+    """A task function of one kind, its duration drawn now from ``rng`` (in ticks)."""
+    return task_function(rng, kind, pause=(0.2, 1.5), patience=(1.0, 3.0), unit=TICK)
 
 
 _KINDS = ("succeed", "sleep", "sleep", "raise", "watch", "watch")

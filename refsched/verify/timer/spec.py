@@ -17,18 +17,11 @@ from typing import Any
 
 from refsched.model.timer.graph import Instance
 from refsched.types import TimerEntry, TimerSnapshot, TimerState, TimerVersionView
-from refsched.verify import tlc
+from refsched.verify import specstate, tlc
 from refsched.verify.specstate import SpecStateError, task_id
 from refsched.verify.tla import Function, ModelValue
 
-__all__ = [
-    "SPEC_VARIABLES",
-    "TRACES_CONFIG",
-    "read_instance",
-    "show",
-    "snapshot_of",
-    "spec_state",
-]
+__all__ = ["SPEC_VARIABLES", "TRACES_CONFIG", "read_instance", "show", "snapshot_of", "spec_state"]
 
 SPEC_VARIABLES = (
     "now", "closed", "nextSeq", "version", "state", "runAt", "priority", "seq",
@@ -76,10 +69,7 @@ def spec_state(snapshot: TimerSnapshot, tasks: Iterable[Hashable]) -> dict[str, 
     Ids are written as given: pass ``ModelValue``s to get TLC's model values.
     """
     ids = list(tasks)
-    by_name = {task_id(t): t for t in ids}
-    unknown = [t for t in snapshot.tasks if t not in by_name]
-    if unknown:
-        raise SpecStateError(f"ids {unknown!r} are not in Tasks {ids!r}")
+    named = specstate.by_name(ids, snapshot.tasks, "ids", "Tasks")
     per_task: dict[str, dict[Hashable, Any]] = {name: {} for name in _PER_TASK}
     for t in ids:
         view = snapshot.tasks.get(task_id(t))
@@ -90,7 +80,7 @@ def spec_state(snapshot: TimerSnapshot, tasks: Iterable[Hashable]) -> dict[str, 
         }
         for name in _PER_TASK:
             per_task[name][t] = row[name]
-    heap = frozenset((e.run_at, e.priority, e.seq, by_name[e.task_id], e.version)
+    heap = frozenset((e.run_at, e.priority, e.seq, named[e.task_id], e.version)
                      for e in snapshot.heap)
     state: dict[str, Any] = {
         "now": snapshot.now, "closed": snapshot.closed, "nextSeq": snapshot.next_seq,
@@ -109,35 +99,24 @@ def _entry(value: Any) -> TimerEntry:
 
 def snapshot_of(state: Mapping[str, Any]) -> TimerSnapshot:
     """The TimerSnapshot a spec state stands for. Raises :class:`SpecStateError` if malformed."""
-    missing = [name for name in SPEC_VARIABLES if name not in state]
-    if missing:
-        raise SpecStateError(f"the state lacks the variables {missing}")
+    specstate.require_variables(state, SPEC_VARIABLES)
     versions = state["version"]
     if not isinstance(versions, Mapping):
         raise SpecStateError("the state has no 'version' function")
     ids = list(versions)
-    for name in _PER_TASK:
-        if not isinstance(state[name], Mapping) or set(state[name]) != set(ids):
-            raise SpecStateError(f"{name} is not a function over the ids {ids!r}")
+    specstate.require_functions(state, _PER_TASK, ids)
     tasks: dict[Hashable, TimerVersionView] = {}
-    for t in ids:
-        row = {name: state[name][t] for name in _PER_TASK}
+    for t, row in specstate.rows(state, _PER_TASK, ids):
         if row["version"] == 0:
             if row != _ABSENT:
                 raise SpecStateError(f"id {t!r} has version 0 but is not absent: {row}")
             continue
-        try:
-            timer_state = TimerState(row["state"])
-        except ValueError:
-            raise SpecStateError(f"id {t!r} has state {row['state']!r}") from None
         tasks[task_id(t)] = TimerVersionView(
-            version=row["version"], state=timer_state, run_at=row["runAt"],
-            priority=row["priority"], seq=row["seq"],
+            version=row["version"], state=specstate.state_of(TimerState, t, row["state"]),
+            run_at=row["runAt"], priority=row["priority"], seq=row["seq"],
             cancel_requested=row["cancelRequested"], claims=row["claims"],
         )
-    for name in ("closed",):
-        if not isinstance(state[name], bool):
-            raise SpecStateError(f"{name} is {state[name]!r}, not a boolean")
+    specstate.require_booleans(state, ("closed",))
     if not isinstance(state["heap"], frozenset):
         raise SpecStateError(f"heap is {state['heap']!r}, not a set")
     return TimerSnapshot(now=state["now"], closed=state["closed"], next_seq=state["nextSeq"],

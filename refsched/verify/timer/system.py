@@ -23,21 +23,18 @@ Tick                        the clock moves on to the trace's time
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
-from pathlib import Path
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from refsched.errors import StaleGenerationError
 from refsched.model.dag.graph import ModelGraph, describe
 from refsched.model.timer import ACTIONS, INITIAL, Instance
 from refsched.model.timer import explore as explore_model
 from refsched.model.timer.actions import live_entries, top
 from refsched.timer.scheduler import TimerScheduler
 from refsched.types import Due, TimerCloseReport, TimerSnapshot, TimerState, Wait
-from refsched.verify.replay import StepMismatch
-from refsched.verify.specstate import task_id
-from refsched.verify.system import Fatal, System
+from refsched.verify.replay import StepMismatch, format_rows, raised
+from refsched.verify.system import Fatal, System, count_error
 from refsched.verify.timer import spec as timerspec
 
 __all__ = ["SYSTEM", "FakeClock", "TimerSystem"]
@@ -122,17 +119,14 @@ def _show(answer: Any) -> str:
 class TimerSystem(System):
     name = "timer"
     title = "TimerScheduler"
-    spec_files = ("TimerQueue.tla", "MCTimerQueue.tla", timerspec.TRACES_CONFIG)
-    mc_module = "MCTimerQueue.tla"
-    traces_config = timerspec.TRACES_CONFIG
-    variables = timerspec.SPEC_VARIABLES
+    module = "TimerQueue"
+    spec = timerspec
+    implementation = TimerScheduler
     parameters = ("t", "r", "p", "v")
     label_actions = MappingProxyType({"AnyStaleCallback": "StaleCallback"})
     initial = INITIAL
     actions = ACTIONS
-
-    def read_instance(self, config: str | Path) -> Instance:
-        return timerspec.read_instance(config)
+    snapshot_type = TimerSnapshot
 
     def explore(self, instance: Instance) -> ModelGraph[TimerSnapshot]:
         graph: ModelGraph[TimerSnapshot] = explore_model(instance)
@@ -147,45 +141,16 @@ class TimerSystem(System):
                 "RebuildFloor": instance.rebuild_floor, "MaxVersion": instance.max_version,
                 "MaxSchedules": instance.max_schedules}
 
-    def snapshot_of(self, values: Mapping[str, Any]) -> TimerSnapshot:
-        return timerspec.snapshot_of(values)
-
     def spec_state(self, state: TimerSnapshot, instance: Instance) -> dict[str, Any]:
         return timerspec.spec_state(state, instance.tasks)
 
-    def show(self, state: TimerSnapshot) -> str:
-        return timerspec.show(state)
-
-    def describe(self, action: str, params: Mapping[str, Any]) -> str:
-        return str(describe(action, params))
-
-    def default_factory(self) -> Callable[..., Any]:
-        return TimerScheduler
-
     def constants_error(self, constants: Mapping[str, Any]) -> str | None:
-        floor = constants.get("RebuildFloor")
-        if not isinstance(floor, int) or isinstance(floor, bool) or floor < 0:
-            return f"the constant RebuildFloor is {floor!r}, not an int >= 0"
-        return None
+        return count_error(constants, ("RebuildFloor",), 0)
 
     def new_implementation(self, factory: Callable[..., Any],
                            constants: Mapping[str, Any]) -> _Driven:
         clock = FakeClock(INITIAL.now)
         return _Driven(factory(clock, rebuild_floor=constants["RebuildFloor"]), clock)
-
-    def spec_params(self, action: str, params: Mapping[str, Any],
-                    before: TimerSnapshot) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in ACTIONS[action].params:
-            if name not in params:
-                raise ValueError(f"{action} needs the parameter {name!r}; the step gives "
-                                 f"{sorted(params)}")
-            out[name] = task_id(params[name]) if name == "t" else params[name]
-        return out
-
-    def model_args(self, action: str, params: Mapping[str, Any],
-                   constants: Mapping[str, Any]) -> tuple[Any, ...]:
-        return tuple(params[name] for name in ACTIONS[action].params)
 
     def model_step(self, action: str, source: Any, args: tuple[Any, ...],
                    constants: Mapping[str, Any]) -> Any:
@@ -204,13 +169,9 @@ class TimerSystem(System):
         except fatal:
             raise
         except Exception as error:
-            if action == "StaleCallback" and isinstance(error, StaleGenerationError):
-                if (error.generation, error.current) == answer:
-                    return
-                actual = (f"raised StaleGenerationError naming version {error.generation}, "
-                          f"current {error.current}")
-            else:
-                actual = f"raised {type(error).__name__}: {error}"
+            actual = raised(error, answer if action == "StaleCallback" else None, "version")
+            if actual is None:
+                return
             expected = (f"StaleGenerationError naming version {answer[0]}, current {answer[1]}"
                         if action == "StaleCallback" else _show(answer))
             raise StepMismatch(step, call, expected, actual) from error
@@ -221,15 +182,8 @@ class TimerSystem(System):
         if got != answer:
             raise StepMismatch(step, call, _show(answer), f"returned {_show(got)}")
 
-    def snapshot(self, implementation: _Driven, constants: Mapping[str, Any],
-                 fatal: Fatal) -> TimerSnapshot | None:
-        try:
-            snapshot = implementation.timers.snapshot()
-        except fatal:
-            raise
-        except Exception:  # a scheduler broken enough not to answer: the divergence says the rest
-            return None
-        return snapshot if isinstance(snapshot, TimerSnapshot) else None
+    def read_snapshot(self, implementation: _Driven) -> Any:
+        return implementation.timers.snapshot()
 
     def side_by_side(self, expected: TimerSnapshot, actual: TimerSnapshot, side: str) -> str:
         rows: list[tuple[str, str, str, str]] = []
@@ -249,17 +203,7 @@ class TimerSystem(System):
         only_actual = sorted(actual.heap - expected.heap, key=lambda e: e.key)
         if only_expected or only_actual:
             rows.append(("", "heap", _entries(only_expected), _entries(only_actual)))
-        if not rows:
-            return ""
-        table = [("id", "field", "trace", side), *rows]
-        widths = [max(len(r[i]) for r in table) for i in range(3)]
-        return "\n".join(
-            f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip()
-            for r in table)
-
-    def summary(self, state: Hashable) -> str:
-        assert isinstance(state, TimerSnapshot)
-        return "\n".join(f"  {line}" for line in timerspec.show(state).splitlines())
+        return format_rows(("id", "field", "trace", side), rows)
 
 
 def _field(view: Any, name: str) -> str:
