@@ -245,6 +245,14 @@ def test_a_trace_of_lost_answers_replays_cleanly() -> None:
     assert report.steps == len(LOST_ANSWERS.steps)
 
 
+def test_a_trace_of_lost_answers_replays_cleanly_on_postgresql(postgres_url: str) -> None:
+    # complete() runs on the server there (steps_postgres.py); its repeat falls back to the
+    # transaction that answers it.
+    report = replay([LOST_ANSWERS], postgres_factory(postgres_url), system=DURABLE)
+    assert report.ok, format_divergence(report.divergences[0])
+    assert report.steps == len(LOST_ANSWERS.steps)
+
+
 def test_a_store_that_refuses_a_repeat_is_named_at_the_repeated_report() -> None:
     d = replay([LOST_ANSWERS], broken_durable.RepeatedReportRefused,
                system=DURABLE).divergences[0]
