@@ -38,6 +38,7 @@ CONSTANTS
     MaxConcurrency, \* how many versions may run at once
     MaxAttempts,    \* how many leases a version may be given before its expiry fails it
     LeaseTime,      \* how long a lease lasts, on the store's clock, from its claim or heartbeat
+    LoseAnswers,    \* BOOLEAN: a committed claim or report may lose its answer on the way back
     NoTask,         \* a model value outside Tasks: blockedBy of a version that is not blocked
     NoWorker        \* a model value outside Workers: holder of a version with no live lease
 
@@ -47,6 +48,7 @@ ASSUME Workers # {}
 ASSUME MaxConcurrency \in Nat \ {0}
 ASSUME MaxAttempts \in Nat \ {0}
 ASSUME LeaseTime \in Nat \ {0}
+ASSUME LoseAnswers \in BOOLEAN
 
 VARIABLES
     started,         \* BOOLEAN: Start has sealed the initial graph
@@ -67,14 +69,17 @@ VARIABLES
     now,             \* Nat: the store's clock
     held,            \* [Workers -> SUBSET (Tasks \X Nat \X Nat)]: the leases <<t, g, a>> worker
                      \* process w believes it holds (what it is running)
-    ends             \* [Tasks -> Nat]: how many ends of the current version the store accepted
+    ends,            \* [Tasks -> Nat]: how many ends of the current version the store accepted
                      \* (a history variable)
+    endedAttempt     \* [Tasks -> Nat]: the attempt whose report ended the current version; 0
+                     \* when no report did (the store's ended_attempt): a repeat of that report
+                     \* is answered, not refused
 
 schedulerVars == <<started, closed, nextSeq, generation, state, deps, remainingDeps,
                    blockedBy, cancelRequested, seq>>
 \* Scheduler's variables but claims, which the mapping computes from attempt.
 
-leaseVars == <<attempt, holder, deadline, now, held, ends>>
+leaseVars == <<attempt, holder, deadline, now, held, ends, endedAttempt>>
 \* The variables Scheduler does not have.
 
 vars == <<schedulerVars, leaseVars>>
@@ -99,6 +104,13 @@ Current(w, t, g, a) ==
 Live(t) == state[t] = "running" /\ holder[t] # NoWorker
 \* The current version of t is running under a live lease.
 
+Repeat(t, g, a) ==
+    /\ g = generation[t]
+    /\ a = endedAttempt[t]
+    /\ state[t] \in Abs!TerminalStates
+\* A report with the lease <<t, g, a>> repeats the one that ended the version: the store
+\* answers it as it answered the first time, and changes nothing.
+
 Chosen(k) ==
     LET ready == Abs!InState({"ready"})
     IN  {x \in ready : Cardinality({y \in ready : seq[y] < seq[x]}) < k}
@@ -114,6 +126,7 @@ Init ==
     /\ now = 0
     /\ held = [w \in Workers |-> {}]
     /\ ends = [t \in Tasks |-> 0]
+    /\ endedAttempt = [t \in Tasks |-> 0]
     /\ Abs!Init
 \* A fresh store: Scheduler's Init, no lease anywhere, the clock at 0.
 
@@ -125,6 +138,7 @@ Submit(t, D) ==
     /\ holder' = [holder EXCEPT ![t] = NoWorker]
     /\ deadline' = [deadline EXCEPT ![t] = 0]
     /\ ends' = [ends EXCEPT ![t] = 0]
+    /\ endedAttempt' = [endedAttempt EXCEPT ![t] = 0]
     /\ UNCHANGED <<now, held>>
     /\ Abs!Submit(t, D)
 \* submit(t, D): Scheduler's Submit; the new version has never been claimed.  (A running
@@ -145,6 +159,7 @@ Retry(t) ==
     LET R == Abs!BlockedChain({t})
     IN  /\ attempt' = [x \in Tasks |-> IF x \in R THEN 0 ELSE attempt[x]]
         /\ ends' = [x \in Tasks |-> IF x \in R THEN 0 ELSE ends[x]]
+        /\ endedAttempt' = [x \in Tasks |-> IF x \in R THEN 0 ELSE endedAttempt[x]]
         /\ UNCHANGED <<holder, deadline, now, held>>
         /\ Abs!Retry(t)
 \* retry(t): Scheduler's Retry; every new version it makes has never been claimed.
@@ -170,11 +185,23 @@ Claim(w, k) ==
         /\ holder' = [x \in Tasks |-> IF x \in C THEN w ELSE holder[x]]
         /\ deadline' = [x \in Tasks |-> IF x \in C THEN now + LeaseTime ELSE deadline[x]]
         /\ held' = [held EXCEPT ![w] = @ \cup {<<x, generation[x], 1>> : x \in C}]
-        /\ UNCHANGED <<now, ends>>
+        /\ UNCHANGED <<now, ends, endedAttempt>>
         /\ Abs!Claim(k)
 \* claim(w, limit, lease): Scheduler's Claim(k) (started, not closed, room for k, the k
 \* ready versions with the smallest seq), each taken under a first lease of w that ends
 \* LeaseTime from now.
+
+ClaimAnswerLost(w, k) ==
+    LET C == Chosen(k)
+    IN  /\ LoseAnswers
+        /\ attempt' = [x \in Tasks |-> IF x \in C THEN 1 ELSE attempt[x]]
+        /\ holder' = [x \in Tasks |-> IF x \in C THEN w ELSE holder[x]]
+        /\ deadline' = [x \in Tasks |-> IF x \in C THEN now + LeaseTime ELSE deadline[x]]
+        /\ UNCHANGED <<now, held, ends, endedAttempt>>
+        /\ Abs!Claim(k)
+\* Claim(w, k) committed, and its answer never reached w: the store gave the leases (the
+\* attempts are spent, w is the holder, the deadlines run), w runs none of them.  They
+\* expire, and are re-claimed or fail after MaxAttempts, as a crashed worker's would.
 
 Reclaim(w, t) ==
     /\ state[t] = "running"
@@ -184,17 +211,30 @@ Reclaim(w, t) ==
     /\ holder' = [holder EXCEPT ![t] = w]
     /\ deadline' = [deadline EXCEPT ![t] = now + LeaseTime]
     /\ held' = [held EXCEPT ![w] = @ \cup {<<t, generation[t], attempt[t] + 1>>}]
-    /\ UNCHANGED <<now, ends>>
+    /\ UNCHANGED <<now, ends, endedAttempt>>
     /\ UNCHANGED schedulerVars
 \* claim(w, ...) re-claims a running version whose lease expired: a new attempt, a new
 \* fencing token.  Allowed after Close too (the version was admitted); the version keeps
 \* the concurrency slot it never gave up.
 
+ReclaimAnswerLost(w, t) ==
+    /\ LoseAnswers
+    /\ state[t] = "running"
+    /\ holder[t] = NoWorker
+    /\ attempt[t] < MaxAttempts
+    /\ attempt' = [attempt EXCEPT ![t] = @ + 1]
+    /\ holder' = [holder EXCEPT ![t] = w]
+    /\ deadline' = [deadline EXCEPT ![t] = now + LeaseTime]
+    /\ UNCHANGED <<now, held, ends, endedAttempt>>
+    /\ UNCHANGED schedulerVars
+\* Reclaim(w, t) committed, and its answer never reached w: the attempt is spent on a lease
+\* nobody runs.
+
 Heartbeat(w, t, g, a) ==
     /\ <<t, g, a>> \in held[w]
     /\ Current(w, t, g, a)
     /\ deadline' = [deadline EXCEPT ![t] = now + LeaseTime]
-    /\ UNCHANGED <<attempt, holder, now, held, ends>>
+    /\ UNCHANGED <<attempt, holder, now, held, ends, endedAttempt>>
     /\ UNCHANGED schedulerVars
 \* heartbeat(lease): the live lease lasts LeaseTime from now.  The answer says whether a
 \* cancel was requested (cancelRequested[t]).  Even past its deadline, a lease that no
@@ -206,6 +246,7 @@ Complete(w, t, g, a) ==
     /\ holder' = [holder EXCEPT ![t] = NoWorker]
     /\ deadline' = [deadline EXCEPT ![t] = 0]
     /\ ends' = [ends EXCEPT ![t] = @ + 1]
+    /\ endedAttempt' = [endedAttempt EXCEPT ![t] = a]
     /\ held' = [held EXCEPT ![w] = @ \ {<<t, g, a>>}]
     /\ UNCHANGED <<attempt, now>>
     /\ Abs!Complete(t, g)
@@ -218,6 +259,7 @@ Fail(w, t, g, a) ==
     /\ holder' = [holder EXCEPT ![t] = NoWorker]
     /\ deadline' = [deadline EXCEPT ![t] = 0]
     /\ ends' = [ends EXCEPT ![t] = @ + 1]
+    /\ endedAttempt' = [endedAttempt EXCEPT ![t] = a]
     /\ held' = [held EXCEPT ![w] = @ \ {<<t, g, a>>}]
     /\ UNCHANGED <<attempt, now>>
     /\ Abs!Fail(t, g)
@@ -229,22 +271,75 @@ AcknowledgeCancel(w, t, g, a) ==
     /\ holder' = [holder EXCEPT ![t] = NoWorker]
     /\ deadline' = [deadline EXCEPT ![t] = 0]
     /\ ends' = [ends EXCEPT ![t] = @ + 1]
+    /\ endedAttempt' = [endedAttempt EXCEPT ![t] = a]
     /\ held' = [held EXCEPT ![w] = @ \ {<<t, g, a>>}]
     /\ UNCHANGED <<attempt, now>>
     /\ Abs!AcknowledgeCancel(t, g)
 \* acknowledge_cancel(lease): with the live lease, Scheduler's AcknowledgeCancel (then
 \* Settle).  The lease ends.
 
+CompleteAnswerLost(w, t, g, a) ==
+    /\ LoseAnswers
+    /\ <<t, g, a>> \in held[w]
+    /\ Current(w, t, g, a)
+    /\ holder' = [holder EXCEPT ![t] = NoWorker]
+    /\ deadline' = [deadline EXCEPT ![t] = 0]
+    /\ ends' = [ends EXCEPT ![t] = @ + 1]
+    /\ endedAttempt' = [endedAttempt EXCEPT ![t] = a]
+    /\ UNCHANGED <<attempt, now, held>>
+    /\ Abs!Complete(t, g)
+\* complete(lease, result) committed, as Complete, and its answer never reached w: w still
+\* holds the lease, and makes the same report again (RepeatedReport) or dies.
+
+FailAnswerLost(w, t, g, a) ==
+    /\ LoseAnswers
+    /\ <<t, g, a>> \in held[w]
+    /\ Current(w, t, g, a)
+    /\ holder' = [holder EXCEPT ![t] = NoWorker]
+    /\ deadline' = [deadline EXCEPT ![t] = 0]
+    /\ ends' = [ends EXCEPT ![t] = @ + 1]
+    /\ endedAttempt' = [endedAttempt EXCEPT ![t] = a]
+    /\ UNCHANGED <<attempt, now, held>>
+    /\ Abs!Fail(t, g)
+\* fail(lease, error) committed, as Fail; its answer was lost.
+
+AcknowledgeCancelAnswerLost(w, t, g, a) ==
+    /\ LoseAnswers
+    /\ <<t, g, a>> \in held[w]
+    /\ Current(w, t, g, a)
+    /\ holder' = [holder EXCEPT ![t] = NoWorker]
+    /\ deadline' = [deadline EXCEPT ![t] = 0]
+    /\ ends' = [ends EXCEPT ![t] = @ + 1]
+    /\ endedAttempt' = [endedAttempt EXCEPT ![t] = a]
+    /\ UNCHANGED <<attempt, now, held>>
+    /\ Abs!AcknowledgeCancel(t, g)
+\* acknowledge_cancel(lease) committed, as AcknowledgeCancel; its answer was lost.
+
+RepeatedReport(w, t, g, a) ==
+    /\ <<t, g, a>> \in held[w]
+    /\ Repeat(t, g, a)
+    /\ held' = [held EXCEPT ![w] = @ \ {<<t, g, a>>}]
+    /\ UNCHANGED <<attempt, holder, deadline, now, ends, endedAttempt>>
+    /\ Abs!RepeatedCallback(t)
+\* w repeats the report whose answer it lost (the worker retries a store call that failed
+\* with a connection error): the store answers it as accepted (duplicate_callbacks counts
+\* it) and changes nothing, Scheduler's RepeatedCallback; w drops the lease.  The repeat of
+\* a complete is answered "succeeded" even if the version ended otherwise in between: it
+\* cannot, a terminal version never changes, and the next version has a new generation.
+
 Refused(w, t, g, a) ==
     /\ <<t, g, a>> \in held[w]
     /\ ~Current(w, t, g, a)
+    /\ ~Repeat(t, g, a)
     /\ held' = [held EXCEPT ![w] = @ \ {<<t, g, a>>}]
-    /\ UNCHANGED <<attempt, holder, deadline, now, ends>>
+    /\ UNCHANGED <<attempt, holder, deadline, now, ends, endedAttempt>>
     /\ UNCHANGED schedulerVars
 \* Any of heartbeat, complete, fail or acknowledge_cancel with a lease that is not the live
-\* one (an older generation, an older attempt, an expired lease, an ended version): the
-\* store changes nothing (LeaseLostError from heartbeat, StaleLeaseError from the others)
-\* and the worker drops the lease.
+\* one (an older generation, an older attempt, an expired lease, a version another attempt
+\* or an expiry ended): the store changes nothing (LeaseLostError from heartbeat,
+\* StaleLeaseError from the others) and the worker drops the lease.  The lease of the
+\* report that ended the version is not refused: the worker only holds it still because
+\* that report's answer was lost, and its next call is the same report (RepeatedReport).
 
 AnyRefused(w) == \E l \in held[w] : Refused(w, l[1], l[2], l[3])
 \* Refused for every lease w holds.  TLC names a step after the innermost operator it
@@ -256,7 +351,7 @@ Expire(t) ==
     /\ deadline[t] < now
     /\ holder' = [holder EXCEPT ![t] = NoWorker]
     /\ deadline' = [deadline EXCEPT ![t] = 0]
-    /\ UNCHANGED <<attempt, now, held>>
+    /\ UNCHANGED <<attempt, now, held, endedAttempt>>
     /\ \/ /\ attempt[t] < MaxAttempts
           /\ UNCHANGED ends
           /\ UNCHANGED schedulerVars
@@ -266,14 +361,16 @@ Expire(t) ==
 \* Inside any transaction that claims: the live lease of t is past its deadline.  With
 \* attempts left, the lease is taken away and the version, still running and still in its
 \* slot, waits to be re-claimed.  After MaxAttempts leases the version fails (the cause is
-\* "lease expired MaxAttempts times"), then Settle: that is its end.  The step is
+\* "lease expired MaxAttempts times"), then Settle: that is its end, and no report's, so
+\* endedAttempt stays 0 (the store writes no ended_attempt) and every later report of the
+\* version is refused.  The step is
 \* conditional on the lease it read being the live one, so a report committed first wins
 \* and a report that comes after is refused.
 
 Tick ==
     /\ \E t \in Tasks : Live(t) /\ deadline[t] >= now
     /\ now' = now + 1
-    /\ UNCHANGED <<attempt, holder, deadline, held, ends>>
+    /\ UNCHANGED <<attempt, holder, deadline, held, ends, endedAttempt>>
     /\ UNCHANGED schedulerVars
 \* Time passes on the store's clock, while some live lease has yet to pass its deadline:
 \* the only moments a tick can be noticed (see the module's comment).
@@ -281,7 +378,7 @@ Tick ==
 Crash(w) ==
     /\ held[w] # {}
     /\ held' = [held EXCEPT ![w] = {}]
-    /\ UNCHANGED <<attempt, holder, deadline, now, ends>>
+    /\ UNCHANGED <<attempt, holder, deadline, now, ends, endedAttempt>>
     /\ UNCHANGED schedulerVars
 \* Worker process w dies and forgets what it ran; its leases stay in the store until they
 \* expire.  A worker that pauses is not a step: meanwhile the clock ticks and its leases
@@ -297,6 +394,7 @@ Next ==
     \/ \E w \in Workers : \E t \in Tasks : Fail(w, t, generation[t], attempt[t])
     \/ \E w \in Workers : \E t \in Tasks : AcknowledgeCancel(w, t, generation[t], attempt[t])
     \/ \E w \in Workers : AnyRefused(w)
+    \/ \E w \in Workers : \E t \in Tasks : RepeatedReport(w, t, generation[t], endedAttempt[t])
     \/ \E t \in Tasks : Expire(t)
     \/ Tick
     \/ \E w \in Workers : Crash(w)
@@ -304,8 +402,17 @@ Next ==
     \/ \E t \in Tasks : Retry(t)
     \/ \E c \in BOOLEAN : Close(c)
     \/ \E t \in Tasks : RepeatedCallback(t)
+    \/ \E w \in Workers : \E k \in 1..MaxConcurrency : ClaimAnswerLost(w, k)
+    \/ \E w \in Workers : \E t \in Tasks : ReclaimAnswerLost(w, t)
+    \/ \E w \in Workers : \E t \in Tasks : CompleteAnswerLost(w, t, generation[t], attempt[t])
+    \/ \E w \in Workers : \E t \in Tasks : FailAnswerLost(w, t, generation[t], attempt[t])
+    \/ \E w \in Workers : \E t \in Tasks :
+          AcknowledgeCancelAnswerLost(w, t, generation[t], attempt[t])
 \* Any one transaction, or any one worker's move.  A report is enabled only with the live
-\* lease, so its generation and attempt are the current ones; Refused takes the others.
+\* lease, so its generation and attempt are the current ones; RepeatedReport takes the
+\* lease of the report that ended the version, Refused the others.  A transaction whose
+\* answer is lost is the same change of the store with no change of held; a lost answer of
+\* a heartbeat needs no step of its own (see docs/durable.md).
 
 Spec == Init /\ [][Next]_vars
 \* Every behaviour of the durable scheduler, without fairness.
@@ -352,6 +459,7 @@ TypeOK ==
     /\ now \in Nat
     /\ held \in [Workers -> SUBSET (Tasks \X Nat \X Nat)]
     /\ ends \in [Tasks -> Nat]
+    /\ endedAttempt \in [Tasks -> Nat]
 \* Every variable holds a value of its type.
 
 IndegreeInvariant == Abs!IndegreeInvariant
@@ -417,6 +525,19 @@ NoLostVersion ==
 \* it: the safety half of "no version is lost" (the other half, that someone does re-claim
 \* it, is EveryVersionEnds).
 
+EndedAttemptFits ==
+    \A t \in Tasks :
+        /\ endedAttempt[t] > 0 =>
+               /\ endedAttempt[t] = attempt[t]
+               /\ state[t] \in {"succeeded", "failed", "cancelled"}
+               /\ ends[t] > 0
+        /\ (attempt[t] > 0 /\ state[t] \in {"succeeded", "cancelled"}) =>
+               endedAttempt[t] = attempt[t]
+\* The report that ended a version was made with its newest attempt, and the version is
+\* over by it (it never ends blocked: only a waiting version is blocked); a claimed version
+\* that succeeded or was cancelled was ended by a report (an expiry only fails), so a repeat
+\* of that report is answered.  A version failed by its last expiry has none.
+
 NoFutureLease ==
     \A w \in Workers : \A l \in held[w] :
         /\ 1 <= l[2] /\ l[2] <= generation[l[1]]
@@ -432,18 +553,22 @@ OnlyCurrentAttemptEnds ==
           (generation'[t] = generation[t] /\ ends'[t] # ends[t])
               => /\ Live(t)
                  /\ \/ /\ Lease(t) \in held[holder[t]]
-                       /\ Lease(t) \notin held'[holder[t]]
+                       /\ held'[holder[t]] \in {held[holder[t]] \ {Lease(t)}, held[holder[t]]}
+                       /\ held' = [held EXCEPT ![holder[t]] = held'[holder[t]]]
                     \/ /\ held' = held
                        /\ deadline[t] < now
                        /\ attempt[t] >= MaxAttempts]_vars
 \* The store accepts an end of a version only from its current attempt, under a live
-\* lease: either the holder reports with that lease (and drops it), or, with no report,
-\* the lease expires after the last attempt.
+\* lease: either the holder reports with that lease (and drops it, or keeps it when the
+\* answer is lost), and no other worker's leases change, or, with no report, the lease
+\* expires after the last attempt.
 
 Refinement == [][Abs!Next]_(Abs!vars)
 \* Every behaviour is one of Scheduler's, under the mapping: Abs!Spec, whose other part,
-\* Abs!Init, Init states itself.  Reclaim, Heartbeat, Refused, Tick, Crash and an Expire
-\* that leaves attempts are stuttering steps; an Expire that gives up is Scheduler's Fail.
+\* Abs!Init, Init states itself.  Reclaim, ReclaimAnswerLost, Heartbeat, Refused, Tick,
+\* Crash and an Expire that leaves attempts are stuttering steps; RepeatedReport is
+\* Scheduler's RepeatedCallback (a stuttering step too); an Expire that gives up is
+\* Scheduler's Fail; a lost answer's step is the step whose answer it lost.
 \* (Written without Abs!Init so that TLC names it when it is violated: it names the parts
 \* of a conjunction by their place in the text.)
 

@@ -28,7 +28,7 @@ RelativeDeadline ==
 \* How far each live lease is from its deadline; every lease past it is alike (-1), and
 \* -2 marks no live lease.
 
-TimeView == <<schedulerVars, attempt, holder, RelativeDeadline, held, ends>>
+TimeView == <<schedulerVars, attempt, holder, RelativeDeadline, held, ends, endedAttempt>>
 \* The state without its absolute time.  Two states with the same view have the same
 \* steps, to states with the same view again: every action reads the clock only to compare
 \* a deadline with now (Expire, Tick) or to write now + LeaseTime, and a deadline already

@@ -33,11 +33,12 @@ from refsched.errors import (
 )
 from refsched.types import Snapshot, TaskState
 
-from ..dag import actions as scheduler
-from ..dag.actions import Refusal
+from .. import actions as scheduler
+from ..actions import Refusal
 
 __all__ = [
     "ACTIONS",
+    "ANSWER_LOST",
     "INITIAL",
     "Action",
     "DurableSnapshot",
@@ -51,6 +52,7 @@ __all__ = [
     "initial",
     "lease_of",
     "live",
+    "repeat",
 ]
 
 RUNNING = TaskState.RUNNING
@@ -66,6 +68,7 @@ class Limits:
     max_concurrency: int  # MaxConcurrency >= 1: how many versions may run at once
     max_attempts: int  # MaxAttempts >= 1: leases a version may be given before expiry fails it
     lease_time: int  # LeaseTime >= 1: how long a lease lasts from its claim or heartbeat
+    lose_answers: bool = True  # LoseAnswers: a committed claim or report may lose its answer
 
 
 def _frozen(mapping: Mapping[Hashable, Any], drop: Callable[[Any], bool]) -> Mapping[Hashable, Any]:
@@ -79,7 +82,8 @@ class DurableSnapshot:
     ``scheduler`` holds Scheduler's variables under the refinement mapping. Of the lease
     variables only what differs from the spec's ``Init`` is listed: an id with attempt 0 has no
     ``attempt`` entry, no live lease no ``holder`` entry, deadline 0 no ``deadline`` entry, no
-    accepted end no ``ends`` entry, a worker holding nothing no ``held`` entry. So the value does
+    accepted end no ``ends`` entry, no report that ended the version no ``ended_attempt`` entry, a
+    worker holding nothing no ``held`` entry. So the value does
     not depend on the instance's ``Tasks`` and ``Workers``; :mod:`refsched.verify.durable.spec`
     adds them back.
     """
@@ -96,6 +100,8 @@ class DurableSnapshot:
         default_factory=lambda: MappingProxyType({}))  # worker -> the leases it believes it holds
     ends: Mapping[Hashable, int] = field(
         default_factory=lambda: MappingProxyType({}))  # task -> accepted ends of its version, <= 1
+    ended_attempt: Mapping[Hashable, int] = field(
+        default_factory=lambda: MappingProxyType({}))  # task -> attempt whose report ended it
     _key: tuple[Any, ...] = field(init=False, repr=False)
     _hash: int = field(init=False, repr=False)
 
@@ -105,11 +111,13 @@ class DurableSnapshot:
         object.__setattr__(self, "holder", _frozen(self.holder, lambda w: False))
         object.__setattr__(self, "deadline", _frozen(self.deadline, lambda n: n == 0))
         object.__setattr__(self, "ends", _frozen(self.ends, lambda n: n == 0))
+        object.__setattr__(self, "ended_attempt", _frozen(self.ended_attempt, lambda n: n == 0))
         held = {w: frozenset(leases) for w, leases in self.held.items()}
         object.__setattr__(self, "held", _frozen(held, lambda leases: not leases))
         key = (self.scheduler, self.now, frozenset(self.attempt.items()),
                frozenset(self.holder.items()), frozenset(self.deadline.items()),
-               frozenset(self.held.items()), frozenset(self.ends.items()))
+               frozenset(self.held.items()), frozenset(self.ends.items()),
+               frozenset(self.ended_attempt.items()))
         object.__setattr__(self, "_key", key)  # a graph search hashes each state many times
         object.__setattr__(self, "_hash", hash(key))
 
@@ -124,7 +132,8 @@ class DurableSnapshot:
     def replace(self, **changes: Any) -> DurableSnapshot:
         """A copy with some fields replaced (mappings may be any mapping)."""
         fields = {name: getattr(self, name) for name in (
-            "scheduler", "attempt", "holder", "deadline", "now", "held", "ends")}
+            "scheduler", "attempt", "holder", "deadline", "now", "held", "ends",
+            "ended_attempt")}
         return DurableSnapshot(**{**fields, **changes})
 
 
@@ -168,6 +177,15 @@ def current(s: DurableSnapshot, worker: Hashable, task: Hashable, generation: in
             and s.holder.get(task) == worker)
 
 
+def repeat(s: DurableSnapshot, task: Hashable, generation: int, attempt: int) -> bool:
+    """Spec ``Repeat(t, g, a)``: a report with this lease repeats the one that ended the
+    version; the store answers it and changes nothing."""
+    view = s.scheduler.tasks.get(task)
+    return (view is not None and generation == view.generation
+            and attempt == s.ended_attempt.get(task, 0)
+            and view.state.is_terminal)
+
+
 def _holds(s: DurableSnapshot, worker: Hashable, lease: Lease) -> bool:
     return lease in s.held.get(worker, frozenset())
 
@@ -187,11 +205,14 @@ def _drop_lease(s: DurableSnapshot, worker: Hashable,
     return {**s.held, worker: s.held.get(worker, frozenset()) - {lease}}
 
 
-def _end_lease(s: DurableSnapshot, task: Hashable, scheduler_state: Snapshot) -> DurableSnapshot:
-    """The live lease of ``task`` ends with an accepted end of its version."""
+def _end_lease(s: DurableSnapshot, task: Hashable, scheduler_state: Snapshot,
+               reported: int = 0) -> DurableSnapshot:
+    """The live lease of ``task`` ends with an accepted end of its version; ``reported`` is
+    the attempt whose report ended it (0 for an expiry)."""
     return s.replace(scheduler=scheduler_state, holder=_without(s.holder, [task]),
                      deadline=_without(s.deadline, [task]),
-                     ends={**s.ends, task: s.ends.get(task, 0) + 1})
+                     ends={**s.ends, task: s.ends.get(task, 0) + 1},
+                     ended_attempt={**s.ended_attempt, task: reported})
 
 
 # -- The actions ------------------------------------------------------------------------------
@@ -231,7 +252,8 @@ def submit_effect(s: DurableSnapshot, task: Hashable, deps: frozenset[Hashable],
     # A running version cannot be replaced, so task had no live lease.
     return s.replace(scheduler=scheduler.submit_step(s.scheduler, task, deps),
                      attempt=_without(s.attempt, [task]), holder=_without(s.holder, [task]),
-                     deadline=_without(s.deadline, [task]), ends=_without(s.ends, [task]))
+                     deadline=_without(s.deadline, [task]), ends=_without(s.ends, [task]),
+                     ended_attempt=_without(s.ended_attempt, [task]))
 
 
 def start_refusal(s: DurableSnapshot, *, limits: Limits) -> Refusal | None:
@@ -258,7 +280,8 @@ def retry_effect(s: DurableSnapshot, task: Hashable, *, limits: Limits) -> Durab
     # Every member is dead, so none has a live lease; each new version was never claimed.
     members = scheduler.retry_set(s.scheduler.tasks, task)
     return s.replace(scheduler=scheduler.retry_step(s.scheduler, task),
-                     attempt=_without(s.attempt, members), ends=_without(s.ends, members))
+                     attempt=_without(s.attempt, members), ends=_without(s.ends, members),
+                     ended_attempt=_without(s.ended_attempt, members))
 
 
 def close_refusal(s: DurableSnapshot, cancel_pending: bool, *, limits: Limits) -> Refusal | None:
@@ -301,6 +324,12 @@ def claim_effect(s: DurableSnapshot, worker: Hashable, k: int, *,
     )
 
 
+def claim_answer_lost_effect(s: DurableSnapshot, worker: Hashable, k: int, *,
+                             limits: Limits) -> DurableSnapshot:
+    """``Claim(w, k)`` committed, its answer lost: the store's change, ``held`` unchanged."""
+    return claim_effect(s, worker, k, limits=limits).replace(held=s.held)
+
+
 def reclaim_refusal(s: DurableSnapshot, worker: Hashable, task: Hashable, *,
                     limits: Limits) -> Refusal | None:
     call = f"claim({worker!r}): re-claim {task!r}"
@@ -321,6 +350,13 @@ def reclaim_effect(s: DurableSnapshot, worker: Hashable, task: Hashable, *,
     return s.replace(attempt={**s.attempt, task: attempt}, holder={**s.holder, task: worker},
                      deadline={**s.deadline, task: s.now + limits.lease_time},
                      held=_add_leases(s, worker, [(task, generation_of(s, task), attempt)]))
+
+
+def reclaim_answer_lost_effect(s: DurableSnapshot, worker: Hashable, task: Hashable, *,
+                               limits: Limits) -> DurableSnapshot:
+    """``Reclaim(w, t)`` committed, its answer lost: the attempt is spent on a lease nobody
+    runs."""
+    return reclaim_effect(s, worker, task, limits=limits).replace(held=s.held)
 
 
 def _report_refusal(s: DurableSnapshot, call: str, error: type[SchedulerError],
@@ -365,7 +401,14 @@ def complete_refusal(s: DurableSnapshot, worker: Hashable, task: Hashable, gener
 def complete_effect(s: DurableSnapshot, worker: Hashable, task: Hashable, generation: int,
                     attempt: int, *, limits: Limits) -> DurableSnapshot:
     s = s.replace(held=_drop_lease(s, worker, (task, generation, attempt)))
-    return _end_lease(s, task, scheduler.complete_step(s.scheduler, task, generation))
+    return _end_lease(s, task, scheduler.complete_step(s.scheduler, task, generation), attempt)
+
+
+def complete_answer_lost_effect(s: DurableSnapshot, worker: Hashable, task: Hashable,
+                               generation: int, attempt: int, *,
+                               limits: Limits) -> DurableSnapshot:
+    """The report committed and its answer was lost: the worker keeps the lease."""
+    return complete_effect(s, worker, task, generation, attempt, limits=limits).replace(held=s.held)
 
 
 def fail_refusal(s: DurableSnapshot, worker: Hashable, task: Hashable, generation: int,
@@ -376,7 +419,14 @@ def fail_refusal(s: DurableSnapshot, worker: Hashable, task: Hashable, generatio
 def fail_effect(s: DurableSnapshot, worker: Hashable, task: Hashable, generation: int,
                 attempt: int, *, limits: Limits) -> DurableSnapshot:
     s = s.replace(held=_drop_lease(s, worker, (task, generation, attempt)))
-    return _end_lease(s, task, scheduler.fail_step(s.scheduler, task, generation))
+    return _end_lease(s, task, scheduler.fail_step(s.scheduler, task, generation), attempt)
+
+
+def fail_answer_lost_effect(s: DurableSnapshot, worker: Hashable, task: Hashable,
+                               generation: int, attempt: int, *,
+                               limits: Limits) -> DurableSnapshot:
+    """The report committed and its answer was lost: the worker keeps the lease."""
+    return fail_effect(s, worker, task, generation, attempt, limits=limits).replace(held=s.held)
 
 
 def acknowledge_cancel_refusal(s: DurableSnapshot, worker: Hashable, task: Hashable,
@@ -390,7 +440,16 @@ def acknowledge_cancel_effect(s: DurableSnapshot, worker: Hashable, task: Hashab
                               generation: int, attempt: int, *,
                               limits: Limits) -> DurableSnapshot:
     s = s.replace(held=_drop_lease(s, worker, (task, generation, attempt)))
-    return _end_lease(s, task, scheduler.acknowledge_cancel_step(s.scheduler, task, generation))
+    return _end_lease(s, task,
+                      scheduler.acknowledge_cancel_step(s.scheduler, task, generation), attempt)
+
+
+def acknowledge_cancel_answer_lost_effect(s: DurableSnapshot, worker: Hashable, task: Hashable,
+                               generation: int, attempt: int, *,
+                               limits: Limits) -> DurableSnapshot:
+    """The report committed and its answer was lost: the worker keeps the lease."""
+    after = acknowledge_cancel_effect(s, worker, task, generation, attempt, limits=limits)
+    return after.replace(held=s.held)
 
 
 def refused_refusal(s: DurableSnapshot, worker: Hashable, task: Hashable, generation: int,
@@ -400,12 +459,24 @@ def refused_refusal(s: DurableSnapshot, worker: Hashable, task: Hashable, genera
         return Refusal(None, f"worker {worker!r} does not hold the lease {lease}")
     if current(s, worker, task, generation, attempt):
         return Refusal(None, f"the lease {lease} of {worker!r} is live: its reports are taken")
+    if repeat(s, task, generation, attempt):
+        return Refusal(None, f"the lease {lease} ended the version: its report is answered")
     return None
 
 
 def refused_effect(s: DurableSnapshot, worker: Hashable, task: Hashable, generation: int,
                    attempt: int, *, limits: Limits) -> DurableSnapshot:
     return s.replace(held=_drop_lease(s, worker, (task, generation, attempt)))
+
+
+def repeated_report_refusal(s: DurableSnapshot, worker: Hashable, task: Hashable,
+                            generation: int, attempt: int, *, limits: Limits) -> Refusal | None:
+    lease = f"<<{task!r}, {generation}, {attempt}>>"
+    if not _holds(s, worker, (task, generation, attempt)):
+        return Refusal(None, f"worker {worker!r} does not hold the lease {lease}")
+    if not repeat(s, task, generation, attempt):
+        return Refusal(None, f"no report with the lease {lease} ended the version")
+    return None
 
 
 def expire_refusal(s: DurableSnapshot, task: Hashable, *, limits: Limits) -> Refusal | None:
@@ -457,6 +528,30 @@ Fail = Action("Fail", _LEASE, fail_refusal, fail_effect)
 AcknowledgeCancel = Action("AcknowledgeCancel", _LEASE, acknowledge_cancel_refusal,
                            acknowledge_cancel_effect)
 Refused = Action("Refused", _LEASE, refused_refusal, refused_effect)
+RepeatedReport = Action("RepeatedReport", _LEASE, repeated_report_refusal, refused_effect)
+
+
+def _losing(refusal: Callable[..., Refusal | None]) -> Callable[..., Refusal | None]:
+    """The refusal of a step whose answer is lost: the step's own, and none unless the
+    instance's ``LoseAnswers``."""
+    def refused(s: DurableSnapshot, *args: Any, limits: Limits) -> Refusal | None:
+        if not limits.lose_answers:
+            return Refusal(None, "no answer is lost in this instance (LoseAnswers is FALSE)")
+        return refusal(s, *args, limits=limits)
+    return refused
+
+
+ClaimAnswerLost = Action("ClaimAnswerLost", ("w", "k"), _losing(claim_refusal),
+                         claim_answer_lost_effect)
+ReclaimAnswerLost = Action("ReclaimAnswerLost", ("w", "t"), _losing(reclaim_refusal),
+                           reclaim_answer_lost_effect)
+CompleteAnswerLost = Action("CompleteAnswerLost", _LEASE, _losing(complete_refusal),
+                            complete_answer_lost_effect)
+FailAnswerLost = Action("FailAnswerLost", _LEASE, _losing(fail_refusal),
+                        fail_answer_lost_effect)
+AcknowledgeCancelAnswerLost = Action("AcknowledgeCancelAnswerLost", _LEASE,
+                                     _losing(acknowledge_cancel_refusal),
+                                     acknowledge_cancel_answer_lost_effect)
 Expire = Action("Expire", ("t",), expire_refusal, expire_effect)
 Tick = Action("Tick", (), tick_refusal, tick_effect)
 Crash = Action("Crash", ("w",), crash_refusal, crash_effect)
@@ -467,8 +562,15 @@ RepeatedCallback = Action("RepeatedCallback", ("t",), repeated_callback_refusal,
 
 ACTIONS: dict[str, Action] = {a.name: a for a in (
     Submit, Start, Claim, Reclaim, Heartbeat, Complete, Fail, AcknowledgeCancel, Refused,
-    Expire, Tick, Crash, Cancel, Retry, Close, RepeatedCallback,
+    Expire, Tick, Crash, Cancel, Retry, Close, RepeatedCallback, RepeatedReport,
+    ClaimAnswerLost, ReclaimAnswerLost, CompleteAnswerLost, FailAnswerLost,
+    AcknowledgeCancelAnswerLost,
 )}
+
+ANSWER_LOST = ("ClaimAnswerLost", "ReclaimAnswerLost", "CompleteAnswerLost", "FailAnswerLost",
+               "AcknowledgeCancelAnswerLost")
+"""The steps of ``Next`` taken only when ``LoseAnswers``: a committed transaction whose answer
+never reached its worker."""
 
 
 def initial() -> DurableSnapshot:

@@ -6,10 +6,11 @@ are counts of spec steps of one kind, or of the versions a step moved into a sta
 ==================  ==========================================================================
 submitted           Submit steps
 retried             versions a Retry step created (the retried id and those blocked by it)
-claimed             versions a Claim step moved from ready to running (its ``k``)
-reclaimed           Reclaim steps
+claimed             versions a Claim step moved from ready to running (its ``k``); a
+                    ClaimAnswerLost too (the store's change is the same)
+reclaimed           Reclaim and ReclaimAnswerLost steps
 expired             Expire steps
-succeeded           Complete steps
+succeeded           Complete and CompleteAnswerLost steps
 failed              versions a step moved into failed: Fail, and an Expire out of attempts
 cancelled           versions a step moved into cancelled: Cancel of a waiting version,
                     AcknowledgeCancel, Close with ``cancelPending``
@@ -20,7 +21,8 @@ and, of the state reached, ``by_state`` (current versions per state, the states 
 ``live_leases`` (versions with a holder). ``cycles_reported`` counts calls refused for a cycle,
 which no spec step is, and ``stale_callbacks`` and ``duplicate_callbacks`` the refused and the
 repeated reports one scheduler object answered, which depend on the calls a harness chose to
-take a Refused or RepeatedCallback step with: a check that makes such calls counts them itself.
+take a Refused, RepeatedReport or RepeatedCallback step with: a check that makes such calls
+counts them itself.
 
 :class:`Counts` is an immutable value; ``counts.step(...)`` is the counts after one more step,
 and two counts add up, so the counts a step adds can be computed once per edge of a state graph.
@@ -74,8 +76,9 @@ class Counts:
         return Counts(
             submitted=self.submitted + (action == "Submit"),
             retried=self.retried + (renewed if action == "Retry" else 0),
-            claimed=self.claimed + (became(TaskState.RUNNING) if action == "Claim" else 0),
-            reclaimed=self.reclaimed + (action == "Reclaim"),
+            claimed=self.claimed + (became(TaskState.RUNNING)
+                                    if action in ("Claim", "ClaimAnswerLost") else 0),
+            reclaimed=self.reclaimed + (action in ("Reclaim", "ReclaimAnswerLost")),
             expired=self.expired + (action == "Expire"),
             succeeded=self.succeeded + became(TaskState.SUCCEEDED),
             failed=self.failed + became(TaskState.FAILED),

@@ -4,7 +4,10 @@
 action, every parameter value its quantifiers range over, one step per enabled instance (so
 two instances that reach the same state are two edges, as in TLC's graph). The reports
 (Heartbeat, Complete, Fail, AcknowledgeCancel) are quantified over workers and ids with the
-current generation and attempt, Refused over the leases each worker holds. :func:`explore` is
+current generation and attempt, Refused over the leases each worker holds, RepeatedReport over
+workers and ids with the current generation and the attempt whose report ended the version; the
+steps whose answer is lost are enabled only when the instance's ``LoseAnswers`` is TRUE.
+:func:`explore` is
 a breadth-first search of those steps with :func:`refsched.model.dag.graph.search` under
 ``MCDurableScheduler``'s constraints, ``GenerationBound`` and ``TimeBound``.
 """
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
-from ..dag.graph import ModelGraph, search
+from ..graph import ModelGraph, search
 from .actions import ACTIONS, INITIAL, DurableSnapshot, Limits, generation_of
 
 __all__ = ["Instance", "explore", "next_steps", "within_bound"]
@@ -33,11 +36,13 @@ class Instance:
     lease_time: int  # LeaseTime
     max_generation: int  # MaxGeneration: GenerationBound
     max_time: int  # MaxTime: TimeBound
+    lose_answers: bool = True  # LoseAnswers: a committed claim or report may lose its answer
 
     @property
     def limits(self) -> Limits:
         """The constants the actions read."""
-        return Limits(self.max_concurrency, self.max_attempts, self.lease_time)
+        return Limits(self.max_concurrency, self.max_attempts, self.lease_time,
+                      self.lose_answers)
 
 
 def _instances(s: DurableSnapshot, instance: Instance) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -74,6 +79,20 @@ def _instances(s: DurableSnapshot, instance: Instance) -> Iterator[tuple[str, di
         yield "Close", {"cancelPending": cancel_pending}
     for t in tasks:
         yield "RepeatedCallback", {"t": t}
+    for w in workers:
+        for t in tasks:
+            yield "RepeatedReport", {"w": w, "t": t, "g": generation_of(s, t),
+                                     "a": s.ended_attempt.get(t, 0)}
+    for w in workers:
+        for k in range(1, instance.max_concurrency + 1):
+            yield "ClaimAnswerLost", {"w": w, "k": k}
+    for w in workers:
+        for t in tasks:
+            yield "ReclaimAnswerLost", {"w": w, "t": t}
+    for name in ("CompleteAnswerLost", "FailAnswerLost", "AcknowledgeCancelAnswerLost"):
+        for w in workers:
+            for t in tasks:
+                yield name, {"w": w, "t": t, "g": generation_of(s, t), "a": s.attempt.get(t, 0)}
 
 
 def next_steps(s: DurableSnapshot,

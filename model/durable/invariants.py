@@ -36,6 +36,7 @@ def _ids(s: DurableSnapshot) -> set[Hashable]:
     """Every id the state names: the spec's ``Tasks`` as far as this state can tell."""
     return (set(s.scheduler.tasks) | {d for v in s.scheduler.tasks.values() for d in v.deps}
             | set(s.attempt) | set(s.holder) | set(s.deadline) | set(s.ends)
+            | set(s.ended_attempt)
             | {lease[0] for leases in s.held.values() for lease in leases})
 
 
@@ -64,6 +65,7 @@ def type_ok(s: DurableSnapshot, limits: Limits) -> bool:
             and all(_is_count(n) for n in s.attempt.values())
             and all(_is_count(n) for n in s.deadline.values())
             and all(_is_count(n) for n in s.ends.values()) and _is_count(s.now)
+            and all(_is_count(n) for n in s.ended_attempt.values())
             and all(isinstance(leases, frozenset) and all(map(lease_ok, leases))
                     for leases in s.held.values())
             and all(v.claims == min(s.attempt.get(t, 0), 1)
@@ -121,6 +123,23 @@ def no_lost_version(s: DurableSnapshot, limits: Limits) -> bool:
     """A running version with no live lease still has an attempt left to be re-claimed with."""
     return all(s.attempt.get(t, 0) < limits.max_attempts
                for t in _ids(s) if _running(s, t) and t not in s.holder)
+
+
+def ended_attempt_fits(s: DurableSnapshot, limits: Limits) -> bool:
+    """The report that ended a version was made with its newest attempt and ended it for good
+    (succeeded, failed or cancelled, an accepted end); a claimed version that succeeded or was
+    cancelled was ended by a report."""
+    for t in _ids(s):
+        view = s.scheduler.tasks.get(t)
+        state = None if view is None else view.state
+        ended, attempt = s.ended_attempt.get(t, 0), s.attempt.get(t, 0)
+        if ended > 0 and not (ended == attempt and s.ends.get(t, 0) > 0 and state in (
+                TaskState.SUCCEEDED, TaskState.FAILED, TaskState.CANCELLED)):
+            return False
+        if (attempt > 0 and state in (TaskState.SUCCEEDED, TaskState.CANCELLED)
+                and ended != attempt):
+            return False
+    return True
 
 
 def no_future_lease(s: DurableSnapshot, limits: Limits) -> bool:
@@ -201,8 +220,8 @@ def claim_only_after_deps_succeeded(before: DurableSnapshot, after: DurableSnaps
 def only_current_attempt_ends(before: DurableSnapshot, after: DurableSnapshot,
                               limits: Limits) -> bool:
     """The store accepts an end only from the current attempt, under a live lease: the holder
-    reports with that lease (and drops it), or, with no report, it expires after the last
-    attempt."""
+    reports with that lease (and drops it, or keeps it when the answer is lost; no other
+    worker's leases change), or, with no report, it expires after the last attempt."""
     for t in _ids(before) | _ids(after):
         if _generation(after, t) != _generation(before, t):
             continue
@@ -211,8 +230,10 @@ def only_current_attempt_ends(before: DurableSnapshot, after: DurableSnapshot,
         if not (_running(before, t) and t in before.holder):
             return False
         lease, w = _lease(before, t), before.holder[t]
-        reported = (lease in before.held.get(w, frozenset())
-                    and lease not in after.held.get(w, frozenset()))
+        mine = before.held.get(w, frozenset())
+        others = {v: leases for v, leases in before.held.items() if v != w}
+        reported = (lease in mine and after.held.get(w, frozenset()) in (mine, mine - {lease})
+                    and {v: leases for v, leases in after.held.items() if v != w} == others)
         gave_up = (dict(after.held) == dict(before.held)
                    and before.deadline.get(t, 0) < before.now
                    and before.attempt.get(t, 0) >= limits.max_attempts)
@@ -242,6 +263,7 @@ INVARIANTS: dict[str, Callable[[DurableSnapshot, Limits], bool]] = {
     "AttemptsBounded": attempts_bounded,
     "LeaseFitsState": lease_fits_state,
     "NoLostVersion": no_lost_version,
+    "EndedAttemptFits": ended_attempt_fits,
     "NoFutureLease": no_future_lease,
     "CallsTaken": calls_taken,
     "ReportsTaken": reports_taken,

@@ -71,11 +71,13 @@ class Lease(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class LeaseView:
-    """The lease part of a version (spec: ``attempt``, ``holder``, ``deadline``)."""
+    """The lease part of a version (spec: ``attempt``, ``holder``, ``deadline``,
+    ``endedAttempt``)."""
 
     attempt: int  # claims of the version; 0 = never claimed
     holder: str | None  # the worker whose lease is live; None when none is
     deadline: float | None  # the live lease's end on the store's clock
+    ended_attempt: int = 0  # the attempt whose report ended the version; 0 = none did
 
 
 @dataclass(frozen=True, slots=True)
@@ -1151,9 +1153,11 @@ class DurableScheduler:
         return StoreView(float(now_rows[0][0]), dict(meta_rows), versions)
 
     def leases(self) -> dict[str, LeaseView]:
-        """The lease part of every claimed version (spec: ``attempt``, ``holder``, ``deadline``)."""
-        return {t: LeaseView(a, h, dl) for t, a, h, dl in self._store.read([(
-            "SELECT id, attempt, holder, deadline FROM task WHERE attempt > 0", ())])[0]}
+        """The lease part of every claimed version (spec: ``attempt``, ``holder``, ``deadline``,
+        ``endedAttempt``)."""
+        return {t: LeaseView(a, h, dl, e) for t, a, h, dl, e in self._store.read([(
+            "SELECT id, attempt, holder, deadline, COALESCE(ended_attempt, 0) FROM task "
+            "WHERE attempt > 0", ())])[0]}
 
     def history(self) -> list[tuple[str, dict[str, Any]]]:
         """Every accepted step, in commit order (a store created with ``record=True``)."""

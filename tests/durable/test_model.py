@@ -67,7 +67,7 @@ NONE: frozenset[Hashable] = frozenset()
 # matches it with TLC's), and the other two configs.
 TRACES = Instance(tasks=("a",), workers=("w1", "w2"), max_concurrency=1, max_attempts=2,
                   lease_time=1, max_generation=2, max_time=4)
-TRACES_STATES, TRACES_EDGES, TRACES_DEPTH = 1_916, 10_033, 19
+TRACES_STATES, TRACES_EDGES, TRACES_DEPTH = 6_604, 44_101, 18
 SAFETY = Instance(tasks=("a", "b"), workers=("w1", "w2"), max_concurrency=2, max_attempts=2,
                   lease_time=1, max_generation=1, max_time=0)
 LIVENESS = replace(TRACES, max_time=0)
@@ -164,6 +164,50 @@ def test_the_last_attempts_expiry_fails_the_version_and_blocks_its_dependents() 
     assert refused(s, "Complete", "w2", "a", 1, 2).reason == (
         "complete(<<'a', 1, 2>>): the version is failed, not running")
     assert not violated(s, LIMITS)
+
+
+# -- Lost answers --------------------------------------------------------------------------------
+
+def test_a_report_whose_answer_was_lost_is_repeated_and_answered_with_no_change() -> None:
+    lost = step(CLAIMED, "CompleteAnswerLost", "w1", "a", 1, 1)
+    # The store's change is Complete's; the worker still holds the lease.
+    assert lost == step(CLAIMED, "Complete", "w1", "a", 1, 1).replace(held=CLAIMED.held)
+    assert lost.ended_attempt == {"a": 1} and lost.ends == {"a": 1}
+    # The lease is neither live nor refused: its report is answered again.
+    assert "ended the version" in refused(lost, "Refused", "w1", "a", 1, 1).reason
+    assert "not running" in refused(lost, "Complete", "w1", "a", 1, 1).reason
+    again = step(lost, "RepeatedReport", "w1", "a", 1, 1)
+    assert again == lost.replace(held={})
+    assert not violated(lost, LIMITS) and not violated_by_step(CLAIMED, lost, LIMITS)
+    assert not violated_by_step(lost, again, LIMITS)
+    # Only that lease repeats: not another attempt's.
+    other = lost.replace(held={"w1": {("a", 1, 1)}, "w2": {("a", 1, 2)}})
+    assert "no report" in refused(other, "RepeatedReport", "w2", "a", 1, 2).reason
+
+
+def test_an_expiry_that_fails_the_version_is_no_report_so_nothing_repeats() -> None:
+    one = Limits(max_concurrency=2, max_attempts=1, lease_time=1)
+    s = run(("Tick",), ("Tick",), ("Expire", "a"), s=CLAIMED, limits=one)
+    assert version(s, "a").state is FAILED and s.ended_attempt == {}
+    assert "no report" in refused(s, "RepeatedReport", "w1", "a", 1, 1, limits=one).reason
+    step(s, "Refused", "w1", "a", 1, 1, limits=one)
+    # A retry's new version has no ended attempt either.
+    done = step(step(CLAIMED, "Fail", "w1", "a", 1, 1), "Retry", "a")
+    assert done.ended_attempt == {} and done.attempt == {}
+
+
+def test_a_claim_whose_answer_was_lost_burns_the_attempt_and_the_lease_expires() -> None:
+    s = step(STARTED, "ClaimAnswerLost", "w1", 1)
+    assert s == CLAIMED.replace(held={})
+    s = run(("Tick",), ("Tick",), ("Expire", "a"), s=s)
+    r = step(s, "ReclaimAnswerLost", "w2", "a")
+    assert r == step(s, "Reclaim", "w2", "a").replace(held={})
+    assert r.attempt == {"a": 2} and r.holder == {"a": "w2"}
+    # Without LoseAnswers no answer is lost.
+    kept = Limits(max_concurrency=2, max_attempts=2, lease_time=1, lose_answers=False)
+    assert "LoseAnswers" in refused(STARTED, "ClaimAnswerLost", "w1", 1, limits=kept).reason
+    assert "LoseAnswers" in refused(CLAIMED, "FailAnswerLost", "w1", "a", 1, 1,
+                                    limits=kept).reason
 
 
 def test_a_version_out_of_attempts_is_not_reclaimed() -> None:
@@ -348,6 +392,9 @@ def test_next_steps_names_every_parameter_in_the_specs_order() -> None:
         ("AcknowledgeCancel", {"w": "w1", "t": "a", "g": 1, "a": 1}),
         ("Expire", {"t": "a"}), ("Crash", {"w": "w1"}), ("Cancel", {"t": "a"}),
         ("Close", {"cancelPending": False}), ("Close", {"cancelPending": True}),
+        ("CompleteAnswerLost", {"w": "w1", "t": "a", "g": 1, "a": 1}),
+        ("FailAnswerLost", {"w": "w1", "t": "a", "g": 1, "a": 1}),
+        ("AcknowledgeCancelAnswerLost", {"w": "w1", "t": "a", "g": 1, "a": 1}),
     ]
 
 
@@ -393,6 +440,8 @@ BAD_STATES: dict[str, DurableSnapshot] = {
     "NoLostVersion": EXPIRED.replace(attempt={"a": 2}),
     # w2 believes it holds a lease of a's next generation
     "NoFutureLease": CLAIMED.replace(held={"w1": {("a", 1, 1)}, "w2": {("a", 2, 1)}}),
+    # a succeeded with attempt 1, and the store names attempt 2 as the one that ended it
+    "EndedAttemptFits": DONE.replace(ended_attempt={"a": 2}),
 }
 
 
@@ -434,7 +483,8 @@ BAD_STEPS: dict[str, tuple[DurableSnapshot, DurableSnapshot, list[str]]] = {
         ["ClaimOnlyAfterDepsSucceeded", "Refinement"]),
     # the store takes w1's completion after its lease expired
     "OnlyCurrentAttemptEnds": (
-        EXPIRED, EXPIRED.replace(scheduler=DONE.scheduler, held={}, ends={"a": 1}),
+        EXPIRED, EXPIRED.replace(scheduler=DONE.scheduler, held={}, ends={"a": 1},
+                                 ended_attempt={"a": 1}),
         ["OnlyCurrentAttemptEnds"]),
     # the expiry puts a back in the ready queue (a rescue that re-queues)
     "Refinement": (LATE, with_versions(EXPIRED, a={"state": READY, "claims": 0}).replace(

@@ -143,6 +143,52 @@ def test_a_broken_store_is_named_at_its_first_wrong_step(
     assert d.diff.splitlines()[1].split()[1] == field, d.diff
 
 
+class RepeatAnsweredForAnyAttempt(DurableScheduler):
+    """A report on an ended version is answered as a repeat whatever its attempt: the check of
+    ``ended_attempt`` is left out, so a worker whose lease expired, and whose version another
+    attempt then completed, is told its own report was taken."""
+
+    def _current(self, tx: Tx, call: str, lease: Lease) -> Any:
+        row = self._row(tx, call, lease.task_id)
+        if (row[0] == lease.generation and row[1] in ("succeeded", "failed", "cancelled")
+                and row[6] is not None):
+            return None
+        return super()._current(tx, call, lease)
+
+
+class RepeatAppliedAgain(DurableScheduler):
+    """A repeated complete() is applied again rather than answered: each repeat of a success
+    counts one more success (the fan-in of the success counted twice)."""
+
+    def _current(self, tx: Tx, call: str, lease: Lease) -> Any:
+        row = super()._current(tx, call, lease)
+        if row is None:
+            self._count(tx, "succeeded")
+        return row
+
+
+def test_a_store_that_refuses_a_repeated_report_is_named_at_the_repeat(
+        traces: list[Trace]) -> None:
+    d = first_divergence(traces, broken_durable.RepeatedReportRefused).divergences[0]
+    assert (d.side, d.action) in {("implementation", "RepeatedReport"),
+                                  ("implementation", "RepeatedCallback")}, format_divergence(d)
+    assert "raised StaleLeaseError" in d.reason, d.reason
+
+
+def test_a_store_that_answers_a_repeat_of_any_attempt_is_named_at_the_refused_report(
+        traces: list[Trace]) -> None:
+    d = first_divergence(traces, RepeatAnsweredForAnyAttempt).divergences[0]
+    assert (d.side, d.action) == ("implementation", "Refused"), format_divergence(d)
+    assert d.reason.endswith("expected StaleLeaseError"), d.reason
+
+
+def test_a_store_that_applies_a_repeated_report_again_is_named_at_the_repeat(
+        traces: list[Trace]) -> None:
+    d = first_divergence(traces, RepeatAppliedAgain).divergences[0]
+    assert (d.side, d.action) in {("implementation", "RepeatedReport"),
+                                  ("implementation", "RepeatedCallback")}, format_divergence(d)
+
+
 # -- Claim order: two ids, walked through the model ----------------------------------------------
 
 TWO = Instance(tasks=("a", "b"), workers=("w1",), max_concurrency=1, max_attempts=2,
@@ -174,6 +220,51 @@ CLAIM_ORDER = walked(
     ("Expire", {"t": "b"}), ("Reclaim", {"w": "w1", "t": "b"}),
     ("Refused", {"w": "w1", "t": "b", "g": 1, "a": 1}), ("Crash", {"w": "w1"}),
     ("Close", {"cancelPending": True}), ("RepeatedCallback", {"t": "a"}))
+
+
+LOST_ANSWERS = walked(
+    "lost-answers",
+    ("Submit", {"t": "a", "D": frozenset()}), ("Submit", {"t": "b", "D": frozenset()}),
+    ("Start", {}), ("ClaimAnswerLost", {"w": "w1", "k": 1}), ("Tick", {}), ("Tick", {}),
+    ("Expire", {"t": "a"}), ("ReclaimAnswerLost", {"w": "w1", "t": "a"}), ("Tick", {}),
+    ("Tick", {}), ("Expire", {"t": "a"}), ("Claim", {"w": "w1", "k": 1}),
+    ("FailAnswerLost", {"w": "w1", "t": "b", "g": 1, "a": 1}),
+    ("RepeatedReport", {"w": "w1", "t": "b", "g": 1, "a": 1}), ("Retry", {"t": "b"}),
+    ("Claim", {"w": "w1", "k": 1}), ("Cancel", {"t": "b"}),
+    ("AcknowledgeCancelAnswerLost", {"w": "w1", "t": "b", "g": 2, "a": 1}),
+    ("RepeatedReport", {"w": "w1", "t": "b", "g": 2, "a": 1}), ("Retry", {"t": "b"}),
+    ("Claim", {"w": "w1", "k": 1}), ("CompleteAnswerLost", {"w": "w1", "t": "b", "g": 3, "a": 1}),
+    ("RepeatedReport", {"w": "w1", "t": "b", "g": 3, "a": 1}),
+    ("RepeatedCallback", {"t": "b"}), ("RepeatedCallback", {"t": "a"}))
+
+
+def test_a_trace_of_lost_answers_replays_cleanly() -> None:
+    """A claim whose answer is lost burns the attempt, and the lease expires; a report whose
+    answer is lost is made again with the same lease and answered, with no change."""
+    report = replay([LOST_ANSWERS], system=DURABLE)
+    assert report.ok, format_divergence(report.divergences[0])
+    assert report.steps == len(LOST_ANSWERS.steps)
+
+
+def test_a_trace_of_lost_answers_replays_cleanly_on_postgresql(postgres_url: str) -> None:
+    # complete() runs on the server there (steps_postgres.py); its repeat falls back to the
+    # transaction that answers it.
+    report = replay([LOST_ANSWERS], postgres_factory(postgres_url), system=DURABLE)
+    assert report.ok, format_divergence(report.divergences[0])
+    assert report.steps == len(LOST_ANSWERS.steps)
+
+
+def test_a_store_that_refuses_a_repeat_is_named_at_the_repeated_report() -> None:
+    d = replay([LOST_ANSWERS], broken_durable.RepeatedReportRefused,
+               system=DURABLE).divergences[0]
+    assert (d.side, d.action) == ("implementation", "RepeatedReport"), format_divergence(d)
+    assert "fail(Lease(" in d.reason and "raised StaleLeaseError" in d.reason, d.reason
+
+
+def test_a_store_that_applies_a_repeat_again_is_named_at_the_repeated_report() -> None:
+    d = replay([LOST_ANSWERS], RepeatAppliedAgain, system=DURABLE).divergences[0]
+    assert (d.side, d.action) == ("implementation", "RepeatedReport"), format_divergence(d)
+    assert "succeeded" in d.reason, format_divergence(d)
 
 
 class ClaimTakesNewest(DurableScheduler):

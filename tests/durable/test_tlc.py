@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,7 @@ from refsched.model.durable import (
     violated,
     violated_by_step,
 )
+from refsched.model.durable import actions as durable_actions
 from refsched.model.durable.actions import Limits
 from refsched.types import TaskState
 from refsched.verify import stategraph
@@ -58,17 +59,17 @@ PAIRS = "MCDurableSchedulerPairs.cfg"
 GENERATIONS = "MCDurableSchedulerGenerations.cfg"
 
 # Measured with TLC 2.15. If the spec changes, update these and the comments in the cfg files.
-SAFETY_DISTINCT_STATES = 16_751  # views: 2 ids, 2 workers, 2 slots, 1 generation, symmetry
-SAFETY_DEPTH = 22
-LIVENESS_DISTINCT_STATES = 2_212  # views: 1 id, 2 workers, 2 generations, no symmetry
-LIVENESS_DEPTH = 23
-PAIRS_DISTINCT_STATES = 4_463  # views: 2 ids, 1 worker, 1 slot, 1 generation, symmetry
-PAIRS_DEPTH = 25
-GENERATIONS_DISTINCT_STATES = 11_160  # views: as PAIRS with 1 attempt and 2 generations
-GENERATIONS_DEPTH = 25
-TRACES_DISTINCT_STATES = 1_916  # 1 id, 2 workers, 2 generations, the clock up to 4
-TRACES_EDGES = 10_033
-TRACES_DEPTH = 19
+SAFETY_DISTINCT_STATES = 47_751  # views: 2 ids, 2 workers, 2 slots, 1 generation, symmetry
+SAFETY_DEPTH = 21
+LIVENESS_DISTINCT_STATES = 3_892  # views: 1 id, 2 workers, 2 generations, no symmetry
+LIVENESS_DEPTH = 20
+PAIRS_DISTINCT_STATES = 12_887  # views: 2 ids, 1 worker, 1 slot, 1 generation, symmetry
+PAIRS_DEPTH = 23
+GENERATIONS_DISTINCT_STATES = 35_232  # views: as PAIRS with 1 attempt and 2 generations
+GENERATIONS_DEPTH = 21
+TRACES_DISTINCT_STATES = 6_604  # 1 id, 2 workers, 2 generations, the clock up to 4
+TRACES_EDGES = 44_101
+TRACES_DEPTH = 18
 
 
 DURABLE: Any = systems.get("durable")  # what stategraph needs to read and match its graph
@@ -133,11 +134,14 @@ SCHEDULER_UNCHANGED_BUT_STATE = (
     "UNCHANGED <<started, closed, nextSeq, generation, deps, remainingDeps,\n"
     "                         blockedBy, cancelRequested, seq>>\n")
 RECLAIM_GUARD = "    /\\ holder[t] = NoWorker\n    /\\ attempt[t] < MaxAttempts\n"
+RECLAIM_ATTEMPT = ("Reclaim(w, t) ==\n    /\\ state[t] = \"running\"\n" + RECLAIM_GUARD
+                   + "    /\\ attempt' = [attempt EXCEPT ![t] = @ + 1]\n")
 EXPIRE_KEEPS = "    /\\ \\/ /\\ attempt[t] < MaxAttempts\n"
 EXPIRE_GIVES_UP = "       \\/ /\\ attempt[t] >= MaxAttempts\n"
 COMPLETE_ENDS = ("    /\\ holder' = [holder EXCEPT ![t] = NoWorker]\n"
                  "    /\\ deadline' = [deadline EXCEPT ![t] = 0]\n"
                  "    /\\ ends' = [ends EXCEPT ![t] = @ + 1]\n"
+                 "    /\\ endedAttempt' = [endedAttempt EXCEPT ![t] = a]\n"
                  "    /\\ held' = [held EXCEPT ![w] = @ \\ {<<t, g, a>>}]\n"
                  "    /\\ UNCHANGED <<attempt, now>>\n"
                  "    /\\ Abs!Complete(t, g)\n")
@@ -176,8 +180,7 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
     # A re-claim counts the expiry as an attempt too: the version is given more leases' worth
     # of attempts than MaxAttempts allows.
     "reclaim_counts_the_expiry_too": (
-        [(D, "    /\\ attempt' = [attempt EXCEPT ![t] = @ + 1]\n",
-          "    /\\ attempt' = [attempt EXCEPT ![t] = @ + 2]\n"),
+        [(D, RECLAIM_ATTEMPT, RECLAIM_ATTEMPT.replace("@ + 1", "@ + 2")),
          (D, "@ \\cup {<<t, generation[t], attempt[t] + 1>>}]",
           "@ \\cup {<<t, generation[t], attempt[t] + 2>>}]")],
         dict.fromkeys(NOT_GENERATIONS, ("AttemptsBounded", "invariant")),
@@ -192,8 +195,8 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
     # A re-claim hands out the expired lease's attempt again: no new fencing token, so the
     # paused worker and the new one hold the same live lease.
     "reclaim_reuses_the_attempt": (
-        [(D, "    /\\ attempt' = [attempt EXCEPT ![t] = @ + 1]\n",
-          "    /\\ attempt' = attempt\n"),
+        [(D, RECLAIM_ATTEMPT, RECLAIM_ATTEMPT.replace("[attempt EXCEPT ![t] = @ + 1]",
+                                                       "attempt")),
          (D, "@ \\cup {<<t, generation[t], attempt[t] + 1>>}]",
           "@ \\cup {<<t, generation[t], attempt[t]>>}]")],
         dict.fromkeys((SAFETY, TRACES, LIVENESS), ("AtMostOneLiveLease", "invariant")),
@@ -205,12 +208,12 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
         [(D, "Heartbeat(w, t, g, a) ==\n    /\\ <<t, g, a>> \\in held[w]\n"
              "    /\\ Current(w, t, g, a)\n"
              "    /\\ deadline' = [deadline EXCEPT ![t] = now + LeaseTime]\n"
-             "    /\\ UNCHANGED <<attempt, holder, now, held, ends>>\n",
+             "    /\\ UNCHANGED <<attempt, holder, now, held, ends, endedAttempt>>\n",
           "Heartbeat(w, t, g, a) ==\n    /\\ <<t, g, a>> \\in held[w]\n"
           "    /\\ g = generation[t]\n    /\\ state[t] = \"running\"\n"
           "    /\\ deadline' = [deadline EXCEPT ![t] = now + LeaseTime]\n"
           "    /\\ holder' = [holder EXCEPT ![t] = w]\n"
-          "    /\\ UNCHANGED <<attempt, now, held, ends>>\n"),
+          "    /\\ UNCHANGED <<attempt, now, held, ends, endedAttempt>>\n"),
          (D, LEASE_REPORTS.format("Heartbeat"), HELD_REPORTS.format("Heartbeat"))],
         {SAFETY: ("AtMostOneLiveLease", "invariant")},
     ),
@@ -263,7 +266,8 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
     # An expired version gives up its slot: a claim counts only versions under a live lease,
     # and takes a new version while the expired one waits to be re-claimed.
     "expired_version_gives_up_its_slot": (
-        [(D, "        /\\ Abs!Claim(k)\n",
+        [(D, "        /\\ UNCHANGED <<now, ends, endedAttempt>>\n        /\\ Abs!Claim(k)\n",
+          "        /\\ UNCHANGED <<now, ends, endedAttempt>>\n"
           "        /\\ started /\\ ~closed /\\ 1 <= k\n"
           "        /\\ k <= Cardinality(Abs!InState({\"ready\"}))\n"
           "        /\\ k <= MaxConcurrency - Cardinality({x \\in Tasks : Live(x)})\n"
@@ -329,8 +333,8 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
     # A re-claim starts the new attempt afresh and forgets a requested cancel: no step of
     # Scheduler withdraws a cancel request.
     "reclaim_forgets_the_cancel_request": (
-        [(D, "    /\\ UNCHANGED <<now, ends>>\n    /\\ UNCHANGED schedulerVars\n",
-          "    /\\ UNCHANGED <<now, ends>>\n"
+        [(D, "    /\\ UNCHANGED <<now, ends, endedAttempt>>\n    /\\ UNCHANGED schedulerVars\n",
+          "    /\\ UNCHANGED <<now, ends, endedAttempt>>\n"
           "    /\\ cancelRequested' = [cancelRequested EXCEPT ![t] = FALSE]\n"
           "    /\\ UNCHANGED <<started, closed, nextSeq, generation, state, deps, remainingDeps,\n"
           "                   blockedBy, seq>>\n")],
@@ -344,7 +348,8 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
              "    /\\ Current(w, t, g, a)\n",
           "Complete(w, t, g, a) ==\n    /\\ <<t, g, a>> \\in held[w]\n"
           "    /\\ a = attempt[t] /\\ state[t] = \"running\" /\\ holder[t] = w\n"),
-         (D, "    /\\ Abs!Complete(t, g)\n", "    /\\ Abs!Complete(t, generation[t])\n"),
+         (D, "    /\\ UNCHANGED <<attempt, now>>\n    /\\ Abs!Complete(t, g)\n",
+          "    /\\ UNCHANGED <<attempt, now>>\n    /\\ Abs!Complete(t, generation[t])\n"),
          (D, LEASE_REPORTS.format("Complete"), HELD_REPORTS.format("Complete"))],
         {GENERATIONS: ("OnlyCurrentAttemptEnds", "action property")},
     ),
@@ -353,7 +358,7 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
     "repeated_report_counts_an_end": (
         [(D, "RepeatedCallback(t) ==\n    /\\ UNCHANGED leaseVars\n",
           "RepeatedCallback(t) ==\n    /\\ ends' = [ends EXCEPT ![t] = @ + 1]\n"
-          "    /\\ UNCHANGED <<attempt, holder, deadline, now, held>>\n")],
+          "    /\\ UNCHANGED <<attempt, holder, deadline, now, held, endedAttempt>>\n")],
         {GENERATIONS: ("OnlyCurrentAttemptEnds", "action property")},
     ),
     # A completion is counted twice, once for the report and once for the end it records.
@@ -378,13 +383,38 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
     # A heartbeat also withdraws a requested cancel (as if the worker's answer cleared it):
     # no step of Scheduler withdraws a cancel request.
     "heartbeat_forgets_the_cancel_request": (
-        [(D, "    /\\ UNCHANGED <<attempt, holder, now, held, ends>>\n"
+        [(D, "    /\\ UNCHANGED <<attempt, holder, now, held, ends, endedAttempt>>\n"
              "    /\\ UNCHANGED schedulerVars\n",
-          "    /\\ UNCHANGED <<attempt, holder, now, held, ends>>\n"
+          "    /\\ UNCHANGED <<attempt, holder, now, held, ends, endedAttempt>>\n"
           "    /\\ cancelRequested' = [cancelRequested EXCEPT ![t] = FALSE]\n"
           "    /\\ UNCHANGED <<started, closed, nextSeq, generation, state, deps, remainingDeps,\n"
           "                   blockedBy, seq>>\n")],
         {GENERATIONS: ("Refinement", "action property")},
+    ),
+    # A completion records the attempt after its own as the one that ended the version: a
+    # repeat of the report would be refused, and one of a lease never given would be answered.
+    "complete_records_the_next_attempt_as_ended": (
+        [complete_ends("    /\\ endedAttempt' = [endedAttempt EXCEPT ![t] = a]\n",
+                       "    /\\ endedAttempt' = [endedAttempt EXCEPT ![t] = a + 1]\n")],
+        dict.fromkeys(CONFIGS, ("EndedAttemptFits", "invariant")),
+    ),
+    # A retry keeps the ended attempt of the version it replaces: the new version, waiting,
+    # would answer a repeat of the old one's report as its own.
+    "retry_keeps_the_ended_attempt": (
+        [(D, "        /\\ endedAttempt' = [x \\in Tasks |-> "
+             "IF x \\in R THEN 0 ELSE endedAttempt[x]]\n",
+          "        /\\ UNCHANGED endedAttempt\n")],
+        dict.fromkeys((TRACES, LIVENESS), ("EndedAttemptFits", "invariant")),
+    ),
+    # The store applies a repeated report again instead of answering it (the fan-in of a
+    # success counted twice): a second end of the version.
+    "repeated_report_ends_again": (
+        [(D, "    /\\ UNCHANGED <<attempt, holder, deadline, now, ends, endedAttempt>>\n"
+             "    /\\ Abs!RepeatedCallback(t)\n",
+          "    /\\ ends' = [ends EXCEPT ![t] = @ + 1]\n"
+          "    /\\ UNCHANGED <<attempt, holder, deadline, now, endedAttempt>>\n"
+          "    /\\ Abs!RepeatedCallback(t)\n")],
+        dict.fromkeys((TRACES, PAIRS), ("AtMostOneEndPerVersion", "invariant")),
     ),
     # Re-submitting a dependency clears the leases of its dependents too: a dependent that
     # already runs (its dep had succeeded) would count as never claimed, so under the mapping
@@ -638,4 +668,29 @@ def test_a_model_whose_reclaim_keeps_the_attempt_differs_from_tlc(
     monkeypatch.setitem(ACTIONS, "Reclaim", replace(ACTIONS["Reclaim"],
                                                     effect=reclaim_same_attempt))
     with pytest.raises(stategraph.GraphMismatch, match="only in"):
+        stategraph.match(dumped, read_instance(TRACES_CONFIG), system=DURABLE)
+
+
+def test_a_model_that_answers_a_repeat_of_any_attempt_differs_from_tlc(
+        dumped: stategraph.TLCStateGraph, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The repeat of a report is answered for the attempt that ended the version only: a
+    store that answers any attempt of the ended version as a repeat (so a worker whose lease
+    expired believes its report was taken) is not the spec's."""
+    def any_attempt(s: DurableSnapshot, task: Hashable, generation: int, attempt: int) -> bool:
+        view = s.scheduler.tasks.get(task)
+        return (view is not None and generation == view.generation
+                and task in s.ended_attempt and view.state.is_terminal)
+
+    monkeypatch.setattr(durable_actions, "repeat", any_attempt)
+    # w1's expired attempt 1 would not be refused once attempt 2's report ended the version
+    with pytest.raises(stategraph.GraphMismatch, match="Refused: model 0 edge"):
+        stategraph.match(dumped, read_instance(TRACES_CONFIG), system=DURABLE)
+
+
+def test_a_model_that_refuses_a_repeated_report_differs_from_tlc(
+        dumped: stategraph.TLCStateGraph, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repeat of the report that ended the version is answered, not refused: a model whose
+    Refused takes that lease too has steps TLC's graph does not."""
+    monkeypatch.setattr(durable_actions, "repeat", lambda s, task, generation, attempt: False)
+    with pytest.raises(stategraph.GraphMismatch, match="Refused: model 1 edge"):
         stategraph.match(dumped, read_instance(TRACES_CONFIG), system=DURABLE)

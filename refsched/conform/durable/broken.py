@@ -170,9 +170,9 @@ class HeartbeatHidesCancel(DurableScheduler):
 
 
 class RepeatedReportRefused(DurableScheduler):
-    """RepeatedCallback(t): the same lease reporting again after its report was accepted (a
-    worker retrying a report whose answer it lost) gets the version's state, and nothing
-    changes.
+    """RepeatedReport(w, t, g, a) (and RepeatedCallback(t)): the same lease reporting again
+    after its report was accepted (a worker retrying a report whose answer it lost) gets the
+    version's state, and nothing changes.
 
     Bug: reports are not idempotent: the repeat is refused with ``StaleLeaseError``, so the
     worker believes its work was lost. (Internals: the fence's look-up, ``_current``.)

@@ -14,6 +14,13 @@ paused or forgotten worker's, refused) and repeated after the accepted report (R
 (the harness forgets the leases of ``w``; they stay in the store until they expire). A few bad
 calls per walk must be refused by both with the same error and change nothing.
 
+Some answers are lost on the way to the worker (the harness checks them, then acts as if it had
+not heard them): every second claim that gives leases is ClaimAnswerLost / ReclaimAnswerLost
+(the worker holds none of them); every second complete (and fail, and acknowledge_cancel) with
+a current lease is CompleteAnswerLost (FailAnswerLost, AcknowledgeCancelAnswerLost): the worker
+keeps the lease, and its next report with it is a RepeatedReport, answered with no change.
+Which calls lose their answer is counted, not drawn: the walks draw no new choice for it.
+
 After every call the answers (or the errors' types) must be the same; the store's ``snapshot()``
 must be the model's scheduler part, its ``leases()`` the model's ``attempt`` and ``holder`` and,
 for each live lease, the same distance to the deadline (``TimeView`` of
@@ -21,7 +28,8 @@ for each live lease, the same distance to the deadline (``TimeView`` of
 ``tick()`` the spec does not take moves the store's clock alone); the leases the harness holds
 must be the model's ``held``; the model's invariants and action properties must hold, the
 store's ``check_invariants()`` must pass; and the store's recorded ``history()`` must be the
-model's steps so far that change the store (not Crash, Refused or RepeatedCallback), in order,
+model's steps so far that change the store (not Crash, Refused, RepeatedReport or
+RepeatedCallback; a step whose answer was lost is recorded as the step), in order,
 plus a ``Tick`` for every ``tick()`` (the store records each).
 """
 
@@ -59,7 +67,7 @@ from refsched.model.durable import (
     violated,
     violated_by_step,
 )
-from refsched.model.durable.actions import current
+from refsched.model.durable.actions import current, repeat
 from refsched.model.durable.counters import Counts
 from refsched.types import CloseReport, TaskState
 from refsched.verify import system
@@ -87,7 +95,8 @@ _REPORTS = {"heartbeat": "Heartbeat", "complete": "Complete", "fail": "Fail",
 
 # Steps that change nothing in the store, so the store records none: a worker's own moves
 # (Crash, Refused) and an answered repeat.
-_UNRECORDED = frozenset({"Crash", "Refused", "RepeatedCallback"})
+_UNRECORDED = frozenset({"Crash", "Refused", "RepeatedReport", "RepeatedCallback"})
+_LOST = "AnswerLost"  # the suffix of a step whose answer was lost: the store records the step
 
 LeaseKey = tuple[str, int, int]  # (task, generation, attempt), the spec's <<t, g, a>>
 
@@ -149,7 +158,7 @@ def _recorded(step: Step) -> tuple[str, dict[str, Any]]:
         params["D"] = sorted(params["D"])
     elif step.action == "Close":
         params = {"c": params["cancelPending"]}
-    return step.action, params
+    return step.action.removesuffix(_LOST), params
 
 
 class _Has:
@@ -203,6 +212,9 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             self.held: dict[str, dict[LeaseKey, Any]] = {}  # worker -> its leases (the API's)
             self.old: dict[tuple[str, LeaseKey], Any] = {}  # every lease ever handed out
             self.enders: dict[str, Any] = {}  # task -> the lease whose report ended it
+            self.claims = 0  # claims that gave leases: every second loses its answer
+            # ends reported with a current lease, by call: every second loses its answer
+            self.reports: Counter[str] = Counter()
             self.expected: list[tuple[str, dict[str, Any]]] = []  # what history() must be
             self.calls: list[str] = []
             self.taken: list[TraceStep] = []  # the model's spec steps, for the trace
@@ -429,9 +441,15 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 return
             before = self.model.held.get(w, frozenset())
             reclaimed = [str(s.param_map["t"]) for s in steps if s.action == "Reclaim"]
+            gives = any(s.action in ("Claim", "Reclaim") for s in steps)
+            self.claims += gives
+            lost = gives and self.claims % 2 == 0
+            if lost:  # the same transaction; the worker does not hear of its leases
+                steps = [Step(s.action + _LOST, s.params) if s.action in ("Claim", "Reclaim")
+                         else s for s in steps]
             self.take(steps)
-            assert self.model == after
-            fresh = self.model.held.get(w, frozenset()) - before
+            assert self.model == (after.replace(held=self.model.held) if lost else after)
+            fresh = after.held.get(w, frozenset()) - before
             tasks = self.model.scheduler.tasks
             order = reclaimed + sorted((str(t) for t, _, _ in fresh if t not in reclaimed),
                                        key=lambda t: tasks[t].seq)
@@ -440,7 +458,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             value, raised = self.call(f"claim({w!r}, {limit})",
                                       lambda: self.db.claim(w, limit, LIMITS.lease_time))
             if raised is None:
-                for lease in value:
+                for lease in [] if lost else value:
                     key = (lease.task_id, lease.generation, lease.attempt)
                     self.held.setdefault(w, {})[key] = lease
                     self.old[(w, key)] = lease
@@ -451,15 +469,29 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             action = _REPORTS[method]
             t, g, a = key
             text = f"{method}({w!r}'s lease {key})"
+            params = (("w", w), ("t", t), ("g", g), ("a", a))
             if held and current(self.model, w, t, g, a):
                 got = self.call(text, lambda: getattr(self.db, method)(lease))
                 requested = self.model.scheduler.tasks[t].cancel_requested
-                self.take([Step(action, (("w", w), ("t", t), ("g", g), ("a", a)))])
+                self.reports[method] += 1
+                lost = method != "heartbeat" and self.reports[method] % 2 == 0
+                self.take([Step(action + _LOST if lost else action, params)])
                 if method == "heartbeat":
                     self.answer(got, requested, None)
                     return
-                del self.held[w][key]
+                if not lost:  # else the worker keeps the lease, and reports with it again
+                    del self.held[w][key]
                 self.enders[t] = (w, key, lease)
+                self.answer(got, self.state_of(t), None)
+                return
+            if held and repeat(self.model, t, g, a):
+                if method == "heartbeat":
+                    return  # a worker that lost its report's answer makes the report again
+                # The report whose answer was lost, again: answered, no change.
+                got = self.call(text, lambda: getattr(self.db, method)(lease))
+                self.take([Step("RepeatedReport", params)])
+                del self.held[w][key]
+                self.refusals["repeated"] += 1
                 self.answer(got, self.state_of(t), None)
                 return
             ender = self.enders.get(t)

@@ -3,8 +3,8 @@
 
 The spec keeps a value for every id of ``Tasks`` and every worker of ``Workers``: an id never
 submitted is absent (as in ``spec/Scheduler.tla``) with attempt 0, holder ``NoWorker``, deadline
-0 and ends 0; a worker holding nothing holds ``{}``. A DurableSnapshot lists only what differs
-from that. :func:`spec_state` adds the rest for given ``Workers`` and ``Tasks``;
+0, ends 0 and endedAttempt 0; a worker holding nothing holds ``{}``. A DurableSnapshot lists only
+what differs from that. :func:`spec_state` adds the rest for given ``Workers`` and ``Tasks``;
 :func:`snapshot_of` drops it, and refuses a state that is not of that shape (so a malformed
 state is an error, never a silently different snapshot). Scheduler's variables are read and
 written by :mod:`refsched.verify.specstate`, with ``claims`` computed from ``attempt`` as the
@@ -41,7 +41,7 @@ __all__ = [
 SPEC_VARIABLES = (
     "started", "closed", "nextSeq", "generation", "state", "deps", "remainingDeps",
     "blockedBy", "cancelRequested", "seq", "attempt", "holder", "deadline", "now", "held",
-    "ends",
+    "ends", "endedAttempt",
 )
 """The spec's variables, in the order of its ``VARIABLES`` declaration."""
 
@@ -55,7 +55,8 @@ operator it expands before a quantifier over a state-dependent range (see the sp
 NO_WORKER = ModelValue("NoWorker")
 """The spec's ``NoWorker``: holder of a version with no live lease."""
 
-_LEASE_VARIABLES = ("attempt", "holder", "deadline", "ends")  # per id, besides Scheduler's
+# per id, besides Scheduler's
+_LEASE_VARIABLES = ("attempt", "holder", "deadline", "ends", "endedAttempt")
 _COUNTS = ("MaxConcurrency", "MaxAttempts", "LeaseTime", "MaxGeneration", "MaxTime")
 
 
@@ -67,7 +68,10 @@ def _model_values(path: Path, name: str, value: Any) -> tuple[str, ...]:
 
 def read_instance(config: str | Path) -> Instance:
     """The constants of a ``MCDurableScheduler*.cfg`` file (relative paths: under ``spec/``)."""
-    path, text, values = tlc.read_config(config, ("Tasks", "Workers", *_COUNTS))
+    path, text, values = tlc.read_config(config, ("Tasks", "Workers", "LoseAnswers",
+                                                  *_COUNTS))
+    if not isinstance(values["LoseAnswers"], bool):
+        raise ValueError(f"{path}: LoseAnswers must be TRUE or FALSE")
     for name in ("NoTask", "NoWorker"):
         if re.search(rf"^\s*{name}\s*=\s*{name}\s*$", text, re.M) is None:
             raise ValueError(f"{path}: {name} must be the model value {name}")
@@ -83,7 +87,7 @@ def read_instance(config: str | Path) -> Instance:
     return Instance(tasks=_model_values(path, "Tasks", values["Tasks"]), workers=workers,
                     max_concurrency=counts["MaxConcurrency"], max_attempts=counts["MaxAttempts"],
                     lease_time=counts["LeaseTime"], max_generation=counts["MaxGeneration"],
-                    max_time=counts["MaxTime"])
+                    max_time=counts["MaxTime"], lose_answers=values["LoseAnswers"])
 
 
 def _is_no_worker(value: Any) -> bool:
@@ -101,7 +105,8 @@ def spec_state(snapshot: DurableSnapshot, workers: Iterable[Hashable],
     s = snapshot
     named_workers = set(s.held) | set(s.holder.values())
     named_tasks = (set(s.scheduler.tasks) | set(s.attempt) | set(s.holder) | set(s.deadline)
-                   | set(s.ends) | {lease[0] for leases in s.held.values() for lease in leases})
+                   | set(s.ends) | set(s.ended_attempt)
+                   | {lease[0] for leases in s.held.values() for lease in leases})
     unknown_workers = sorted(map(repr, named_workers - set(w_by_name)))
     if unknown_workers:
         raise SpecStateError(f"workers {unknown_workers} are not in Workers {worker_ids!r}")
@@ -131,6 +136,7 @@ def spec_state(snapshot: DurableSnapshot, workers: Iterable[Hashable],
                                            s.held.get(task_id(w), frozenset()))
                               for w in worker_ids})
     state["ends"] = Function({task(t): s.ends.get(t, 0) for t in names})
+    state["endedAttempt"] = Function({task(t): s.ended_attempt.get(t, 0) for t in names})
     return {name: state[name] for name in SPEC_VARIABLES}
 
 
@@ -160,12 +166,14 @@ def snapshot_of(state: Mapping[str, Any]) -> DurableSnapshot:
     attempt = {t: _natural(f"attempt[{t!r}]", state["attempt"][t]) for t in ids}
     deadline = {t: _natural(f"deadline[{t!r}]", state["deadline"][t]) for t in ids}
     ends = {t: _natural(f"ends[{t!r}]", state["ends"][t]) for t in ids}
+    ended = {t: _natural(f"endedAttempt[{t!r}]", state["endedAttempt"][t]) for t in ids}
     holder = {t: w for t, w in state["holder"].items() if not _is_no_worker(w)}
     for t in ids:
-        if state["generation"][t] == 0 and (attempt[t] or deadline[t] or ends[t] or t in holder):
+        if state["generation"][t] == 0 and (attempt[t] or deadline[t] or ends[t] or ended[t]
+                                            or t in holder):
             raise SpecStateError(f"id {t!r} has generation 0 but a lease: attempt {attempt[t]}, "
                                  f"holder {state['holder'][t]!r}, deadline {deadline[t]}, "
-                                 f"ends {ends[t]}")
+                                 f"ends {ends[t]}, endedAttempt {ended[t]}")
     held = state["held"]
     if not isinstance(held, Mapping):
         raise SpecStateError(f"held is {held!r}, not a function")
@@ -184,6 +192,7 @@ def snapshot_of(state: Mapping[str, Any]) -> DurableSnapshot:
         held={task_id(w): frozenset(_lease(w, lease) for lease in leases)
               for w, leases in held.items()},
         ends={task_id(t): n for t, n in ends.items()},
+        ended_attempt={task_id(t): n for t, n in ended.items()},
     )
 
 
@@ -196,7 +205,10 @@ def show(snapshot: DurableSnapshot) -> str:
         running = view is not None and view.state is TaskState.RUNNING
         lease = (f"held by {s.holder[t]} until {s.deadline.get(t, 0)}" if t in s.holder
                  else "expired, waiting to be re-claimed" if running else "no live lease")
-        rows.append(f"  {t}: attempt {s.attempt.get(t, 0)}, {lease}, ends {s.ends.get(t, 0)}")
+        ended = (f", ended by attempt {s.ended_attempt[t]}'s report" if t in s.ended_attempt
+                 else "")
+        rows.append(f"  {t}: attempt {s.attempt.get(t, 0)}, {lease}, ends {s.ends.get(t, 0)}"
+                    f"{ended}")
     for w in sorted(s.held, key=str):
         leases = ", ".join(f"<<{t}, {g}, {a}>>" for t, g, a in sorted(s.held[w], key=str))
         rows.append(f"  {w} holds {leases}")

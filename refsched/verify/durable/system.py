@@ -28,6 +28,13 @@ Close(cancelPending)            ``close(cancel_pending)`` reports every id under
 RepeatedCallback(t)             ``complete(lease)`` with the lease whose report ended the
                                 version returns its state; a version no report ended (cancelled
                                 waiting, blocked, out of attempts): ``cancel(t)`` returns it
+ClaimAnswerLost(w, k),          the call of Claim / Reclaim, its answer checked, then thrown
+ReclaimAnswerLost(w, t)         away: ``w`` is not given the leases
+CompleteAnswerLost / ...        the call of Complete / Fail / AcknowledgeCancel, its answer
+(w, t, g, a)                    checked, then thrown away: ``w`` keeps the lease
+RepeatedReport(w, t, g, a)      the report that ended the version, made again with the same
+                                lease: it returns the version's state and changes nothing;
+                                ``w`` drops the lease
 ==============================  ===============================================================
 
 A step the calls cannot take alone (a Claim or a Reclaim while a lease waits to expire, which
@@ -45,7 +52,7 @@ diamond with two slots (``MCDurableSchedulerCorpus.tla``'s ``FixedGraph``, which
 The implementation's state is ``snapshot()`` (the scheduler part), ``leases()`` (``attempt``,
 ``holder``, ``deadline``), ``now()`` and the harness's leases (``held``); ``ends`` is not stored:
 a claimed version ended exactly when it is terminal (nothing else ends a running version), so it
-is read as that.
+is read as that. ``endedAttempt`` is the store's ``ended_attempt`` (``leases()``).
 """
 
 from __future__ import annotations
@@ -67,6 +74,7 @@ from refsched.model.dag.actions import WAITING, ready_order
 from refsched.model.dag.graph import ModelGraph, describe, search
 from refsched.model.durable import ACTIONS, INITIAL, DurableSnapshot, Instance, Limits, Refusal
 from refsched.model.durable import explore as explore_model
+from refsched.model.durable.actions import ANSWER_LOST
 from refsched.model.durable.graph import next_steps, within_bound
 from refsched.types import CloseReport, Snapshot, TaskState
 from refsched.verify import tlc
@@ -337,10 +345,13 @@ class DurableSystem(System):
             return
         if action == "Start" and not getattr(profile, "start", True):
             return  # claims are open from the beginning: no call starts them
+        # A step whose answer is lost makes the same call; only the worker's side differs.
+        lost = action in ANSWER_LOST
+        step = self.describe(action, params)
+        action = action.removesuffix("AnswerLost") if lost else action
         method, args, kwargs, answer = self._plan(implementation, action, params, before)
         shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
         call = f"{method}({', '.join(shown)})"
-        step = self.describe(action, params)
         try:
             result = getattr(implementation.store, method)(*args, **kwargs)
         except fatal:
@@ -353,7 +364,8 @@ class DurableSystem(System):
                         [(x.task_id, x.generation, x.attempt) for x in result])
             if isinstance(result, list) and got == answer and all(
                     x.worker == params["w"] for x in result):
-                implementation.keep(result)
+                if not lost:
+                    implementation.keep(result)
                 return
         elif action == "Close":
             got = _close_answer(result) if isinstance(result, CloseReport) else result
@@ -361,9 +373,11 @@ class DurableSystem(System):
             got = result
         if got != answer:
             raise StepMismatch(step, call, _show(answer), f"returned {_show(got)}")
-        if action in ("Complete", "Fail", "AcknowledgeCancel"):
+        if action in ("Complete", "Fail", "AcknowledgeCancel", "RepeatedReport"):
             lease: Lease = args[0]
-            implementation.drop(lease.worker, (lease.task_id, lease.generation, lease.attempt))
+            if not lost:
+                implementation.drop(lease.worker,
+                                    (lease.task_id, lease.generation, lease.attempt))
             implementation.ended_by[lease.task_id, lease.generation] = lease
 
     def _plan(self, driven: DrivenStore, action: str, p: Mapping[str, Any],
@@ -402,6 +416,13 @@ class DurableSystem(System):
                 answer = [(p["t"], tasks[p["t"]].generation,
                            before.attempt.get(p["t"], 0) + 1)]
             return "claim", (p["w"],), kwargs, answer
+        if action == "RepeatedReport":
+            # The worker makes again the report whose answer it lost: the one that ended the
+            # version, named by the state it ended in.
+            lease = driven.lease(p["w"], (p["t"], p["g"], p["a"]))
+            if view is None or view.state not in _REPEATS:
+                raise ValueError(f"{describe(action, p)}: no report ended the version")
+            return _REPEATS[view.state], (lease,), {}, view.state
         if action in ("Heartbeat", "Complete", "Fail", "AcknowledgeCancel"):
             lease = driven.lease(p["w"], (p["t"], p["g"], p["a"]))
             if action == "Heartbeat":
@@ -470,6 +491,7 @@ class DurableSystem(System):
             now=_number(now),
             held={w: frozenset(held) for w, held in implementation.held.items()},
             ends={t: 1 for t, v in leases.items() if v.attempt > 0 and t in terminal},
+            ended_attempt={t: v.ended_attempt for t, v in leases.items()},
         )
 
     def side_by_side(self, expected: DurableSnapshot, actual: DurableSnapshot,
@@ -492,7 +514,7 @@ class DurableSystem(System):
                 b = "absent" if theirs is None else _cell(getattr(theirs, name))
                 if a != b:
                     rows.append((str(t), name, a, b))
-            for name in ("attempt", "holder", "deadline", "ends"):
+            for name in ("attempt", "holder", "deadline", "ends", "ended_attempt"):
                 a = _cell(getattr(expected, name).get(t, "-"))
                 b = _cell(getattr(actual, name).get(t, "-"))
                 if a != b:
@@ -517,6 +539,7 @@ class DurableSystem(System):
 
 _REPORTS = {"Complete": ("complete", TaskState.SUCCEEDED), "Fail": ("fail", TaskState.FAILED),
             "AcknowledgeCancel": ("acknowledge_cancel", TaskState.CANCELLED)}
+_REPEATS = {state: method for method, state in _REPORTS.values()}
 
 
 def _number(value: float) -> int | float:

@@ -17,7 +17,10 @@ on the wall clock records no Tick, and an ``Expire`` needs the spec's ``now`` pa
 deadline (``docs/durable.md``, Time: the spec's clock counts the ticks that matter). A recorded
 ``Tick`` (a virtual clock) is a step of the trace that the spec may take or, when no live lease
 could notice it, stutter. Worker crashes and refused reports change nothing in the store and
-are not recorded: a lease a worker lost simply stays in its ``held``.
+are not recorded: a lease a worker lost simply stays in its ``held``. Nor is a lost answer: a
+report or a claim whose answer never reached its worker is recorded as the step it is, and its
+repeat, which changes nothing, is not recorded; so the history is walked with ``LoseAnswers``
+FALSE, each step as the one its worker heard (``held`` is the worker's, never recorded).
 
 Ids and worker names are any ``str``; they are written as TLA+ strings through
 :func:`refsched.verify.tla.render` (a one-to-one ASCII form), and the spec's constants ``Tasks``
@@ -49,7 +52,7 @@ __all__ = [
 DURABLE_INVARIANTS: tuple[str, ...] = (
     "TypeOK", "IndegreeInvariant", "ConcurrencyBound", "BlockedHasCause", "BlockedPropagated",
     "SealedGraph", "AtMostOneEndPerVersion", "AtMostOneLiveLease", "AttemptsBounded",
-    "LeaseFitsState", "NoLostVersion", "NoFutureLease",
+    "LeaseFitsState", "NoLostVersion", "EndedAttemptFits", "NoFutureLease",
 )
 """The spec's state invariants, checked in every state TLC reaches along the history.
 (Not CallsTaken and ReportsTaken: they judge the spec's own steps, not a history.)"""
@@ -217,6 +220,7 @@ TickBound == now <= 2 * i + 2
     MaxConcurrency = {max_concurrency}
     MaxAttempts = {max_attempts}
     LeaseTime = {_LEASE_TIME}
+    LoseAnswers = FALSE
     NoTask = NoTask
     NoWorker = NoWorker
 

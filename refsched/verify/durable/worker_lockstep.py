@@ -22,6 +22,14 @@ each move must be:
 - ``tick`` (the store's clock moves one second: Tick), ``cancel(t)`` (Cancel) and
   ``crash(w)`` (``Held.crash()``: Crash; its functions are gone).
 
+Some answers are lost, as a dropped connection loses them: the store's call commits, then raises
+``StoreError`` in the worker instead of answering. A report's (every second report with a
+current lease) is CompleteAnswerLost, FailAnswerLost or AcknowledgeCancelAnswerLost, and the
+worker's retry of the report is RepeatedReport: answered, nothing changes, the lease dropped. A
+claim's (every second claim that gives leases) is ClaimAnswerLost and ReclaimAnswerLost: the
+claim's error reaches the worker, which holds none of the leases the store gave; they expire.
+Which calls lose their answer is counted, not drawn: the walks draw no new choice for it.
+
 A worker paused past its lease is one that does not beat while the clock ticks; when it then
 claims, it re-claims its own versions: held[w] has two leases of one version, the lost one
 still running. After every move, each worker's held leases must be the model's ``held[w]``,
@@ -57,7 +65,7 @@ from hypothesis.stateful import (
 
 from refsched.durable import DurableScheduler
 from refsched.durable.worker import Held, LeaseKey, Worker, lease_text
-from refsched.errors import Cancelled
+from refsched.errors import Cancelled, StoreError
 from refsched.model.durable import (
     ACTIONS,
     INITIAL,
@@ -81,7 +89,27 @@ CONCURRENCY = 3  # each worker's slots: one more than the store runs, so that a 
 LIMITS = Limits(max_concurrency=2, max_attempts=3, lease_time=1)
 FN = "refsched.durable.jobs:noop"
 _OUTCOMES = {"complete": "Complete", "fail": "Fail", "acknowledge_cancel": "AcknowledgeCancel"}
-_UNRECORDED = frozenset({"Crash", "Refused"})  # a worker's own moves: the store sees nothing
+# A worker's own moves, and the repeat of a report: the store records nothing.
+_UNRECORDED = frozenset({"Crash", "Refused", "RepeatedReport"})
+_LOST = "AnswerLost"  # the suffix of a step whose answer was lost: the store records the step
+
+
+@contextlib.contextmanager
+def answer_lost(db: Any, method: str) -> Any:
+    """The next call of ``db.method`` commits, then raises ``StoreError`` as a connection
+    lost before the answer came back would; the calls after it are the real ones."""
+    real = getattr(db, method)
+
+    def commits_then_loses(*args: Any, **kwargs: Any) -> Any:
+        del db.__dict__[method]
+        real(*args, **kwargs)
+        raise StoreError(f"{method}(): the connection was lost after the commit")
+
+    setattr(db, method, commits_then_loses)
+    try:
+        yield
+    finally:
+        db.__dict__.pop(method, None)
 
 
 class WorkerDisagreement(AssertionError):
@@ -106,7 +134,8 @@ class Ledger:
         """The worker's spec steps no walk took."""
         wanted = ("Claim", "Reclaim", "Expire", "Heartbeat", "Complete", "Fail",
                   "AcknowledgeCancel", "Refused", "Crash", "Tick", "self re-claim",
-                  "abandoned at its time limit", "lost lease told")
+                  "abandoned at its time limit", "lost lease told", "ClaimAnswerLost",
+                  "CompleteAnswerLost", "RepeatedReport")
         return [name for name in wanted if self.actions[name] == 0]
 
     def summary(self) -> str:
@@ -118,7 +147,7 @@ def _recorded(step: Step) -> tuple[str, dict[str, Any]]:
     params = dict(step.params)
     if step.action == "Submit":
         params["D"] = sorted(params["D"])
-    return step.action, params
+    return step.action.removesuffix(_LOST), params
 
 
 def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] = Held
@@ -139,6 +168,8 @@ def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] 
             self.model: DurableSnapshot = INITIAL
             self.running: dict[str, set[LeaseKey]] = {w: set() for w in WORKERS}  # functions
             self.abandoned: set[tuple[str, LeaseKey]] = set()  # reported at their time limit
+            self.claims = 0  # claim moves that gave leases: every second loses its answer
+            self.reports = 0  # reports made with a current lease: every second loses it
             self.expected: list[tuple[str, dict[str, Any]]] = []  # what history() must be
             self.moves: list[str] = []
             ledger.examples += 1
@@ -213,13 +244,29 @@ def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] 
                 return  # the claim loop waits for a slot
             mine = {t for t, _, _ in self.held_by(w)}  # a Reclaim of one: a self re-claim
             _, steps = claim_transaction(self.model, w, free, limits=LIMITS)
+            gives = any(step.action in ("Claim", "Reclaim") for step in steps)
+            self.claims += gives
+            lost = gives and self.claims % 2 == 0
+            if lost:  # the same transaction; the worker hears an error instead of the leases
+                steps = [Step(step.action + _LOST, step.params)
+                         if step.action in ("Claim", "Reclaim") else step for step in steps]
+                self.moves[-1] += ", its answer lost"
             before = self.held_by(w)
             self.take(steps)
             for step in steps:
                 if step.action == "Reclaim" and step.param_map["t"] in mine:
                     ledger.actions["self re-claim"] += 1
             fresh = self.held_by(w) - before
-            got = {a.key for a in worker.claim(free)}
+            if lost:
+                with answer_lost(worker.db, "claim"):
+                    try:
+                        worker.claim(free)
+                    except StoreError:
+                        got: set[LeaseKey] = set()
+                    else:
+                        self.fail(f"claim({w!r}): the lost answer did not reach the worker")
+            else:
+                got = {a.key for a in worker.claim(free)}
             if got != fresh:
                 self.fail(f"claim({w!r}) gave {sorted(got)}, the model {sorted(fresh)}")
             self.running[w] |= got
@@ -276,12 +323,24 @@ def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] 
                 outcome = "complete"  # a function raises Cancelled only when told to stop
             self.moves.append(f"{lease_text(key)} of {w!r} returns: {outcome}")
             self.running[w].discard(key)
+            lost = False
             if (w, key) in self.abandoned:
                 self.abandoned.discard((w, key))
             elif key in self.held_by(w):
-                self.end(w, key, _OUTCOMES[outcome])
+                # Every second report with a current lease loses its answer: the report
+                # commits, the worker hears a store error and makes it again.
+                self.reports += current(self.model, w, *key)
+                lost = current(self.model, w, *key) and self.reports % 2 == 0
+                if lost:
+                    self.moves[-1] += ", its answer lost"
+                    params = (("w", w), ("t", key[0]), ("g", key[1]), ("a", key[2]))
+                    self.take([Step(_OUTCOMES[outcome] + _LOST, params),
+                               Step("RepeatedReport", params)])
+                else:
+                    self.end(w, key, _OUTCOMES[outcome])
             value = Cancelled() if outcome == "acknowledge_cancel" else None
-            worker.returned(key, outcome, value)
+            with answer_lost(worker.db, outcome) if lost else contextlib.nullcontext():
+                worker.returned(key, outcome, value)
             self.agree()
 
         # Time limits and crashes are rarer than the other moves, so that versions live long
