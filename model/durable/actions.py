@@ -33,8 +33,8 @@ from refsched.errors import (
 )
 from refsched.types import Snapshot, TaskState
 
-from .. import actions as scheduler
-from ..actions import Refusal
+from ..dag import actions as scheduler
+from ..dag.actions import Refusal
 
 __all__ = [
     "ACTIONS",

@@ -7,8 +7,8 @@ two instances that reach the same state are two edges, as in TLC's graph). The r
 current generation and attempt, Refused over the leases each worker holds, RepeatedReport over
 workers and ids with the current generation and the attempt whose report ended the version; the
 steps whose answer is lost are enabled only when the instance's ``LoseAnswers`` is TRUE.
-:func:`explore` is
-a breadth-first search of those steps with :func:`refsched.model.dag.graph.search` under
+:func:`explore` is a breadth-first search of those steps with
+:func:`refsched.model.dag.graph.search` under
 ``MCDurableScheduler``'s constraints, ``GenerationBound`` and ``TimeBound``.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
-from ..graph import ModelGraph, search
+from ..dag.graph import ModelGraph, search
 from .actions import ACTIONS, INITIAL, DurableSnapshot, Limits, generation_of
 
 __all__ = ["Instance", "explore", "next_steps", "within_bound"]
