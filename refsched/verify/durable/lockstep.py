@@ -41,17 +41,14 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
 from refsched.durable import DurableScheduler
@@ -74,6 +71,7 @@ from refsched.verify import system
 from refsched.verify.dag.lockstep import states_at
 from refsched.verify.itf import Step as TraceStep
 from refsched.verify.itf import Trace
+from refsched.verify.lockstep import WalkDisagreement, WalkLedger, run_machine
 from refsched.verify.system import Fatal
 
 __all__ = [
@@ -101,21 +99,15 @@ _LOST = "AnswerLost"  # the suffix of a step whose answer was lost: the store re
 LeaseKey = tuple[str, int, int]  # (task, generation, attempt), the spec's <<t, g, a>>
 
 
-class Disagreement(AssertionError):
-    """The store and the model parted: the calls made so far, and where they differ.
+class Disagreement(WalkDisagreement):
+    """The store and the model parted: the calls made so far (``calls``, up to and including
+    the failing one), and where they differ."""
 
-    ``reason`` says how; ``calls`` are the walk's calls, up to and including the failing one;
-    ``trace`` is the model's spec steps along them, from ``Init``.
-    """
+    heading = "calls"
 
-    def __init__(self, reason: str, calls: list[str], trace: Trace,
-                 states: tuple[Any, Any] = (None, None)) -> None:
-        walk = "\n".join(f"  {i}. {c}" for i, c in enumerate(calls, start=1))
-        super().__init__(f"{reason}\ncalls:\n{walk}")
-        self.reason = reason
-        self.calls = tuple(calls)
-        self.trace = trace
-        self.states = states  # (the model's, the implementation's) where they parted
+    @property
+    def calls(self) -> tuple[str, ...]:
+        return self.walk
 
 
 _DURABLE = system.get("durable")
@@ -125,25 +117,13 @@ INSTANCE = Instance(IDS, WORKERS, LIMITS.max_concurrency, LIMITS.max_attempts,
 
 
 @dataclass
-class Ledger:
-    """What the walks took: examples, and steps per action (refusals by their error)."""
+class Ledger(WalkLedger):
+    """What the walks took, and each walk's recorded history if asked to keep them."""
 
-    examples: int = 0
-    actions: Counter[str] = field(default_factory=Counter)
+    ACTIONS = tuple(ACTIONS)
+
     keep_histories: bool = False  # keep each walk's recorded history in ``histories``
     histories: list[list[tuple[str, dict[str, Any]]]] = field(default_factory=list)
-
-    @property
-    def calls(self) -> int:
-        return sum(self.actions.values())
-
-    def missing(self) -> list[str]:
-        """The spec actions no walk took."""
-        return [name for name in ACTIONS if self.actions[name] == 0]
-
-    def summary(self) -> str:
-        taken = ", ".join(f"{name} {n:,}" for name, n in sorted(self.actions.items()))
-        return f"{self.examples:,} examples; steps: {taken}"
 
 
 def _relative(deadline: float, now: float) -> float:
@@ -587,16 +567,7 @@ def run_durable_lockstep(factory: Callable[..., Any] = DurableScheduler, example
     """
     ledger = Ledger() if ledger is None else ledger
     machine = durable_lockstep_machine(factory, ledger, fatal=fatal, profile=profile)
-    if seed is not None:
-        machine = hypothesis_seed(seed)(machine)
-    options: dict[str, Any] = {
-        "max_examples": examples, "stateful_step_count": steps, "deadline": None,
-        "database": None, "report_multiple_bugs": False, "print_blob": True,
-        "phases": [p for p in Phase if p is not Phase.explain],
-        "suppress_health_check": [HealthCheck.too_slow],
-    }
-    options.update(hypothesis_settings or {})
-    # typed through cast: Hypothesis releases differ on whether this function is annotated
-    run = cast(Callable[..., None], run_state_machine_as_test)
-    run(machine, settings=settings(**options))
+    run_machine(machine, examples=examples, steps=steps, seed=seed,
+                overrides=hypothesis_settings, slow=True, report_multiple_bugs=False,
+                print_blob=True)
     return ledger

@@ -27,16 +27,8 @@ from refsched.verify import specstate, stategraph, tlc
 from refsched.verify.specstate import NO_TASK, SpecStateError, task_id
 from refsched.verify.tla import Function, ModelValue
 
-__all__ = [
-    "LABEL_ACTIONS",
-    "NO_WORKER",
-    "SPEC_VARIABLES",
-    "TRACES_CONFIG",
-    "read_instance",
-    "show",
-    "snapshot_of",
-    "spec_state",
-]
+__all__ = ["LABEL_ACTIONS", "NO_WORKER", "SPEC_VARIABLES", "TRACES_CONFIG", "read_instance",
+           "show", "snapshot_of", "spec_state"]
 
 SPEC_VARIABLES = (
     "started", "closed", "nextSeq", "generation", "state", "deps", "remainingDeps",
@@ -60,12 +52,6 @@ _LEASE_VARIABLES = ("attempt", "holder", "deadline", "ends", "endedAttempt")
 _COUNTS = ("MaxConcurrency", "MaxAttempts", "LeaseTime", "MaxGeneration", "MaxTime")
 
 
-def _model_values(path: Path, name: str, value: Any) -> tuple[str, ...]:
-    if not isinstance(value, frozenset) or not all(isinstance(v, ModelValue) for v in value):
-        raise ValueError(f"{path}: {name} must be a set of model values")
-    return tuple(sorted(v.name for v in value))
-
-
 def read_instance(config: str | Path) -> Instance:
     """The constants of a ``MCDurableScheduler*.cfg`` file (relative paths: under ``spec/``)."""
     path, text, values = tlc.read_config(config, ("Tasks", "Workers", "LoseAnswers",
@@ -81,10 +67,10 @@ def read_instance(config: str | Path) -> Instance:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{path}: {name} must be a natural number, not {value!r}")
         counts[name] = value
-    workers = _model_values(path, "Workers", values["Workers"])
+    workers = specstate.model_values(path, "Workers", values["Workers"])
     if not workers:
         raise ValueError(f"{path}: Workers must not be empty")
-    return Instance(tasks=_model_values(path, "Tasks", values["Tasks"]), workers=workers,
+    return Instance(tasks=specstate.model_values(path, "Tasks", values["Tasks"]), workers=workers,
                     max_concurrency=counts["MaxConcurrency"], max_attempts=counts["MaxAttempts"],
                     lease_time=counts["LeaseTime"], max_generation=counts["MaxGeneration"],
                     max_time=counts["MaxTime"], lose_answers=values["LoseAnswers"])
@@ -100,19 +86,13 @@ def spec_state(snapshot: DurableSnapshot, workers: Iterable[Hashable],
     """The spec's variables for ``snapshot`` over ``workers`` and ``tasks`` (supersets of the
     ids it names). Ids are written as given: pass ``ModelValue``s to get TLC's model values."""
     worker_ids, task_ids = list(workers), list(tasks)
-    w_by_name = {task_id(w): w for w in worker_ids}
-    t_by_name = {task_id(t): t for t in task_ids}
     s = snapshot
     named_workers = set(s.held) | set(s.holder.values())
     named_tasks = (set(s.scheduler.tasks) | set(s.attempt) | set(s.holder) | set(s.deadline)
                    | set(s.ends) | set(s.ended_attempt)
                    | {lease[0] for leases in s.held.values() for lease in leases})
-    unknown_workers = sorted(map(repr, named_workers - set(w_by_name)))
-    if unknown_workers:
-        raise SpecStateError(f"workers {unknown_workers} are not in Workers {worker_ids!r}")
-    unknown_tasks = sorted(map(repr, named_tasks - set(t_by_name)))
-    if unknown_tasks:
-        raise SpecStateError(f"tasks {unknown_tasks} are not in Tasks {task_ids!r}")
+    w_by_name = specstate.by_name(worker_ids, named_workers, "workers", "Workers")
+    t_by_name = specstate.by_name(task_ids, named_tasks, "tasks", "Tasks")
 
     def task(name: Hashable) -> Any:
         return t_by_name[name]
@@ -156,13 +136,9 @@ def _lease(worker: Any, value: Any) -> tuple[Hashable, int, int]:
 
 def snapshot_of(state: Mapping[str, Any]) -> DurableSnapshot:
     """The DurableSnapshot a spec state stands for. Raises :class:`SpecStateError` if malformed."""
-    missing = [name for name in SPEC_VARIABLES if name not in state]
-    if missing:
-        raise SpecStateError(f"the state lacks the variables {missing}")
+    specstate.require_variables(state, SPEC_VARIABLES)
     ids = specstate.task_ids(state)
-    for name in _LEASE_VARIABLES:
-        if not isinstance(state[name], Mapping) or set(state[name]) != set(ids):
-            raise SpecStateError(f"{name} is not a function over the ids {ids!r}")
+    specstate.require_functions(state, _LEASE_VARIABLES, ids)
     attempt = {t: _natural(f"attempt[{t!r}]", state["attempt"][t]) for t in ids}
     deadline = {t: _natural(f"deadline[{t!r}]", state["deadline"][t]) for t in ids}
     ends = {t: _natural(f"ends[{t!r}]", state["ends"][t]) for t in ids}

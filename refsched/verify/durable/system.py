@@ -79,9 +79,8 @@ from refsched.model.durable.graph import next_steps, within_bound
 from refsched.types import CloseReport, Snapshot, TaskState
 from refsched.verify import tlc
 from refsched.verify.durable import spec as durablespec
-from refsched.verify.replay import StepMismatch
-from refsched.verify.specstate import task_id
-from refsched.verify.system import Fatal, System
+from refsched.verify.replay import StepMismatch, format_rows
+from refsched.verify.system import Fatal, System, count_error
 from refsched.verify.tla import ModelValue
 
 __all__ = ["SYSTEM", "DurableSystem"]
@@ -229,21 +228,23 @@ def _orphans(before: DurableSnapshot) -> list[Hashable]:
 class DurableSystem(System):
     name = "durable"
     title = "DurableScheduler"
+    module = "DurableScheduler"
+    spec = durablespec
+    implementation = DurableScheduler
+    # the spec refines Scheduler.tla, so its corpus is made from both
     spec_files = ("Scheduler.tla", "DurableScheduler.tla", "MCDurableScheduler.tla",
                   durablespec.TRACES_CONFIG)
-    mc_module = "MCDurableScheduler.tla"
-    traces_config = durablespec.TRACES_CONFIG
     corpus_configs = CORPUS_CONFIGS
     corpus_modules = MappingProxyType({"MCDurableSchedulerCorpusDiamond.cfg":
                                        FIXED_GRAPH_MODULE})
-    variables = durablespec.SPEC_VARIABLES
     parameters = ("t", "D", "w", "k", "g", "a", "cancelPending")
+    id_parameters = ("t", "w")
     label_actions = MappingProxyType(durablespec.LABEL_ACTIONS)
     initial = INITIAL
     actions = MappingProxyType({name: _Bound(name, a.params) for name, a in ACTIONS.items()})
 
     def read_instance(self, config: str | Path) -> Instance:
-        instance = durablespec.read_instance(config)
+        instance = super().read_instance(config)
         if self.module_of(Path(config).name) != FIXED_GRAPH_MODULE:
             return instance
         path, _, values = tlc.read_config(config, ("Sources", "Middle", "Sinks"))
@@ -280,56 +281,26 @@ class DurableSystem(System):
                                  map(list, instance.layers), strict=True))
         return constants
 
-    def snapshot_of(self, values: Mapping[str, Any]) -> DurableSnapshot:
-        return durablespec.snapshot_of(values)
-
     def spec_state(self, state: DurableSnapshot, instance: Instance) -> dict[str, Any]:
         return durablespec.spec_state(state, instance.workers, instance.tasks)
 
-    def show(self, state: DurableSnapshot) -> str:
-        return durablespec.show(state)
-
-    def describe(self, action: str, params: Mapping[str, Any]) -> str:
-        return str(describe(action, params))
-
     # -- Replay ------------------------------------------------------------------------------
 
-    def default_factory(self) -> Callable[..., Any]:
-        return DurableScheduler
-
     def constants_error(self, constants: Mapping[str, Any]) -> str | None:
-        for name in ("MaxConcurrency", "MaxAttempts", "LeaseTime"):
-            value = constants.get(name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                return f"the constant {name} is {value!r}, not an int >= 1"
-        return None
+        return count_error(constants, ("MaxConcurrency", "MaxAttempts", "LeaseTime"), 1)
 
     def new_implementation(self, factory: Callable[..., Any],
                            constants: Mapping[str, Any]) -> DrivenStore:
         return DrivenStore(factory, constants)
 
-    def spec_params(self, action: str, params: Mapping[str, Any],
-                    before: Any) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in ACTIONS[action].params:
-            if name not in params:
-                raise ValueError(f"{action} needs the parameter {name!r}; the step gives "
-                                 f"{sorted(params)}")
-            value = params[name]
-            if name in ("t", "w"):
-                value = task_id(value)
-            elif name == "D":
-                value = frozenset(task_id(d) for d in value)
-            elif name == "cancelPending":
-                value = bool(value)
-            out[name] = value
-        return out
+    def spec_value(self, name: str, value: Any) -> Any:
+        return bool(value) if name == "cancelPending" else super().spec_value(name, value)
 
     def model_args(self, action: str, params: Mapping[str, Any],
                    constants: Mapping[str, Any]) -> tuple[Any, ...]:
         limits = Limits(constants["MaxConcurrency"], constants["MaxAttempts"],
                         constants["LeaseTime"])
-        return (*(params[name] for name in ACTIONS[action].params), limits)
+        return (*super().model_args(action, params, constants), limits)
 
     def apply(self, implementation: DrivenStore, action: str, params: Mapping[str, Any],
               before: DurableSnapshot, profile: Any, fatal: Fatal) -> None:
@@ -524,17 +495,7 @@ class DurableSystem(System):
             b = _cell(actual.held.get(w, frozenset()))
             if a != b:
                 rows.append((str(w), "held", a, b))
-        if not rows:
-            return ""
-        table = [("id", "field", "trace", side), *rows]
-        widths = [max(len(r[i]) for r in table) for i in range(3)]
-        return "\n".join(
-            f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip()
-            for r in table)
-
-    def summary(self, state: Hashable) -> str:
-        assert isinstance(state, DurableSnapshot)
-        return "\n".join(f"  {line}" for line in durablespec.show(state).splitlines())
+        return format_rows(("id", "field", "trace", side), rows)
 
 
 _REPORTS = {"Complete": ("complete", TaskState.SUCCEEDED), "Fail": ("fail", TaskState.FAILED),

@@ -46,21 +46,17 @@ import contextlib
 import logging
 import shutil
 import tempfile
-from collections import Counter
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from hypothesis import HealthCheck, Phase, settings
-from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
     initialize,
     precondition,
     rule,
-    run_state_machine_as_test,
 )
 
 from refsched.durable import DurableScheduler
@@ -77,6 +73,7 @@ from refsched.model.durable import (
     violated_by_step,
 )
 from refsched.model.durable.actions import current
+from refsched.verify.lockstep import WalkLedger, run_machine
 from refsched.verify.stable import stable_labels
 
 __all__ = ["IDS", "LIMITS", "WORKERS", "Ledger", "WorkerDisagreement",
@@ -123,20 +120,15 @@ class WorkerDisagreement(AssertionError):
 
 
 @dataclass
-class Ledger:
+class Ledger(WalkLedger):
     """What the walks took: examples, spec steps per action, and self re-claims (a worker
     re-claiming a version whose lost lease it still held)."""
 
-    examples: int = 0
-    actions: Counter[str] = field(default_factory=Counter)
-
-    def missing(self) -> list[str]:
-        """The worker's spec steps no walk took."""
-        wanted = ("Claim", "Reclaim", "Expire", "Heartbeat", "Complete", "Fail",
-                  "AcknowledgeCancel", "Refused", "Crash", "Tick", "self re-claim",
-                  "abandoned at its time limit", "lost lease told", "ClaimAnswerLost",
-                  "CompleteAnswerLost", "RepeatedReport")
-        return [name for name in wanted if self.actions[name] == 0]
+    # the worker's spec steps, and the moves of its own, every walk should see
+    ACTIONS = ("Claim", "Reclaim", "Expire", "Heartbeat", "Complete", "Fail",
+               "AcknowledgeCancel", "Refused", "Crash", "Tick", "self re-claim",
+               "abandoned at its time limit", "lost lease told", "ClaimAnswerLost",
+               "CompleteAnswerLost", "RepeatedReport")
 
     def summary(self) -> str:
         taken = ", ".join(f"{name} {n:,}" for name, n in sorted(self.actions.items()))
@@ -416,16 +408,6 @@ def run_durable_worker_lockstep(examples: int = 100, steps: int = 40, seed: int 
     """
     ledger = Ledger() if ledger is None else ledger
     machine = durable_worker_lockstep_machine(ledger, held=held)
-    if seed is not None:
-        machine = hypothesis_seed(seed)(machine)
-    options: dict[str, Any] = {
-        "max_examples": examples, "stateful_step_count": steps, "deadline": None,
-        "database": None, "report_multiple_bugs": False, "print_blob": True,
-        "phases": [p for p in Phase if p is not Phase.explain],
-        "suppress_health_check": [HealthCheck.too_slow],
-    }
-    options.update(hypothesis_settings or {})
-    run = cast(Callable[..., None], run_state_machine_as_test)
     quiet = logging.getLogger("refsched.worker")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # the walks lose leases and pass time limits on purpose
@@ -434,7 +416,9 @@ def run_durable_worker_lockstep(examples: int = 100, steps: int = 40, seed: int 
     labels = stable_labels() if seed is not None else contextlib.nullcontext()
     try:
         with labels:
-            run(machine, settings=settings(**options))
+            run_machine(machine, examples=examples, steps=steps, seed=seed,
+                        overrides=hypothesis_settings, slow=True, report_multiple_bugs=False,
+                        print_blob=True)
     finally:
         quiet.setLevel(level)
     return ledger
