@@ -117,10 +117,10 @@ def _admitted(needs: Mapping[str, tuple[str, ...]],
 def durable_admitted_steps(profile: DurableProfile, trace: Trace) -> int:
     """How many steps of a durable trace, from its start, ``profile`` admits: a Submit with
     dependencies needs ``deps``, of an id already submitted ``generations``; Cancel and
-    AcknowledgeCancel need ``cancel``, Retry ``retry``, Close ``close``, Heartbeat
-    ``heartbeat``, Expire ``expire``; RepeatedCallback ``cancel`` too (a version no report
-    ended is asked again through ``cancel()``). Start is admitted without ``start``: it is then
-    taken without a call."""
+    AcknowledgeCancel (its answer lost or not) need ``cancel``, Retry ``retry``, Close
+    ``close``, Heartbeat ``heartbeat``, Expire ``expire``; RepeatedCallback ``cancel`` too (a
+    version no report ended is asked again through ``cancel()``). Start is admitted without
+    ``start``: it is then taken without a call."""
     def submitted(profile: DurableProfile, step: Step, before: Mapping[str, Any]) -> bool:
         return ((profile.deps or not step.params["D"])
                 and (profile.generations or before["generation"][step.params["t"]] == 0))
@@ -128,7 +128,8 @@ def durable_admitted_steps(profile: DurableProfile, trace: Trace) -> int:
 
 
 _DURABLE_NEEDS: Final = {"Cancel": ("cancel",), "AcknowledgeCancel": ("cancel",),
-                         "Retry": ("retry",), "Close": ("close",), "Heartbeat": ("heartbeat",),
+                         "AcknowledgeCancelAnswerLost": ("cancel",), "Retry": ("retry",),
+                         "Close": ("close",), "Heartbeat": ("heartbeat",),
                          "Expire": ("expire",), "RepeatedCallback": ("cancel",)}
 
 _TIMER_NEEDS: Final = {"Complete": ("callbacks",), "Fail": ("callbacks",),
