@@ -23,7 +23,8 @@ _NEEDS: Final = {"Fail": "fail", "Cancel": "cancel", "AcknowledgeCancel": "cance
                  "Retry": "retry", "Close": "close", "StaleCallback": "generations"}
 
 _DURABLE_NEEDS: Final = {"Cancel": ("cancel",), "AcknowledgeCancel": ("cancel",),
-                         "Retry": ("retry",), "Close": ("close",), "Heartbeat": ("heartbeat",),
+                         "AcknowledgeCancelAnswerLost": ("cancel",), "Retry": ("retry",),
+                         "Close": ("close",), "Heartbeat": ("heartbeat",),
                          "Expire": ("expire",), "RepeatedCallback": ("cancel",)}
 
 _TIMER_NEEDS: Final = {"Complete": ("callbacks",), "Fail": ("callbacks",),
@@ -101,10 +102,10 @@ def timer_admitted_steps(profile: TimerProfile, trace: Trace) -> int:
 def durable_admitted_steps(profile: DurableProfile, trace: Trace) -> int:
     """How many steps of a durable trace, from its start, ``profile`` admits: a Submit with
     dependencies needs ``deps``, of an id already submitted ``generations``; Cancel and
-    AcknowledgeCancel need ``cancel``, Retry ``retry``, Close ``close``, Heartbeat
-    ``heartbeat``, Expire ``expire``; RepeatedCallback ``cancel`` too (a version no report
-    ended is asked again through ``cancel()``). Start is admitted without ``start``: it is then
-    taken without a call."""
+    AcknowledgeCancel (its answer lost or not) need ``cancel``, Retry ``retry``, Close
+    ``close``, Heartbeat ``heartbeat``, Expire ``expire``; RepeatedCallback ``cancel`` too (a
+    version no report ended is asked again through ``cancel()``). Start is admitted without
+    ``start``: it is then taken without a call."""
     def submitted(profile: DurableProfile, step: Step, before: Mapping[str, Any]) -> bool:
         return ((profile.deps or not step.params["D"])
                 and (profile.generations or before["generation"][step.params["t"]] == 0))

@@ -11,11 +11,11 @@ every run. Each liveness mutant drops one fairness condition and must break its 
 property; TLC 2.15 does not name the temporal property it finds violated, so each run keeps
 that one alone in the config.
 
-Time on 2 shared, busy cores (TLC 2.15): the safety model ~130 s, Pairs 60-70 s, Generations
-~95 s, the liveness model ~25 s (all marked big_instance, run by `pytest -m big_instance`, with
-the mutants of the safety and Generations configs and most of Pairs', 5-45 s each); each other
-mutant 3-15 s, each liveness mutant 10-25 s, the dump of the traces instance and its match
-with the model about 15 s: about 5 minutes in all, 8 with a busy machine.
+Time on 2 shared, busy cores (TLC 2.15): the safety model 80-370 s, Pairs 35-125 s,
+Generations 120-205 s, the liveness model 17-76 s (all marked big_instance, run by `pytest -m
+big_instance`, with the mutants of the safety and Generations configs and most of Pairs', 5-45 s
+each); each other mutant 3-15 s, each liveness mutant 10-25 s, the dump of the traces instance
+and its match with the model about 60 s: the rest about 7 minutes with -n 2 on a busy machine.
 """
 
 from __future__ import annotations
