@@ -3,7 +3,7 @@
 The public API is what this module exports; everything else is internal.
 """
 
-from refsched.dag.runner import CancelToken, Runner, TaskFuture
+from refsched.dag.runner import Runner, TaskFuture
 from refsched.dag.scheduler import Recorder, SchedulerStats, TaskScheduler
 from refsched.errors import (
     BlockedError,
@@ -22,6 +22,7 @@ from refsched.errors import (
     UnknownTaskError,
 )
 from refsched.pool.pool import PoolStats, WorkStealingPool
+from refsched.runners import CancelToken
 from refsched.timer.runner import TimerFuture, TimerRunner
 from refsched.timer.scheduler import TimerRecorder, TimerScheduler
 from refsched.types import (

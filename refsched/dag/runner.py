@@ -30,17 +30,13 @@ from __future__ import annotations
 
 import concurrent.futures._base as _futures
 import contextlib
-import inspect
-import logging
-import math
-import numbers
 import threading
 import types
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Sequence
-from concurrent.futures import CancelledError, Executor, Future, InvalidStateError
+from collections.abc import Callable, Hashable, Iterable
+from concurrent.futures import CancelledError, Executor, Future
 from concurrent.futures import ThreadPoolExecutor as _ThreadPoolExecutor
-from typing import Any, Final, cast
+from typing import Any
 
 from refsched import sync
 from refsched.dag.scheduler import Recorder, TaskScheduler
@@ -52,7 +48,24 @@ from refsched.errors import (
     StaleGenerationError,
     UnknownTaskError,
 )
-from refsched.runners import SchedulerRunner, worker_count
+from refsched.runners import (
+    _CANCEL,
+    _ERROR,
+    _FUTURE_DONE,
+    _LOGGER,
+    _LONGEST_TIMEOUT,
+    _NO_CALLBACKS,
+    _RESULT,
+    CancelToken,
+    SchedulerRunner,
+    _apply,
+    _check_timeout,
+    _log_failure,
+    _RunnerFuture,
+    _stopped_error,
+    _wants_token,
+    worker_count,
+)
 from refsched.types import Claim, CloseReport, TaskInfo, TaskState
 from refsched.values import shown as _r
 
@@ -63,98 +76,11 @@ _SUCCEEDED = TaskState.SUCCEEDED
 _FAILED = TaskState.FAILED
 _BLOCKED = TaskState.BLOCKED
 
-# How a settlement resolves a future (the second field of a ``_Settlement``).
-_RESULT = 0  # set_result(value)
-_ERROR = 1  # set_exception(value)
-_CANCEL = 2  # cancelled: result() raises CancelledError
-
 # A future, how to resolve it, the value: decided under the runner lock, applied outside it.
 _Settlement = tuple["TaskFuture", int, Any]
 # A claimed version, how it ended (_RESULT, _ERROR or _CANCEL = AcknowledgeCancel), the value.
 _Outcome = tuple[Claim, int, Any]
 _Key = tuple[Hashable, int]  # (task_id, generation): one version
-
-# Where a done-callback's error and a runner's own failure are reported: the logger Future itself
-# reports a callback's Exception on.
-_LOGGER: Final = logging.getLogger("concurrent.futures")
-
-# A timeout longer than this (about 146 years) is no limit: a lock cannot time one that long.
-_LONGEST_TIMEOUT: Final = threading.TIMEOUT_MAX / 2
-
-
-class CancelToken:
-    """A cooperative cancel request for one running version, given to functions with a ``token``.
-
-    A function that declares a ``token`` parameter is called with ``token=`` one of these. When
-    ``Runner.cancel()`` (or ``TaskFuture.cancel()``) asks the running version to stop,
-    ``cancelled`` becomes true and ``wait()`` returns ``True``; the function then stops by raising
-    :class:`refsched.Cancelled` (spec: AcknowledgeCancel), or may ignore the request and return.
-    Tokens only work in-process: with an executor other than a ``ThreadPoolExecutor`` (a process
-    pool, a cluster) the function is called with ``token=None``.
-    """
-
-    __slots__ = ("_event", "generation", "task_id")
-
-    def __init__(self, task_id: Hashable, generation: int) -> None:
-        self.task_id = task_id
-        self.generation = generation
-        self._event = sync.Event()  # set once: a cancel of this version was requested
-
-    @property
-    def cancelled(self) -> bool:
-        """Whether a cancel of this version was requested."""
-        return self._event.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Block until a cancel is requested or ``timeout`` seconds pass; True if requested."""
-        return self._event.wait(timeout)
-
-    def raise_if_cancelled(self) -> None:
-        """Raise :class:`refsched.Cancelled` if a cancel was requested (the acknowledgement)."""
-        if self._event.is_set():
-            raise Cancelled(f"{self.task_id!r} (generation {self.generation}) was cancelled")
-
-    def __repr__(self) -> str:
-        return (f"<CancelToken {self.task_id!r} generation={self.generation} "
-                f"cancelled={self.cancelled}>")
-
-
-_FUTURE_DONE: Final = frozenset({_futures.CANCELLED, _futures.CANCELLED_AND_NOTIFIED,
-                                 _futures.FINISHED})
-# The done-callbacks of a future that has none: its list is made by its first add_done_callback().
-_NO_CALLBACKS: Final[tuple[()]] = ()
-
-
-class _RunnerFuture(Future[Any]):
-    """What the futures of both runners (TaskFuture, TimerFuture) share: ``running()``, and
-    done-callbacks whose errors, whatever they are, are logged instead of raised."""
-
-    _settled: bool  # guarded by the runner lock: the runner decided the outcome (set once)
-    _started: bool  # the function was called (set once; only read by running())
-    # Future's, which typeshed omits; _NO_CALLBACKS until the first is added
-    _done_callbacks: list[Callable[[Future[Any]], object]] | tuple[()]
-
-    def running(self) -> bool:
-        """Whether the function of this version has been called and the future is not done."""
-        return self._started and not self.done()
-
-    def add_done_callback(self, fn: Callable[[Future[Any]], object]) -> None:
-        """Call ``fn(future)`` once the future is done (now, if it is), as ``Future`` does."""
-        if self._done_callbacks is _NO_CALLBACKS:
-            with self._condition:  # made once, however many threads add the first together
-                if self._done_callbacks is _NO_CALLBACKS:
-                    self._done_callbacks = []
-        super().add_done_callback(fn)
-
-    def _invoke_callbacks(self) -> None:
-        # Future's own catches only Exception: a callback's SystemExit or KeyboardInterrupt would
-        # end the runner's thread that settles the future, and skip the callbacks after it.
-        for callback in self._done_callbacks:
-            try:
-                callback(self)
-            except BaseException:
-                _LOGGER.exception("exception calling callback for %r", self)
-
 
 class TaskFuture(_RunnerFuture):
     """The outcome of one version of a task: a ``concurrent.futures.Future``.
@@ -860,68 +786,6 @@ class Runner(SchedulerRunner[TaskScheduler]):
                 _LOGGER.exception("exception settling %r", future)
 
 
-def _apply(out: Sequence[tuple[_RunnerFuture, int, Any]]) -> None:
-    """Resolve each future as decided (its done-callbacks run); what a callback raises is logged.
-
-    Both runners settle their futures here, never under their lock.
-    """
-    for future, kind, value in out:
-        try:
-            if kind == _RESULT:
-                future.set_result(value)
-            elif kind == _ERROR:
-                future.set_exception(value)
-            else:
-                Future.cancel(future)  # the base cancel: the future's own asks the runner
-                future.set_running_or_notify_cancel()  # wakes concurrent.futures.wait()
-        except InvalidStateError:
-            pass  # the caller resolved it by hand; the first outcome stands
-        except Exception:
-            # A future driven by hand into a state Future refuses to leave (its callbacks'
-            # errors never get here): the settlements after it are still applied.
-            _LOGGER.exception("exception settling %r", future)
-
-
-def _check_timeout(call: str, timeout: object) -> float | None:
-    """``timeout`` as the seconds a wait may last, None for no limit; checked for ``call``.
-
-    None, or a real number (bool excluded) that is finite and >= 0, else InvalidArgumentError.
-    One longer than a lock can time (``_LONGEST_TIMEOUT``, an int beyond the floats) is no limit.
-    """
-    if timeout is None:
-        return None
-    if not isinstance(timeout, bool) and isinstance(timeout, numbers.Real):
-        try:
-            seconds = float(timeout)
-        except OverflowError:  # an int no float holds: finite, and no limit unless negative
-            if cast(float, timeout) > 0:  # (typeshed's Real declares no comparison with an int)
-                return None
-        except (TypeError, ValueError):
-            pass  # a Real that cannot say its value
-        else:
-            if 0 <= seconds < math.inf:  # NaN fails both
-                return None if seconds > _LONGEST_TIMEOUT else seconds
-    raise InvalidArgumentError(
-        f"{call}(timeout={_r(timeout)}): timeout must be None or a finite number of seconds >= 0")
-
-
-def _stopped_error(runner: str, exc: BaseException) -> SchedulerError:
-    """The error the unresolved futures of a runner stopped by ``exc`` (its cause) fail with.
-
-    Called by the failing thread. The message names no value (a repr may raise): the cause has it.
-    """
-    error = SchedulerError(f"{runner} stopped: its thread {threading.current_thread().name} "
-                           f"failed with {type(exc).__qualname__} (the __cause__)")
-    error.__cause__ = exc
-    return error
-
-
-def _log_failure(runner: str, exc: BaseException) -> None:
-    """Log, as ThreadPoolExecutor logs a worker's death, the error that stopped a runner."""
-    _LOGGER.critical("%s stopped: its thread %s failed", runner,
-                     threading.current_thread().name, exc_info=exc)
-
-
 def _settlement_from_info(future: TaskFuture, info: TaskInfo) -> _Settlement:
     state = info.state
     if state is _SUCCEEDED:
@@ -939,26 +803,5 @@ def _as_exception(task_id: Hashable, error: Any) -> BaseException:
     if isinstance(error, BaseException):
         return error
     return SchedulerError(f"{task_id!r} failed: {error!r}")
-
-
-def _wants_token(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` takes a ``token`` keyword argument (checked by name)."""
-    code: types.CodeType | None
-    if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__:
-        code = fn.__code__  # the common case, without a failing attribute lookup
-    else:
-        code = getattr(fn, "__code__", None)
-        if not isinstance(code, types.CodeType) or hasattr(fn, "__wrapped__"):
-            code = None
-    if code is not None:
-        # Most functions have no name "token" at all: that needs no slice.
-        return "token" in code.co_varnames and "token" in code.co_varnames[
-            code.co_posonlyargcount:code.co_argcount + code.co_kwonlyargcount]
-    try:
-        param = inspect.signature(fn).parameters.get("token")
-    except (TypeError, ValueError):
-        return False
-    return param is not None and param.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                                inspect.Parameter.KEYWORD_ONLY)
 
 

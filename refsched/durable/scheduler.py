@@ -24,6 +24,7 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from refsched.cycles import find_cycles
 from refsched.durable.store import FORMAT, MIGRATIONS, SCHEMA_VERSION, Store, Tx
 from refsched.durable.urls import open_store
 from refsched.errors import (
@@ -339,10 +340,9 @@ def _cycles(tasks: Iterable[tuple[str, int]],
     """The cycles of the store's dependency graph, one per strongly connected component.
 
     ``tasks`` are ``(id, seq)`` pairs, ``edges`` ``(task, dep)`` pairs whose deps are all among
-    the tasks. The nodes are numbered in seq order for ``refsched.dag.scheduler._find_cycles``,
+    the tasks. The nodes are numbered in seq order for ``refsched.cycles.find_cycles``,
     which reports the cycles as ``TaskScheduler.start()`` does.
     """
-    from refsched.dag.scheduler import _find_cycles
 
     names = [t for t, _ in sorted(tasks, key=lambda pair: pair[1])]
     node = {t: i for i, t in enumerate(names)}
@@ -351,7 +351,7 @@ def _cycles(tasks: Iterable[tuple[str, int]],
     for t, d in edges:
         deps[node[t]].append(node[d])
         dependents[node[d]].append(node[t])
-    return _find_cycles(range(len(names)), deps, dependents, names)
+    return find_cycles(range(len(names)), deps, dependents, names)
 
 
 class DurableScheduler:

@@ -46,7 +46,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from refsched.arguments import positive_int, positive_seconds
-from refsched.dag.runner import CancelToken
 from refsched.durable.scheduler import DurableScheduler, Lease, resolve
 from refsched.errors import (
     Cancelled,
@@ -56,6 +55,7 @@ from refsched.errors import (
     StaleLeaseError,
     StoreError,
 )
+from refsched.runners import CancelToken
 
 __all__ = ["MIN_LEASE", "STORE_TRIES", "Attempt", "Held", "LeaseKey", "Worker", "main"]
 

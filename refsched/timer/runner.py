@@ -23,7 +23,7 @@ Design:
   outside it too. The clock is only read by ``next()``, outside the runner lock.
 - User code never costs a thread: whatever a function raises (``BaseException`` included) is its
   version's failure, and whatever a done-callback raises is logged, and the next callback runs
-  (the futures are the Runner's kind: see ``refsched.dag.runner._RunnerFuture``). If the clock
+  (the futures are the Runner's kind: see ``refsched.runners._RunnerFuture``). If the clock
   or the runner's own machinery fails on one of its threads, the runner stops: see ``_fail_locked``.
 """
 
@@ -38,20 +38,21 @@ from collections.abc import Callable, Hashable
 from typing import Any, Final
 
 from refsched import sync
-from refsched.dag.runner import (
+from refsched.errors import Cancelled, InvalidArgumentError, SchedulerError
+from refsched.runners import (
     _CANCEL,
     _ERROR,
     _RESULT,
     CancelToken,
+    SchedulerRunner,
     _apply,
     _check_timeout,
     _log_failure,
     _RunnerFuture,
     _stopped_error,
     _wants_token,
+    worker_count,
 )
-from refsched.errors import Cancelled, InvalidArgumentError, SchedulerError
-from refsched.runners import SchedulerRunner, worker_count
 from refsched.timer.scheduler import TimerRecorder, TimerScheduler, _as_time
 from refsched.types import Due, TimerCloseReport, TimerStats
 

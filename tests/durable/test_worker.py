@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from refsched.dag.runner import CancelToken
+from refsched import CancelToken
 from refsched.durable import DurableScheduler
 from refsched.durable.scheduler import Lease
 from refsched.durable.worker import MIN_LEASE, Held, Worker, key_of
