@@ -21,13 +21,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from refsched.cli import _unwritable, non_negative_int, positive_int, positive_seconds
+from refsched.arguments import non_negative_int, positive_int, positive_seconds, unwritable
 from refsched.conform.profile import profile_argument
 from refsched.conform.report import ConformanceReport
 from refsched.conform.wire import SYSTEMS
 
 if TYPE_CHECKING:
-    from refsched.cli import Progress
+    from refsched.progress import Progress
 
 __all__ = ["build_parser", "main"]
 
@@ -101,7 +101,7 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
     if args.no_corpus and args.max_traces is not None:
         parser.error("--max-traces goes with the corpus phase, not --no-corpus")
     if args.picture is not None:  # known before the check, which may take minutes
-        problem = _unwritable(Path(args.picture))
+        problem = unwritable(Path(args.picture))
         if problem is not None:
             parser.error(f"--picture: cannot write {args.picture}: {problem}")
     try:
@@ -148,8 +148,8 @@ def _crash_on_raise(spec: str, factory: Callable[..., Any]) -> Callable[..., Any
 
 
 def _run(args: argparse.Namespace) -> int:
-    from refsched.cli import Progress
     from refsched.conform import client, oracle
+    from refsched.progress import Progress
 
     display = Progress(sys.stderr, quiet=args.quiet or args.json)
     shown_phase = ""
