@@ -478,6 +478,18 @@ def cmd_record(args: argparse.Namespace) -> int:
     return 0
 
 
+def _quiet_option(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    return parser
+
+
+def _tlc_workers_option(parser: argparse.ArgumentParser, per_core: bool) -> None:
+    """``--workers N``, TLC's worker threads: one per core by default, or one."""
+    parser.add_argument("--workers", type=positive_int, metavar="N",
+                        default=(os.cpu_count() or 1) if per_core else 1,
+                        help=f"TLC worker threads (default: {'one per core' if per_core else 1})")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refsched",
@@ -514,9 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--impl", default="refsched:TaskScheduler", metavar="MODULE:FACTORY",
                         help="the TaskScheduler implementation the model is checked against: "
                              "a callable taking max_concurrency (default refsched:TaskScheduler)")
-    verify.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
-                        metavar="N",
-                        help="TLC worker threads (default: one per core)")
+    _tlc_workers_option(verify, per_core=True)
     verify.add_argument("--runs", type=non_negative_int, default=None, metavar="N",
                         help="recorded runs TLC validates: Runner runs, and durable runs of "
                              "worker processes under kills and pauses (default 3 each, 1 with "
@@ -530,8 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--fail-fast", action="store_true", help="stop at the first failed check")
     verify.add_argument("--json", action="store_true",
                         help="print the results as JSON on stdout (no progress display)")
-    verify.add_argument("-q", "--quiet", action="store_true", help="no progress display")
-    verify.set_defaults(handler=cmd_verify)
+    _quiet_option(verify).set_defaults(handler=cmd_verify)
 
     traces = commands.add_parser(
         "traces",
@@ -551,11 +560,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write nothing; fail unless the committed corpus is current")
     traces.add_argument("-o", "--output", metavar="DIR",
                         help="the corpus folder (default: traces/ beside spec/)")
-    traces.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
-                        metavar="N",
-                        help="TLC worker threads (default: one per core)")
-    traces.add_argument("-q", "--quiet", action="store_true", help="no progress display")
-    traces.set_defaults(handler=cmd_traces)
+    _tlc_workers_option(traces, per_core=True)
+    _quiet_option(traces).set_defaults(handler=cmd_traces)
 
     replay = commands.add_parser(
         "replay",
@@ -581,8 +587,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default refsched:TimerScheduler)")
     replay.add_argument("--all", action="store_true",
                         help="go on after a diverging trace and report every one")
-    replay.add_argument("-q", "--quiet", action="store_true", help="no progress display")
-    replay.set_defaults(handler=cmd_replay)
+    _quiet_option(replay).set_defaults(handler=cmd_replay)
 
     validate = commands.add_parser(
         "validate-trace",
@@ -603,8 +608,7 @@ def build_parser() -> argparse.ArgumentParser:
                "process tree is killed on a timeout, on SIGINT, SIGTERM or SIGHUP and at exit.")
     validate.add_argument("files", nargs="+", metavar="FILE",
                           help="ITF files: .itf.json, .jsonl or .jsonl.gz")
-    validate.add_argument("--workers", type=positive_int, default=1, metavar="N",
-                          help="TLC worker threads (default 1)")
+    _tlc_workers_option(validate, per_core=False)
     validate.add_argument("--timeout", type=positive_seconds, default=300.0,
                           metavar="SECONDS",
                           help="give up on a trace after this long, killing TLC: exit 3 "

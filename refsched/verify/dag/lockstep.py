@@ -32,13 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from refsched.conform.profile import FULL, Profile
 from refsched.model import ACTIONS, INITIAL, ReferenceScheduler, violated, violated_by_step

@@ -23,11 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from refsched.errors import InvalidArgumentError, SchedulerClosedError
 from refsched.model.pool import ACTIONS, INITIAL, Instance, Phase, PoolSnapshot, next_steps

@@ -35,12 +35,7 @@ from fractions import Fraction
 from typing import Any, NoReturn
 
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from refsched.errors import InvalidArgumentError, StaleGenerationError
 from refsched.model.timer import (
