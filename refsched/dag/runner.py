@@ -320,11 +320,7 @@ class Runner(SchedulerRunner[TaskScheduler]):
         """
         seconds = _check_timeout("wait", timeout)
         with self._lock:
-            self._idle_waiters += 1
-            try:
-                self._idle.wait_for(self._quiet, seconds)
-            finally:
-                self._idle_waiters -= 1
+            self._wait_idle_locked(self._quiet, seconds)
             return self._live == 0 and self._resolving == 0 and self._failure is None
 
     def cancel(self, task_id: Hashable) -> TaskState:
@@ -422,11 +418,7 @@ class Runner(SchedulerRunner[TaskScheduler]):
         if out:
             self._settle(out)
         with self._lock:
-            self._idle_waiters += 1
-            try:
-                self._idle.wait_for(self._all_returned, seconds)
-            finally:
-                self._idle_waiters -= 1
+            self._wait_idle_locked(self._all_returned, seconds)
             finished = self._inflight == 0
             report = self._scheduler.close(cancel_pending)  # a fresh report: changes nothing
         if finished:
@@ -717,6 +709,15 @@ class Runner(SchedulerRunner[TaskScheduler]):
     def _all_returned(self) -> bool:
         """close()'s condition: no claimed version left unreported, every future settled."""
         return self._inflight == 0 and self._resolving == 0
+
+    def _wait_idle_locked(self, condition: Callable[[], bool], seconds: float | None) -> None:
+        """Wait on ``_idle`` until ``condition`` holds or ``seconds`` pass, counted among the
+        waiters that a change of the counters must wake. Lock held."""
+        self._idle_waiters += 1
+        try:
+            self._idle.wait_for(condition, seconds)
+        finally:
+            self._idle_waiters -= 1
 
     def _notify_idle_locked(self) -> None:
         if self._resolving == 0 and (self._live == 0 or self._inflight == 0):

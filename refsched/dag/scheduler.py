@@ -107,14 +107,7 @@ INVARIANTS: Final = (
 # Settle may block), >= _SUCCEEDED is terminal, _FAILED .. _CANCELLED is dead. _DEAD marks the
 # row of a replaced version: it is no spec state, fails every guard that picks a version to step
 # (== _PENDING, <= _READY, == _READY), and is skipped wherever all rows are read.
-_PENDING: Final = 0
-_READY: Final = 1
-_RUNNING: Final = 2
-_SUCCEEDED: Final = 3
-_FAILED: Final = 4
-_BLOCKED: Final = 5
-_CANCELLED: Final = 6
-_DEAD: Final = 7
+_PENDING, _READY, _RUNNING, _SUCCEEDED, _FAILED, _BLOCKED, _CANCELLED, _DEAD = range(8)
 _STATES: Final = (
     TaskState.PENDING,
     TaskState.READY,

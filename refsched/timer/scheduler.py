@@ -126,11 +126,7 @@ ACTIONS: Final = (
 # then the claims. The codes index _STATES; they are small ints, which compare without a lookup.
 # They look like the TaskScheduler's state codes but are not those: another spec's states, in an
 # order of their own, packed beside bits the TaskScheduler keeps in columns of their own.
-_PENDING: Final = 0
-_RUNNING: Final = 1
-_COMPLETED: Final = 2
-_FAILED: Final = 3
-_CANCELLED: Final = 4
+_PENDING, _RUNNING, _COMPLETED, _FAILED, _CANCELLED = range(5)
 _STATES: Final = (TimerState.PENDING, TimerState.RUNNING, TimerState.COMPLETED,
                   TimerState.FAILED, TimerState.CANCELLED)
 _STATE: Final = 7  # the bits of the state's code
