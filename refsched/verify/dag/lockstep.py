@@ -568,6 +568,6 @@ def run_lockstep(factory: Callable[[int], Any], examples: int = 200, steps: int 
                                python_api=python_api, fatal=fatal)
     try:
         run_machine(machine, examples=examples, steps=steps, seed=seed,
-                    overrides=hypothesis_settings, print_blob=True)
+                    overrides=hypothesis_settings)
     except _Fatal as stop:
         raise stop.error from None

@@ -578,6 +578,5 @@ def run_durable_lockstep(factory: Callable[..., Any] = DurableScheduler, example
     ledger = Ledger() if ledger is None else ledger
     machine = durable_lockstep_machine(factory, ledger, fatal=fatal, profile=profile)
     run_machine(machine, examples=examples, steps=steps, seed=seed,
-                overrides=hypothesis_settings, slow=True, report_multiple_bugs=False,
-                print_blob=True)
+                overrides=hypothesis_settings, slow=True)
     return ledger

@@ -405,8 +405,7 @@ def run_durable_worker_lockstep(examples: int = 100, steps: int = 40, seed: int 
     try:
         with labels:
             run_machine(machine, examples=examples, steps=steps, seed=seed,
-                        overrides=hypothesis_settings, slow=True, report_multiple_bugs=False,
-                        print_blob=True)
+                        overrides=hypothesis_settings, slow=True)
     finally:
         quiet.setLevel(level)
     return ledger

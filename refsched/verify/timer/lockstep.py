@@ -744,5 +744,5 @@ def run_timer_lockstep(factory: Callable[..., Any], examples: int = 200, steps: 
     machine = timer_lockstep_machine(factory, ledger, python_api=python_api, fatal=fatal,
                                      profile=profile)
     run_machine(machine, examples=examples, steps=steps, seed=seed,
-                overrides=hypothesis_settings, slow=True, report_multiple_bugs=False)
+                overrides=hypothesis_settings, slow=True)
     return ledger
