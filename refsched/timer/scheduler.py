@@ -74,14 +74,13 @@ from types import MappingProxyType
 from typing import Any, Final, Protocol
 
 from refsched import sync
-from refsched.checked import Checker, LockChecked
+from refsched.checked import Checker, LockChecked, checker_of, find_current
 from refsched.errors import (
     InvalidArgumentError,
     InvalidTransitionError,
     SchedulerClosedError,
     StaleGenerationError,
     TaskRunningError,
-    UnknownTaskError,
 )
 from refsched.types import (
     Due,
@@ -667,11 +666,6 @@ class TimerScheduler(LockChecked):
         """The heap size at or below which the heap is never rebuilt."""
         return self._floor
 
-    # ------------------------------------------------------------------ Invariants
-
-    def _check_locked(self) -> None:
-        _Checker(self).run()
-
     # ------------------------------------------------------------------ Internals
 
     def _is_live(self, entry: _Entry) -> bool:
@@ -719,13 +713,7 @@ class TimerScheduler(LockChecked):
 
     def _lookup(self, call: str, task_id: Hashable) -> _Entry:
         """The entry of ``task_id``'s current version. Lock held."""
-        try:
-            entry = self._tasks.get(task_id)
-        except TypeError:
-            raise InvalidArgumentError(f"{call}({_r(task_id)}): task id is unhashable") from None
-        if entry is None:
-            raise UnknownTaskError(f"{call}({_r(task_id)}): unknown task", task_id)
-        return entry
+        return find_current(self._tasks, call, task_id)
 
     def _check_callback(self, call: str, task_id: Hashable, version: object) -> int | TimerState:
         """The slot of the running version a callback steps, or the terminal state it returns.
@@ -790,6 +778,7 @@ def _is_time(value: object) -> bool:
             and math.isfinite(value))
 
 
+@checker_of(TimerScheduler)
 class _Checker(Checker[TimerScheduler]):
     """check_invariants(): recompute every invariant from the raw structures. Lock held."""
 
