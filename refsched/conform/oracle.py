@@ -22,7 +22,7 @@ when the check ends, whatever happened.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from hypothesis import HealthCheck, Phase, Verbosity
@@ -108,8 +108,9 @@ def _corpus_counterexample(trace: Trace, divergence: Divergence, profile: Profil
 
 
 def _corpus_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
-                  progress: Progress | None, max_traces: int | None) -> Counterexample | None:
-    everything = _read_corpus()
+                  progress: Progress | None, max_traces: int | None,
+                  given: Sequence[Trace] | None = None) -> Counterexample | None:
+    everything = _read_corpus() if given is None else list(given)
     traces, whole = admitted_traces(profile, everything)
     try:
         found = system_phases.replay_admitted(
@@ -160,7 +161,8 @@ def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
 
 def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus: bool = True,
           seed: int | None = 0, progress: Progress | None = None,
-          max_traces: int | None = None) -> ConformanceReport:
+          max_traces: int | None = None,
+          traces: Sequence[Trace] | None = None) -> ConformanceReport:
     """Judge ``impl`` against the reference model; close it; return the report.
 
     ``impl`` must be open (a ``ProtocolImplementation`` entered or ``open()``-ed): its name
@@ -168,7 +170,9 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
     first so many traces the profile admits); ``examples`` (0: none)
     Hypothesis examples of at most ``steps`` calls each run the generated phase, with
     ``seed`` fixing its choices (None: a random run). ``progress(phase, done, total)`` is
-    called as traces and examples go by. The verdict is ``"conforms"``, ``"diverges"`` (with
+    called as traces and examples go by. ``traces``, when given, are replayed in the corpus
+    phase instead of the system's corpus (a counterexample written by ``--trace-out``).
+    The verdict is ``"conforms"``, ``"diverges"`` (with
     the counterexample) or the harness verdict (``"crashed"``, ``"timed out"``,
     ``"protocol violation"``, with the implementation's last lines of stderr).
 
@@ -188,7 +192,7 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
                 try:
                     found = _phase(impl, profile, current, name, examples=examples,
                                    steps=steps, seed=seed, progress=progress,
-                                   max_traces=max_traces)
+                                   max_traces=max_traces, traces=traces)
                 finally:
                     current.seconds = time.monotonic() - phase_started
                 if found is not None:
@@ -208,19 +212,20 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
 
 def _phase(impl: Implementation, profile: Profile, phase: PhaseResult, name: str, *,
            examples: int, steps: int, seed: int | None, progress: Progress | None,
-           max_traces: int | None) -> Counterexample | None:
+           max_traces: int | None, traces: Sequence[Trace] | None = None
+           ) -> Counterexample | None:
     """Run one phase of the check on the implementation's system."""
     system = getattr(impl, "system", "scheduler")
     if system == "scheduler":
         if name == "corpus":
-            return _corpus_phase(impl, profile, phase, progress, max_traces)
+            return _corpus_phase(impl, profile, phase, progress, max_traces, traces)
         return _generated_phase(impl, profile, phase, examples=examples, steps=steps,
                                 seed=seed, progress=progress)
     factory = impl.remote()
     try:
         if name == "corpus":
             return system_phases.corpus_phase(system, factory, phase, progress, max_traces,
-                                              profile)
+                                              profile, traces)
         return system_phases.generated_phase(system, factory, phase, examples=examples,
                                              steps=steps, seed=seed, settings=dict(_HYPOTHESIS),
                                              progress=progress, profile=profile)

@@ -18,7 +18,7 @@ fractions and backwards, which the spec's whole-tick clock does not).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from refsched.conform.admission import (
@@ -92,10 +92,11 @@ def _corpus_counterexample(system: systems.System, trace: Trace,
 
 def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
                  progress: Progress | None, max_traces: int | None = None,
-                 profile: Any = None) -> Counterexample | None:
+                 profile: Any = None, given: Sequence[Trace] | None = None
+                 ) -> Counterexample | None:
     """Replay the system's corpus (its first ``max_traces`` traces the profile admits, a timer
     trace cut at its first step the profile leaves out) through ``factory``; the shortest
-    diverging prefix."""
+    diverging prefix. ``given`` traces are replayed instead of the corpus."""
     system = systems.get(name)
     admits = (None if not isinstance(profile, TimerProfile | DurableProfile)
               else timer_admitted_steps if isinstance(profile, TimerProfile)
@@ -111,7 +112,7 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
             return len(traces) >= max_traces
         return sum(admits(profile, t) == len(t.steps) for t in traces) >= max_traces
 
-    everything = _read_corpus(system, enough)
+    everything = _read_corpus(system, enough) if given is None else list(given)
     if isinstance(profile, TimerProfile | DurableProfile):
         traces, whole = admitted_traces(
             profile, everything, timer_admitted_steps if isinstance(profile, TimerProfile)

@@ -1,0 +1,265 @@
+"""Test vectors: the corpus replay as wire lines, for checking an implementation without Python.
+
+:func:`export` replays traces (a system's corpus, or the traces of a file such as a
+counterexample written by ``refsched conform --trace-out``) through refsched's own server as
+the oracle replays them, with :mod:`refsched.conform.tap` writing down every line, and turns
+the record into a JSON-lines file (``docs/conformance.md``, "Test vectors and the protocol
+schema"):
+
+- the first line, the header: ``{"vectors": 1, "protocol", "system", "profile", "traces",
+  "requests", "hello", "bye"}``, ``hello`` and ``bye`` the request lines that open and end a
+  session;
+- per trace, a marker ``{"trace": NAME, "itf": {...}}`` (a new instance starts: the next line
+  is its ``new``), with the trace itself as ITF, so that :func:`read_trace_file` gives the trace
+  back to ``refsched conform --traces``;
+- per request, ``{"send": LINE, "expect": ANSWER, "unordered": [PATH, ...]}``: the request line
+  exactly as the oracle sent it, the answer it must get (an ``ok`` answer whole, an error by its
+  ``type`` and the fields of :data:`ERROR_FIELDS`) and the lists of the ``ok`` result whose order
+  means nothing, as paths (``*`` stands for any key or index).
+
+The server's answers are the model's: the export fails unless the oracle judged every one of
+them, and every snapshot after every step, the model's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import gzip
+import json
+import sys
+import tempfile
+import types
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, Union
+
+from refsched.conform import protocol, values
+from refsched.conform.profile import full_profile
+from refsched.conform.wire import SYSTEMS
+from refsched.conform.wire import get as get_wire
+from refsched.types import CloseReport
+from refsched.verify import corpus as corpus_files
+from refsched.verify import system as system_registry
+from refsched.verify.itf import Trace, TraceFormatError, read_traces, trace_from_itf, trace_to_itf
+
+__all__ = ["ERROR_FIELDS", "FORMAT", "VectorsError", "export", "read_trace_file",
+           "trace_system", "unordered_paths"]
+
+FORMAT: Final = 1
+"""The version of the vectors file, the header's ``vectors``."""
+
+ERROR_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
+    "StaleGenerationError": ("generation", "current"),
+}
+"""Per error type, the fields compared beside ``type`` (the ``message`` never is)."""
+
+
+class VectorsError(ValueError):
+    """Vectors cannot be written or read: a file that is not traces nor vectors, traces of
+    another system, or a reference implementation that does not follow the traces."""
+
+
+# -- which lists are sets ---------------------------------------------------------------------
+
+def _paths(hint: Any, at: str = "") -> Iterator[str]:
+    """The paths under ``at`` of the lists whose order means nothing in a value of type
+    ``hint`` (sets travel as lists, :mod:`refsched.conform.values`)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (Union, types.UnionType):
+        for arm in args:
+            yield from _paths(arm, at)
+    elif hint is CloseReport:  # the contract names the list each id is in, not its place
+        yield from (f"{at}/{f.name}" for f in dataclasses.fields(CloseReport))
+    elif isinstance(hint, type) and (dataclasses.is_dataclass(hint) or (
+            issubclass(hint, tuple) and hasattr(hint, "_fields"))):
+        for name, field_hint in values._fields(hint):
+            yield from _paths(field_hint, f"{at}/{name}")
+    elif origin in (frozenset, set):
+        yield at
+        yield from _paths(args[0] if args else Any, f"{at}/*")
+    elif origin in (tuple, list):
+        for arm in (args[:1] if len(args) == 2 and args[1] is Ellipsis else args):
+            yield from _paths(arm, f"{at}/*")
+    elif origin in (dict, Mapping):
+        yield from _paths(args[1] if args else Any, f"{at}/*")
+    elif isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return
+
+
+def unordered_paths(system: str, op: str) -> list[str]:
+    """The lists of ``op``'s ``ok`` result compared as sets: ``close``'s lists of ids, a
+    snapshot's ``deps``, whatever the system's result types hold as sets."""
+    if system == "scheduler":
+        return {"close": [f"/{f.name}" for f in dataclasses.fields(CloseReport)],
+                "snapshot": ["/tasks/*/deps"]}.get(op, [])
+    spec = get_wire(system).ops.get(op)
+    return [] if spec is None else list(dict.fromkeys(_paths(spec.result)))
+
+
+def expected_answer(answer: Mapping[str, Any]) -> dict[str, Any]:
+    """The answer as the vectors hold it: an ``ok`` whole, an error by its compared fields."""
+    if "ok" in answer:
+        return {"id": answer["id"], "ok": answer["ok"]}
+    error = answer["error"]
+    kept = ("type", *ERROR_FIELDS.get(error["type"], ()))
+    return {"id": answer["id"], "error": {k: error[k] for k in kept if k in error}}
+
+
+# -- reading traces ---------------------------------------------------------------------------
+
+def _is_vectors(path: Path) -> bool:
+    try:
+        opener: Callable[..., Any] = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as stream:
+            first = json.loads(stream.readline() or "null")
+    except (OSError, ValueError, EOFError):
+        return False
+    return isinstance(first, dict) and "vectors" in first
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    opener: Callable[..., Any] = gzip.open if path.name.endswith(".gz") else open
+    try:
+        with opener(path, "rt", encoding="utf-8") as stream:
+            return [json.loads(line) for line in stream if line.strip()]
+    except (OSError, ValueError, EOFError) as e:
+        raise VectorsError(f"{path}: not a vectors file: {e}") from None
+
+
+def read_trace_file(path: str | Path) -> list[Trace]:
+    """The traces of ``path``: an ITF file, a ``.jsonl``/``.jsonl.gz`` bundle, or a vectors
+    file (the traces its markers hold). Errors: anything else -> :class:`VectorsError`."""
+    path = Path(path)
+    if not _is_vectors(path):
+        try:
+            return read_traces(path)
+        except TraceFormatError as e:
+            raise VectorsError(str(e)) from None
+    try:
+        traces = [trace_from_itf(line["itf"], str(line["trace"]))
+                  for line in _lines(path) if "trace" in line]
+    except (KeyError, TypeError, TraceFormatError) as e:
+        raise VectorsError(f"{path}: a trace marker without its ITF trace: {e}") from None
+    if not traces:
+        raise VectorsError(f"{path}: a vectors file without a trace")
+    return traces
+
+
+def trace_system(traces: Sequence[Trace]) -> str:
+    """The system whose spec the traces are behaviours of (by their variables)."""
+    try:
+        return system_registry.by_spec_variables(traces[0].initial).name
+    except ValueError as e:  # a TraceFormatError is one
+        raise VectorsError(str(e)) from None
+
+
+def corpus_traces(system: str, max_traces: int | None) -> list[Trace]:
+    """The first ``max_traces`` traces (None: all) of the system's corpus, in the oracle's
+    order: instance after instance."""
+    traces: list[Trace] = []
+    try:
+        for _, bundle, _ in corpus_files.instance_bundles(system_registry.get(system)):
+            if max_traces is None:
+                traces += read_traces(bundle)
+                continue
+            with gzip.open(bundle, "rt", encoding="utf-8") as lines:  # only the first ones
+                for line in lines:
+                    if len(traces) == max_traces:
+                        return traces
+                    if line.strip():
+                        traces.append(trace_from_itf(json.loads(line), bundle.name))
+    except (corpus_files.CorpusMismatch, TraceFormatError, OSError, ValueError) as e:
+        raise VectorsError(f"cannot read the {system} trace corpus: {e}") from None
+    return traces
+
+
+# -- writing vectors --------------------------------------------------------------------------
+
+def _pairs(record: Path) -> list[tuple[str, dict[str, Any]]]:
+    """The record's (request line, answer) pairs: a request line, then its answer line."""
+    lines = record.read_text(encoding="utf-8").splitlines()
+    return [(lines[i], protocol.decode_line(lines[i + 1])) for i in range(0, len(lines) - 1, 2)]
+
+
+def _vector_lines(system: str, traces: Sequence[Trace],
+                  pairs: Sequence[tuple[str, dict[str, Any]]]) -> Iterator[dict[str, Any]]:
+    """The markers and vectors of a session's pairs, the hello and the bye left out."""
+    pending = iter(traces)
+    for line, answer in pairs:
+        op = json.loads(line)["op"]
+        if op in ("hello", "bye"):
+            continue
+        if op == "new":
+            trace = next(pending, None)
+            if trace is None:
+                raise VectorsError(f"the replay started more instances than the "
+                                   f"{len(traces)} traces it replayed")
+            yield {"trace": trace.name, "itf": trace_to_itf(trace)}
+        vector: dict[str, Any] = {"send": line, "expect": expected_answer(answer)}
+        unordered = unordered_paths(system, op)
+        if unordered:
+            vector["unordered"] = unordered
+        yield vector
+    if next(pending, None) is not None:
+        raise VectorsError(f"the replay started fewer instances than the {len(traces)} "
+                           f"traces it replayed")
+
+
+def export(out: str | Path, system: str, traces: Sequence[Trace] | None = None, *,
+           max_traces: int | None = None,
+           progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """Write the vectors of ``traces`` (None: the system's corpus, its first ``max_traces``)
+    to ``out`` (gzipped when it ends in ``.gz``); the header written.
+
+    Errors: traces of another system, a reference implementation that does not follow them
+    (then the traces are not behaviours of the spec) -> :class:`VectorsError`.
+    """
+    from refsched.conform import client, oracle
+
+    if system not in SYSTEMS:
+        raise VectorsError(f"no system {system!r}; the systems are {', '.join(SYSTEMS)}")
+    if traces is None:
+        chosen = corpus_traces(system, max_traces)
+    else:
+        if traces and trace_system(traces) != system:
+            raise VectorsError(f"the traces are of the {trace_system(traces)}, not the {system}")
+        chosen = list(traces)[:max_traces]
+    with tempfile.TemporaryDirectory(prefix="refsched-vectors-") as scratch:
+        record = Path(scratch) / "record.jsonl"
+        impl = client.ProtocolImplementation(
+            [sys.executable, "-m", "refsched.conform.tap", str(record), "--system", system],
+            system=system)
+        try:
+            impl.open()
+        except client.HarnessError as e:
+            raise VectorsError(f"refsched's own {system} server did not start: {e}") from None
+        try:
+            report = oracle.check(impl, examples=0, corpus=True, seed=None, progress=progress,
+                                  traces=chosen)
+        except oracle.OracleError as e:
+            raise VectorsError(str(e)) from None
+        if report.verdict != "conforms":
+            raise VectorsError("refsched's own server does not follow these traces, so they "
+                               "are no behaviours of the spec:\n" + report.format())
+        pairs = _pairs(record)
+    body = list(_vector_lines(system, chosen, pairs))
+    last_id = max((request["id"] for request in (json.loads(line) for line, _ in pairs)
+                   if request["op"] != "bye"), default=0)
+    header = {
+        "vectors": FORMAT, "protocol": protocol.PROTOCOL_VERSION, "system": system,
+        "profile": full_profile(system).to_json(), "traces": len(chosen),
+        "requests": sum("send" in line for line in body),
+        "hello": protocol.encode_line(protocol.request(
+            0, "hello", protocol=protocol.PROTOCOL_VERSION)).rstrip("\n"),
+        "bye": protocol.encode_line(protocol.request(last_id + 1, "bye")).rstrip("\n"),
+    }
+    _write(Path(out), [header, *body])
+    return header
+
+
+def _write(out: Path, lines: Iterable[Mapping[str, Any]]) -> None:
+    text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
+    data = text.encode("utf-8")
+    out.write_bytes(gzip.compress(data, mtime=0) if out.name.endswith(".gz") else data)
