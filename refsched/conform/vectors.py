@@ -23,6 +23,7 @@ them, and every snapshot after every step, the model's.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import enum
 import gzip
@@ -35,6 +36,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Union
 
+from refsched.cli import _unwritable
 from refsched.conform import protocol, values
 from refsched.conform.profile import full_profile
 from refsched.conform.wire import SYSTEMS
@@ -44,8 +46,9 @@ from refsched.verify import corpus as corpus_files
 from refsched.verify import system as system_registry
 from refsched.verify.itf import Trace, TraceFormatError, read_traces, trace_from_itf, trace_to_itf
 
-__all__ = ["ERROR_FIELDS", "FORMAT", "VectorsError", "export", "read_trace_file",
-           "trace_system", "unordered_paths"]
+__all__ = ["ERROR_FIELDS", "FORMAT", "VectorsError", "check_export_arguments", "export",
+           "export_command", "read_trace_file", "trace_system", "traces_argument",
+           "unordered_paths"]
 
 FORMAT: Final = 1
 """The version of the vectors file, the header's ``vectors``."""
@@ -263,3 +266,57 @@ def _write(out: Path, lines: Iterable[Mapping[str, Any]]) -> None:
     text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
     data = text.encode("utf-8")
     out.write_bytes(gzip.compress(data, mtime=0) if out.name.endswith(".gz") else data)
+
+
+# -- the command line (refsched conform --traces, --export-vectors) ---------------------------
+
+def traces_argument(parser: argparse.ArgumentParser, path: str, system: str) -> list[Trace]:
+    """The traces of ``--traces FILE``, which must be of ``system``; else a usage error."""
+    try:
+        traces = read_trace_file(path)
+        theirs = trace_system(traces)
+    except VectorsError as e:
+        parser.error(f"--traces: {e}")
+    if theirs != system:
+        parser.error(f"--traces: {path} holds traces of the {theirs} system, not of the "
+                     f"{system}: add --system {theirs}")
+    return traces
+
+
+def check_export_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``--export-vectors`` goes with ``--system``, ``--traces``, ``--max-traces`` and ``-q``
+    alone: the vectors hold refsched's own answers to the corpus phase."""
+    others = [option for option, given in (
+        ("COMMAND", bool(args.command)), ("--impl", args.impl), ("--profile", args.profile),
+        ("--examples", args.examples is not None), ("--no-corpus", args.no_corpus),
+        ("--timeout", args.timeout), ("--trace-out", args.trace_out),
+        ("--picture", args.picture), ("--json", args.json)) if given]
+    if others:
+        parser.error(f"--export-vectors writes refsched's own answers to the corpus phase: "
+                     f"it takes no {', '.join(others)}")
+    problem = _unwritable(Path(args.export_vectors))
+    if problem is not None:
+        parser.error(f"--export-vectors: cannot write {args.export_vectors}: {problem}")
+    args.traces_read = (None if args.traces is None
+                        else traces_argument(parser, args.traces, args.system))
+
+
+def export_command(args: argparse.Namespace) -> int:
+    """Write the vectors ``args`` ask for; the exit status (0 written, 2 cannot be)."""
+    from refsched.cli import Progress
+
+    display = Progress(sys.stderr, quiet=args.quiet)
+
+    def progress(phase: str, done: int, total: int) -> None:
+        display.update(f"  {phase}: {done:,} of {total:,} traces")
+
+    try:
+        header = export(args.export_vectors, args.system, args.traces_read,
+                        max_traces=args.max_traces, progress=progress)
+    except VectorsError as e:
+        display.done(f"refsched conform: {e}")
+        return 2
+    display.done(f"wrote {args.export_vectors}: {header['traces']:,} {args.system} traces, "
+                 f"{header['requests']:,} requests with their answers (node "
+                 f"docs/vectors/run-vectors.mjs {args.export_vectors} COMMAND...)")
+    return 0
