@@ -47,8 +47,8 @@ from refsched.verify import system as system_registry
 from refsched.verify.itf import Trace, TraceFormatError, read_traces, trace_from_itf, trace_to_itf
 
 __all__ = ["ERROR_FIELDS", "FORMAT", "VectorsError", "check_export_arguments", "export",
-           "export_command", "read_trace_file", "trace_system", "traces_argument",
-           "unordered_paths"]
+           "export_command", "read_trace_file", "record_session", "trace_system",
+           "traces_argument", "unordered_paths"]
 
 FORMAT: Final = 1
 """The version of the vectors file, the header's ``vectors``."""
@@ -210,25 +210,16 @@ def _vector_lines(system: str, traces: Sequence[Trace],
                            f"traces it replayed")
 
 
-def export(out: str | Path, system: str, traces: Sequence[Trace] | None = None, *,
-           max_traces: int | None = None,
-           progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
-    """Write the vectors of ``traces`` (None: the system's corpus, its first ``max_traces``)
-    to ``out`` (gzipped when it ends in ``.gz``); the header written.
+def record_session(system: str, traces: Sequence[Trace],
+                   progress: Callable[[str, int, int], None] | None = None
+                   ) -> list[tuple[str, dict[str, Any]]]:
+    """Replay ``traces`` through refsched's own server as the oracle's corpus phase does; every
+    (request line, answer) of the session, the hello first and the bye last.
 
-    Errors: traces of another system, a reference implementation that does not follow them
-    (then the traces are not behaviours of the spec) -> :class:`VectorsError`.
+    Errors: the server does not follow the traces -> :class:`VectorsError`.
     """
     from refsched.conform import client, oracle
 
-    if system not in SYSTEMS:
-        raise VectorsError(f"no system {system!r}; the systems are {', '.join(SYSTEMS)}")
-    if traces is None:
-        chosen = corpus_traces(system, max_traces)
-    else:
-        if traces and trace_system(traces) != system:
-            raise VectorsError(f"the traces are of the {trace_system(traces)}, not the {system}")
-        chosen = list(traces)[:max_traces]
     with tempfile.TemporaryDirectory(prefix="refsched-vectors-") as scratch:
         record = Path(scratch) / "record.jsonl"
         impl = client.ProtocolImplementation(
@@ -240,13 +231,33 @@ def export(out: str | Path, system: str, traces: Sequence[Trace] | None = None, 
             raise VectorsError(f"refsched's own {system} server did not start: {e}") from None
         try:
             report = oracle.check(impl, examples=0, corpus=True, seed=None, progress=progress,
-                                  traces=chosen)
+                                  traces=traces)
         except oracle.OracleError as e:
             raise VectorsError(str(e)) from None
         if report.verdict != "conforms":
             raise VectorsError("refsched's own server does not follow these traces, so they "
                                "are no behaviours of the spec:\n" + report.format())
-        pairs = _pairs(record)
+        return _pairs(record)
+
+
+def export(out: str | Path, system: str, traces: Sequence[Trace] | None = None, *,
+           max_traces: int | None = None,
+           progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """Write the vectors of ``traces`` (None: the system's corpus, its first ``max_traces``)
+    to ``out`` (gzipped when it ends in ``.gz``); the header written.
+
+    Errors: traces of another system, a reference implementation that does not follow them
+    (then the traces are not behaviours of the spec) -> :class:`VectorsError`.
+    """
+    if system not in SYSTEMS:
+        raise VectorsError(f"no system {system!r}; the systems are {', '.join(SYSTEMS)}")
+    if traces is None:
+        chosen = corpus_traces(system, max_traces)
+    else:
+        if traces and trace_system(traces) != system:
+            raise VectorsError(f"the traces are of the {trace_system(traces)}, not the {system}")
+        chosen = list(traces)[:max_traces]
+    pairs = record_session(system, chosen, progress)
     body = list(_vector_lines(system, chosen, pairs))
     last_id = max((request["id"] for request in (json.loads(line) for line, _ in pairs)
                    if request["op"] != "bye"), default=0)
