@@ -77,7 +77,7 @@ def _snapshot_task(answer: dict[str, Any]) -> dict[str, Any]:
 # (system, op, how to break its answer): each a way an implementation might answer wrongly
 MALFORMED_ANSWERS: list[tuple[str, str, Callable[[dict[str, Any]], None]]] = [
     ("scheduler", "submit", lambda a: a.update(ok="1")),
-    ("scheduler", "submit", lambda a: a.update(error={"type": "KeyError"})),
+    ("scheduler", "submit", lambda a: a.update(error={"type": "KeyError"}) or a.pop("ok")),
     ("scheduler", "submit", lambda a: a.update(extra=True)),
     ("scheduler", "submit", lambda a: a.pop("id")),
     ("scheduler", "submit", lambda a: a.update(error={"type": "KeyError", "message": "x"})),

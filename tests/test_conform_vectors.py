@@ -133,6 +133,36 @@ def test_node_runner_leaves_out_the_ignored_fields_alone(tmp_path: Path,
         assert _run_vectors(changed, _serve("durable")).returncode == status, field
 
 
+def test_the_runner_printed_in_the_docs_is_the_shipped_one() -> None:
+    page = (ROOT / "docs" / "conformance.md").read_text(encoding="utf-8")
+    section = page[page.index("### The runner"):]
+    printed = section[section.index("```js\n") + len("```js\n"):section.index("\n```\n")]
+    assert printed + "\n" == RUNNER.read_text(encoding="utf-8")
+
+
+def test_the_docs_table_of_sets_and_ignored_fields_is_the_code_s() -> None:
+    """Every row of the comparison table is what the vectors hold, and no set is missing."""
+    from refsched.conform import protocol
+    from refsched.conform.wire import SYSTEMS
+    from refsched.conform.wire import get as get_wire
+
+    page = (ROOT / "docs" / "conformance.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in page.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if line.startswith("   | ") and len(cells) == 4 and cells[0] in SYSTEMS:
+            paths = [[p.strip("` ") for p in c.split(",") if p.strip()] for c in cells[2:]]
+            rows[cells[0], cells[1].strip("`")] = tuple(paths)
+    expected = {}
+    for system in SYSTEMS:
+        for op in (protocol.OPS if system == "scheduler" else get_wire(system).ops):
+            found = (vectors.unordered_paths(system, op), list(vectors.IGNORED.get((system, op),
+                                                                                   ())))
+            if found != ([], []):
+                expected[system, op] = found
+    assert rows == {key: tuple(value) for key, value in expected.items()}
+
+
 def test_unordered_paths_name_the_sets_of_each_system() -> None:
     assert vectors.unordered_paths("scheduler", "snapshot") == ["/tasks/*/deps"]
     assert "/pending" in vectors.unordered_paths("scheduler", "close")
