@@ -1,18 +1,17 @@
 // Check a scheduler against refsched's test vectors: node run-vectors.mjs VECTORS COMMAND [ARGS...]
 // Exit status: 0 every answer is the expected one, 1 one is not, 2 the session could not run.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { createReadStream } from 'node:fs';
 import { createInterface } from 'node:readline';
-import { gunzipSync } from 'node:zlib';
+import { createGunzip } from 'node:zlib';
 
 const [file, ...command] = process.argv.slice(2);
 if (!file || command.length === 0) {
   console.error('usage: node run-vectors.mjs VECTORS COMMAND [ARGS...]');
   process.exit(2);
 }
-const raw = readFileSync(file);
-const text = (file.endsWith('.gz') ? gunzipSync(raw) : raw).toString('utf8');
-const [header, ...lines] = text.split('\n').filter(Boolean).map((line) => JSON.parse(line));
+const input = createReadStream(file).on('error', (e) => { console.error(e.message); process.exit(2); });
+const vectors = createInterface({ input: file.endsWith('.gz') ? input.pipe(createGunzip()) : input });
 const child = spawn(command[0], command.slice(1), { stdio: ['pipe', 'pipe', 'inherit'] });
 child.on('error', (e) => { console.error(`cannot start ${command[0]}: ${e.message}`); process.exit(2); });
 const answers = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
@@ -21,7 +20,7 @@ async function ask(line) {
   child.stdin.write(line + '\n');
   const { value, done } = await answers.next();
   if (done) { console.error(`no answer to ${line}: the implementation exited`); process.exit(2); }
-  return JSON.parse(value);
+  try { return JSON.parse(value); } catch { return { notJson: value }; }  // agrees with nothing
 }
 
 // A value as canonical text: keys sorted, numbers by value, the lists at `unordered` paths
@@ -52,14 +51,21 @@ function agrees(vector, got) {
   return 'ok' in got && canon(expect.ok, [], rules) === canon(got.ok, [], rules);
 }
 
-const hello = await ask(header.hello);
-if ((hello.ok?.system ?? 'scheduler') !== header.system) {
-  console.error(`the hello answered ${JSON.stringify(hello)}, not a ${header.system}`);
-  process.exit(2);
-}
+let header = null;
 let trace = '';
 let checked = 0;
-for (const vector of lines) {
+for await (const line of vectors) {  // one line at a time: a whole corpus is hundreds of MB
+  if (!line) continue;
+  const vector = JSON.parse(line);
+  if (header === null) {  // the first line: the system, and the hello and bye to send
+    header = vector;
+    const hello = await ask(header.hello);
+    if ((hello.ok?.system ?? 'scheduler') !== header.system) {
+      console.error(`the hello answered ${JSON.stringify(hello)}, not a ${header.system}`);
+      process.exit(2);
+    }
+    continue;
+  }
   if ('trace' in vector) { trace = vector.trace; continue; }  // a new instance starts
   const got = await ask(vector.send);
   if (!agrees(vector, got)) {
@@ -70,6 +76,7 @@ for (const vector of lines) {
   }
   checked += 1;
 }
+if (header === null) { console.error(`${file}: no vectors`); process.exit(2); }
 await ask(header.bye);
 child.stdin.end();
 console.log(`${checked} of ${header.requests} answers as expected, ${header.traces} traces`);

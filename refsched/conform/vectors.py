@@ -28,14 +28,16 @@ import argparse
 import dataclasses
 import enum
 import gzip
+import itertools
 import json
+import os
 import sys
 import tempfile
 import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, Union
+from typing import IO, Any, Final, Union
 
 from refsched.cli import _unwritable
 from refsched.conform import protocol, values
@@ -268,25 +270,35 @@ def export(out: str | Path, system: str, traces: Sequence[Trace] | None = None, 
             raise VectorsError(f"the traces are of the {trace_system(traces)}, not the {system}")
         chosen = list(traces)[:max_traces]
     pairs = record_session(system, chosen, progress)
-    body = list(_vector_lines(system, chosen, pairs))
-    last_id = max((request["id"] for request in (json.loads(line) for line, _ in pairs)
-                   if request["op"] != "bye"), default=0)
+    ids = [request["id"] for request in (json.loads(line) for line, _ in pairs)
+           if request["op"] not in ("hello", "bye")]
     header = {
         "vectors": FORMAT, "protocol": protocol.PROTOCOL_VERSION, "system": system,
         "profile": full_profile(system).to_json(), "traces": len(chosen),
-        "requests": sum("send" in line for line in body),
+        "requests": len(ids),
         "hello": protocol.encode_line(protocol.request(
             0, "hello", protocol=protocol.PROTOCOL_VERSION)).rstrip("\n"),
-        "bye": protocol.encode_line(protocol.request(last_id + 1, "bye")).rstrip("\n"),
+        "bye": protocol.encode_line(protocol.request(max(ids, default=0) + 1, "bye")
+                                    ).rstrip("\n"),
     }
-    _write(Path(out), [header, *body])
+    _write(Path(out), itertools.chain([header], _vector_lines(system, chosen, pairs)))
     return header
 
 
 def _write(out: Path, lines: Iterable[Mapping[str, Any]]) -> None:
-    text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
-    data = text.encode("utf-8")
-    out.write_bytes(gzip.compress(data, mtime=0) if out.name.endswith(".gz") else data)
+    """Write ``lines`` one at a time (a whole corpus's vectors are hundreds of megabytes),
+    gzipped when ``out`` ends in ``.gz``, the same bytes for the same lines."""
+    partial = out.with_name(out.name + ".partial")  # OUT is whole, or not there
+    try:
+        with open(partial, "wb") as raw:
+            stream: IO[bytes] = (gzip.GzipFile("", "wb", fileobj=raw, mtime=0)
+                                 if out.name.endswith(".gz") else raw)
+            for line in lines:
+                stream.write(json.dumps(line, separators=(",", ":")).encode("utf-8") + b"\n")
+            stream.close()
+        os.replace(partial, out)
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 # -- the command line (refsched conform --traces, --export-vectors) ---------------------------
