@@ -4,6 +4,7 @@
 
     refsched conform [--system NAME] [options] -- COMMAND [ARGS...]   # a program
     refsched conform [--system NAME] [options] --impl MODULE:FACTORY    # a Python factory
+    refsched conform --export-vectors OUT [--system NAME] [--traces FILE] [--max-traces N]
 
 The report goes to stdout (``--json``: as JSON), progress to stderr (``-q``: none). Exit status:
 0 the implementation conforms, 1 it diverges, 3 a harness verdict (it crashed, timed out or broke

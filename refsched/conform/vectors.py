@@ -37,7 +37,7 @@ import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, Final, Union
+from typing import Any, BinaryIO, Final, Union
 
 from refsched.cli import _unwritable
 from refsched.conform import protocol, values
@@ -163,7 +163,7 @@ def read_trace_file(path: str | Path) -> list[Trace]:
 def trace_system(traces: Sequence[Trace]) -> str:
     """The system whose spec the traces are behaviours of (by their variables)."""
     try:
-        return system_registry.by_spec_variables(traces[0].initial).name
+        return system_registry.by_spec_variables(tuple(traces[0].initial)).name
     except ValueError as e:  # a TraceFormatError is one
         raise VectorsError(str(e)) from None
 
@@ -291,7 +291,7 @@ def _write(out: Path, lines: Iterable[Mapping[str, Any]]) -> None:
     partial = out.with_name(out.name + ".partial")  # OUT is whole, or not there
     try:
         with open(partial, "wb") as raw:
-            stream: IO[bytes] = (gzip.GzipFile("", "wb", fileobj=raw, mtime=0)
+            stream: gzip.GzipFile | BinaryIO = (gzip.GzipFile("", "wb", fileobj=raw, mtime=0)
                                  if out.name.endswith(".gz") else raw)
             for line in lines:
                 stream.write(json.dumps(line, separators=(",", ":")).encode("utf-8") + b"\n")
