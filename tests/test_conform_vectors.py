@@ -198,6 +198,23 @@ def test_traces_file_replays_only_its_traces_and_reproduces_the_counterexample(
         assert _run_vectors(as_vectors, _serve("timer")).returncode == 0
 
 
+def test_export_refuses_traces_that_are_no_behaviour_of_the_spec(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A trace whose last state says the wrong time: refsched's server cannot follow it, and no
+    vectors are written from it."""
+    from refsched.verify.itf import trace_to_itf
+
+    doc = trace_to_itf(vectors.corpus_traces("timer", 3)[2])
+    doc["states"][-1]["nextSeq"] = {"#bigint": "99"}
+    bogus = tmp_path / "bogus.itf.json"
+    bogus.write_text(json.dumps(doc))
+    out = tmp_path / "bogus.jsonl"
+    assert conform_main(["--export-vectors", str(out), "--system", "timer",
+                         "--traces", str(bogus), "-q"]) == 2
+    assert "disagrees with the reference model" in capsys.readouterr().err
+    assert not out.exists() and not list(tmp_path.glob("*.partial"))
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--traces", "{timer}", "--", "true"], "holds traces of the timer system"),
     (["--traces", "{missing}", "--", "true"], "--traces"),
