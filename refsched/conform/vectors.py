@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import enum
 import gzip
 import itertools
 import json
@@ -97,8 +96,6 @@ def _paths(hint: Any, at: str = "") -> Iterator[str]:
             yield from _paths(arm, f"{at}/*")
     elif origin in (dict, Mapping):
         yield from _paths(args[1] if args else Any, f"{at}/*")
-    elif isinstance(hint, type) and issubclass(hint, enum.Enum):
-        return
 
 
 def unordered_paths(system: str, op: str) -> list[str]:
@@ -132,11 +129,16 @@ def _is_vectors(path: Path) -> bool:
     return isinstance(first, dict) and "vectors" in first
 
 
-def _lines(path: Path) -> list[dict[str, Any]]:
+def _markers(path: Path) -> Iterator[dict[str, Any]]:
+    """The trace markers of a vectors file, read a line at a time."""
     opener: Callable[..., Any] = gzip.open if path.name.endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8") as stream:
-            return [json.loads(line) for line in stream if line.strip()]
+            for line in stream:
+                if line.strip() and not line.startswith('{"send":'):  # the requests: skipped
+                    value = json.loads(line)
+                    if isinstance(value, dict) and "trace" in value:
+                        yield value
     except (OSError, ValueError, EOFError) as e:
         raise VectorsError(f"{path}: not a vectors file: {e}") from None
 
@@ -151,8 +153,7 @@ def read_trace_file(path: str | Path) -> list[Trace]:
         except TraceFormatError as e:
             raise VectorsError(str(e)) from None
     try:
-        traces = [trace_from_itf(line["itf"], str(line["trace"]))
-                  for line in _lines(path) if "trace" in line]
+        traces = [trace_from_itf(line["itf"], str(line["trace"])) for line in _markers(path)]
     except (KeyError, TypeError, TraceFormatError) as e:
         raise VectorsError(f"{path}: a trace marker without its ITF trace: {e}") from None
     if not traces:
