@@ -63,6 +63,25 @@ def test_every_request_and_answer_of_a_corpus_replay_validates(
     assert {"hello", "new", "snapshot", "bye"} <= ops  # the session is whole
 
 
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_generated_calls_outside_the_schema_are_refused_and_every_answer_validates(
+        system: str) -> None:
+    """The generated phase's calls: arguments the corpus never sends (a cancel's generation, a
+    close that keeps pending tasks...) validate; the ones the oracle sends malformed on purpose
+    (a priority ``true``) do not, and each of those was answered with an error."""
+    requests = _validator(system, "request")
+    pairs = vectors.record_session(system, [], examples=10)
+    assert len(pairs) > 10
+    outside = []
+    for line, answer in pairs:
+        request = json.loads(line)
+        if not requests.is_valid(request):
+            outside.append(request)
+            assert "error" in answer, (request, answer)
+        _validator(system, f"answers/{request['op']}").validate(answer)
+    assert len(outside) < len(pairs) / 2, outside[:5]
+
+
 def _first(pairs: list[tuple[dict[str, Any], dict[str, Any]]], op: str,
            ok: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
     """The first pair of ``op`` answered ok (a snapshot: one that holds a task)."""

@@ -224,10 +224,11 @@ def _vector_lines(system: str, traces: Sequence[Trace],
 
 
 def record_session(system: str, traces: Sequence[Trace],
-                   progress: Callable[[str, int, int], None] | None = None
-                   ) -> list[tuple[str, dict[str, Any]]]:
-    """Replay ``traces`` through refsched's own server as the oracle's corpus phase does; every
-    (request line, answer) of the session, the hello first and the bye last.
+                   progress: Callable[[str, int, int], None] | None = None, *,
+                   examples: int = 0) -> list[tuple[str, dict[str, Any]]]:
+    """Replay ``traces`` through refsched's own server as the oracle's corpus phase does (then,
+    with ``examples``, that many of its generated phase, seed 0); every (request line, answer)
+    of the session, the hello first and the bye last.
 
     Errors: the server does not follow the traces -> :class:`VectorsError`.
     """
@@ -243,8 +244,8 @@ def record_session(system: str, traces: Sequence[Trace],
         except client.HarnessError as e:
             raise VectorsError(f"refsched's own {system} server did not start: {e}") from None
         try:
-            report = oracle.check(impl, examples=0, corpus=True, seed=None, progress=progress,
-                                  traces=traces)
+            report = oracle.check(impl, examples=examples, corpus=bool(traces), seed=0,
+                                  progress=progress, traces=traces, steps=20)
         except oracle.OracleError as e:
             raise VectorsError(str(e)) from None
         if report.verdict != "conforms":
