@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, Final, Union
 
-from refsched.cli import _unwritable
+from refsched.arguments import unwritable
 from refsched.conform import protocol, values
 from refsched.conform.profile import full_profile
 from refsched.conform.wire import SYSTEMS
@@ -329,7 +329,7 @@ def check_export_arguments(parser: argparse.ArgumentParser, args: argparse.Names
     if others:
         parser.error(f"--export-vectors writes refsched's own answers to the corpus phase: "
                      f"it takes no {', '.join(others)}")
-    problem = _unwritable(Path(args.export_vectors))
+    problem = unwritable(Path(args.export_vectors))
     if problem is not None:
         parser.error(f"--export-vectors: cannot write {args.export_vectors}: {problem}")
     args.traces_read = (None if args.traces is None
@@ -338,7 +338,7 @@ def check_export_arguments(parser: argparse.ArgumentParser, args: argparse.Names
 
 def export_command(args: argparse.Namespace) -> int:
     """Write the vectors ``args`` ask for; the exit status (0 written, 2 cannot be)."""
-    from refsched.cli import Progress
+    from refsched.progress import Progress
 
     display = Progress(sys.stderr, quiet=args.quiet)
 
