@@ -49,10 +49,12 @@ def _instances(s: DurableSnapshot, instance: Instance) -> Iterator[tuple[str, di
     """Every (action, parameters) the disjuncts of ``Next`` quantify over in state ``s``."""
     tasks, workers = instance.tasks, instance.workers
     # The parameters an action and its AnswerLost twin share: the same disjunct's quantifiers.
-    claims = [{"w": w, "k": k} for w in workers for k in range(1, instance.max_concurrency + 1)]
-    reclaims = [{"w": w, "t": t} for w in workers for t in tasks]
-    reports = [{"w": w, "t": t, "g": generation_of(s, t), "a": s.attempt.get(t, 0)}
-               for w in workers for t in tasks]
+    claims: list[dict[str, Any]] = [
+        {"w": w, "k": k} for w in workers for k in range(1, instance.max_concurrency + 1)]
+    reclaims: list[dict[str, Any]] = [{"w": w, "t": t} for w in workers for t in tasks]
+    reports: list[dict[str, Any]] = [
+        {"w": w, "t": t, "g": generation_of(s, t), "a": s.attempt.get(t, 0)}
+        for w in workers for t in tasks]
     for t in tasks:
         others = [x for x in tasks if x != t]
         for size in range(len(others) + 1):
