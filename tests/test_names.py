@@ -99,3 +99,17 @@ def test_every_named_check_is_defined_in_its_spec(module: str, names: list[str])
     text = (SPEC / module).read_text()
     for name in names:
         assert re.search(rf"^{name} ==", text, re.MULTILINE), (module, name)
+
+
+@pytest.mark.parametrize("module", ["refsched.model.dag.actions", "refsched.model.timer.actions"])
+def test_the_model_s_state_constants_are_the_states_they_name(module: str) -> None:
+    # The models unpack their state enum into its members' names: a reordered enum must not
+    # swap two of them silently.
+    import enum
+    import importlib
+
+    found = {name: value for name, value in vars(importlib.import_module(module)).items()
+             if isinstance(value, enum.Enum) and name.isupper()}
+    assert len(found) >= 5
+    for name, value in found.items():
+        assert value.name == name, (name, value)

@@ -26,13 +26,7 @@ from refsched.errors import (
 )
 from refsched.types import Snapshot, TaskState, VersionView
 
-PENDING = TaskState.PENDING
-READY = TaskState.READY
-RUNNING = TaskState.RUNNING
-SUCCEEDED = TaskState.SUCCEEDED
-FAILED = TaskState.FAILED
-BLOCKED = TaskState.BLOCKED
-CANCELLED = TaskState.CANCELLED
+PENDING, READY, RUNNING, SUCCEEDED, FAILED, BLOCKED, CANCELLED = TaskState  # the spec's order
 
 WAITING = frozenset({PENDING, READY})  # not yet claimed: Settle may block these
 

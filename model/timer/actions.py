@@ -39,11 +39,7 @@ __all__ = [
     "top",
 ]
 
-PENDING = TimerState.PENDING
-RUNNING = TimerState.RUNNING
-COMPLETED = TimerState.COMPLETED
-FAILED = TimerState.FAILED
-CANCELLED = TimerState.CANCELLED
+PENDING, RUNNING, COMPLETED, FAILED, CANCELLED = TimerState  # the spec's order
 
 
 @dataclass(frozen=True)
