@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from refsched.types import Snapshot, TaskState, VersionView
 
+from ..predicates import Violated
 from .actions import WAITING, count_not_succeeded, find_cycles, missing_dependencies
 
 
@@ -120,6 +121,7 @@ INVARIANTS: dict[str, Callable[[Snapshot, int], bool]] = {
     "BlockedPropagated": blocked_propagated,
     "SealedGraph": sealed_graph,
 }
+violated = Violated(INVARIANTS)  # the names of those a state violates
 
 ACTION_PROPERTIES: dict[str, Callable[[Snapshot, Snapshot], bool]] = {
     "NoTerminalToReady": no_terminal_to_ready,
@@ -127,13 +129,4 @@ ACTION_PROPERTIES: dict[str, Callable[[Snapshot, Snapshot], bool]] = {
     "ClaimsOldestFirst": claims_oldest_first,
     "RunningNeverReplaced": running_never_replaced,
 }
-
-
-def violated(s: Snapshot, max_concurrency: int) -> list[str]:
-    """Names of the state invariants ``s`` violates."""
-    return [name for name, holds in INVARIANTS.items() if not holds(s, max_concurrency)]
-
-
-def violated_by_step(before: Snapshot, after: Snapshot) -> list[str]:
-    """Names of the action properties the step ``before -> after`` violates."""
-    return [name for name, holds in ACTION_PROPERTIES.items() if not holds(before, after)]
+violated_by_step = Violated(ACTION_PROPERTIES)  # the names of those a step violates

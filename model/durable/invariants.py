@@ -19,6 +19,7 @@ from refsched.types import Snapshot, TaskState
 
 from ..dag import invariants as scheduler
 from ..dag.graph import next_steps as scheduler_steps
+from ..predicates import Violated
 from .actions import ACTIONS, DurableSnapshot, Limits
 
 __all__ = ["ACTION_PROPERTIES", "INVARIANTS", "violated", "violated_by_step"]
@@ -268,6 +269,7 @@ INVARIANTS: dict[str, Callable[[DurableSnapshot, Limits], bool]] = {
     "CallsTaken": calls_taken,
     "ReportsTaken": reports_taken,
 }
+violated = Violated(INVARIANTS)  # the names of those a state violates
 
 ACTION_PROPERTIES: dict[str, Callable[[DurableSnapshot, DurableSnapshot, Limits], bool]] = {
     "NoTerminalToReady": no_terminal_to_ready,
@@ -275,15 +277,4 @@ ACTION_PROPERTIES: dict[str, Callable[[DurableSnapshot, DurableSnapshot, Limits]
     "OnlyCurrentAttemptEnds": only_current_attempt_ends,
     "Refinement": refinement,
 }
-
-
-def violated(s: DurableSnapshot, limits: Limits) -> list[str]:
-    """Names of the state invariants ``s`` violates."""
-    return [name for name, holds in INVARIANTS.items() if not holds(s, limits)]
-
-
-def violated_by_step(before: DurableSnapshot, after: DurableSnapshot,
-                     limits: Limits) -> list[str]:
-    """Names of the action properties the step ``before -> after`` violates."""
-    return [name for name, holds in ACTION_PROPERTIES.items()
-            if not holds(before, after, limits)]
+violated_by_step = Violated(ACTION_PROPERTIES)  # the names of those a step violates

@@ -12,6 +12,7 @@ from collections.abc import Callable, Hashable, Mapping
 
 from refsched.values import hashes as _hashable
 
+from ..predicates import Violated
 from .actions import Phase, PoolSnapshot
 
 __all__ = ["ACTION_PROPERTIES", "INVARIANTS", "violated", "violated_by_step"]
@@ -143,6 +144,7 @@ INVARIANTS: dict[str, Callable[[PoolSnapshot], bool]] = {
     "CancelledNeverRan": cancelled_never_ran,
     "HaltsOnlyWhenTerminated": halts_only_when_terminated,
 }
+violated = Violated(INVARIANTS)  # the names of those a state violates
 
 ACTION_PROPERTIES: dict[str, Callable[[PoolSnapshot, PoolSnapshot], bool]] = {
     "ChildCountedBeforeParentCompletes": child_counted_before_parent_completes,
@@ -151,13 +153,4 @@ ACTION_PROPERTIES: dict[str, Callable[[PoolSnapshot, PoolSnapshot], bool]] = {
     "RootsOnlyWhileAccepting": roots_only_while_accepting,
     "PhasesInOrder": phases_in_order,
 }
-
-
-def violated(s: PoolSnapshot) -> list[str]:
-    """Names of the state invariants ``s`` violates."""
-    return [name for name, holds in INVARIANTS.items() if not holds(s)]
-
-
-def violated_by_step(before: PoolSnapshot, after: PoolSnapshot) -> list[str]:
-    """Names of the action properties the step ``before -> after`` violates."""
-    return [name for name, holds in ACTION_PROPERTIES.items() if not holds(before, after)]
+violated_by_step = Violated(ACTION_PROPERTIES)  # the names of those a step violates

@@ -15,6 +15,8 @@ from collections.abc import Callable, Hashable
 from refsched.types import TimerEntry, TimerSnapshot, TimerState, TimerVersionView
 from refsched.values import is_int as _is_int
 
+from ..predicates import Violated
+
 __all__ = ["ACTION_PROPERTIES", "INVARIANTS", "violated", "violated_by_step"]
 
 _MAY_LEAVE_AN_ENTRY = frozenset({TimerState.PENDING, TimerState.CANCELLED})
@@ -157,6 +159,7 @@ INVARIANTS: dict[str, Callable[[TimerSnapshot, int], bool]] = {
     "HeapGarbageBounded": heap_garbage_bounded,
     "CancelRequestOnlyWhileRunning": cancel_request_only_while_running,
 }
+violated = Violated(INVARIANTS)  # the names of those a state violates
 
 ACTION_PROPERTIES: dict[str, Callable[[TimerSnapshot, TimerSnapshot], bool]] = {
     "ClaimTakesMinimum": claim_takes_minimum,
@@ -165,13 +168,4 @@ ACTION_PROPERTIES: dict[str, Callable[[TimerSnapshot, TimerSnapshot], bool]] = {
     "TerminalStaysTerminal": terminal_stays_terminal,
     "RunningNeverReplaced": running_never_replaced,
 }
-
-
-def violated(s: TimerSnapshot, rebuild_floor: int) -> list[str]:
-    """Names of the state invariants ``s`` violates."""
-    return [name for name, holds in INVARIANTS.items() if not holds(s, rebuild_floor)]
-
-
-def violated_by_step(before: TimerSnapshot, after: TimerSnapshot) -> list[str]:
-    """Names of the action properties the step ``before -> after`` violates."""
-    return [name for name, holds in ACTION_PROPERTIES.items() if not holds(before, after)]
+violated_by_step = Violated(ACTION_PROPERTIES)  # the names of those a step violates
