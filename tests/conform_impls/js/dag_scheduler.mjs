@@ -15,7 +15,7 @@ const BUGS = new Set([
   "negative_concurrency_accepted", // new(max_concurrency=-1) succeeds
   "close_reports_newest_first",  // close() lists what it cancelled newest first
   "missing_pairs_dropped",       // an unknown-dependency error carries no missing pairs
-  "negative_generation_stale",   // a negative generation answers StaleGenerationError
+  "negative_generation_invalid", // a negative generation answers InvalidArgumentError
   "third_cancel_ends",           // the third cancel of a running version cancels it outright
   "claims_newest_first",         // ready() claims the newest ready versions first
   "extra_answer_key",            // every answer carries a key the protocol does not have
@@ -240,12 +240,13 @@ class Scheduler {
     const v = this.tasks.get(t);
     if (v === undefined) throw new ContractError("UnknownTaskError", `${call}: unknown task`);
     if (!isInt(g)) throw new ContractError("InvalidArgumentError", `${call}: bad generation`);
-    const stale = g !== v.generation;
-    if (stale || (g < 0 && BUG === "negative_generation_stale")) {
+    if (g < 0 && BUG === "negative_generation_invalid") {
+      throw new ContractError("InvalidArgumentError", `${call}: negative generation`);
+    }
+    if (g !== v.generation) {
       throw new ContractError("StaleGenerationError", `${call}: stale generation`,
         { generation: g, current: v.generation });
     }
-    if (g < 0) throw new ContractError("InvalidArgumentError", `${call}: negative generation`);
     return v;
   }
 
