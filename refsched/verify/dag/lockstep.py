@@ -337,7 +337,9 @@ def lockstep_machine(factory: Callable[[int], Any],
             impl_answer = _show_answer(actual, actual_error)
             problem = self.disagreement(method, args, before, expected, expected_error,
                                         actual, actual_error)
-            rows = self.state_rows(after) if profile.snapshot else []
+            # the answers first: a refusal answered with success is a divergence at this
+            # call, whatever shape the snapshot after it has
+            rows = self.state_rows(after) if profile.snapshot and problem is None else []
             if rows and problem is None:
                 counters = [r[1].removeprefix("stats().") for r in rows
                             if r[1].startswith("stats()")]

@@ -535,7 +535,9 @@ def timer_lockstep_machine(factory: Callable[..., Any], ledger: Ledger | None = 
             if problem is None and expected_error is not None and after != before:
                 problem = (f"the model changed its state though it raised "
                            f"{type(expected_error).__name__}")
-            rows = self.state_rows(after)
+            # the answers first: a wrong answer is a divergence at this call, whatever shape
+            # the snapshot after it has
+            rows = self.state_rows(after) if problem is None else []
             if rows and problem is None:
                 problem = f"the states differ after the call: {', '.join(r[0] for r in rows)}"
             taken = _steps(method, args, previous, before, after, expected, expected_error)
