@@ -1,4 +1,4 @@
-"""The contract's clauses, per system: what the oracle holds an implementation to, one rule at a time.
+"""The contract's clauses, per system: what the oracle holds an implementation to, rule by rule.
 
 Each :class:`Clause` has a stable id (``dag.submit.duplicate-dep``), one sentence, the
 operations it governs and the outcome it decides (``ok``, or the name of the error the model
@@ -92,10 +92,10 @@ _NAMED: Final = ("complete", "fail", "acknowledge_cancel", "cancel", "retry", "s
 _DAG: Final = (
     Clause("dag.new.ok", ("new",), "ok",
            "`new` with an integer `max_concurrency` of 0 or more starts an empty instance that "
-           "replaces the current one; with 0 it never claims."),
+           "replaces the current one; with 0 it never claims.", ("limit",)),
     Clause("dag.new.invalid", ("new",), "InvalidArgumentError",
            "`new` with a negative or non-integer `max_concurrency` (`true` included) raises "
-           "`InvalidArgumentError`, and the current instance stays current."),
+           "`InvalidArgumentError`, and the current instance stays current.", ("limit",)),
     Clause("dag.submit.ok", ("submit",), "ok",
            "`submit` makes a new version and answers its generation: 1 for an id's first "
            "submission, one more for each later one.", ()),

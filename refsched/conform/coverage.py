@@ -25,6 +25,7 @@ __all__ = ["Coverage", "ObservedImplementation", "observed"]
 
 # what is never counted: harness failures (no answer) and what the oracle itself reads to
 # judge (a Python implementation's own invariant check, its introspection)
+_LISTED = 8  # the most clauses not driven that the summary names one by one
 _NOT_CALLS = frozenset({"check_invariants", "info", "pop_endings", "discard"})
 
 
@@ -73,14 +74,15 @@ class Coverage:
     def summary(self, profile: Any) -> str:
         """One line: ``clauses: 41 of 44 driven; left out by the profile: ...``."""
         every = clauses.clauses(self.system)
-        driven = sum(1 for c in every if self.driven[c.id])
+        driven = sum(1 for c in every if self.driven[c.id] and c.admitted_by(profile))
         text = f"clauses: {driven} of {len(every)} driven"
         left_out = self.left_out(profile)
         if left_out:
             text += f"; left out by the profile: {', '.join(left_out)}"
         missed = self.not_driven(profile)
-        if missed:
-            text += f"; not driven: {', '.join(missed)}"
+        if missed:  # a check that ended early drove few: their number says enough
+            text += (f"; not driven: {', '.join(missed)}" if len(missed) <= _LISTED
+                     else f"; {len(missed)} not driven")
         return text
 
 
@@ -119,9 +121,10 @@ class _Observed:
 def observed(factory: Callable[..., Any], coverage: Coverage,
              fatal: tuple[type[BaseException], ...] = ()) -> Callable[..., Any]:
     """``factory`` whose instances count their calls into ``coverage``; the factory call
-    itself is ``new``. A factory that must be seen through (a pool class the driver unwraps,
-    one that takes its moves itself) is returned as it is: its calls are not counted."""
-    if getattr(factory, "drives_steps", False) or coverage.system == "pool":
+    itself is ``new``. A pool class in this process is returned as it is (the driver unwraps
+    it to run it without threads): its calls are not counted."""
+    drives_steps = getattr(factory, "drives_steps", False)
+    if coverage.system == "pool" and not drives_steps:
         return factory
 
     @functools.wraps(factory)
@@ -135,7 +138,8 @@ def observed(factory: Callable[..., Any], coverage: Coverage,
             raise
         coverage.record("new", args, None, kwargs)
         return _Observed(instance, coverage, fatal)
-    del make.__wrapped__  # type: ignore[attr-defined]  # the observed factory is not its inner
+    del make.__wrapped__  # the observed factory is not its inner: nothing unwraps past it
+    make.drives_steps = drives_steps  # type: ignore[attr-defined]
     return make
 
 

@@ -168,7 +168,7 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
     and profile are read first. ``corpus`` runs the corpus phase (``max_traces``: over the
     first so many traces the profile admits); ``examples`` (0: none)
     Hypothesis examples of at most ``steps`` calls each run the generated phase, with
-    ``seed`` fixing its choices (None: a random run); ``clauses`` first runs the clauses
+    ``seed`` fixing its choices (None: a random run); ``clauses`` then runs the clauses
     phase (:mod:`refsched.conform.probes`). ``progress(phase, done, total)`` is
     called as traces and examples go by. The verdict is ``"conforms"``, ``"diverges"`` (with
     the counterexample) or the harness verdict (``"crashed"``, ``"timed out"``,
@@ -184,8 +184,8 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
         observed = ObservedImplementation(impl, report.coverage, (HarnessError,))
         current: PhaseResult | None = None
         try:
-            for name in [n for n, wanted in (("clauses", clauses), ("corpus", corpus),
-                                             ("generated", examples > 0)) if wanted]:
+            for name in [n for n, wanted in (("corpus", corpus), ("generated", examples > 0),
+                                             ("clauses", clauses)) if wanted]:
                 current = PhaseResult(name)
                 report.phases.append(current)
                 phase_started = time.monotonic()

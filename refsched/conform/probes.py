@@ -109,7 +109,7 @@ def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any],
                             actual_error, profile)
         diff = ""
         if problem is None and getattr(profile, "snapshot", False) and model is not None:
-            model_state, problem, diff = kit.states(model, impl)
+            problem, diff = kit.states(model, impl)
         rows.append(Row(_text(method, args), _show(expected, expected_error, kit.show),
                         _show(actual, actual_error, kit.show), problem is None, diff))
         if problem is not None:

@@ -37,9 +37,10 @@ def _p(clause: str, *calls: tuple[str, tuple[Any, ...]], needs: tuple[str, ...] 
     return Probe(clause, tuple(calls), needs)
 
 
-_NEW: Final = ("new", (2,))
-_STARTED: Final = (_NEW, ("submit", ("a", [])), ("start", ()))
-_RUNNING_A: Final = (*_STARTED, ("ready", (None,)))
+_Call = tuple[str, tuple[Any, ...]]
+_NEW: Final[_Call] = ("new", (2,))
+_STARTED: Final[tuple[_Call, ...]] = (_NEW, ("submit", ("a", [])), ("start", ()))
+_RUNNING_A: Final[tuple[_Call, ...]] = (*_STARTED, ("ready", (None,)))
 
 PROBES: Final[tuple[Probe, ...]] = (
     _p("dag.new.ok", ("new", (0,)), ("submit", ("a", [])), ("start", ()), ("ready", (None,)),
@@ -244,20 +245,20 @@ def _comparable(value: Any, profile: Profile) -> Any:
     return value
 
 
-def states(model: Any, impl: Any) -> tuple[Snapshot, str | None, str]:
-    """The model's snapshot, and how the implementation's differs (a sentence and the rows of
-    the fields, or None and "")."""
+def states(model: Any, impl: Any) -> tuple[str | None, str]:
+    """How the implementation's snapshot differs from the model's: a sentence and the rows of
+    the fields, or None and ""."""
     model_state = model.snapshot()
     try:
         impl_state = impl.snapshot()
     except Exception as error:
         if isinstance(error, HarnessError):
             raise
-        return model_state, f"snapshot() raised {_name(error)}: {error}", ""
+        return f"snapshot() raised {_name(error)}: {error}", ""
     if impl_state == model_state:
-        return model_state, None, ""
+        return None, ""
     rows = snapshot_rows(model_state, impl_state)
-    return (model_state, "the snapshots differ after the call",
+    return ("the snapshots differ after the call",
             format_rows(("id", "field", "model", "implementation"), rows))
 
 
