@@ -24,8 +24,10 @@ from refsched.conform.dag import broken
 from refsched.conform.dag.probes import PROBES
 from refsched.conform.oracle import check
 from refsched.conform.probes import run_probes
-from refsched.conform.profile import FULL, STATIC
+from refsched.conform.profile import FULL, STATIC, full_profile
 from refsched.conform.report import PhaseResult
+from refsched.conform.timer import broken as broken_timer
+from refsched.conform.timer.probes import PROBES as TIMER_PROBES
 from refsched.model import ReferenceScheduler
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "conformance.md"
@@ -87,8 +89,18 @@ def test_each_probe_drives_its_clause(probe: Any) -> None:
     assert probe.clause in decided
 
 
-def test_every_dag_clause_has_a_probe() -> None:
+def test_every_dag_and_timer_clause_has_a_probe() -> None:
     assert {p.clause for p in PROBES} == {c.id for c in clauses.clauses("scheduler")}
+    assert {p.clause for p in TIMER_PROBES} == {c.id for c in clauses.clauses("timer")}
+
+
+def test_the_clauses_phase_drives_every_timer_clause_of_refsched_itself() -> None:
+    from refsched.timer.scheduler import TimerScheduler
+    coverage = Coverage("timer")
+    found = run_probes("timer", observed(TimerScheduler, coverage), full_profile("timer"),
+                       PhaseResult("clauses"))
+    assert found is None
+    assert coverage.not_driven(full_profile("timer")) == []
 
 
 def test_decide_names_the_narrowest_clause() -> None:
@@ -131,9 +143,13 @@ def test_a_narrower_profile_leaves_clauses_out_and_the_report_says_which() -> No
     assert report.to_json()["coverage"]["left_out_by_profile"] == left_out
 
 
-@pytest.mark.parametrize("cls", broken.BROKEN_CLAUSES, ids=lambda c: c.__name__)
-def test_each_broken_clause_is_a_divergence_naming_its_rule(cls: type[Any]) -> None:
-    report = check(InProcessImplementation(cls), corpus=False, examples=0)
+BROKEN_CLAUSES = [("scheduler", cls) for cls in broken.BROKEN_CLAUSES] + [
+    ("timer", cls) for cls in broken_timer.BROKEN_CLAUSES]
+
+
+@pytest.mark.parametrize(("system", "cls"), BROKEN_CLAUSES, ids=lambda c: getattr(c, "__name__", c))
+def test_each_broken_clause_is_a_divergence_naming_its_rule(system: str, cls: type[Any]) -> None:
+    report = check(InProcessImplementation(cls, system=system), corpus=False, examples=0)
     assert report.exit_status == 1, report.format()
     example = report.counterexample
     assert example is not None and example.phase == "clauses"
@@ -166,8 +182,10 @@ def test_a_malformed_answer_alone_is_a_protocol_violation() -> None:
 
 
 def test_each_broken_clause_served_is_rejected_by_the_clauses_phase() -> None:
-    for cls in broken.BROKEN_CLAUSES:
-        with _served(cls.__name__) as impl:
+    for system, cls in BROKEN_CLAUSES:
+        argv = [sys.executable, "-m", "refsched.serve", "--system", system, "--impl",
+                f"{cls.__module__}:{cls.__name__}"]
+        with ProtocolImplementation(argv, timeout=20, system=system) as impl:
             report = check(impl, corpus=False, examples=0)
         assert report.exit_status == 1, report.format()
         assert report.counterexample is not None

@@ -196,6 +196,9 @@ _DAG: Final = (
 _TIMER: Final = (
     Clause("timer.new.ok", ("new",), "ok",
            "`new` starts an empty timer scheduler on a clock reading `now`."),
+    Clause("timer.new.invalid", ("new",), "InvalidArgumentError",
+           "`new` with a `rebuild_floor` that is negative or not an integer raises "
+           "`InvalidArgumentError`, and the current instance stays current.", ("validates",)),
     Clause("timer.schedule.ok", ("schedule",), "ok",
            "`schedule` makes a new pending version due at `run_at` and answers its version."),
     Clause("timer.schedule.invalid", ("schedule",), "InvalidArgumentError",
@@ -215,6 +218,9 @@ _TIMER: Final = (
     Clause("timer.callback.ok", ("complete", "fail"), "ok",
            "`complete` or `fail` of the running current version ends it; of an ended one it "
            "answers its state.", ("callbacks",)),
+    Clause("timer.callback.negative-version", ("complete", "fail"), "StaleGenerationError",
+           "`complete` or `fail` naming a negative version raises `StaleGenerationError` (it "
+           "is not the current one).", ("callbacks", "versions"), _negative("version")),
     Clause("timer.callback.stale", ("complete", "fail"), "StaleGenerationError",
            "`complete` or `fail` naming a version that is not current raises "
            "`StaleGenerationError`.", ("callbacks", "versions")),
@@ -227,7 +233,8 @@ _TIMER: Final = (
     Clause("timer.call.unknown-task", ("cancel", "complete", "fail", "state"),
            "UnknownTaskError", "a call naming an id never scheduled raises `UnknownTaskError`."),
     Clause("timer.close.ok", ("close",), "ok",
-           "`close` cancels the pending versions and reports them with the running ones.",
+           "`close` cancels the pending versions and reports them with the running ones, each "
+           "list in the order the versions were scheduled.",
            ("close",)),
     Clause("timer.snapshot.ok", ("snapshot", "state"), "ok",
            "`snapshot` and `state` answer the spec's variables and an id's state.",

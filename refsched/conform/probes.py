@@ -13,8 +13,9 @@ call that shows it, never a malformed snapshot after it.
 
 The first difference is a :class:`~refsched.conform.report.Counterexample` whose reason names
 the rule: ``rule dag.submit.duplicate-dep: ...``. Each system's probes and how it compares
-live in ``refsched.conform.<system>.probes`` (``PROBES``, ``new_model``, ``judge``,
-``needs_of``); a system without that module has no clauses phase yet.
+live in ``refsched.conform.<system>.probes`` (``PROBES``, ``new_model``,
+``new_implementation``, ``call``, ``judge``, ``states``, ``needs_of``...); a system without
+that module (the pool, the durable scheduler) has no clauses phase yet.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from refsched.conform.report import Counterexample, PhaseResult, Row
 
 __all__ = ["Probe", "has_probes", "run_probes"]
 
-_MODULES = {"scheduler": "refsched.conform.dag.probes"}
+_MODULES = {"scheduler": "refsched.conform.dag.probes", "timer": "refsched.conform.timer.probes"}
 
 
 @dataclass(frozen=True)
@@ -91,11 +92,12 @@ def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any],
         before = None if model is None else model.snapshot()
         try:
             expected = (kit.new_model(*args) if method == "new"
-                        else getattr(model, method)(*args))
+                        else kit.call(model, method, args))
         except Exception as e:  # the error itself is what is compared
             expected_error = e
         try:
-            actual = factory(*args) if method == "new" else getattr(impl, method)(*args)
+            actual = (kit.new_implementation(factory, *args) if method == "new"
+                      else kit.call(impl, method, args))
         except fatal:
             raise
         except Exception as e:

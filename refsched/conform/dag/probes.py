@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections.abc import Callable
 from typing import Any, Final
 
 from refsched.conform.client import HarnessError
@@ -26,8 +27,8 @@ from refsched.types import CloseReport, Snapshot
 from refsched.verify.dag.lockstep import IDS
 from refsched.verify.replay import format_rows, snapshot_rows
 
-__all__ = ["PROBES", "adapt", "judge", "needs_of", "new_model", "read_state", "show",
-           "states"]
+__all__ = ["PROBES", "adapt", "call", "judge", "needs_of", "new_implementation", "new_model",
+           "read_state", "show", "states"]
 
 _CLOSE: Final = tuple(f.name for f in dataclasses.fields(CloseReport))
 
@@ -159,6 +160,16 @@ def adapt(method: str, args: tuple[Any, ...], profile: Profile) -> tuple[Any, ..
 def new_model(max_concurrency: Any) -> ReferenceScheduler:
     """The model of a fresh instance."""
     return ReferenceScheduler(max_concurrency)
+
+
+def new_implementation(factory: Callable[..., Any], max_concurrency: Any) -> Any:
+    """A fresh instance of the implementation."""
+    return factory(max_concurrency)
+
+
+def call(instance: Any, method: str, args: tuple[Any, ...]) -> Any:
+    """One call of the API on either side."""
+    return getattr(instance, method)(*args)
 
 
 def show(value: Any) -> str:
