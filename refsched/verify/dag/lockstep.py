@@ -356,9 +356,16 @@ def lockstep_machine(factory: Callable[[int], Any],
             impl_answer = _show_answer(actual, actual_error)
             problem = self.disagreement(method, args, before, expected, expected_error,
                                         actual, actual_error)
-            # the answers first: a refusal answered with success is a divergence at this
-            # call, whatever shape the snapshot after it has
-            rows = self.state_rows(after) if profile.snapshot and problem is None else []
+            rows: list[Row] = []
+            if profile.snapshot:
+                try:
+                    rows = self.state_rows(after)
+                except _Fatal:
+                    if problem is None:
+                        raise
+                    # the answers differ already: that is the verdict, whatever shape the
+                    # snapshot after the call has (a refused submit's, accepted, may list a
+                    # dependency twice); the rows only illustrate it
             if rows and problem is None:
                 counters = [r[1].removeprefix("stats().") for r in rows
                             if r[1].startswith("stats()")]

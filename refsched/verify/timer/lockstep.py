@@ -535,9 +535,7 @@ def timer_lockstep_machine(factory: Callable[..., Any], ledger: Ledger | None = 
             if problem is None and expected_error is not None and after != before:
                 problem = (f"the model changed its state though it raised "
                            f"{type(expected_error).__name__}")
-            # the answers first: a wrong answer is a divergence at this call, whatever shape
-            # the snapshot after it has
-            rows = self.state_rows(after) if problem is None else []
+            rows = self.state_rows(after)
             if rows and problem is None:
                 problem = f"the states differ after the call: {', '.join(r[0] for r in rows)}"
             taken = _steps(method, args, previous, before, after, expected, expected_error)
