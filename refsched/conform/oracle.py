@@ -184,6 +184,7 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
         observed = ObservedImplementation(impl, report.coverage, (HarnessError,))
         current: PhaseResult | None = None
         try:
+            clauses = clauses and probes.has_probes(getattr(impl, "system", "scheduler"))
             for name in [n for n, wanted in (("corpus", corpus), ("generated", examples > 0),
                                              ("clauses", clauses)) if wanted]:
                 current = PhaseResult(name)
