@@ -81,7 +81,8 @@ class _Session:
         self.profile = profile
         self.name = name
         self.wire = wire
-        self.scheduler: Any = None  # the instance the last successful ``new`` made
+        # the instance the last successful ``new`` made; a refused ``new`` leaves it current
+        self.scheduler: Any = None
 
     def answer(self, line: str) -> tuple[dict[str, Any], bool]:
         """The response to one request line, and whether the session ends after it."""
@@ -120,7 +121,7 @@ class _Session:
         if why is not None:
             raise Unsupported(why)
         if op == "new":
-            self.scheduler = None  # a failed new leaves no instance behind
+            # a refused new changes nothing, as any refused call: the current instance stays
             self.scheduler = self.factory(args["max_concurrency"])
             return None
         if self.scheduler is None:
@@ -140,11 +141,13 @@ class _Session:
         except WireError as e:
             raise _BadRequest(str(e)) from None
         if req.op == "new":
-            previous, self.scheduler = self.scheduler, None  # a failed new leaves none behind
+            # a refused new changes nothing, as any refused call: the current instance stays,
+            # and is let go (a durable store's folder removed) only once its successor exists
+            fresh = wire.serve(self.factory, **args)
+            previous, self.scheduler = self.scheduler, fresh
             discard = getattr(previous, "discard", None)
             if discard is not None:
                 discard()
-            self.scheduler = wire.serve(self.factory, **args)
             return None
         if self.scheduler is None:
             raise _BadRequest(f"{req.op}: no instance yet; send new first")

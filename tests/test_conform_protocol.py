@@ -189,6 +189,34 @@ def test_new_with_a_bad_max_concurrency_raises_the_scheduler_error(
     assert served.new(1).submit("a") == 1  # the session goes on
 
 
+def test_a_refused_new_leaves_the_current_instance_current(
+        served: ProtocolImplementation) -> None:
+    s = served.new(2)
+    s.submit("a")
+    for bad in (-1, True, 1.5):
+        with pytest.raises(errors.InvalidArgumentError):
+            served.new(bad)
+    assert s.state("a") is TaskState.READY  # the same instance, still answering
+    s.start()
+    assert [c.task_id for c in s.ready()] == ["a"]
+
+
+def test_a_refused_new_of_another_system_leaves_the_current_instance_current() -> None:
+    argv = [sys.executable, "-m", "refsched.serve", "--system", "timer"]
+    with ProtocolImplementation(argv, cwd=ROOT, system="timer") as impl:
+        impl.new_instance(rebuild_floor=1)
+        assert impl.request("schedule", task="a", run_at=5) == 1
+        with pytest.raises(errors.InvalidArgumentError):
+            impl.new_instance(rebuild_floor=-1)
+        assert impl.request("state", task="a") == "pending"
+
+
+def test_an_unknown_op_is_unsupported_not_a_bad_request(served: ProtocolImplementation) -> None:
+    with pytest.raises(Unsupported, match="no such operation"):
+        served.request("reticulate")
+    assert served.new(1).submit("a") == 1  # nothing broke
+
+
 def test_a_replaced_instance_refuses_calls(served: ProtocolImplementation) -> None:
     old = served.new(1)
     served.new(1)

@@ -177,7 +177,7 @@ def test_the_shipped_server_conforms(system: str) -> None:
     report = json.loads(done.stdout)
     assert done.returncode == 0, done.stdout + done.stderr
     assert report["verdict"] == "conforms"
-    corpus, generated = report["phases"]
+    corpus, generated = report["phases"][:2]  # then the clauses phase, where it has probes
     assert corpus["figures"]["traces_run"] == 60 and corpus["figures"]["steps_run"] > 300
     assert generated["figures"]["examples"] >= 15 and generated["figures"]["calls"] > 100
 

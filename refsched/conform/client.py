@@ -222,7 +222,9 @@ class ProtocolImplementation:
     :attr:`name` and :attr:`profile` are known and :meth:`new` gives schedulers. Every request
     waits at most ``timeout`` seconds for its answer line, and an answer line longer than
     ``max_line`` bytes is a :class:`ProtocolViolation`. After the first :class:`HarnessError`
-    the implementation is broken: every later request raises that error again.
+    of the framing (a crash, a timeout, a line out of step) the implementation is broken: every
+    later request raises that error again. A result of the wrong shape in a well-framed answer
+    raises a :class:`ProtocolViolation` and leaves the lines in step.
     """
 
     def __init__(self, argv: Sequence[str], *, timeout: float = 10.0, max_line: int = 1 << 20,
@@ -313,7 +315,7 @@ class ProtocolImplementation:
         try:
             return decode()
         except WireError as e:
-            raise self._violation(str(e)) from None
+            raise self._malformed(str(e)) from None
 
     @property
     def pid(self) -> int | None:
@@ -470,7 +472,7 @@ class ProtocolImplementation:
         try:
             error = protocol.error_from_json(response["error"])
         except WireError as e:
-            raise self._violation(f"{op}: {e}") from None
+            raise self._malformed(f"{op}: {e}") from None
         if isinstance(error, ForeignError) and self._system not in (None, "scheduler"):
             own = get_wire(self._system).errors.get(error.type_name)
             if own is not None:  # an error of the system's own (a pool's StepRefused)
@@ -485,7 +487,7 @@ class ProtocolImplementation:
         try:
             return convert(op, value)
         except WireError as e:
-            raise self._violation(str(e)) from None
+            raise self._malformed(str(e)) from None
 
     def _send_and_wait(self, op: str, args: Mapping[str, Any], deadline: float
                        ) -> dict[str, Any]:
@@ -583,6 +585,14 @@ class ProtocolImplementation:
 
     def _violation(self, message: str) -> ProtocolViolation:
         return self._verdict(ProtocolViolation(message, self._tail()))
+
+    def _malformed(self, message: str) -> ProtocolViolation:
+        """A well-framed answer whose result has the wrong shape: a verdict for whoever lets
+        it through, but the lines are still in step, so the implementation is not broken. A
+        check that already holds a divergence (a refusal answered with success, whose
+        snapshot is then malformed) reads the state for its picture without losing the
+        implementation, and goes on shrinking."""
+        return ProtocolViolation(message, self._tail())
 
     def _timed_out(self, message: str) -> ImplementationTimedOut:
         return self._verdict(ImplementationTimedOut(message, self._tail()))

@@ -154,12 +154,16 @@ def _write_trace(report: ConformanceReport, path: str) -> str:
 
 def _crash_on_raise(spec: str, factory: Callable[..., Any]) -> Callable[..., Any]:
     """``factory``, an exception from which is the implementation crashing (exit 3), as a
-    COMMAND that exits: it is no answer to compare with the model's."""
+    COMMAND that exits: it is no answer to compare with the model's. An error of
+    :mod:`refsched.errors` is the factory refusing its arguments, as ``new`` may: an answer."""
     from refsched.conform import client
+    from refsched.errors import SchedulerError
 
     def new(*args: Any, **kwargs: Any) -> Any:
         try:
             return factory(*args, **kwargs)
+        except SchedulerError:  # a refusal (a negative max_concurrency): an answer, compared
+            raise
         except (Exception, SystemExit) as error:
             shown = ", ".join([*map(repr, args), *(f"{k}={v!r}" for k, v in kwargs.items())])
             raise client.ImplementationCrashed(

@@ -27,9 +27,10 @@ from typing import Any, Final
 
 from hypothesis import HealthCheck, Phase, Verbosity
 
-from refsched.conform import system_phases
+from refsched.conform import probes, system_phases
 from refsched.conform.admission import admitted_steps, admitted_traces
 from refsched.conform.client import HarnessError, Implementation
+from refsched.conform.coverage import Coverage, ObservedImplementation
 from refsched.conform.profile import Profile
 from refsched.conform.report import (
     DIVERGES,
@@ -161,15 +162,16 @@ def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
 
 def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus: bool = True,
           seed: int | None = 0, progress: Progress | None = None,
-          max_traces: int | None = None,
-          traces: Sequence[Trace] | None = None) -> ConformanceReport:
+          max_traces: int | None = None, traces: Sequence[Trace] | None = None,
+          clauses: bool = True) -> ConformanceReport:
     """Judge ``impl`` against the reference model; close it; return the report.
 
     ``impl`` must be open (a ``ProtocolImplementation`` entered or ``open()``-ed): its name
     and profile are read first. ``corpus`` runs the corpus phase (``max_traces``: over the
     first so many traces the profile admits); ``examples`` (0: none)
     Hypothesis examples of at most ``steps`` calls each run the generated phase, with
-    ``seed`` fixing its choices (None: a random run). ``progress(phase, done, total)`` is
+    ``seed`` fixing its choices (None: a random run); ``clauses`` then runs the clauses
+    phase (:mod:`refsched.conform.probes`). ``progress(phase, done, total)`` is
     called as traces and examples go by. ``traces``, when given, are replayed in the corpus
     phase instead of the system's corpus (a counterexample written by ``--trace-out``).
     The verdict is ``"conforms"``, ``"diverges"`` (with
@@ -182,15 +184,18 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
     try:
         profile = impl.profile
         report = ConformanceReport(implementation=impl.name, profile=profile, seed=seed)
+        report.coverage = Coverage(getattr(impl, "system", "scheduler"))
+        observed = ObservedImplementation(impl, report.coverage, (HarnessError,))
         current: PhaseResult | None = None
         try:
-            for name in [n for n, wanted in (("corpus", corpus), ("generated", examples > 0))
-                         if wanted]:
+            clauses = clauses and probes.has_probes(getattr(impl, "system", "scheduler"))
+            for name in [n for n, wanted in (("corpus", corpus), ("generated", examples > 0),
+                                             ("clauses", clauses)) if wanted]:
                 current = PhaseResult(name)
                 report.phases.append(current)
                 phase_started = time.monotonic()
                 try:
-                    found = _phase(impl, profile, current, name, examples=examples,
+                    found = _phase(observed, profile, current, name, examples=examples,
                                    steps=steps, seed=seed, progress=progress,
                                    max_traces=max_traces, traces=traces)
                 finally:
@@ -216,6 +221,9 @@ def _phase(impl: Implementation, profile: Profile, phase: PhaseResult, name: str
            ) -> Counterexample | None:
     """Run one phase of the check on the implementation's system."""
     system = getattr(impl, "system", "scheduler")
+    if name == "clauses":
+        return probes.run_probes(system, impl.new if system == "scheduler" else impl.remote(),
+                                 profile, phase, fatal=(HarnessError,))
     if system == "scheduler":
         if name == "corpus":
             return _corpus_phase(impl, profile, phase, progress, max_traces, traces)

@@ -53,6 +53,8 @@ class PhaseResult:
     def summary(self) -> str:
         """The figures in a line."""
         f = self.figures
+        if self.name == "clauses":
+            return f"{f.get('probes', 0):,} probes, {f.get('calls', 0):,} calls"
         if self.name == "corpus":
             prefixes = (f" and {f['prefixes']:,} prefixes of others" if f.get("prefixes")
                         else "")
@@ -188,6 +190,8 @@ class ConformanceReport:
     stderr_tail: str = ""  # the implementation's last lines of stderr, on a harness failure
     seed: int | None = 0
     seconds: float = 0.0
+    # the clauses the check drove (refsched.conform.coverage.Coverage), None before any call
+    coverage: Any = None
 
     @property
     def ok(self) -> bool:
@@ -213,6 +217,8 @@ class ConformanceReport:
         """The report for people: the verdict, a line per phase, then what went wrong."""
         lines = [self.headline()]
         lines += _phase_lines(self.phases)
+        if self.coverage is not None and self.profile is not None:
+            lines.append(f"  {self.coverage.summary(self.profile)}")
         if self.harness_message:
             lines.append(f"{self.verdict}: {self.harness_message}")
             if self.stderr_tail:
@@ -237,6 +243,8 @@ class ConformanceReport:
             "harness": (None if not self.harness_message else
                         {"verdict": self.verdict, "message": self.harness_message,
                          "stderr_tail": self.stderr_tail}),
+            "coverage": (None if self.coverage is None or self.profile is None
+                         else self.coverage.to_json(self.profile)),
         }
 
 

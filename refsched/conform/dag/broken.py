@@ -11,23 +11,39 @@ into the scheduler's internals (named where it does): these are seeded bugs, for
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from refsched import TaskScheduler
-from refsched.errors import InvalidArgumentError, UnknownTaskError
-from refsched.types import Claim, TaskState
+from refsched.errors import (
+    InvalidArgumentError,
+    InvalidTransitionError,
+    UnknownDependencyError,
+    UnknownTaskError,
+)
+from refsched.types import Claim, CloseReport, Snapshot, TaskState
 
 __all__ = [
     "BROKEN",
+    "BROKEN_CLAUSES",
+    "CancelBeforeStartRefused",
     "CancelIgnoresRunning",
     "ClaimsNewestFirst",
     "ClaimsOverLimit",
+    "CloseReportSortedById",
     "CompleteForgetsDependents",
+    "DuplicateDepAccepted",
     "FailDoesNotBlock",
+    "GenerationAsText",
+    "LimitNotChecked",
+    "MissingPairsCut",
+    "NegativeConcurrencyAccepted",
+    "NegativeGenerationInvalid",
     "StaleCallbackAccepted",
     "StartMissesCycle",
     "UnknownTaskWrongError",
+    "ZeroConcurrencyRefused",
 ]
 
 
@@ -177,3 +193,183 @@ BROKEN: tuple[type[TaskScheduler], ...] = (
     CancelIgnoresRunning, FailDoesNotBlock, StartMissesCycle, UnknownTaskWrongError,
 )
 """Every broken scheduler, in the order of the rules in ``docs/semantics.md``."""
+
+
+# -- one clause each, which random calls rarely or never reach: the clauses phase asks them -----
+
+class NegativeGenerationInvalid(TaskScheduler):
+    """Rule ``dag.callback.negative-generation``: a negative generation is not the current one,
+    so a callback naming it raises ``StaleGenerationError``.
+
+    Bug: it is taken for bad input and refused with ``InvalidArgumentError``.
+    """
+
+    rule = "dag.callback.negative-generation"
+
+    def _refuse_negative(self, call: str, task_id: Hashable, generation: Any) -> None:
+        if type(generation) is int and generation < 0 and self._known(task_id):
+            raise InvalidArgumentError(f"{call}({task_id!r}, {generation}): negative")
+
+    def _known(self, task_id: Hashable) -> bool:
+        try:
+            self.state(task_id)
+        except (UnknownTaskError, InvalidArgumentError):
+            return False
+        return True
+
+    def complete(self, task_id: Hashable, generation: int, result: Any = None) -> TaskState:
+        self._refuse_negative("complete", task_id, generation)
+        return super().complete(task_id, generation, result)
+
+    def fail(self, task_id: Hashable, generation: int, error: Any = None) -> TaskState:
+        self._refuse_negative("fail", task_id, generation)
+        return super().fail(task_id, generation, error)
+
+
+class CloseReportSortedById(TaskScheduler):
+    """Rule ``dag.close.ok``: the close report lists each state's ids in ``seq`` order.
+
+    Bug: each list comes sorted by id.
+    """
+
+    rule = "dag.close.ok"
+
+    def close(self, cancel_pending: bool = True) -> CloseReport:
+        report = super().close(cancel_pending)
+        return CloseReport(**{f.name: tuple(sorted(getattr(report, f.name), key=repr))
+                              for f in dataclasses.fields(CloseReport)})
+
+
+class MissingPairsCut(TaskScheduler):
+    """Rule ``dag.start.unknown-dep``: ``UnknownDependencyError`` names every (task,
+    dependency) pair at fault in ``missing``.
+
+    Bug: it names only the first.
+    """
+
+    rule = "dag.start.unknown-dep"
+
+    def start(self) -> None:
+        try:
+            super().start()
+        except UnknownDependencyError as error:
+            raise UnknownDependencyError(str(error), error.missing[:1]) from None
+
+
+class LimitNotChecked(TaskScheduler):
+    """Rule ``dag.ready.limit-not-int``: a ``limit`` that is not an integer (``True``, ``1.5``)
+    raises ``InvalidArgumentError``.
+
+    Bug: a boolean or a float is taken as the integer it rounds down to.
+    """
+
+    rule = "dag.ready.limit-not-int"
+
+    def ready(self, limit: int | None = None) -> list[Claim]:
+        if isinstance(limit, bool | float):
+            limit = int(limit)
+        return super().ready(limit)
+
+
+class NegativeConcurrencyAccepted(TaskScheduler):
+    """Rule ``dag.new.invalid``: a negative ``max_concurrency`` raises
+    ``InvalidArgumentError``.
+
+    Bug: it is taken as 0.
+    """
+
+    rule = "dag.new.invalid"
+
+    def __init__(self, max_concurrency: int, **options: Any) -> None:
+        if type(max_concurrency) is int and max_concurrency < 0:
+            max_concurrency = 0
+        super().__init__(max_concurrency, **options)
+
+
+class ZeroConcurrencyRefused(TaskScheduler):
+    """Rule ``dag.new.ok``: ``max_concurrency`` 0 is accepted (a scheduler that never claims).
+
+    Bug: 0 is refused with ``InvalidArgumentError``.
+    """
+
+    rule = "dag.new.ok"
+
+    def __init__(self, max_concurrency: int, **options: Any) -> None:
+        if type(max_concurrency) is int and max_concurrency == 0:
+            raise InvalidArgumentError("TaskScheduler(0): max_concurrency must be >= 1")
+        super().__init__(max_concurrency, **options)
+
+
+class CancelBeforeStartRefused(TaskScheduler):
+    """Rule ``dag.cancel.ok``: ``cancel`` of a waiting version cancels it, before ``start``
+    too.
+
+    Bug: before ``start`` it raises ``InvalidTransitionError``.
+    """
+
+    rule = "dag.cancel.ok"
+
+    def cancel(self, task_id: Hashable, generation: int | None = None) -> TaskState:
+        state = self.state(task_id)  # an unknown id: UnknownTaskError, as the real one
+        if not self.snapshot().started and state in (TaskState.PENDING, TaskState.READY):
+            raise InvalidTransitionError(f"cancel({task_id!r}): start() has not been called")
+        return super().cancel(task_id, generation)
+
+
+class DuplicateDepAccepted(TaskScheduler):
+    """Rule ``dag.submit.duplicate-dep``: ``submit`` naming a dependency twice raises
+    ``InvalidArgumentError`` and changes nothing.
+
+    Bug: it accepts the list as given, and its snapshot lists the dependency twice. The
+    answer to ``submit`` already differs from the model's: a divergence at the submit, not a
+    malformed snapshot after it.
+    """
+
+    rule = "dag.submit.duplicate-dep"
+
+    def __init__(self, max_concurrency: int, **options: Any) -> None:
+        super().__init__(max_concurrency, **options)
+        self._listed: dict[Hashable, tuple[Hashable, ...]] = {}
+
+    def submit(self, task_id: Hashable, deps: Iterable[Hashable] = (),
+               fn: Callable[..., Any] | None = None) -> int:
+        listed = tuple(deps)
+        try:
+            unique = list(dict.fromkeys(listed))
+        except TypeError:  # an unhashable dep: let the real submit() refuse it
+            return super().submit(task_id, listed, fn)
+        generation = super().submit(task_id, unique, fn)
+        self._listed[task_id] = listed
+        return generation
+
+    def snapshot(self) -> Snapshot:
+        snapshot = super().snapshot()
+        tasks = {t: (dataclasses.replace(v, deps=self._listed[t])  # type: ignore[arg-type]
+                     if t in self._listed and len(set(self._listed[t])) < len(self._listed[t])
+                     else v)
+                 for t, v in snapshot.tasks.items()}
+        return dataclasses.replace(snapshot, tasks=tasks)
+
+
+class GenerationAsText(TaskScheduler):
+    """The protocol: ``submit`` answers the generation as an integer.
+
+    Bug: it answers it as text (``"1"``). Served over the protocol this is a malformed answer,
+    a protocol violation (exit 3), not a divergence.
+    """
+
+    rule = "dag.submit.ok"
+
+    def submit(self, task_id: Hashable, deps: Iterable[Hashable] = (),
+               fn: Callable[..., Any] | None = None) -> int:
+        return str(super().submit(task_id, deps, fn))  # type: ignore[return-value]
+
+
+BROKEN_CLAUSES: tuple[type[TaskScheduler], ...] = (
+    NegativeGenerationInvalid, CloseReportSortedById, MissingPairsCut, LimitNotChecked,
+    NegativeConcurrencyAccepted, ZeroConcurrencyRefused, CancelBeforeStartRefused,
+    DuplicateDepAccepted,
+)
+"""The schedulers that break a clause random calls rarely reach; each names it as ``rule``,
+and the clauses phase rejects each with a verdict naming that rule. ``GenerationAsText``
+breaks the protocol instead, and is not among them."""

@@ -24,9 +24,13 @@ from refsched.types import Due, TimerCloseReport, TimerState, Wait
 
 __all__ = [
     "BROKEN",
+    "BROKEN_CLAUSES",
     "CancelEndsRunning",
     "CloseForgetsRunning",
+    "CloseReportSortedById",
     "LastReportWins",
+    "NegativeFloorAccepted",
+    "NegativeVersionInvalid",
     "RescheduleKeepsPriority",
     "RescheduleReplacesRunning",
     "WaitFromStaleEntry",
@@ -195,3 +199,58 @@ BROKEN: tuple[type[TimerScheduler], ...] = (
     LastReportWins, CloseForgetsRunning,
 )
 """Every broken timer scheduler, in the order of the operations in ``docs/timer.md``."""
+
+
+# -- one clause each, which random calls rarely or never reach: the clauses phase asks them -----
+
+class NegativeVersionInvalid(TimerScheduler):
+    """Rule ``timer.callback.negative-version``: a negative version is not the current one,
+    so a report naming it raises ``StaleGenerationError``.
+
+    Bug: it is taken for bad input and refused with ``InvalidArgumentError``.
+    """
+
+    rule = "timer.callback.negative-version"
+
+    def complete(self, task_id: Hashable, version: int, result: Any = None) -> TimerState:
+        if type(version) is int and version < 0 and task_id in self.snapshot().tasks:
+            raise InvalidArgumentError(f"complete({task_id!r}, {version}): negative")
+        return super().complete(task_id, version, result)
+
+
+class CloseReportSortedById(TimerScheduler):
+    """Rule ``timer.close.ok``: the close report lists the ids in the order their versions
+    were scheduled.
+
+    Bug: each list comes sorted by id.
+    """
+
+    rule = "timer.close.ok"
+
+    def close(self) -> TimerCloseReport:
+        report = super().close()
+        return TimerCloseReport(cancelled=tuple(sorted(report.cancelled, key=repr)),
+                                running=tuple(sorted(report.running, key=repr)))
+
+
+class NegativeFloorAccepted(TimerScheduler):
+    """Rule ``timer.new.invalid``: a negative ``rebuild_floor`` raises
+    ``InvalidArgumentError``.
+
+    Bug: it is taken as 0.
+    """
+
+    rule = "timer.new.invalid"
+
+    def __init__(self, clock: Callable[[], float], *, rebuild_floor: int = 64,
+                 **options: Any) -> None:
+        if type(rebuild_floor) is int and rebuild_floor < 0:
+            rebuild_floor = 0
+        super().__init__(clock, rebuild_floor=rebuild_floor, **options)
+
+
+BROKEN_CLAUSES: tuple[type[TimerScheduler], ...] = (
+    NegativeVersionInvalid, CloseReportSortedById, NegativeFloorAccepted,
+)
+"""The timer schedulers that break a clause random calls rarely reach; each names it as
+``rule``, and the clauses phase rejects each with a verdict naming that rule."""

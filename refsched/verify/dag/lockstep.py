@@ -100,6 +100,25 @@ def _show_answer(value: Any, error: BaseException | None) -> str:
     return repr(value)
 
 
+def _identifies(expected: BaseException, actual: BaseException) -> str | None:
+    """How two errors of the same type differ in what identifies them: an
+    ``UnknownDependencyError``'s ``missing`` pairs (as a set), a ``StaleGenerationError``'s
+    generation named and current one; None when they agree."""
+    if hasattr(expected, "missing"):
+        want = {tuple(p) for p in expected.missing}
+        got = {tuple(p) for p in getattr(actual, "missing", ())}
+        if got != want:
+            return (f"the implementation's missing pairs are {sorted(got, key=repr)}, the "
+                    f"model's {sorted(want, key=repr)}")
+    if hasattr(expected, "current") and hasattr(expected, "generation"):
+        want_pair = (expected.generation, expected.current)
+        got_pair = (getattr(actual, "generation", None), getattr(actual, "current", None))
+        if got_pair != want_pair:
+            return (f"the implementation's error names generation {got_pair[0]!r}, current "
+                    f"{got_pair[1]!r}; the model's {want_pair[0]!r}, {want_pair[1]!r}")
+    return None
+
+
 @dataclass(frozen=True)
 class Call:
     """One call of a lock-step run: what was asked, what each side answered, what followed."""
@@ -265,8 +284,8 @@ def lockstep_machine(factory: Callable[[int], Any],
             claims = [(c.task_id, c.generation, c.fn) if python_api
                       else (c.task_id, c.generation) for c in value]
             return claims if profile.ready_order == "seq" else sorted(claims, key=repr)
-        if hasattr(value, "by_state"):
-            return {state: sorted(map(repr, members))
+        if hasattr(value, "by_state"):  # a close report: each list in its order (seq order)
+            return {state: list(map(repr, members))
                     for state, members in value.by_state().items()}
         return value
 
@@ -331,7 +350,16 @@ def lockstep_machine(factory: Callable[[int], Any],
             impl_answer = _show_answer(actual, actual_error)
             problem = self.disagreement(method, args, before, expected, expected_error,
                                         actual, actual_error)
-            rows = self.state_rows(after) if profile.snapshot else []
+            rows: list[Row] = []
+            if profile.snapshot:
+                try:
+                    rows = self.state_rows(after)
+                except _Fatal:
+                    if problem is None:
+                        raise
+                    # the answers differ already: that is the verdict, whatever shape the
+                    # snapshot after the call has (a refused submit's, accepted, may list a
+                    # dependency twice); the rows only illustrate it
             if rows and problem is None:
                 counters = [r[1].removeprefix("stats().") for r in rows
                             if r[1].startswith("stats()")]
@@ -362,6 +390,10 @@ def lockstep_machine(factory: Callable[[int], Any],
                 if profile.error_types and type(actual_error) is not type(expected_error):
                     return (f"the implementation raised {type(actual_error).__name__}, "
                             f"the model {type(expected_error).__name__}")
+                if profile.error_types:  # what identifies the error, never its message
+                    wrong = _identifies(expected_error, actual_error)
+                    if wrong is not None:
+                        return wrong
                 cycle = getattr(actual_error, "cycle", None)
                 if cycle is not None:
                     edges = {t: v.deps for t, v in before.tasks.items()}

@@ -1,0 +1,413 @@
+"""The contract's clauses, per system: what the oracle holds an implementation to, rule by rule.
+
+Each :class:`Clause` has a stable id (``dag.submit.duplicate-dep``), one sentence, the
+operations it governs and the outcome it decides (``ok``, or the name of the error the model
+raises). :func:`decide` names the clause that decides a call, given the system, the call and
+an answer (the model's, when the oracle judges; the implementation's, when it counts what a run
+drove, which in a conforming run is the same): a verdict says "rule dag.submit.duplicate-dep:
+...", and :mod:`refsched.conform.coverage` counts which clauses a run drove.
+
+``docs/conformance.md`` ("The contract's clauses") lists the same ids with the same sentences;
+``tests/test_conform_clauses.py`` holds the two equal. ``needs`` names the profile flags a
+clause needs (every one true): a profile without them leaves the clause out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from refsched.types import TaskState
+
+__all__ = ["CATALOGUE", "PARAMETERS", "Clause", "clause", "clauses", "decide", "outcome_of"]
+
+# when(args by name, answer) -> whether the clause decides this call; None: always
+When = Callable[[Mapping[str, Any], Any], bool]
+
+
+@dataclass(frozen=True)
+class Clause:
+    """One rule of a system's contract."""
+
+    id: str  # "<system>.<op or group>.<case>", stable: docs, verdicts and coverage use it
+    ops: tuple[str, ...]  # the operations it governs (the API's method names)
+    outcome: str  # "ok", or the error type the model raises
+    sentence: str  # the rule, in one sentence
+    needs: tuple[str, ...] = ()  # profile flags that must all be true for it to be asked
+    when: When | None = None  # narrows the clause among those of the same op and outcome
+
+    def admitted_by(self, profile: Any) -> bool:
+        """Whether ``profile`` lets the oracle ask this clause."""
+        return all(bool(getattr(profile, flag, True)) for flag in self.needs)
+
+    def decides(self, op: str, outcome: str, args: Mapping[str, Any], answer: Any) -> bool:
+        if op not in self.ops or outcome != self.outcome:
+            return False
+        if self.when is None:
+            return True
+        try:
+            return bool(self.when(args, answer))
+        except Exception:  # malformed arguments: a narrower clause does not apply
+            return False
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _deps(args: Mapping[str, Any]) -> list[Hashable]:
+    deps = args.get("deps") or ()
+    return list(deps) if not isinstance(deps, str) else [deps]
+
+
+def _duplicate_dep(args: Mapping[str, Any], _: Any) -> bool:
+    deps = _deps(args)
+    return len(set(deps)) < len(deps)
+
+
+def _self_dep(args: Mapping[str, Any], _: Any) -> bool:
+    return args.get("task") in _deps(args)
+
+
+def _not_int(name: str) -> When:
+    return lambda args, _: args.get(name) is not None and not _is_int(args.get(name))
+
+
+def _negative(name: str) -> When:
+    return lambda args, _: _is_int(args.get(name)) and args[name] < 0
+
+
+def _answers(*states: TaskState) -> When:
+    return lambda _, answer: answer in states
+
+
+def _answers_not(*states: TaskState) -> When:
+    return lambda _, answer: answer not in states
+
+
+_CALLBACKS: Final = ("complete", "fail", "acknowledge_cancel")
+_NAMED: Final = ("complete", "fail", "acknowledge_cancel", "cancel", "retry", "state")
+
+_DAG: Final = (
+    Clause("dag.new.ok", ("new",), "ok",
+           "`new` with an integer `max_concurrency` of 0 or more starts an empty instance that "
+           "replaces the current one; with 0 it never claims.", ("limit",)),
+    Clause("dag.new.invalid", ("new",), "InvalidArgumentError",
+           "`new` with a negative or non-integer `max_concurrency` (`true` included) raises "
+           "`InvalidArgumentError`, and the current instance stays current.", ("limit",)),
+    Clause("dag.submit.ok", ("submit",), "ok",
+           "`submit` makes a new version and answers its generation: 1 for an id's first "
+           "submission, one more for each later one.", ()),
+    Clause("dag.submit.duplicate-dep", ("submit",), "InvalidArgumentError",
+           "`submit` naming a dependency twice raises `InvalidArgumentError` and changes "
+           "nothing.", (), _duplicate_dep),
+    Clause("dag.submit.self-dep", ("submit",), "InvalidArgumentError",
+           "`submit` of a task that depends on itself raises `InvalidArgumentError` and changes "
+           "nothing.", (), _self_dep),
+    Clause("dag.submit.closed", ("submit",), "SchedulerClosedError",
+           "`submit` after `close` raises `SchedulerClosedError`.", ("close",)),
+    Clause("dag.submit.running", ("submit",), "TaskRunningError",
+           "`submit` over a running version raises `TaskRunningError`.", ("generations",)),
+    Clause("dag.submit.unknown-dep", ("submit",), "UnknownDependencyError",
+           "`submit` after `start` naming a dependency never submitted raises "
+           "`UnknownDependencyError` whose `missing` is the set of (task, dependency) pairs.",
+           ("dynamic",)),
+    Clause("dag.submit.cycle", ("submit",), "CycleError",
+           "`submit` after `start` whose dependencies close a cycle raises `CycleError` with a "
+           "cycle of the graph through the new edges.", ("dynamic",)),
+    Clause("dag.start.ok", ("start",), "ok",
+           "`start` seals a graph whose dependencies are all submitted and acyclic."),
+    Clause("dag.start.closed", ("start",), "SchedulerClosedError",
+           "`start` after `close` raises `SchedulerClosedError`.", ("close",)),
+    Clause("dag.start.twice", ("start",), "InvalidTransitionError",
+           "`start` a second time raises `InvalidTransitionError`."),
+    Clause("dag.start.unknown-dep", ("start",), "UnknownDependencyError",
+           "`start` with a dependency never submitted raises `UnknownDependencyError` whose "
+           "`missing` is the set of every (task, dependency) pair."),
+    Clause("dag.start.cycle", ("start",), "CycleError",
+           "`start` of a graph with a cycle raises `CycleError` whose `cycle` is a cycle of the "
+           "graph, each entry a dependency of the next, from any of its entries."),
+    Clause("dag.ready.ok", ("ready",), "ok",
+           "`ready(limit)` claims the ready versions with the smallest `seq`, at most `limit` "
+           "and the free slots of `max_concurrency`, in `seq` order; none once closed."),
+    Clause("dag.ready.limit-not-int", ("ready",), "InvalidArgumentError",
+           "`ready` with a `limit` that is not an integer (`true`, `1.5`, a string) raises "
+           "`InvalidArgumentError`.", ("limit",), _not_int("limit")),
+    Clause("dag.ready.limit-negative", ("ready",), "InvalidArgumentError",
+           "`ready` with a negative `limit` raises `InvalidArgumentError`.", ("limit",),
+           _negative("limit")),
+    Clause("dag.ready.not-started", ("ready",), "InvalidTransitionError",
+           "`ready` before `start` raises `InvalidTransitionError`."),
+    Clause("dag.complete.ok", ("complete",), "ok",
+           "`complete` of the running current version makes it succeeded and readies the "
+           "dependents it was the last wait of; of an ended one it answers its state."),
+    Clause("dag.fail.ok", ("fail",), "ok",
+           "`fail` of the running current version makes it failed and blocks every waiting "
+           "version that depends on it; of an ended one it answers its state.", ("fail",)),
+    Clause("dag.acknowledge_cancel.ok", ("acknowledge_cancel",), "ok",
+           "`acknowledge_cancel` of the running current version cancels it and blocks its "
+           "waiting dependents; of an ended one it answers its state.", ("cancel",)),
+    Clause("dag.callback.waiting", _CALLBACKS, "InvalidTransitionError",
+           "`complete`, `fail` or `acknowledge_cancel` of a pending or ready version raises "
+           "`InvalidTransitionError`."),
+    Clause("dag.callback.generation-not-int", (*_CALLBACKS, "cancel"), "InvalidArgumentError",
+           "a callback or `cancel` naming a generation that is not an integer (`true`, `1.5`) "
+           "raises `InvalidArgumentError`.", (), _not_int("generation")),
+    Clause("dag.callback.negative-generation", (*_CALLBACKS, "cancel"),
+           "StaleGenerationError",
+           "a callback or `cancel` naming a negative generation raises `StaleGenerationError` "
+           "(it is not the current one), with `generation` and `current`.", ("generations",),
+           _negative("generation")),
+    Clause("dag.callback.stale", (*_CALLBACKS, "cancel"), "StaleGenerationError",
+           "a callback or `cancel` naming a generation that is not the current one raises "
+           "`StaleGenerationError` carrying the `generation` named and the `current` one, and "
+           "changes nothing.", ("generations",)),
+    Clause("dag.call.unknown-task", _NAMED, "UnknownTaskError",
+           "a call naming an id never submitted raises `UnknownTaskError`."),
+    Clause("dag.cancel.running", ("cancel",), "ok",
+           "`cancel` of a running version requests a stop (`cancel_requested`) and answers "
+           "`running`.", ("cancel",), _answers(TaskState.RUNNING)),
+    Clause("dag.cancel.ok", ("cancel",), "ok",
+           "`cancel` of a pending or ready version, before `start` too, cancels it and blocks "
+           "its waiting dependents; of an ended version it answers its state.", ("cancel",),
+           _answers_not(TaskState.RUNNING)),
+    Clause("dag.retry.ok", ("retry",), "ok",
+           "`retry` of a failed, cancelled or blocked task, before `start` too, renews it and "
+           "the versions its failure blocked, and answers its new generation.", ("retry",)),
+    Clause("dag.retry.closed", ("retry",), "SchedulerClosedError",
+           "`retry` after `close` raises `SchedulerClosedError`.", ("retry", "close")),
+    Clause("dag.retry.not-dead", ("retry",), "InvalidTransitionError",
+           "`retry` of a version that is not failed, cancelled or blocked raises "
+           "`InvalidTransitionError`.", ("retry",)),
+    Clause("dag.close.ok", ("close",), "ok",
+           "`close` reports every id under the state of its current version, each list in "
+           "`seq` order, cancelling the waiting versions when `cancel_pending`.", ("close",)),
+    Clause("dag.close.flag-not-bool", ("close",), "InvalidArgumentError",
+           "`close` with a `cancel_pending` that is not a boolean raises "
+           "`InvalidArgumentError` and changes nothing.", ("close",)),
+    Clause("dag.snapshot.ok", ("snapshot",), "ok",
+           "`snapshot` answers the spec's variables, every submitted id under `tasks`.",
+           ("snapshot",)),
+    Clause("dag.state.ok", ("state",), "ok",
+           "`state` answers the state of the id's current version.", ("snapshot",)),
+)
+
+_TIMER: Final = (
+    Clause("timer.new.ok", ("new",), "ok",
+           "`new` starts an empty timer scheduler on a clock reading `now`."),
+    Clause("timer.new.invalid", ("new",), "InvalidArgumentError",
+           "`new` with a `rebuild_floor` that is negative or not an integer raises "
+           "`InvalidArgumentError`, and the current instance stays current.", ("validates",)),
+    Clause("timer.schedule.ok", ("schedule",), "ok",
+           "`schedule` makes a new pending version due at `run_at` and answers its version."),
+    Clause("timer.schedule.invalid", ("schedule",), "InvalidArgumentError",
+           "`schedule` with a `run_at` that is not a finite number or a `priority` that is not "
+           "an integer raises `InvalidArgumentError`.", ("validates",)),
+    Clause("timer.schedule.closed", ("schedule",), "SchedulerClosedError",
+           "`schedule` after `close` raises `SchedulerClosedError`.", ("close",)),
+    Clause("timer.schedule.running", ("schedule",), "TaskRunningError",
+           "`schedule` of an id whose version is running raises `TaskRunningError`.",
+           ("versions",)),
+    Clause("timer.next.ok", ("next",), "ok",
+           "`next` hands out the due version first by time, then priority, then order of "
+           "scheduling; else the wait until the first, or nothing."),
+    Clause("timer.cancel.ok", ("cancel",), "ok",
+           "`cancel` of a pending version cancels it (`true`); of a running one it requests a "
+           "stop (`false`).", ("cancel",)),
+    Clause("timer.callback.ok", ("complete", "fail"), "ok",
+           "`complete` or `fail` of the running current version ends it; of an ended one it "
+           "answers its state.", ("callbacks",)),
+    Clause("timer.callback.negative-version", ("complete", "fail"), "StaleGenerationError",
+           "`complete` or `fail` naming a negative version raises `StaleGenerationError` (it "
+           "is not the current one).", ("callbacks", "versions"), _negative("version")),
+    Clause("timer.callback.stale", ("complete", "fail"), "StaleGenerationError",
+           "`complete` or `fail` naming a version that is not current raises "
+           "`StaleGenerationError`.", ("callbacks", "versions")),
+    Clause("timer.callback.pending", ("complete", "fail"), "InvalidTransitionError",
+           "`complete` or `fail` of a pending version raises `InvalidTransitionError`.",
+           ("callbacks",)),
+    Clause("timer.callback.invalid", ("complete", "fail"), "InvalidArgumentError",
+           "`complete` or `fail` naming a version that is not an integer raises "
+           "`InvalidArgumentError`.", ("callbacks", "validates")),
+    Clause("timer.call.unknown-task", ("cancel", "complete", "fail", "state"),
+           "UnknownTaskError", "a call naming an id never scheduled raises `UnknownTaskError`."),
+    Clause("timer.close.ok", ("close",), "ok",
+           "`close` cancels the pending versions and reports them with the running ones, each "
+           "list in the order the versions were scheduled.",
+           ("close",)),
+    Clause("timer.snapshot.ok", ("snapshot", "state"), "ok",
+           "`snapshot` and `state` answer the spec's variables and an id's state.",
+           ("snapshot",)),
+    Clause("timer.stats.ok", ("stats",), "ok",
+           "`stats` answers the counters the model's steps count.", ("stats",)),
+)
+
+_POOL: Final = (
+    Clause("pool.new.ok", ("new",), "ok", "`new` starts a pool whose named workers do not move "
+           "on their own."),
+    Clause("pool.submit.ok", ("submit_external",), "ok",
+           "`submit` from outside puts the task on the named worker's deque."),
+    Clause("pool.submit.closed", ("submit_external",), "SchedulerClosedError",
+           "`submit` from outside after `shutdown` raises `SchedulerClosedError` and changes "
+           "nothing."),
+    Clause("pool.submit_child.ok", ("submit_child",), "ok",
+           "`submit_child` puts the child on the deque of the worker that runs its parent, "
+           "draining included."),
+    Clause("pool.pop.ok", ("pop",), "ok",
+           "`pop` takes the worker's newest task, else another deque's oldest."),
+    Clause("pool.steal.ok", ("steal",), "ok",
+           "`steal` takes the victim's oldest task first, else another deque's."),
+    Clause("pool.move.refused", ("pop", "steal", "finish"), "StepRefused",
+           "a move the worker cannot take (nothing to take, nothing running) answers "
+           "`StepRefused` and changes nothing."),
+    Clause("pool.finish.ok", ("finish",), "ok",
+           "`finish` runs the worker's task and settles its future."),
+    Clause("pool.shutdown.ok", ("shutdown",), "ok",
+           "`shutdown` stops outside submissions; the pool ends once nothing is outstanding."),
+    Clause("pool.cancel_queued.ok", ("cancel_queued",), "ok",
+           "`shutdown(cancel_futures=True)` cancels and drops every queued task."),
+    Clause("pool.snapshot.ok", ("snapshot", "stats"), "ok",
+           "`snapshot` and `stats` answer the spec's variables and the counters."),
+)
+
+_DURABLE: Final = (
+    Clause("durable.new.ok", ("new",), "ok", "`new` starts a fresh, empty store."),
+    Clause("durable.submit.ok", ("submit",), "ok",
+           "`submit` stores a new version and answers its generation."),
+    Clause("durable.submit.invalid", ("submit",), "InvalidArgumentError",
+           "`submit` naming a dependency twice or itself raises `InvalidArgumentError`.",
+           ("deps", "validates")),
+    Clause("durable.submit.closed", ("submit",), "SchedulerClosedError",
+           "`submit` after `close` raises `SchedulerClosedError`.", ("close",)),
+    Clause("durable.submit.running", ("submit",), "TaskRunningError",
+           "`submit` over a running version raises `TaskRunningError`.", ("generations",)),
+    Clause("durable.submit.unknown-dep", ("submit",), "UnknownDependencyError",
+           "`submit` after `start` naming a dependency never submitted raises "
+           "`UnknownDependencyError`.", ("deps", "start")),
+    Clause("durable.submit.cycle", ("submit",), "CycleError",
+           "`submit` after `start` closing a cycle raises `CycleError`.", ("deps", "start")),
+    Clause("durable.start.ok", ("start",), "ok", "`start` seals the stored graph.", ("start",)),
+    Clause("durable.start.refused", ("start",), "InvalidTransitionError",
+           "`start` a second time raises `InvalidTransitionError`.", ("start",)),
+    Clause("durable.claim.ok", ("claim",), "ok",
+           "`claim` leases the oldest ready versions, or re-leases expired ones with the next "
+           "attempt."),
+    Clause("durable.heartbeat.ok", ("heartbeat",), "ok",
+           "`heartbeat` of the current attempt extends its lease to now + lease and says "
+           "whether a cancel was asked.", ("heartbeat",)),
+    Clause("durable.report.ok", ("complete", "fail", "acknowledge_cancel"), "ok",
+           "a report of the current attempt ends the version; repeated, it answers the same "
+           "state."),
+    Clause("durable.report.stale", ("complete", "fail", "acknowledge_cancel", "heartbeat"),
+           "StaleLeaseError",
+           "a report or heartbeat of an attempt that is not the current one raises "
+           "`StaleLeaseError`."),
+    Clause("durable.report.waiting", ("complete", "fail", "acknowledge_cancel"),
+           "InvalidTransitionError",
+           "a report of a version that is not running raises `InvalidTransitionError`."),
+    Clause("durable.cancel.ok", ("cancel",), "ok",
+           "`cancel` of a waiting version cancels it; of a running one asks it to stop.",
+           ("cancel",)),
+    Clause("durable.retry.ok", ("retry",), "ok",
+           "`retry` of a failed, cancelled or blocked task renews it with the versions it "
+           "blocked.", ("retry",)),
+    Clause("durable.retry.refused", ("retry",), "InvalidTransitionError",
+           "`retry` of a version that is not failed, cancelled or blocked raises "
+           "`InvalidTransitionError`.", ("retry",)),
+    Clause("durable.call.unknown-task", ("cancel", "retry"), "UnknownTaskError",
+           "a call naming an id never submitted raises `UnknownTaskError`."),
+    Clause("durable.close.ok", ("close",), "ok",
+           "`close` reports every id by state, cancelling the waiting ones when asked.",
+           ("close",)),
+    Clause("durable.time.ok", ("tick", "expire", "now"), "ok",
+           "`tick` moves the store's clock; `expire` ends the leases that ran out."),
+    Clause("durable.snapshot.ok", ("snapshot", "leases", "stats", "history"), "ok",
+           "`snapshot`, `leases`, `stats` and `history` answer the store's state.",
+           ("snapshot",)),
+)
+
+CATALOGUE: Final[Mapping[str, tuple[Clause, ...]]] = {
+    "scheduler": _DAG, "timer": _TIMER, "pool": _POOL, "durable": _DURABLE,
+}
+"""Every system's clauses, in the order of its contract: specific cases before general ones
+of the same op and outcome, which :func:`decide` relies on."""
+
+PARAMETERS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
+    "scheduler": {
+        "new": ("max_concurrency",), "submit": ("task", "deps", "fn"), "start": (),
+        "ready": ("limit",), "complete": ("task", "generation", "result"),
+        "fail": ("task", "generation", "error"), "cancel": ("task", "generation"),
+        "acknowledge_cancel": ("task", "generation"), "retry": ("task",),
+        "close": ("cancel_pending",), "snapshot": (), "state": ("task",),
+    },
+    "timer": {
+        "new": ("clock", "rebuild_floor"), "schedule": ("task", "run_at", "priority", "fn"),
+        "cancel": ("task",), "next": (), "complete": ("task", "version", "result"),
+        "fail": ("task", "version", "error"), "close": (), "snapshot": (),
+        "state": ("task",), "stats": (),
+    },
+    "pool": {
+        "new": ("workers",), "submit_external": ("task", "worker"),
+        "submit_child": ("task", "worker"), "pop": ("worker",), "steal": ("thief", "victim"),
+        "finish": ("worker",), "shutdown": (), "cancel_queued": (), "snapshot": (),
+        "stats": (),
+    },
+    "durable": {
+        "new": (), "submit": ("task", "deps", "fn"), "start": (),
+        "claim": ("worker", "limit", "lease"), "heartbeat": ("lease",),
+        "complete": ("lease",), "fail": ("lease",), "acknowledge_cancel": ("lease",),
+        "cancel": ("task",), "retry": ("task",), "close": ("cancel_pending",),
+        "tick": ("seconds",), "expire": (), "now": (), "snapshot": (), "leases": (),
+        "stats": (), "history": (),
+    },
+}
+"""Per system, each operation's positional parameters, by which clauses read a call's
+arguments."""
+
+
+def clauses(system: str) -> tuple[Clause, ...]:
+    """The clauses of ``system`` (``scheduler``, ``timer``, ``pool``, ``durable``)."""
+    try:
+        return CATALOGUE[system]
+    except KeyError:
+        raise ValueError(f"no system {system!r}; the systems are "
+                         f"{', '.join(CATALOGUE)}") from None
+
+
+def clause(clause_id: str) -> Clause:
+    """The clause of that id. Errors: no such clause -> ``KeyError``."""
+    for catalogue in CATALOGUE.values():
+        for c in catalogue:
+            if c.id == clause_id:
+                return c
+    raise KeyError(clause_id)
+
+
+def outcome_of(answer: Any) -> str:
+    """``ok``, or the type name of the error ``answer`` is (a foreign error by its own name)."""
+    if isinstance(answer, BaseException):
+        return str(getattr(answer, "type_name", None) or type(answer).__name__)
+    return "ok"
+
+
+def _by_name(system: str, op: str, args: Sequence[Any],
+             kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    names = PARAMETERS.get(system, {}).get(op, ())
+    named = dict(zip(names, args, strict=False))
+    if kwargs:
+        named.update(kwargs)
+    return named
+
+
+def decide(system: str, op: str, args: Sequence[Any], answer: Any,
+           kwargs: Mapping[str, Any] | None = None) -> Clause | None:
+    """The clause that decides the call ``op(*args, **kwargs)`` answered by ``answer`` (a
+    value, or the exception raised), or None when no clause of ``system`` speaks of it (an
+    error the contract never raises, an op outside it)."""
+    outcome = outcome_of(answer)
+    named = _by_name(system, op, args, kwargs)
+    for c in CATALOGUE.get(system, ()):
+        if c.decides(op, outcome, named, answer):
+            return c
+    return None

@@ -1,0 +1,281 @@
+"""The TaskScheduler's clause probes: for each clause, a short run of calls that ends in it.
+
+The generated phase draws its calls at random and may never reach a case the contract states
+(a boolean ``limit``, a negative ``max_concurrency``, the order of a close report); each probe
+here reaches one on purpose, so that every clause of ``dag.*`` (:mod:`refsched.conform.clauses`)
+is asked of every implementation whose profile admits it. ``refsched.conform.probes`` runs them
+through the model and the implementation and compares every answer.
+
+A call is ``(method, args)``; ``("new", (n,))`` makes a fresh instance on both sides (a refused
+one leaves the current instance current). The ids are ``a`` to ``d`` (``x``, ``y`` and ``z`` are
+never submitted), so that without ``limit`` a concurrency of four claims every ready version.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable
+from typing import Any, Final
+
+from refsched.conform.client import HarnessError
+from refsched.conform.probes import Probe
+from refsched.conform.profile import Profile
+from refsched.errors import CycleError, StaleGenerationError, UnknownDependencyError
+from refsched.model import ReferenceScheduler
+from refsched.types import CloseReport, Snapshot
+from refsched.verify.dag.lockstep import IDS
+from refsched.verify.replay import format_rows, snapshot_rows
+
+__all__ = ["PROBES", "adapt", "call", "judge", "needs_of", "new_implementation", "new_model",
+           "read_state", "show", "states"]
+
+_CLOSE: Final = tuple(f.name for f in dataclasses.fields(CloseReport))
+
+
+def _p(clause: str, *calls: tuple[str, tuple[Any, ...]], needs: tuple[str, ...] = ()
+       ) -> Probe:
+    return Probe(clause, tuple(calls), needs)
+
+
+_Call = tuple[str, tuple[Any, ...]]
+_NEW: Final[_Call] = ("new", (2,))
+_STARTED: Final[tuple[_Call, ...]] = (_NEW, ("submit", ("a", [])), ("start", ()))
+_RUNNING_A: Final[tuple[_Call, ...]] = (*_STARTED, ("ready", (None,)))
+
+PROBES: Final[tuple[Probe, ...]] = (
+    _p("dag.new.ok", ("new", (0,)), ("submit", ("a", [])), ("start", ()), ("ready", (None,)),
+       ("new", (1,)), ("submit", ("b", [])), ("start", ()), ("ready", (None,))),
+    _p("dag.new.invalid", _NEW, ("submit", ("a", [])), ("new", (-1,)), ("submit", ("b", [])),
+       ("new", (True,)), ("new", (1.5,)), ("start", ()), ("ready", (None,))),
+    _p("dag.submit.ok", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("submit", ("a", [])), needs=("generations",)),
+    _p("dag.submit.duplicate-dep", _NEW, ("submit", ("a", [])),
+       ("submit", ("b", ["a", "a"])), ("submit", ("c", []))),
+    _p("dag.submit.self-dep", _NEW, ("submit", ("a", ["a"])), ("submit", ("b", []))),
+    _p("dag.submit.closed", _NEW, ("submit", ("a", [])), ("close", (True,)),
+       ("submit", ("b", []))),
+    _p("dag.submit.running", *_RUNNING_A, ("submit", ("a", []))),
+    _p("dag.submit.unknown-dep", *_STARTED, ("submit", ("b", ["x", "a", "y"]))),
+    _p("dag.submit.cycle", _NEW, ("submit", ("a", ["b"])), ("submit", ("b", [])),
+       ("start", ()), ("submit", ("b", ["a"])), needs=("generations",)),
+    _p("dag.start.ok", _NEW, ("submit", ("b", ["a"])), ("submit", ("a", [])), ("start", ())),
+    _p("dag.start.closed", _NEW, ("submit", ("a", [])), ("close", (False,)), ("start", ())),
+    _p("dag.start.twice", *_STARTED, ("start", ())),
+    _p("dag.start.unknown-dep", _NEW, ("submit", ("a", ["x", "y"])), ("submit", ("b", ["x"])),
+       ("start", ()), ("submit", ("x", [])), ("submit", ("y", [])), ("start", ())),
+    _p("dag.start.cycle", _NEW, ("submit", ("b", ["a"])), ("submit", ("c", ["b"])),
+       ("submit", ("a", ["c"])), ("start", ())),
+    _p("dag.ready.ok", _NEW, ("submit", ("c", [])), ("submit", ("b", [])),
+       ("submit", ("a", [])), ("submit", ("d", ["b"])), ("start", ()), ("ready", (1,)),
+       ("ready", (None,)), ("complete", ("c", 1)), ("ready", (None,)), ("complete", ("b", 1)),
+       ("ready", (0,)), ("ready", (None,))),
+    _p("dag.ready.limit-not-int", *_STARTED, ("ready", (True,)), ("ready", (1.5,)),
+       ("ready", ("1",)), ("ready", (False,)), ("ready", (1,))),
+    _p("dag.ready.limit-negative", *_STARTED, ("ready", (-1,)), ("ready", (1,))),
+    _p("dag.ready.not-started", _NEW, ("submit", ("a", [])), ("ready", (None,))),
+    _p("dag.complete.ok", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])), ("start", ()),
+       ("ready", (None,)), ("complete", ("a", 1)), ("complete", ("a", 1)), ("ready", (None,))),
+    _p("dag.fail.ok", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("submit", ("c", ["b"])), ("start", ()), ("ready", (None,)), ("fail", ("a", 1)),
+       ("fail", ("a", 1))),
+    _p("dag.acknowledge_cancel.ok", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("start", ()), ("ready", (None,)), ("acknowledge_cancel", ("a", 1)),
+       ("acknowledge_cancel", ("a", 1))),
+    _p("dag.callback.waiting", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("start", ()), ("complete", ("b", 1)), ("complete", ("a", 1))),
+    _p("dag.callback.generation-not-int", *_RUNNING_A, ("complete", ("a", True)),
+       ("complete", ("a", 1.0)), ("complete", ("a", "1")), ("complete", ("a", 1))),
+    _p("dag.callback.negative-generation", *_RUNNING_A, ("complete", ("a", -1)),
+       ("complete", ("a", 1))),
+    _p("dag.callback.stale", *_RUNNING_A, ("complete", ("a", 2)), ("complete", ("a", 0)),
+       ("complete", ("a", 1))),
+    _p("dag.call.unknown-task", _NEW, ("submit", ("a", [])), ("state", ("z",)),
+       ("complete", ("z", 1)), ("retry", ("z",)), ("cancel", ("z", None))),
+    _p("dag.cancel.running", *_RUNNING_A, ("cancel", ("a", None)), ("cancel", ("a", 1)),
+       ("acknowledge_cancel", ("a", 1))),
+    _p("dag.cancel.ok", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("cancel", ("a", None)), ("cancel", ("a", None)), ("start", ())),
+    _p("dag.retry.ok", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("cancel", ("a", None)), ("retry", ("a",)), ("start", ()), ("ready", (None,)),
+       ("fail", ("a", 2)), ("retry", ("a",)), ("ready", (None,))),
+    _p("dag.retry.closed", _NEW, ("submit", ("a", [])), ("cancel", ("a", None)),
+       ("close", (True,)), ("retry", ("a",))),
+    _p("dag.retry.not-dead", _NEW, ("submit", ("a", [])), ("retry", ("a",))),
+    _p("dag.close.ok", _NEW, ("submit", ("c", [])), ("submit", ("b", [])),
+       ("submit", ("a", [])), ("submit", ("d", ["c"])), ("start", ()), ("ready", (1,)),
+       ("close", (True,))),
+    _p("dag.close.ok", _NEW, ("submit", ("d", [])), ("submit", ("b", [])),
+       ("submit", ("a", ["d"])), ("start", ()), ("ready", (1,)), ("complete", ("d", 1)),
+       ("close", (False,)), ("close", (True,))),
+    _p("dag.close.flag-not-bool", _NEW, ("submit", ("a", [])), ("close", ("yes",)),
+       ("close", (1,)), ("submit", ("b", []))),
+    _p("dag.snapshot.ok", _NEW, ("submit", ("b", [])), ("submit", ("a", ["b"])),
+       ("snapshot", ())),
+    _p("dag.state.ok", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("state", ("a",)), ("state", ("b",))),
+)
+"""One probe per clause of ``dag.*`` at least, in the catalogue's order."""
+
+
+# -- how the scheduler's answers are compared ---------------------------------------------------
+
+def needs_of(probe: Probe) -> tuple[str, ...]:
+    """The profile flags a probe's calls need: each op's flag, a limit, a submit after start
+    (``dynamic``) or of an id already submitted (``generations``), a stale generation."""
+    needs: set[str] = set()
+    started = False
+    submitted: set[Any] = set()
+    flags = {"cancel": "cancel", "acknowledge_cancel": "cancel", "retry": "retry",
+             "fail": "fail", "close": "close", "snapshot": "snapshot", "state": "snapshot"}
+    for method, args in probe.calls:
+        if method in flags:
+            needs.add(flags[method])
+        if method == "new":
+            started, submitted = False, set()
+        elif method == "start":
+            started = True
+        elif method == "ready" and args[0] is not None:
+            needs.add("limit")
+        elif method == "submit":
+            if started:
+                needs.add("dynamic")
+            if args[0] in submitted:
+                needs.add("generations")
+            submitted.add(args[0])
+        elif method in ("complete", "fail", "acknowledge_cancel", "cancel") and (
+                len(args) > 1 and isinstance(args[1], int) and args[1] != 1):
+            needs.add("generations")
+    return tuple(sorted(needs))
+
+
+def adapt(method: str, args: tuple[Any, ...], profile: Profile) -> tuple[Any, ...]:
+    """Without ``limit`` an implementation claims every ready version: a slot per id."""
+    if (method == "new" and not profile.limit and type(args[0]) is int
+            and args[0] >= 0):
+        return (len(IDS),)
+    return args
+
+
+def new_model(max_concurrency: Any) -> ReferenceScheduler:
+    """The model of a fresh instance."""
+    return ReferenceScheduler(max_concurrency)
+
+
+def new_implementation(factory: Callable[..., Any], max_concurrency: Any) -> Any:
+    """A fresh instance of the implementation."""
+    return factory(max_concurrency)
+
+
+def call(instance: Any, method: str, args: tuple[Any, ...]) -> Any:
+    """One call of the API on either side."""
+    return getattr(instance, method)(*args)
+
+
+def show(value: Any) -> str:
+    """An answer as the counterexample table shows it."""
+    if isinstance(value, list):
+        return repr([(c.task_id, c.generation) for c in value])
+    if isinstance(value, CloseReport):
+        return "{" + ", ".join(f"{name}: {list(getattr(value, name))}" for name in _CLOSE
+                               if getattr(value, name)) + "}"
+    return repr(value)
+
+
+def _valid_cycle(cycle: list[Any], edges: dict[Any, frozenset[Any]]) -> bool:
+    """Each entry a dependency of the next, closing on itself: a cycle of the graph, from
+    whichever of its entries."""
+    if len(cycle) < 2 or cycle[0] != cycle[-1]:
+        return False
+    return all(b in edges and a in edges[b] for a, b in itertools.pairwise(cycle))
+
+
+def _refusal(method: str, args: tuple[Any, ...], before: Snapshot | None,
+             expected: BaseException, actual: BaseException) -> str | None:
+    """How two refusals of the same type differ in what identifies them, or None."""
+    if isinstance(expected, UnknownDependencyError):
+        want = {tuple(p) for p in expected.missing}
+        got = {tuple(p) for p in getattr(actual, "missing", ())}
+        if got != want:
+            return (f"the implementation's missing pairs are {sorted(got)}, the model's "
+                    f"{sorted(want)} (compared as sets)")
+    if isinstance(expected, StaleGenerationError):
+        want_pair = (expected.generation, expected.current)
+        got_pair = (getattr(actual, "generation", None), getattr(actual, "current", None))
+        if got_pair != want_pair:
+            return (f"the implementation's StaleGenerationError names generation "
+                    f"{got_pair[0]!r}, current {got_pair[1]!r}; the model's "
+                    f"{want_pair[0]!r}, {want_pair[1]!r}")
+    if isinstance(expected, CycleError) and before is not None:
+        edges = {t: v.deps for t, v in before.tasks.items()}
+        if method == "submit":
+            edges[args[0]] = frozenset(args[1])
+        cycle = list(getattr(actual, "cycle", ()))
+        if not _valid_cycle(cycle, edges):
+            return f"the cycle reported, {cycle!r}, is not a cycle of the graph"
+    return None
+
+
+def judge(method: str, args: tuple[Any, ...], before: Snapshot | None, expected: Any,
+          expected_error: BaseException | None, actual: Any,
+          actual_error: BaseException | None, profile: Profile) -> str | None:
+    """How the implementation's answer differs from the model's, in a sentence, or None."""
+    if actual_error is not None:
+        if expected_error is None:
+            return (f"the implementation raised {_name(actual_error)}, the model returned "
+                    f"{show(expected)}")
+        if not profile.error_types:
+            return None
+        if _name(actual_error) != _name(expected_error):
+            return (f"the implementation raised {_name(actual_error)}, the model "
+                    f"{_name(expected_error)}")
+        return _refusal(method, args, before, expected_error, actual_error)
+    if expected_error is not None:
+        return (f"the implementation returned {show(actual)}, the model raised "
+                f"{_name(expected_error)}")
+    if _comparable(actual, profile) != _comparable(expected, profile):
+        return f"the implementation returned {show(actual)}, the model {show(expected)}"
+    return None
+
+
+def _name(error: BaseException) -> str:
+    return str(getattr(error, "type_name", None) or type(error).__name__)
+
+
+def _comparable(value: Any, profile: Profile) -> Any:
+    """Claims by id and generation (as a set under ready order "any"); a close report's
+    lists in their order, which the contract states (``seq`` order)."""
+    if isinstance(value, list):
+        try:
+            claims = [(c.task_id, c.generation) for c in value]
+        except AttributeError:
+            return value
+        return claims if profile.ready_order == "seq" else sorted(claims, key=repr)
+    if isinstance(value, CloseReport):
+        return tuple(tuple(getattr(value, name)) for name in _CLOSE)
+    return value
+
+
+def states(model: Any, impl: Any) -> tuple[str | None, str]:
+    """How the implementation's snapshot differs from the model's: a sentence and the rows of
+    the fields, or None and ""."""
+    model_state = model.snapshot()
+    try:
+        impl_state = impl.snapshot()
+    except Exception as error:
+        if isinstance(error, HarnessError):
+            raise
+        return f"snapshot() raised {_name(error)}: {error}", ""
+    if impl_state == model_state:
+        return None, ""
+    rows = snapshot_rows(model_state, impl_state)
+    return ("the snapshots differ after the call",
+            format_rows(("id", "field", "model", "implementation"), rows))
+
+
+def read_state(impl: Any) -> Any:
+    """The implementation's snapshot for the picture, or None when it cannot say."""
+    try:
+        return None if impl is None else impl.snapshot()
+    except Exception:
+        return None

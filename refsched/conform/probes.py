@@ -1,0 +1,127 @@
+"""The clauses phase: every clause of the contract asked on purpose, answers compared in full.
+
+A :class:`Probe` is a short run of calls that ends in the case one clause states (a submit
+naming a dependency twice, a boolean ``limit``, a close report's order). :func:`run_probes`
+makes each probe the implementation's profile admits on the reference model and on the
+implementation, call by call, and compares every answer with everything the contract says
+is compared (the value; an error's type and what identifies it: an
+``UnknownDependencyError``'s ``missing`` pairs as a set, a ``StaleGenerationError``'s
+``generation`` and ``current``, a ``CycleError``'s cycle as a cycle of the graph; never the
+message), then, with ``snapshot``, the two snapshots. The answers are compared before the
+snapshot is read, so a semantic bug (a refusal answered with success) is a divergence at the
+call that shows it, never a malformed snapshot after it.
+
+The first difference is a :class:`~refsched.conform.report.Counterexample` whose reason names
+the rule: ``rule dag.submit.duplicate-dep: ...``. Each system's probes and how it compares
+live in ``refsched.conform.<system>.probes`` (``PROBES``, ``new_model``,
+``new_implementation``, ``call``, ``judge``, ``states``, ``needs_of``...); a system without
+that module (the pool, the durable scheduler) has no clauses phase yet.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from refsched.conform import clauses
+from refsched.conform.report import Counterexample, PhaseResult, Row
+
+__all__ = ["Probe", "has_probes", "run_probes"]
+
+_MODULES = {"scheduler": "refsched.conform.dag.probes", "timer": "refsched.conform.timer.probes"}
+
+
+@dataclass(frozen=True)
+class Probe:
+    """The calls that drive ``clause`` (its last call is the case; every call is compared)."""
+
+    clause: str  # the clause id it drives
+    calls: tuple[tuple[str, tuple[Any, ...]], ...]  # (method, args); "new" makes an instance
+    needs: tuple[str, ...] = ()  # profile flags beyond the clause's and its calls'
+
+
+def has_probes(system: str) -> bool:
+    """Whether ``system`` has clause probes."""
+    return system in _MODULES
+
+
+def _text(method: str, args: tuple[Any, ...]) -> str:
+    return f"{method}({', '.join(repr(a) for a in args)})"
+
+
+def _show(value: Any, error: BaseException | None, show: Callable[[Any], str]) -> str:
+    if error is not None:
+        return f"{getattr(error, 'type_name', type(error).__name__)}: {error}"
+    return show(value)
+
+
+def run_probes(system: str, factory: Callable[..., Any], profile: Any, phase: PhaseResult,
+               fatal: tuple[type[BaseException], ...] = ()) -> Counterexample | None:
+    """Run every probe of ``system`` that ``profile`` admits through ``factory`` and the
+    model; the first difference, or None. An exception of a ``fatal`` type (a harness
+    failure) goes through."""
+    if system not in _MODULES:
+        return None
+    kit = importlib.import_module(_MODULES[system])
+    probes = [p for p in kit.PROBES
+              if clauses.clause(p.clause).admitted_by(profile)
+              and all(getattr(profile, flag, True) for flag in (*p.needs, *kit.needs_of(p)))]
+    phase.figures.update(probes=len(probes), calls=0)
+    for probe in probes:
+        found = _run_probe(system, kit, probe, factory, profile, phase, fatal)
+        if found is not None:
+            return found
+    return None
+
+
+def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any], profile: Any,
+               phase: PhaseResult, fatal: tuple[type[BaseException], ...]
+               ) -> Counterexample | None:
+    rows: list[Row] = []
+    model: Any = None
+    impl: Any = None
+    concurrency = 0
+    for method, args in probe.calls:
+        phase.figures["calls"] += 1
+        args = kit.adapt(method, args, profile)
+        expected = actual = None
+        expected_error: BaseException | None = None
+        actual_error: BaseException | None = None
+        before = None if model is None else model.snapshot()
+        try:
+            expected = (kit.new_model(*args) if method == "new"
+                        else kit.call(model, method, args))
+        except Exception as e:  # the error itself is what is compared
+            expected_error = e
+        try:
+            actual = (kit.new_implementation(factory, *args) if method == "new"
+                      else kit.call(impl, method, args))
+        except fatal:
+            raise
+        except Exception as e:
+            actual_error = e
+        if method == "new":
+            if expected_error is None:
+                model, expected, concurrency = expected, None, args[0]
+            if actual_error is None:
+                impl, actual = actual, None
+        problem = kit.judge(method, args, before, expected, expected_error, actual,
+                            actual_error, profile)
+        diff = ""
+        if problem is None and getattr(profile, "snapshot", False) and model is not None:
+            problem, diff = kit.states(model, impl)
+        rows.append(Row(_text(method, args), _show(expected, expected_error, kit.show),
+                        _show(actual, actual_error, kit.show), problem is None, diff))
+        if problem is not None:
+            decided = (clauses.decide(system, method, args,
+                                      expected_error if expected_error is not None
+                                      else expected)
+                       or clauses.clause(probe.clause))
+            return Counterexample(
+                "clauses", f"rule {decided.id}: {_text(method, args)}: {problem}",
+                f"the probe of rule {probe.clause}", concurrency, tuple(rows), None,
+                system=system, model_state=None if model is None else model.snapshot(),
+                implementation_state=kit.read_state(impl))
+    return None

@@ -1,0 +1,192 @@
+"""The contract's clauses: the catalogue, the docs' list of it, the clauses phase and coverage.
+
+Each scheduler of ``refsched.conform.dag.broken.BROKEN_CLAUSES`` breaks one clause that random
+calls rarely or never reach; the clauses phase must reject each with a verdict naming that
+clause. Served over the protocol, a refusal answered with success is a divergence (exit 1) even
+when the snapshot after it is malformed, and a malformed answer alone is a protocol violation
+(exit 3).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from refsched import TaskScheduler
+from refsched.conform import clauses
+from refsched.conform.client import InProcessImplementation, ProtocolImplementation
+from refsched.conform.coverage import Coverage, observed
+from refsched.conform.dag import broken
+from refsched.conform.dag.probes import PROBES
+from refsched.conform.oracle import check
+from refsched.conform.probes import run_probes
+from refsched.conform.profile import FULL, STATIC, full_profile
+from refsched.conform.report import PhaseResult
+from refsched.conform.timer import broken as broken_timer
+from refsched.conform.timer.probes import PROBES as TIMER_PROBES
+from refsched.model import ReferenceScheduler
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "conformance.md"
+_ROW = re.compile(r"^\| `(?P<id>[a-z_.-]+)` \| (?P<ops>[^|]+) \| (?P<outcome>[^|]+) \| "
+                  r"(?P<needs>[^|]+) \| (?P<rule>.+) \|$")
+
+
+def _docs_clauses() -> list[tuple[str, tuple[str, ...], str, tuple[str, ...], str]]:
+    text = DOCS.read_text(encoding="utf-8")
+    section = text.split("## The contract's clauses", 1)[1].split("\n## ", 1)[0]
+    rows = []
+    for line in section.splitlines():
+        match = _ROW.match(line)
+        if match is None:
+            continue
+        ops = tuple(o.strip().strip("`") for o in match["ops"].split(","))
+        needs_text = match["needs"].strip()
+        needs = () if needs_text == "—" else tuple(n.strip().strip("`")
+                                                   for n in needs_text.split(","))
+        rows.append((match["id"], ops, match["outcome"].strip().strip("`"), needs,
+                     match["rule"].strip()))
+    return rows
+
+
+def test_the_docs_list_every_clause_of_the_catalogue_and_no_other() -> None:
+    catalogue = [(c.id, c.ops, c.outcome, c.needs, c.sentence)
+                 for system in clauses.CATALOGUE.values() for c in system]
+    assert _docs_clauses() == catalogue
+
+
+def test_clause_ids_are_unique_and_name_their_system() -> None:
+    prefix = {"scheduler": "dag.", "timer": "timer.", "pool": "pool.", "durable": "durable."}
+    ids = [c.id for system in clauses.CATALOGUE.values() for c in system]
+    assert len(ids) == len(set(ids))
+    for system, catalogue in clauses.CATALOGUE.items():
+        assert all(c.id.startswith(prefix[system]) for c in catalogue)
+        assert all(set(c.ops) <= set(clauses.PARAMETERS[system]) for c in catalogue)
+
+
+def _model_answers(probe: Any) -> list[tuple[str, tuple[Any, ...], Any]]:
+    model: Any = None
+    answers = []
+    for method, args in probe.calls:
+        try:
+            answer = (ReferenceScheduler(*args) if method == "new"
+                      else getattr(model, method)(*args))
+        except Exception as error:
+            answer = error
+        if method == "new" and not isinstance(answer, Exception):
+            model, answer = answer, None
+        answers.append((method, args, answer))
+    return answers
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=[p.clause for p in PROBES])
+def test_each_probe_drives_its_clause(probe: Any) -> None:
+    decided = {getattr(clauses.decide("scheduler", method, args, answer), "id", None)
+               for method, args, answer in _model_answers(probe)}
+    assert probe.clause in decided
+
+
+def test_every_dag_and_timer_clause_has_a_probe() -> None:
+    assert {p.clause for p in PROBES} == {c.id for c in clauses.clauses("scheduler")}
+    assert {p.clause for p in TIMER_PROBES} == {c.id for c in clauses.clauses("timer")}
+
+
+def test_the_clauses_phase_drives_every_timer_clause_of_refsched_itself() -> None:
+    from refsched.timer.scheduler import TimerScheduler
+    coverage = Coverage("timer")
+    found = run_probes("timer", observed(TimerScheduler, coverage), full_profile("timer"),
+                       PhaseResult("clauses"))
+    assert found is None
+    assert coverage.not_driven(full_profile("timer")) == []
+
+
+def test_decide_names_the_narrowest_clause() -> None:
+    refused = clauses.decide("scheduler", "submit", ("b", ["a", "a"]),
+                             ValueError("not the model's, but its type is what is read"))
+    assert refused is None  # ValueError is no outcome of submit's clauses
+    from refsched.errors import InvalidArgumentError, StaleGenerationError
+    assert clauses.decide("scheduler", "submit", ("b", ["a", "a"]),
+                          InvalidArgumentError("")).id == "dag.submit.duplicate-dep"
+    assert clauses.decide("scheduler", "submit", ("b", ["b"]),
+                          InvalidArgumentError("")).id == "dag.submit.self-dep"
+    assert clauses.decide("scheduler", "ready", (True,),
+                          InvalidArgumentError("")).id == "dag.ready.limit-not-int"
+    assert clauses.decide("scheduler", "ready", (-2,),
+                          InvalidArgumentError("")).id == "dag.ready.limit-negative"
+    stale = StaleGenerationError("", None, -1, 1)
+    assert clauses.decide("scheduler", "complete", ("a", -1),
+                          stale).id == "dag.callback.negative-generation"
+    assert clauses.decide("scheduler", "complete", ("a", 2), stale).id == "dag.callback.stale"
+
+
+def test_the_clauses_phase_drives_every_dag_clause_of_refsched_itself() -> None:
+    coverage = Coverage("scheduler")
+    phase = PhaseResult("clauses")
+    found = run_probes("scheduler", observed(TaskScheduler, coverage), FULL, phase)
+    assert found is None
+    assert coverage.not_driven(FULL) == []
+    assert phase.figures["probes"] == len(PROBES)
+
+
+def test_a_narrower_profile_leaves_clauses_out_and_the_report_says_which() -> None:
+    report = check(InProcessImplementation(TaskScheduler, profile=STATIC), corpus=False,
+                   examples=0)
+    assert report.ok, report.format()
+    left_out = report.coverage.left_out(STATIC)
+    assert "dag.cancel.running" in left_out and "dag.ready.limit-not-int" in left_out
+    summary = next(line for line in report.format().splitlines()
+                   if line.strip().startswith("clauses:") and "driven" in line)
+    assert "left out by the profile: " in summary
+    assert report.to_json()["coverage"]["left_out_by_profile"] == left_out
+
+
+BROKEN_CLAUSES = [("scheduler", cls) for cls in broken.BROKEN_CLAUSES] + [
+    ("timer", cls) for cls in broken_timer.BROKEN_CLAUSES]
+
+
+@pytest.mark.parametrize(("system", "cls"), BROKEN_CLAUSES, ids=lambda c: getattr(c, "__name__", c))
+def test_each_broken_clause_is_a_divergence_naming_its_rule(system: str, cls: type[Any]) -> None:
+    report = check(InProcessImplementation(cls, system=system), corpus=False, examples=0)
+    assert report.exit_status == 1, report.format()
+    example = report.counterexample
+    assert example is not None and example.phase == "clauses"
+    assert example.reason.startswith(f"rule {cls.rule}: "), example.reason
+    assert not example.calls[-1].agrees and all(c.agrees for c in example.calls[:-1])
+
+
+def _served(name: str) -> ProtocolImplementation:
+    return ProtocolImplementation([sys.executable, "-m", "refsched.serve", "--impl",
+                                   f"refsched.conform.dag.broken:{name}"], timeout=20)
+
+
+def test_a_refusal_answered_with_success_is_a_divergence_before_the_snapshot_shape() -> None:
+    # DuplicateDepAccepted's snapshot lists a dependency twice, which is no snapshot's shape;
+    # the submit's answer already differs from the model's, and that is the verdict
+    with _served("DuplicateDepAccepted") as impl:
+        report = check(impl, corpus=False, examples=200, clauses=False)
+    assert report.exit_status == 1, report.format()
+    example = report.counterexample
+    assert example is not None and example.phase == "generated"
+    assert example.calls[-1].method == "submit"
+    assert "the model raised InvalidArgumentError" in example.reason
+
+
+def test_a_malformed_answer_alone_is_a_protocol_violation() -> None:
+    with _served("GenerationAsText") as impl:
+        report = check(impl, corpus=False, examples=0)
+    assert report.exit_status == 3, report.format()
+    assert "answers a generation (an integer)" in report.harness_message
+
+
+def test_each_broken_clause_served_is_rejected_by_the_clauses_phase() -> None:
+    for system, cls in BROKEN_CLAUSES:
+        argv = [sys.executable, "-m", "refsched.serve", "--system", system, "--impl",
+                f"{cls.__module__}:{cls.__name__}"]
+        with ProtocolImplementation(argv, timeout=20, system=system) as impl:
+            report = check(impl, corpus=False, examples=0)
+        assert report.exit_status == 1, report.format()
+        assert report.counterexample is not None
+        assert report.counterexample.reason.startswith(f"rule {cls.rule}: ")
