@@ -13,14 +13,18 @@ program speaking the protocol of ``docs/conformance.md``, or a Python factory):
 
 The first phase that finds a divergence ends the check with a
 :class:`~refsched.conform.report.Counterexample`: the calls that show it (a corpus trace up to the
-step that diverges, the shortest such prefix in the corpus; or the run Hypothesis shrank) and the
-model's spec steps along them as an ITF trace. A harness failure (the implementation crashed,
+step that diverges, the corpus's traces replayed shortest first and the replay stopped at the
+first that diverges; or the run Hypothesis shrank), shrunk further by ddmin
+(:mod:`refsched.conform.shrink`: no call of it can go), each call as the request and the two
+answers the protocol carries, and the model's spec steps along them as an ITF trace. A harness
+failure (the implementation crashed,
 hung or broke the protocol) ends the check with that verdict. The implementation is closed
 when the check ends, whatever happened.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -41,7 +45,13 @@ from refsched.conform.report import (
 )
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as system_registry
-from refsched.verify.dag.lockstep import Call, Disagreement, Ledger, run_lockstep
+from refsched.verify.dag.lockstep import (
+    Call,
+    Disagreement,
+    Ledger,
+    lockstep_machine,
+    run_lockstep,
+)
 from refsched.verify.itf import Trace, TraceFormatError, read_traces
 from refsched.verify.replay import Divergence, step_call
 from refsched.verify.specstate import snapshot_of
@@ -108,20 +118,28 @@ def _corpus_counterexample(trace: Trace, divergence: Divergence, profile: Profil
 
 
 def _corpus_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
-                  progress: Progress | None, max_traces: int | None) -> Counterexample | None:
+                  progress: Progress | None, max_traces: int | None,
+                  all_divergences: bool = False) -> Counterexample | None:
     everything = _read_corpus()
     traces, whole = admitted_traces(profile, everything)
+    system = system_registry.get("scheduler")
     try:
         found = system_phases.replay_admitted(
-            system_registry.get("scheduler"), len(everything), traces, whole, impl.new,
-            profile, phase, progress, max_traces)
+            system, len(everything), traces, whole, impl.new, profile, phase, progress,
+            max_traces, all_divergences)
     except system_phases.CorpusUnreadable as e:
         raise OracleError(str(e)) from None
     if found is None:
         return None
     trace, first = found
-    return _corpus_counterexample(trace, first, profile,
-                                  int(trace.constants.get("MaxConcurrency", 0)))
+    before = first.step
+    trace, first, shrunk = system_phases.shrink_trace(system, impl.new, trace, first, profile)
+    counterexample = _corpus_counterexample(trace, first, profile,
+                                            int(trace.constants.get("MaxConcurrency", 0)))
+    if shrunk is None:
+        return counterexample
+    return dataclasses.replace(counterexample, before_ddmin=before, ddmin_runs=shrunk.runs,
+                               one_minimal=shrunk.complete)
 
 
 # -- the generated phase ----------------------------------------------------------------------
@@ -145,12 +163,29 @@ def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
         found = found_in(error, Disagreement)
         if found is None:
             raise
+        source = (f"generated with seed {seed}, shrunk by Hypothesis" if seed is not None
+                  else "generated, shrunk by Hypothesis")
+        machine = lockstep_machine(impl.new, profile=profile, python_api=False,
+                                   fatal=(HarnessError,))
+
+        def new_machine() -> Any:
+            fresh = machine()
+            fresh.create(found.max_concurrency, [], False)  # a run's first calls are its own
+            return fresh
+
+        minimized = system_phases.minimized_calls("scheduler", new_machine, found.calls)
+        if minimized is None:  # it did not diverge again: Hypothesis's run as it found it
+            return Counterexample(
+                "generated", found.reason, source, found.max_concurrency, found.calls,
+                found.trace("conform-counterexample"), model_state=found.states[0],
+                implementation_state=found.states[1])
+        disagreement, rows, shrunk = minimized
         return Counterexample(
-            "generated", found.reason,
-            f"generated with seed {seed}, shrunk by Hypothesis" if seed is not None
-            else "generated, shrunk by Hypothesis",
-            found.max_concurrency, found.calls, found.trace("conform-counterexample"),
-            model_state=found.states[0], implementation_state=found.states[1])
+            "generated", disagreement.reason, source, found.max_concurrency, rows,
+            disagreement.trace("conform-counterexample"),
+            model_state=disagreement.states[0], implementation_state=disagreement.states[1],
+            before_ddmin=len(found.calls), ddmin_runs=shrunk.runs,
+            one_minimal=shrunk.complete)
     finally:
         phase.figures.update(examples=ledger.examples, calls=ledger.calls)
     return None
@@ -160,7 +195,7 @@ def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
 
 def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus: bool = True,
           seed: int | None = 0, progress: Progress | None = None,
-          max_traces: int | None = None) -> ConformanceReport:
+          max_traces: int | None = None, all_divergences: bool = False) -> ConformanceReport:
     """Judge ``impl`` against the reference model; close it; return the report.
 
     ``impl`` must be open (a ``ProtocolImplementation`` entered or ``open()``-ed): its name
@@ -168,7 +203,10 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
     first so many traces the profile admits); ``examples`` (0: none)
     Hypothesis examples of at most ``steps`` calls each run the generated phase, with
     ``seed`` fixing its choices (None: a random run). ``progress(phase, done, total)`` is
-    called as traces and examples go by. The verdict is ``"conforms"``, ``"diverges"`` (with
+    called as traces and examples go by. The corpus phase replays the shortest traces first
+    and stops at the first that diverges, unless ``all_divergences`` (then it replays every
+    one and keeps the shortest diverging prefix). A counterexample is shrunk further by ddmin
+    (:mod:`refsched.conform.shrink`). The verdict is ``"conforms"``, ``"diverges"`` (with
     the counterexample) or the harness verdict (``"crashed"``, ``"timed out"``,
     ``"protocol violation"``, with the implementation's last lines of stderr).
 
@@ -188,7 +226,7 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
                 try:
                     found = _phase(impl, profile, current, name, examples=examples,
                                    steps=steps, seed=seed, progress=progress,
-                                   max_traces=max_traces)
+                                   max_traces=max_traces, all_divergences=all_divergences)
                 finally:
                     current.seconds = time.monotonic() - phase_started
                 if found is not None:
@@ -208,19 +246,19 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
 
 def _phase(impl: Implementation, profile: Profile, phase: PhaseResult, name: str, *,
            examples: int, steps: int, seed: int | None, progress: Progress | None,
-           max_traces: int | None) -> Counterexample | None:
+           max_traces: int | None, all_divergences: bool) -> Counterexample | None:
     """Run one phase of the check on the implementation's system."""
     system = getattr(impl, "system", "scheduler")
     if system == "scheduler":
         if name == "corpus":
-            return _corpus_phase(impl, profile, phase, progress, max_traces)
+            return _corpus_phase(impl, profile, phase, progress, max_traces, all_divergences)
         return _generated_phase(impl, profile, phase, examples=examples, steps=steps,
                                 seed=seed, progress=progress)
     factory = impl.remote()
     try:
         if name == "corpus":
             return system_phases.corpus_phase(system, factory, phase, progress, max_traces,
-                                              profile)
+                                              profile, all_divergences)
         return system_phases.generated_phase(system, factory, phase, examples=examples,
                                              steps=steps, seed=seed, settings=dict(_HYPOTHESIS),
                                              progress=progress, profile=profile)

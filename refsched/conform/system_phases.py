@@ -5,12 +5,13 @@ that check refsched's own implementation of each system, over the implementation
 (an instance in another process: :class:`~refsched.conform.wire.Remote`):
 
 1. **corpus**: the system's trace corpus in ``traces/`` (every edge of TLC's state graph of its
-   traces instance) replayed by :func:`refsched.verify.replay.replay`, every trace even after a
-   divergence, so that the counterexample is the shortest diverging prefix the corpus holds;
+   traces instance) replayed by :func:`refsched.verify.replay.replay`, shortest first, to the
+   first trace that diverges (every trace when asked for all divergences);
 2. **generated**: the system's lock-step machine (``timer_lockstep``, ``pool_lockstep``,
    ``durable_lockstep``), kept to the calls the protocol carries.
 
-A divergence becomes a :class:`~refsched.conform.report.Counterexample`: rows of calls, and the
+A divergence is shrunk by ddmin (:mod:`refsched.conform.shrink`) and becomes a
+:class:`~refsched.conform.report.Counterexample`: rows of calls, and the
 model's spec steps along them as a trace when they form one (the corpus phase's always; the
 generated phase's for the pool and the durable scheduler: a timer run moves its clock by
 fractions and backwards, which the spec's whole-tick clock does not).
@@ -18,7 +19,8 @@ fractions and backwards, which the spec's whole-tick clock does not).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from refsched.conform.admission import (
@@ -28,7 +30,16 @@ from refsched.conform.admission import (
 )
 from refsched.conform.client import HarnessError
 from refsched.conform.profile import FULL, DurableProfile, TimerProfile
-from refsched.conform.report import Counterexample, PhaseResult, Row, answer_text, found_in
+from refsched.conform.report import (
+    Counterexample,
+    PhaseResult,
+    Row,
+    WireRow,
+    answer_text,
+    found_in,
+    wire_rows,
+)
+from refsched.conform.shrink import MachineJudge, Shrunk, TraceJudge, ddmin
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as systems
 from refsched.verify.itf import Trace, TraceFormatError, read_traces
@@ -90,9 +101,35 @@ def _corpus_counterexample(system: systems.System, trace: Trace,
         model_state=divergence.expected, implementation_state=divergence.actual)
 
 
+def shrink_trace(system: systems.System, factory: Callable[..., Any], trace: Trace,
+                 divergence: Divergence, profile: Any
+                 ) -> tuple[Trace, Divergence, Shrunk[Any] | None]:
+    """The trace's steps up to its divergence, shrunk by ddmin (re-run by the model and a
+    fresh instance from ``factory``); the trace and divergence as they were when no smaller
+    set of its steps diverges the same way, or the re-run did not diverge again."""
+    judge = TraceJudge(system, factory, trace.constants, profile, (HarnessError,),
+                       f"{trace.name}-to-step-{divergence.step}")
+    shrunk = ddmin(trace.steps[:divergence.step], judge)
+    if shrunk is None or len(shrunk.items) >= divergence.step:
+        return trace, divergence, shrunk
+    shrunk_trace, found = shrunk.divergence
+    meta = {**trace.meta, "source": f"{trace.name} of the corpus, to the diverging step, "
+                                    f"shrunk by ddmin"}
+    return (Trace(shrunk_trace.name, shrunk_trace.constants, shrunk_trace.initial,
+                  shrunk_trace.steps, meta), found, shrunk)
+
+
+def _ddmin_fields(shrunk: Shrunk[Any] | None, before: int) -> dict[str, Any]:
+    """The counterexample's fields that say what ddmin did."""
+    if shrunk is None:
+        return {}
+    return {"before_ddmin": before, "ddmin_runs": shrunk.runs,
+            "one_minimal": shrunk.complete}
+
+
 def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
                  progress: Progress | None, max_traces: int | None = None,
-                 profile: Any = None) -> Counterexample | None:
+                 profile: Any = None, all_divergences: bool = False) -> Counterexample | None:
     """Replay the system's corpus (its first ``max_traces`` traces the profile admits, a timer
     trace cut at its first step the profile leaves out) through ``factory``; the shortest
     diverging prefix."""
@@ -120,24 +157,33 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
     else:
         traces, whole, replayed_as = everything, len(everything), FULL
     found = replay_admitted(system, len(everything), traces, whole, factory, replayed_as,
-                            phase, progress, max_traces)
-    return None if found is None else _corpus_counterexample(system, *found)
+                            phase, progress, max_traces, all_divergences)
+    if found is None:
+        return None
+    trace, divergence = found
+    before = divergence.step
+    trace, divergence, shrunk = shrink_trace(system, factory, trace, divergence, replayed_as)
+    counterexample = _corpus_counterexample(system, trace, divergence)
+    return dataclasses.replace(counterexample, **_ddmin_fields(shrunk, before))
 
 
 def replay_admitted(system: systems.System, corpus: int, traces: list[Trace], whole: int,
                     factory: Callable[..., Any], profile: Any, phase: PhaseResult,
                     progress: Progress | None,
-                    max_traces: int | None) -> tuple[Trace, Divergence] | None:
+                    max_traces: int | None,
+                    all_divergences: bool = False) -> tuple[Trace, Divergence] | None:
     """Replay ``traces`` (of a ``corpus`` of so many, ``whole`` of them whole, the others
-    prefixes; the first ``max_traces``) through ``factory``, counting into ``phase``; the trace
-    and the divergence of the shortest diverging prefix, or None.
+    prefixes; the first ``max_traces``) through ``factory``, shortest first, counting into
+    ``phase``; the trace and the divergence of the shortest diverging prefix, or None.
 
-    Every trace is replayed, divergent or not, so that the counterexample is the shortest
-    diverging prefix the corpus holds: a conforming implementation costs as much. Errors: a
-    trace the model disagrees with -> :class:`CorpusUnreadable`.
+    The replay stops at the first trace that diverges: shortest first, that one is short, and
+    ddmin (:func:`shrink_trace`) takes it further. ``all_divergences`` replays every trace
+    and keeps the shortest diverging prefix of all (``figures["divergences"]`` counts the
+    traces that diverge). Errors: a trace the model disagrees with -> :class:`CorpusUnreadable`.
     """
     if max_traces is not None and len(traces) > max_traces:
         traces, whole = traces[:max_traces], min(whole, max_traces)
+    traces = sorted(traces, key=lambda t: len(t.steps))  # stable: corpus order among equals
     figures = phase.figures
     figures.update(traces=corpus, admitted=whole, prefixes=len(traces) - whole,
                    steps_admitted=sum(len(t.steps) for t in traces), traces_run=0, steps_run=0)
@@ -147,8 +193,11 @@ def replay_admitted(system: systems.System, corpus: int, traces: list[Trace], wh
         if progress is not None:
             progress("corpus", done, len(traces))
 
-    result = replay(traces, factory, stop_at_first=False, on_progress=on_progress,
-                    fatal=(HarnessError,), system=system, profile=profile)
+    result = replay(traces, factory, stop_at_first=not all_divergences,
+                    on_progress=on_progress, fatal=(HarnessError,), system=system,
+                    profile=profile)
+    if all_divergences:
+        figures["divergences"] = sum(d.side == "implementation" for d in result.divergences)
     if result.ok:
         return None
     wrong = [d for d in result.divergences if d.side == "model"]
@@ -194,28 +243,85 @@ def _run(name: str, factory: Callable[..., Any], ledger: Any, *, examples: int, 
                              profile=profile)
 
 
-def _generated_counterexample(name: str, error: BaseException,
-                              source: str) -> Counterexample:
-    """The shrunk run as rows: each system's lock-step machine names its calls its own way."""
+def minimized_calls(system: str, new_machine: Callable[[], Any], calls: Sequence[Any]
+                    ) -> tuple[Any, tuple[WireRow, ...], Shrunk[Any]] | None:
+    """A lock-step run's ``calls`` shrunk by ddmin, each candidate re-run on ``new_machine()``
+    (a fresh machine over a fresh instance): the disagreement of the shortest, its calls as
+    wire rows, and what the pass did; None when the run does not diverge again."""
+    judge = MachineJudge(system, new_machine, (HarnessError,))
+    shrunk = ddmin(calls, judge)
+    if shrunk is None:
+        return None
+    final = judge.record(shrunk.items)
+    if final is None:  # it diverged on each candidate run, not on this one: flaky
+        return None
+    disagreement = final[2]
+    exchanges = [(call, model, implementation) for call, (_, model, implementation)
+                 in zip(disagreement.calls, judge.exchanges, strict=False)]
+    return disagreement, wire_rows(system, exchanges), shrunk
+
+
+def _timer_machine(factory: Callable[..., Any], profile: Any,
+                   rebuild_floor: int) -> Callable[[], Any]:
+    from refsched.verify.timer.lockstep import timer_lockstep_machine
+
+    machine = timer_lockstep_machine(factory, None, python_api=False, fatal=(HarnessError,),
+                                     profile=profile)
+
+    def new() -> Any:
+        fresh = machine()
+        fresh.create(rebuild_floor, [])
+        return fresh
+    return new
+
+
+def _instance_of(name: str) -> str:
+    return {"pool": "workers w1, w2, w3",
+            "durable": "max_concurrency=2, max_attempts=2, lease=1"}.get(name, "")
+
+
+def _generated_counterexample(name: str, error: BaseException, source: str,
+                              factory: Callable[..., Any], profile: Any) -> Counterexample:
+    """The shrunk run, shrunk further by ddmin, as rows: the timer's as calls on the wire, the
+    pool's and the durable scheduler's as the model's spec steps along them."""
     reason = str(getattr(error, "reason", "")) or f"{type(error).__name__}: {error}"
     trace: Trace | None = getattr(error, "trace", None)
     model_state, implementation_state = getattr(error, "states", (None, None))
     if name == "timer" and hasattr(error, "calls"):
         floor = getattr(error, "rebuild_floor", 0)
+        found = minimized_calls(name, _timer_machine(factory, profile, floor), error.calls)
+        if found is not None:
+            disagreement, rows, shrunk = found
+            model_state, implementation_state = disagreement.states
+            return Counterexample("generated", disagreement.reason, source, 0, rows, None,
+                                  instance=f"rebuild_floor={floor}", system=name,
+                                  model_state=model_state,
+                                  implementation_state=implementation_state,
+                                  **_ddmin_fields(shrunk, len(error.calls)))
         return Counterexample("generated", reason, source, 0, tuple(error.calls), None,
                               instance=f"rebuild_floor={floor}", system=name,
                               model_state=model_state,
                               implementation_state=implementation_state)
+    if trace is not None and trace.steps:
+        system = systems.get(name)
+        replayed_as = profile if isinstance(profile, TimerProfile | DurableProfile) else FULL
+        judge = TraceJudge(system, factory, trace.constants, replayed_as, (HarnessError,),
+                           "conform-counterexample")
+        shrunk = ddmin(trace.steps, judge)
+        if shrunk is not None:
+            shrunk_trace, divergence = shrunk.divergence
+            counterexample = _corpus_counterexample(system, shrunk_trace, divergence)
+            return dataclasses.replace(
+                counterexample, phase="generated", source=source,
+                instance=_instance_of(name), **_ddmin_fields(shrunk, len(trace.steps)))
     shown = tuple(getattr(error, "steps", ()) or getattr(error, "calls", ()))
     rows = [Row(str(text), "", "", True) for text in shown]
     if rows:
         rows[-1] = Row(rows[-1].text, "", "", False)
     else:
         rows.append(Row("(the run's calls are not known)", "", "", False))
-    instance = {"pool": "workers w1, w2, w3",
-                "durable": "max_concurrency=2, max_attempts=2, lease=1"}.get(name, "")
-    return Counterexample("generated", reason, source, 0, tuple(rows), trace, instance=instance,
-                          system=name, model_state=model_state,
+    return Counterexample("generated", reason, source, 0, tuple(rows), trace,
+                          instance=_instance_of(name), system=name, model_state=model_state,
                           implementation_state=implementation_state)
 
 
@@ -254,7 +360,7 @@ def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, 
             raise
         source = (f"generated with seed {seed}, shrunk by Hypothesis" if seed is not None
                   else "generated, shrunk by Hypothesis")
-        return _generated_counterexample(name, found, source)
+        return _generated_counterexample(name, found, source, factory, profile)
     finally:
         phase.figures.update(examples=ledger.examples, calls=ledger.calls)
     return None
