@@ -43,7 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "scheduler, a timer scheduler, a work-stealing pool, a durable scheduler) "
                     "against its reference model: replay the system's trace corpus through it, "
                     "then drive it and the model with the same Hypothesis-generated calls. On a "
-                    "divergence, print the shortest sequence of calls found that shows it.",
+                    "divergence, print the shortest sequence of calls found that shows it (shrunk "
+                    "by Hypothesis, then by ddmin until no call can go), as the protocol's "
+                    "requests and answers.",
         epilog="Exit status: 0 conforms, 1 diverges, 3 the implementation crashed (for "
                "--impl: its factory raised), timed out or broke the protocol, 2 usage error.")
     parser.add_argument("--system", choices=SYSTEMS, default=SYSTEMS[0],
@@ -57,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="skip the replay of the trace corpus")
     parser.add_argument("--max-traces", type=positive_int, metavar="N",
                         help="replay only the corpus's first N traces (default: all of them)")
+    parser.add_argument("--all-divergences", "--keep-going", action="store_true",
+                        dest="all_divergences",
+                        help="replay the whole corpus after a divergence and keep the shortest "
+                             "diverging prefix (default: stop at the first diverging trace, "
+                             "the shortest traces replayed first)")
     parser.add_argument("--seed", type=int, default=0, metavar="N",
                         help="the generated phase's seed (default 0: the same run every time)")
     parser.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
@@ -98,6 +105,8 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
         parser.error("--timeout goes with a COMMAND")
     if args.no_corpus and args.examples == 0:
         parser.error("nothing to check: --no-corpus and --examples 0")
+    if args.no_corpus and args.all_divergences:
+        parser.error("--all-divergences goes with the corpus phase, not --no-corpus")
     if args.no_corpus and args.max_traces is not None:
         parser.error("--max-traces goes with the corpus phase, not --no-corpus")
     if args.picture is not None:  # known before the check, which may take minutes
@@ -183,7 +192,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         report = oracle.check(impl, examples=args.examples, steps=args.steps,
                               corpus=not args.no_corpus, seed=args.seed, progress=progress,
-                              max_traces=args.max_traces)
+                              max_traces=args.max_traces,
+                              all_divergences=args.all_divergences)
     except oracle.OracleError as e:
         display.done(f"refsched conform: {e}")
         return USAGE_ERROR

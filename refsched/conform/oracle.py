@@ -25,6 +25,7 @@ when the check ends, whatever happened.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -58,7 +59,7 @@ from refsched.verify.specstate import snapshot_of
 from refsched.verify.stable import stable_labels
 
 __all__ = ["OracleError", "Progress", "admitted_steps", "admitted_traces", "check",
-           "harness_failure"]
+           "corpus_hash", "harness_failure"]
 
 Progress = Callable[[str, int, int], None]
 """Called with (phase, done, total) as a check goes: corpus traces, generated examples."""
@@ -79,6 +80,20 @@ class OracleError(RuntimeError):
 
 
 # -- the corpus phase -------------------------------------------------------------------------
+
+def corpus_hash(system: str) -> str | None:
+    """SHA-256 of the manifests of ``system``'s corpus instances, in their order: each names
+    its bundle's SHA-256 and the spec's, so this names the corpus replayed (None: a manifest
+    is missing, and the corpus phase will say so)."""
+    digest = hashlib.sha256()
+    spec = system_registry.get(system)
+    try:
+        for config in spec.instances:
+            digest.update((corpus_files.traces_dir() / spec.manifest_of(config)).read_bytes())
+    except OSError:
+        return None
+    return digest.hexdigest()
+
 
 def _read_corpus() -> list[Trace]:
     directory = corpus_files.traces_dir()
@@ -148,16 +163,18 @@ def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
                      examples: int, steps: int, seed: int | None,
                      progress: Progress | None) -> Counterexample | None:
     ledger = Ledger()
+    tally = [0]  # every call sent: the ledger counts only the calls both sides agreed on
 
     def on_example() -> None:
-        phase.figures.update(examples=ledger.examples + 1, calls=ledger.calls)
+        phase.figures.update(examples=ledger.examples + 1, calls=tally[0])
         if progress is not None:
             progress("generated", ledger.examples + 1, examples)
 
     try:
         with stable_labels():
-            run_lockstep(impl.new, examples=examples, steps=steps, on_example=on_example,
-                         ledger=ledger, profile=profile, python_api=False, seed=seed,
+            run_lockstep(system_phases.counting(impl.new, tally), examples=examples,
+                         steps=steps, on_example=on_example, ledger=ledger,
+                         profile=profile, python_api=False, seed=seed,
                          fatal=(HarnessError,), hypothesis_settings=_HYPOTHESIS)
     except Exception as error:
         found = found_in(error, Disagreement)
@@ -169,7 +186,7 @@ def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
                                    fatal=(HarnessError,))
 
         def new_machine() -> Any:
-            fresh = machine()
+            fresh: Any = machine()
             fresh.create(found.max_concurrency, [], False)  # a run's first calls are its own
             return fresh
 
@@ -187,7 +204,7 @@ def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
             before_ddmin=len(found.calls), ddmin_runs=shrunk.runs,
             one_minimal=shrunk.complete)
     finally:
-        phase.figures.update(examples=ledger.examples, calls=ledger.calls)
+        phase.figures.update(examples=ledger.examples, calls=tally[0])
     return None
 
 
@@ -215,7 +232,10 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
     started = time.monotonic()
     try:
         profile = impl.profile
-        report = ConformanceReport(implementation=impl.name, profile=profile, seed=seed)
+        system = getattr(impl, "system", "scheduler")
+        report = ConformanceReport(implementation=impl.name, profile=profile, seed=seed,
+                                   system=system,
+                                   corpus_sha256=corpus_hash(system) if corpus else None)
         current: PhaseResult | None = None
         try:
             for name in [n for n, wanted in (("corpus", corpus), ("generated", examples > 0))

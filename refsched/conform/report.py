@@ -316,6 +316,9 @@ class ConformanceReport:
     stderr_tail: str = ""  # the implementation's last lines of stderr, on a harness failure
     seed: int | None = 0
     seconds: float = 0.0
+    system: str = "scheduler"
+    # SHA-256 of the manifests of the system's corpus instances, in order (None: not replayed)
+    corpus_sha256: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -350,8 +353,26 @@ class ConformanceReport:
             lines.append(self.counterexample.format())
         return "\n".join(lines)
 
+    def certificate(self) -> dict[str, Any]:
+        """What the verdict was reached with, to quote beside it: refsched's version, the
+        corpus (its manifests' hash), the profile, the seed, and how much ran."""
+        from refsched import __version__
+
+        corpus = self.phase("corpus")
+        generated = self.phase("generated")
+        return {
+            "refsched": __version__, "system": self.system,
+            "corpus_sha256": self.corpus_sha256,
+            "profile": None if self.profile is None else self.profile.to_json(),
+            "seed": self.seed,
+            "traces_replayed": 0 if corpus is None else corpus.figures.get("traces_run", 0),
+            "examples": 0 if generated is None else generated.figures.get("examples", 0),
+            "calls": 0 if generated is None else generated.figures.get("calls", 0),
+        }
+
     def to_json(self) -> dict[str, Any]:
         return {
+            "certificate": self.certificate(),
             "implementation": self.implementation,
             "verdict": self.verdict,
             "ok": self.ok,

@@ -269,7 +269,7 @@ def _timer_machine(factory: Callable[..., Any], profile: Any,
                                      profile=profile)
 
     def new() -> Any:
-        fresh = machine()
+        fresh: Any = machine()
         fresh.create(rebuild_floor, [])
         return fresh
     return new
@@ -307,22 +307,54 @@ def _generated_counterexample(name: str, error: BaseException, source: str,
         replayed_as = profile if isinstance(profile, TimerProfile | DurableProfile) else FULL
         judge = TraceJudge(system, factory, trace.constants, replayed_as, (HarnessError,),
                            "conform-counterexample")
-        shrunk = ddmin(trace.steps, judge)
-        if shrunk is not None:
-            shrunk_trace, divergence = shrunk.divergence
+        walk = ddmin(trace.steps, judge)
+        if walk is not None:
+            shrunk_trace, divergence = walk.divergence
             counterexample = _corpus_counterexample(system, shrunk_trace, divergence)
             return dataclasses.replace(
                 counterexample, phase="generated", source=source,
-                instance=_instance_of(name), **_ddmin_fields(shrunk, len(trace.steps)))
+                instance=_instance_of(name), **_ddmin_fields(walk, len(trace.steps)))
     shown = tuple(getattr(error, "steps", ()) or getattr(error, "calls", ()))
-    rows = [Row(str(text), "", "", True) for text in shown]
-    if rows:
-        rows[-1] = Row(rows[-1].text, "", "", False)
+    listed = [Row(str(text), "", "", True) for text in shown]
+    if listed:
+        listed[-1] = Row(listed[-1].text, "", "", False)
     else:
-        rows.append(Row("(the run's calls are not known)", "", "", False))
-    return Counterexample("generated", reason, source, 0, tuple(rows), trace,
+        listed.append(Row("(the run's calls are not known)", "", "", False))
+    return Counterexample("generated", reason, source, 0, tuple(listed), trace,
                           instance=_instance_of(name), system=name, model_state=model_state,
                           implementation_state=implementation_state)
+
+
+# what the comparison reads after each call: no call of the run
+_READS = frozenset({"snapshot", "stats", "check_invariants", "leases", "history", "now",
+                    "release"})
+
+
+class _Counted:
+    """An instance whose calls (not the comparison's reads) are counted into ``tally[0]``."""
+
+    def __init__(self, target: Any, tally: list[int]) -> None:
+        self._target = target
+        self._tally = tally
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._target, name)
+        if not callable(attribute) or name.startswith("_") or name in _READS:
+            return attribute
+        tally = self._tally
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            tally[0] += 1
+            return attribute(*args, **kwargs)
+        return counted
+
+
+def counting(factory: Callable[..., Any], tally: list[int]) -> Callable[..., Any]:
+    """``factory``, each instance it makes counting the calls made on it into ``tally[0]``:
+    the calls of a run are every call sent, the initial ones and the failing one included."""
+    def new(*args: Any, **kwargs: Any) -> Any:
+        return _Counted(factory(*args, **kwargs), tally)
+    return new
 
 
 def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, *,
@@ -332,6 +364,9 @@ def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, 
     """Drive ``factory`` and the model with the system's lock-step machine."""
     made = 0
     ledger = _ledger(name)
+    tally = [0]
+    # a pool is driven step by step from its class (unwrapped below): its walk's steps count
+    instances = factory if name == "pool" else counting(factory, tally)
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         nonlocal made
@@ -339,7 +374,7 @@ def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, 
         phase.figures["examples"] = made
         if progress is not None:
             progress("generated", made, examples)
-        return factory(*args, **kwargs)
+        return instances(*args, **kwargs)
 
     counted.drives_steps = getattr(factory, "drives_steps", False)  # type: ignore[attr-defined]
     # a pool class is driven without its threads (pool_driver.SteppedPool), which unwraps the
@@ -362,7 +397,8 @@ def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, 
                   else "generated, shrunk by Hypothesis")
         return _generated_counterexample(name, found, source, factory, profile)
     finally:
-        phase.figures.update(examples=ledger.examples, calls=ledger.calls)
+        phase.figures.update(examples=ledger.examples,
+                             calls=ledger.calls if name == "pool" else tally[0])
     return None
 
 
