@@ -43,7 +43,10 @@ from refsched.conform.report import (
     PhaseResult,
     answer_text,
     found_in,
+    wire_rows,
 )
+from refsched.conform.shrink import exchange
+from refsched.model import ReferenceScheduler
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as system_registry
 from refsched.verify.dag.lockstep import (
@@ -149,8 +152,14 @@ def _corpus_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
     trace, first = found
     before = first.step
     trace, first, shrunk = system_phases.shrink_trace(system, impl.new, trace, first, profile)
-    counterexample = _corpus_counterexample(trace, first, profile,
-                                            int(trace.constants.get("MaxConcurrency", 0)))
+    max_concurrency = int(trace.constants.get("MaxConcurrency", 0))
+    counterexample = _corpus_counterexample(trace, first, profile, max_concurrency)
+    if first.step:  # the calls again, on a fresh model and instance: their answers to encode
+        calls = counterexample.calls
+        answers = exchange(calls, ReferenceScheduler(max_concurrency),
+                           impl.new(max_concurrency), (HarnessError,))
+        counterexample = dataclasses.replace(counterexample,
+                                             calls=wire_rows("scheduler", answers))
     if shrunk is None:
         return counterexample
     return dataclasses.replace(counterexample, before_ddmin=before, ddmin_runs=shrunk.runs,

@@ -178,7 +178,7 @@ def wire_rows(system: str, exchanges: Sequence[tuple[Any, Any, Any]]) -> tuple[W
         rows.append(WireRow(wire_request(system, call.method, call.args, call.kwargs),
                             wire_answer(system, call.method, model),
                             wire_answer(system, call.method, implementation), call.agrees,
-                            call.diff, call.text))
+                            call.diff, call.text, tuple(getattr(call, "steps", ()))))
     return tuple(rows)
 
 
@@ -200,6 +200,8 @@ class WireRow:
     agrees: bool  # False only for the failing one
     diff: str = ""  # the fields that differ after it
     python: str = ""  # the call as the lock-step machine names it
+    # the spec steps the model took for the call: (action, params) pairs, or action names
+    steps: tuple[Any, ...] = ()
 
     @property
     def text(self) -> str:
@@ -216,7 +218,10 @@ class WireRow:
     def to_json(self) -> dict[str, Any]:
         return {"request": dict(self.request), "model": self.model_answer,
                 "implementation": self.implementation_answer, "agrees": self.agrees,
-                "diff": self.diff, "call": self.python}
+                "diff": self.diff, "call": self.python,
+                "steps": [step if isinstance(step, str) else
+                          {"action": step[0], "params": {k: repr(v) for k, v in step[1].items()}}
+                          for step in self.steps]}
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from refsched.verify import system as systems
 from refsched.verify.itf import Step, Trace
 from refsched.verify.replay import Divergence, replay
 
-__all__ = ["MachineJudge", "Shrunk", "TraceJudge", "ddmin", "divergence_kind"]
+__all__ = ["MachineJudge", "Shrunk", "TraceJudge", "ddmin", "divergence_kind", "exchange"]
 
 _T = TypeVar("_T")
 
@@ -218,6 +218,25 @@ class MachineJudge:
             return
         machine.both(call.method, *call.args)
         machine.invariants_hold()
+
+
+def exchange(calls: Sequence[Any], model: Any, implementation: Any,
+             fatal: tuple[type[BaseException], ...]) -> list[Exchange]:
+    """Make each call (``method``, ``args``, ``kwargs``) on ``model`` and on ``implementation``
+    as they are, comparing nothing: each side's (value, error), for the report to encode."""
+    out: list[Exchange] = []
+    for call in calls:
+        answers: list[tuple[Any, BaseException | None]] = []
+        for side in (model, implementation):
+            try:
+                answers.append((getattr(side, call.method)(*call.args, **dict(call.kwargs)),
+                                None))
+            except fatal:
+                raise
+            except Exception as error:  # an answer like any other
+                answers.append((None, error))
+        out.append((call, answers[0], answers[1]))
+    return out
 
 
 def _answer(log: Sequence[Any], method: str) -> tuple[Any, BaseException | None] | None:
