@@ -161,11 +161,11 @@ class Crashing:
 
         class Scheduler:
             def __getattr__(self, name: str) -> Any:
-                def call(*args: Any) -> Any:
+                def call(*args: Any, **kwargs: Any) -> Any:
                     outer.left -= 1
                     if outer.left < 0:
                         raise ImplementationCrashed("submit: its stdout ended", "boom\nSegfault")
-                    return getattr(inner, name)(*args)
+                    return getattr(inner, name)(*args, **kwargs)
                 return call
 
         inner = TaskScheduler(max_concurrency)
@@ -233,7 +233,8 @@ def test_the_pytest_plugin_fails_with_the_counterexample(pytester: pytest.Pytest
     result.stdout.fnmatch_lines(["*refsched-conformance::generated*",
                                  "*DIVERGES from the model*",
                                  "*counterexample*",
-                                 "*ready(None)*[('a', 1), ('b', 1)]*[('b', 1), ('a', 1)]*"])
+                                 '*{"op":"ready","limit":null}*[["a",1],["b",1]]*'
+                                 '[["b",1],["a",1]]*'])
 
 
 def test_the_pytest_plugin_adds_nothing_without_an_implementation(

@@ -204,6 +204,11 @@ class WireRow:
     steps: tuple[Any, ...] = ()
 
     @property
+    def method(self) -> str:
+        """The operation: the request's ``op``."""
+        return str(self.request.get("op", ""))
+
+    @property
     def text(self) -> str:
         return _json_text(self.request)
 
@@ -253,6 +258,20 @@ class Counterexample:
     ddmin_runs: int = 0
     one_minimal: bool = False
 
+    @property
+    def wire_reason(self) -> str:
+        """The reason, in the protocol's words when the calls are wire rows: the failing
+        request as JSON, and the two answers as JSON when they differ."""
+        failing = self.calls[-1] if self.calls else None
+        if not isinstance(failing, WireRow):
+            return self.reason
+        if failing.model != failing.implementation:
+            return (f"{failing.text}: the implementation answered {failing.implementation}, "
+                    f"the model {failing.model}")
+        if failing.python and self.reason.startswith(failing.python + ":"):
+            return failing.text + self.reason[len(failing.python):]
+        return self.reason
+
     def ddmin_text(self) -> str:
         """What the ddmin pass did, in a phrase ("" when it did not run)."""
         if not self.before_ddmin:
@@ -295,11 +314,11 @@ class Counterexample:
             f"counterexample ({self.source}{shrunk}; {len(self.calls)} calls, "
             f"{self.instance or f'max_concurrency={self.max_concurrency}'}):",
             self.table(),
-            f"the implementation diverges: {self.reason}",
+            f"the implementation diverges: {self.wire_reason}",
         ])
 
     def to_json(self) -> dict[str, Any]:
-        return {"phase": self.phase, "reason": self.reason, "source": self.source,
+        return {"phase": self.phase, "reason": self.wire_reason, "source": self.source,
                 "max_concurrency": self.max_concurrency, "instance": self.instance,
                 "calls": [c.to_json() for c in self.calls],
                 "ddmin": (None if not self.before_ddmin else
