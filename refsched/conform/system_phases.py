@@ -119,6 +119,83 @@ def shrink_trace(system: systems.System, factory: Callable[..., Any], trace: Tra
                   shrunk_trace.steps, meta), found, shrunk)
 
 
+class _Twin:
+    """A timer instance each of whose calls the reference model is asked too: both answers,
+    and the clock's moves, are logged as a run's exchanges for the report to encode."""
+
+    def __init__(self, implementation: Any, model: Any, clock: Callable[[], float],
+                 log: list[Any]) -> None:
+        self._implementation = implementation
+        self._model = model
+        self._clock = clock
+        self._read = clock()
+        self._log = log
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._implementation, name)
+        if not callable(attribute) or name.startswith("_") or name in _READS:
+            return attribute
+        log = self._log
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            now = self._clock()
+            if now != self._read:  # logged as the lock-step logs it: by how much it moved
+                log.append((_Asked("advance", (now - self._read,), {}), None, None))
+                self._read = now
+            answers: list[tuple[Any, BaseException | None]] = []
+            for side in (getattr(self._model, name), attribute):
+                try:
+                    answers.append((side(*args, **kwargs), None))
+                except HarnessError:
+                    raise
+                except Exception as error:  # an answer like any other
+                    answers.append((None, error))
+            log.append((_Asked(name, args, kwargs), answers[0], answers[1]))
+            value, raised = answers[1]
+            if raised is not None:
+                raise raised
+            return value
+        return call
+
+
+@dataclasses.dataclass(frozen=True)
+class _Asked:
+    """A call as the report encodes it (the lock-step's ``Call`` has the same fields)."""
+
+    method: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    agrees: bool = True
+    diff: str = ""
+
+    @property
+    def text(self) -> str:
+        shown = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"{self.method}({', '.join(shown)})"
+
+
+def _timer_wire_rows(factory: Callable[..., Any], trace: Trace, divergence: Divergence,
+                     profile: Any) -> tuple[WireRow, ...] | None:
+    """The timer trace's calls once more, with the model asked each one too, as wire rows;
+    None when the run does not diverge at the same step again."""
+    from refsched.model.timer import ReferenceTimerScheduler
+
+    log: list[Any] = []
+
+    def twins(clock: Callable[[], float], **options: Any) -> _Twin:
+        return _Twin(factory(clock, **options), ReferenceTimerScheduler(clock, **options),
+                     clock, log)
+
+    again = replay([trace], twins, system=systems.get("timer"), profile=profile,
+                   fatal=(HarnessError,))
+    if again.ok or again.divergences[0].step != divergence.step or not log:
+        return None
+    asked, model, implementation = log[-1]
+    log[-1] = (dataclasses.replace(asked, agrees=False, diff=divergence.diff), model,
+               implementation)
+    return wire_rows("timer", log)
+
+
 def _ddmin_fields(shrunk: Shrunk[Any] | None, before: int) -> dict[str, Any]:
     """The counterexample's fields that say what ddmin did."""
     if shrunk is None:
@@ -164,6 +241,10 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
     before = divergence.step
     trace, divergence, shrunk = shrink_trace(system, factory, trace, divergence, replayed_as)
     counterexample = _corpus_counterexample(system, trace, divergence)
+    if name == "timer" and divergence.step:
+        rows = _timer_wire_rows(factory, trace, divergence, replayed_as)
+        if rows is not None:
+            counterexample = dataclasses.replace(counterexample, calls=rows)
     return dataclasses.replace(counterexample, **_ddmin_fields(shrunk, before))
 
 
