@@ -225,7 +225,7 @@ def test_a_corpus_counterexample_is_a_trace_replay_reads(system: str, tmp_path: 
     replayed = subprocess.run([sys.executable, "-m", "refsched", "replay", "--system", system,
                                str(out)], capture_output=True, text=True, timeout=120)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
-    assert trace.meta["source"].endswith("to the diverging step")
+    assert "to the diverging step" in trace.meta["source"]
 
 
 def test_a_generated_pool_counterexample_is_a_trace_of_the_spec(tmp_path: Path) -> None:
