@@ -275,7 +275,7 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
 
 def _phase(impl: Implementation, profile: Profile, phase: PhaseResult, name: str, *,
            examples: int, steps: int, seed: int | None, progress: Progress | None,
-           max_traces: int | None, all_divergences: bool) -> Counterexample | None:
+           max_traces: int | None, all_divergences: bool = False) -> Counterexample | None:
     """Run one phase of the check on the implementation's system."""
     system = getattr(impl, "system", "scheduler")
     if system == "scheduler":
