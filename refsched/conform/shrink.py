@@ -255,8 +255,12 @@ class TraceJudge:
 
     def __init__(self, system: systems.System, factory: Callable[..., Any],
                  constants: Mapping[str, Any], profile: Any,
-                 fatal: tuple[type[BaseException], ...], name: str) -> None:
+                 fatal: tuple[type[BaseException], ...], name: str,
+                 admits: Callable[[Any, Trace], int] | None = None) -> None:
         self.system = system
+        # how many steps of a trace, from its start, the profile lets the oracle ask (None:
+        # all): a candidate the profile does not admit whole is no run
+        self.admits = admits
         self.factory = factory
         self.constants = dict(constants)
         self.profile = profile
@@ -290,6 +294,8 @@ class TraceJudge:
     def __call__(self, steps: Sequence[Step]) -> tuple[Hashable, int, Any] | None:
         trace = self.trace(steps)
         if trace is None:
+            return None
+        if self.admits is not None and self.admits(self.profile, trace) < len(trace.steps):
             return None
         report = replay([trace], self.factory, system=self.system, profile=self.profile,
                         fatal=self.fatal)

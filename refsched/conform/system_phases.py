@@ -24,12 +24,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from refsched.conform.admission import (
+    admitted_steps,
     admitted_traces,
     durable_admitted_steps,
     timer_admitted_steps,
 )
 from refsched.conform.client import HarnessError
-from refsched.conform.profile import FULL, DurableProfile, TimerProfile
+from refsched.conform.profile import FULL, DurableProfile, Profile, TimerProfile
 from refsched.conform.report import (
     Counterexample,
     PhaseResult,
@@ -101,14 +102,26 @@ def _corpus_counterexample(system: systems.System, trace: Trace,
         model_state=divergence.expected, implementation_state=divergence.actual)
 
 
+def _admission(profile: Any) -> Callable[[Any, Trace], int] | None:
+    """How the profile admits a trace's steps (None: the full contract, every step)."""
+    if isinstance(profile, TimerProfile):
+        return timer_admitted_steps
+    if isinstance(profile, DurableProfile):
+        return durable_admitted_steps
+    if isinstance(profile, Profile):
+        return admitted_steps
+    return None
+
+
 def shrink_trace(system: systems.System, factory: Callable[..., Any], trace: Trace,
                  divergence: Divergence, profile: Any
                  ) -> tuple[Trace, Divergence, Shrunk[Any] | None]:
     """The trace's steps up to its divergence, shrunk by ddmin (re-run by the model and a
-    fresh instance from ``factory``); the trace and divergence as they were when no smaller
-    set of its steps diverges the same way, or the re-run did not diverge again."""
+    fresh instance from ``factory``, each candidate one the profile admits); the trace and
+    divergence as they were when no smaller set of its steps diverges the same way, or the
+    re-run did not diverge again."""
     judge = TraceJudge(system, factory, trace.constants, profile, (HarnessError,),
-                       f"{trace.name}-to-step-{divergence.step}")
+                       f"{trace.name}-to-step-{divergence.step}", _admission(profile))
     shrunk = ddmin(trace.steps[:divergence.step], judge)
     if shrunk is None or len(shrunk.items) >= divergence.step:
         return trace, divergence, shrunk
@@ -387,7 +400,7 @@ def _generated_counterexample(name: str, error: BaseException, source: str,
         system = systems.get(name)
         replayed_as = profile if isinstance(profile, TimerProfile | DurableProfile) else FULL
         judge = TraceJudge(system, factory, trace.constants, replayed_as, (HarnessError,),
-                           "conform-counterexample")
+                           "conform-counterexample", _admission(replayed_as))
         walk = ddmin(trace.steps, judge)
         if walk is not None:
             shrunk_trace, divergence = walk.divergence
