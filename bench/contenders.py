@@ -58,13 +58,14 @@ def core_graphlib(graph: Graph) -> int:
 
 
 def _under(context: Callable[[], contextlib.AbstractContextManager[None]], contender: Contender,
-           name: str, doc: str) -> Contender:
-    """``contender`` run inside ``context()``, as a contender of its own named ``name``."""
+           suffix: str, how: str) -> Contender:
+    """``contender`` run inside ``context()``, as a contender of its own: its name with
+    ``_suffix``, its doc ``how`` it runs."""
     def run(graph: Graph) -> int:
         with context():
             return contender(graph)
-    run.__name__ = run.__qualname__ = name
-    run.__doc__ = doc
+    run.__name__ = run.__qualname__ = f"{contender.__name__}_{suffix}"
+    run.__doc__ = f"{contender.__name__} {how}"
     return run
 
 
@@ -77,12 +78,10 @@ def _gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-core_refsched_gc_off = _under(
-    _gc_paused, core_refsched, "core_refsched_gc_off",
-    "core_refsched with the cyclic garbage collector paused: the algorithm's own cost.")
-core_graphlib_gc_off = _under(
-    _gc_paused, core_graphlib, "core_graphlib_gc_off",
-    "core_graphlib with the cyclic garbage collector paused.")
+core_refsched_gc_off = _under(_gc_paused, core_refsched, "gc_off",
+                              "with the cyclic garbage collector paused: the algorithm's own cost.")
+core_graphlib_gc_off = _under(_gc_paused, core_graphlib, "gc_off",
+                              "with the cyclic garbage collector paused.")
 
 
 # -- runner: the same graph of no-op functions on 4 threads --------------------------------
@@ -189,9 +188,7 @@ def threading_direct() -> Iterator[None]:
             setattr(m, "sync", s)  # noqa: B010
 
 
-core_refsched_threading = _under(
-    threading_direct, core_refsched, "core_refsched_threading",
-    "core_refsched with its primitives taken from threading directly.")
-runner_refsched_threading = _under(
-    threading_direct, runner_refsched, "runner_refsched_threading",
-    "runner_refsched with its primitives taken from threading directly.")
+core_refsched_threading = _under(threading_direct, core_refsched, "threading",
+                                 "with its primitives taken from threading directly.")
+runner_refsched_threading = _under(threading_direct, runner_refsched, "threading",
+                                   "with its primitives taken from threading directly.")

@@ -687,26 +687,20 @@ def _pool_section(results: Results) -> list[str]:
 
 
 def _durable_section(results: Results) -> list[str]:
-    rows = _rows(results, "durable")
-    if not rows:
-        return []
+    if not _rows(results, "durable"):
+        return []  # and no claims were counted
     claims = (f"Claims per second of the store, one process claiming 8 at a time and completing "
               f"each: **{statistics.median(results.claims_per_s):,.0f}** (median).")
-    return [
+    return _comparison_section(
+        results, "durable",
         "## Durable scheduler: `DurableScheduler` on SQLite against Huey's `SqliteHuey`, and "
         "against the in-memory `Runner`",
-        "",
         "Four worker processes each side (`refsched worker --until-done` and "
         "`huey_consumer -w 4 -k process`), started before the clock; a time runs from the first "
         "submit (enqueue) to the last result. The DAG row is the cost of durability: the same "
         "layered DAG (each task depends on two of the layer before) through durable workers "
         "and through `Runner(4)` in memory. Workloads: `bench/durable.py`.",
-        "",
-        *_comparison_table(rows),
-        "",
-        claims,
-        "",
-    ]
+        after=[claims, ""])
 
 
 def _durable_postgres_section(results: Results) -> list[str]:
@@ -717,9 +711,8 @@ def _durable_postgres_section(results: Results) -> list[str]:
     if results.postgres_skipped:
         return [title, "", f"Skipped: {results.postgres_skipped}.", ""]
     claims = results.postgres_claims_per_s
-    return [
-        title,
-        "",
+    return _comparison_section(
+        results, "durable-postgres", title,
         f"One server for both sides: {results.postgres_server}; each run in a fresh database. "
         "Four worker processes each side, started before the clock: `refsched worker` "
         "(`--until-done` in the DAG row) against `procrastinate "
@@ -732,17 +725,15 @@ def _durable_postgres_section(results: Results) -> list[str]:
         "claimable at once, as a deferred job is; the DAG row submits every task, then starts, "
         "as the SQLite row does, against `Runner(4)` in memory. Workloads: `bench/durable.py`, "
         "`bench/procrastinate_tasks.py`.",
-        "",
-        *_comparison_table(_rows(results, "durable-postgres")),
-        "",
-        f"Claims per second of the store, {POSTGRES_CLAIMERS} processes each claiming 8 at a "
-        "time and completing each until a claim comes back empty, over the whole run: "
-        f"**{statistics.median(claims):,.0f}** (median; "
-        f"[{min(claims):,.0f}-{max(claims):,.0f}]).",
-        "",
-        "![the flat row by round, and claims per second](durable-postgres.png)",
-        "",
-    ]
+        after=[
+            f"Claims per second of the store, {POSTGRES_CLAIMERS} processes each claiming 8 at a "
+            "time and completing each until a claim comes back empty, over the whole run: "
+            f"**{statistics.median(claims):,.0f}** (median; "
+            f"[{min(claims):,.0f}-{max(claims):,.0f}]).",
+            "",
+            "![the flat row by round, and claims per second](durable-postgres.png)",
+            "",
+        ])
 
 
 def _deadlock_lines(d: Deadlock) -> list[str]:

@@ -1,13 +1,16 @@
-"""What the in-memory schedulers share around their invariant checks: the call, the checker."""
+"""What the in-memory schedulers share: the invariant checks (the call, the checker) and the
+lookup of a task id with its typed errors."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Hashable, Mapping
 from typing import Any, ClassVar, Generic, NoReturn, TypeVar
 
-from refsched.errors import InvariantViolation
+from refsched.errors import InvalidArgumentError, InvariantViolation, UnknownTaskError
+from refsched.values import shown
 
-__all__ = ["Checker", "LockChecked", "check_method"]
+__all__ = ["Checker", "LockChecked", "check_method", "checker_of", "find_current"]
 
 
 class LockChecked:
@@ -39,7 +42,11 @@ class LockChecked:
 
     def _check_locked(self) -> None:
         """Raise ``InvariantViolation`` for the first invariant broken. Lock held."""
-        raise NotImplementedError
+        self._checker(self).run()
+
+    # The scheduler's Checker: set by ``checker_of`` where the checker is defined, after the
+    # scheduler's class, since it reads the scheduler's internals.
+    _checker: ClassVar[type[Checker[Any]]]
 
 
 _S = TypeVar("_S")
@@ -69,3 +76,29 @@ class Checker(Generic[_S]):
     def run(self) -> None:
         for invariant in self.invariants:
             getattr(self, check_method(invariant))()
+
+
+_C = TypeVar("_C", bound=type[Checker[Any]])
+
+
+def checker_of(scheduler: type[LockChecked]) -> Callable[[_C], _C]:
+    """Class decorator: the decorated Checker is what ``scheduler.check_invariants()`` runs."""
+    def register(checker: _C) -> _C:
+        scheduler._checker = checker
+        return checker
+    return register
+
+
+_V = TypeVar("_V")
+
+
+def find_current(table: Mapping[Hashable, _V], call: str, task_id: Hashable) -> _V:
+    """What ``table`` keeps of ``task_id``'s current version. Errors: an unhashable id ->
+    ``InvalidArgumentError``; an unknown one -> ``UnknownTaskError``, both naming ``call``."""
+    try:
+        found = table.get(task_id)
+    except TypeError:
+        raise InvalidArgumentError(f"{call}({shown(task_id)}): task id is unhashable") from None
+    if found is None:
+        raise UnknownTaskError(f"{call}({shown(task_id)}): unknown task", task_id)
+    return found

@@ -32,7 +32,6 @@ import functools
 import importlib
 import json
 import os
-import reprlib
 import signal
 import sys
 import threading
@@ -48,6 +47,11 @@ import refsched
 from refsched.arguments import non_negative_int as non_negative_int
 from refsched.arguments import positive_int as positive_int
 from refsched.arguments import positive_seconds as positive_seconds
+from refsched.arguments import unwritable
+from refsched.loading import FactoryError as FactoryError
+from refsched.loading import guarded_factory as guarded_factory
+from refsched.loading import load_factory as load_factory
+from refsched.progress import Progress as Progress
 from refsched.verify.checks import Outcome
 from refsched.verify.system import REPLAYABLE as SYSTEM_NAMES
 
@@ -60,85 +64,7 @@ QUICK_STRIDE = 20
 QUICK_EXAMPLES = 20
 
 
-class Progress:
-    """A one-line progress display on a terminal; occasional plain lines elsewhere (CI logs)."""
-
-    def __init__(self, stream: TextIO, quiet: bool = False) -> None:
-        self.stream = stream
-        self.quiet = quiet
-        self.live = stream.isatty() and not os.environ.get("CI")
-        self._last = 0.0
-        self._width = 0
-
-    def update(self, text: str, force: bool = False) -> None:
-        if self.quiet:
-            return
-        now = time.monotonic()
-        if self.live:
-            if force or now - self._last > 0.1:
-                line = text[:100]
-                self.stream.write("\r" + line.ljust(self._width))
-                self._width = len(line)
-                self.stream.flush()
-                self._last = now
-        elif force or now - self._last > 10.0:
-            self.stream.write(text + "\n")
-            self.stream.flush()
-            self._last = now
-
-    def clear(self) -> None:
-        """Erase the live line, if one shows (before a message of another kind)."""
-        if self.live and self._width:
-            self.stream.write("\r" + " " * self._width + "\r")
-            self._width = 0
-            self.stream.flush()
-
-    def done(self, text: str) -> None:
-        self.clear()
-        self.stream.write(text + "\n")
-        self.stream.flush()
-
-
 # -- argument types: a bad value is argparse's usage error (exit 2), before anything runs --
-
-class FactoryError(Exception):
-    """An ``--impl`` factory raised instead of returning an implementation."""
-
-
-def guarded_factory(spec: str, factory: Callable[..., Any]) -> Callable[..., Any]:
-    """``factory``, raising :class:`FactoryError` (naming ``spec``, the call and the error)
-    for any exception it raises, or a ``SystemExit``: a broken factory is a usage error, not a
-    divergence of the implementation and not a traceback."""
-    def build(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return factory(*args, **kwargs)
-        except (Exception, SystemExit) as error:
-            call = ", ".join([*map(reprlib.repr, args),
-                              *(f"{k}={reprlib.repr(v)}" for k, v in kwargs.items())])
-            raise FactoryError(f"--impl {spec}: {spec}({call}) raised "
-                               f"{type(error).__name__}: {error}") from error
-    build.__wrapped__ = factory  # type: ignore[attr-defined]  # a stepped pool needs the class
-    return build
-
-
-def load_factory(spec: str) -> Callable[[int], Any]:
-    """``module:attribute`` -> the callable it names (a scheduler class or factory)."""
-    module_name, sep, attribute = spec.partition(":")
-    if not sep or not module_name or not attribute:
-        raise ValueError(f"--impl {spec!r}: expected MODULE:FACTORY, e.g. refsched:TaskScheduler")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as e:
-        raise ValueError(f"--impl {spec!r}: cannot import {module_name!r}: {e}") from e
-    for part in attribute.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise ValueError(f"--impl {spec!r}: {module_name!r} has no {attribute!r}") from None
-    if not callable(target):
-        raise ValueError(f"--impl {spec!r}: {attribute!r} is not callable")
-    return target  # type: ignore[no-any-return]
-
 
 def _print_table(outcomes: list[Outcome], stream: TextIO) -> None:
     """The summary: one row per check, its verdict, its first line of figures, its time."""
@@ -522,18 +448,6 @@ def cmd_validate_trace(args: argparse.Namespace) -> int:
     return 0
 
 
-def _unwritable(out: Path) -> str | None:
-    """Why ``out`` cannot be written (None if it seems it can), checked before recording."""
-    if out.is_dir():
-        return "it is a directory"
-    if not out.parent.is_dir():
-        return f"no folder {out.parent}"
-    if not os.access(out.parent, os.W_OK | os.X_OK) or (out.exists()
-                                                        and not os.access(out, os.W_OK)):
-        return "permission denied"
-    return None
-
-
 def cmd_record(args: argparse.Namespace) -> int:
     from refsched.verify.itf import trace_to_itf, write_traces
     from refsched.verify.recording import record_run
@@ -544,7 +458,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         print("refsched record: several runs need a .jsonl or .jsonl.gz output",
               file=sys.stderr)
         return 2
-    problem = _unwritable(out)
+    problem = unwritable(out)
     if problem is not None:
         print(f"refsched record: cannot write {out}: {problem}", file=sys.stderr)
         return 2
@@ -562,6 +476,18 @@ def cmd_record(args: argparse.Namespace) -> int:
     steps = sum(len(t.steps) for t in traces)
     print(f"wrote {out}: {len(traces)} recorded run(s), {steps:,} steps")
     return 0
+
+
+def _quiet_option(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("-q", "--quiet", action="store_true", help="no progress display")
+    return parser
+
+
+def _tlc_workers_option(parser: argparse.ArgumentParser, per_core: bool) -> None:
+    """``--workers N``, TLC's worker threads: one per core by default, or one."""
+    parser.add_argument("--workers", type=positive_int, metavar="N",
+                        default=(os.cpu_count() or 1) if per_core else 1,
+                        help=f"TLC worker threads (default: {'one per core' if per_core else 1})")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -600,9 +526,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--impl", default="refsched:TaskScheduler", metavar="MODULE:FACTORY",
                         help="the TaskScheduler implementation the model is checked against: "
                              "a callable taking max_concurrency (default refsched:TaskScheduler)")
-    verify.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
-                        metavar="N",
-                        help="TLC worker threads (default: one per core)")
+    _tlc_workers_option(verify, per_core=True)
     verify.add_argument("--runs", type=non_negative_int, default=None, metavar="N",
                         help="recorded runs TLC validates: Runner runs, and durable runs of "
                              "worker processes under kills and pauses (default 3 each, 1 with "
@@ -616,8 +540,7 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--fail-fast", action="store_true", help="stop at the first failed check")
     verify.add_argument("--json", action="store_true",
                         help="print the results as JSON on stdout (no progress display)")
-    verify.add_argument("-q", "--quiet", action="store_true", help="no progress display")
-    verify.set_defaults(handler=cmd_verify)
+    _quiet_option(verify).set_defaults(handler=cmd_verify)
 
     traces = commands.add_parser(
         "traces",
@@ -637,11 +560,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write nothing; fail unless the committed corpus is current")
     traces.add_argument("-o", "--output", metavar="DIR",
                         help="the corpus folder (default: traces/ beside spec/)")
-    traces.add_argument("--workers", type=positive_int, default=os.cpu_count() or 1,
-                        metavar="N",
-                        help="TLC worker threads (default: one per core)")
-    traces.add_argument("-q", "--quiet", action="store_true", help="no progress display")
-    traces.set_defaults(handler=cmd_traces)
+    _tlc_workers_option(traces, per_core=True)
+    _quiet_option(traces).set_defaults(handler=cmd_traces)
 
     replay = commands.add_parser(
         "replay",
@@ -667,8 +587,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default refsched:TimerScheduler)")
     replay.add_argument("--all", action="store_true",
                         help="go on after a diverging trace and report every one")
-    replay.add_argument("-q", "--quiet", action="store_true", help="no progress display")
-    replay.set_defaults(handler=cmd_replay)
+    _quiet_option(replay).set_defaults(handler=cmd_replay)
 
     validate = commands.add_parser(
         "validate-trace",
@@ -689,8 +608,7 @@ def build_parser() -> argparse.ArgumentParser:
                "process tree is killed on a timeout, on SIGINT, SIGTERM or SIGHUP and at exit.")
     validate.add_argument("files", nargs="+", metavar="FILE",
                           help="ITF files: .itf.json, .jsonl or .jsonl.gz")
-    validate.add_argument("--workers", type=positive_int, default=1, metavar="N",
-                          help="TLC worker threads (default 1)")
+    _tlc_workers_option(validate, per_core=False)
     validate.add_argument("--timeout", type=positive_seconds, default=300.0,
                           metavar="SECONDS",
                           help="give up on a trace after this long, killing TLC: exit 3 "
@@ -761,7 +679,7 @@ _OWN_PARSERS: dict[str, tuple[str, str, str]] = {
     "cancel": ("refsched.durable.status:cancel_main",
                "cancel a waiting version of a durable store, or ask a running one to stop",
                "--db URL ID [--json]"),
-    "soak": ("refsched.durable.soak",
+    "soak": ("refsched.verify.durable.soak",
              "random DAGs through worker processes under kills and pauses, histories checked",
              "[--runs N] [--seed S] [--tasks N] [--workers N] [--keep DIR]"),
 }

@@ -3,9 +3,9 @@ runners), their futures and how a settlement resolves them, the cooperative canc
 durable worker hands it to functions too), and the checks of a timeout and of a function's
 ``token`` parameter.
 
-The TaskScheduler's Runner and the TimerRunner settle their futures alike (``_apply``), and
-each of the three runners gives functions a :class:`CancelToken`: written once here, not in one
-runner's module that the others would import.
+The TaskScheduler's Runner and the TimerRunner settle their futures alike
+(``apply_settlements``), and each of the three runners gives functions a :class:`CancelToken`:
+written once here, not in one runner's module that the others would import.
 """
 
 from __future__ import annotations
@@ -65,16 +65,16 @@ class SchedulerRunner(Generic[_Scheduler]):
 
 
 # How a settlement resolves a future (the second field of a ``_Settlement``).
-_RESULT = 0  # set_result(value)
-_ERROR = 1  # set_exception(value)
-_CANCEL = 2  # cancelled: result() raises CancelledError
+RESULT = 0  # set_result(value)
+ERROR = 1  # set_exception(value)
+CANCEL = 2  # cancelled: result() raises CancelledError
 
 # Where a done-callback's error and a runner's own failure are reported: the logger Future itself
 # reports a callback's Exception on.
-_LOGGER: Final = logging.getLogger("concurrent.futures")
+FUTURES_LOGGER: Final = logging.getLogger("concurrent.futures")
 
 # A timeout longer than this (about 146 years) is no limit: a lock cannot time one that long.
-_LONGEST_TIMEOUT: Final = threading.TIMEOUT_MAX / 2
+LONGEST_TIMEOUT: Final = threading.TIMEOUT_MAX / 2
 
 
 class CancelToken:
@@ -114,19 +114,19 @@ class CancelToken:
                 f"cancelled={self.cancelled}>")
 
 
-_FUTURE_DONE: Final = frozenset({_futures.CANCELLED, _futures.CANCELLED_AND_NOTIFIED,
+FUTURE_DONE: Final = frozenset({_futures.CANCELLED, _futures.CANCELLED_AND_NOTIFIED,
                                  _futures.FINISHED})
 # The done-callbacks of a future that has none: its list is made by its first add_done_callback().
-_NO_CALLBACKS: Final[tuple[()]] = ()
+NO_CALLBACKS: Final[tuple[()]] = ()
 
 
-class _RunnerFuture(Future[Any]):
+class RunnerFuture(Future[Any]):
     """What the futures of both runners (TaskFuture, TimerFuture) share: ``running()``, and
     done-callbacks whose errors, whatever they are, are logged instead of raised."""
 
     _settled: bool  # guarded by the runner lock: the runner decided the outcome (set once)
     _started: bool  # the function was called (set once; only read by running())
-    # Future's, which typeshed omits; _NO_CALLBACKS until the first is added
+    # Future's, which typeshed omits; NO_CALLBACKS until the first is added
     _done_callbacks: list[Callable[[Future[Any]], object]] | tuple[()]
 
     def running(self) -> bool:
@@ -135,9 +135,9 @@ class _RunnerFuture(Future[Any]):
 
     def add_done_callback(self, fn: Callable[[Future[Any]], object]) -> None:
         """Call ``fn(future)`` once the future is done (now, if it is), as ``Future`` does."""
-        if self._done_callbacks is _NO_CALLBACKS:
+        if self._done_callbacks is NO_CALLBACKS:
             with self._condition:  # made once, however many threads add the first together
-                if self._done_callbacks is _NO_CALLBACKS:
+                if self._done_callbacks is NO_CALLBACKS:
                     self._done_callbacks = []
         super().add_done_callback(fn)
 
@@ -148,19 +148,19 @@ class _RunnerFuture(Future[Any]):
             try:
                 callback(self)
             except BaseException:
-                _LOGGER.exception("exception calling callback for %r", self)
+                FUTURES_LOGGER.exception("exception calling callback for %r", self)
 
 
-def _apply(out: Sequence[tuple[_RunnerFuture, int, Any]]) -> None:
+def apply_settlements(out: Sequence[tuple[RunnerFuture, int, Any]]) -> None:
     """Resolve each future as decided (its done-callbacks run); what a callback raises is logged.
 
     Both runners settle their futures here, never under their lock.
     """
     for future, kind, value in out:
         try:
-            if kind == _RESULT:
+            if kind == RESULT:
                 future.set_result(value)
-            elif kind == _ERROR:
+            elif kind == ERROR:
                 future.set_exception(value)
             else:
                 Future.cancel(future)  # the base cancel: the future's own asks the runner
@@ -170,14 +170,14 @@ def _apply(out: Sequence[tuple[_RunnerFuture, int, Any]]) -> None:
         except Exception:
             # A future driven by hand into a state Future refuses to leave (its callbacks'
             # errors never get here): the settlements after it are still applied.
-            _LOGGER.exception("exception settling %r", future)
+            FUTURES_LOGGER.exception("exception settling %r", future)
 
 
-def _check_timeout(call: str, timeout: object) -> float | None:
+def check_timeout(call: str, timeout: object) -> float | None:
     """``timeout`` as the seconds a wait may last, None for no limit; checked for ``call``.
 
     None, or a real number (bool excluded) that is finite and >= 0, else InvalidArgumentError.
-    One longer than a lock can time (``_LONGEST_TIMEOUT``, an int beyond the floats) is no limit.
+    One longer than a lock can time (``LONGEST_TIMEOUT``, an int beyond the floats) is no limit.
     """
     if timeout is None:
         return None
@@ -191,12 +191,12 @@ def _check_timeout(call: str, timeout: object) -> float | None:
             pass  # a Real that cannot say its value
         else:
             if 0 <= seconds < math.inf:  # NaN fails both
-                return None if seconds > _LONGEST_TIMEOUT else seconds
+                return None if seconds > LONGEST_TIMEOUT else seconds
     raise InvalidArgumentError(
         f"{call}(timeout={_r(timeout)}): timeout must be None or a finite number of seconds >= 0")
 
 
-def _stopped_error(runner: str, exc: BaseException) -> SchedulerError:
+def stopped_error(runner: str, exc: BaseException) -> SchedulerError:
     """The error the unresolved futures of a runner stopped by ``exc`` (its cause) fail with.
 
     Called by the failing thread. The message names no value (a repr may raise): the cause has it.
@@ -207,13 +207,13 @@ def _stopped_error(runner: str, exc: BaseException) -> SchedulerError:
     return error
 
 
-def _log_failure(runner: str, exc: BaseException) -> None:
+def log_failure(runner: str, exc: BaseException) -> None:
     """Log, as ThreadPoolExecutor logs a worker's death, the error that stopped a runner."""
-    _LOGGER.critical("%s stopped: its thread %s failed", runner,
+    FUTURES_LOGGER.critical("%s stopped: its thread %s failed", runner,
                      threading.current_thread().name, exc_info=exc)
 
 
-def _wants_token(fn: Callable[..., Any]) -> bool:
+def wants_token(fn: Callable[..., Any]) -> bool:
     """Whether ``fn`` takes a ``token`` keyword argument (checked by name)."""
     code: types.CodeType | None
     if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__:

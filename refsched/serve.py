@@ -276,8 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"--profile: {e}")
     factory: Callable[..., Any]
     if args.impl is not None:
-        # refsched.cli imports the verification tooling: load it only when it is needed
-        from refsched.cli import load_factory
+        from refsched.loading import load_factory
         try:
             factory = load_factory(args.impl)
         except ValueError as e:

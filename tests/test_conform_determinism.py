@@ -23,7 +23,7 @@ import pytest
 # recording every public call made on it, and print the verdict and the calls as JSON.
 RECORD = r"""
 import json, re, sys
-from refsched.cli import load_factory
+from refsched.loading import load_factory
 from refsched.conform import client, oracle
 from refsched.verify import stable
 

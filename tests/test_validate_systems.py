@@ -25,10 +25,8 @@ from refsched.model.timer import ACTIONS as TIMER_ACTIONS
 from refsched.types import TimerSnapshot
 from refsched.verify import system
 from refsched.verify.itf import Trace
-from refsched.verify.pool import spec as poolspec
 from refsched.verify.pool.recording import record_pool_run
 from refsched.verify.recording import record_run
-from refsched.verify.timer import spec as timerspec
 from refsched.verify.timer.recording import TICK, TimerTraceRecorder, record_timer_run
 from refsched.verify.tla import Function
 from refsched.verify.validate import (
@@ -66,28 +64,28 @@ def first(trace: Trace, *actions: str) -> int:
 
 # -- the recorded runs agree with the model, step by step (no TLC) --------------------------
 
-def replay_timer(trace: Trace) -> None:
-    state = timerspec.snapshot_of(trace.initial)
-    floor = trace.constants["RebuildFloor"]
+def replay_on_model(trace: Trace, name: str,
+                    refusal: Callable[[Any, Any, tuple[Any, ...]], Any]) -> None:
+    """Each step of ``trace`` is one the model of system ``name`` takes: ``refusal(action,
+    state, args)`` is None before it, and the model's step reaches the state recorded after it."""
+    target = system.get(name)
+    state = target.snapshot_of(trace.initial)
     for index, step in enumerate(trace.steps, start=1):
-        action = TIMER_ACTIONS[step.action]
-        args = tuple(step.params[name] for name in action.params)
-        refusal = action.refusal(state, *args)
-        assert refusal is None, (trace.name, index, step.action, refusal)
-        state = action.step(state, *args, rebuild_floor=floor)
-        assert state == timerspec.snapshot_of(step.state), (trace.name, index, step.action)
+        args = target.model_args(step.action, step.params, trace.constants)
+        refused = refusal(target.actions[step.action], state, args)
+        assert refused is None, (trace.name, index, step.action, refused)
+        state = target.model_step(step.action, state, args, trace.constants)
+        assert state == target.snapshot_of(step.state), (trace.name, index, step.action)
+
+
+def replay_timer(trace: Trace) -> None:
+    replay_on_model(trace, "timer", lambda action, state, args: action.refusal(state, *args))
 
 
 def replay_pool(trace: Trace) -> None:
-    state = poolspec.snapshot_of(trace.initial)
     children = trace.constants["Children"]
-    for index, step in enumerate(trace.steps, start=1):
-        action = POOL_ACTIONS[step.action]
-        args = tuple(step.params[name] for name in action.params)
-        refusal = action.refused(state, *args, children=children)
-        assert refusal is None, (trace.name, index, step.action, refusal)
-        state = action.step(state, *args)
-        assert state == poolspec.snapshot_of(step.state), (trace.name, index, step.action)
+    replay_on_model(trace, "pool", lambda action, state, args: action.refused(
+        state, *args, children=children))
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -105,6 +103,16 @@ def test_recorded_pool_runs_are_behaviours_of_the_model(seed: int) -> None:
     print(f"seed {seed}: {[s.action for s in trace.steps]}")
     assert trace.steps[-1].state["phase"] == "terminated"
     replay_pool(trace)
+
+
+@pytest.mark.parametrize(("record", "replay", "dropped"), [
+    (record_timer_run, replay_timer, "Schedule"), (record_pool_run, replay_pool, "SubmitExternal"),
+], ids=["timer", "pool"])
+def test_a_recorded_run_with_a_step_dropped_is_no_behaviour_of_the_model(
+        record: Callable[[int], Trace], replay: Callable[[Trace], None], dropped: str) -> None:
+    trace = record(0)
+    with pytest.raises(AssertionError):
+        replay(without_step(trace, first(trace, dropped)))
 
 
 def test_recordings_over_the_seeds_take_every_action() -> None:

@@ -48,22 +48,26 @@ class Instance:
 def _instances(s: DurableSnapshot, instance: Instance) -> Iterator[tuple[str, dict[str, Any]]]:
     """Every (action, parameters) the disjuncts of ``Next`` quantify over in state ``s``."""
     tasks, workers = instance.tasks, instance.workers
+    # The parameters an action and its AnswerLost twin share: the same disjunct's quantifiers.
+    claims: list[dict[str, Any]] = [
+        {"w": w, "k": k} for w in workers for k in range(1, instance.max_concurrency + 1)]
+    reclaims: list[dict[str, Any]] = [{"w": w, "t": t} for w in workers for t in tasks]
+    reports: list[dict[str, Any]] = [
+        {"w": w, "t": t, "g": generation_of(s, t), "a": s.attempt.get(t, 0)}
+        for w in workers for t in tasks]
     for t in tasks:
         others = [x for x in tasks if x != t]
         for size in range(len(others) + 1):
             for deps in combinations(others, size):
                 yield "Submit", {"t": t, "D": frozenset(deps)}
     yield "Start", {}
-    for w in workers:
-        for k in range(1, instance.max_concurrency + 1):
-            yield "Claim", {"w": w, "k": k}
-    for w in workers:
-        for t in tasks:
-            yield "Reclaim", {"w": w, "t": t}
+    for params in claims:
+        yield "Claim", dict(params)
+    for params in reclaims:
+        yield "Reclaim", dict(params)
     for name in ("Heartbeat", "Complete", "Fail", "AcknowledgeCancel"):
-        for w in workers:
-            for t in tasks:
-                yield name, {"w": w, "t": t, "g": generation_of(s, t), "a": s.attempt.get(t, 0)}
+        for params in reports:
+            yield name, dict(params)
     for w in workers:
         for task, g, a in sorted(s.held.get(w, frozenset()), key=str):
             yield "Refused", {"w": w, "t": task, "g": g, "a": a}
@@ -83,16 +87,13 @@ def _instances(s: DurableSnapshot, instance: Instance) -> Iterator[tuple[str, di
         for t in tasks:
             yield "RepeatedReport", {"w": w, "t": t, "g": generation_of(s, t),
                                      "a": s.ended_attempt.get(t, 0)}
-    for w in workers:
-        for k in range(1, instance.max_concurrency + 1):
-            yield "ClaimAnswerLost", {"w": w, "k": k}
-    for w in workers:
-        for t in tasks:
-            yield "ReclaimAnswerLost", {"w": w, "t": t}
+    for params in claims:
+        yield "ClaimAnswerLost", dict(params)
+    for params in reclaims:
+        yield "ReclaimAnswerLost", dict(params)
     for name in ("CompleteAnswerLost", "FailAnswerLost", "AcknowledgeCancelAnswerLost"):
-        for w in workers:
-            for t in tasks:
-                yield name, {"w": w, "t": t, "g": generation_of(s, t), "a": s.attempt.get(t, 0)}
+        for params in reports:
+            yield name, dict(params)
 
 
 def next_steps(s: DurableSnapshot,

@@ -28,6 +28,7 @@ from refsched.conform.profile import Profile, ProfileError, full_profile, profil
 from refsched.conform.protocol import ForeignError, Unsupported, WireError
 from refsched.conform.wire import SYSTEMS
 from refsched.conform.wire import get as get_wire
+from refsched.loading import load_factory as load_factory
 from refsched.types import Claim, CloseReport, Snapshot, TaskState
 
 __all__ = [
@@ -734,12 +735,3 @@ def _factory_name(factory: Callable[[int], Any]) -> str:
     return f"{module}:{qualname}" if module and qualname else repr(factory)
 
 
-def load_factory(spec: str) -> Callable[[int], Any]:
-    """The callable ``"module:attr"`` names (``attr`` may be dotted).
-
-    Errors: not ``MODULE:ATTR``, the module cannot be imported, no such attribute, not
-    callable -> ``ValueError`` saying which.
-    """
-    # The command line's loader, imported here: refsched.cli may import this module.
-    from refsched.cli import load_factory as cli_load_factory
-    return cli_load_factory(spec)

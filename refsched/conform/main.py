@@ -4,6 +4,7 @@
 
     refsched conform [--system NAME] [options] -- COMMAND [ARGS...]   # a program
     refsched conform [--system NAME] [options] --impl MODULE:FACTORY    # a Python factory
+    refsched conform --export-vectors OUT [--system NAME] [--traces FILE] [--max-traces N]
 
 The report goes to stdout (``--json``: as JSON), progress to stderr (``-q``: none). Exit status:
 0 the implementation conforms, 1 it diverges, 3 a harness verdict (it crashed, timed out or broke
@@ -21,13 +22,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from refsched.cli import _unwritable, non_negative_int, positive_int, positive_seconds
+from refsched.arguments import non_negative_int, positive_int, positive_seconds, unwritable
 from refsched.conform.profile import profile_argument
 from refsched.conform.report import ConformanceReport
 from refsched.conform.wire import SYSTEMS
 
 if TYPE_CHECKING:
-    from refsched.cli import Progress
+    from refsched.progress import Progress
 
 __all__ = ["build_parser", "main"]
 
@@ -51,14 +52,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--system", choices=SYSTEMS, default=SYSTEMS[0],
                         help="the system the implementation implements (default: scheduler); "
                              "a COMMAND must declare the same in its hello")
-    parser.add_argument("--examples", type=non_negative_int, default=200, metavar="N",
-                        help="generated examples (default 200; 0 skips the generated phase)")
+    parser.add_argument("--examples", type=non_negative_int, default=None, metavar="N",
+                        help="generated examples (default 200, with --traces 0; 0 skips the "
+                             "generated phase)")
     parser.add_argument("--steps", type=positive_int, default=40, metavar="N",
                         help="calls per generated example, at most (default 40)")
     parser.add_argument("--no-corpus", action="store_true",
                         help="skip the replay of the trace corpus")
     parser.add_argument("--max-traces", type=positive_int, metavar="N",
                         help="replay only the corpus's first N traces (default: all of them)")
+    parser.add_argument("--traces", metavar="FILE",
+                        help="replay only the traces of FILE in the corpus phase: an .itf.json "
+                             "file, a .jsonl / .jsonl.gz bundle (as --trace-out writes them) or "
+                             "a test-vectors file")
+    parser.add_argument("--export-vectors", metavar="OUT",
+                        help="write test vectors to OUT instead of checking: the corpus (or "
+                             "the --traces) as request lines and the model's answers, from "
+                             "refsched's own server (--max-traces N: the first N traces)")
     parser.add_argument("--all-divergences", "--keep-going", action="store_true",
                         dest="all_divergences",
                         help="replay the whole corpus after a divergence and keep the shortest "
@@ -97,6 +107,12 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
     args = parser.parse_args(argv)
     if args.command[:1] == ["--"]:
         args.command = args.command[1:]
+    if args.export_vectors is not None:
+        from refsched.conform.vectors import check_export_arguments
+        check_export_arguments(parser, args)
+        return args
+    if args.examples is None:  # a file of traces is replayed alone unless asked otherwise
+        args.examples = 0 if args.traces else 200
     if bool(args.command) == bool(args.impl):
         parser.error("give either -- COMMAND [ARGS...] or --impl MODULE:FACTORY")
     if args.profile is not None and not args.impl:
@@ -105,14 +121,20 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
         parser.error("--timeout goes with a COMMAND")
     if args.no_corpus and args.examples == 0:
         parser.error("nothing to check: --no-corpus and --examples 0")
+    if args.no_corpus and args.traces is not None:
+        parser.error("--traces goes with the corpus phase, not --no-corpus")
     if args.no_corpus and args.all_divergences:
         parser.error("--all-divergences goes with the corpus phase, not --no-corpus")
     if args.no_corpus and args.max_traces is not None:
         parser.error("--max-traces goes with the corpus phase, not --no-corpus")
     if args.picture is not None:  # known before the check, which may take minutes
-        problem = _unwritable(Path(args.picture))
+        problem = unwritable(Path(args.picture))
         if problem is not None:
             parser.error(f"--picture: cannot write {args.picture}: {problem}")
+    args.traces_read = None
+    if args.traces is not None:  # read before the implementation starts
+        from refsched.conform.vectors import traces_argument
+        args.traces_read = traces_argument(parser, args.traces, args.system)
     try:
         args.profile_value = profile_argument(args.system, args.profile)
     except ValueError as e:  # a ProfileError, or a profile's own check
@@ -157,8 +179,8 @@ def _crash_on_raise(spec: str, factory: Callable[..., Any]) -> Callable[..., Any
 
 
 def _run(args: argparse.Namespace) -> int:
-    from refsched.cli import Progress
     from refsched.conform import client, oracle
+    from refsched.progress import Progress
 
     display = Progress(sys.stderr, quiet=args.quiet or args.json)
     shown_phase = ""
@@ -192,7 +214,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         report = oracle.check(impl, examples=args.examples, steps=args.steps,
                               corpus=not args.no_corpus, seed=args.seed, progress=progress,
-                              max_traces=args.max_traces,
+                              max_traces=args.max_traces, traces=args.traces_read,
                               all_divergences=args.all_divergences)
     except oracle.OracleError as e:
         display.done(f"refsched conform: {e}")
@@ -230,7 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     Called by ``refsched.cli.main``, which handles an interrupt and a closed stdout as it does
     for every command.
     """
-    return _run(_parse(build_parser(), list(sys.argv[1:] if argv is None else argv)))
+    args = _parse(build_parser(), list(sys.argv[1:] if argv is None else argv))
+    if args.export_vectors is not None:
+        from refsched.conform.vectors import export_command
+        return export_command(args)
+    return _run(args)
 
 
 if __name__ == "__main__":

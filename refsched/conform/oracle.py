@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from hypothesis import HealthCheck, Phase, Verbosity
@@ -137,8 +137,9 @@ def _corpus_counterexample(trace: Trace, divergence: Divergence, profile: Profil
 
 def _corpus_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
                   progress: Progress | None, max_traces: int | None,
+                  given: Sequence[Trace] | None = None,
                   all_divergences: bool = False) -> Counterexample | None:
-    everything = _read_corpus()
+    everything = _read_corpus() if given is None else list(given)
     traces, whole = admitted_traces(profile, everything)
     system = system_registry.get("scheduler")
     try:
@@ -221,7 +222,8 @@ def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
 
 def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus: bool = True,
           seed: int | None = 0, progress: Progress | None = None,
-          max_traces: int | None = None, all_divergences: bool = False) -> ConformanceReport:
+          max_traces: int | None = None, traces: Sequence[Trace] | None = None,
+          all_divergences: bool = False) -> ConformanceReport:
     """Judge ``impl`` against the reference model; close it; return the report.
 
     ``impl`` must be open (a ``ProtocolImplementation`` entered or ``open()``-ed): its name
@@ -229,10 +231,12 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
     first so many traces the profile admits); ``examples`` (0: none)
     Hypothesis examples of at most ``steps`` calls each run the generated phase, with
     ``seed`` fixing its choices (None: a random run). ``progress(phase, done, total)`` is
-    called as traces and examples go by. The corpus phase replays the shortest traces first
-    and stops at the first that diverges, unless ``all_divergences`` (then it replays every
-    one and keeps the shortest diverging prefix). A counterexample is shrunk further by ddmin
-    (:mod:`refsched.conform.shrink`). The verdict is ``"conforms"``, ``"diverges"`` (with
+    called as traces and examples go by. ``traces``, when given, are replayed in the corpus
+    phase instead of the system's corpus (a counterexample written by ``--trace-out``). The
+    corpus phase replays the shortest traces first and stops at the first that diverges,
+    unless ``all_divergences`` (then it replays every one and keeps the shortest diverging
+    prefix). A counterexample is shrunk further by ddmin (:mod:`refsched.conform.shrink`).
+    The verdict is ``"conforms"``, ``"diverges"`` (with
     the counterexample) or the harness verdict (``"crashed"``, ``"timed out"``,
     ``"protocol violation"``, with the implementation's last lines of stderr).
 
@@ -255,7 +259,8 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
                 try:
                     found = _phase(impl, profile, current, name, examples=examples,
                                    steps=steps, seed=seed, progress=progress,
-                                   max_traces=max_traces, all_divergences=all_divergences)
+                                   max_traces=max_traces, traces=traces,
+                                   all_divergences=all_divergences)
                 finally:
                     current.seconds = time.monotonic() - phase_started
                 if found is not None:
@@ -275,19 +280,21 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
 
 def _phase(impl: Implementation, profile: Profile, phase: PhaseResult, name: str, *,
            examples: int, steps: int, seed: int | None, progress: Progress | None,
-           max_traces: int | None, all_divergences: bool = False) -> Counterexample | None:
+           max_traces: int | None, traces: Sequence[Trace] | None = None,
+           all_divergences: bool = False) -> Counterexample | None:
     """Run one phase of the check on the implementation's system."""
     system = getattr(impl, "system", "scheduler")
     if system == "scheduler":
         if name == "corpus":
-            return _corpus_phase(impl, profile, phase, progress, max_traces, all_divergences)
+            return _corpus_phase(impl, profile, phase, progress, max_traces, traces,
+                                 all_divergences)
         return _generated_phase(impl, profile, phase, examples=examples, steps=steps,
                                 seed=seed, progress=progress)
     factory = impl.remote()
     try:
         if name == "corpus":
             return system_phases.corpus_phase(system, factory, phase, progress, max_traces,
-                                              profile, all_divergences)
+                                              profile, traces, all_divergences)
         return system_phases.generated_phase(system, factory, phase, examples=examples,
                                              steps=steps, seed=seed, settings=dict(_HYPOTHESIS),
                                              progress=progress, profile=profile)

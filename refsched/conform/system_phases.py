@@ -219,10 +219,11 @@ def _ddmin_fields(shrunk: Shrunk[Any] | None, before: int) -> dict[str, Any]:
 
 def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
                  progress: Progress | None, max_traces: int | None = None,
-                 profile: Any = None, all_divergences: bool = False) -> Counterexample | None:
+                 profile: Any = None, given: Sequence[Trace] | None = None,
+                 all_divergences: bool = False) -> Counterexample | None:
     """Replay the system's corpus (its first ``max_traces`` traces the profile admits, a timer
     trace cut at its first step the profile leaves out) through ``factory``; the shortest
-    diverging prefix."""
+    diverging prefix. ``given`` traces are replayed instead of the corpus."""
     system = systems.get(name)
     admits = (None if not isinstance(profile, TimerProfile | DurableProfile)
               else timer_admitted_steps if isinstance(profile, TimerProfile)
@@ -238,7 +239,7 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
             return len(traces) >= max_traces
         return sum(admits(profile, t) == len(t.steps) for t in traces) >= max_traces
 
-    everything = _read_corpus(system, enough)
+    everything = _read_corpus(system, enough) if given is None else list(given)
     if isinstance(profile, TimerProfile | DurableProfile):
         traces, whole = admitted_traces(
             profile, everything, timer_admitted_steps if isinstance(profile, TimerProfile)
@@ -267,17 +268,19 @@ def replay_admitted(system: systems.System, corpus: int, traces: list[Trace], wh
                     max_traces: int | None,
                     all_divergences: bool = False) -> tuple[Trace, Divergence] | None:
     """Replay ``traces`` (of a ``corpus`` of so many, ``whole`` of them whole, the others
-    prefixes; the first ``max_traces``) through ``factory``, shortest first, counting into
-    ``phase``; the trace and the divergence of the shortest diverging prefix, or None.
+    prefixes; the first ``max_traces``) through ``factory``, counting into ``phase``; the
+    trace and the divergence of the shortest diverging prefix, or None.
 
     The replay stops at the first trace that diverges: shortest first, that one is short, and
-    ddmin (:func:`shrink_trace`) takes it further. ``all_divergences`` replays every trace
-    and keeps the shortest diverging prefix of all (``figures["divergences"]`` counts the
-    traces that diverge). Errors: a trace the model disagrees with -> :class:`CorpusUnreadable`.
+    ddmin (:func:`shrink_trace`) takes it further. ``all_divergences`` replays every trace,
+    in the order given, and keeps the shortest diverging prefix of all
+    (``figures["divergences"]`` counts the traces that diverge). Errors: a trace the model
+    disagrees with -> :class:`CorpusUnreadable`.
     """
     if max_traces is not None and len(traces) > max_traces:
         traces, whole = traces[:max_traces], min(whole, max_traces)
-    traces = sorted(traces, key=lambda t: len(t.steps))  # stable: corpus order among equals
+    if not all_divergences:  # the first that diverges is then a short one
+        traces = sorted(traces, key=lambda t: len(t.steps))  # stable: corpus order if equal
     figures = phase.figures
     figures.update(traces=corpus, admitted=whole, prefixes=len(traces) - whole,
                    steps_admitted=sum(len(t.steps) for t in traces), traces_run=0, steps_run=0)

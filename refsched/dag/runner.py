@@ -38,7 +38,7 @@ from concurrent.futures import CancelledError, Executor, Future
 from concurrent.futures import ThreadPoolExecutor as _ThreadPoolExecutor
 from typing import Any
 
-from refsched import sync
+from refsched import runners, sync
 from refsched.dag.scheduler import Recorder, TaskScheduler
 from refsched.errors import (
     BlockedError,
@@ -48,28 +48,16 @@ from refsched.errors import (
     StaleGenerationError,
     UnknownTaskError,
 )
-from refsched.runners import (
-    _CANCEL,
-    _ERROR,
-    _FUTURE_DONE,
-    _LOGGER,
-    _LONGEST_TIMEOUT,
-    _NO_CALLBACKS,
-    _RESULT,
-    CancelToken,
-    SchedulerRunner,
-    _apply,
-    _check_timeout,
-    _log_failure,
-    _RunnerFuture,
-    _stopped_error,
-    _wants_token,
-    worker_count,
-)
+from refsched.runners import CancelToken, SchedulerRunner, worker_count
 from refsched.types import Claim, CloseReport, TaskInfo, TaskState
 from refsched.values import shown as _r
 
 __all__ = ["CancelToken", "Runner", "TaskFuture"]
+
+# The settlement kinds and their applier as module globals: the hot paths read them
+# with one lookup.
+_RESULT, _ERROR, _CANCEL = runners.RESULT, runners.ERROR, runners.CANCEL
+_apply = runners.apply_settlements
 
 _RUNNING = TaskState.RUNNING
 _SUCCEEDED = TaskState.SUCCEEDED
@@ -82,7 +70,7 @@ _Settlement = tuple["TaskFuture", int, Any]
 _Outcome = tuple[Claim, int, Any]
 _Key = tuple[Hashable, int]  # (task_id, generation): one version
 
-class TaskFuture(_RunnerFuture):
+class TaskFuture(runners.RunnerFuture):
     """The outcome of one version of a task: a ``concurrent.futures.Future``.
 
     ``result()`` is the function's return value. A failed version raises the function's exception,
@@ -105,7 +93,7 @@ class TaskFuture(_RunnerFuture):
         self._result = None
         self._exception = None
         self._waiters: list[Any] = []
-        self._done_callbacks = _NO_CALLBACKS  # most futures get none: no list until one comes
+        self._done_callbacks = runners.NO_CALLBACKS  # most get none: no list until one comes
         self.task_id = task_id
         self.generation = generation  # >= 1 once submit() has it
         self._runner = runner
@@ -133,11 +121,11 @@ class TaskFuture(_RunnerFuture):
             # would spin on a NaN forever), and one longer than a lock can time has no limit.
             if not timeout > 0:
                 timeout = 0
-            elif timeout > _LONGEST_TIMEOUT:
+            elif timeout > runners.LONGEST_TIMEOUT:
                 timeout = None
         runner = self._runner
         with self._condition:
-            if self._state in _FUTURE_DONE:
+            if self._state in runners.FUTURE_DONE:
                 return
             # Counted, so that settling a future notifies only when some thread waits.
             runner._futures_waiting += 1
@@ -147,7 +135,7 @@ class TaskFuture(_RunnerFuture):
                 runner._futures_waiting -= 1
 
     def _is_done(self) -> bool:
-        return self._state in _FUTURE_DONE
+        return self._state in runners.FUTURE_DONE
 
     def cancel(self) -> bool:
         """Cancel this version: pending/ready → cancelled (True); running → request a stop (False).
@@ -318,13 +306,9 @@ class Runner(SchedulerRunner[TaskScheduler]):
         the timeout) ends the wait. ``timeout``: None (no limit) or a finite number of seconds
         >= 0, else ``InvalidArgumentError``.
         """
-        seconds = _check_timeout("wait", timeout)
+        seconds = runners.check_timeout("wait", timeout)
         with self._lock:
-            self._idle_waiters += 1
-            try:
-                self._idle.wait_for(self._quiet, seconds)
-            finally:
-                self._idle_waiters -= 1
+            self._wait_idle_locked(self._quiet, seconds)
             return self._live == 0 and self._resolving == 0 and self._failure is None
 
     def cancel(self, task_id: Hashable) -> TaskState:
@@ -402,7 +386,7 @@ class Runner(SchedulerRunner[TaskScheduler]):
         seconds >= 0; ``cancel_pending``: True or False; anything else raises
         ``InvalidArgumentError`` with nothing changed.
         """
-        seconds = _check_timeout("close", timeout)
+        seconds = runners.check_timeout("close", timeout)
         if not isinstance(cancel_pending, bool):
             raise InvalidArgumentError(
                 f"close(cancel_pending={_r(cancel_pending)}): cancel_pending must be True or False")
@@ -422,11 +406,7 @@ class Runner(SchedulerRunner[TaskScheduler]):
         if out:
             self._settle(out)
         with self._lock:
-            self._idle_waiters += 1
-            try:
-                self._idle.wait_for(self._all_returned, seconds)
-            finally:
-                self._idle_waiters -= 1
+            self._wait_idle_locked(self._all_returned, seconds)
             finished = self._inflight == 0
             report = self._scheduler.close(cancel_pending)  # a fresh report: changes nothing
         if finished:
@@ -512,7 +492,7 @@ class Runner(SchedulerRunner[TaskScheduler]):
             finally:
                 lock.release()
             if failure is not None:
-                _log_failure("the runner", failure)
+                runners.log_failure("the runner", failure)
                 failure = None
             if out:
                 self._resolve_futures(out)
@@ -537,7 +517,7 @@ class Runner(SchedulerRunner[TaskScheduler]):
         try:
             if self._executor is not None:
                 value = self._run_in_executor(claim, fn)
-            elif _wants_token(fn):
+            elif runners.wants_token(fn):
                 value = fn(token=self._new_token(task_id, generation))
             else:
                 value = fn()
@@ -551,7 +531,7 @@ class Runner(SchedulerRunner[TaskScheduler]):
         """Hand ``fn`` to the executor and wait for its result; raise Cancelled if withdrawn."""
         assert self._executor is not None
         key = (claim.task_id, claim.generation)
-        if _wants_token(fn):
+        if runners.wants_token(fn):
             token = self._new_token(*key) if self._in_process else None
             remote = self._executor.submit(fn, token=token)
         else:
@@ -694,7 +674,7 @@ class Runner(SchedulerRunner[TaskScheduler]):
         """
         if self._failure is None:
             self._failure = exc
-        error = _stopped_error("the runner", exc)
+        error = runners.stopped_error("the runner", exc)
         self._closed = True
         self._inflight -= len(self._queue)
         self._queue.clear()
@@ -717,6 +697,15 @@ class Runner(SchedulerRunner[TaskScheduler]):
     def _all_returned(self) -> bool:
         """close()'s condition: no claimed version left unreported, every future settled."""
         return self._inflight == 0 and self._resolving == 0
+
+    def _wait_idle_locked(self, condition: Callable[[], bool], seconds: float | None) -> None:
+        """Wait on ``_idle`` until ``condition`` holds or ``seconds`` pass, counted among the
+        waiters that a change of the counters must wake. Lock held."""
+        self._idle_waiters += 1
+        try:
+            self._idle.wait_for(condition, seconds)
+        finally:
+            self._idle_waiters -= 1
 
     def _notify_idle_locked(self) -> None:
         if self._resolving == 0 and (self._live == 0 or self._inflight == 0):
@@ -770,7 +759,7 @@ class Runner(SchedulerRunner[TaskScheduler]):
             try:
                 lock.acquire()
                 try:
-                    if future._state in _FUTURE_DONE:
+                    if future._state in runners.FUTURE_DONE:
                         continue  # the caller resolved it by hand; the first outcome stands
                     future._result = value
                     future._state = _futures.FINISHED
@@ -783,7 +772,7 @@ class Runner(SchedulerRunner[TaskScheduler]):
                 if future._done_callbacks:
                     future._invoke_callbacks()
             except Exception:  # as _apply: the settlements after it are still applied
-                _LOGGER.exception("exception settling %r", future)
+                runners.FUTURES_LOGGER.exception("exception settling %r", future)
 
 
 def _settlement_from_info(future: TaskFuture, info: TaskInfo) -> _Settlement:

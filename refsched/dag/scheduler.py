@@ -67,7 +67,7 @@ from types import MappingProxyType
 from typing import Any, Final, Protocol, TypeVar
 
 from refsched import sync
-from refsched.checked import Checker, LockChecked
+from refsched.checked import Checker, LockChecked, checker_of, find_current
 from refsched.cycles import find_cycles as _find_cycles
 from refsched.errors import (
     CycleError,
@@ -77,7 +77,6 @@ from refsched.errors import (
     StaleGenerationError,
     TaskRunningError,
     UnknownDependencyError,
-    UnknownTaskError,
 )
 from refsched.types import Claim, CloseReport, Snapshot, TaskInfo, TaskState, VersionView
 from refsched.values import hashes as _hashes
@@ -107,14 +106,7 @@ INVARIANTS: Final = (
 # Settle may block), >= _SUCCEEDED is terminal, _FAILED .. _CANCELLED is dead. _DEAD marks the
 # row of a replaced version: it is no spec state, fails every guard that picks a version to step
 # (== _PENDING, <= _READY, == _READY), and is skipped wherever all rows are read.
-_PENDING: Final = 0
-_READY: Final = 1
-_RUNNING: Final = 2
-_SUCCEEDED: Final = 3
-_FAILED: Final = 4
-_BLOCKED: Final = 5
-_CANCELLED: Final = 6
-_DEAD: Final = 7
+_PENDING, _READY, _RUNNING, _SUCCEEDED, _FAILED, _BLOCKED, _CANCELLED, _DEAD = range(8)
 _STATES: Final = (
     TaskState.PENDING,
     TaskState.READY,
@@ -1006,11 +998,6 @@ class TaskScheduler(LockChecked):
         """The most versions that may run at once."""
         return self._max
 
-    # ------------------------------------------------------------------ Invariants
-
-    def _check_locked(self) -> None:
-        _Checker(self).run()
-
     # ------------------------------------------------------------------ Internals
 
     def _seq_of(self, row: int) -> int:
@@ -1048,13 +1035,7 @@ class TaskScheduler(LockChecked):
 
     def _lookup(self, call: str, task_id: Hashable) -> int:
         """The row of the current version of ``task_id``. Lock held."""
-        try:
-            row = self._rows.get(task_id)
-        except TypeError:
-            raise InvalidArgumentError(f"{call}({_r(task_id)}): task id is unhashable") from None
-        if row is None:
-            raise UnknownTaskError(f"{call}({_r(task_id)}): unknown task", task_id)
-        return row
+        return find_current(self._rows, call, task_id)
 
     def _insist_current(self, call: str, row: int, generation: int) -> None:
         """Raise StaleGenerationError unless ``generation`` is the current one. Lock held."""
@@ -1334,6 +1315,7 @@ def _check_deps(task_id: Hashable, deps: Iterable[Hashable], dep_t: tuple[Hashab
         )
 
 
+@checker_of(TaskScheduler)
 class _Checker(Checker[TaskScheduler]):
     """check_invariants(): recompute every invariant from the raw columns. Lock held."""
 

@@ -14,7 +14,6 @@ until some claimer's transaction expires it, so a report that commits first wins
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
 import math
 import re
@@ -40,6 +39,7 @@ from refsched.errors import (
     UnknownDependencyError,
     UnknownTaskError,
 )
+from refsched.loading import UnusableName, import_callable
 from refsched.types import CloseReport, Snapshot, TaskState, VersionView
 
 __all__ = ["MAX_ID_BYTES", "DurableInfo", "DurableScheduler", "DurableStats", "Lease", "LeaseView",
@@ -207,18 +207,9 @@ def resolve(fn: str) -> Callable[..., Any]:
         raise InvalidArgumentError(f"fn={_r(fn)}: name a function as 'module:function'")
     module_name, _, path = fn.partition(":")
     try:
-        target: Any = importlib.import_module(module_name)
-    except Exception as e:  # the module's own import errors: the name is unusable
-        raise InvalidArgumentError(f"fn={fn!r}: cannot import {module_name!r}: {e!r}") from None
-    for part in path.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise InvalidArgumentError(f"fn={fn!r}: {module_name!r} has no {path!r}") from None
-    if not callable(target):
-        raise InvalidArgumentError(f"fn={fn!r}: {path!r} is not callable")
-    f: Callable[..., Any] = target
-    return f
+        return import_callable(module_name, path)
+    except UnusableName as e:
+        raise InvalidArgumentError(f"fn={fn!r}: {e}") from None
 
 
 def function_name(fn: str | Callable[..., Any]) -> str:

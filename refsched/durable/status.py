@@ -210,6 +210,15 @@ def _run(command: str, args: argparse.Namespace, read_only: bool,
     return 0
 
 
+def _shown(read: Callable[[DurableScheduler], Any],
+           render: Callable[[Any], str]) -> Callable[[DurableScheduler], tuple[Any, str]]:
+    """What a reading command does: read the store, then the value and its text."""
+    def act(db: DurableScheduler) -> tuple[Any, str]:
+        value = read(db)
+        return value, render(value)
+    return act
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``refsched status``."""
     parser = _parser("status", "Show a durable store: versions by state, live leases, blocked "
@@ -217,10 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                f"{TEXT_LIMIT} characters; --json gives them whole).")
     args = parser.parse_args(argv)
 
-    def act(db: DurableScheduler) -> tuple[Any, str]:
-        report = status(db)
-        return report, _status_text(report)
-    return _run("status", args, True, act)
+    return _run("status", args, True, _shown(status, _status_text))
 
 
 def jobs_main(argv: Sequence[str] | None = None) -> int:
@@ -234,10 +240,7 @@ def jobs_main(argv: Sequence[str] | None = None) -> int:
                         help="only versions in STATE (repeatable)")
     args = parser.parse_args(argv)
 
-    def act(db: DurableScheduler) -> tuple[Any, str]:
-        rows = jobs(db, args.state)
-        return rows, _jobs_text(rows)
-    return _run("jobs", args, True, act)
+    return _run("jobs", args, True, _shown(lambda db: jobs(db, args.state), _jobs_text))
 
 
 def show_main(argv: Sequence[str] | None = None) -> int:
@@ -246,10 +249,7 @@ def show_main(argv: Sequence[str] | None = None) -> int:
                               "timings, deps, result, error and the failure's traceback, whole.",
                               argv)
 
-    def act(db: DurableScheduler) -> tuple[Any, str]:
-        row = show(db, args.task_id)
-        return row, _show_text(row)
-    return _run("show", args, True, act)
+    return _run("show", args, True, _shown(lambda db: show(db, args.task_id), _show_text))
 
 
 def retry_main(argv: Sequence[str] | None = None) -> int:

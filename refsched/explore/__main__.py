@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from threading import TIMEOUT_MAX
 
-from refsched.cli import non_negative_int, positive_int
+from refsched.arguments import non_negative_int, positive_int
 from refsched.explore.dag.scenarios import SCENARIOS
 from refsched.explore.search import (
     STRATEGIES,

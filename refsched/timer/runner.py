@@ -37,26 +37,18 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any, Final
 
-from refsched import sync
+from refsched import runners, sync
 from refsched.errors import Cancelled, InvalidArgumentError, SchedulerError
-from refsched.runners import (
-    _CANCEL,
-    _ERROR,
-    _RESULT,
-    CancelToken,
-    SchedulerRunner,
-    _apply,
-    _check_timeout,
-    _log_failure,
-    _RunnerFuture,
-    _stopped_error,
-    _wants_token,
-    worker_count,
-)
+from refsched.runners import CancelToken, SchedulerRunner, worker_count
 from refsched.timer.scheduler import TimerRecorder, TimerScheduler, _as_time
 from refsched.types import Due, TimerCloseReport, TimerStats
 
 __all__ = ["TimerFuture", "TimerRunner"]
+
+# The settlement kinds and their applier as module globals: the hot paths read them
+# with one lookup.
+_RESULT, _ERROR, _CANCEL = runners.RESULT, runners.ERROR, runners.CANCEL
+_apply = runners.apply_settlements
 
 _INF: Final = math.inf
 _MAX_WAIT: Final = 86400.0  # seconds: the longest single sleep of the dispatcher
@@ -66,7 +58,7 @@ _MAX_WAIT: Final = 86400.0  # seconds: the longest single sleep of the dispatche
 _Settlement = tuple["TimerFuture", int, Any]
 
 
-class TimerFuture(_RunnerFuture):
+class TimerFuture(runners.RunnerFuture):
     """The outcome of one version of a timer task: a ``concurrent.futures.Future``.
 
     ``result()`` is the function's return value; a function's exception is the future's. The
@@ -205,7 +197,7 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
         # Built before the lock is taken; nobody else's until returned, so their version is
         # filled in once the scheduler has made it.
         future = TimerFuture(self, task_id)
-        token = CancelToken(task_id, 0) if _wants_token(fn) else None
+        token = CancelToken(task_id, 0) if runners.wants_token(fn) else None
         out: list[_Settlement] = []
         lock = self._lock
         lock.acquire()
@@ -261,7 +253,7 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
         again and reports what still runs. ``timeout``: None (no limit) or a finite number of
         seconds >= 0, else ``InvalidArgumentError`` with nothing changed.
         """
-        seconds = _check_timeout("close", timeout)
+        seconds = runners.check_timeout("close", timeout)
         out: list[_Settlement] = []
         cancelled: tuple[Hashable, ...] = ()
         with self._lock:
@@ -445,7 +437,7 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
         finally:
             lock.release()
         if failure is not None:
-            _log_failure("the timer runner", failure)
+            runners.log_failure("the timer runner", failure)
         if out:
             _apply(out)
 
@@ -461,7 +453,7 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
         """
         if self._failure is None:
             self._failure = exc
-        error = _stopped_error("the timer runner", exc)
+        error = runners.stopped_error("the timer runner", exc)
         if not self._closed:
             try:
                 self._close_locked(out, error)
@@ -530,7 +522,7 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
             finally:
                 lock.release()
             if failure is not None:
-                _log_failure("the timer runner", failure)
+                runners.log_failure("the timer runner", failure)
                 failure = None
             if out:
                 _apply(out)

@@ -74,14 +74,13 @@ from types import MappingProxyType
 from typing import Any, Final, Protocol
 
 from refsched import sync
-from refsched.checked import Checker, LockChecked
+from refsched.checked import Checker, LockChecked, checker_of, find_current
 from refsched.errors import (
     InvalidArgumentError,
     InvalidTransitionError,
     SchedulerClosedError,
     StaleGenerationError,
     TaskRunningError,
-    UnknownTaskError,
 )
 from refsched.types import (
     Due,
@@ -126,11 +125,7 @@ ACTIONS: Final = (
 # then the claims. The codes index _STATES; they are small ints, which compare without a lookup.
 # They look like the TaskScheduler's state codes but are not those: another spec's states, in an
 # order of their own, packed beside bits the TaskScheduler keeps in columns of their own.
-_PENDING: Final = 0
-_RUNNING: Final = 1
-_COMPLETED: Final = 2
-_FAILED: Final = 3
-_CANCELLED: Final = 4
+_PENDING, _RUNNING, _COMPLETED, _FAILED, _CANCELLED = range(5)
 _STATES: Final = (TimerState.PENDING, TimerState.RUNNING, TimerState.COMPLETED,
                   TimerState.FAILED, TimerState.CANCELLED)
 _STATE: Final = 7  # the bits of the state's code
@@ -671,11 +666,6 @@ class TimerScheduler(LockChecked):
         """The heap size at or below which the heap is never rebuilt."""
         return self._floor
 
-    # ------------------------------------------------------------------ Invariants
-
-    def _check_locked(self) -> None:
-        _Checker(self).run()
-
     # ------------------------------------------------------------------ Internals
 
     def _is_live(self, entry: _Entry) -> bool:
@@ -723,13 +713,7 @@ class TimerScheduler(LockChecked):
 
     def _lookup(self, call: str, task_id: Hashable) -> _Entry:
         """The entry of ``task_id``'s current version. Lock held."""
-        try:
-            entry = self._tasks.get(task_id)
-        except TypeError:
-            raise InvalidArgumentError(f"{call}({_r(task_id)}): task id is unhashable") from None
-        if entry is None:
-            raise UnknownTaskError(f"{call}({_r(task_id)}): unknown task", task_id)
-        return entry
+        return find_current(self._tasks, call, task_id)
 
     def _check_callback(self, call: str, task_id: Hashable, version: object) -> int | TimerState:
         """The slot of the running version a callback steps, or the terminal state it returns.
@@ -794,6 +778,7 @@ def _is_time(value: object) -> bool:
             and math.isfinite(value))
 
 
+@checker_of(TimerScheduler)
 class _Checker(Checker[TimerScheduler]):
     """check_invariants(): recompute every invariant from the raw structures. Lock held."""
 

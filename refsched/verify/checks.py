@@ -345,7 +345,7 @@ def durable_runs_check(session: Session, runs: int) -> Outcome:
     import tempfile
 
     from refsched.durable import DurableScheduler
-    from refsched.durable.soak import soak_run
+    from refsched.verify.durable.soak import soak_run
     from refsched.verify.durable.validate import validate_history
 
     started = time.monotonic()

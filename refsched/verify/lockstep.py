@@ -41,7 +41,9 @@ def run_machine(machine: type[RuleBasedStateMachine], *, examples: int, steps: i
     skipped = {Phase.explain} if shrink else {Phase.explain, Phase.shrink}
     chosen: dict[str, Any] = {
         "max_examples": examples, "stateful_step_count": steps, "deadline": None,
-        "database": None, "phases": [p for p in Phase if p not in skipped], **options}
+        "database": None, "phases": [p for p in Phase if p not in skipped],
+        # one failure, shrunk, and the blob that replays it: what a lock-step verdict reports
+        "report_multiple_bugs": False, "print_blob": True, **options}
     if slow:
         chosen["suppress_health_check"] = [HealthCheck.too_slow]
     chosen.update(overrides or {})

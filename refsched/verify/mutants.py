@@ -465,7 +465,7 @@ def _tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
 def _durable_tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
     """Soak runs (worker processes under SIGKILL and SIGSTOP), each history judged by TLC."""
     from refsched.durable import DurableScheduler
-    from refsched.durable.soak import soak_run
+    from refsched.verify.durable.soak import soak_run
     from refsched.verify.durable.validate import validate_history
 
     with tempfile.TemporaryDirectory(prefix="refsched-mutant-soak-") as folder:

@@ -45,14 +45,12 @@ class System(ABC):
     """What the generic verification tools need to know of one system."""
 
     name: str  # "scheduler", "timer": the prefix of its files under traces/
-    title: str  # what people call the implementation: "TaskScheduler"
     module: str  # the spec's module: "TimerQueue" (spec/TimerQueue.tla)
     implementation: Callable[..., Any]  # the production implementation replay drives
     # every instance with a corpus, the traces config first: each has a bundle and a manifest
     corpus_configs: tuple[str, ...] = ()  # () means (traces_config,)
     # the model-checking module of an instance, where it is not mc_module
     corpus_modules: Mapping[str, str] = {}
-    parameters: tuple[str, ...]  # every parameter name its actions take
     # TLC dump labels that are not the model's action name (none: every label is one)
     label_actions: Mapping[str, str] = MappingProxyType({})
     initial: Hashable  # the model's initial state (spec Init)
@@ -64,6 +62,11 @@ class System(ABC):
     id_parameters: tuple[str, ...] = ("t",)
     # what the implementation's snapshot() must return to be compared (else it cannot say)
     snapshot_type: type = object
+
+    @property
+    def title(self) -> str:
+        """What people call the implementation: its class's name (``TaskScheduler``)."""
+        return getattr(self.implementation, "__name__", self.name)
 
     # -- The spec's files, by default named after its module ----------------------------------
 

@@ -213,7 +213,6 @@ class TraceSpec:
 
     system: str  # the System's name: "scheduler", "timer", "pool"
     invariants: tuple[str, ...]  # its invariants, checked in every state
-    calls: Mapping[str, str]  # action -> how it is taken from its recorded parameters ``p``
     params: Mapping[str, tuple[Kind, str]]  # parameter -> its type, and what else it would be
     types: Mapping[str, _Variable]  # variable -> its type
     id_sets: Mapping[str, str]  # constant of ids -> the variable whose keys name them
@@ -248,6 +247,15 @@ class TraceSpec:
         return systems.get(self.system)
 
     @property
+    def calls(self) -> dict[str, str]:
+        """Action -> how the generated module takes it from its recorded parameters ``p``: the
+        spec's operator of that name over the model action's parameters, which are the
+        operator's, in its order (the scheduler's StaleCallback too: Next reaches that operator
+        only through AnyStaleCallback, for some g)."""
+        return {name: f"{name}({', '.join(f'p.{x}' for x in action.params)})" if action.params
+                else name for name, action in self.system_object.actions.items()}
+
+    @property
     def module(self) -> str:
         """The spec module the generated one extends: the system's."""
         return self.system_object.module
@@ -270,21 +278,6 @@ class TraceSpec:
 class _SchedulerSpec(TraceSpec):
     system = "scheduler"
     invariants = SPEC_INVARIANTS
-    # StaleCallback is the spec's parametric operator (Next only reaches it through
-    # AnyStaleCallback, for some g).
-    calls = MappingProxyType({
-        "Submit": "Submit(p.t, p.D)",
-        "Start": "Start",
-        "Claim": "Claim(p.k)",
-        "Complete": "Complete(p.t, p.g)",
-        "Fail": "Fail(p.t, p.g)",
-        "Cancel": "Cancel(p.t)",
-        "AcknowledgeCancel": "AcknowledgeCancel(p.t, p.g)",
-        "Retry": "Retry(p.t)",
-        "Close": "Close(p.cancelPending)",
-        "StaleCallback": "StaleCallback(p.t, p.g)",
-        "RepeatedCallback": "RepeatedCallback(p.t)",
-    })
     params = MappingProxyType({
         "t": TASK,
         "D": (_sequence_of(_id("Tasks")), "is not a set of ids in Tasks"),
@@ -332,18 +325,6 @@ def _times(trace: Trace, index: int, variable: str, param: str) -> frozenset[Any
 class _TimerSpec(TraceSpec):
     system = "timer"
     invariants = tuple(TIMER_INVARIANTS)
-    calls = MappingProxyType({
-        "Schedule": "Schedule(p.t, p.r, p.p)",
-        "Cancel": "Cancel(p.t)",
-        "Claim": "Claim",
-        "Idle": "Idle",
-        "Complete": "Complete(p.t, p.v)",
-        "Fail": "Fail(p.t, p.v)",
-        "StaleCallback": "StaleCallback(p.t, p.v)",
-        "RepeatedCallback": "RepeatedCallback(p.t)",
-        "Close": "Close",
-        "Tick": "Tick",
-    })
     params = MappingProxyType({
         "t": TASK,
         "r": (_natural, "is not a natural number"),
@@ -376,15 +357,6 @@ class _TimerSpec(TraceSpec):
 class _PoolSpec(TraceSpec):
     system = "pool"
     invariants = tuple(POOL_INVARIANTS)
-    calls = MappingProxyType({
-        "SubmitExternal": "SubmitExternal(p.t, p.w)",
-        "SubmitChild": "SubmitChild(p.t, p.w)",
-        "Pop": "Pop(p.w)",
-        "Steal": "Steal(p.thief, p.victim)",
-        "Finish": "Finish(p.w)",
-        "Shutdown": "Shutdown",
-        "CancelQueued": "CancelQueued",
-    })
     params = MappingProxyType({
         "t": TASK,
         **{name: (_id("Workers"), "is not in Workers")

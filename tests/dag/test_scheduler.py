@@ -33,14 +33,15 @@ from refsched import (
 )
 from refsched.dag.scheduler import INVARIANTS, SchedulerStats
 from refsched.errors import ConflictError, GraphError, InvariantViolation
-
-PENDING = TaskState.PENDING
-READY = TaskState.READY
-RUNNING = TaskState.RUNNING
-SUCCEEDED = TaskState.SUCCEEDED
-FAILED = TaskState.FAILED
-BLOCKED = TaskState.BLOCKED
-CANCELLED = TaskState.CANCELLED
+from refsched.model.dag.actions import (
+    BLOCKED,
+    CANCELLED,
+    FAILED,
+    PENDING,
+    READY,
+    RUNNING,
+    SUCCEEDED,
+)
 
 
 def started(max_concurrency: int, graph: dict[Hashable, tuple[Hashable, ...]],

@@ -276,7 +276,7 @@ class _TokenFunction:
         self.go_on = threading.Event()
 
     @property
-    def __code__(self) -> Any:  # what _wants_token() reads first: user code, run by the worker
+    def __code__(self) -> Any:  # what wants_token() reads first: user code, run by the worker
         self.looked_up.set()
         assert self.go_on.wait(LONG)
         raise AttributeError("__code__")

@@ -1,16 +1,21 @@
 """What the durable fault tests share: worker processes, bounded waits, the task functions' logs,
 and the accepted ends of a checked history (tests/durable/test_faults.py on SQLite,
-tests/durable/test_postgres_faults.py on a PostgreSQL server)."""
+tests/durable/test_postgres_faults.py on a PostgreSQL server); and the broken claims of the
+lock-step and corpus tests, whose SQL is rewritten."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from refsched.durable import DurableScheduler
+from refsched.durable.scheduler import Lease
+from refsched.durable.store import Tx
 from refsched.verify.durable.history import check_history
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,3 +71,37 @@ def accepted_ends(db: DurableScheduler) -> dict[tuple[str, int], int]:
                           max_attempts=db.max_attempts, final=db.snapshot())
     assert check.problems == []
     return check.ends
+
+
+class _RewritingTx:
+    """A transaction whose ``all`` queries run with ``old`` replaced by ``new``."""
+
+    def __init__(self, tx: Tx, old: str, new: str) -> None:
+        self._tx, self._old, self._new = tx, old, new
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tx, name)
+
+    def all(self, sql: str, params: Any = ()) -> Any:
+        return self._tx.all(sql.replace(self._old, self._new), params)
+
+
+class ClaimRewritten(DurableScheduler):
+    """A scheduler whose claim() runs its queries with the text ``rewrite[0]`` replaced by
+    ``rewrite[1]``: a subclass names the rule it breaks, and how."""
+
+    rewrite: tuple[str, str]  # (old, new): old must be in the claim's query, or nothing breaks
+
+    def claim(self, worker: str, limit: int = 1, lease: float = 30.0) -> list[Lease]:
+        store, transaction = self._store, self._store.transaction
+
+        @contextlib.contextmanager
+        def rewritten(write: bool = True, first: str | None = None) -> Iterator[Any]:
+            with transaction(write, first) as tx:
+                yield _RewritingTx(tx, *self.rewrite)
+
+        store.transaction = rewritten  # type: ignore[method-assign]
+        try:
+            return super().claim(worker, limit, lease)
+        finally:
+            del store.transaction

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -21,6 +20,7 @@ from refsched.errors import LeaseLostError, SchedulerError
 from refsched.types import TaskState
 from refsched.verify.durable.lockstep import Disagreement, Ledger, run_durable_lockstep
 from tests.conftest import postgres_factory
+from tests.durable.support import ClaimRewritten
 
 
 def test_durable_scheduler_agrees_with_the_model_and_takes_every_action() -> None:
@@ -59,37 +59,10 @@ class CompleteWithoutAttemptCheck(DurableScheduler):
         return super().complete(lease, result)
 
 
-class _ReorderingTx:
-    """A transaction whose claim picks ready versions by id, not by seq."""
-
-    def __init__(self, tx: Tx) -> None:
-        self._tx = tx
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._tx, name)
-
-    def all(self, sql: str, params: Any = ()) -> Any:
-        return self._tx.all(sql.replace("ORDER BY seq LIMIT ?) RETURNING",
-                                        "ORDER BY id DESC LIMIT ?) RETURNING"), params)
-
-
-class ClaimIgnoresSeqOrder(DurableScheduler):
+class ClaimIgnoresSeqOrder(ClaimRewritten):
     """claim() takes the ready versions in id order instead of submission order."""
 
-    def claim(self, worker: str, limit: int = 1, lease: float = 30.0) -> list[Lease]:
-        store = self._store
-        outer = store.transaction
-
-        @contextlib.contextmanager
-        def transaction(write: bool = True, first: str | None = None) -> Iterator[Any]:
-            with outer(write, first) as tx:
-                yield _ReorderingTx(tx)
-
-        store.transaction = transaction  # type: ignore[method-assign]
-        try:
-            return super().claim(worker, limit, lease)
-        finally:
-            del store.transaction
+    rewrite = ("ORDER BY seq LIMIT ?) RETURNING", "ORDER BY id DESC LIMIT ?) RETURNING")
 
 
 class HeartbeatExtendsLostLease(DurableScheduler):
@@ -152,27 +125,22 @@ def _caught(broken: type[DurableScheduler], shrink: bool = False) -> Disagreemen
     return caught.value
 
 
-@pytest.mark.slow
-def test_catches_a_complete_without_the_attempt_check() -> None:
-    found = _caught(CompleteWithoutAttemptCheck)
-    assert "expected StaleLeaseError" in str(found), found
-    assert "complete(" in str(found).splitlines()[-1], found
+# Each broken scheduler, what the disagreement says (None: nothing asked of it), and the call
+# the walk ends at.
+CAUGHT = [
+    (CompleteWithoutAttemptCheck, "expected StaleLeaseError", "complete("),
+    (ClaimIgnoresSeqOrder, None, "claim("),
+    (HeartbeatExtendsLostLease, "expected LeaseLostError", "heartbeat("),
+    (ExpiresCompletedLease, None, "claim("),
+]
 
 
 @pytest.mark.slow
-def test_catches_a_claim_that_ignores_seq_order() -> None:
-    found = _caught(ClaimIgnoresSeqOrder)
-    assert "claim(" in str(found).splitlines()[-1], found
-
-
-@pytest.mark.slow
-def test_catches_a_heartbeat_that_extends_a_lost_lease() -> None:
-    found = _caught(HeartbeatExtendsLostLease)
-    assert "expected LeaseLostError" in str(found), found
-    assert "heartbeat(" in str(found).splitlines()[-1], found
-
-
-@pytest.mark.slow
-def test_catches_an_expiry_of_a_lease_already_completed() -> None:
-    found = _caught(ExpiresCompletedLease)
-    assert "claim(" in str(found).splitlines()[-1], found
+@pytest.mark.parametrize(("broken", "says", "call"), CAUGHT,
+                         ids=[broken.__name__ for broken, _, _ in CAUGHT])
+def test_catches_a_broken_scheduler_at_the_call_that_disagreed(
+        broken: type[DurableScheduler], says: str | None, call: str) -> None:
+    found = _caught(broken)
+    if says is not None:
+        assert says in str(found), found
+    assert call in str(found).splitlines()[-1], found

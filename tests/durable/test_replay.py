@@ -12,10 +12,9 @@ asserts the replay names the first step where it shows.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from functools import cache
 from pathlib import Path
@@ -32,10 +31,18 @@ from refsched.durable.scheduler import Lease
 from refsched.durable.store import Tx
 from refsched.errors import InvariantViolation
 from refsched.model.durable import ACTIONS, INITIAL, Instance
-from refsched.verify import corpus, stategraph, system
-from refsched.verify.itf import Step, Trace, encode_bundle, read_traces, write_traces
-from refsched.verify.replay import ReplayReport, format_divergence, replay
+from refsched.verify import corpus, system
+from refsched.verify.itf import Step, Trace, encode_bundle, write_traces
+from refsched.verify.replay import format_divergence, replay
 from tests.conftest import postgres_factory
+from tests.durable.support import ClaimRewritten
+from tests.replay_support import (
+    CorpusTests,
+    assert_replays_every_edge,
+    assert_wrong_state_after,
+    corpus_traces,
+    first_divergence,
+)
 
 DURABLE = system.get("durable")
 NOOP = "refsched.durable.jobs:noop"
@@ -43,25 +50,12 @@ NOOP = "refsched.durable.jobs:noop"
 
 @pytest.fixture(scope="module")
 def traces() -> list[Trace]:
-    return read_traces(corpus.traces_dir() / DURABLE.bundle)
+    return corpus_traces(DURABLE)
 
 
-@pytest.mark.slow
-def test_the_durable_corpus_is_the_one_the_spec_and_model_give() -> None:
-    graph = stategraph.tlc_graph(system=DURABLE, workers=1)
-    check = corpus.check_corpus(graph)
-    assert check.manifest["edges"] == graph.edge_count == check.fresh["edges"]
-    assert check.manifest["config"] == "MCDurableSchedulerTraces.cfg"
-
-
-@pytest.mark.slow
-def test_every_edge_of_the_durable_corpus_replays_cleanly(traces: list[Trace]) -> None:
-    report = replay(traces, system=DURABLE)
-    assert report.ok, format_divergence(report.divergences[0])
-    manifest = corpus.read_manifest(system=DURABLE)
-    assert (report.traces, report.steps, report.edges) == (
-        manifest["traces"], manifest["steps"], manifest["edges"])
-    assert {name for name, c in report.coverage.items() if c.edges == 0} == set()
+class TestDurableCorpus(CorpusTests):
+    pytestmark = pytest.mark.slow
+    system, config = DURABLE, "MCDurableSchedulerTraces.cfg"
 
 
 @pytest.mark.slow
@@ -70,12 +64,8 @@ def test_every_edge_of_the_durable_corpus_replays_cleanly_on_postgresql(
     # The state is compared at every step; check_invariants() and the counters of stats(), a
     # round of queries each, after each trace's last step (the test above checks them at every
     # step on SQLite, and the lock-step machine at every call on PostgreSQL).
-    report = replay(traces, postgres_factory(postgres_url), system=DURABLE,
-                    checks_each_step=False)
-    assert report.ok, format_divergence(report.divergences[0])
-    manifest = corpus.read_manifest(system=DURABLE)
-    assert (report.traces, report.steps, report.edges) == (
-        manifest["traces"], manifest["steps"], manifest["edges"])
+    assert_replays_every_edge(traces, DURABLE, factory=postgres_factory(postgres_url),
+                              checks_each_step=False)
 
 
 # -- Broken stores ------------------------------------------------------------------------------
@@ -115,15 +105,9 @@ class ExpiryNeverFails(DurableScheduler):
             self._max_attempts = limit
 
 
-def first_divergence(traces: list[Trace], factory: Callable[..., Any]) -> ReplayReport:
-    report = replay(traces, factory, system=DURABLE)
-    assert not report.ok, f"{factory} replayed {report.steps:,} steps without a divergence"
-    return report
-
-
 def test_a_complete_that_skips_the_attempt_is_named_at_the_refused_report(
         traces: list[Trace]) -> None:
-    d = first_divergence(traces, CompleteSkipsAttempt).divergences[0]
+    d = first_divergence(traces, CompleteSkipsAttempt, DURABLE).divergences[0]
     assert (d.side, d.action) == ("implementation", "Refused"), format_divergence(d)
     assert d.params["w"] == d.source.holder[d.params["t"]], format_divergence(d)
     assert "complete(Lease(" in d.reason and "returned succeeded" in d.reason, d.reason
@@ -137,10 +121,8 @@ def test_a_complete_that_skips_the_attempt_is_named_at_the_refused_report(
 ], ids=["heartbeat-keeps-deadline", "expiry-never-fails"])
 def test_a_broken_store_is_named_at_its_first_wrong_step(
         traces: list[Trace], factory: Callable[..., Any], action: str, field: str) -> None:
-    d = first_divergence(traces, factory).divergences[0]
-    assert (d.side, d.action) == ("implementation", action), format_divergence(d)
-    assert d.reason == "the state after the step is not the trace's", d.reason
-    assert d.diff.splitlines()[1].split()[1] == field, d.diff
+    assert_wrong_state_after(first_divergence(traces, factory, DURABLE).divergences[0],
+                             action, field, column=1)
 
 
 class RepeatAnsweredForAnyAttempt(DurableScheduler):
@@ -169,7 +151,7 @@ class RepeatAppliedAgain(DurableScheduler):
 
 def test_a_store_that_refuses_a_repeated_report_is_named_at_the_repeat(
         traces: list[Trace]) -> None:
-    d = first_divergence(traces, broken_durable.RepeatedReportRefused).divergences[0]
+    d = first_divergence(traces, broken_durable.RepeatedReportRefused, DURABLE).divergences[0]
     assert (d.side, d.action) in {("implementation", "RepeatedReport"),
                                   ("implementation", "RepeatedCallback")}, format_divergence(d)
     assert "raised StaleLeaseError" in d.reason, d.reason
@@ -177,14 +159,14 @@ def test_a_store_that_refuses_a_repeated_report_is_named_at_the_repeat(
 
 def test_a_store_that_answers_a_repeat_of_any_attempt_is_named_at_the_refused_report(
         traces: list[Trace]) -> None:
-    d = first_divergence(traces, RepeatAnsweredForAnyAttempt).divergences[0]
+    d = first_divergence(traces, RepeatAnsweredForAnyAttempt, DURABLE).divergences[0]
     assert (d.side, d.action) == ("implementation", "Refused"), format_divergence(d)
     assert d.reason.endswith("expected StaleLeaseError"), d.reason
 
 
 def test_a_store_that_applies_a_repeated_report_again_is_named_at_the_repeat(
         traces: list[Trace]) -> None:
-    d = first_divergence(traces, RepeatAppliedAgain).divergences[0]
+    d = first_divergence(traces, RepeatAppliedAgain, DURABLE).divergences[0]
     assert (d.side, d.action) in {("implementation", "RepeatedReport"),
                                   ("implementation", "RepeatedCallback")}, format_divergence(d)
 
@@ -267,34 +249,10 @@ def test_a_store_that_applies_a_repeat_again_is_named_at_the_repeated_report() -
     assert "succeeded" in d.reason, format_divergence(d)
 
 
-class ClaimTakesNewest(DurableScheduler):
+class ClaimTakesNewest(ClaimRewritten):
     """claim() takes the ready versions of largest seq: the newest work first."""
 
-    def claim(self, worker: str, limit: int = 1, lease: float = 30.0) -> list[Lease]:
-        store, transaction = self._store, self._store.transaction
-
-        @contextlib.contextmanager
-        def newest_first(write: bool = True, first: str | None = None) -> Iterator[Any]:
-            with transaction(write, first) as tx:
-                yield _NewestFirst(tx)
-
-        store.transaction = newest_first  # type: ignore[method-assign]
-        try:
-            return super().claim(worker, limit, lease)
-        finally:
-            del store.transaction
-
-
-class _NewestFirst:
-    def __init__(self, tx: Tx) -> None:
-        self._tx = tx
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._tx, name)
-
-    def all(self, sql: str, params: Any = ()) -> Any:
-        return self._tx.all(sql.replace("state = 'ready' ORDER BY seq LIMIT",
-                                        "state = 'ready' ORDER BY seq DESC LIMIT"), params)
+    rewrite = ("state = 'ready' ORDER BY seq LIMIT", "state = 'ready' ORDER BY seq DESC LIMIT")
 
 
 class CountsOneSuccessTooMany(DurableScheduler):
@@ -336,7 +294,7 @@ def test_a_trace_of_two_ids_replays_cleanly_through_every_kind_of_step() -> None
 
 
 def test_a_claim_that_ignores_seq_order_is_named_at_the_claim() -> None:
-    d = first_divergence([CLAIM_ORDER], ClaimTakesNewest).divergences[0]
+    d = first_divergence([CLAIM_ORDER], ClaimTakesNewest, DURABLE).divergences[0]
     assert (d.side, d.action, d.step) == ("implementation", "Claim", 4), format_divergence(d)
     assert d.reason == ("claim('w1', limit=1, lease=1) returned [<<b, 1, 1>>], expected "
                         "[<<a, 1, 1>>]"), d.reason
@@ -349,7 +307,7 @@ def test_a_claim_while_a_lease_waits_to_expire_is_not_a_step_the_calls_take() ->
                    ("Submit", {"t": "b", "D": frozenset()}), ("Start", {}),
                    ("Claim", {"w": "w1", "k": 1}), ("Tick", {}), ("Tick", {}),
                    ("Claim", {"w": "w1", "k": 1}), instance=WIDE)
-    d = first_divergence([early], DurableScheduler).divergences[0]
+    d = first_divergence([early], DurableScheduler, DURABLE).divergences[0]
     assert (d.side, d.action, d.step) == ("model", "Claim", 7), format_divergence(d)
     assert d.reason == "Claim(w=w1, k=1): claim() would first expire ['a']", d.reason
 

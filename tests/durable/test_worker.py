@@ -337,7 +337,7 @@ def test_held_keys_are_the_spec_lease() -> None:
 
 def test_the_soak_counts_a_reclaim_by_the_worker_that_lost_the_lease_as_a_self_reclaim(
         tmp_path: Path) -> None:
-    from refsched.durable.soak import self_reclaims
+    from refsched.verify.durable.soak import self_reclaims
 
     db = DurableScheduler(f"sqlite:///{tmp_path / 's.db'}", max_concurrency=2,
                           max_attempts=3, clock="virtual", record=True)

@@ -34,12 +34,14 @@ class TaskKeyedHeld(Held):
         return attempt
 
     def returned(self, key: LeaseKey) -> Attempt | None:
+        # Every attempt taken still reports, replaced or not: Held's own returned(), looking
+        # among all of them.
         with self._lock:
-            attempt = self._ever.get(key)
-            if attempt is None or attempt.reporting:
-                return None
-            attempt.reporting = True
-            return attempt
+            newest, self._attempts = self._attempts, self._ever
+            try:
+                return super().returned(key)
+            finally:
+                self._attempts = newest
 
     def drop(self, key: LeaseKey) -> None:
         with self._lock:

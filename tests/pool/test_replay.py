@@ -21,8 +21,13 @@ from refsched.pool.pool import PoolStats, _Task
 from refsched.verify import corpus, system
 from refsched.verify.itf import Trace, read_traces
 from refsched.verify.pool.driver import SteppedPool, stepped_class
-from refsched.verify.replay import ReplayReport, format_divergence, replay
-from tests.replay_support import assert_corpus_is_current, assert_replays_every_edge, corpus_traces
+from refsched.verify.replay import format_divergence
+from tests.replay_support import (
+    CorpusTests,
+    assert_wrong_state_after,
+    corpus_traces,
+    first_divergence,
+)
 
 POOL = system.get("pool")
 
@@ -32,12 +37,8 @@ def traces() -> list[Trace]:
     return corpus_traces(POOL)
 
 
-def test_the_pool_corpus_is_the_one_the_spec_and_model_give() -> None:
-    assert_corpus_is_current(POOL, "MCWorkStealingTraces.cfg")
-
-
-def test_every_edge_of_the_pool_corpus_replays_cleanly(traces: list[Trace]) -> None:
-    assert_replays_every_edge(traces, POOL)
+class TestPoolCorpus(CorpusTests):
+    system, config = POOL, "MCWorkStealingTraces.cfg"
 
 
 # -- Broken pools -------------------------------------------------------------------------------
@@ -90,12 +91,6 @@ class NeverTerminates(WorkStealingPool):
         pass
 
 
-def first_divergence(traces: list[Trace], factory: Callable[..., Any]) -> ReplayReport:
-    report = replay(traces, factory, system=POOL)
-    assert not report.ok, f"{factory} replayed {report.steps:,} steps without a divergence"
-    return report
-
-
 @pytest.mark.parametrize(("factory", "action", "field"), [
     (OwnerTakesTop, "Pop", "deque"),
     (ThiefTakesBottom, "Steal", "deque"),
@@ -106,11 +101,8 @@ def first_divergence(traces: list[Trace], factory: Callable[..., Any]) -> Replay
         "never-terminates"])
 def test_a_broken_pool_is_named_at_its_first_wrong_step(
         traces: list[Trace], factory: Callable[..., Any], action: str, field: str) -> None:
-    d = first_divergence(traces, factory).divergences[0]
-    assert (d.side, d.action) == ("implementation", action), format_divergence(d)
-    assert d.reason == "the state after the step is not the trace's", d.reason
-    assert d.diff.splitlines()[1].split()[0] == field, d.diff
-    assert format_divergence(d).startswith(f"trace {d.trace}, step {d.step}: {action}")
+    assert_wrong_state_after(first_divergence(traces, factory, POOL).divergences[0], action,
+                             field, column=0)
 
 
 class TakesNothing(WorkStealingPool):
@@ -121,8 +113,8 @@ class TakesNothing(WorkStealingPool):
 
 
 def test_a_pool_that_takes_nothing_is_named_by_the_move() -> None:
-    d = first_divergence(read_traces(corpus.traces_dir() / POOL.bundle), TakesNothing
-                         ).divergences[0]
+    d = first_divergence(read_traces(corpus.traces_dir() / POOL.bundle), TakesNothing,
+                         POOL).divergences[0]
     assert (d.side, d.action) == ("implementation", "Pop"), format_divergence(d)
     assert "worker w1 takes a task worker 'w1' took no task, expected a task" in d.reason
 
@@ -137,7 +129,7 @@ class ExecutedMiscounted(WorkStealingPool):
 
 
 def test_the_driven_pool_checks_its_counters_after_every_step(traces: list[Trace]) -> None:
-    d = first_divergence(traces, ExecutedMiscounted).divergences[0]
+    d = first_divergence(traces, ExecutedMiscounted, POOL).divergences[0]
     assert (d.side, d.action) == ("implementation", "Finish"), format_divergence(d)
     assert "check_invariants() raised AssertionError: stats().executed is 2" in d.reason
 
@@ -151,7 +143,7 @@ class QueueLengthsReversed(WorkStealingPool):
 
 
 def test_a_pool_that_miscounts_is_named_at_its_first_wrong_step(traces: list[Trace]) -> None:
-    d = first_divergence(traces, QueueLengthsReversed).divergences[0]
+    d = first_divergence(traces, QueueLengthsReversed, POOL).divergences[0]
     assert (d.side, d.action) == ("implementation", "SubmitExternal"), format_divergence(d)
     assert d.reason == "stats() is not what the trace's steps count: queue_lengths", d.reason
     # the table the pool's state differences are shown in: field, trace, implementation

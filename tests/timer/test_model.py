@@ -38,6 +38,7 @@ from refsched.model.timer import (
     within_bound,
 )
 from refsched.model.timer import actions as A
+from refsched.model.timer.actions import CANCELLED, COMPLETED, FAILED, PENDING, RUNNING
 from refsched.types import (
     Due,
     TimerCloseReport,
@@ -47,23 +48,11 @@ from refsched.types import (
     TimerVersionView,
     Wait,
 )
-
-PENDING, RUNNING = TimerState.PENDING, TimerState.RUNNING
-COMPLETED, FAILED, CANCELLED = TimerState.COMPLETED, TimerState.FAILED, TimerState.CANCELLED
+from refsched.verify.timer.system import FakeClock
 
 # spec/MCTimerQueueTraces.cfg
 TRACES = Instance(tasks=("a", "b"), max_time=1, priorities=(0, 1), rebuild_floor=0,
                   max_version=2, max_schedules=2)
-
-
-class FakeClock:
-    """A clock that reads what the test sets."""
-
-    def __init__(self, now: float = 0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def timer(now: float = 0, rebuild_floor: int = 64) -> tuple[ReferenceTimerScheduler, FakeClock]:

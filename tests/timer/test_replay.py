@@ -19,8 +19,8 @@ from refsched.cli import main
 from refsched.types import TimerState, TimerStats
 from refsched.verify import corpus, system
 from refsched.verify.itf import Trace, read_traces, write_traces
-from refsched.verify.replay import ReplayReport, format_divergence, replay
-from tests.replay_support import assert_corpus_is_current, assert_replays_every_edge, corpus_traces
+from refsched.verify.replay import format_divergence
+from tests.replay_support import CorpusTests, corpus_traces, first_divergence
 
 TIMER = system.get("timer")
 
@@ -30,12 +30,8 @@ def traces() -> list[Trace]:
     return corpus_traces(TIMER)
 
 
-def test_the_timer_corpus_is_the_one_the_spec_and_model_give() -> None:
-    assert_corpus_is_current(TIMER, "MCTimerQueueTraces.cfg")
-
-
-def test_every_edge_of_the_timer_corpus_replays_cleanly(traces: list[Trace]) -> None:
-    assert_replays_every_edge(traces, TIMER)
+class TestTimerCorpus(CorpusTests):
+    system, config = TIMER, "MCTimerQueueTraces.cfg"
 
 
 # -- Broken implementations ---------------------------------------------------------------------
@@ -79,12 +75,6 @@ def rebuilds_late(clock: Callable[[], float], *, rebuild_floor: int) -> TimerSch
     return TimerScheduler(clock, rebuild_floor=rebuild_floor + 1)
 
 
-def first_divergence(traces: list[Trace], factory: Callable[..., Any]) -> ReplayReport:
-    report = replay(traces, factory, system=TIMER)
-    assert not report.ok, f"{factory} replayed {report.steps:,} steps without a divergence"
-    return report
-
-
 @pytest.mark.parametrize(("factory", "action", "says"), [
     (CancelAlwaysTrue, "Cancel", "cancel('a') returned True, expected False"),
     (StaleCompleteIgnored, "StaleCallback", "expected StaleGenerationError naming version"),
@@ -95,7 +85,7 @@ def first_divergence(traces: list[Trace], factory: Callable[..., Any]) -> Replay
         "claimed-forgets-failed"])
 def test_a_broken_timer_is_named_at_its_first_wrong_step(
         traces: list[Trace], factory: Callable[..., Any], action: str, says: str) -> None:
-    d = first_divergence(traces, factory).divergences[0]
+    d = first_divergence(traces, factory, TIMER).divergences[0]
     assert (d.side, d.action) == ("implementation", action), format_divergence(d)
     assert says in d.reason, d.reason
     shown = format_divergence(d)
@@ -104,7 +94,7 @@ def test_a_broken_timer_is_named_at_its_first_wrong_step(
 
 
 def test_a_miscount_shows_the_counter_as_a_field_that_differs(traces: list[Trace]) -> None:
-    d = first_divergence(traces, ClaimedForgetsFailed).divergences[0]
+    d = first_divergence(traces, ClaimedForgetsFailed, TIMER).divergences[0]
     header, row = d.diff.splitlines()
     assert header.split() == ["id", "field", "trace", "implementation"]
     field, trace, implementation = row.split()
@@ -112,7 +102,7 @@ def test_a_miscount_shows_the_counter_as_a_field_that_differs(traces: list[Trace
 
 
 def test_a_late_rebuild_shows_the_heap_entries_that_differ(traces: list[Trace]) -> None:
-    d = first_divergence(traces, rebuilds_late).divergences[0]
+    d = first_divergence(traces, rebuilds_late, TIMER).divergences[0]
     assert "heap" in d.diff and "only <<" in d.diff, d.diff
 
 

@@ -37,23 +37,9 @@ from refsched import (
     UnknownTaskError,
     Wait,
 )
+from refsched.model.timer.actions import CANCELLED, COMPLETED, FAILED, PENDING, RUNNING
 from refsched.timer import scheduler as timer_module
-
-PENDING = TimerState.PENDING
-RUNNING = TimerState.RUNNING
-COMPLETED = TimerState.COMPLETED
-FAILED = TimerState.FAILED
-CANCELLED = TimerState.CANCELLED
-
-
-class FakeClock:
-    """A clock the test sets by hand."""
-
-    def __init__(self, now: float = 0.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
+from refsched.verify.timer.system import FakeClock
 
 
 class ListRecorder:

@@ -15,12 +15,7 @@ from collections.abc import Callable, Hashable
 
 from refsched.dag.runner import CancelToken, Runner, TaskFuture
 from refsched.dag.scheduler import TaskScheduler
-from refsched.errors import (
-    Cancelled,
-    InvalidTransitionError,
-    SchedulerError,
-    TaskRunningError,
-)
+from refsched.errors import Cancelled, InvalidTransitionError, SchedulerError, TaskRunningError
 from refsched.explore import runtime
 from refsched.explore.context import Context, Scenario, by_name
 from refsched.explore.pool.scenarios import POOL_SCENARIOS

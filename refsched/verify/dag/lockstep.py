@@ -32,13 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from refsched.conform.profile import FULL, Profile
 from refsched.model import ACTIONS, INITIAL, ReferenceScheduler, violated, violated_by_step
@@ -574,6 +568,6 @@ def run_lockstep(factory: Callable[[int], Any], examples: int = 200, steps: int 
                                python_api=python_api, fatal=fatal)
     try:
         run_machine(machine, examples=examples, steps=steps, seed=seed,
-                    overrides=hypothesis_settings, print_blob=True)
+                    overrides=hypothesis_settings)
     except _Fatal as stop:
         raise stop.error from None

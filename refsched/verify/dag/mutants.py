@@ -356,19 +356,11 @@ WAKEUPS: tuple[Mutant, ...] = (
        """        if self._resolving == 0 and (self._live == 0 or self._inflight == 0):""",
        """        if self._resolving > 0 and (self._live == 0 or self._inflight == 0):"""),
     _m('runner_wait_uncounted', _R, 'wait() does not count itself among the idle waiters',
-       """        with self._lock:
-            self._idle_waiters += 1
-            try:
-                self._idle.wait_for(self._quiet, seconds)""",
-       """        with self._lock:
-            try:
-                self._idle.wait_for(self._quiet, seconds)"""),
+       """            self._wait_idle_locked(self._quiet, seconds)""",
+       """            self._idle.wait_for(self._quiet, seconds)"""),
     _m('runner_close_wait_uncounted', _R, 'close() does not count itself among the idle waiters',
-       """            self._idle_waiters += 1
-            try:
-                self._idle.wait_for(self._all_returned, seconds)""",
-       """            try:
-                self._idle.wait_for(self._all_returned, seconds)"""),
+       """            self._wait_idle_locked(self._all_returned, seconds)""",
+       """            self._idle.wait_for(self._all_returned, seconds)"""),
     _m('runner_futures_notify_one', _R,
        'settling a result notifies one future waiter, not all (shared condition)',
        """                    if self._futures_waiting:

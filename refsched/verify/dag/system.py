@@ -22,12 +22,10 @@ __all__ = ["SYSTEM", "SchedulerSystem"]
 
 class SchedulerSystem(System):
     name = "scheduler"
-    title = "TaskScheduler"
     module = "Scheduler"
     implementation = TaskScheduler
     traces_config = stategraph.TRACES_CONFIG
     variables = specstate.SPEC_VARIABLES
-    parameters = ("t", "D", "k", "g", "cancelPending")
     label_actions = stategraph.LABEL_ACTIONS
     initial = INITIAL
     actions = ACTIONS

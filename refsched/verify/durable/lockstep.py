@@ -41,15 +41,10 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from refsched.durable import DurableScheduler
 from refsched.errors import InvalidArgumentError, SchedulerError
@@ -162,6 +157,26 @@ class _Has:
     validates: bool
 
 
+class ModelRefused(Exception):
+    """The model cannot take a step the machine chose, or the step breaks an invariant."""
+
+
+def model_takes(model: DurableSnapshot, step: Step,
+                limits: Limits) -> tuple[tuple[Any, ...], DurableSnapshot]:
+    """``step``'s arguments and the model's state after it, its invariants and the step's
+    properties checked; :class:`ModelRefused` says why not (both machines take steps so)."""
+    action = ACTIONS[step.action]
+    args = tuple(step.param_map[p] for p in action.params)
+    refusal = action.refused(model, *args, limits=limits)
+    if refusal is not None:
+        raise ModelRefused(f"the model cannot take {step}: {refusal.reason}")
+    after = action.step(model, *args, limits=limits)
+    broken = violated(after, limits) + violated_by_step(model, after, limits)
+    if broken:
+        raise ModelRefused(f"the model breaks {broken} at {step}")
+    return args, after
+
+
 def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                              fatal: Fatal = (), profile: Any = None
                              ) -> type[RuleBasedStateMachine]:
@@ -211,7 +226,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
 
         # -- checking -------------------------------------------------------------------
 
-        def fail(self, reason: str) -> None:
+        def fail(self, reason: str) -> NoReturn:
             raise Disagreement(reason, self.calls, Trace(
                 "durable-lockstep", _DURABLE.constants(INSTANCE),
                 _DURABLE.spec_state(INITIAL, INSTANCE), tuple(self.taken),
@@ -221,19 +236,14 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         def take(self, steps: list[Step]) -> None:
             """The model takes ``steps`` (already chosen as enabled)."""
             for step in steps:
-                action = ACTIONS[step.action]
-                args = tuple(step.param_map[p] for p in action.params)
-                refusal = action.refused(self.model, *args, limits=LIMITS)
-                if refusal is not None:
-                    self.fail(f"the model cannot take {step}: {refusal.reason}")
-                before, self.model = self.model, action.step(self.model, *args, limits=LIMITS)
+                try:
+                    args, after = model_takes(self.model, step, LIMITS)
+                except ModelRefused as refused:
+                    self.fail(str(refused))
+                before, self.model = self.model, after
                 self.taken.append(TraceStep(step.action, dict(step.param_map),
                                             _DURABLE.spec_state(self.model, INSTANCE)))
                 self.counts = self.counts.step(step.action, args, before, self.model)
-                broken = violated(self.model, LIMITS) + violated_by_step(before, self.model,
-                                                                         LIMITS)
-                if broken:
-                    self.fail(f"the model breaks {broken} at {step}")
                 if step.action not in _UNRECORDED:
                     self.expected.append(_recorded(step))
                 ledger.actions[step.action] += 1
@@ -568,6 +578,5 @@ def run_durable_lockstep(factory: Callable[..., Any] = DurableScheduler, example
     ledger = Ledger() if ledger is None else ledger
     machine = durable_lockstep_machine(factory, ledger, fatal=fatal, profile=profile)
     run_machine(machine, examples=examples, steps=steps, seed=seed,
-                overrides=hypothesis_settings, slow=True, report_multiple_bugs=False,
-                print_blob=True)
+                overrides=hypothesis_settings, slow=True)
     return ledger

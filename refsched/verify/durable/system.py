@@ -227,7 +227,6 @@ def _orphans(before: DurableSnapshot) -> list[Hashable]:
 
 class DurableSystem(System):
     name = "durable"
-    title = "DurableScheduler"
     module = "DurableScheduler"
     spec = durablespec
     implementation = DurableScheduler
@@ -237,7 +236,6 @@ class DurableSystem(System):
     corpus_configs = CORPUS_CONFIGS
     corpus_modules = MappingProxyType({"MCDurableSchedulerCorpusDiamond.cfg":
                                        FIXED_GRAPH_MODULE})
-    parameters = ("t", "D", "w", "k", "g", "a", "cancelPending")
     id_parameters = ("t", "w")
     label_actions = MappingProxyType(durablespec.LABEL_ACTIONS)
     initial = INITIAL

@@ -49,15 +49,10 @@ import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from refsched.durable import DurableScheduler
 from refsched.durable.worker import Held, LeaseKey, Worker, lease_text
@@ -69,10 +64,9 @@ from refsched.model.durable import (
     Limits,
     Step,
     claim_transaction,
-    violated,
-    violated_by_step,
 )
 from refsched.model.durable.actions import current
+from refsched.verify.durable.lockstep import ModelRefused, model_takes
 from refsched.verify.lockstep import WalkLedger, run_machine
 from refsched.verify.stable import stable_labels
 
@@ -172,21 +166,15 @@ def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] 
             self.db.release()
             shutil.rmtree(self.folder, ignore_errors=True)
 
-        def fail(self, reason: str) -> None:
+        def fail(self, reason: str) -> NoReturn:
             raise WorkerDisagreement(reason, self.moves)
 
         def take(self, steps: list[Step]) -> None:
             for step in steps:
-                action = ACTIONS[step.action]
-                args = tuple(step.param_map[p] for p in action.params)
-                refusal = action.refused(self.model, *args, limits=LIMITS)
-                if refusal is not None:
-                    self.fail(f"the model cannot take {step}: {refusal.reason}")
-                before, self.model = self.model, action.step(self.model, *args, limits=LIMITS)
-                broken = violated(self.model, LIMITS) + violated_by_step(before, self.model,
-                                                                         LIMITS)
-                if broken:
-                    self.fail(f"the model breaks {broken} at {step}")
+                try:
+                    _, self.model = model_takes(self.model, step, LIMITS)
+                except ModelRefused as refused:
+                    self.fail(str(refused))
                 if step.action not in _UNRECORDED:
                     self.expected.append(_recorded(step))
                 ledger.actions[step.action] += 1
@@ -417,8 +405,7 @@ def run_durable_worker_lockstep(examples: int = 100, steps: int = 40, seed: int 
     try:
         with labels:
             run_machine(machine, examples=examples, steps=steps, seed=seed,
-                        overrides=hypothesis_settings, slow=True, report_multiple_bugs=False,
-                        print_blob=True)
+                        overrides=hypothesis_settings, slow=True)
     finally:
         quiet.setLevel(level)
     return ledger

@@ -23,11 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from refsched.errors import InvalidArgumentError, SchedulerClosedError
 from refsched.model.pool import ACTIONS, INITIAL, Instance, Phase, PoolSnapshot, next_steps
@@ -195,6 +191,5 @@ def run_pool_lockstep(factory: Callable[..., Any], examples: int = 200, steps: i
     ledger = Ledger() if ledger is None else ledger
     machine = pool_lockstep_machine(factory, ledger, python_api=python_api, fatal=fatal)
     run_machine(machine, examples=examples, steps=steps, seed=seed,
-                overrides=hypothesis_settings, shrink=shrink, print_blob=True,
-                report_multiple_bugs=False)
+                overrides=hypothesis_settings, shrink=shrink)
     return ledger

@@ -26,11 +26,9 @@ __all__ = ["SYSTEM", "PoolSystem"]
 
 class PoolSystem(System):
     name = "pool"
-    title = "WorkStealingPool"
     module = "WorkStealing"
     spec = poolspec
     implementation = WorkStealingPool
-    parameters = ("t", "w", "thief", "victim")
     initial = INITIAL
     actions = ACTIONS
     id_parameters = ("t", "w", "thief", "victim")  # every parameter names a task or a worker

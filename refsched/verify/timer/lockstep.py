@@ -35,12 +35,7 @@ from fractions import Fraction
 from typing import Any, NoReturn
 
 from hypothesis import strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    precondition,
-    rule,
-)
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from refsched.errors import InvalidArgumentError, StaleGenerationError
 from refsched.model.timer import (
@@ -749,5 +744,5 @@ def run_timer_lockstep(factory: Callable[..., Any], examples: int = 200, steps: 
     machine = timer_lockstep_machine(factory, ledger, python_api=python_api, fatal=fatal,
                                      profile=profile)
     run_machine(machine, examples=examples, steps=steps, seed=seed,
-                overrides=hypothesis_settings, slow=True, report_multiple_bugs=False)
+                overrides=hypothesis_settings, slow=True)
     return ledger

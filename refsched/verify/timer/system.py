@@ -118,11 +118,9 @@ def _show(answer: Any) -> str:
 
 class TimerSystem(System):
     name = "timer"
-    title = "TimerScheduler"
     module = "TimerQueue"
     spec = timerspec
     implementation = TimerScheduler
-    parameters = ("t", "r", "p", "v")
     label_actions = MappingProxyType({"AnyStaleCallback": "StaleCallback"})
     initial = INITIAL
     actions = ACTIONS

@@ -1,0 +1,410 @@
+// A dependency scheduler in JavaScript, written from docs/semantics.md and docs/conformance.md
+// alone, speaking the conformance protocol on stdin/stdout: the kind of program a user of
+// another language checks with `refsched conform -- node dag_scheduler.mjs`.
+//
+// DAG_BUG=<name> switches on one deliberate bug (see BUGS below), so the tests can show that the
+// oracle reports each as a divergence, and a wire-shape bug as a protocol violation.
+
+import { createInterface } from "node:readline";
+
+const BUGS = new Set([
+  "duplicate_dep_accepted",      // submit accepts a dependency named twice
+  "negative_limit_accepted",     // ready(-1) claims nothing instead of refusing
+  "boolean_limit_accepted",      // ready(true) is taken as ready(1)
+  "fractional_limit_accepted",   // ready(1.5) is taken as ready(1)
+  "negative_concurrency_accepted", // new(max_concurrency=-1) succeeds
+  "close_reports_newest_first",  // close() lists what it cancelled newest first
+  "missing_pairs_dropped",       // an unknown-dependency error carries no missing pairs
+  "negative_generation_stale",   // a negative generation answers StaleGenerationError
+  "third_cancel_ends",           // the third cancel of a running version cancels it outright
+  "claims_newest_first",         // ready() claims the newest ready versions first
+  "extra_answer_key",            // every answer carries a key the protocol does not have
+]);
+const BUG = process.env.DAG_BUG || "";
+if (BUG && !BUGS.has(BUG)) {
+  process.stderr.write(`unknown DAG_BUG ${BUG}; one of ${[...BUGS].join(", ")}\n`);
+  process.exit(2);
+}
+
+const DEAD = new Set(["failed", "blocked", "cancelled"]);
+const WAITING = new Set(["pending", "ready"]);
+
+class ContractError extends Error {
+  constructor(type, message, extra = {}) {
+    super(message);
+    this.type = type;
+    this.extra = extra;
+  }
+}
+
+const isInt = (v) => typeof v === "number" && Number.isInteger(v);
+
+class Scheduler {
+  constructor(maxConcurrency) {
+    const bad = !isInt(maxConcurrency) || (maxConcurrency < 0 && BUG !== "negative_concurrency_accepted");
+    if (bad) {
+      throw new ContractError("InvalidArgumentError",
+        `TaskScheduler(${JSON.stringify(maxConcurrency)}): max_concurrency must be an int >= 0`);
+    }
+    this.max = maxConcurrency;
+    this.started = false;
+    this.closed = false;
+    this.nextSeq = 1;
+    this.tasks = new Map(); // id -> the current version's variables
+    this.cancels = new Map(); // id -> cancel requests of the running version (third_cancel_ends)
+  }
+
+  dependents(t) {
+    return [...this.tasks].filter(([, v]) => v.deps.includes(t)).map(([x]) => x);
+  }
+
+  succeeded(d) {
+    const v = this.tasks.get(d);
+    return v !== undefined && v.state === "succeeded";
+  }
+
+  // Settle: every pending or ready version that reaches a dead one through pending or ready
+  // versions becomes blocked, by its oldest such dependency.
+  settle() {
+    const inB = new Set();
+    for (let grew = true; grew;) {
+      grew = false;
+      for (const [x, v] of this.tasks) {
+        if (inB.has(x) || !WAITING.has(v.state)) continue;
+        if (v.deps.some((d) => inB.has(d) || DEAD.has(this.tasks.get(d)?.state))) {
+          inB.add(x);
+          grew = true;
+        }
+      }
+    }
+    const causes = new Map();
+    for (const x of inB) {
+      const v = this.tasks.get(x);
+      const candidates = v.deps.filter((d) => inB.has(d) || DEAD.has(this.tasks.get(d)?.state));
+      candidates.sort((a, b) => this.tasks.get(a).seq - this.tasks.get(b).seq);
+      causes.set(x, candidates[0]);
+    }
+    for (const [x, cause] of causes) {
+      const v = this.tasks.get(x);
+      v.state = "blocked";
+      v.blockedBy = cause;
+    }
+  }
+
+  // A path from `from` to `to` following dependents (each entry a dependency of the next).
+  pathToDependent(from, to) {
+    const previous = new Map([[from, null]]);
+    const queue = [from];
+    while (queue.length) {
+      const x = queue.shift();
+      if (x === to) {
+        const path = [];
+        for (let y = x; y !== null; y = previous.get(y)) path.unshift(y);
+        return path;
+      }
+      for (const y of this.dependents(x)) {
+        if (!previous.has(y)) {
+          previous.set(y, x);
+          queue.push(y);
+        }
+      }
+    }
+    return null;
+  }
+
+  findCycle() {
+    const colour = new Map();
+    const stack = [];
+    const visit = (x) => {
+      colour.set(x, "grey");
+      stack.push(x);
+      for (const d of this.tasks.get(x).deps) {
+        if (colour.get(d) === "grey") {
+          // The stack from d to x follows dependency edges and x depends on d: read backwards,
+          // each entry is a dependency of the next.
+          const walked = stack.slice(stack.indexOf(d)).reverse();
+          return [d, ...walked.slice(0, -1), d];
+        }
+        if (!colour.has(d)) {
+          const found = visit(d);
+          if (found) return found;
+        }
+      }
+      colour.set(x, "black");
+      stack.pop();
+      return null;
+    };
+    for (const x of this.tasks.keys()) {
+      if (!colour.has(x)) {
+        const found = visit(x);
+        if (found) return found;
+      }
+    }
+    return null;
+  }
+
+  submit(t, deps) {
+    const call = `submit(${JSON.stringify(t)}, ${JSON.stringify(deps)})`;
+    if (new Set(deps).size !== deps.length && BUG !== "duplicate_dep_accepted") {
+      throw new ContractError("InvalidArgumentError", `${call}: a dependency is named twice`);
+    }
+    deps = [...new Set(deps)];
+    if (deps.includes(t)) throw new ContractError("InvalidArgumentError", `${call}: depends on itself`);
+    if (this.closed) throw new ContractError("SchedulerClosedError", `${call}: closed`);
+    const old = this.tasks.get(t);
+    if (old && old.state === "running") throw new ContractError("TaskRunningError", `${call}: running`);
+    if (this.started) {
+      const missing = deps.filter((d) => !this.tasks.has(d)).map((d) => [t, d]);
+      if (missing.length) {
+        const extra = BUG === "missing_pairs_dropped" ? {} : { missing };
+        throw new ContractError("UnknownDependencyError", `${call}: unknown dependencies`, extra);
+      }
+      for (const d of deps) {
+        const path = this.pathToDependent(t, d);
+        if (path) {
+          const cycle = [...path, t];
+          throw new ContractError("CycleError", `${call}: cycle`, { cycle, cycles: [cycle] });
+        }
+      }
+    }
+    const remaining = deps.filter((d) => !this.succeeded(d)).length;
+    const version = {
+      generation: old ? old.generation + 1 : 1,
+      state: remaining === 0 ? "ready" : "pending",
+      deps,
+      remainingDeps: remaining,
+      blockedBy: null,
+      cancelRequested: false,
+      claims: 0,
+      seq: this.nextSeq++,
+    };
+    this.tasks.set(t, version);
+    this.cancels.delete(t);
+    if (old && old.state === "succeeded") {
+      for (const x of this.dependents(t)) {
+        const v = this.tasks.get(x);
+        if (WAITING.has(v.state)) {
+          v.remainingDeps += 1;
+          v.state = "pending";
+        }
+      }
+    }
+    this.settle();
+    return version.generation;
+  }
+
+  start() {
+    if (this.closed) throw new ContractError("SchedulerClosedError", "start(): closed");
+    if (this.started) throw new ContractError("InvalidTransitionError", "start(): already started");
+    const missing = [];
+    for (const [t, v] of this.tasks) {
+      for (const d of v.deps) if (!this.tasks.has(d)) missing.push([t, d]);
+    }
+    if (missing.length) {
+      const extra = BUG === "missing_pairs_dropped" ? {} : { missing };
+      throw new ContractError("UnknownDependencyError", "start(): unknown dependencies", extra);
+    }
+    const cycle = this.findCycle();
+    if (cycle) throw new ContractError("CycleError", "start(): cycle", { cycle, cycles: [cycle] });
+    this.started = true;
+    return null;
+  }
+
+  ready(limit) {
+    const badLimit = limit !== null && (
+      (typeof limit === "boolean" && BUG !== "boolean_limit_accepted")
+      || (typeof limit === "number" && !Number.isInteger(limit) && BUG !== "fractional_limit_accepted")
+      || (isInt(limit) && limit < 0 && BUG !== "negative_limit_accepted")
+      || (typeof limit !== "boolean" && typeof limit !== "number"));
+    if (badLimit) {
+      throw new ContractError("InvalidArgumentError", `ready(${JSON.stringify(limit)}): bad limit`);
+    }
+    if (!this.started) throw new ContractError("InvalidTransitionError", "ready(): not started");
+    if (this.closed) return [];
+    const all = [...this.tasks].filter(([, v]) => v.state === "ready");
+    all.sort(([, a], [, b]) => (BUG === "claims_newest_first" ? b.seq - a.seq : a.seq - b.seq));
+    const running = [...this.tasks.values()].filter((v) => v.state === "running").length;
+    const wanted = limit === null ? Infinity : Math.max(0, Math.floor(Number(limit)));
+    const k = Math.min(wanted, this.max - running, all.length);
+    const claimed = all.slice(0, Math.max(0, k));
+    claimed.sort(([, a], [, b]) => a.seq - b.seq);
+    for (const [, v] of claimed) {
+      v.state = "running";
+      v.claims += 1;
+    }
+    return claimed.map(([t, v]) => [t, v.generation]);
+  }
+
+  // The checks every callback makes first; the current version when they pass.
+  callback(call, t, g) {
+    const v = this.tasks.get(t);
+    if (v === undefined) throw new ContractError("UnknownTaskError", `${call}: unknown task`);
+    if (!isInt(g)) throw new ContractError("InvalidArgumentError", `${call}: bad generation`);
+    const stale = g !== v.generation;
+    if (stale || (g < 0 && BUG === "negative_generation_stale")) {
+      throw new ContractError("StaleGenerationError", `${call}: stale generation`,
+        { generation: g, current: v.generation });
+    }
+    if (g < 0) throw new ContractError("InvalidArgumentError", `${call}: negative generation`);
+    return v;
+  }
+
+  end(op, t, g, from, to) {
+    const call = `${op}(${JSON.stringify(t)}, ${g})`;
+    const v = this.callback(call, t, g);
+    if (!DEAD.has(v.state) && v.state !== "succeeded" && v.state !== from) {
+      throw new ContractError("InvalidTransitionError", `${call}: the version is ${v.state}`);
+    }
+    if (v.state !== from) return v.state;
+    v.state = to;
+    if (to === "succeeded") {
+      for (const x of this.dependents(t)) {
+        const w = this.tasks.get(x);
+        if (w.state === "pending") {
+          w.remainingDeps -= 1;
+          if (w.remainingDeps === 0) w.state = "ready";
+        }
+      }
+    } else {
+      this.settle();
+    }
+    return v.state;
+  }
+
+  cancel(t, g) {
+    const call = `cancel(${JSON.stringify(t)}, ${g})`;
+    const v = g === null ? this.tasks.get(t) : this.callback(call, t, g);
+    if (v === undefined) throw new ContractError("UnknownTaskError", `${call}: unknown task`);
+    if (WAITING.has(v.state)) {
+      v.state = "cancelled";
+      this.settle();
+    } else if (v.state === "running") {
+      const requests = (this.cancels.get(t) || 0) + 1;
+      this.cancels.set(t, requests);
+      if (BUG === "third_cancel_ends" && requests >= 3) {
+        v.state = "cancelled";
+        this.settle();
+      } else {
+        v.cancelRequested = true;
+      }
+    }
+    return v.state;
+  }
+
+  retry(t) {
+    const v = this.tasks.get(t);
+    if (v === undefined) throw new ContractError("UnknownTaskError", `retry(${JSON.stringify(t)}): unknown task`);
+    if (this.closed) throw new ContractError("SchedulerClosedError", `retry(${JSON.stringify(t)}): closed`);
+    if (!DEAD.has(v.state)) {
+      throw new ContractError("InvalidTransitionError", `retry(${JSON.stringify(t)}): the version is ${v.state}`);
+    }
+    const members = new Set([t]);
+    for (let grew = true; grew;) {
+      grew = false;
+      for (const [x, w] of this.tasks) {
+        if (!members.has(x) && w.state === "blocked" && members.has(w.blockedBy)) {
+          members.add(x);
+          grew = true;
+        }
+      }
+    }
+    const ordered = [...members].sort((a, b) => this.tasks.get(a).seq - this.tasks.get(b).seq);
+    for (const x of ordered) {
+      const w = this.tasks.get(x);
+      Object.assign(w, { generation: w.generation + 1, seq: this.nextSeq++, claims: 0,
+        cancelRequested: false, blockedBy: null, state: "pending" });
+      this.cancels.delete(x);
+    }
+    for (const x of ordered) {
+      const w = this.tasks.get(x);
+      w.remainingDeps = w.deps.filter((d) => !this.succeeded(d)).length;
+      w.state = w.remainingDeps === 0 ? "ready" : "pending";
+    }
+    this.settle();
+    return v.generation;
+  }
+
+  close(cancelPending) {
+    if (typeof cancelPending !== "boolean") {
+      throw new ContractError("InvalidArgumentError", "close(): cancel_pending must be a bool");
+    }
+    if (!this.closed) {
+      this.closed = true;
+      if (cancelPending) {
+        for (const v of this.tasks.values()) if (WAITING.has(v.state)) v.state = "cancelled";
+      }
+    }
+    const report = { succeeded: [], failed: [], blocked: [], cancelled: [], running: [],
+      pending: [], ready: [] };
+    const bySeq = [...this.tasks].sort(([, a], [, b]) => a.seq - b.seq);
+    for (const [t, v] of bySeq) report[v.state].push(t);
+    if (BUG === "close_reports_newest_first") report.cancelled.reverse();
+    return report;
+  }
+
+  snapshot() {
+    const tasks = {};
+    for (const [t, v] of this.tasks) {
+      tasks[t] = { generation: v.generation, state: v.state, deps: [...v.deps].sort(),
+        remaining_deps: v.remainingDeps, blocked_by: v.blockedBy,
+        cancel_requested: v.cancelRequested, claims: v.claims, seq: v.seq };
+    }
+    return { started: this.started, closed: this.closed, next_seq: this.nextSeq, tasks };
+  }
+
+  state(t) {
+    const v = this.tasks.get(t);
+    if (v === undefined) throw new ContractError("UnknownTaskError", `state(${JSON.stringify(t)}): unknown task`);
+    return v.state;
+  }
+}
+
+let current = null;
+
+function answer(request) {
+  const { op } = request;
+  if (op === "hello") return { name: "dag_scheduler.mjs", protocol: 1, system: "scheduler", profile: {} };
+  if (op === "new") {
+    current = new Scheduler(request.max_concurrency);
+    return null;
+  }
+  if (op === "bye") return null;
+  if (current === null) throw new ContractError("BadRequest", `${op} before new`);
+  const s = current;
+  switch (op) {
+    case "submit": return s.submit(request.task, request.deps ?? []);
+    case "start": return s.start();
+    case "ready": return s.ready(request.limit ?? null);
+    case "complete": return s.end("complete", request.task, request.generation, "running", "succeeded");
+    case "fail": return s.end("fail", request.task, request.generation, "running", "failed");
+    case "acknowledge_cancel":
+      return s.end("acknowledge_cancel", request.task, request.generation, "running", "cancelled");
+    case "cancel": return s.cancel(request.task, request.generation ?? null);
+    case "retry": return s.retry(request.task);
+    case "close": return s.close(request.cancel_pending ?? true);
+    case "snapshot": return s.snapshot();
+    case "state": return s.state(request.task);
+    default: throw new ContractError("Unsupported", `${op}: no such operation`);
+  }
+}
+
+const lines = createInterface({ input: process.stdin });
+for await (const line of lines) {
+  let request;
+  try {
+    request = JSON.parse(line);
+  } catch {
+    process.stdout.write(JSON.stringify({ id: null, error: { type: "BadRequest", message: "not JSON" } }) + "\n");
+    continue;
+  }
+  let out;
+  try {
+    out = { id: request.id, ok: answer(request) };
+  } catch (error) {
+    if (!(error instanceof ContractError)) throw error;
+    out = { id: request.id, error: { type: error.type, message: error.message, ...error.extra } };
+  }
+  if (BUG === "extra_answer_key") out.note = "extra";
+  process.stdout.write(JSON.stringify(out) + "\n");
+  if (request.op === "bye") process.exit(0);
+}

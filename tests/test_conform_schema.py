@@ -1,0 +1,146 @@
+"""The protocol's JSON Schemas (refsched/conform/schema/): what the oracle sends and refsched's
+own server answers in a corpus replay validates; malformed answers and requests do not.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+jsonschema = pytest.importorskip("jsonschema")
+
+from refsched.conform import schemas, vectors  # noqa: E402
+from refsched.conform.wire import SYSTEMS  # noqa: E402
+
+TRACES = 20
+
+
+@functools.cache
+def _validator(system: str, where: str) -> Any:
+    """A validator of the shipped schema of ``system`` at ``where`` (a $defs path)."""
+    schema = {**schemas.load(system), "$ref": f"#/$defs/{where}"}
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+@pytest.fixture(scope="module")
+def sessions() -> dict[str, list[tuple[dict[str, Any], dict[str, Any]]]]:
+    """Per system, the (request, answer) pairs of a replay of its first corpus traces."""
+    return {system: [(json.loads(line), answer) for line, answer in vectors.record_session(
+        system, vectors.corpus_traces(system, TRACES))] for system in SYSTEMS}
+
+
+def test_shipped_schemas_are_the_ones_the_protocol_tables_give(tmp_path: Path) -> None:
+    for path in schemas.write(tmp_path):
+        shipped = resources.files("refsched.conform").joinpath("schema", path.name)
+        assert json.loads(shipped.read_text(encoding="utf-8")) == json.loads(path.read_text()), (
+            f"{path.name} is stale: python -m refsched.conform.schemas")
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_every_schema_is_draft_2020_12(system: str) -> None:
+    schema = schemas.load(system)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(schema)
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_every_request_and_answer_of_a_corpus_replay_validates(
+        sessions: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]], system: str) -> None:
+    requests = _validator(system, "request")
+    ops = set()
+    for request, answer in sessions[system]:
+        requests.validate(request)
+        _validator(system, f"answers/{request['op']}").validate(answer)
+        ops.add(request["op"])
+    assert {"hello", "new", "snapshot", "bye"} <= ops  # the session is whole
+
+
+@pytest.mark.parametrize("system", SYSTEMS)
+def test_generated_calls_outside_the_schema_are_refused_and_every_answer_validates(
+        system: str) -> None:
+    """The generated phase's calls: arguments the corpus never sends (a cancel's generation, a
+    close that keeps pending tasks...) validate; the ones the oracle sends malformed on purpose
+    (a priority ``true``) do not, and each of those was answered with an error."""
+    requests = _validator(system, "request")
+    pairs = vectors.record_session(system, [], examples=10)
+    assert len(pairs) > 10
+    outside = []
+    for line, answer in pairs:
+        request = json.loads(line)
+        if not requests.is_valid(request):
+            outside.append(request)
+            assert "error" in answer, (request, answer)
+        _validator(system, f"answers/{request['op']}").validate(answer)
+    assert len(outside) < len(pairs) / 2, outside[:5]
+
+
+def _first(pairs: list[tuple[dict[str, Any], dict[str, Any]]], op: str,
+           ok: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The first pair of ``op`` answered ok (a snapshot: one that holds a task)."""
+    return copy.deepcopy(next(p for p in pairs if p[0]["op"] == op and ("ok" in p[1]) == ok
+                              and (op != "snapshot" or p[1]["ok"].get("tasks", True))))
+
+
+def _snapshot_task(answer: dict[str, Any]) -> dict[str, Any]:
+    return next(iter(answer["ok"]["tasks"].values()))
+
+
+# (system, op, how to break its answer): each a way an implementation might answer wrongly
+MALFORMED_ANSWERS: list[tuple[str, str, Callable[[dict[str, Any]], None]]] = [
+    ("scheduler", "submit", lambda a: a.update(ok="1")),
+    ("scheduler", "submit", lambda a: a.update(error={"type": "KeyError"}) or a.pop("ok")),
+    ("scheduler", "submit", lambda a: a.update(extra=True)),
+    ("scheduler", "submit", lambda a: a.pop("id")),
+    ("scheduler", "submit", lambda a: a.update(error={"type": "KeyError", "message": "x"})),
+    ("scheduler", "ready", lambda a: a.update(ok=[["a"]])),
+    ("scheduler", "complete", lambda a: a.update(ok="done")),
+    ("scheduler", "snapshot", lambda a: a["ok"].pop("next_seq")),
+    ("scheduler", "snapshot", lambda a: _snapshot_task(a).update(deps="a")),
+    ("scheduler", "close", lambda a: a["ok"].update(lost=[])),
+    ("timer", "snapshot", lambda a: a["ok"].update(heap={})),
+    ("timer", "schedule", lambda a: a.update(ok=1.5)),
+    ("pool", "snapshot", lambda a: a["ok"].update(submitted="t1")),
+    ("pool", "stats", lambda a: a.update(ok=None)),
+    ("durable", "claim", lambda a: a.update(ok={"task_id": "a"})),
+    ("durable", "leases", lambda a: a.update(ok=[])),
+    ("durable", "now", lambda a: a.update(ok="0")),
+    ("durable", "hello", lambda a: a["ok"].update(protocol=2)),
+]
+
+
+@pytest.mark.parametrize("system, op, spoil", MALFORMED_ANSWERS)
+def test_a_malformed_answer_does_not_validate(
+        sessions: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]], system: str, op: str,
+        spoil: Callable[[dict[str, Any]], None]) -> None:
+    _, answer = _first(sessions[system], op)
+    validator = _validator(system, f"answers/{op}")
+    validator.validate(answer)  # as answered, it is valid: the change is what breaks it
+    spoil(answer)
+    assert not validator.is_valid(answer)
+
+
+@pytest.mark.parametrize("system, op, spoil", [
+    ("scheduler", "submit", lambda r: r.update(deps="a")),
+    ("scheduler", "submit", lambda r: r.pop("task")),
+    ("scheduler", "complete", lambda r: r.update(generation="1")),
+    ("scheduler", "hello", lambda r: r.update(op="helo")),
+    ("timer", "schedule", lambda r: r.update(task=1)),
+    ("pool", "steal", lambda r: r.update(thief=None)),
+    ("durable", "complete", lambda r: r["lease"].pop("attempt")),
+])
+def test_a_malformed_request_does_not_validate(
+        sessions: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]], system: str, op: str,
+        spoil: Callable[[dict[str, Any]], None]) -> None:
+    request, _ = _first(sessions[system], op)
+    validator = _validator(system, "request")
+    validator.validate(request)
+    spoil(request)
+    assert not validator.is_valid(request)
