@@ -161,11 +161,11 @@ class Crashing:
 
         class Scheduler:
             def __getattr__(self, name: str) -> Any:
-                def call(*args: Any) -> Any:
+                def call(*args: Any, **kwargs: Any) -> Any:
                     outer.left -= 1
                     if outer.left < 0:
                         raise ImplementationCrashed("submit: its stdout ended", "boom\nSegfault")
-                    return getattr(inner, name)(*args)
+                    return getattr(inner, name)(*args, **kwargs)
                 return call
 
         inner = TaskScheduler(max_concurrency)
@@ -233,7 +233,8 @@ def test_the_pytest_plugin_fails_with_the_counterexample(pytester: pytest.Pytest
     result.stdout.fnmatch_lines(["*refsched-conformance::generated*",
                                  "*DIVERGES from the model*",
                                  "*counterexample*",
-                                 "*ready(None)*[('a', 1), ('b', 1)]*[('b', 1), ('a', 1)]*"])
+                                 '*{"op":"ready","limit":null}*[["a",1],["b",1]]*'
+                                 '[["b",1],["a",1]]*'])
 
 
 def test_the_pytest_plugin_adds_nothing_without_an_implementation(
@@ -286,12 +287,22 @@ def test_conform_exits_3_with_the_stderr_of_a_crashing_command(
     ["--impl", "refsched:TaskScheduler", "--", "prog"],
     ["--profile", "{}", "--", "prog"],
     ["--impl", "refsched:TaskScheduler", "--profile", "{\"bogus\": true}"],
-    ["--impl", "refsched:TaskScheduler", "--no-corpus", "--examples", "0"],
-], ids=["nothing", "both", "profile-with-command", "bad-profile", "nothing-to-check"])
+    ["--impl", "refsched:TaskScheduler", "--no-corpus", "--examples", "0", "--no-clauses"],
+    ["--system", "pool", "--impl", "refsched:WorkStealingPool", "--no-corpus", "--examples", "0"],
+], ids=["nothing", "both", "profile-with-command", "bad-profile", "nothing-to-check",
+        "nothing-to-check-without-probes"])
 def test_conform_usage_errors_exit_2(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as stop:
         conform_main(argv)
     assert stop.value.code == 2
+
+
+def test_the_clauses_phase_runs_alone(capsys: pytest.CaptureFixture[str]) -> None:
+    assert conform_main(["--impl", "refsched:TaskScheduler", "--no-corpus", "--examples", "0",
+                         "--json", "-q"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [phase["name"] for phase in report["phases"]] == ["clauses"]
+    assert report["phases"][0]["figures"]["probes"] > 0
 
 
 # -- TLC --------------------------------------------------------------------------------------

@@ -225,7 +225,7 @@ def test_a_corpus_counterexample_is_a_trace_replay_reads(system: str, tmp_path: 
     replayed = subprocess.run([sys.executable, "-m", "refsched", "replay", "--system", system,
                                str(out)], capture_output=True, text=True, timeout=120)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
-    assert trace.meta["source"].endswith("to the diverging step")
+    assert "to the diverging step" in trace.meta["source"]
 
 
 def test_a_generated_pool_counterexample_is_a_trace_of_the_spec(tmp_path: Path) -> None:
@@ -286,7 +286,8 @@ def test_sched_scheduler_hands_out_a_version_it_cannot_stop() -> None:
     calls = report["counterexample"]["calls"]
     assert [c["call"].split("(")[0] for c in calls] == [
         "timer.schedule", "timer.next", "timer.cancel"]
-    assert calls[-1]["model"] == "False" and "ValueError" in calls[-1]["implementation"]
+    assert calls[-1]["model"] == {"ok": False}
+    assert calls[-1]["implementation"]["error"]["type"] == "ValueError"
 
 
 def test_sched_scheduler_orders_equal_times_by_the_lower_priority_number() -> None:
@@ -380,7 +381,7 @@ def test_the_pytest_plugin_checks_a_timer(pytester: pytest.Pytester) -> None:
                                 "--refsched-examples=100", "-k", "generated")
     failed.assert_outcomes(failed=1, deselected=1)
     failed.stdout.fnmatch_lines(["*WaitFromStaleEntry DIVERGES from the model*",
-                                 "*counterexample*", "*!*timer.next()*Wait*"])
+                                 "*counterexample*", '*!*{"op":"next"}*{"ok":{"seconds":*'])
 
 
 def test_tlc_judges_a_timer_counterexample_as_a_behaviour_of_its_spec(tmp_path: Path) -> None:

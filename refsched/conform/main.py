@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from refsched.arguments import non_negative_int, positive_int, positive_seconds, unwritable
+from refsched.conform import probes
 from refsched.conform.profile import profile_argument
 from refsched.conform.report import ConformanceReport
 from refsched.conform.wire import SYSTEMS
@@ -44,7 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "scheduler, a timer scheduler, a work-stealing pool, a durable scheduler) "
                     "against its reference model: replay the system's trace corpus through it, "
                     "then drive it and the model with the same Hypothesis-generated calls. On a "
-                    "divergence, print the shortest sequence of calls found that shows it.",
+                    "divergence, print the shortest sequence of calls found that shows it (shrunk "
+                    "by Hypothesis, then by ddmin until no call can go), as the protocol's "
+                    "requests and answers.",
         epilog="Exit status: 0 conforms, 1 diverges, 3 the implementation crashed (for "
                "--impl: its factory raised), timed out or broke the protocol, 2 usage error.")
     parser.add_argument("--system", choices=SYSTEMS, default=SYSTEMS[0],
@@ -55,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "generated phase)")
     parser.add_argument("--steps", type=positive_int, default=40, metavar="N",
                         help="calls per generated example, at most (default 40)")
+    parser.add_argument("--no-clauses", action="store_true",
+                        help="skip the clauses phase, which asks each clause of the contract on "
+                             "purpose after the other two (skipped with --traces)")
     parser.add_argument("--no-corpus", action="store_true",
                         help="skip the replay of the trace corpus")
     parser.add_argument("--max-traces", type=positive_int, metavar="N",
@@ -67,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write test vectors to OUT instead of checking: the corpus (or "
                              "the --traces) as request lines and the model's answers, from "
                              "refsched's own server (--max-traces N: the first N traces)")
+    parser.add_argument("--all-divergences", "--keep-going", action="store_true",
+                        dest="all_divergences",
+                        help="replay the whole corpus after a divergence and keep the shortest "
+                             "diverging prefix (default: stop at the first diverging trace, "
+                             "the shortest traces replayed first)")
     parser.add_argument("--seed", type=int, default=0, metavar="N",
                         help="the generated phase's seed (default 0: the same run every time)")
     parser.add_argument("--timeout", type=positive_seconds, metavar="SECONDS",
@@ -112,10 +123,16 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
         parser.error("--profile goes with --impl: a COMMAND declares its profile itself")
     if args.timeout is not None and not args.command:
         parser.error("--timeout goes with a COMMAND")
-    if args.no_corpus and args.examples == 0:
-        parser.error("nothing to check: --no-corpus and --examples 0")
+    # the clauses phase: the scheduler's and the timer's contracts have probes of their own
+    args.clauses = (not args.no_clauses and args.traces is None
+                    and probes.has_probes(args.system))
+    if args.no_corpus and args.examples == 0 and not args.clauses:
+        parser.error("nothing to check: --no-corpus and --examples 0"
+                     + (" and --no-clauses" if args.no_clauses else ""))
     if args.no_corpus and args.traces is not None:
         parser.error("--traces goes with the corpus phase, not --no-corpus")
+    if args.no_corpus and args.all_divergences:
+        parser.error("--all-divergences goes with the corpus phase, not --no-corpus")
     if args.no_corpus and args.max_traces is not None:
         parser.error("--max-traces goes with the corpus phase, not --no-corpus")
     if args.picture is not None:  # known before the check, which may take minutes
@@ -209,7 +226,8 @@ def _run(args: argparse.Namespace) -> int:
     try:
         report = oracle.check(impl, examples=args.examples, steps=args.steps,
                               corpus=not args.no_corpus, seed=args.seed, progress=progress,
-                              max_traces=args.max_traces, traces=args.traces_read)
+                              max_traces=args.max_traces, traces=args.traces_read,
+                              all_divergences=args.all_divergences, clauses=args.clauses)
     except oracle.OracleError as e:
         display.done(f"refsched conform: {e}")
         return USAGE_ERROR

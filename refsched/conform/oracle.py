@@ -13,14 +13,19 @@ program speaking the protocol of ``docs/conformance.md``, or a Python factory):
 
 The first phase that finds a divergence ends the check with a
 :class:`~refsched.conform.report.Counterexample`: the calls that show it (a corpus trace up to the
-step that diverges, the shortest such prefix in the corpus; or the run Hypothesis shrank) and the
-model's spec steps along them as an ITF trace. A harness failure (the implementation crashed,
+step that diverges, the corpus's traces replayed shortest first and the replay stopped at the
+first that diverges; or the run Hypothesis shrank), shrunk further by ddmin
+(:mod:`refsched.conform.shrink`: no call of it can go), each call as the request and the two
+answers the protocol carries, and the model's spec steps along them as an ITF trace. A harness
+failure (the implementation crashed,
 hung or broke the protocol) ends the check with that verdict. The implementation is closed
 when the check ends, whatever happened.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
@@ -39,17 +44,26 @@ from refsched.conform.report import (
     PhaseResult,
     answer_text,
     found_in,
+    wire_rows,
 )
+from refsched.conform.shrink import exchange
+from refsched.model import ReferenceScheduler
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as system_registry
-from refsched.verify.dag.lockstep import Call, Disagreement, Ledger, run_lockstep
+from refsched.verify.dag.lockstep import (
+    Call,
+    Disagreement,
+    Ledger,
+    lockstep_machine,
+    run_lockstep,
+)
 from refsched.verify.itf import Trace, TraceFormatError, read_traces
 from refsched.verify.replay import Divergence, step_call
 from refsched.verify.specstate import snapshot_of
 from refsched.verify.stable import stable_labels
 
 __all__ = ["OracleError", "Progress", "admitted_steps", "admitted_traces", "check",
-           "harness_failure"]
+           "corpus_hash", "harness_failure"]
 
 Progress = Callable[[str, int, int], None]
 """Called with (phase, done, total) as a check goes: corpus traces, generated examples."""
@@ -70,6 +84,20 @@ class OracleError(RuntimeError):
 
 
 # -- the corpus phase -------------------------------------------------------------------------
+
+def corpus_hash(system: str) -> str | None:
+    """SHA-256 of the manifests of ``system``'s corpus instances, in their order: each names
+    its bundle's SHA-256 and the spec's, so this names the corpus replayed (None: a manifest
+    is missing, and the corpus phase will say so)."""
+    digest = hashlib.sha256()
+    spec = system_registry.get(system)
+    try:
+        for config in spec.instances:
+            digest.update((corpus_files.traces_dir() / spec.manifest_of(config)).read_bytes())
+    except OSError:
+        return None
+    return digest.hexdigest()
+
 
 def _read_corpus() -> list[Trace]:
     directory = corpus_files.traces_dir()
@@ -110,20 +138,34 @@ def _corpus_counterexample(trace: Trace, divergence: Divergence, profile: Profil
 
 def _corpus_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
                   progress: Progress | None, max_traces: int | None,
-                  given: Sequence[Trace] | None = None) -> Counterexample | None:
+                  given: Sequence[Trace] | None = None,
+                  all_divergences: bool = False) -> Counterexample | None:
     everything = _read_corpus() if given is None else list(given)
     traces, whole = admitted_traces(profile, everything)
+    system = system_registry.get("scheduler")
     try:
         found = system_phases.replay_admitted(
-            system_registry.get("scheduler"), len(everything), traces, whole, impl.new,
-            profile, phase, progress, max_traces)
+            system, len(everything), traces, whole, impl.new, profile, phase, progress,
+            max_traces, all_divergences)
     except system_phases.CorpusUnreadable as e:
         raise OracleError(str(e)) from None
     if found is None:
         return None
     trace, first = found
-    return _corpus_counterexample(trace, first, profile,
-                                  int(trace.constants.get("MaxConcurrency", 0)))
+    before = first.step
+    trace, first, shrunk = system_phases.shrink_trace(system, impl.new, trace, first, profile)
+    max_concurrency = int(trace.constants.get("MaxConcurrency", 0))
+    counterexample = _corpus_counterexample(trace, first, profile, max_concurrency)
+    if first.step:  # the calls again, on a fresh model and instance: their answers to encode
+        calls = counterexample.calls
+        answers = exchange(calls, ReferenceScheduler(max_concurrency),
+                           impl.new(max_concurrency), (HarnessError,))
+        counterexample = dataclasses.replace(counterexample,
+                                             calls=wire_rows("scheduler", answers))
+    if shrunk is None:
+        return counterexample
+    return dataclasses.replace(counterexample, before_ddmin=before, ddmin_runs=shrunk.runs,
+                               one_minimal=shrunk.complete)
 
 
 # -- the generated phase ----------------------------------------------------------------------
@@ -132,29 +174,48 @@ def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
                      examples: int, steps: int, seed: int | None,
                      progress: Progress | None) -> Counterexample | None:
     ledger = Ledger()
+    tally = [0]  # every call sent: the ledger counts only the calls both sides agreed on
 
     def on_example() -> None:
-        phase.figures.update(examples=ledger.examples + 1, calls=ledger.calls)
+        phase.figures.update(examples=ledger.examples + 1, calls=tally[0])
         if progress is not None:
             progress("generated", ledger.examples + 1, examples)
 
     try:
         with stable_labels():
-            run_lockstep(impl.new, examples=examples, steps=steps, on_example=on_example,
-                         ledger=ledger, profile=profile, python_api=False, seed=seed,
+            run_lockstep(system_phases.counting(impl.new, tally), examples=examples,
+                         steps=steps, on_example=on_example, ledger=ledger,
+                         profile=profile, python_api=False, seed=seed,
                          fatal=(HarnessError,), hypothesis_settings=_HYPOTHESIS)
     except Exception as error:
         found = found_in(error, Disagreement)
         if found is None:
             raise
+        source = (f"generated with seed {seed}, shrunk by Hypothesis" if seed is not None
+                  else "generated, shrunk by Hypothesis")
+        machine = lockstep_machine(impl.new, profile=profile, python_api=False,
+                                   fatal=(HarnessError,))
+
+        def new_machine() -> Any:
+            fresh: Any = machine()
+            fresh.create(found.max_concurrency, [], False)  # a run's first calls are its own
+            return fresh
+
+        minimized = system_phases.minimized_calls("scheduler", new_machine, found.calls)
+        if minimized is None:  # it did not diverge again: Hypothesis's run as it found it
+            return Counterexample(
+                "generated", found.reason, source, found.max_concurrency, found.calls,
+                found.trace("conform-counterexample"), model_state=found.states[0],
+                implementation_state=found.states[1])
+        disagreement, rows, shrunk = minimized
         return Counterexample(
-            "generated", found.reason,
-            f"generated with seed {seed}, shrunk by Hypothesis" if seed is not None
-            else "generated, shrunk by Hypothesis",
-            found.max_concurrency, found.calls, found.trace("conform-counterexample"),
-            model_state=found.states[0], implementation_state=found.states[1])
+            "generated", disagreement.reason, source, found.max_concurrency, rows,
+            disagreement.trace("conform-counterexample"),
+            model_state=disagreement.states[0], implementation_state=disagreement.states[1],
+            before_ddmin=len(found.calls), ddmin_runs=shrunk.runs,
+            one_minimal=shrunk.complete)
     finally:
-        phase.figures.update(examples=ledger.examples, calls=ledger.calls)
+        phase.figures.update(examples=ledger.examples, calls=tally[0])
     return None
 
 
@@ -163,7 +224,7 @@ def _generated_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
 def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus: bool = True,
           seed: int | None = 0, progress: Progress | None = None,
           max_traces: int | None = None, traces: Sequence[Trace] | None = None,
-          clauses: bool = True) -> ConformanceReport:
+          all_divergences: bool = False, clauses: bool = True) -> ConformanceReport:
     """Judge ``impl`` against the reference model; close it; return the report.
 
     ``impl`` must be open (a ``ProtocolImplementation`` entered or ``open()``-ed): its name
@@ -173,7 +234,10 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
     ``seed`` fixing its choices (None: a random run); ``clauses`` then runs the clauses
     phase (:mod:`refsched.conform.probes`). ``progress(phase, done, total)`` is
     called as traces and examples go by. ``traces``, when given, are replayed in the corpus
-    phase instead of the system's corpus (a counterexample written by ``--trace-out``).
+    phase instead of the system's corpus (a counterexample written by ``--trace-out``). The
+    corpus phase replays the shortest traces first and stops at the first that diverges,
+    unless ``all_divergences`` (then it replays every one and keeps the shortest diverging
+    prefix). A counterexample is shrunk further by ddmin (:mod:`refsched.conform.shrink`).
     The verdict is ``"conforms"``, ``"diverges"`` (with
     the counterexample) or the harness verdict (``"crashed"``, ``"timed out"``,
     ``"protocol violation"``, with the implementation's last lines of stderr).
@@ -183,12 +247,15 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
     started = time.monotonic()
     try:
         profile = impl.profile
-        report = ConformanceReport(implementation=impl.name, profile=profile, seed=seed)
-        report.coverage = Coverage(getattr(impl, "system", "scheduler"))
+        system = getattr(impl, "system", "scheduler")
+        report = ConformanceReport(implementation=impl.name, profile=profile, seed=seed,
+                                   system=system,
+                                   corpus_sha256=corpus_hash(system) if corpus else None)
+        report.coverage = Coverage(system)
         observed = ObservedImplementation(impl, report.coverage, (HarnessError,))
         current: PhaseResult | None = None
         try:
-            clauses = clauses and probes.has_probes(getattr(impl, "system", "scheduler"))
+            clauses = clauses and probes.has_probes(system)
             for name in [n for n, wanted in (("corpus", corpus), ("generated", examples > 0),
                                              ("clauses", clauses)) if wanted]:
                 current = PhaseResult(name)
@@ -197,7 +264,8 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
                 try:
                     found = _phase(observed, profile, current, name, examples=examples,
                                    steps=steps, seed=seed, progress=progress,
-                                   max_traces=max_traces, traces=traces)
+                                   max_traces=max_traces, traces=traces,
+                                   all_divergences=all_divergences)
                 finally:
                     current.seconds = time.monotonic() - phase_started
                 if found is not None:
@@ -217,8 +285,8 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
 
 def _phase(impl: Implementation, profile: Profile, phase: PhaseResult, name: str, *,
            examples: int, steps: int, seed: int | None, progress: Progress | None,
-           max_traces: int | None, traces: Sequence[Trace] | None = None
-           ) -> Counterexample | None:
+           max_traces: int | None, traces: Sequence[Trace] | None = None,
+           all_divergences: bool = False) -> Counterexample | None:
     """Run one phase of the check on the implementation's system."""
     system = getattr(impl, "system", "scheduler")
     if name == "clauses":
@@ -226,14 +294,15 @@ def _phase(impl: Implementation, profile: Profile, phase: PhaseResult, name: str
                                  profile, phase, fatal=(HarnessError,))
     if system == "scheduler":
         if name == "corpus":
-            return _corpus_phase(impl, profile, phase, progress, max_traces, traces)
+            return _corpus_phase(impl, profile, phase, progress, max_traces, traces,
+                                 all_divergences)
         return _generated_phase(impl, profile, phase, examples=examples, steps=steps,
                                 seed=seed, progress=progress)
     factory = impl.remote()
     try:
         if name == "corpus":
             return system_phases.corpus_phase(system, factory, phase, progress, max_traces,
-                                              profile, traces)
+                                              profile, traces, all_divergences)
         return system_phases.generated_phase(system, factory, phase, examples=examples,
                                              steps=steps, seed=seed, settings=dict(_HYPOTHESIS),
                                              progress=progress, profile=profile)

@@ -341,8 +341,11 @@ def _title(counterexample: Counterexample) -> str:
     lines = [_line(f"refsched conform, {counterexample.system}: the implementation diverges "
                    f"({counterexample.source})", bold=True)]
     if counterexample.calls:
-        lines.append(_line(f"failing call: {counterexample.calls[-1].text}"))
-    reason = counterexample.reason.splitlines() or [""]
+        failing = counterexample.calls[-1]
+        python = getattr(failing, "python", "")  # a wire row: the call, then its request
+        lines.append(_line(f"failing call: {python} as {failing.text}" if python
+                           else f"failing call: {failing.text}"))
+    reason = counterexample.wire_reason.splitlines() or [""]
     lines.append(_line(f"reason: {reason[0]}"))
     # the rest of a reason is a table of fields: kept aligned in a fixed-width font
     lines += [f'<font face="monospace">{_html(line).replace(" ", "&#160;")}</font>'

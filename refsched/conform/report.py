@@ -9,10 +9,13 @@ an ITF trace that ``refsched replay`` and ``refsched validate-trace`` read.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Final, TypeVar
 
+from refsched.conform import protocol, values
 from refsched.conform.profile import Profile
 from refsched.verify.dag.lockstep import Call
 from refsched.verify.itf import Trace, trace_to_itf
@@ -25,6 +28,10 @@ __all__ = [
     "Counterexample",
     "PhaseResult",
     "Row",
+    "WireRow",
+    "wire_answer",
+    "wire_request",
+    "wire_rows",
 ]
 
 CONFORMS: Final = "conforms"
@@ -110,6 +117,120 @@ class Row:
                 "agrees": self.agrees, "diff": self.diff}
 
 
+def _plain(value: Any) -> Any:
+    """An argument as JSON carries it: a ``Fraction`` run_at as the float it is sent as."""
+    if isinstance(value, Fraction):
+        return float(value)
+    try:
+        return values.to_json(value)
+    except TypeError:
+        return repr(value)
+
+
+def wire_request(system: str, method: str, args: Sequence[Any],
+                 kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The request a call is on the wire: ``{"op": method, argument: value, ...}``, the
+    arguments named as the protocol names them (``protocol.OPS``, or the system's wire)."""
+    if system == "scheduler":
+        required, optional = protocol.OPS.get(method, ((), {}))
+        names: tuple[str, ...] = (*required, *optional)
+    else:
+        from refsched.conform import wire
+
+        op = wire.get(system).ops.get(method)
+        names = () if op is None else op.names
+    request: dict[str, Any] = {"op": method}
+    for index, value in enumerate(args):
+        request[names[index] if index < len(names) else f"arg{index}"] = _plain(value)
+    request.update((name, _plain(value)) for name, value in kwargs.items())
+    return request
+
+
+def wire_answer(system: str, method: str,
+                answer: tuple[Any, BaseException | None] | None) -> dict[str, Any] | None:
+    """An answer as the protocol encodes it: ``{"ok": result}`` or ``{"error": {"type",
+    "message", ...}}``; None when the side was not asked."""
+    if answer is None:
+        return None
+    value, error = answer
+    if error is not None:
+        if isinstance(error, protocol.ForeignError):  # a type refsched does not have
+            return {"error": {"type": error.type_name, "message": error.message}}
+        return {"error": protocol.error_to_json(error)}
+    try:
+        result = (protocol.result_to_json(method, value) if system == "scheduler"
+                  else values.to_json(value))
+    except (TypeError, ValueError):  # no result of the op's type: shown as Python has it
+        result = repr(value)
+    return {"ok": result}
+
+
+def wire_rows(system: str, exchanges: Sequence[tuple[Any, Any, Any]]) -> tuple[WireRow, ...]:
+    """A re-run's calls as wire rows: ``exchanges`` of (call, the model's (value, error), the
+    implementation's), each call with ``method``, ``args``, ``kwargs``, ``agrees``, ``diff``,
+    ``text``. A timer's clock moving (``advance``) is the request that sets ``now``."""
+    rows = []
+    now = 0.0
+    for call, model, implementation in exchanges:
+        if system == "timer" and call.method == "advance":
+            now += call.args[0]
+            rows.append(WireRow({"op": "advance", "now": _plain(now)}, None, None, True,
+                                python=call.text))
+            continue
+        rows.append(WireRow(wire_request(system, call.method, call.args, call.kwargs),
+                            wire_answer(system, call.method, model),
+                            wire_answer(system, call.method, implementation), call.agrees,
+                            call.diff, call.text, tuple(getattr(call, "steps", ()))))
+    return tuple(rows)
+
+
+def _json_text(message: Mapping[str, Any] | None) -> str:
+    if message is None:
+        return ""
+    return json.dumps(message, separators=(",", ":"), ensure_ascii=False, default=repr)
+
+
+@dataclass(frozen=True)
+class WireRow:
+    """One call of a counterexample as the protocol carries it: the request, and the answer
+    each side gave, encoded as the implementation sends it (``{"ok": ...}`` / ``{"error": ...}``).
+    """
+
+    request: Mapping[str, Any]
+    model_answer: Mapping[str, Any] | None  # None: the call has no answer (the clock moved)
+    implementation_answer: Mapping[str, Any] | None
+    agrees: bool  # False only for the failing one
+    diff: str = ""  # the fields that differ after it
+    python: str = ""  # the call as the lock-step machine names it
+    # the spec steps the model took for the call: (action, params) pairs, or action names
+    steps: tuple[Any, ...] = ()
+
+    @property
+    def method(self) -> str:
+        """The operation: the request's ``op``."""
+        return str(self.request.get("op", ""))
+
+    @property
+    def text(self) -> str:
+        return _json_text(self.request)
+
+    @property
+    def model(self) -> str:
+        return _json_text(self.model_answer)
+
+    @property
+    def implementation(self) -> str:
+        return _json_text(self.implementation_answer)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"request": dict(self.request), "model": self.model_answer,
+                "implementation": self.implementation_answer, "agrees": self.agrees,
+                "diff": self.diff, "call": self.python,
+                "steps": [step if isinstance(step, str) else
+                          {"action": step[0], "params": {k: repr(v) for k, v in step[1].items()}}
+                          for step in self.steps]}
+
+
 @dataclass(frozen=True)
 class Counterexample:
     """The calls that show a divergence, and the spec behaviour the model took along them.
@@ -133,6 +254,33 @@ class Counterexample:
     system: str = "scheduler"
     model_state: Any = None
     implementation_state: Any = None
+    # the ddmin pass (refsched.conform.shrink): the calls before it (0: it did not run), the
+    # candidates it re-ran, and whether it ended 1-minimal (no single call can go)
+    before_ddmin: int = 0
+    ddmin_runs: int = 0
+    one_minimal: bool = False
+
+    @property
+    def wire_reason(self) -> str:
+        """The reason, in the protocol's words when the calls are wire rows: the failing
+        request as JSON, and the two answers as JSON when they differ."""
+        failing = self.calls[-1] if self.calls else None
+        if not isinstance(failing, WireRow):
+            return self.reason
+        if failing.model != failing.implementation:
+            return (f"{failing.text}: the implementation answered {failing.implementation}, "
+                    f"the model {failing.model}")
+        if failing.python and self.reason.startswith(failing.python + ":"):
+            return failing.text + self.reason[len(failing.python):]
+        return self.reason
+
+    def ddmin_text(self) -> str:
+        """What the ddmin pass did, in a phrase ("" when it did not run)."""
+        if not self.before_ddmin:
+            return ""
+        ended = "1-minimal" if self.one_minimal else "stopped at its budget"
+        return (f"ddmin {self.before_ddmin} -> {len(self.calls)} calls, {ended}, "
+                f"{self.ddmin_runs} runs")
 
     def table(self) -> str:
         """The calls as a table: step, call, the model's answer, the implementation's.
@@ -163,17 +311,21 @@ class Counterexample:
 
     def format(self) -> str:
         """The counterexample for people: where it comes from, the table, the reason."""
+        shrunk = f"; {self.ddmin_text()}" if self.before_ddmin else ""
         return "\n".join([
-            f"counterexample ({self.source}; {len(self.calls)} calls, "
+            f"counterexample ({self.source}{shrunk}; {len(self.calls)} calls, "
             f"{self.instance or f'max_concurrency={self.max_concurrency}'}):",
             self.table(),
-            f"the implementation diverges: {self.reason}",
+            f"the implementation diverges: {self.wire_reason}",
         ])
 
     def to_json(self) -> dict[str, Any]:
-        return {"phase": self.phase, "reason": self.reason, "source": self.source,
+        return {"phase": self.phase, "reason": self.wire_reason, "source": self.source,
                 "max_concurrency": self.max_concurrency, "instance": self.instance,
                 "calls": [c.to_json() for c in self.calls],
+                "ddmin": (None if not self.before_ddmin else
+                          {"before": self.before_ddmin, "after": len(self.calls),
+                           "runs": self.ddmin_runs, "one_minimal": self.one_minimal}),
                 "trace": None if self.trace is None else trace_to_itf(self.trace)}
 
 
@@ -190,6 +342,9 @@ class ConformanceReport:
     stderr_tail: str = ""  # the implementation's last lines of stderr, on a harness failure
     seed: int | None = 0
     seconds: float = 0.0
+    system: str = "scheduler"
+    # SHA-256 of the manifests of the system's corpus instances, in order (None: not replayed)
+    corpus_sha256: str | None = None
     # the clauses the check drove (refsched.conform.coverage.Coverage), None before any call
     coverage: Any = None
 
@@ -228,8 +383,26 @@ class ConformanceReport:
             lines.append(self.counterexample.format())
         return "\n".join(lines)
 
+    def certificate(self) -> dict[str, Any]:
+        """What the verdict was reached with, to quote beside it: refsched's version, the
+        corpus (its manifests' hash), the profile, the seed, and how much ran."""
+        from refsched import __version__
+
+        corpus = self.phase("corpus")
+        generated = self.phase("generated")
+        return {
+            "refsched": __version__, "system": self.system,
+            "corpus_sha256": self.corpus_sha256,
+            "profile": None if self.profile is None else self.profile.to_json(),
+            "seed": self.seed,
+            "traces_replayed": 0 if corpus is None else corpus.figures.get("traces_run", 0),
+            "examples": 0 if generated is None else generated.figures.get("examples", 0),
+            "calls": 0 if generated is None else generated.figures.get("calls", 0),
+        }
+
     def to_json(self) -> dict[str, Any]:
         return {
+            "certificate": self.certificate(),
             "implementation": self.implementation,
             "verdict": self.verdict,
             "ok": self.ok,

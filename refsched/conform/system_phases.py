@@ -5,12 +5,13 @@ that check refsched's own implementation of each system, over the implementation
 (an instance in another process: :class:`~refsched.conform.wire.Remote`):
 
 1. **corpus**: the system's trace corpus in ``traces/`` (every edge of TLC's state graph of its
-   traces instance) replayed by :func:`refsched.verify.replay.replay`, every trace even after a
-   divergence, so that the counterexample is the shortest diverging prefix the corpus holds;
+   traces instance) replayed by :func:`refsched.verify.replay.replay`, shortest first, to the
+   first trace that diverges (every trace when asked for all divergences);
 2. **generated**: the system's lock-step machine (``timer_lockstep``, ``pool_lockstep``,
    ``durable_lockstep``), kept to the calls the protocol carries.
 
-A divergence becomes a :class:`~refsched.conform.report.Counterexample`: rows of calls, and the
+A divergence is shrunk by ddmin (:mod:`refsched.conform.shrink`) and becomes a
+:class:`~refsched.conform.report.Counterexample`: rows of calls, and the
 model's spec steps along them as a trace when they form one (the corpus phase's always; the
 generated phase's for the pool and the durable scheduler: a timer run moves its clock by
 fractions and backwards, which the spec's whole-tick clock does not).
@@ -18,17 +19,28 @@ fractions and backwards, which the spec's whole-tick clock does not).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from refsched.conform.admission import (
+    admitted_steps,
     admitted_traces,
     durable_admitted_steps,
     timer_admitted_steps,
 )
 from refsched.conform.client import HarnessError
-from refsched.conform.profile import FULL, DurableProfile, TimerProfile
-from refsched.conform.report import Counterexample, PhaseResult, Row, answer_text, found_in
+from refsched.conform.profile import FULL, DurableProfile, Profile, TimerProfile
+from refsched.conform.report import (
+    Counterexample,
+    PhaseResult,
+    Row,
+    WireRow,
+    answer_text,
+    found_in,
+    wire_rows,
+)
+from refsched.conform.shrink import MachineJudge, Shrunk, TraceJudge, ddmin
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as systems
 from refsched.verify.itf import Trace, TraceFormatError, read_traces
@@ -90,10 +102,125 @@ def _corpus_counterexample(system: systems.System, trace: Trace,
         model_state=divergence.expected, implementation_state=divergence.actual)
 
 
+def _admission(profile: Any) -> Callable[[Any, Trace], int] | None:
+    """How the profile admits a trace's steps (None: the full contract, every step)."""
+    if isinstance(profile, TimerProfile):
+        return timer_admitted_steps
+    if isinstance(profile, DurableProfile):
+        return durable_admitted_steps
+    if isinstance(profile, Profile):
+        return admitted_steps
+    return None
+
+
+def shrink_trace(system: systems.System, factory: Callable[..., Any], trace: Trace,
+                 divergence: Divergence, profile: Any
+                 ) -> tuple[Trace, Divergence, Shrunk[Any] | None]:
+    """The trace's steps up to its divergence, shrunk by ddmin (re-run by the model and a
+    fresh instance from ``factory``, each candidate one the profile admits); the trace and
+    divergence as they were when no smaller set of its steps diverges the same way, or the
+    re-run did not diverge again."""
+    judge = TraceJudge(system, factory, trace.constants, profile, (HarnessError,),
+                       f"{trace.name}-to-step-{divergence.step}", _admission(profile))
+    shrunk = ddmin(trace.steps[:divergence.step], judge)
+    if shrunk is None or len(shrunk.items) >= divergence.step:
+        return trace, divergence, shrunk
+    shrunk_trace, found = shrunk.divergence
+    meta = {**trace.meta, "source": f"{trace.name} of the corpus, to the diverging step, "
+                                    f"shrunk by ddmin"}
+    return (Trace(shrunk_trace.name, shrunk_trace.constants, shrunk_trace.initial,
+                  shrunk_trace.steps, meta), found, shrunk)
+
+
+class _Twin:
+    """A timer instance each of whose calls the reference model is asked too: both answers,
+    and the clock's moves, are logged as a run's exchanges for the report to encode."""
+
+    def __init__(self, implementation: Any, model: Any, clock: Callable[[], float],
+                 log: list[Any]) -> None:
+        self._implementation = implementation
+        self._model = model
+        self._clock = clock
+        self._read = clock()
+        self._log = log
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._implementation, name)
+        if not callable(attribute) or name.startswith("_") or name in _READS:
+            return attribute
+        log = self._log
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            now = self._clock()
+            if now != self._read:  # logged as the lock-step logs it: by how much it moved
+                log.append((_Asked("advance", (now - self._read,), {}), None, None))
+                self._read = now
+            answers: list[tuple[Any, BaseException | None]] = []
+            for side in (getattr(self._model, name), attribute):
+                try:
+                    answers.append((side(*args, **kwargs), None))
+                except HarnessError:
+                    raise
+                except Exception as error:  # an answer like any other
+                    answers.append((None, error))
+            log.append((_Asked(name, args, kwargs), answers[0], answers[1]))
+            value, raised = answers[1]
+            if raised is not None:
+                raise raised
+            return value
+        return call
+
+
+@dataclasses.dataclass(frozen=True)
+class _Asked:
+    """A call as the report encodes it (the lock-step's ``Call`` has the same fields)."""
+
+    method: str
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    agrees: bool = True
+    diff: str = ""
+
+    @property
+    def text(self) -> str:
+        shown = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return f"{self.method}({', '.join(shown)})"
+
+
+def _timer_wire_rows(factory: Callable[..., Any], trace: Trace, divergence: Divergence,
+                     profile: Any) -> tuple[WireRow, ...] | None:
+    """The timer trace's calls once more, with the model asked each one too, as wire rows;
+    None when the run does not diverge at the same step again."""
+    from refsched.model.timer import ReferenceTimerScheduler
+
+    log: list[Any] = []
+
+    def twins(clock: Callable[[], float], **options: Any) -> _Twin:
+        return _Twin(factory(clock, **options), ReferenceTimerScheduler(clock, **options),
+                     clock, log)
+
+    again = replay([trace], twins, system=systems.get("timer"), profile=profile,
+                   fatal=(HarnessError,))
+    if again.ok or again.divergences[0].step != divergence.step or not log:
+        return None
+    asked, model, implementation = log[-1]
+    log[-1] = (dataclasses.replace(asked, agrees=False, diff=divergence.diff), model,
+               implementation)
+    return wire_rows("timer", log)
+
+
+def _ddmin_fields(shrunk: Shrunk[Any] | None, before: int) -> dict[str, Any]:
+    """The counterexample's fields that say what ddmin did."""
+    if shrunk is None:
+        return {}
+    return {"before_ddmin": before, "ddmin_runs": shrunk.runs,
+            "one_minimal": shrunk.complete}
+
+
 def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
                  progress: Progress | None, max_traces: int | None = None,
-                 profile: Any = None, given: Sequence[Trace] | None = None
-                 ) -> Counterexample | None:
+                 profile: Any = None, given: Sequence[Trace] | None = None,
+                 all_divergences: bool = False) -> Counterexample | None:
     """Replay the system's corpus (its first ``max_traces`` traces the profile admits, a timer
     trace cut at its first step the profile leaves out) through ``factory``; the shortest
     diverging prefix. ``given`` traces are replayed instead of the corpus."""
@@ -121,24 +248,39 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
     else:
         traces, whole, replayed_as = everything, len(everything), FULL
     found = replay_admitted(system, len(everything), traces, whole, factory, replayed_as,
-                            phase, progress, max_traces)
-    return None if found is None else _corpus_counterexample(system, *found)
+                            phase, progress, max_traces, all_divergences)
+    if found is None:
+        return None
+    trace, divergence = found
+    before = divergence.step
+    trace, divergence, shrunk = shrink_trace(system, factory, trace, divergence, replayed_as)
+    counterexample = _corpus_counterexample(system, trace, divergence)
+    if name == "timer" and divergence.step:
+        rows = _timer_wire_rows(factory, trace, divergence, replayed_as)
+        if rows is not None:
+            counterexample = dataclasses.replace(counterexample, calls=rows)
+    return dataclasses.replace(counterexample, **_ddmin_fields(shrunk, before))
 
 
 def replay_admitted(system: systems.System, corpus: int, traces: list[Trace], whole: int,
                     factory: Callable[..., Any], profile: Any, phase: PhaseResult,
                     progress: Progress | None,
-                    max_traces: int | None) -> tuple[Trace, Divergence] | None:
+                    max_traces: int | None,
+                    all_divergences: bool = False) -> tuple[Trace, Divergence] | None:
     """Replay ``traces`` (of a ``corpus`` of so many, ``whole`` of them whole, the others
-    prefixes; the first ``max_traces``) through ``factory``, counting into ``phase``; the trace
-    and the divergence of the shortest diverging prefix, or None.
+    prefixes; the first ``max_traces``) through ``factory``, counting into ``phase``; the
+    trace and the divergence of the shortest diverging prefix, or None.
 
-    Every trace is replayed, divergent or not, so that the counterexample is the shortest
-    diverging prefix the corpus holds: a conforming implementation costs as much. Errors: a
-    trace the model disagrees with -> :class:`CorpusUnreadable`.
+    The replay stops at the first trace that diverges: shortest first, that one is short, and
+    ddmin (:func:`shrink_trace`) takes it further. ``all_divergences`` replays every trace,
+    in the order given, and keeps the shortest diverging prefix of all
+    (``figures["divergences"]`` counts the traces that diverge). Errors: a trace the model
+    disagrees with -> :class:`CorpusUnreadable`.
     """
     if max_traces is not None and len(traces) > max_traces:
         traces, whole = traces[:max_traces], min(whole, max_traces)
+    if not all_divergences:  # the first that diverges is then a short one
+        traces = sorted(traces, key=lambda t: len(t.steps))  # stable: corpus order if equal
     figures = phase.figures
     figures.update(traces=corpus, admitted=whole, prefixes=len(traces) - whole,
                    steps_admitted=sum(len(t.steps) for t in traces), traces_run=0, steps_run=0)
@@ -148,8 +290,11 @@ def replay_admitted(system: systems.System, corpus: int, traces: list[Trace], wh
         if progress is not None:
             progress("corpus", done, len(traces))
 
-    result = replay(traces, factory, stop_at_first=False, on_progress=on_progress,
-                    fatal=(HarnessError,), system=system, profile=profile)
+    result = replay(traces, factory, stop_at_first=not all_divergences,
+                    on_progress=on_progress, fatal=(HarnessError,), system=system,
+                    profile=profile)
+    if all_divergences:
+        figures["divergences"] = sum(d.side == "implementation" for d in result.divergences)
     if result.ok:
         return None
     wrong = [d for d in result.divergences if d.side == "model"]
@@ -195,29 +340,118 @@ def _run(name: str, factory: Callable[..., Any], ledger: Any, *, examples: int, 
                              profile=profile)
 
 
-def _generated_counterexample(name: str, error: BaseException,
-                              source: str) -> Counterexample:
-    """The shrunk run as rows: each system's lock-step machine names its calls its own way."""
+def minimized_calls(system: str, new_machine: Callable[[], Any], calls: Sequence[Any]
+                    ) -> tuple[Any, tuple[WireRow, ...], Shrunk[Any]] | None:
+    """A lock-step run's ``calls`` shrunk by ddmin, each candidate re-run on ``new_machine()``
+    (a fresh machine over a fresh instance): the disagreement of the shortest, its calls as
+    wire rows, and what the pass did; None when the run does not diverge again."""
+    judge = MachineJudge(system, new_machine, (HarnessError,))
+    shrunk = ddmin(calls, judge)
+    if shrunk is None:
+        return None
+    final = judge.record(shrunk.items)
+    if final is None:  # it diverged on each candidate run, not on this one: flaky
+        return None
+    disagreement = final[2]
+    exchanges = [(call, model, implementation) for call, (_, model, implementation)
+                 in zip(disagreement.calls, judge.exchanges, strict=False)]
+    return disagreement, wire_rows(system, exchanges), shrunk
+
+
+def _timer_machine(factory: Callable[..., Any], profile: Any,
+                   rebuild_floor: int) -> Callable[[], Any]:
+    from refsched.verify.timer.lockstep import timer_lockstep_machine
+
+    machine = timer_lockstep_machine(factory, None, python_api=False, fatal=(HarnessError,),
+                                     profile=profile)
+
+    def new() -> Any:
+        fresh: Any = machine()
+        fresh.create(rebuild_floor, [])
+        return fresh
+    return new
+
+
+def _instance_of(name: str) -> str:
+    return {"pool": "workers w1, w2, w3",
+            "durable": "max_concurrency=2, max_attempts=2, lease=1"}.get(name, "")
+
+
+def _generated_counterexample(name: str, error: BaseException, source: str,
+                              factory: Callable[..., Any], profile: Any) -> Counterexample:
+    """The shrunk run, shrunk further by ddmin, as rows: the timer's as calls on the wire, the
+    pool's and the durable scheduler's as the model's spec steps along them."""
     reason = str(getattr(error, "reason", "")) or f"{type(error).__name__}: {error}"
     trace: Trace | None = getattr(error, "trace", None)
     model_state, implementation_state = getattr(error, "states", (None, None))
     if name == "timer" and hasattr(error, "calls"):
         floor = getattr(error, "rebuild_floor", 0)
+        found = minimized_calls(name, _timer_machine(factory, profile, floor), error.calls)
+        if found is not None:
+            disagreement, rows, shrunk = found
+            model_state, implementation_state = disagreement.states
+            return Counterexample("generated", disagreement.reason, source, 0, rows, None,
+                                  instance=f"rebuild_floor={floor}", system=name,
+                                  model_state=model_state,
+                                  implementation_state=implementation_state,
+                                  **_ddmin_fields(shrunk, len(error.calls)))
         return Counterexample("generated", reason, source, 0, tuple(error.calls), None,
                               instance=f"rebuild_floor={floor}", system=name,
                               model_state=model_state,
                               implementation_state=implementation_state)
+    if trace is not None and trace.steps:
+        system = systems.get(name)
+        replayed_as = profile if isinstance(profile, TimerProfile | DurableProfile) else FULL
+        judge = TraceJudge(system, factory, trace.constants, replayed_as, (HarnessError,),
+                           "conform-counterexample", _admission(replayed_as))
+        walk = ddmin(trace.steps, judge)
+        if walk is not None:
+            shrunk_trace, divergence = walk.divergence
+            counterexample = _corpus_counterexample(system, shrunk_trace, divergence)
+            return dataclasses.replace(
+                counterexample, phase="generated", source=source,
+                instance=_instance_of(name), **_ddmin_fields(walk, len(trace.steps)))
     shown = tuple(getattr(error, "steps", ()) or getattr(error, "calls", ()))
-    rows = [Row(str(text), "", "", True) for text in shown]
-    if rows:
-        rows[-1] = Row(rows[-1].text, "", "", False)
+    listed = [Row(str(text), "", "", True) for text in shown]
+    if listed:
+        listed[-1] = Row(listed[-1].text, "", "", False)
     else:
-        rows.append(Row("(the run's calls are not known)", "", "", False))
-    instance = {"pool": "workers w1, w2, w3",
-                "durable": "max_concurrency=2, max_attempts=2, lease=1"}.get(name, "")
-    return Counterexample("generated", reason, source, 0, tuple(rows), trace, instance=instance,
-                          system=name, model_state=model_state,
+        listed.append(Row("(the run's calls are not known)", "", "", False))
+    return Counterexample("generated", reason, source, 0, tuple(listed), trace,
+                          instance=_instance_of(name), system=name, model_state=model_state,
                           implementation_state=implementation_state)
+
+
+# what the comparison reads after each call: no call of the run
+_READS = frozenset({"snapshot", "stats", "check_invariants", "leases", "history", "now",
+                    "release"})
+
+
+class _Counted:
+    """An instance whose calls (not the comparison's reads) are counted into ``tally[0]``."""
+
+    def __init__(self, target: Any, tally: list[int]) -> None:
+        self._target = target
+        self._tally = tally
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._target, name)
+        if not callable(attribute) or name.startswith("_") or name in _READS:
+            return attribute
+        tally = self._tally
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            tally[0] += 1
+            return attribute(*args, **kwargs)
+        return counted
+
+
+def counting(factory: Callable[..., Any], tally: list[int]) -> Callable[..., Any]:
+    """``factory``, each instance it makes counting the calls made on it into ``tally[0]``:
+    the calls of a run are every call sent, the initial ones and the failing one included."""
+    def new(*args: Any, **kwargs: Any) -> Any:
+        return _Counted(factory(*args, **kwargs), tally)
+    return new
 
 
 def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, *,
@@ -227,6 +461,9 @@ def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, 
     """Drive ``factory`` and the model with the system's lock-step machine."""
     made = 0
     ledger = _ledger(name)
+    tally = [0]
+    # a pool is driven step by step from its class (unwrapped below): its walk's steps count
+    instances = factory if name == "pool" else counting(factory, tally)
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         nonlocal made
@@ -234,7 +471,7 @@ def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, 
         phase.figures["examples"] = made
         if progress is not None:
             progress("generated", made, examples)
-        return factory(*args, **kwargs)
+        return instances(*args, **kwargs)
 
     counted.drives_steps = getattr(factory, "drives_steps", False)  # type: ignore[attr-defined]
     # a pool class is driven without its threads (pool_driver.SteppedPool), which unwraps the
@@ -255,9 +492,10 @@ def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, 
             raise
         source = (f"generated with seed {seed}, shrunk by Hypothesis" if seed is not None
                   else "generated, shrunk by Hypothesis")
-        return _generated_counterexample(name, found, source)
+        return _generated_counterexample(name, found, source, factory, profile)
     finally:
-        phase.figures.update(examples=ledger.examples, calls=ledger.calls)
+        phase.figures.update(examples=ledger.examples,
+                             calls=ledger.calls if name == "pool" else tally[0])
     return None
 
 

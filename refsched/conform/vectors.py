@@ -244,8 +244,10 @@ def record_session(system: str, traces: Sequence[Trace],
         except client.HarnessError as e:
             raise VectorsError(f"refsched's own {system} server did not start: {e}") from None
         try:
+            # every trace, in the order given: each new instance is the next trace's
             report = oracle.check(impl, examples=examples, corpus=bool(traces), seed=0,
-                                  progress=progress, traces=traces, steps=20)
+                                  progress=progress, traces=traces, steps=20,
+                                  all_divergences=True, clauses=False)
         except oracle.OracleError as e:
             raise VectorsError(str(e)) from None
         if report.verdict != "conforms":
