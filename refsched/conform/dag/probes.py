@@ -85,7 +85,7 @@ PROBES: Final[tuple[Probe, ...]] = (
     _p("dag.callback.waiting", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
        ("start", ()), ("complete", ("b", 1)), ("complete", ("a", 1))),
     _p("dag.callback.generation-not-int", *_RUNNING_A, ("complete", ("a", True)),
-       ("complete", ("a", 1.0)), ("complete", ("a", "1")), ("complete", ("a", 1))),
+       ("complete", ("a", 1.5)), ("complete", ("a", "1")), ("complete", ("a", 1))),
     _p("dag.callback.negative-generation", *_RUNNING_A, ("complete", ("a", -1)),
        ("complete", ("a", 1))),
     _p("dag.callback.stale", *_RUNNING_A, ("complete", ("a", 2)), ("complete", ("a", 0)),
