@@ -411,3 +411,24 @@ def decide(system: str, op: str, args: Sequence[Any], answer: Any,
         if c.decides(op, outcome, named, answer):
             return c
     return None
+
+
+class _Answered(Exception):
+    """An error answer read off the wire, by the type name it carries."""
+
+    def __init__(self, type_name: str) -> None:
+        super().__init__(type_name)
+        self.type_name = type_name
+
+
+def decide_wire(system: str, request: Mapping[str, Any],
+                answer: Mapping[str, Any] | None) -> Clause | None:
+    """The clause that decides ``request`` (a protocol request, its ``op`` and arguments by
+    name) answered by ``answer`` (``{"ok": ...}`` or ``{"error": {"type": ...}}``), or None."""
+    if not answer:
+        return None
+    named = {k: v for k, v in request.items() if k not in ("op", "id")}
+    error = answer.get("error")
+    said: Any = (_Answered(str(error.get("type"))) if isinstance(error, Mapping)
+                 else answer.get("ok"))
+    return decide(system, str(request.get("op", "")), (), said, named)

@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from hypothesis import HealthCheck, Phase, Verbosity
 
-from refsched.conform import probes, system_phases
+from refsched.conform import clauses, probes, system_phases
 from refsched.conform.admission import admitted_steps, admitted_traces
 from refsched.conform.client import HarnessError, Implementation
 from refsched.conform.coverage import Coverage, ObservedImplementation
@@ -42,6 +42,7 @@ from refsched.conform.report import (
     ConformanceReport,
     Counterexample,
     PhaseResult,
+    WireRow,
     answer_text,
     found_in,
     wire_rows,
@@ -271,7 +272,7 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
                 if found is not None:
                     current.ok = False
                     report.verdict = DIVERGES
-                    report.counterexample = found
+                    report.counterexample = _named_by_its_rule(found)
                     break
         except HarnessError as error:
             if current is not None:
@@ -281,6 +282,21 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
         impl.close()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _named_by_its_rule(found: Counterexample) -> Counterexample:
+    """The counterexample whose reason names the clause of the contract that decides its
+    failing call, as the model answered it (a probe's names it already)."""
+    if found.reason.startswith("rule "):
+        return found
+    failing = next((c for c in reversed(found.calls)
+                    if isinstance(c, WireRow) and not c.agrees), None)
+    if failing is None:
+        return found
+    clause = clauses.decide_wire(found.system, failing.request, failing.model_answer)
+    if clause is None:
+        return found
+    return dataclasses.replace(found, rule=clause.id)
 
 
 def _phase(impl: Implementation, profile: Profile, phase: PhaseResult, name: str, *,

@@ -254,6 +254,9 @@ class Counterexample:
     system: str = "scheduler"
     model_state: Any = None
     implementation_state: Any = None
+    # the clause of the contract that decides the failing call (refsched.conform.clauses), as
+    # the model answered it; "" when none does or the reason already names it
+    rule: str = ""
     # the ddmin pass (refsched.conform.shrink): the calls before it (0: it did not run), the
     # candidates it re-ran, and whether it ended 1-minimal (no single call can go)
     before_ddmin: int = 0
@@ -264,15 +267,16 @@ class Counterexample:
     def wire_reason(self) -> str:
         """The reason, in the protocol's words when the calls are wire rows: the failing
         request as JSON, and the two answers as JSON when they differ."""
+        rule = f"rule {self.rule}: " if self.rule else ""
         failing = self.calls[-1] if self.calls else None
         if not isinstance(failing, WireRow):
-            return self.reason
+            return rule + self.reason
         if failing.model != failing.implementation:
-            return (f"{failing.text}: the implementation answered {failing.implementation}, "
-                    f"the model {failing.model}")
+            return (f"{rule}{failing.text}: the implementation answered "
+                    f"{failing.implementation}, the model {failing.model}")
         if failing.python and self.reason.startswith(failing.python + ":"):
-            return failing.text + self.reason[len(failing.python):]
-        return self.reason
+            return rule + failing.text + self.reason[len(failing.python):]
+        return rule + self.reason
 
     def ddmin_text(self) -> str:
         """What the ddmin pass did, in a phrase ("" when it did not run)."""

@@ -93,7 +93,7 @@ PROBES: Final[tuple[Probe, ...]] = (
     _p("dag.call.unknown-task", _NEW, ("submit", ("a", [])), ("state", ("z",)),
        ("complete", ("z", 1)), ("retry", ("z",)), ("cancel", ("z", None))),
     _p("dag.cancel.running", *_RUNNING_A, ("cancel", ("a", None)), ("cancel", ("a", 1)),
-       ("acknowledge_cancel", ("a", 1))),
+       ("cancel", ("a", None)), ("acknowledge_cancel", ("a", 1))),
     _p("dag.cancel.ok", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
        ("cancel", ("a", None)), ("cancel", ("a", None)), ("start", ())),
     _p("dag.retry.ok", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
