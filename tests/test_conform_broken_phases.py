@@ -26,9 +26,9 @@ from refsched.conform.client import InProcessImplementation
 from refsched.conform.dag import broken
 from refsched.conform.durable import broken as broken_durable
 from refsched.conform.pool import broken as broken_pool
-from refsched.conform.profile import full_profile
 from refsched.conform.report import PhaseResult
 from refsched.conform.timer import broken as broken_timer
+from refsched.profile import full_profile
 
 # With seed 0 (refsched conform's default) the durable walks of 200 examples never have a worker
 # report after its lease was taken over, so StaleAttemptAccepted is left to the corpus phase;

@@ -24,11 +24,11 @@ from refsched.conform.dag import broken
 from refsched.conform.dag.probes import PROBES
 from refsched.conform.oracle import check
 from refsched.conform.probes import run_probes
-from refsched.conform.profile import FULL, STATIC, full_profile
 from refsched.conform.report import PhaseResult
 from refsched.conform.timer import broken as broken_timer
 from refsched.conform.timer.probes import PROBES as TIMER_PROBES
 from refsched.model import ReferenceScheduler
+from refsched.profile import FULL, STATIC, full_profile
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "conformance.md"
 _ROW = re.compile(r"^\| `(?P<id>[a-z_.-]+)` \| (?P<ops>[^|]+) \| (?P<outcome>[^|]+) \| "

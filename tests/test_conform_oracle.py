@@ -23,7 +23,7 @@ from refsched.conform.client import (
 from refsched.conform.dag import broken
 from refsched.conform.main import main as conform_main
 from refsched.conform.oracle import admitted_steps, admitted_traces, check
-from refsched.conform.profile import FULL, STATIC, Profile
+from refsched.profile import FULL, STATIC, Profile
 from refsched.verify.itf import read_traces, write_traces
 from refsched.verify.replay import replay
 

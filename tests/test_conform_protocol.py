@@ -30,7 +30,7 @@ from refsched.conform.client import (
     load_factory,
 )
 from refsched.conform.dag.graphlib_adapter import GraphlibScheduler
-from refsched.conform.profile import FULL, STATIC, Profile
+from refsched.profile import FULL, STATIC, Profile
 from refsched.serve import serve
 from refsched.types import CloseReport, Snapshot, TaskState
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from refsched.conform.profile import DurableProfile, Profile, TimerProfile
+from refsched.profile import DurableProfile, Profile, TimerProfile
 from refsched.verify.itf import Step, Trace
 
 __all__ = ["admitted_steps", "admitted_traces", "durable_admitted_steps",

@@ -24,11 +24,11 @@ from types import TracebackType
 from typing import IO, Any, Final, Protocol, Self, TypeVar
 
 from refsched.conform import protocol
-from refsched.conform.profile import Profile, ProfileError, full_profile, profile_from_json
 from refsched.conform.protocol import ForeignError, Unsupported, WireError
 from refsched.conform.wire import SYSTEMS
 from refsched.conform.wire import get as get_wire
 from refsched.loading import load_factory as load_factory
+from refsched.profile import Profile, ProfileError, full_profile, profile_from_json
 from refsched.types import Claim, CloseReport, Snapshot, TaskState
 
 __all__ = [

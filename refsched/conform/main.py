@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from refsched.arguments import non_negative_int, positive_int, positive_seconds, unwritable
 from refsched.conform import probes
-from refsched.conform.profile import profile_argument
 from refsched.conform.report import ConformanceReport
 from refsched.conform.wire import SYSTEMS
+from refsched.profile import profile_argument
 
 if TYPE_CHECKING:
     from refsched.progress import Progress

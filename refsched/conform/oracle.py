@@ -4,7 +4,7 @@
 program speaking the protocol of ``docs/conformance.md``, or a Python factory):
 
 1. **corpus**: the traces of ``traces/`` (every edge of TLC's state graph of the spec) that the
-   implementation's :class:`~refsched.conform.profile.Profile` admits, replayed through its API
+   implementation's :class:`~refsched.profile.Profile` admits, replayed through its API
    by :func:`refsched.verify.replay.replay`: each call's answer, and the snapshot after each
    step when the profile has ``snapshot``, must be the trace's;
 2. **generated**: Hypothesis drives the model and the implementation with the same calls
@@ -36,7 +36,6 @@ from refsched.conform import clauses, probes, system_phases
 from refsched.conform.admission import admitted_steps, admitted_traces
 from refsched.conform.client import HarnessError, Implementation
 from refsched.conform.coverage import Coverage, ObservedImplementation
-from refsched.conform.profile import Profile
 from refsched.conform.report import (
     DIVERGES,
     ConformanceReport,
@@ -49,6 +48,7 @@ from refsched.conform.report import (
 )
 from refsched.conform.shrink import exchange
 from refsched.model import ReferenceScheduler
+from refsched.profile import Profile
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as system_registry
 from refsched.verify.dag.lockstep import (

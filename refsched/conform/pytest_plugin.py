@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from refsched.conform.profile import Profile, ProfileError, full_profile, profile_from_json
 from refsched.conform.report import ConformanceReport
 from refsched.conform.wire import SYSTEMS
+from refsched.profile import Profile, ProfileError, full_profile, profile_from_json
 
 __all__ = ["ConformanceFailure", "ConformanceItem", "ConformanceSuite"]
 

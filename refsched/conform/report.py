@@ -16,7 +16,7 @@ from fractions import Fraction
 from typing import Any, Final, TypeVar
 
 from refsched.conform import protocol, values
-from refsched.conform.profile import Profile
+from refsched.profile import Profile
 from refsched.verify.dag.lockstep import Call
 from refsched.verify.itf import Trace, trace_to_itf
 

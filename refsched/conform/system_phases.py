@@ -30,7 +30,6 @@ from refsched.conform.admission import (
     timer_admitted_steps,
 )
 from refsched.conform.client import HarnessError
-from refsched.conform.profile import FULL, DurableProfile, Profile, TimerProfile
 from refsched.conform.report import (
     Counterexample,
     PhaseResult,
@@ -41,6 +40,7 @@ from refsched.conform.report import (
     wire_rows,
 )
 from refsched.conform.shrink import MachineJudge, Shrunk, TraceJudge, ddmin
+from refsched.profile import FULL, DurableProfile, Profile, TimerProfile
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as systems
 from refsched.verify.itf import Trace, TraceFormatError, read_traces

@@ -15,10 +15,10 @@ import sys
 from collections.abc import Sequence
 from typing import IO, Any, TextIO, cast
 
-from refsched.conform.profile import full_profile
+from refsched.conform.server import DEFAULT_NAME, serve
 from refsched.conform.wire import SYSTEMS
 from refsched.conform.wire import get as get_wire
-from refsched.serve import DEFAULT_NAME, serve
+from refsched.profile import full_profile
 
 __all__ = ["main"]
 

@@ -40,9 +40,9 @@ from typing import Any, BinaryIO, Final, Union
 
 from refsched.arguments import unwritable
 from refsched.conform import protocol, values
-from refsched.conform.profile import full_profile
 from refsched.conform.wire import SYSTEMS
 from refsched.conform.wire import get as get_wire
+from refsched.profile import full_profile
 from refsched.types import CloseReport
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as system_registry

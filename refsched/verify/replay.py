@@ -38,7 +38,6 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from refsched.conform.profile import FULL, Profile
 from refsched.errors import StaleGenerationError
 from refsched.model.dag import counters as scheduler_counters
 from refsched.model.dag.actions import ACTIONS, WAITING, ready_order
@@ -46,6 +45,7 @@ from refsched.model.dag.graph import describe
 from refsched.model.durable import counters as durable_counters
 from refsched.model.pool import counters as pool_counters
 from refsched.model.timer import counters as timer_counters
+from refsched.profile import FULL, Profile
 from refsched.types import Snapshot, TaskState, VersionView
 from refsched.verify import system as systems
 from refsched.verify.itf import Trace

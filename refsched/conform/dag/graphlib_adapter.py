@@ -36,10 +36,10 @@ import platform
 import sys
 from collections.abc import Hashable, Iterable
 
-from refsched.conform.profile import STATIC
 from refsched.conform.protocol import Unsupported
+from refsched.conform.server import serve_stdio
 from refsched.errors import UnknownTaskError
-from refsched.serve import serve_stdio
+from refsched.profile import STATIC
 from refsched.types import Claim, TaskState
 
 __all__ = ["GraphlibScheduler", "main"]

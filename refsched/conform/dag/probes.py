@@ -20,9 +20,9 @@ from typing import Any, Final
 
 from refsched.conform.client import HarnessError
 from refsched.conform.probes import Probe
-from refsched.conform.profile import Profile
 from refsched.errors import CycleError, StaleGenerationError, UnknownDependencyError
 from refsched.model import ReferenceScheduler
+from refsched.profile import Profile
 from refsched.types import CloseReport, Snapshot
 from refsched.verify.dag.lockstep import IDS
 from refsched.verify.replay import format_rows, snapshot_rows

@@ -36,9 +36,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from refsched.conform.profile import DurableProfile
 from refsched.conform.protocol import Unsupported
 from refsched.durable.scheduler import Lease
+from refsched.profile import DurableProfile
 from refsched.types import TaskState
 
 __all__ = ["PROFILE", "HueyQueue", "main"]
@@ -141,8 +141,8 @@ class HueyQueue:
 def main() -> int:
     from importlib.metadata import version
 
+    from refsched.conform.server import serve_stdio
     from refsched.conform.wire import get
-    from refsched.serve import serve_stdio
 
     serve_stdio(HueyQueue, PROFILE, f"huey.SqliteHuey (huey {version('huey')})", get("durable"))
     return 0

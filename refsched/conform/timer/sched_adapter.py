@@ -29,9 +29,9 @@ import sys
 from collections.abc import Callable, Hashable
 from typing import Any, NoReturn
 
-from refsched.conform.profile import TimerProfile
 from refsched.conform.protocol import Unsupported
 from refsched.errors import UnknownTaskError
+from refsched.profile import TimerProfile
 from refsched.types import Due, Wait
 
 __all__ = ["PROFILE", "SchedTimer", "main"]
@@ -85,8 +85,8 @@ class SchedTimer:
 
 
 def main() -> int:
+    from refsched.conform.server import serve_stdio
     from refsched.conform.wire import get
-    from refsched.serve import serve_stdio
 
     serve_stdio(SchedTimer, PROFILE,
                 f"sched.scheduler (CPython {'.'.join(map(str, sys.version_info[:3]))})",

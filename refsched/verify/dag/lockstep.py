@@ -11,7 +11,7 @@ implementation's own ``check_invariants()`` must hold.
 ``lockstep_machine(factory)`` builds the machine for any factory with the TaskScheduler API, so the
 same machine checks refsched's scheduler and, in the must-fail tests, deliberately broken ones.
 
-A :class:`~refsched.conform.profile.Profile` narrows the machine to the part of the contract an
+A :class:`~refsched.profile.Profile` narrows the machine to the part of the contract an
 implementation keeps: its rules make only the calls the profile admits, claims compare as sets
 under ready order "any", and without ``snapshot`` only the answers are compared (neither
 snapshots nor counters). The default is the full contract. ``python_api`` adds what only the
@@ -34,9 +34,9 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from refsched.conform.profile import FULL, Profile
 from refsched.model import ACTIONS, INITIAL, ReferenceScheduler, violated, violated_by_step
 from refsched.model.dag.counters import Counts
+from refsched.profile import FULL, Profile
 from refsched.types import Snapshot, TaskState
 from refsched.verify.dag.recording import TraceRecorder
 from refsched.verify.itf import Trace

@@ -183,7 +183,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
     """The state machine that drives ``factory`` (a DurableScheduler class) and the model.
 
     An error of a ``fatal`` type (a harness failure, not an answer) propagates as it is.
-    ``profile`` (a :class:`~refsched.conform.profile.DurableProfile`; None: the full contract)
+    ``profile`` (a :class:`~refsched.profile.DurableProfile`; None: the full contract)
     narrows the calls to what the implementation keeps: without ``deps`` every submission is
     independent, without ``generations`` each id is submitted once, without ``start`` the
     model starts at once and ``start()`` is not called; without ``cancel``, ``retry``,

@@ -455,7 +455,7 @@ def timer_lockstep_machine(factory: Callable[..., Any], ledger: Ledger | None = 
     call. ``python_api`` false keeps to the calls the conformance protocol carries: no task
     function, and only :data:`WIRE_BAD_CALLS`. An error of a ``fatal`` type the implementation
     raises (a harness failure, not an answer) propagates as it is. ``profile`` (a
-    :class:`~refsched.conform.profile.TimerProfile`; None: the full contract) narrows the calls
+    :class:`~refsched.profile.TimerProfile`; None: the full contract) narrows the calls
     to what the implementation keeps: without ``versions`` each id is scheduled once and every
     callback names its version; without ``callbacks``, ``cancel`` or ``close`` those calls are
     not made; without ``snapshot`` (or ``stats``) the states (or counters) are not compared and
