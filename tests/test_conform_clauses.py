@@ -153,7 +153,7 @@ def test_each_broken_clause_is_a_divergence_naming_its_rule(system: str, cls: ty
     assert report.exit_status == 1, report.format()
     example = report.counterexample
     assert example is not None and example.phase == "clauses"
-    assert example.reason.startswith(f"rule {cls.rule}: "), example.reason
+    assert example.wire_reason.startswith(f"rule {cls.rule}: "), example.wire_reason
     assert not example.calls[-1].agrees and all(c.agrees for c in example.calls[:-1])
 
 
@@ -189,4 +189,4 @@ def test_each_broken_clause_served_is_rejected_by_the_clauses_phase() -> None:
             report = check(impl, corpus=False, examples=0)
         assert report.exit_status == 1, report.format()
         assert report.counterexample is not None
-        assert report.counterexample.reason.startswith(f"rule {cls.rule}: ")
+        assert report.counterexample.wire_reason.startswith(f"rule {cls.rule}: ")

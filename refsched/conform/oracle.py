@@ -287,7 +287,7 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
 def _named_by_its_rule(found: Counterexample) -> Counterexample:
     """The counterexample whose reason names the clause of the contract that decides its
     failing call, as the model answered it (a probe's names it already)."""
-    if found.reason.startswith("rule "):
+    if found.rule:
         return found
     failing = next((c for c in reversed(found.calls)
                     if isinstance(c, WireRow) and not c.agrees), None)

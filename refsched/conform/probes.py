@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from refsched.conform import clauses
-from refsched.conform.report import Counterexample, PhaseResult, Row
+from refsched.conform.report import Counterexample, PhaseResult, WireRow, wire_answer, wire_request
 
 __all__ = ["Probe", "has_probes", "run_probes"]
 
@@ -79,7 +79,7 @@ def run_probes(system: str, factory: Callable[..., Any], profile: Any, phase: Ph
 def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any], profile: Any,
                phase: PhaseResult, fatal: tuple[type[BaseException], ...]
                ) -> Counterexample | None:
-    rows: list[Row] = []
+    rows: list[WireRow] = []
     model: Any = None
     impl: Any = None
     concurrency = 0
@@ -112,16 +112,19 @@ def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any],
         diff = ""
         if problem is None and getattr(profile, "snapshot", False) and model is not None:
             problem, diff = kit.states(model, impl)
-        rows.append(Row(_text(method, args), _show(expected, expected_error, kit.show),
-                        _show(actual, actual_error, kit.show), problem is None, diff))
+        # the call as the wire carries it, each side's answer as the protocol encodes it
+        rows.append(WireRow(wire_request(system, method, args, {}),
+                            wire_answer(system, method, (expected, expected_error)),
+                            wire_answer(system, method, (actual, actual_error)),
+                            problem is None, diff, _text(method, args)))
         if problem is not None:
             decided = (clauses.decide(system, method, args,
                                       expected_error if expected_error is not None
                                       else expected)
                        or clauses.clause(probe.clause))
             return Counterexample(
-                "clauses", f"rule {decided.id}: {_text(method, args)}: {problem}",
+                "clauses", f"{_text(method, args)}: {problem}",
                 f"the probe of rule {probe.clause}", concurrency, tuple(rows), None,
                 system=system, model_state=None if model is None else model.snapshot(),
-                implementation_state=kit.read_state(impl))
+                implementation_state=kit.read_state(impl), rule=decided.id)
     return None
