@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from refsched.conform import clauses
+from refsched.conform.client import HarnessError
 from refsched.conform.report import Counterexample, PhaseResult, WireRow, wire_answer, wire_request
 
 __all__ = ["Probe", "has_probes", "run_probes"]
@@ -128,3 +129,45 @@ def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any],
                 system=system, model_state=None if model is None else model.snapshot(),
                 implementation_state=kit.read_state(impl), rule=decided.id)
     return None
+
+
+def differ(expected: Any, expected_error: BaseException | None, actual: Any,
+           actual_error: BaseException | None, *, show: Callable[[Any], str],
+           comparable: Callable[[Any], Any], error_types: bool = True,
+           refusal: Callable[[], str | None] = lambda: None) -> str | None:
+    """How one probe call's answer differs from the model's, in a sentence, or None: the side
+    that raised, the error's class (unless the profile leaves classes out), what identifies
+    the error (``refusal``, the system's), or the value as ``comparable`` reads it."""
+    name = clauses.outcome_of
+    if actual_error is not None:
+        if expected_error is None:
+            return (f"the implementation raised {name(actual_error)}, the model returned "
+                    f"{show(expected)}")
+        if not error_types:
+            return None
+        if name(actual_error) != name(expected_error):
+            return (f"the implementation raised {name(actual_error)}, the model "
+                    f"{name(expected_error)}")
+        return refusal()
+    if expected_error is not None:
+        return (f"the implementation returned {show(actual)}, the model raised "
+                f"{name(expected_error)}")
+    if comparable(actual) != comparable(expected):
+        return f"the implementation returned {show(actual)}, the model {show(expected)}"
+    return None
+
+
+def snapshots_differ(model: Any, impl: Any,
+                     rows: Callable[[Any, Any], str]) -> tuple[str | None, str]:
+    """How the implementation's snapshot differs from the model's after a probe call: a
+    sentence and ``rows(model's, implementation's)``, or None and ""."""
+    try:
+        impl_state = impl.snapshot()
+    except HarnessError:
+        raise
+    except Exception as error:
+        return f"snapshot() raised {clauses.outcome_of(error)}: {error}", ""
+    model_state = model.snapshot()
+    if impl_state == model_state:
+        return None, ""
+    return "the snapshots differ after the call", rows(model_state, impl_state)

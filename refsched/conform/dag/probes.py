@@ -18,8 +18,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any, Final
 
-from refsched.conform.client import HarnessError
-from refsched.conform.probes import Probe
+from refsched.conform.probes import Probe, differ, snapshots_differ
 from refsched.errors import CycleError, StaleGenerationError, UnknownDependencyError
 from refsched.model import ReferenceScheduler
 from refsched.profile import Profile
@@ -220,26 +219,13 @@ def judge(method: str, args: tuple[Any, ...], before: Snapshot | None, expected:
           expected_error: BaseException | None, actual: Any,
           actual_error: BaseException | None, profile: Profile) -> str | None:
     """How the implementation's answer differs from the model's, in a sentence, or None."""
-    if actual_error is not None:
-        if expected_error is None:
-            return (f"the implementation raised {_name(actual_error)}, the model returned "
-                    f"{show(expected)}")
-        if not profile.error_types:
-            return None
-        if _name(actual_error) != _name(expected_error):
-            return (f"the implementation raised {_name(actual_error)}, the model "
-                    f"{_name(expected_error)}")
-        return _refusal(method, args, before, expected_error, actual_error)
-    if expected_error is not None:
-        return (f"the implementation returned {show(actual)}, the model raised "
-                f"{_name(expected_error)}")
-    if _comparable(actual, profile) != _comparable(expected, profile):
-        return f"the implementation returned {show(actual)}, the model {show(expected)}"
-    return None
+    return differ(expected, expected_error, actual, actual_error, show=show,
+                  comparable=lambda value: _comparable(value, profile),
+                  error_types=profile.error_types,
+                  refusal=lambda: (_refusal(method, args, before, expected_error, actual_error)
+                                   if expected_error is not None and actual_error is not None
+                                   else None))
 
-
-def _name(error: BaseException) -> str:
-    return str(getattr(error, "type_name", None) or type(error).__name__)
 
 
 def _comparable(value: Any, profile: Profile) -> Any:
@@ -259,18 +245,8 @@ def _comparable(value: Any, profile: Profile) -> Any:
 def states(model: Any, impl: Any) -> tuple[str | None, str]:
     """How the implementation's snapshot differs from the model's: a sentence and the rows of
     the fields, or None and ""."""
-    model_state = model.snapshot()
-    try:
-        impl_state = impl.snapshot()
-    except Exception as error:
-        if isinstance(error, HarnessError):
-            raise
-        return f"snapshot() raised {_name(error)}: {error}", ""
-    if impl_state == model_state:
-        return None, ""
-    rows = snapshot_rows(model_state, impl_state)
-    return ("the snapshots differ after the call",
-            format_rows(("id", "field", "model", "implementation"), rows))
+    return snapshots_differ(model, impl, lambda m, i: format_rows(
+        ("id", "field", "model", "implementation"), snapshot_rows(m, i)))
 
 
 def read_state(impl: Any) -> Any:

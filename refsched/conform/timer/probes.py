@@ -13,8 +13,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, Final
 
-from refsched.conform.client import HarnessError
-from refsched.conform.probes import Probe
+from refsched.conform.probes import Probe, differ, snapshots_differ
 from refsched.model.timer import ReferenceTimerScheduler
 from refsched.types import Due, TimerCloseReport, Wait
 
@@ -153,43 +152,18 @@ def _comparable(value: Any) -> Any:
     return value
 
 
-def _name(error: BaseException) -> str:
-    return str(getattr(error, "type_name", None) or type(error).__name__)
-
 
 def judge(method: str, args: tuple[Any, ...], before: Any, expected: Any,
           expected_error: BaseException | None, actual: Any,
           actual_error: BaseException | None, profile: Any) -> str | None:
     """How the implementation's answer differs from the model's, in a sentence, or None."""
-    if actual_error is not None:
-        if expected_error is None:
-            return (f"the implementation raised {_name(actual_error)}, the model returned "
-                    f"{show(expected)}")
-        if _name(actual_error) != _name(expected_error):
-            return (f"the implementation raised {_name(actual_error)}, the model "
-                    f"{_name(expected_error)}")
-        return None
-    if expected_error is not None:
-        return (f"the implementation returned {show(actual)}, the model raised "
-                f"{_name(expected_error)}")
-    if _comparable(actual) != _comparable(expected):
-        return f"the implementation returned {show(actual)}, the model {show(expected)}"
-    return None
+    return differ(expected, expected_error, actual, actual_error, show=show,
+                  comparable=_comparable)
 
 
 def states(model: Any, impl: Any) -> tuple[str | None, str]:
     """How the implementation's snapshot differs from the model's: a sentence, or None."""
-    try:
-        impl_state = impl.snapshot()
-    except Exception as error:
-        if isinstance(error, HarnessError):
-            raise
-        return f"snapshot() raised {_name(error)}: {error}", ""
-    model_state = model.snapshot()
-    if impl_state == model_state:
-        return None, ""
-    return ("the snapshots differ after the call",
-            f"model {model_state}\nimplementation {impl_state}")
+    return snapshots_differ(model, impl, lambda m, i: f"model {m}\nimplementation {i}")
 
 
 def read_state(impl: Any) -> Any:
