@@ -15,12 +15,13 @@ The first difference is a :class:`~refsched.conform.report.Counterexample` whose
 the rule: ``rule dag.submit.duplicate-dep: ...``. Each system's probes and how it compares
 live in ``refsched.conform.<system>.probes`` (``PROBES``, ``new_model``,
 ``new_implementation``, ``call``, ``judge``, ``states``, ``needs_of``...); a system without
-that module (the pool, the durable scheduler) has no clauses phase yet.
+that module has no clauses phase.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +32,11 @@ from refsched.conform.report import Counterexample, PhaseResult, WireRow, wire_a
 
 __all__ = ["Probe", "has_probes", "run_probes"]
 
-_MODULES = {"scheduler": "refsched.conform.dag.probes", "timer": "refsched.conform.timer.probes"}
+
+
+def _module(system: str) -> str:
+    """The module of ``system``'s probes (the TaskScheduler's folder is ``dag``)."""
+    return f"refsched.conform.{'dag' if system == 'scheduler' else system}.probes"
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,10 @@ class Probe:
 
 def has_probes(system: str) -> bool:
     """Whether ``system`` has clause probes."""
-    return system in _MODULES
+    try:
+        return importlib.util.find_spec(_module(system)) is not None
+    except ModuleNotFoundError:  # no such system's folder
+        return False
 
 
 def _text(method: str, args: tuple[Any, ...]) -> str:
@@ -63,9 +71,9 @@ def run_probes(system: str, factory: Callable[..., Any], profile: Any, phase: Ph
     """Run every probe of ``system`` that ``profile`` admits through ``factory`` and the
     model; the first difference, or None. An exception of a ``fatal`` type (a harness
     failure) goes through."""
-    if system not in _MODULES:
+    if not has_probes(system):
         return None
-    kit = importlib.import_module(_MODULES[system])
+    kit = importlib.import_module(_module(system))
     probes = [p for p in kit.PROBES
               if clauses.clause(p.clause).admitted_by(profile)
               and all(getattr(profile, flag, True) for flag in (*p.needs, *kit.needs_of(p)))]
