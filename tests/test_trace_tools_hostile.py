@@ -28,7 +28,7 @@ from refsched import TaskScheduler
 from refsched.cli import main
 from refsched.verify import tlc as tlc_module
 from refsched.verify.dag.recording import TraceRecorder
-from refsched.verify.itf import trace_to_itf
+from refsched.verify.itf import TraceFormatError, iter_traces, read_traces, trace_to_itf
 from refsched.verify.tlc import spec_dir
 
 READERS = ("replay", "validate-trace")
@@ -456,3 +456,35 @@ def test_each_tlc_run_has_a_temporary_folder_of_its_own(tmp_path: Path,
         assert Path(args[args.index("-metadir") + 1]).parent == folders[-1]
     assert folders[0] != folders[1]
     assert not any(f.exists() for f in folders)
+
+
+# -- a bundle read as far as it is needed -----------------------------------------------------
+
+def _one_trace_line(name: str) -> str:
+    recorder = TraceRecorder()
+    scheduler = TaskScheduler(1, recorder=recorder)
+    scheduler.submit("a")
+    return json.dumps(trace_to_itf(recorder.trace(1, name=name)))
+
+
+def test_iter_traces_parses_a_bundle_only_as_far_as_its_reader_goes(tmp_path: Path) -> None:
+    path = tmp_path / "bundle.jsonl.gz"
+    lines = [_one_trace_line("first"), _one_trace_line("second"), "not json at all"]
+    path.write_bytes(gzip.compress("\n".join(lines).encode(), mtime=0))
+    read = iter_traces(path)
+    assert [next(read).name, next(read).name] == ["first", "second"]
+    with pytest.raises(TraceFormatError, match="line 3: not JSON"):
+        next(read)
+    with pytest.raises(TraceFormatError, match="line 3"):  # the whole read says the same
+        read_traces(path)
+
+
+@pytest.mark.parametrize("content", [b"", b"\n \n"], ids=["empty", "blank"])
+def test_iter_traces_of_a_file_without_traces_raises_rather_than_ending(
+        tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "none.jsonl"
+    path.write_bytes(content)
+    with pytest.raises(TraceFormatError, match="no trace in the file"):
+        list(iter_traces(path))
+    with pytest.raises(TraceFormatError, match="a directory"):
+        list(iter_traces(tmp_path))

@@ -43,7 +43,7 @@ from refsched.conform.shrink import MachineJudge, Shrunk, TraceJudge, ddmin
 from refsched.profile import FULL, DurableProfile, Profile, TimerProfile
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as systems
-from refsched.verify.itf import Trace, TraceFormatError, read_traces
+from refsched.verify.itf import Trace, TraceFormatError, iter_traces, read_traces
 from refsched.verify.replay import Divergence, replay
 from refsched.verify.stable import stable_labels
 
@@ -56,17 +56,28 @@ class CorpusUnreadable(RuntimeError):
     """The system's corpus cannot be read, or disagrees with its model."""
 
 
-def _read_corpus(system: systems.System,
-                 enough: Callable[[list[Trace]], bool] = lambda _: False) -> list[Trace]:
-    """The traces of every corpus instance of ``system``, in the order of its instances; the
-    instances after the one whose traces make ``enough`` true are not read."""
+def _read_corpus(system: systems.System, limit: int | None = None,
+                 counts: Callable[[Trace], bool] = lambda _: True) -> tuple[list[Trace], int]:
+    """The traces of every corpus instance of ``system``, in the order of its instances and
+    of each bundle, and how many traces the corpus has (its manifests say); with a ``limit``,
+    only up to the trace that makes ``limit`` of those that ``counts``: a bundle's later lines
+    are not even parsed (the durable scheduler's first bundle alone takes half a minute to
+    decode)."""
     traces: list[Trace] = []
+    counted = 0
     try:
-        for _, bundle, _ in corpus_files.instance_bundles(system):
-            traces += read_traces(bundle)
-            if enough(traces):
-                break
-        return traces
+        instances = corpus_files.instance_bundles(system)
+        size = sum(int(manifest.get("traces", 0)) for _, _, manifest in instances)
+        for _, bundle, _ in instances:
+            if limit is None:
+                traces += read_traces(bundle)
+                continue
+            for trace in iter_traces(bundle):
+                traces.append(trace)
+                counted += counts(trace)
+                if counted >= limit:
+                    return traces, size
+        return traces, max(size, len(traces))
     except (corpus_files.CorpusMismatch, TraceFormatError, OSError) as e:
         raise CorpusUnreadable(f"cannot read the {system.name} trace corpus: {e}") from None
 
@@ -229,17 +240,16 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
               else timer_admitted_steps if isinstance(profile, TimerProfile)
               else durable_admitted_steps)
 
-    def enough(traces: list[Trace]) -> bool:
+    def replayed_whole(trace: Trace) -> bool:
         # The replayed traces are the whole admitted ones in corpus order, then prefixes: once
-        # max_traces whole ones are read, later instances change nothing replayed (and each
-        # takes seconds to decode).
-        if max_traces is None:
-            return False
-        if admits is None:
-            return len(traces) >= max_traces
-        return sum(admits(profile, t) == len(t.steps) for t in traces) >= max_traces
+        # max_traces whole ones are read, later traces change nothing replayed.
+        return admits is None or admits(profile, trace) == len(trace.steps)
 
-    everything = _read_corpus(system, enough) if given is None else list(given)
+    if given is None:
+        everything, size = _read_corpus(system, max_traces, replayed_whole)
+    else:
+        everything = list(given)
+        size = len(everything)
     if isinstance(profile, TimerProfile | DurableProfile):
         traces, whole = admitted_traces(
             profile, everything, timer_admitted_steps if isinstance(profile, TimerProfile)
@@ -247,7 +257,7 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
         replayed_as: Any = profile
     else:
         traces, whole, replayed_as = everything, len(everything), FULL
-    found = replay_admitted(system, len(everything), traces, whole, factory, replayed_as,
+    found = replay_admitted(system, size, traces, whole, factory, replayed_as,
                             phase, progress, max_traces, all_divergences)
     if found is None:
         return None

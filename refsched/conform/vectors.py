@@ -46,7 +46,14 @@ from refsched.profile import full_profile
 from refsched.types import CloseReport
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as system_registry
-from refsched.verify.itf import Trace, TraceFormatError, read_traces, trace_from_itf, trace_to_itf
+from refsched.verify.itf import (
+    Trace,
+    TraceFormatError,
+    iter_traces,
+    read_traces,
+    trace_from_itf,
+    trace_to_itf,
+)
 
 __all__ = ["ERROR_FIELDS", "FORMAT", "IGNORED", "VectorsError", "check_export_arguments", "export",
            "export_command", "read_trace_file", "record_session", "trace_system",
@@ -178,12 +185,10 @@ def corpus_traces(system: str, max_traces: int | None) -> list[Trace]:
             if max_traces is None:
                 traces += read_traces(bundle)
                 continue
-            with gzip.open(bundle, "rt", encoding="utf-8") as lines:  # only the first ones
-                for line in lines:
-                    if len(traces) == max_traces:
-                        return traces
-                    if line.strip():
-                        traces.append(trace_from_itf(json.loads(line), bundle.name))
+            for trace in iter_traces(bundle):  # only the first ones are parsed
+                if len(traces) == max_traces:
+                    return traces
+                traces.append(trace)
     except (corpus_files.CorpusMismatch, TraceFormatError, OSError, ValueError) as e:
         raise VectorsError(f"cannot read the {system} trace corpus: {e}") from None
     return traces

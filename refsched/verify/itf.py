@@ -32,7 +32,7 @@ import json
 import re
 import sys
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,7 @@ __all__ = [
     "decode_value",
     "encode_bundle",
     "encode_value",
+    "iter_traces",
     "read_traces",
     "trace_from_itf",
     "trace_to_itf",
@@ -412,19 +413,53 @@ def _json(text: str, where: str) -> Any:
 
 
 def _read_traces(path: Path, stride: int = 1) -> list[Trace]:
+    return list(_parsed(path, stride))
+
+
+def _parsed(path: Path, stride: int = 1) -> Iterator[Trace]:
+    """The file's traces, each line parsed when its trace is asked for."""
     text = _read_text(path)
-    docs: list[tuple[str, Any]] = []
-    if text.lstrip().startswith("{") and ".jsonl" not in path.name:
-        docs.append((path.stem, _json(text, str(path))))
-    else:
-        # Lines end at "\n" only: str.splitlines would also split a JSON string at a raw
-        # U+2028 or "\r", which JSON allows in strings.
-        lines = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
-        for number, line in lines[::stride]:
-            where = f"{path.name}:{number}"
-            docs.append((where, _json(line, f"{path}, line {number}")))
     cache: dict[str, dict[str, Any]] = {}
-    return [trace_from_itf(doc, default_name=name, cache=cache) for name, doc in docs]
+    if text.lstrip().startswith("{") and ".jsonl" not in path.name:
+        yield trace_from_itf(_json(text, str(path)), default_name=path.stem, cache=cache)
+        return
+    # Lines end at "\n" only: str.splitlines would also split a JSON string at a raw U+2028 or
+    # "\r", which JSON allows in strings.
+    lines = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
+    del text
+    for number, line in lines[::stride]:
+        yield trace_from_itf(_json(line, f"{path}, line {number}"),
+                             default_name=f"{path.name}:{number}", cache=cache)
+
+
+def iter_traces(path: str | Path) -> Iterator[Trace]:
+    """The traces of ``path`` in file order, as :func:`read_traces` reads them, each parsed
+    only when the reader asks for it: a reader that stops after the first few of a large bundle
+    parses only those. A file :func:`read_traces` has read and kept is not parsed again.
+
+    Errors: as :func:`read_traces`'s, each raised when the reader reaches it (a file that holds
+    no trace: at the first).
+    """
+    path = Path(path)
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: {exc.strerror or exc}") from None
+    if path.is_dir():
+        raise TraceFormatError(f"{path}: a directory, not a trace file")
+    kept = _READ.get((str(path.resolve()), stat.st_mtime_ns, stat.st_size))
+    if kept is not None:
+        yield from kept
+        return
+    empty = True
+    try:
+        for trace in _parsed(path):
+            empty = False
+            yield trace
+    except RecursionError:
+        raise TraceFormatError(f"{path}: JSON nested too deep") from None
+    if empty:
+        raise TraceFormatError(f"{path}: no trace in the file (it is empty or blank)")
 
 
 def encode_bundle(traces: Iterable[Trace], *, compress: bool = True) -> bytes:
