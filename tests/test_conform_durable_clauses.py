@@ -170,11 +170,24 @@ def test_a_broken_durable_clause_served_is_rejected_by_the_clauses_phase() -> No
 
 # -- end to end ---------------------------------------------------------------------------------
 
-def test_refsched_conform_runs_the_durable_clauses_phase_and_drives_every_clause() -> None:
-    done = subprocess.run(
+def _conform_served_durable(*options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [sys.executable, "-m", "refsched", "conform", "--system", "durable", "--no-corpus",
-         "--examples", "0", "--json", "--", sys.executable, "-m", "refsched.serve",
+         "--examples", "0", *options, "--", sys.executable, "-m", "refsched.serve",
          "--system", "durable"], capture_output=True, text=True, timeout=300)
+
+
+def test_refsched_conform_runs_the_durable_clauses_phase_and_drives_every_clause() -> None:
+    done = _conform_served_durable()
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "conforms to the model (full contract)" in lines[0]
+    assert lines[1].split()[:2] == ["clauses", "ok"]
+    assert f"{len(PROBES)} probes" in lines[1]
+    every = len(clauses.clauses("durable"))
+    assert lines[2].strip() == f"clauses: {every} of {every} driven"
+
+    done = _conform_served_durable("--json")
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report["verdict"] == "conforms"

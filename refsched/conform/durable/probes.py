@@ -8,7 +8,7 @@ builds one (``factory(url, max_concurrency=..., max_attempts=..., clock="virtual
 record=True)``, on a SQLite file of its own). The store's clock moves only by ``tick``.
 
 The two sides hand out leases of their own, so a probe names a lease as the spec does,
-:class:`Held` ``(task, generation, attempt, worker)``: each side reports with the lease it
+:class:`Held` ``(task_id, generation, attempt, worker)``: each side reports with the lease it
 handed out under that name, or, for one no claim gave (attempt 0), with a lease made of those
 fields. Each side's clock is read from where it stood at ``new``, so a lease's deadline,
 ``tick``'s and ``now``'s answers and ``leases()``'s deadlines compare as times since the store
@@ -62,9 +62,10 @@ __all__ = ["PROBES", "Held", "ReferenceStore", "adapt", "call", "judge", "needs_
 
 @dataclasses.dataclass(frozen=True)
 class Held:
-    """A lease as a probe names it: the spec's ``<<task, generation, attempt>>`` of ``worker``."""
+    """A lease as a probe names it: the spec's ``<<t, g, a>>`` of ``worker``, by the fields
+    of a :class:`~refsched.durable.Lease` that fence it."""
 
-    task: str
+    task_id: str
     generation: int
     attempt: int
     worker: str = "w1"
@@ -391,7 +392,8 @@ class _Side:
         found = self.given.get(held)
         if found is not None:
             return found
-        return Lease(held.task, held.generation, held.attempt, self.origin, NOOP, {}, held.worker)
+        return Lease(held.task_id, held.generation, held.attempt, self.origin, NOOP, {},
+                     held.worker)
 
     def since(self, time: float | None) -> float | None:
         return None if time is None else float(time) - self.origin
