@@ -87,6 +87,17 @@ def _answers_not(*states: TaskState) -> When:
 
 
 _CALLBACKS: Final = ("complete", "fail", "acknowledge_cancel")
+
+
+def _never_leased(args: Mapping[str, Any], _: Any) -> bool:
+    """A durable report's lease names an attempt below 1, which no claim gives (the lease
+    as the API has it, or as the wire carries it)."""
+    lease = args.get("lease")
+    attempt: Any = (lease.get("attempt") if isinstance(lease, Mapping)
+                    else getattr(lease, "attempt", None))
+    return _is_int(attempt) and attempt < 1
+
+
 _NAMED: Final = ("complete", "fail", "acknowledge_cancel", "cancel", "retry", "state")
 
 _DAG: Final = (
@@ -276,7 +287,8 @@ _DURABLE: Final = (
     Clause("durable.submit.ok", ("submit",), "ok",
            "`submit` stores a new version and answers its generation."),
     Clause("durable.submit.invalid", ("submit",), "InvalidArgumentError",
-           "`submit` naming a dependency twice or itself raises `InvalidArgumentError`.",
+           "`submit` naming a dependency twice or itself, or a function that is not "
+           "`module:function`, raises `InvalidArgumentError` and stores nothing.",
            ("deps", "validates")),
     Clause("durable.submit.closed", ("submit",), "SchedulerClosedError",
            "`submit` after `close` raises `SchedulerClosedError`.", ("close",)),
@@ -290,38 +302,67 @@ _DURABLE: Final = (
     Clause("durable.start.ok", ("start",), "ok", "`start` seals the stored graph.", ("start",)),
     Clause("durable.start.refused", ("start",), "InvalidTransitionError",
            "`start` a second time raises `InvalidTransitionError`.", ("start",)),
+    Clause("durable.start.closed", ("start",), "SchedulerClosedError",
+           "`start` after `close` raises `SchedulerClosedError`.", ("start", "close")),
+    Clause("durable.start.unknown-dep", ("start",), "UnknownDependencyError",
+           "`start` while a stored version names a dependency never submitted raises "
+           "`UnknownDependencyError` whose `missing` is the set of (task, dependency) pairs.",
+           ("deps", "start")),
+    Clause("durable.start.cycle", ("start",), "CycleError",
+           "`start` of a stored graph with a cycle raises `CycleError` with a cycle of the "
+           "graph.", ("deps", "start")),
     Clause("durable.claim.ok", ("claim",), "ok",
            "`claim` leases the oldest ready versions, or re-leases expired ones with the next "
            "attempt."),
+    Clause("durable.claim.invalid", ("claim",), "InvalidArgumentError",
+           "`claim` with a `limit` that is not an integer of 1 or more, or a `lease` that is "
+           "not a positive number of seconds, raises `InvalidArgumentError` and changes "
+           "nothing.", ("validates",)),
+    Clause("durable.claim.not-started", ("claim",), "InvalidTransitionError",
+           "`claim` before `start` raises `InvalidTransitionError`.", ("start",)),
     Clause("durable.heartbeat.ok", ("heartbeat",), "ok",
            "`heartbeat` of the current attempt extends its lease to now + lease and says "
            "whether a cancel was asked.", ("heartbeat",)),
+    Clause("durable.heartbeat.lost", ("heartbeat",), "LeaseLostError",
+           "`heartbeat` with a lease that is not the version's live one (an older generation "
+           "or attempt, a version no longer running, a lease that expired) raises "
+           "`LeaseLostError` and changes nothing.", ("heartbeat",)),
     Clause("durable.report.ok", ("complete", "fail", "acknowledge_cancel"), "ok",
            "a report of the current attempt ends the version; repeated, it answers the same "
            "state."),
-    Clause("durable.report.stale", ("complete", "fail", "acknowledge_cancel", "heartbeat"),
-           "StaleLeaseError",
-           "a report or heartbeat of an attempt that is not the current one raises "
-           "`StaleLeaseError`."),
-    Clause("durable.report.waiting", ("complete", "fail", "acknowledge_cancel"),
-           "InvalidTransitionError",
-           "a report of a version that is not running raises `InvalidTransitionError`."),
+    Clause("durable.report.waiting", _CALLBACKS, "StaleLeaseError",
+           "a report naming attempt 0, which no claim gives (the attempt of a waiting "
+           "version), raises `StaleLeaseError` and changes nothing.", (), _never_leased),
+    Clause("durable.report.stale", _CALLBACKS, "StaleLeaseError",
+           "a report with a lease that is not the version's live one (an older generation or "
+           "attempt, a version no longer running, a lease that expired) raises "
+           "`StaleLeaseError` naming the lease's generation and the current one, and changes "
+           "nothing."),
+    Clause("durable.lease.invalid", ("heartbeat", *_CALLBACKS), "InvalidArgumentError",
+           "a report or `heartbeat` with something that is not a lease raises "
+           "`InvalidArgumentError` and changes nothing.", ("validates",)),
     Clause("durable.cancel.ok", ("cancel",), "ok",
-           "`cancel` of a waiting version cancels it; of a running one asks it to stop.",
-           ("cancel",)),
+           "`cancel` of a waiting version cancels it; of a running one asks it to stop; of an "
+           "ended one it answers its state.", ("cancel",)),
     Clause("durable.retry.ok", ("retry",), "ok",
            "`retry` of a failed, cancelled or blocked task renews it with the versions it "
-           "blocked.", ("retry",)),
+           "blocked, and answers its new generation.", ("retry",)),
+    Clause("durable.retry.closed", ("retry",), "SchedulerClosedError",
+           "`retry` after `close` raises `SchedulerClosedError`.", ("retry", "close")),
     Clause("durable.retry.refused", ("retry",), "InvalidTransitionError",
            "`retry` of a version that is not failed, cancelled or blocked raises "
            "`InvalidTransitionError`.", ("retry",)),
-    Clause("durable.call.unknown-task", ("cancel", "retry"), "UnknownTaskError",
-           "a call naming an id never submitted raises `UnknownTaskError`."),
+    Clause("durable.call.unknown-task", ("cancel", "retry", "heartbeat", *_CALLBACKS),
+           "UnknownTaskError",
+           "a call naming an id never submitted, by itself or in a lease, raises "
+           "`UnknownTaskError`."),
     Clause("durable.close.ok", ("close",), "ok",
            "`close` reports every id by state, cancelling the waiting ones when asked.",
            ("close",)),
     Clause("durable.time.ok", ("tick", "expire", "now"), "ok",
-           "`tick` moves the store's clock; `expire` ends the leases that ran out."),
+           "`tick` moves the store's clock by `seconds` and answers the new time, `now` reads "
+           "it, and `expire` ends the leases whose deadline has passed (a version out of "
+           "attempts fails)."),
     Clause("durable.snapshot.ok", ("snapshot", "leases", "stats", "history"), "ok",
            "`snapshot`, `leases`, `stats` and `history` answer the store's state.",
            ("snapshot",)),

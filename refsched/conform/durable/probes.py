@@ -1,0 +1,548 @@
+"""The durable scheduler's clause probes: for each clause of ``durable.*``, a short run of calls
+that ends in it.
+
+``("new", (max_concurrency, max_attempts))`` makes a fresh store on both sides: on the model's
+side a :class:`ReferenceStore` (the API, each call taken as the actions of
+``refsched.model.durable`` take it); on the implementation's, a store built as the lock-step
+builds one (``factory(url, max_concurrency=..., max_attempts=..., clock="virtual",
+record=True)``, on a SQLite file of its own). The store's clock moves only by ``tick``.
+
+The two sides hand out leases of their own, so a probe names a lease as the spec does,
+:class:`Held` ``(task_id, generation, attempt, worker)``: each side reports with the lease it
+handed out under that name, or, for one no claim gave (attempt 0), with a lease made of those
+fields. Each side's clock is read from where it stood at ``new``, so a lease's deadline,
+``tick``'s and ``now``'s answers and ``leases()``'s deadlines compare as times since the store
+began. Answers are compared in full: a lease by every field; an error by its type and what
+identifies it (an ``UnknownDependencyError``'s pairs, a ``CycleError``'s cycle as a cycle of the
+graph), never the message. After each call the snapshots and ``leases()`` are compared.
+``refsched.conform.probes`` runs them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable, Hashable, Iterable
+from pathlib import Path
+from typing import Any, Final
+
+from refsched.conform.client import HarnessError
+from refsched.conform.dag.probes import _refusal as _dag_refusal
+from refsched.conform.durable.wire import NOOP
+from refsched.conform.probes import Probe, differ, snapshots_differ
+from refsched.durable import DurableStats, Lease, LeaseView
+from refsched.errors import (
+    CycleError,
+    InvalidArgumentError,
+    StaleLeaseError,
+    UnknownDependencyError,
+)
+from refsched.model.durable import (
+    ACTIONS,
+    INITIAL,
+    DurableSnapshot,
+    Limits,
+    Refusal,
+    Step,
+    claim_transaction,
+)
+from refsched.model.durable.actions import current, repeat
+from refsched.model.durable.counters import Counts
+from refsched.types import CloseReport, Snapshot, TaskState
+from refsched.verify.durable.lockstep import _recorded
+from refsched.verify.replay import format_rows, snapshot_rows
+
+__all__ = ["PROBES", "Held", "ReferenceStore", "adapt", "call", "judge", "needs_of",
+           "new_implementation", "new_model", "read_state", "show", "states"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Held:
+    """A lease as a probe names it: the spec's ``<<t, g, a>>`` of ``worker``, by the fields
+    of a :class:`~refsched.durable.Lease` that fence it."""
+
+    task_id: str
+    generation: int
+    attempt: int
+    worker: str = "w1"
+
+
+# -- the probes ---------------------------------------------------------------------------------
+
+_Call = tuple[str, tuple[Any, ...]]
+
+
+def _p(clause: str, *calls: _Call, needs: tuple[str, ...] = ()) -> Probe:
+    return Probe(clause, tuple(calls), needs)
+
+
+def _sub(task: str, *deps: str, fn: str = NOOP) -> _Call:
+    return ("submit", (task, list(deps), fn))
+
+
+def _claim(worker: str = "w1", limit: Any = 1, lease: Any = 1) -> _Call:
+    return ("claim", (worker, limit, lease))
+
+
+def _report(method: str, task: str, generation: int = 1, attempt: int = 1,
+            worker: str = "w1") -> _Call:
+    return (method, (Held(task, generation, attempt, worker),))
+
+
+def _tick(seconds: float) -> _Call:
+    return ("tick", (seconds,))
+
+
+_NEW: Final[_Call] = ("new", (2, 2))  # max_concurrency 2, max_attempts 2
+_START: Final[_Call] = ("start", ())
+_RUNNING_A: Final[tuple[_Call, ...]] = (_NEW, _sub("a"), _START, _claim())  # a's lease: 0..1
+
+PROBES: Final[tuple[Probe, ...]] = (
+    _p("durable.new.ok", _NEW, _sub("a"), _START, _claim(), ("new", (1, 1))),
+    _p("durable.submit.ok", _NEW, _sub("a"), _sub("b", "a"), _sub("a")),
+    _p("durable.submit.invalid", _NEW, _sub("a"), _sub("b", "a", "a"), _sub("b", "b"),
+       _sub("b", fn="no module")),
+    _p("durable.submit.closed", _NEW, _sub("a"), ("close", (False,)), _sub("b")),
+    _p("durable.submit.running", *_RUNNING_A, _sub("a")),
+    _p("durable.submit.unknown-dep", _NEW, _sub("a"), _START, _sub("b", "x", "a", "y")),
+    _p("durable.submit.cycle", _NEW, _sub("a", "b"), _sub("b"), _START, _sub("b", "a")),
+    _p("durable.start.ok", _NEW, _sub("b", "a"), _sub("a"), _START),
+    _p("durable.start.refused", _NEW, _sub("a"), _START, _START),
+    _p("durable.start.closed", _NEW, _sub("a"), ("close", (False,)), _START),
+    _p("durable.start.unknown-dep", _NEW, _sub("a", "x", "y"), _sub("b", "x"), _START,
+       _sub("x"), _START),
+    _p("durable.start.cycle", _NEW, _sub("b", "a"), _sub("c", "b"), _sub("a", "c"), _START),
+    # c, then b (max_concurrency 2 of 3 asked); both expire and are re-claimed in seq order
+    _p("durable.claim.ok", _NEW, _sub("c"), _sub("b"), _sub("a"), _sub("d", "b"), _START,
+       _claim("w1", 1), _claim("w2", 3), _tick(2), _claim("w2", 2)),
+    _p("durable.claim.invalid", _NEW, _sub("a"), _START, _claim("w1", 0), _claim("w1", True),
+       _claim("w1", 1.5), _claim("w1", 1, 0)),
+    _p("durable.claim.not-started", _NEW, _sub("a"), _claim()),
+    _p("durable.heartbeat.ok", *_RUNNING_A, _tick(1), _report("heartbeat", "a"),
+       ("cancel", ("a",)), _tick(1.5), _report("heartbeat", "a")),
+    _p("durable.heartbeat.lost", *_RUNNING_A, _tick(2), _claim("w2"),
+       _report("heartbeat", "a", 1, 2, "w2"), _report("heartbeat", "a"),
+       _report("complete", "a", 1, 2, "w2"), _report("heartbeat", "a", 1, 2, "w2")),
+    _p("durable.report.ok", _NEW, _sub("a"), _sub("b", "a"), _sub("c"), _sub("d", "b"), _START,
+       _claim("w1", 2), _report("complete", "a"), _report("complete", "a"),
+       ("cancel", ("c",)), _report("acknowledge_cancel", "c"), _claim("w2"),
+       _report("fail", "b", worker="w2"), _report("fail", "b", worker="w2")),
+    _p("durable.report.waiting", _NEW, _sub("a"), _sub("b", "a"), _START, _claim(),
+       _report("complete", "b", 1, 0), _report("fail", "b", 1, 0)),
+    _p("durable.report.stale", *_RUNNING_A, _tick(2), _claim("w2"), _report("fail", "a"),
+       _report("complete", "a", 1, 2, "w1"), _report("complete", "a")),
+    _p("durable.lease.invalid", *_RUNNING_A, ("fail", (7,)), ("heartbeat", ("lease",)),
+       ("complete", ("lease",))),
+    _p("durable.cancel.ok", _NEW, _sub("a"), _sub("b", "a"), _START, _claim(),
+       ("cancel", ("b",)), ("cancel", ("a",)), ("cancel", ("a",)), ("cancel", ("b",))),
+    _p("durable.retry.ok", _NEW, _sub("a"), _sub("b", "a"), ("cancel", ("a",)),
+       ("retry", ("a",)), _START, _claim("w1", 2), _report("fail", "a", 2),
+       ("retry", ("a",))),
+    _p("durable.retry.closed", _NEW, _sub("a"), ("cancel", ("a",)), ("close", (True,)),
+       ("retry", ("a",))),
+    _p("durable.retry.refused", _NEW, _sub("a"), ("retry", ("a",))),
+    _p("durable.call.unknown-task", _NEW, _sub("a"), _START, ("cancel", ("z",)),
+       ("retry", ("z",)), _report("heartbeat", "z"), _report("complete", "z")),
+    _p("durable.close.ok", _NEW, _sub("c"), _sub("b"), _sub("a"), _sub("d", "c"), _START,
+       _claim(), ("close", (True,)), ("close", (False,))),
+    # a's lease ends at 1: expired at 1.5, re-claimed as attempt 2, which expires out of
+    # attempts at 4.5 (max_attempts 2): a fails
+    _p("durable.time.ok", *_RUNNING_A, ("now", ()), _tick(1), ("expire", ()), _tick(0.5),
+       ("expire", ()), ("now", ()), _claim("w2"), _tick(3), ("expire", ())),
+    _p("durable.snapshot.ok", *_RUNNING_A, _sub("b", "a"), _report("complete", "a"),
+       _report("fail", "a"), _report("complete", "b", 1, 0), _tick(1), ("snapshot", ()),
+       ("leases", ()), ("stats", ()), ("history", ())),
+)
+"""One probe per clause of ``durable.*``, in the catalogue's order."""
+
+
+# -- the model's side ---------------------------------------------------------------------------
+
+_FUNCTION = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _seconds(value: object) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value) and value > 0)
+
+
+def _raise(refusal: Refusal) -> None:
+    """The error the API raises for ``refusal`` (none when it has none: no step, no error)."""
+    error = refusal.error
+    if error is UnknownDependencyError or error is CycleError:
+        raise error(refusal.reason, refusal.details)
+    if error is not None:
+        raise error(refusal.reason)
+
+
+class ReferenceStore:
+    """The durable scheduler's API on the reference model, for one worker process that never
+    loses an answer: each call checks its arguments as ``docs/durable.md`` says, then takes the
+    spec steps of ``refsched.model.durable`` the call is, or raises the error the step's
+    refusal names. The clock is the model's ``now``, moved by ``tick`` second for second."""
+
+    def __init__(self, max_concurrency: int, max_attempts: int) -> None:
+        self.limits = Limits(max_concurrency, max_attempts, lease_time=1, lose_answers=False)
+        self.state: DurableSnapshot = INITIAL
+        self.fns: dict[Hashable, str] = {}  # task -> the function its versions run
+        self.lengths: dict[Hashable, float] = {}  # task -> seconds of its lease, once claimed
+        self.counts = Counts()  # the store-wide counters of the steps taken
+        self.cycles = 0  # calls refused with CycleError
+        self.stale = 0  # reports refused with StaleLeaseError
+        self.duplicates = 0  # repeated reports answered
+        self.recorded: list[tuple[str, dict[str, Any]]] = []  # what history() answers
+
+    def _take(self, step: Step, limits: Limits | None = None) -> None:
+        action = ACTIONS[step.action]
+        args = tuple(step.param_map[p] for p in action.params)
+        before = self.state
+        self.state = action.step(before, *args, limits=limits or self.limits)
+        self.counts = self.counts.step(step.action, args, before, self.state)
+        self.recorded.append(_recorded(step))
+
+    def _state_of(self, task: Hashable) -> TaskState:
+        state: TaskState = self.state.scheduler.tasks[task].state
+        return state
+
+    def _refuse(self, refusal: Refusal | None) -> None:
+        if refusal is not None:
+            if refusal.error is CycleError:
+                self.cycles += 1
+            _raise(refusal)
+
+    def submit(self, task: str, deps: Iterable[str] = (), *, fn: str = NOOP) -> int:
+        listed = list(deps)
+        if len(set(listed)) != len(listed):
+            raise InvalidArgumentError(f"submit({task!r}): a dependency is given twice")
+        if task in listed:
+            raise InvalidArgumentError(f"submit({task!r}): a task cannot depend on itself")
+        if not isinstance(fn, str) or _FUNCTION.fullmatch(fn) is None:
+            raise InvalidArgumentError(f"submit({task!r}): fn {fn!r} is not module:function")
+        step = Step("Submit", (("t", task), ("D", frozenset(listed))))
+        refusal = ACTIONS["Submit"].refused(self.state, task, frozenset(listed),
+                                            limits=self.limits)
+        self._refuse(refusal)
+        self._take(step)
+        self.fns[task] = fn
+        generation: int = self.state.scheduler.tasks[task].generation
+        return generation
+
+    def start(self) -> None:
+        self._refuse(ACTIONS["Start"].refused(self.state, limits=self.limits))
+        self._take(Step("Start", ()))
+
+    def claim(self, worker: str, limit: int = 1, lease: float = 30.0) -> list[Lease]:
+        if not isinstance(worker, str) or not worker:
+            raise InvalidArgumentError(f"claim({worker!r}): a worker's name")
+        if not _is_int(limit) or limit < 1:
+            raise InvalidArgumentError(f"claim({worker!r}, limit={limit!r}): an int >= 1")
+        if not _seconds(lease):
+            raise InvalidArgumentError(f"claim({worker!r}, lease={lease!r}): seconds > 0")
+        limits = dataclasses.replace(self.limits, lease_time=lease)
+        _, steps = claim_transaction(self.state, worker, limit, limits=limits)
+        taken: list[Hashable] = []
+        for step in steps:
+            before = self.state.scheduler.tasks
+            self._take(step, limits)
+            after = self.state.scheduler.tasks
+            if step.action == "Reclaim":
+                taken.append(step.param_map["t"])
+            elif step.action == "Claim":
+                taken.extend(sorted((t for t, v in after.items() if v.state is TaskState.RUNNING
+                                     and before[t].state is TaskState.READY),
+                                    key=lambda t: after[t].seq))
+        for t in taken:
+            self.lengths[t] = float(lease)
+        return [Lease(str(t), self.state.scheduler.tasks[t].generation, self.state.attempt[t],
+                      float(self.state.deadline[t]), self.fns[t], {}, worker) for t in taken]
+
+    def _lease(self, call: str, lease: object) -> Lease:
+        if (not isinstance(lease, Lease) or not isinstance(lease.task_id, str)
+                or not _is_int(lease.generation) or not _is_int(lease.attempt)
+                or not isinstance(lease.worker, str)):
+            raise InvalidArgumentError(f"{call}({lease!r}): give the Lease that claim() returned")
+        return lease
+
+    def _holding(self, lease: Lease) -> DurableSnapshot:
+        """The state with ``lease`` among its worker's: the store cannot tell who holds what,
+        and takes a report with the live lease from whoever makes it."""
+        held = dict(self.state.held)
+        key = (lease.task_id, lease.generation, lease.attempt)
+        held[lease.worker] = held.get(lease.worker, frozenset()) | {key}
+        return self.state.replace(held=held)
+
+    def heartbeat(self, lease: Lease) -> bool:
+        lease = self._lease("heartbeat", lease)
+        args = (lease.worker, lease.task_id, lease.generation, lease.attempt)
+        self._refuse(ACTIONS["Heartbeat"].refused(self._holding(lease), *args,
+                                                  limits=self.limits))
+        self.state = self._holding(lease)
+        self._take(Step("Heartbeat", tuple(zip(("w", "t", "g", "a"), args, strict=True))),
+                   dataclasses.replace(self.limits, lease_time=self.lengths[lease.task_id]))
+        asked: bool = self.state.scheduler.tasks[lease.task_id].cancel_requested
+        return asked
+
+    def _end(self, action: str, call: str, lease: Lease) -> TaskState:
+        lease = self._lease(call, lease)
+        t, g, a = lease.task_id, lease.generation, lease.attempt
+        args = (lease.worker, t, g, a)
+        if t in self.state.scheduler.tasks and current(self.state, *args):
+            self.state = self._holding(lease)
+            self._take(Step(action, tuple(zip(("w", "t", "g", "a"), args, strict=True))))
+            return self._state_of(t)
+        if repeat(self.state, t, g, a):
+            self.duplicates += 1
+            return self._state_of(t)
+        refusal = ACTIONS[action].refused(self._holding(lease), *args, limits=self.limits)
+        if refusal is not None and refusal.error is StaleLeaseError:
+            self.stale += 1
+            raise StaleLeaseError(refusal.reason, t, g, self.state.scheduler.tasks[t].generation,
+                                  a, self.state.attempt.get(t, 0))
+        self._refuse(refusal)
+        raise AssertionError(f"{call}: the model neither takes nor refuses {lease}")
+
+    def complete(self, lease: Lease) -> TaskState:
+        return self._end("Complete", "complete", lease)
+
+    def fail(self, lease: Lease) -> TaskState:
+        return self._end("Fail", "fail", lease)
+
+    def acknowledge_cancel(self, lease: Lease) -> TaskState:
+        return self._end("AcknowledgeCancel", "acknowledge_cancel", lease)
+
+    def cancel(self, task: str) -> TaskState:
+        refusal = ACTIONS["Cancel"].refused(self.state, task, limits=self.limits)
+        self._refuse(refusal)
+        if refusal is None:
+            self._take(Step("Cancel", (("t", task),)))
+        return self._state_of(task)
+
+    def retry(self, task: str) -> int:
+        self._refuse(ACTIONS["Retry"].refused(self.state, task, limits=self.limits))
+        self._take(Step("Retry", (("t", task),)))
+        generation: int = self.state.scheduler.tasks[task].generation
+        return generation
+
+    def close(self, cancel_pending: bool = True) -> CloseReport:
+        if not isinstance(cancel_pending, bool):
+            raise InvalidArgumentError(f"close(cancel_pending={cancel_pending!r}): a bool")
+        if ACTIONS["Close"].enabled(self.state, cancel_pending, limits=self.limits):
+            self._take(Step("Close", (("cancelPending", cancel_pending),)))
+        tasks = self.state.scheduler.tasks
+        by_state: dict[str, list[Hashable]] = {}
+        for t in sorted(tasks, key=lambda x: tasks[x].seq):
+            by_state.setdefault(tasks[t].state.value, []).append(t)
+        return CloseReport(**{s: tuple(ids) for s, ids in by_state.items()})
+
+    def tick(self, seconds: float = 1.0) -> float:
+        if not _seconds(seconds):
+            raise InvalidArgumentError(f"tick({seconds!r}): seconds > 0")
+        self.state = self.state.replace(now=self.state.now + seconds)
+        self.recorded.append(("Tick", {}))
+        return float(self.state.now)
+
+    def expire(self) -> None:
+        tasks = self.state.scheduler.tasks
+        for t in sorted(self.state.holder, key=lambda x: tasks[x].seq):
+            if ACTIONS["Expire"].enabled(self.state, t, limits=self.limits):
+                self._take(Step("Expire", (("t", t),)))
+
+    def now(self) -> float:
+        return float(self.state.now)
+
+    def snapshot(self) -> Snapshot:
+        snapshot: Snapshot = self.state.scheduler
+        return snapshot
+
+    def leases(self) -> dict[str, LeaseView]:
+        s = self.state
+        return {str(t): LeaseView(a, None if t not in s.holder else str(s.holder[t]),
+                                  None if t not in s.deadline else float(s.deadline[t]),
+                                  s.ended_attempt.get(t, 0))
+                for t, a in s.attempt.items()}
+
+    def stats(self) -> DurableStats:
+        return DurableStats(**self.counts.expected(self.state), cycles_reported=self.cycles,
+                            stale_callbacks=self.stale, duplicate_callbacks=self.duplicates)
+
+    def history(self) -> list[tuple[str, dict[str, Any]]]:
+        return list(self.recorded)
+
+
+# -- both sides ---------------------------------------------------------------------------------
+
+class _Side:
+    """One side of a probe: its store, the leases it handed out, where its clock began."""
+
+    def __init__(self, store: Any, origin: float) -> None:
+        self.store = store
+        self.origin = origin
+        self.given: dict[Held, Lease] = {}
+
+    def lease(self, held: Held) -> Lease:
+        """The lease this side handed out under that name, or one made of its fields."""
+        found = self.given.get(held)
+        if found is not None:
+            return found
+        return Lease(held.task_id, held.generation, held.attempt, self.origin, NOOP, {},
+                     held.worker)
+
+    def since(self, time: float | None) -> float | None:
+        return None if time is None else float(time) - self.origin
+
+    def snapshot(self) -> Any:
+        return self.store.snapshot()
+
+    def leases(self) -> dict[str, LeaseView]:
+        return {t: dataclasses.replace(v, deadline=self.since(v.deadline))
+                for t, v in self.store.leases().items()}
+
+
+def _discard(store: Any, folder: str) -> None:
+    try:
+        store.release()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def new_model(max_concurrency: int, max_attempts: int) -> _Side:
+    """The model of a fresh store."""
+    return _Side(ReferenceStore(max_concurrency, max_attempts), 0.0)
+
+
+def new_implementation(factory: Callable[..., Any], max_concurrency: int,
+                       max_attempts: int) -> _Side:
+    """A fresh store of the implementation, on a SQLite file of its own (removed with it)."""
+    folder = tempfile.mkdtemp(prefix="refsched-durable-probe-")
+    try:
+        store = factory(f"sqlite:///{Path(folder) / 'store.db'}",
+                        max_concurrency=max_concurrency, max_attempts=max_attempts,
+                        clock="virtual", record=True)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    side = _Side(store, float(store.now()))
+    weakref.finalize(side, _discard, store, folder)
+    return side
+
+
+def call(side: _Side, method: str, args: tuple[Any, ...]) -> Any:
+    """One call on either side, a lease named by a :class:`Held` given as that side's; its
+    times answered from where the side's clock began."""
+    sent = tuple(side.lease(a) if isinstance(a, Held) else a for a in args)
+    if method == "leases":
+        return side.leases()
+    if method == "submit":  # the function is a keyword argument of the API
+        task, deps, fn = sent
+        return side.store.submit(task, deps, fn=fn)
+    answer = getattr(side.store, method)(*sent)
+    if method == "claim":
+        for lease in answer:
+            side.given[Held(lease.task_id, lease.generation, lease.attempt, lease.worker)] = lease
+        return [lease._replace(deadline=side.since(lease.deadline)) for lease in answer]
+    if method in ("tick", "now"):
+        return side.since(answer)
+    return answer
+
+
+def _flag(method: str) -> str | None:
+    return {"start": "start", "heartbeat": "heartbeat", "cancel": "cancel",
+            "acknowledge_cancel": "cancel", "retry": "retry", "close": "close",
+            "expire": "expire", "snapshot": "snapshot", "leases": "snapshot",
+            "stats": "snapshot", "history": "snapshot", "now": "snapshot"}.get(method)
+
+
+def needs_of(probe: Probe) -> tuple[str, ...]:
+    """The profile flags a probe's calls need: each op's flag, dependencies (``deps``), a
+    second submit of an id (``generations``), a bad argument (``validates``)."""
+    needs: set[str] = set()
+    submitted: set[Any] = set()
+    for method, args in probe.calls:
+        flag = _flag(method)
+        if flag is not None:
+            needs.add(flag)
+        if method == "new":
+            submitted = set()
+        elif method == "submit":
+            task, deps, fn = args
+            if deps:
+                needs.add("deps")
+            if task in submitted:
+                needs.add("generations")
+            submitted.add(task)
+            if fn != NOOP or len(set(deps)) != len(deps) or task in deps:
+                needs.add("validates")
+        elif method == "claim":
+            if not _is_int(args[1]) or args[1] < 1 or not _seconds(args[2]):
+                needs.add("validates")
+        elif method in ("heartbeat", "complete", "fail", "acknowledge_cancel"):
+            if not isinstance(args[0], Held):
+                needs.add("validates")
+        elif method == "close" and not isinstance(args[0], bool):
+            needs.add("validates")
+    return tuple(sorted(needs))
+
+
+def adapt(method: str, args: tuple[Any, ...], profile: Any) -> tuple[Any, ...]:
+    """The arguments as sent: the durable scheduler's need no change."""
+    return args
+
+
+def show(value: Any) -> str:
+    """An answer as the counterexample table shows it."""
+    return repr(value)
+
+
+def _refusal(method: str, args: tuple[Any, ...], before: Snapshot | None,
+             expected: BaseException, actual: BaseException) -> str | None:
+    """How two refusals of the same type differ in what identifies them, or None. A
+    ``StaleLeaseError`` is compared by its type: the protocol carries no attempt."""
+    if isinstance(expected, StaleLeaseError):
+        return None
+    return _dag_refusal(method, args, before, expected, actual)
+
+
+def judge(method: str, args: tuple[Any, ...], before: Snapshot | None, expected: Any,
+          expected_error: BaseException | None, actual: Any,
+          actual_error: BaseException | None, profile: Any) -> str | None:
+    """How the implementation's answer differs from the model's, in a sentence, or None."""
+    return differ(expected, expected_error, actual, actual_error, show=show,
+                  comparable=lambda value: value,
+                  refusal=lambda: (_refusal(method, args, before, expected_error, actual_error)
+                                   if expected_error is not None and actual_error is not None
+                                   else None))
+
+
+def states(model: _Side, impl: _Side) -> tuple[str | None, str]:
+    """How the implementation's snapshot, then its ``leases()``, differ from the model's: a
+    sentence and the rows, or None and ""."""
+    problem, diff = snapshots_differ(model, impl, lambda m, i: format_rows(
+        ("id", "field", "model", "implementation"), snapshot_rows(m, i)))
+    if problem is not None:
+        return problem, diff
+    try:
+        leases = impl.leases()
+    except HarnessError:
+        raise
+    except Exception as error:
+        return f"leases() raised {type(error).__name__}: {error}", ""
+    expected = model.leases()
+    if leases == expected:
+        return None, ""
+    return "the leases differ after the call", f"model {expected}\nimplementation {leases}"
+
+
+def read_state(impl: _Side | None) -> Any:
+    """The implementation's snapshot for the picture, or None when it cannot say."""
+    try:
+        return None if impl is None else impl.snapshot()
+    except Exception:
+        return None

@@ -1,0 +1,197 @@
+"""The durable scheduler's clauses phase: a probe per ``durable.*`` clause, run on the reference
+store and on the implementation.
+
+refsched's own DurableScheduler conforms with every clause driven and no answer left
+unclassified; each broken durable scheduler of ``refsched.conform.durable.broken`` is rejected
+by the clauses phase alone, with a verdict naming a ``durable.`` rule; and the schedulers below,
+each breaking one clause a few calls reach, are rejected by it naming that very clause.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from refsched.conform import clauses
+from refsched.conform.client import InProcessImplementation, ProtocolImplementation
+from refsched.conform.coverage import Coverage, observed
+from refsched.conform.durable import broken
+from refsched.conform.durable.probes import PROBES, call, new_model
+from refsched.conform.oracle import check
+from refsched.conform.probes import run_probes
+from refsched.conform.report import PhaseResult
+from refsched.durable import DurableScheduler, Lease
+from refsched.errors import InvalidTransitionError, SchedulerClosedError
+from refsched.profile import full_profile
+from refsched.types import CloseReport
+
+FULL = full_profile("durable")
+
+
+# -- schedulers that each break one clause ------------------------------------------------------
+
+class HeartbeatOfStaleAttemptAnswered(DurableScheduler):
+    """durable.heartbeat.lost: a heartbeat with a lease that is not the version's live one
+    raises ``LeaseLostError`` (the worker must stop).
+
+    Bug: a heartbeat with an older attempt of the running version answers ``False``, so a
+    worker that paused past its lease keeps working beside the one that took it over.
+    """
+
+    rule = "durable.heartbeat.lost"
+
+    def heartbeat(self, lease: Lease) -> bool:
+        if isinstance(lease, Lease) and isinstance(lease.task_id, str):
+            info = self.info(lease.task_id) if lease.task_id in self.snapshot().tasks else None
+            if (info is not None and info.generation == lease.generation
+                    and info.holder is not None and info.attempts > lease.attempt):
+                return False
+        return super().heartbeat(lease)
+
+
+class ClaimOfLimitZeroAccepted(DurableScheduler):
+    """durable.claim.invalid: ``claim`` with a limit below 1 raises ``InvalidArgumentError``.
+
+    Bug: a limit of 0 claims nothing and answers ``[]``.
+    """
+
+    rule = "durable.claim.invalid"
+
+    def claim(self, worker: str, limit: int = 1, lease: float = 30.0) -> list[Lease]:
+        if limit == 0 and not isinstance(limit, bool):
+            return []
+        return super().claim(worker, limit, lease)
+
+
+class StartAfterCloseAccepted(DurableScheduler):
+    """durable.start.closed: ``start`` after ``close`` raises ``SchedulerClosedError``.
+
+    Bug: ``start`` after ``close`` is taken as a second start (``InvalidTransitionError``),
+    which tells a caller to skip a start it never made.
+    """
+
+    rule = "durable.start.closed"
+
+    def start(self) -> None:
+        try:
+            super().start()
+        except SchedulerClosedError:
+            raise InvalidTransitionError("start(): already started") from None
+
+
+class CloseWithoutCancelCancels(DurableScheduler):
+    """durable.close.ok: ``close(False)`` leaves the waiting versions waiting.
+
+    Bug: ``close`` cancels the waiting versions whatever ``cancel_pending`` says.
+    """
+
+    rule = "durable.close.ok"
+
+    def close(self, cancel_pending: bool = True) -> CloseReport:
+        return super().close(True if isinstance(cancel_pending, bool) else cancel_pending)
+
+
+BROKEN_CLAUSES = (HeartbeatOfStaleAttemptAnswered, ClaimOfLimitZeroAccepted,
+                  StartAfterCloseAccepted, CloseWithoutCancelCancels)
+
+
+# -- the probes ---------------------------------------------------------------------------------
+
+def test_every_durable_clause_has_one_probe_in_the_catalogues_order() -> None:
+    assert [p.clause for p in PROBES] == [c.id for c in clauses.clauses("durable")]
+
+
+def _model_answers(probe: Any) -> list[tuple[str, tuple[Any, ...], Any]]:
+    side: Any = None
+    answers = []
+    for method, args in probe.calls:
+        try:
+            answer = new_model(*args) if method == "new" else call(side, method, args)
+        except Exception as error:
+            answer = error
+        if method == "new" and not isinstance(answer, Exception):
+            side, answer = answer, None
+        answers.append((method, args, answer))
+    return answers
+
+
+@pytest.mark.parametrize("probe", PROBES, ids=[p.clause for p in PROBES])
+def test_each_durable_probe_ends_in_its_clause_on_the_model(probe: Any) -> None:
+    method, args, answer = _model_answers(probe)[-1]
+    decided = clauses.decide("durable", method, args, answer)
+    assert decided is not None and decided.id == probe.clause, (method, args, answer)
+
+
+def test_the_clauses_phase_drives_every_durable_clause_of_refsched_itself() -> None:
+    coverage = Coverage("durable")
+    phase = PhaseResult("clauses")
+    found = run_probes("durable", observed(DurableScheduler, coverage), FULL, phase)
+    assert found is None, found.format()
+    assert coverage.not_driven(FULL) == []
+    assert coverage.to_json(FULL)["unclassified"] == {}
+    assert phase.figures["probes"] == len(PROBES)
+
+
+# -- broken schedulers --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("cls", broken.BROKEN, ids=lambda c: c.__name__)
+def test_each_broken_durable_scheduler_is_rejected_by_the_clauses_phase(cls: type[Any]) -> None:
+    report = check(InProcessImplementation(cls, system="durable"), corpus=False, examples=0)
+    assert report.exit_status == 1, report.format()
+    example = report.counterexample
+    assert example is not None and example.phase == "clauses"
+    assert example.wire_reason.startswith("rule durable."), example.wire_reason
+    assert not example.calls[-1].agrees and all(c.agrees for c in example.calls[:-1])
+
+
+@pytest.mark.parametrize("cls", BROKEN_CLAUSES, ids=lambda c: c.__name__)
+def test_each_broken_durable_clause_is_a_divergence_naming_its_rule(cls: type[Any]) -> None:
+    report = check(InProcessImplementation(cls, system="durable"), corpus=False, examples=0)
+    assert report.exit_status == 1, report.format()
+    example = report.counterexample
+    assert example is not None and example.phase == "clauses"
+    assert example.wire_reason.startswith(f"rule {cls.rule}: "), example.wire_reason
+
+
+def test_a_broken_durable_clause_served_is_rejected_by_the_clauses_phase() -> None:
+    cls = HeartbeatOfStaleAttemptAnswered
+    argv = [sys.executable, "-m", "refsched.serve", "--system", "durable", "--impl",
+            f"{cls.__module__}:{cls.__name__}"]
+    with ProtocolImplementation(argv, timeout=20, system="durable") as impl:
+        report = check(impl, corpus=False, examples=0)
+    assert report.exit_status == 1, report.format()
+    assert report.counterexample is not None
+    assert report.counterexample.wire_reason.startswith(f"rule {cls.rule}: ")
+
+
+# -- end to end ---------------------------------------------------------------------------------
+
+def _conform_served_durable(*options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "refsched", "conform", "--system", "durable", "--no-corpus",
+         "--examples", "0", *options, "--", sys.executable, "-m", "refsched.serve",
+         "--system", "durable"], capture_output=True, text=True, timeout=300)
+
+
+def test_refsched_conform_runs_the_durable_clauses_phase_and_drives_every_clause() -> None:
+    done = _conform_served_durable()
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "conforms to the model (full contract)" in lines[0]
+    assert lines[1].split()[:2] == ["clauses", "ok"]
+    assert f"{len(PROBES)} probes" in lines[1]
+    every = len(clauses.clauses("durable"))
+    assert lines[2].strip() == f"clauses: {every} of {every} driven"
+
+    done = _conform_served_durable("--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "conforms"
+    assert [p["name"] for p in report["phases"]] == ["clauses"]
+    coverage = report["coverage"]
+    assert set(coverage["driven"]) == {c.id for c in clauses.clauses("durable")}
+    assert coverage["not_driven"] == [] and coverage["unclassified"] == {}
