@@ -309,6 +309,13 @@ def test_each_broken_pool_is_rejected_by_the_clauses_phase_alone(cls: Any, rule:
     assert example.instance.startswith("workers w1, w2")
 
 
+def test_only_the_clauses_phase_asks_a_steal_with_nothing_to_take() -> None:
+    # the generated phase takes only the steps the spec enables: no refused move
+    report = check(InProcessImplementation(RefusedStealAnsweredNull, system="pool"),
+                   corpus=False, examples=100, clauses=False)
+    assert report.ok, report.format()
+
+
 def test_a_refused_steal_answered_null_names_the_call_and_both_answers() -> None:
     report = check(InProcessImplementation(RefusedStealAnsweredNull, system="pool"),
                    corpus=False, examples=0)
