@@ -221,20 +221,30 @@ PLUGIN = ["-p", "no:refsched", "-p", "refsched.conform.pytest_plugin"]
 def test_the_pytest_plugin_passes_a_conforming_scheduler(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(*PLUGIN, "--refsched-impl=refsched:TaskScheduler",
                                 "--refsched-examples=20", "-v")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*refsched-conformance::corpus PASSED*",
-                                 "*refsched-conformance::generated PASSED*"])
+                                 "*refsched-conformance::generated PASSED*",
+                                 "*refsched-conformance::clauses PASSED*"])
 
 
 def test_the_pytest_plugin_fails_with_the_counterexample(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(*PLUGIN, "--refsched-impl=refsched.conform.dag.broken:"
                                 "ClaimsNewestFirst", "--refsched-examples=100", "-k", "generated")
-    result.assert_outcomes(failed=1, deselected=1)
+    result.assert_outcomes(failed=1, deselected=2)
     result.stdout.fnmatch_lines(["*refsched-conformance::generated*",
                                  "*DIVERGES from the model*",
                                  "*counterexample*",
                                  '*{"op":"ready","limit":null}*[["a",1],["b",1]]*'
                                  '[["b",1],["a",1]]*'])
+
+
+def test_the_pytest_plugin_clauses_item_names_the_broken_rule(pytester: pytest.Pytester) -> None:
+    # a bug random calls rarely reach: the clauses item alone reports it, naming its rule
+    result = pytester.runpytest(*PLUGIN, "--refsched-impl=refsched.conform.dag.broken:"
+                                "DuplicateDepAccepted", "-k", "clauses")
+    result.assert_outcomes(failed=1, deselected=2)
+    result.stdout.fnmatch_lines(["*refsched-conformance::clauses*",
+                                 "*DIVERGES from the model*", "*rule dag.submit.duplicate-dep*"])
 
 
 def test_the_pytest_plugin_adds_nothing_without_an_implementation(

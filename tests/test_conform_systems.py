@@ -375,11 +375,11 @@ def test_the_pytest_plugin_checks_a_timer(pytester: pytest.Pytester) -> None:
     passed = pytester.runpytest(*PLUGIN, "--refsched-system=timer",
                                 "--refsched-impl=refsched:TimerScheduler",
                                 "--refsched-examples=10", "-k", "generated")
-    passed.assert_outcomes(passed=1, deselected=1)
+    passed.assert_outcomes(passed=1, deselected=2)
     failed = pytester.runpytest(*PLUGIN, "--refsched-system=timer",
                                 "--refsched-impl=refsched.conform.timer.broken:WaitFromStaleEntry",
                                 "--refsched-examples=100", "-k", "generated")
-    failed.assert_outcomes(failed=1, deselected=1)
+    failed.assert_outcomes(failed=1, deselected=2)
     failed.stdout.fnmatch_lines(["*WaitFromStaleEntry DIVERGES from the model*",
                                  "*counterexample*", '*!*{"op":"next"}*{"ok":{"seconds":*'])
 

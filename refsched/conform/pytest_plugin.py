@@ -1,4 +1,4 @@
-"""A pytest plugin: the conformance oracle as two test items of a project's own test run.
+"""A pytest plugin: the conformance oracle as test items of a project's own test run, one a phase.
 
 Registered as the ``refsched`` plugin (a ``pytest11`` entry point); without ``--refsched-impl`` it
 adds nothing. With it::
@@ -8,9 +8,11 @@ adds nothing. With it::
            [--refsched-profile='{"retry": false}'] [--refsched-examples=200]
 
 the session gets ``refsched-conformance::corpus`` (the trace corpus replayed through the factory's
-schedulers) and ``refsched-conformance::generated`` (Hypothesis-generated calls compared with the
-reference model). Each runs :func:`refsched.conform.oracle.check` in-process for its phase and
-fails with the report: the verdict and, on a divergence, the counterexample's table of calls.
+schedulers), ``refsched-conformance::generated`` (Hypothesis-generated calls compared with the
+reference model) and, for a system with clause probes, ``refsched-conformance::clauses`` (each
+clause of the contract the profile admits, asked on purpose). Each runs
+:func:`refsched.conform.oracle.check` in-process for its phase alone and fails with the report:
+the verdict and, on a divergence, the counterexample's table of calls.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from refsched.profile import Profile, ProfileError, full_profile, profile_from_j
 __all__ = ["ConformanceFailure", "ConformanceItem", "ConformanceSuite"]
 
 SUITE = "refsched-conformance"
-PHASES = ("corpus", "generated")
+PHASES = ("corpus", "generated", "clauses")
 # the checked factory's spec, the factory, its profile, the examples, its system: set when the
 # option is
 _TARGET = pytest.StashKey[tuple[str, Any, Profile, int, str]]()
@@ -46,8 +48,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("refsched", "refsched conformance oracle")
     group.addoption("--refsched-impl", metavar="MODULE:FACTORY", default=None,
                     help="check this scheduler factory (max_concurrency -> scheduler) against "
-                         "refsched's reference model, as the items refsched-conformance::corpus "
-                         "and ::generated")
+                         "refsched's reference model, as the items refsched-conformance::corpus, "
+                         "::generated and ::clauses")
     group.addoption("--refsched-system", choices=SYSTEMS, default=SYSTEMS[0],
                     help="the system the factory implements (default: scheduler); for the "
                          "others the factory is called as their production class is: "
@@ -93,11 +95,15 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 class ConformanceSuite(pytest.Collector):
-    """The conformance items, one per phase of the oracle."""
+    """The conformance items, one per phase of the oracle the system has."""
 
     def collect(self) -> Iterator[ConformanceItem]:
+        from refsched.conform.probes import has_probes
+
+        system = self.config.stash[_TARGET][4]
         for phase in PHASES:
-            yield ConformanceItem.from_parent(self, name=phase)
+            if phase != "clauses" or has_probes(system):
+                yield ConformanceItem.from_parent(self, name=phase)
 
 
 class ConformanceItem(pytest.Item):
@@ -111,7 +117,8 @@ class ConformanceItem(pytest.Item):
         implementation = InProcessImplementation(factory, profile=profile, name=spec,
                                                  system=system)
         report = check(implementation, corpus=self.name == "corpus",
-                       examples=examples if self.name == "generated" else 0)
+                       examples=examples if self.name == "generated" else 0,
+                       clauses=self.name == "clauses")
         if not report.ok:
             raise ConformanceFailure(report)
 
