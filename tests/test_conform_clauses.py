@@ -9,8 +9,12 @@ when the snapshot after it is malformed, and a malformed answer alone is a proto
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
+import subprocess
 import sys
+from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
@@ -23,12 +27,16 @@ from refsched.conform.coverage import Coverage, observed
 from refsched.conform.dag import broken
 from refsched.conform.dag.probes import PROBES
 from refsched.conform.oracle import check
+from refsched.conform.pool import broken as broken_pool
+from refsched.conform.pool import probes as pool_probes
 from refsched.conform.probes import run_probes
 from refsched.conform.report import PhaseResult
 from refsched.conform.timer import broken as broken_timer
 from refsched.conform.timer.probes import PROBES as TIMER_PROBES
 from refsched.model import ReferenceScheduler
+from refsched.pool.pool import WorkStealingPool
 from refsched.profile import FULL, STATIC, full_profile
+from refsched.verify.pool.driver import SteppedPool, StepRefused
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "conformance.md"
 _ROW = re.compile(r"^\| `(?P<id>[a-z_.-]+)` \| (?P<ops>[^|]+) \| (?P<outcome>[^|]+) \| "
@@ -190,3 +198,143 @@ def test_each_broken_clause_served_is_rejected_by_the_clauses_phase() -> None:
         assert report.exit_status == 1, report.format()
         assert report.counterexample is not None
         assert report.counterexample.wire_reason.startswith(f"rule {cls.rule}: ")
+
+
+# -- the pool ---------------------------------------------------------------------------------
+
+def _pool_answers(probe: Any) -> list[tuple[str, tuple[Any, ...], Any]]:
+    """Each call of ``probe`` as the pool's model answers it (an error raised, or the value)."""
+    model: Any = None
+    answers = []
+    for method, args in probe.calls:
+        try:
+            answer = (pool_probes.new_model(*args) if method == "new"
+                      else pool_probes.call(model, method, args))
+        except Exception as error:
+            answer = error
+        if method == "new":
+            model, answer = answer, None
+        answers.append((method, args, answer))
+    return answers
+
+
+def test_every_pool_clause_has_a_probe_in_the_catalogues_order() -> None:
+    assert [p.clause for p in pool_probes.PROBES] == [c.id for c in clauses.clauses("pool")]
+
+
+@pytest.mark.parametrize("probe", pool_probes.PROBES, ids=[p.clause for p in pool_probes.PROBES])
+def test_each_pool_probe_ends_in_its_clause(probe: Any) -> None:
+    answers = _pool_answers(probe)
+    decided = [getattr(clauses.decide("pool", method, args, answer), "id", None)
+               for method, args, answer in answers]
+    assert decided[-1] == probe.clause, answers[-1]
+    assert None not in decided, answers  # no call outside the contract (a ValueError)
+
+
+def test_the_pool_probes_ask_each_refused_move() -> None:
+    [refused] = [p for p in pool_probes.PROBES if p.clause == "pool.move.refused"]
+    asked = {method for (method, _, answer) in _pool_answers(refused)
+             if isinstance(answer, StepRefused)}
+    assert asked == {"pop", "steal", "finish"}
+
+
+def _stepped(pool: type[WorkStealingPool]) -> Any:
+    """A factory of ``pool`` stepped in this process that the coverage observes (it counts
+    the calls of a pool that takes its moves itself, as one over the protocol does)."""
+    def make(workers: list[str]) -> SteppedPool:
+        return SteppedPool(pool, workers)
+    make.drives_steps = True  # type: ignore[attr-defined]
+    return make
+
+
+def test_the_clauses_phase_drives_every_pool_clause_of_refsched_itself() -> None:
+    coverage = Coverage("pool")
+    phase = PhaseResult("clauses")
+    found = run_probes("pool", observed(_stepped(WorkStealingPool), coverage),
+                       full_profile("pool"), phase)
+    assert found is None, found and found.format()
+    assert coverage.not_driven(full_profile("pool")) == []
+    assert phase.figures["probes"] == len(clauses.clauses("pool"))
+
+
+BROKEN_POOL_RULES = {
+    broken_pool.ChildGoesRoundRobin: "pool.submit_child.ok",
+    broken_pool.ChildRefusedAfterShutdown: "pool.submit_child.ok",
+    broken_pool.ThiefLeavesLastTask: "pool.steal.ok",
+    broken_pool.FinishLeavesOutstanding: "pool.finish.ok",
+    broken_pool.IdleShutdownNeverTerminates: "pool.shutdown.ok",
+    broken_pool.CancelFuturesLeavesQueued: "pool.cancel_queued.ok",
+}
+
+
+def test_every_broken_pool_has_the_rule_its_probe_catches() -> None:
+    assert set(BROKEN_POOL_RULES) == set(broken_pool.BROKEN)
+
+
+class PopTakesOldest(WorkStealingPool):
+    """Pop(w): a worker takes the newest task of its own deque (LIFO). Bug: it takes the
+    oldest, as a thief does."""
+
+    def _take_locked(self, w: int, victim: int | None = None) -> Any:
+        own = self._deques[w]
+        return own.popleft() if own else self._steal_locked(w, victim)
+
+
+class RefusedStealAnsweredNull(SteppedPool):
+    """A move the worker cannot take answers ``StepRefused``. Bug: a steal that takes nothing
+    answers null, as if the thief had taken a task."""
+
+    drives_steps = True  # RefusedStealAnsweredNull(workers): it takes its moves itself
+
+    def __init__(self, workers: list[str]) -> None:
+        super().__init__(WorkStealingPool, workers)
+
+    def steal(self, thief: Hashable, victim: Hashable) -> None:
+        with contextlib.suppress(StepRefused):
+            super().steal(thief, victim)
+
+
+@pytest.mark.parametrize(("cls", "rule"), [
+    *BROKEN_POOL_RULES.items(),
+    (PopTakesOldest, "pool.pop.ok"),
+    (RefusedStealAnsweredNull, "pool.move.refused"),
+], ids=lambda c: getattr(c, "__name__", c))
+def test_each_broken_pool_is_rejected_by_the_clauses_phase_alone(cls: Any, rule: str) -> None:
+    report = check(InProcessImplementation(cls, system="pool"), corpus=False, examples=0)
+    assert report.exit_status == 1, report.format()
+    example = report.counterexample
+    assert example is not None and example.phase == "clauses"
+    assert example.wire_reason.startswith(f"rule {rule}: "), example.wire_reason
+    assert not example.calls[-1].agrees and all(c.agrees for c in example.calls[:-1])
+    assert example.instance.startswith("workers w1, w2")
+
+
+def test_only_the_clauses_phase_asks_a_steal_with_nothing_to_take() -> None:
+    # the generated phase takes only the steps the spec enables: no refused move
+    report = check(InProcessImplementation(RefusedStealAnsweredNull, system="pool"),
+                   corpus=False, examples=100, clauses=False)
+    assert report.ok, report.format()
+
+
+def test_a_refused_steal_answered_null_names_the_call_and_both_answers() -> None:
+    report = check(InProcessImplementation(RefusedStealAnsweredNull, system="pool"),
+                   corpus=False, examples=0)
+    assert report.counterexample is not None
+    failing = report.counterexample.calls[-1]
+    assert failing.request == {"op": "steal", "thief": "w1", "victim": "w2"}
+    assert failing.model_answer == {"error": {"type": "StepRefused",
+                                              "message": "worker 'w1' took no task"}}
+    assert failing.implementation_answer == {"ok": None}
+
+
+def test_a_served_pool_conforms_in_the_clauses_phase_with_every_clause_driven() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "refsched", "conform", "--system", "pool", "--no-corpus",
+         "--examples", "0", "--json", "--", sys.executable, "-m", "refsched.serve",
+         "--system", "pool"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "conforms"
+    assert [phase["name"] for phase in report["phases"]] == ["clauses"]
+    assert set(report["coverage"]["driven"]) == {c.id for c in clauses.clauses("pool")}
+    assert report["coverage"]["not_driven"] == []

@@ -298,9 +298,10 @@ def test_conform_exits_3_with_the_stderr_of_a_crashing_command(
     ["--profile", "{}", "--", "prog"],
     ["--impl", "refsched:TaskScheduler", "--profile", "{\"bogus\": true}"],
     ["--impl", "refsched:TaskScheduler", "--no-corpus", "--examples", "0", "--no-clauses"],
-    ["--system", "pool", "--impl", "refsched:WorkStealingPool", "--no-corpus", "--examples", "0"],
+    ["--system", "pool", "--impl", "refsched:WorkStealingPool", "--no-corpus", "--examples", "0",
+     "--no-clauses"],
 ], ids=["nothing", "both", "profile-with-command", "bad-profile", "nothing-to-check",
-        "nothing-to-check-without-probes"])
+        "nothing-to-check-of-a-pool"])
 def test_conform_usage_errors_exit_2(argv: list[str]) -> None:
     with pytest.raises(SystemExit) as stop:
         conform_main(argv)

@@ -123,7 +123,7 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
         parser.error("--profile goes with --impl: a COMMAND declares its profile itself")
     if args.timeout is not None and not args.command:
         parser.error("--timeout goes with a COMMAND")
-    # the clauses phase: the scheduler's and the timer's contracts have probes of their own
+    # the clauses phase: each system with probes of its own (refsched/conform/<system>/probes.py)
     args.clauses = (not args.no_clauses and args.traces is None
                     and probes.has_probes(args.system))
     if args.no_corpus and args.examples == 0 and not args.clauses:

@@ -14,8 +14,9 @@ call that shows it, never a malformed snapshot after it.
 The first difference is a :class:`~refsched.conform.report.Counterexample` whose reason names
 the rule: ``rule dag.submit.duplicate-dep: ...``. Each system's probes and how it compares
 live in ``refsched.conform.<system>.probes`` (``PROBES``, ``new_model``,
-``new_implementation``, ``call``, ``judge``, ``states``, ``needs_of``...); a system without
-that module has no clauses phase.
+``new_implementation``, ``call``, ``judge``, ``states``, ``needs_of``...; and, where the calls
+are not the wire's ops and ``new`` takes no ``max_concurrency``, ``wire_op`` and ``instance``);
+a system without that module has no clauses phase.
 """
 
 from __future__ import annotations
@@ -92,6 +93,8 @@ def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any],
     model: Any = None
     impl: Any = None
     concurrency = 0
+    instance = ""  # what the instance was made with, when that is no max_concurrency
+    wire_op = getattr(kit, "wire_op", lambda method: method)
     for method, args in probe.calls:
         phase.figures["calls"] += 1
         args = kit.adapt(method, args, profile)
@@ -113,18 +116,24 @@ def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any],
             actual_error = e
         if method == "new":
             if expected_error is None:
-                model, expected, concurrency = expected, None, args[0]
+                model, expected = expected, None
+                if hasattr(kit, "instance"):
+                    instance = kit.instance(*args)
+                else:
+                    concurrency = args[0]
             if actual_error is None:
                 impl, actual = actual, None
         problem = kit.judge(method, args, before, expected, expected_error, actual,
                             actual_error, profile)
         diff = ""
-        if problem is None and getattr(profile, "snapshot", False) and model is not None:
+        # a profile without the flag is a system checked whole: its snapshot is compared
+        if problem is None and getattr(profile, "snapshot", True) and model is not None:
             problem, diff = kit.states(model, impl)
         # the call as the wire carries it, each side's answer as the protocol encodes it
-        rows.append(WireRow(wire_request(system, method, args, {}),
-                            wire_answer(system, method, (expected, expected_error)),
-                            wire_answer(system, method, (actual, actual_error)),
+        op = wire_op(method)
+        rows.append(WireRow(wire_request(system, op, args, {}),
+                            wire_answer(system, op, (expected, expected_error)),
+                            wire_answer(system, op, (actual, actual_error)),
                             problem is None, diff, _text(method, args)))
         if problem is not None:
             decided = (clauses.decide(system, method, args,
@@ -134,7 +143,8 @@ def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any],
             return Counterexample(
                 "clauses", f"{_text(method, args)}: {problem}",
                 f"the probe of rule {probe.clause}", concurrency, tuple(rows), None,
-                system=system, model_state=None if model is None else model.snapshot(),
+                instance=instance, system=system,
+                model_state=None if model is None else model.snapshot(),
                 implementation_state=kit.read_state(impl), rule=decided.id)
     return None
 

@@ -137,7 +137,8 @@ def wire_request(system: str, method: str, args: Sequence[Any],
     else:
         from refsched.conform import wire
 
-        op = wire.get(system).ops.get(method)
+        spoken = wire.get(system)
+        op = spoken.new if method == "new" else spoken.ops.get(method)
         names = () if op is None else op.names
     request: dict[str, Any] = {"op": method}
     for index, value in enumerate(args):

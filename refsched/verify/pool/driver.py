@@ -46,7 +46,8 @@ _STEPPED: dict[type, type] = {}
 
 
 class StepRefused(Exception):
-    """The pool answered a step wrongly: it took nothing, or took a task it was not given."""
+    """A worker's move was not taken: it took nothing, took a task it was not given, or had no
+    task to finish."""
 
 
 def stepped_class(factory: PoolFactory) -> type[pool_module.WorkStealingPool]:
@@ -117,7 +118,9 @@ class SteppedPool:
         self.steals += 1
 
     def finish(self, worker: Hashable) -> None:
-        task = self.running.pop(worker)
+        task = self.running.pop(worker, None)
+        if task is None:
+            raise StepRefused(f"worker {worker!r} runs no task to finish")
         ran = pool_module._run(task)  # type: ignore[arg-type]
         with self.pool._lock:
             self.pool._finish_locked(task, ran)  # type: ignore[arg-type]

@@ -1,0 +1,270 @@
+"""The pool's clause probes: for each clause of ``pool.*``, a short run of moves that ends in it.
+
+The pool is driven as its generated phase drives it: each call is one of
+:class:`~refsched.verify.pool.driver.SteppedPool`'s moves (``submit_external``,
+``submit_child``, ``pop``, ``steal``, ``finish``, ``shutdown``, ``cancel_queued``) or a reading
+(``snapshot``, ``stats``), taken on the implementation through the factory the oracle gives
+(:func:`~refsched.verify.pool.driver.driven_pool`: a pool class stepped in this process, or a
+pool over the protocol taking each move itself) and on :class:`ModelPool`, the model's actions
+(``refsched.model.pool``) behind the same moves. ``("new", (workers,))`` makes a fresh pool on
+both sides.
+
+Unlike the generated phase, which takes only the steps the spec enables, a probe also asks the
+moves the spec has no step for: a worker with nothing to take, a finish by an idle worker (each
+answers ``StepRefused``), a pop falling back on another worker's deque, a steal from an empty
+victim falling back on the next. Where the pool may choose (which deque a pop or a steal falls
+back on), a probe leaves it one. Answers are compared in full (``null``; a snapshot and the
+counters field by field; an error by its type, never its message), then the snapshots.
+``refsched.conform.probes`` runs them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, Final
+
+from refsched.conform import values
+from refsched.conform.probes import Probe, differ, snapshots_differ
+from refsched.model.pool import ACTIONS, Phase, PoolSnapshot, initial
+from refsched.model.pool.counters import Counts
+from refsched.pool.pool import PoolStats
+from refsched.verify.pool.driver import StepRefused, driven_pool
+from refsched.verify.replay import format_rows
+
+__all__ = ["PROBES", "ModelPool", "adapt", "call", "instance", "judge", "needs_of",
+           "new_implementation", "new_model", "read_state", "show", "states", "wire_op"]
+
+_Call = tuple[str, tuple[Any, ...]]
+
+
+def _p(clause: str, *calls: _Call) -> Probe:
+    return Probe(clause, tuple(calls))
+
+
+_TWO: Final[_Call] = ("new", (["w1", "w2"],))
+_THREE: Final[_Call] = ("new", (["w1", "w2", "w3"],))
+
+PROBES: Final[tuple[Probe, ...]] = (
+    _p("pool.new.ok", _TWO, ("submit_external", ("a", "w1")), _THREE),
+    _p("pool.submit.ok", _TWO, ("submit_external", ("a", "w1")),
+       ("submit_external", ("b", "w2")), ("submit_external", ("c", "w1"))),
+    _p("pool.submit.closed", _TWO, ("submit_external", ("a", "w1")), ("shutdown", ()),
+       ("submit_external", ("b", "w2"))),
+    # w2 runs the parent while the round-robin turn is w1's; the second child comes while
+    # the pool drains
+    _p("pool.submit_child.ok", _TWO, ("submit_external", ("a", "w2")), ("pop", ("w2",)),
+       ("submit_child", ("b", "w2")), ("shutdown", ()), ("submit_child", ("c", "w2"))),
+    _p("pool.pop.ok", _TWO, ("submit_external", ("a", "w2")), ("submit_external", ("b", "w2")),
+       ("submit_external", ("c", "w1")), ("submit_external", ("d", "w1")), ("pop", ("w1",)),
+       ("finish", ("w1",)), ("pop", ("w1",)), ("finish", ("w1",)), ("pop", ("w1",))),
+    _p("pool.steal.ok", _THREE, ("submit_external", ("a", "w2")),
+       ("submit_external", ("b", "w2")), ("submit_external", ("c", "w3")),
+       ("steal", ("w1", "w2")), ("finish", ("w1",)), ("steal", ("w1", "w2")),
+       ("finish", ("w1",)), ("steal", ("w1", "w2"))),
+    _p("pool.move.refused", _TWO, ("pop", ("w1",)), ("steal", ("w1", "w2")),
+       ("finish", ("w1",)), ("submit_external", ("a", "w1")), ("pop", ("w1",)),
+       ("pop", ("w2",)), ("steal", ("w2", "w1")), ("finish", ("w2",))),
+    _p("pool.finish.ok", _TWO, ("submit_external", ("a", "w1")), ("pop", ("w1",)),
+       ("submit_child", ("b", "w1")), ("finish", ("w1",))),
+    # draining until the last finish; then a pool with nothing outstanding ends at once
+    _p("pool.shutdown.ok", _TWO, ("submit_external", ("a", "w1")),
+       ("submit_external", ("b", "w2")), ("pop", ("w1",)), ("shutdown", ()),
+       ("finish", ("w1",)), ("pop", ("w2",)), ("finish", ("w2",)), _TWO, ("shutdown", ())),
+    _p("pool.cancel_queued.ok", _TWO, ("submit_external", ("a", "w1")),
+       ("submit_external", ("b", "w1")), ("submit_external", ("c", "w2")), ("pop", ("w1",)),
+       ("shutdown", ()), ("cancel_queued", ())),
+    _p("pool.snapshot.ok", _TWO, ("submit_external", ("a", "w1")),
+       ("submit_external", ("b", "w1")), ("steal", ("w2", "w1")), ("finish", ("w2",)),
+       ("snapshot", ()), ("stats", ())),
+)
+"""One probe per clause of ``pool.*``, in the catalogue's order."""
+
+
+class ModelPool:
+    """The model's pool behind :class:`~refsched.verify.pool.driver.SteppedPool`'s moves: each
+    move the spec's action (``refsched.model.pool.ACTIONS``) on an immutable snapshot, and
+    ``stats()`` what the steps taken count (``parked`` 0: no worker thread runs).
+
+    A move the spec has no step for answers as the wire says: a worker that takes no task, or
+    finishes none, raises ``StepRefused``; a submission the pool refuses raises the model's
+    error. A call no clause speaks of (a busy worker taking a task, a task submitted twice, a
+    fallback with several deques to choose from) raises ``ValueError``: no probe makes one.
+    """
+
+    def __init__(self, workers: Sequence[Hashable]) -> None:
+        self.workers = tuple(workers)  # the spec's Workers, in the order stats() lists them
+        self.state: PoolSnapshot = initial()
+        self.counts = Counts()  # what the steps taken so far count
+
+    # -- the moves ---------------------------------------------------------------------------
+
+    def submit_external(self, task: Hashable, worker: Hashable) -> None:
+        self._worker(worker)
+        self._step("SubmitExternal", task, worker)
+
+    def submit_child(self, task: Hashable, worker: Hashable) -> None:
+        self._worker(worker)
+        self._step("SubmitChild", task, worker)
+
+    def pop(self, worker: Hashable) -> None:
+        """The worker's newest task (Pop), else the oldest of the one other non-empty deque."""
+        self._idle(worker)
+        if self.state.deque.get(worker):
+            self._step("Pop", worker)
+        else:
+            self._step("Steal", worker, self._fallback(worker, f"pop({worker!r})"))
+
+    def steal(self, thief: Hashable, victim: Hashable) -> None:
+        """The victim's oldest task, else the oldest of the one other non-empty deque."""
+        self._idle(thief)
+        self._worker(victim)
+        if self.state.deque.get(thief):
+            raise ValueError(f"steal({thief!r}, {victim!r}): the thief's own deque is not "
+                             "empty, which no clause speaks of")
+        if victim != thief and self.state.deque.get(victim):
+            self._step("Steal", thief, victim)
+        else:
+            self._step("Steal", thief, self._fallback(thief, f"steal({thief!r}, {victim!r})"))
+
+    def finish(self, worker: Hashable) -> None:
+        self._worker(worker)
+        if worker not in self.state.running:
+            raise StepRefused(f"worker {worker!r} runs no task to finish")
+        self._step("Finish", worker)
+
+    def shutdown(self) -> None:
+        """``shutdown(wait=False)``: a second one changes nothing."""
+        if self.state.phase is Phase.ACCEPTING:
+            self._step("Shutdown")
+
+    def cancel_queued(self) -> None:
+        """``shutdown(wait=False, cancel_futures=True)``: Shutdown if the pool accepts, then
+        CancelQueued if a task is queued while it drains."""
+        self.shutdown()
+        if ACTIONS["CancelQueued"].enabled(self.state):
+            self._step("CancelQueued")
+
+    # -- the readings ------------------------------------------------------------------------
+
+    def snapshot(self) -> PoolSnapshot:
+        return self.state
+
+    def stats(self) -> PoolStats:
+        return PoolStats(**self.counts.expected(self.state, self.workers), parked=0)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _step(self, action: str, *args: Hashable) -> None:
+        refusal = ACTIONS[action].refused(self.state, *args)
+        if refusal is not None:
+            raise (refusal.error or ValueError)(refusal.reason)
+        before, self.state = self.state, ACTIONS[action].step(self.state, *args)
+        self.counts = self.counts.step(action, args, before, self.state)
+
+    def _worker(self, worker: Hashable) -> None:
+        if worker not in self.workers:
+            raise ValueError(f"{worker!r} is not a worker of this pool")
+
+    def _idle(self, worker: Hashable) -> None:
+        self._worker(worker)
+        if worker in self.state.running:
+            raise ValueError(f"worker {worker!r} runs a task already")
+
+    def _fallback(self, worker: Hashable, call: str) -> Hashable:
+        """The one other worker whose deque holds a task; ``StepRefused`` when none does."""
+        others = [w for w in self.workers if w != worker and self.state.deque.get(w)]
+        if not others:
+            raise StepRefused(f"worker {worker!r} took no task")
+        if len(others) > 1:
+            raise ValueError(f"{call}: the pool chooses among the deques of {others}; a probe "
+                             "leaves it one")
+        return others[0]
+
+
+def needs_of(probe: Probe) -> tuple[str, ...]:
+    """The profile flags a probe's calls need: none, the pool is checked whole."""
+    return ()
+
+
+def adapt(method: str, args: tuple[Any, ...], profile: Any) -> tuple[Any, ...]:
+    """The arguments as sent: the pool's need no change."""
+    return args
+
+
+def new_model(workers: Sequence[Hashable]) -> ModelPool:
+    """The model of a fresh pool with these workers."""
+    return ModelPool(workers)
+
+
+def new_implementation(factory: Callable[..., Any], workers: Sequence[Hashable]) -> Any:
+    """A fresh pool of the implementation, its workers' moves taken on request."""
+    return driven_pool(factory, list(workers))
+
+
+def instance(workers: Sequence[Hashable]) -> str:
+    """What a fresh pool was made with, as a counterexample names it."""
+    return "workers " + ", ".join(map(str, workers))
+
+
+_WIRE_OPS: Final = {"submit_external": "submit"}  # the move -> its request, where they differ
+
+
+def wire_op(method: str) -> str:
+    """The request a move is on the wire."""
+    return _WIRE_OPS.get(method, method)
+
+
+_READINGS: Final = ("snapshot", "stats")
+
+
+def call(pool: Any, method: str, args: tuple[Any, ...]) -> Any:
+    """One move or reading on either side. A move answers nothing, as on the wire (a stepped
+    pool's submit returns the future, which a pool over the protocol keeps to itself)."""
+    answer = getattr(pool, method)(*args)
+    return answer if method in _READINGS else None
+
+
+def show(value: Any) -> str:
+    """An answer as the counterexample table shows it."""
+    if isinstance(value, PoolSnapshot | PoolStats):
+        return json.dumps(values.to_json(value), sort_keys=True)
+    return "null" if value is None else repr(value)
+
+
+def _comparable(value: Any) -> Any:
+    if isinstance(value, PoolStats):  # its queue_lengths a tuple whichever side sent it
+        return tuple(tuple(v) if isinstance(v, list) else v
+                     for v in dataclasses.astuple(value))
+    return value
+
+
+def judge(method: str, args: tuple[Any, ...], before: Any, expected: Any,
+          expected_error: BaseException | None, actual: Any,
+          actual_error: BaseException | None, profile: Any) -> str | None:
+    """How the implementation's answer differs from the model's, in a sentence, or None."""
+    return differ(expected, expected_error, actual, actual_error, show=show,
+                  comparable=_comparable)
+
+
+def _rows(model: PoolSnapshot, impl: PoolSnapshot) -> str:
+    """The snapshot fields that differ, each as the protocol sends it."""
+    want, got = values.to_json(model), values.to_json(impl)
+    return format_rows(("field", "model", "implementation"), [
+        (name, json.dumps(want[name], sort_keys=True), json.dumps(got.get(name), sort_keys=True))
+        for name in want if want[name] != got.get(name)])
+
+
+def states(model: Any, impl: Any) -> tuple[str | None, str]:
+    """How the implementation's snapshot differs from the model's: a sentence and the rows of
+    the fields, or None and ""."""
+    return snapshots_differ(model, impl, _rows)
+
+
+def read_state(impl: Any) -> Any:
+    """The implementation's snapshot for the picture, or None when it cannot say."""
+    try:
+        return None if impl is None else impl.snapshot()
+    except Exception:
+        return None
