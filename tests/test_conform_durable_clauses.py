@@ -25,7 +25,7 @@ from refsched.conform.oracle import check
 from refsched.conform.probes import run_probes
 from refsched.conform.report import PhaseResult
 from refsched.durable import DurableScheduler, Lease
-from refsched.errors import InvalidTransitionError, SchedulerClosedError
+from refsched.errors import InvalidTransitionError, SchedulerClosedError, StaleLeaseError
 from refsched.profile import full_profile
 from refsched.types import CloseReport
 
@@ -95,8 +95,26 @@ class CloseWithoutCancelCancels(DurableScheduler):
         return super().close(True if isinstance(cancel_pending, bool) else cancel_pending)
 
 
+class StaleLeaseNamesItsOwnAttempt(DurableScheduler):
+    """durable.report.stale: a report with a stale lease raises ``StaleLeaseError`` naming the
+    lease's generation and attempt and the current ones.
+
+    Bug: the error names the lease's own attempt as the current one, so a worker reading it
+    cannot tell that another attempt took the version over.
+    """
+
+    rule = "durable.report.stale"
+
+    def complete(self, lease: Lease, result: Any = None) -> Any:
+        try:
+            return super().complete(lease, result)
+        except StaleLeaseError as error:
+            error.current_attempt = error.attempt
+            raise
+
+
 BROKEN_CLAUSES = (HeartbeatOfStaleAttemptAnswered, ClaimOfLimitZeroAccepted,
-                  StartAfterCloseAccepted, CloseWithoutCancelCancels)
+                  StartAfterCloseAccepted, CloseWithoutCancelCancels, StaleLeaseNamesItsOwnAttempt)
 
 
 # -- the probes ---------------------------------------------------------------------------------
@@ -157,8 +175,10 @@ def test_each_broken_durable_clause_is_a_divergence_naming_its_rule(cls: type[An
     assert example.wire_reason.startswith(f"rule {cls.rule}: "), example.wire_reason
 
 
-def test_a_broken_durable_clause_served_is_rejected_by_the_clauses_phase() -> None:
-    cls = HeartbeatOfStaleAttemptAnswered
+@pytest.mark.parametrize("cls", [HeartbeatOfStaleAttemptAnswered, StaleLeaseNamesItsOwnAttempt],
+                         ids=lambda c: c.__name__)
+def test_a_broken_durable_clause_served_is_rejected_by_the_clauses_phase(cls: type[Any]) -> None:
+    # the second: what identifies a StaleLeaseError travels on the wire and is compared
     argv = [sys.executable, "-m", "refsched.serve", "--system", "durable", "--impl",
             f"{cls.__module__}:{cls.__name__}"]
     with ProtocolImplementation(argv, timeout=20, system="durable") as impl:

@@ -17,6 +17,7 @@ import pytest
 jsonschema = pytest.importorskip("jsonschema")
 
 from refsched.conform import schemas, vectors  # noqa: E402
+from refsched.conform.protocol import WireError, error_from_json  # noqa: E402
 from refsched.conform.wire import SYSTEMS  # noqa: E402
 
 TRACES = 20
@@ -125,6 +126,22 @@ def test_a_malformed_answer_does_not_validate(
     validator.validate(answer)  # as answered, it is valid: the change is what breaks it
     spoil(answer)
     assert not validator.is_valid(answer)
+
+
+@pytest.mark.parametrize("error, dropped", [
+    ({"type": "StaleGenerationError", "message": "m", "generation": 1, "current": 2}, "current"),
+    ({"type": "StaleLeaseError", "message": "m", "generation": 1, "current": 1, "attempt": 1,
+      "current_attempt": 2}, "current_attempt"),
+])
+def test_a_stale_error_without_what_identifies_it_does_not_validate(
+        error: dict[str, Any], dropped: str) -> None:
+    validator = _validator("durable", "answers/complete")
+    answer = {"id": 1, "error": error}
+    validator.validate(answer)
+    del error[dropped]
+    assert not validator.is_valid(answer)
+    with pytest.raises(WireError, match=dropped):  # and the oracle refuses it too
+        error_from_json(error)
 
 
 @pytest.mark.parametrize("system, op, spoil", [

@@ -336,8 +336,8 @@ _DURABLE: Final = (
     Clause("durable.report.stale", _CALLBACKS, "StaleLeaseError",
            "a report with a lease that is not the version's live one (an older generation or "
            "attempt, a version no longer running, a lease that expired) raises "
-           "`StaleLeaseError` naming the lease's generation and the current one, and changes "
-           "nothing."),
+           "`StaleLeaseError` naming the lease's generation and attempt and the current ones, "
+           "and changes nothing."),
     Clause("durable.lease.invalid", ("heartbeat", *_CALLBACKS), "InvalidArgumentError",
            "a report or `heartbeat` with something that is not a lease raises "
            "`InvalidArgumentError` and changes nothing.", ("validates",)),

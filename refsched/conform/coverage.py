@@ -48,10 +48,6 @@ class Coverage:
         else:
             self.driven[found.id] += 1
 
-    def record_id(self, clause_id: str) -> None:
-        """Count ``clause_id`` as driven (a probe names the clause it asks)."""
-        self.driven[clause_id] += 1
-
     def left_out(self, profile: Any) -> list[str]:
         """The ids of the clauses ``profile`` does not admit, in catalogue order."""
         return [c.id for c in clauses.clauses(self.system) if not c.admitted_by(profile)]

@@ -14,9 +14,10 @@ call that shows it, never a malformed snapshot after it.
 The first difference is a :class:`~refsched.conform.report.Counterexample` whose reason names
 the rule: ``rule dag.submit.duplicate-dep: ...``. Each system's probes and how it compares
 live in ``refsched.conform.<system>.probes`` (``PROBES``, ``new_model``,
-``new_implementation``, ``call``, ``judge``, ``states``, ``needs_of``...; and, where the calls
-are not the wire's ops and ``new`` takes no ``max_concurrency``, ``wire_op`` and ``instance``);
-a system without that module has no clauses phase.
+``new_implementation``, ``call``, ``show``, ``states``, ``needs_of``...; ``judge(...)`` where
+an answer is judged beyond :func:`differ` with ``comparable(value)``, itself by default; and,
+where the calls are not the wire's ops and ``new`` takes no ``max_concurrency``, ``wire_op``
+and ``instance``); a system without that module has no clauses phase.
 """
 
 from __future__ import annotations
@@ -123,8 +124,10 @@ def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any],
                     concurrency = args[0]
             if actual_error is None:
                 impl, actual = actual, None
-        problem = kit.judge(method, args, before, expected, expected_error, actual,
-                            actual_error, profile)
+        problem = (kit.judge(method, args, before, expected, expected_error, actual,
+                             actual_error, profile) if hasattr(kit, "judge")
+                   else differ(expected, expected_error, actual, actual_error, show=kit.show,
+                               comparable=getattr(kit, "comparable", _itself)))
         diff = ""
         # a profile without the flag is a system checked whole: its snapshot is compared
         if problem is None and getattr(profile, "snapshot", True) and model is not None:
@@ -145,8 +148,20 @@ def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any],
                 f"the probe of rule {probe.clause}", concurrency, tuple(rows), None,
                 instance=instance, system=system,
                 model_state=None if model is None else model.snapshot(),
-                implementation_state=kit.read_state(impl), rule=decided.id)
+                implementation_state=_read_state(impl), rule=decided.id)
     return None
+
+
+def _itself(value: Any) -> Any:
+    return value
+
+
+def _read_state(impl: Any) -> Any:
+    """The implementation's snapshot for the picture, or None when it cannot say."""
+    try:
+        return None if impl is None else impl.snapshot()
+    except Exception:
+        return None
 
 
 def differ(expected: Any, expected_error: BaseException | None, actual: Any,
@@ -175,17 +190,19 @@ def differ(expected: Any, expected_error: BaseException | None, actual: Any,
     return None
 
 
-def snapshots_differ(model: Any, impl: Any,
-                     rows: Callable[[Any, Any], str]) -> tuple[str | None, str]:
-    """How the implementation's snapshot differs from the model's after a probe call: a
-    sentence and ``rows(model's, implementation's)``, or None and ""."""
+def snapshots_differ(model: Any, impl: Any, rows: Callable[[Any, Any], str],
+                     read: str = "snapshot") -> tuple[str | None, str]:
+    """How the implementation's snapshot (or what its method ``read`` answers, such as
+    ``leases``) differs from the model's after a probe call: a sentence and ``rows(model's,
+    implementation's)``, or None and ""."""
     try:
-        impl_state = impl.snapshot()
+        impl_state = getattr(impl, read)()
     except HarnessError:
         raise
     except Exception as error:
-        return f"snapshot() raised {clauses.outcome_of(error)}: {error}", ""
-    model_state = model.snapshot()
+        return f"{read}() raised {clauses.outcome_of(error)}: {error}", ""
+    model_state = getattr(model, read)()
     if impl_state == model_state:
         return None, ""
-    return "the snapshots differ after the call", rows(model_state, impl_state)
+    return (f"the {'snapshots' if read == 'snapshot' else read} differ after the call",
+            rows(model_state, impl_state))

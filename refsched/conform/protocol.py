@@ -15,7 +15,7 @@ import graphlib
 import json
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NoReturn, Protocol, TypeVar
+from typing import Any, Final, NoReturn, Protocol, TypeVar, cast
 
 from refsched import errors
 from refsched.types import Claim, CloseReport, Snapshot, TaskState, VersionView
@@ -288,7 +288,8 @@ def error_to_json(exc: BaseException) -> dict[str, Any]:
 
     A cycle error (refsched's, or graphlib's as graphlib raised it) carries ``cycle``; refsched's
     also ``cycles``; an ``UnknownDependencyError`` its ``missing`` pairs; a
-    ``StaleGenerationError`` the ``generation`` named and the ``current`` one; an
+    ``StaleGenerationError`` the ``generation`` named and the ``current`` one (a
+    ``StaleLeaseError`` also the ``attempt`` named and the ``current_attempt``); an
     ``Unsupported`` has the type ``Unsupported``.
     """
     error: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
@@ -305,6 +306,9 @@ def error_to_json(exc: BaseException) -> dict[str, Any]:
     elif isinstance(exc, errors.StaleGenerationError):
         error["generation"] = exc.generation
         error["current"] = exc.current
+        if isinstance(exc, errors.StaleLeaseError):
+            error["attempt"] = exc.attempt
+            error["current_attempt"] = exc.current_attempt
     elif isinstance(exc, errors.InvariantViolation):
         error["invariant"] = exc.invariant
     return error
@@ -317,7 +321,8 @@ def error_from_json(error: Any) -> Exception:
     ``cycles``); ``Unsupported`` gives :class:`Unsupported`; any other type a
     :class:`ForeignError`. Errors: not an object with a string ``type`` and ``message``, a
     ``CycleError`` without a list ``cycle``, a ``StaleGenerationError`` without int
-    ``generation`` and ``current`` -> ``WireError``.
+    ``generation`` and ``current`` (a ``StaleLeaseError`` also ``attempt`` and
+    ``current_attempt``) -> ``WireError``.
     """
     if not isinstance(error, dict):
         raise WireError(f"an error must be an object, not {error!r}")
@@ -348,13 +353,13 @@ def error_from_json(error: Any) -> Exception:
             raise WireError(f"an UnknownDependencyError's missing must be [task, dep] pairs: "
                             f"{error!r}")
         return errors.UnknownDependencyError(message, [(t, d) for t, d in missing])
-    if cls is errors.StaleGenerationError:
-        generation, current = error.get("generation"), error.get("current")
-        if (not isinstance(generation, int) or isinstance(generation, bool)
-                or not isinstance(current, int) or isinstance(current, bool)):
-            raise WireError(f"a StaleGenerationError needs the generation named and the current "
-                            f"one, as ints: {error!r}")
-        return errors.StaleGenerationError(message, None, generation, current)
+    if cls is errors.StaleGenerationError or cls is errors.StaleLeaseError:
+        fields = (("generation", "current", "attempt", "current_attempt")
+                  if cls is errors.StaleLeaseError else ("generation", "current"))
+        numbers = [error.get(name) for name in fields]
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers):
+            raise WireError(f"a {type_name} needs {', '.join(fields)}, as ints: {error!r}")
+        return cls(message, None, *cast(list[int], numbers))
     if cls is errors.InvariantViolation:
         # its constructor builds the message from the invariant's name; keep the message sent
         violation = errors.InvariantViolation.__new__(errors.InvariantViolation)

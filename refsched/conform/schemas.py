@@ -129,9 +129,17 @@ _ERROR: Final = {
             {"type": "string"}, {"type": "string"}], "minItems": 2, "maxItems": 2}},
         "generation": {"type": "integer"},
         "current": {"type": "integer"},
+        "attempt": {"type": "integer"},
+        "current_attempt": {"type": "integer"},
         "invariant": {"type": "string"},
     },
     "required": ["type", "message"],
+    # what identifies a stale call travels with it: the oracle compares it
+    "allOf": [{"if": {"properties": {"type": {"const": name}}, "required": ["type"]},
+               "then": {"required": list(fields)}}
+              for name, fields in (("StaleGenerationError", ("generation", "current")),
+                                   ("StaleLeaseError", ("generation", "current", "attempt",
+                                                        "current_attempt")))],
 }
 
 

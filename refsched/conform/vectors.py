@@ -71,6 +71,7 @@ IGNORED: Final[Mapping[tuple[str, str], tuple[str, ...]]] = {
 
 ERROR_FIELDS: Final[Mapping[str, tuple[str, ...]]] = {
     "StaleGenerationError": ("generation", "current"),
+    "StaleLeaseError": ("generation", "current", "attempt", "current_attempt"),
 }
 """Per error type, the fields compared beside ``type`` (the ``message`` never is)."""
 

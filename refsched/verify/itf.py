@@ -360,13 +360,7 @@ def read_traces(path: str | Path, *, stride: int = 1) -> list[Trace]:
             return _read_traces(path, stride)
         except RecursionError:
             raise TraceFormatError(f"{path}: JSON nested too deep") from None
-    try:
-        stat = path.stat()
-    except OSError as exc:
-        raise TraceFormatError(f"{path}: {exc.strerror or exc}") from None
-    if path.is_dir():
-        raise TraceFormatError(f"{path}: a directory, not a trace file")
-    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    key = _file_key(path)
     if key not in _READ:
         try:
             traces = _read_traces(path)
@@ -377,6 +371,18 @@ def read_traces(path: str | Path, *, stride: int = 1) -> list[Trace]:
         _READ.clear()  # keep one file's traces at most
         _READ[key] = traces
     return list(_READ[key])
+
+
+def _file_key(path: Path) -> tuple[str, int, int]:
+    """What tells one file's contents from another's: its path, modification time and size.
+    Errors: no such file, a directory -> ``TraceFormatError``."""
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: {exc.strerror or exc}") from None
+    if path.is_dir():
+        raise TraceFormatError(f"{path}: a directory, not a trace file")
+    return str(path.resolve()), stat.st_mtime_ns, stat.st_size
 
 
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -441,13 +447,7 @@ def iter_traces(path: str | Path) -> Iterator[Trace]:
     no trace: at the first).
     """
     path = Path(path)
-    try:
-        stat = path.stat()
-    except OSError as exc:
-        raise TraceFormatError(f"{path}: {exc.strerror or exc}") from None
-    if path.is_dir():
-        raise TraceFormatError(f"{path}: a directory, not a trace file")
-    kept = _READ.get((str(path.resolve()), stat.st_mtime_ns, stat.st_size))
+    kept = _READ.get(_file_key(path))
     if kept is not None:
         yield from kept
         return

@@ -27,7 +27,7 @@ from refsched.verify.dag.lockstep import IDS
 from refsched.verify.replay import format_rows, snapshot_rows
 
 __all__ = ["PROBES", "adapt", "call", "judge", "needs_of", "new_implementation", "new_model",
-           "read_state", "show", "states"]
+           "show", "states"]
 
 _CLOSE: Final = tuple(f.name for f in dataclasses.fields(CloseReport))
 
@@ -248,10 +248,3 @@ def states(model: Any, impl: Any) -> tuple[str | None, str]:
     return snapshots_differ(model, impl, lambda m, i: format_rows(
         ("id", "field", "model", "implementation"), snapshot_rows(m, i)))
 
-
-def read_state(impl: Any) -> Any:
-    """The implementation's snapshot for the picture, or None when it cannot say."""
-    try:
-        return None if impl is None else impl.snapshot()
-    except Exception:
-        return None

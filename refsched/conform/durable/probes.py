@@ -30,7 +30,6 @@ from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any, Final
 
-from refsched.conform.client import HarnessError
 from refsched.conform.dag.probes import _refusal as _dag_refusal
 from refsched.conform.durable.wire import NOOP
 from refsched.conform.probes import Probe, differ, snapshots_differ
@@ -57,7 +56,7 @@ from refsched.verify.durable.lockstep import _recorded
 from refsched.verify.replay import format_rows, snapshot_rows
 
 __all__ = ["PROBES", "Held", "ReferenceStore", "adapt", "call", "judge", "needs_of",
-           "new_implementation", "new_model", "read_state", "show", "states"]
+           "new_implementation", "new_model", "show", "states"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -503,11 +502,21 @@ def show(value: Any) -> str:
 
 def _refusal(method: str, args: tuple[Any, ...], before: Snapshot | None,
              expected: BaseException, actual: BaseException) -> str | None:
-    """How two refusals of the same type differ in what identifies them, or None. A
-    ``StaleLeaseError`` is compared by its type: the protocol carries no attempt."""
+    """How two refusals of the same type differ in what identifies them, or None: a
+    ``StaleLeaseError`` by the generation and attempt the lease named and the current ones."""
     if isinstance(expected, StaleLeaseError):
+        fields = ("generation", "current", "attempt", "current_attempt")
+        want = tuple(getattr(expected, name) for name in fields)
+        got = tuple(getattr(actual, name, None) for name in fields)
+        if got != want:
+            return (f"the implementation's StaleLeaseError names {_named(fields, got)}; the "
+                    f"model's {_named(fields, want)}")
         return None
     return _dag_refusal(method, args, before, expected, actual)
+
+
+def _named(fields: tuple[str, ...], numbers: tuple[Any, ...]) -> str:
+    return ", ".join(f"{name} {number!r}" for name, number in zip(fields, numbers, strict=True))
 
 
 def judge(method: str, args: tuple[Any, ...], before: Snapshot | None, expected: Any,
@@ -528,21 +537,6 @@ def states(model: _Side, impl: _Side) -> tuple[str | None, str]:
         ("id", "field", "model", "implementation"), snapshot_rows(m, i)))
     if problem is not None:
         return problem, diff
-    try:
-        leases = impl.leases()
-    except HarnessError:
-        raise
-    except Exception as error:
-        return f"leases() raised {type(error).__name__}: {error}", ""
-    expected = model.leases()
-    if leases == expected:
-        return None, ""
-    return "the leases differ after the call", f"model {expected}\nimplementation {leases}"
+    return snapshots_differ(model, impl, lambda m, i: f"model {m}\nimplementation {i}",
+                            read="leases")
 
-
-def read_state(impl: _Side | None) -> Any:
-    """The implementation's snapshot for the picture, or None when it cannot say."""
-    try:
-        return None if impl is None else impl.snapshot()
-    except Exception:
-        return None

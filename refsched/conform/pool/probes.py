@@ -26,15 +26,15 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any, Final
 
 from refsched.conform import values
-from refsched.conform.probes import Probe, differ, snapshots_differ
+from refsched.conform.probes import Probe, snapshots_differ
 from refsched.model.pool import ACTIONS, Phase, PoolSnapshot, initial
 from refsched.model.pool.counters import Counts
 from refsched.pool.pool import PoolStats
 from refsched.verify.pool.driver import StepRefused, driven_pool
 from refsched.verify.replay import format_rows
 
-__all__ = ["PROBES", "ModelPool", "adapt", "call", "instance", "judge", "needs_of",
-           "new_implementation", "new_model", "read_state", "show", "states", "wire_op"]
+__all__ = ["PROBES", "ModelPool", "adapt", "call", "instance", "needs_of",
+           "new_implementation", "new_model", "show", "states", "wire_op"]
 
 _Call = tuple[str, tuple[Any, ...]]
 
@@ -233,19 +233,14 @@ def show(value: Any) -> str:
     return "null" if value is None else repr(value)
 
 
-def _comparable(value: Any) -> Any:
+def comparable(value: Any) -> Any:
+    """An answer as it is compared."""
     if isinstance(value, PoolStats):  # its queue_lengths a tuple whichever side sent it
         return tuple(tuple(v) if isinstance(v, list) else v
                      for v in dataclasses.astuple(value))
     return value
 
 
-def judge(method: str, args: tuple[Any, ...], before: Any, expected: Any,
-          expected_error: BaseException | None, actual: Any,
-          actual_error: BaseException | None, profile: Any) -> str | None:
-    """How the implementation's answer differs from the model's, in a sentence, or None."""
-    return differ(expected, expected_error, actual, actual_error, show=show,
-                  comparable=_comparable)
 
 
 def _rows(model: PoolSnapshot, impl: PoolSnapshot) -> str:
@@ -261,10 +256,3 @@ def states(model: Any, impl: Any) -> tuple[str | None, str]:
     the fields, or None and ""."""
     return snapshots_differ(model, impl, _rows)
 
-
-def read_state(impl: Any) -> Any:
-    """The implementation's snapshot for the picture, or None when it cannot say."""
-    try:
-        return None if impl is None else impl.snapshot()
-    except Exception:
-        return None

@@ -13,12 +13,12 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, Final
 
-from refsched.conform.probes import Probe, differ, snapshots_differ
+from refsched.conform.probes import Probe, snapshots_differ
 from refsched.model.timer import ReferenceTimerScheduler
 from refsched.types import Due, TimerCloseReport, Wait
 
-__all__ = ["PROBES", "adapt", "call", "judge", "needs_of", "new_implementation", "new_model",
-           "read_state", "show", "states"]
+__all__ = ["PROBES", "adapt", "call", "needs_of", "new_implementation", "new_model",
+           "show", "states"]
 
 _Call = tuple[str, tuple[Any, ...]]
 
@@ -142,7 +142,8 @@ def show(value: Any) -> str:
     return repr(value)
 
 
-def _comparable(value: Any) -> Any:
+def comparable(value: Any) -> Any:
+    """An answer as it is compared."""
     if isinstance(value, Due):
         return ("Due", value.task_id, value.version)
     if isinstance(value, Wait):
@@ -153,22 +154,9 @@ def _comparable(value: Any) -> Any:
 
 
 
-def judge(method: str, args: tuple[Any, ...], before: Any, expected: Any,
-          expected_error: BaseException | None, actual: Any,
-          actual_error: BaseException | None, profile: Any) -> str | None:
-    """How the implementation's answer differs from the model's, in a sentence, or None."""
-    return differ(expected, expected_error, actual, actual_error, show=show,
-                  comparable=_comparable)
 
 
 def states(model: Any, impl: Any) -> tuple[str | None, str]:
     """How the implementation's snapshot differs from the model's: a sentence, or None."""
     return snapshots_differ(model, impl, lambda m, i: f"model {m}\nimplementation {i}")
 
-
-def read_state(impl: Any) -> Any:
-    """The implementation's snapshot for the picture, or None when it cannot say."""
-    try:
-        return None if impl is None else impl.snapshot()
-    except Exception:
-        return None
