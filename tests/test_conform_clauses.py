@@ -29,11 +29,10 @@ from refsched.conform.dag.probes import PROBES
 from refsched.conform.oracle import check
 from refsched.conform.pool import broken as broken_pool
 from refsched.conform.pool import probes as pool_probes
-from refsched.conform.probes import run_probes
+from refsched.conform.probes import model_answers, run_probes
 from refsched.conform.report import PhaseResult
 from refsched.conform.timer import broken as broken_timer
 from refsched.conform.timer.probes import PROBES as TIMER_PROBES
-from refsched.model import ReferenceScheduler
 from refsched.pool.pool import WorkStealingPool
 from refsched.profile import FULL, STATIC, full_profile
 from refsched.verify.pool.driver import SteppedPool, StepRefused
@@ -75,25 +74,10 @@ def test_clause_ids_are_unique_and_name_their_system() -> None:
         assert all(set(c.ops) <= set(clauses.PARAMETERS[system]) for c in catalogue)
 
 
-def _model_answers(probe: Any) -> list[tuple[str, tuple[Any, ...], Any]]:
-    model: Any = None
-    answers = []
-    for method, args in probe.calls:
-        try:
-            answer = (ReferenceScheduler(*args) if method == "new"
-                      else getattr(model, method)(*args))
-        except Exception as error:
-            answer = error
-        if method == "new" and not isinstance(answer, Exception):
-            model, answer = answer, None
-        answers.append((method, args, answer))
-    return answers
-
-
 @pytest.mark.parametrize("probe", PROBES, ids=[p.clause for p in PROBES])
 def test_each_probe_drives_its_clause(probe: Any) -> None:
     decided = {getattr(clauses.decide("scheduler", method, args, answer), "id", None)
-               for method, args, answer in _model_answers(probe)}
+               for method, args, answer in model_answers("scheduler", probe)}
     assert probe.clause in decided
 
 
@@ -202,29 +186,13 @@ def test_each_broken_clause_served_is_rejected_by_the_clauses_phase() -> None:
 
 # -- the pool ---------------------------------------------------------------------------------
 
-def _pool_answers(probe: Any) -> list[tuple[str, tuple[Any, ...], Any]]:
-    """Each call of ``probe`` as the pool's model answers it (an error raised, or the value)."""
-    model: Any = None
-    answers = []
-    for method, args in probe.calls:
-        try:
-            answer = (pool_probes.new_model(*args) if method == "new"
-                      else pool_probes.call(model, method, args))
-        except Exception as error:
-            answer = error
-        if method == "new":
-            model, answer = answer, None
-        answers.append((method, args, answer))
-    return answers
-
-
 def test_every_pool_clause_has_a_probe_in_the_catalogues_order() -> None:
     assert [p.clause for p in pool_probes.PROBES] == [c.id for c in clauses.clauses("pool")]
 
 
 @pytest.mark.parametrize("probe", pool_probes.PROBES, ids=[p.clause for p in pool_probes.PROBES])
 def test_each_pool_probe_ends_in_its_clause(probe: Any) -> None:
-    answers = _pool_answers(probe)
+    answers = model_answers("pool", probe)
     decided = [getattr(clauses.decide("pool", method, args, answer), "id", None)
                for method, args, answer in answers]
     assert decided[-1] == probe.clause, answers[-1]
@@ -233,7 +201,7 @@ def test_each_pool_probe_ends_in_its_clause(probe: Any) -> None:
 
 def test_the_pool_probes_ask_each_refused_move() -> None:
     [refused] = [p for p in pool_probes.PROBES if p.clause == "pool.move.refused"]
-    asked = {method for (method, _, answer) in _pool_answers(refused)
+    asked = {method for (method, _, answer) in model_answers("pool", refused)
              if isinstance(answer, StepRefused)}
     assert asked == {"pop", "steal", "finish"}
 

@@ -20,9 +20,9 @@ from refsched.conform import clauses
 from refsched.conform.client import InProcessImplementation, ProtocolImplementation
 from refsched.conform.coverage import Coverage, observed
 from refsched.conform.durable import broken
-from refsched.conform.durable.probes import PROBES, call, new_model
+from refsched.conform.durable.probes import PROBES
 from refsched.conform.oracle import check
-from refsched.conform.probes import run_probes
+from refsched.conform.probes import model_answers, run_probes
 from refsched.conform.report import PhaseResult
 from refsched.durable import DurableScheduler, Lease
 from refsched.errors import InvalidTransitionError, SchedulerClosedError, StaleLeaseError
@@ -123,23 +123,9 @@ def test_every_durable_clause_has_one_probe_in_the_catalogues_order() -> None:
     assert [p.clause for p in PROBES] == [c.id for c in clauses.clauses("durable")]
 
 
-def _model_answers(probe: Any) -> list[tuple[str, tuple[Any, ...], Any]]:
-    side: Any = None
-    answers = []
-    for method, args in probe.calls:
-        try:
-            answer = new_model(*args) if method == "new" else call(side, method, args)
-        except Exception as error:
-            answer = error
-        if method == "new" and not isinstance(answer, Exception):
-            side, answer = answer, None
-        answers.append((method, args, answer))
-    return answers
-
-
 @pytest.mark.parametrize("probe", PROBES, ids=[p.clause for p in PROBES])
 def test_each_durable_probe_ends_in_its_clause_on_the_model(probe: Any) -> None:
-    method, args, answer = _model_answers(probe)[-1]
+    method, args, answer = model_answers("durable", probe)[-1]
     decided = clauses.decide("durable", method, args, answer)
     assert decided is not None and decided.id == probe.clause, (method, args, answer)
 

@@ -32,7 +32,7 @@ from refsched.conform import clauses
 from refsched.conform.client import HarnessError
 from refsched.conform.report import Counterexample, PhaseResult, WireRow, wire_answer, wire_request
 
-__all__ = ["Probe", "has_probes", "run_probes"]
+__all__ = ["Probe", "has_probes", "model_answers", "run_probes"]
 
 
 
@@ -56,6 +56,23 @@ def has_probes(system: str) -> bool:
         return importlib.util.find_spec(_module(system)) is not None
     except ModuleNotFoundError:  # no such system's folder
         return False
+
+
+def model_answers(system: str, probe: Probe) -> list[tuple[str, tuple[Any, ...], Any]]:
+    """Each call of ``probe`` and the reference model's answer to it (the value, or the error
+    raised; ``None`` for a ``new`` that made an instance): what the implementation is held to."""
+    kit = importlib.import_module(_module(system))
+    model: Any = None
+    answers = []
+    for method, args in probe.calls:
+        try:
+            answer = kit.new_model(*args) if method == "new" else kit.call(model, method, args)
+        except Exception as error:  # the model's refusal is its answer
+            answer = error
+        if method == "new" and not isinstance(answer, Exception):
+            model, answer = answer, None
+        answers.append((method, args, answer))
+    return answers
 
 
 def _text(method: str, args: tuple[Any, ...]) -> str:
