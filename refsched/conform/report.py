@@ -130,7 +130,8 @@ def _plain(value: Any) -> Any:
 def wire_request(system: str, method: str, args: Sequence[Any],
                  kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """The request a call is on the wire: ``{"op": method, argument: value, ...}``, the
-    arguments named as the protocol names them (``protocol.OPS``, or the system's wire)."""
+    arguments named as the protocol names them (``protocol.OPS``, or the system's wire, which
+    also names the op of a method named otherwise)."""
     if system == "scheduler":
         required, optional = protocol.OPS.get(method, ((), {}))
         names: tuple[str, ...] = (*required, *optional)
@@ -138,6 +139,7 @@ def wire_request(system: str, method: str, args: Sequence[Any],
         from refsched.conform import wire
 
         spoken = wire.get(system)
+        method = spoken.op_of.get(method, method)
         op = spoken.new if method == "new" else spoken.ops.get(method)
         names = () if op is None else op.names
     request: dict[str, Any] = {"op": method}

@@ -20,8 +20,8 @@ fractions and backwards, which the spec's whole-tick clock does not).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
 from refsched.conform.admission import (
     admitted_steps,
@@ -144,15 +144,15 @@ def shrink_trace(system: systems.System, factory: Callable[..., Any], trace: Tra
 
 
 class _Twin:
-    """A timer instance each of whose calls the reference model is asked too: both answers,
-    and the clock's moves, are logged as a run's exchanges for the report to encode."""
+    """An instance each of whose calls the reference model is asked too: both answers (and a
+    timer's clock moves) are logged as a run's exchanges, for the report to encode."""
 
-    def __init__(self, implementation: Any, model: Any, clock: Callable[[], float],
-                 log: list[Any]) -> None:
+    def __init__(self, implementation: Any, model: Any, log: list[Any],
+                 clock: Callable[[], float] | None = None) -> None:
         self._implementation = implementation
         self._model = model
         self._clock = clock
-        self._read = clock()
+        self._read = None if clock is None else clock()
         self._log = log
 
     def __getattr__(self, name: str) -> Any:
@@ -162,10 +162,11 @@ class _Twin:
         log = self._log
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            now = self._clock()
-            if now != self._read:  # logged as the lock-step logs it: by how much it moved
-                log.append((_Asked("advance", (now - self._read,), {}), None, None))
-                self._read = now
+            if self._clock is not None and self._read is not None:
+                now = self._clock()
+                if now != self._read:  # logged as the lock-step logs it: by how much it moved
+                    log.append((_Asked("advance", (now - self._read,), {}), None, None))
+                    self._read = now
             answers: list[tuple[Any, BaseException | None]] = []
             for side in (getattr(self._model, name), attribute):
                 try:
@@ -184,13 +185,15 @@ class _Twin:
 
 @dataclasses.dataclass(frozen=True)
 class _Asked:
-    """A call as the report encodes it (the lock-step's ``Call`` has the same fields)."""
+    """A call as the report encodes it (the lock-step's ``Call`` has the same fields); the
+    spec steps the replay took through it."""
 
     method: str
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     agrees: bool = True
     diff: str = ""
+    steps: tuple[tuple[str, dict[str, Any]], ...] = ()
 
     @property
     def text(self) -> str:
@@ -198,26 +201,73 @@ class _Asked:
         return f"{self.method}({', '.join(shown)})"
 
 
-def _timer_wire_rows(factory: Callable[..., Any], trace: Trace, divergence: Divergence,
-                     profile: Any) -> tuple[WireRow, ...] | None:
-    """The timer trace's calls once more, with the model asked each one too, as wire rows;
-    None when the run does not diverge at the same step again."""
-    from refsched.model.timer import ReferenceTimerScheduler
+class _Marking:
+    """A system whose replay marks where each spec step's calls begin in ``log``."""
 
+    def __init__(self, system: systems.System, log: list[Any]) -> None:
+        self._system = system
+        self._log = log
+        self.marks: list[tuple[int, str, dict[str, Any]]] = []  # (first call, action, params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._system, name)
+
+    def apply(self, implementation: Any, action: str, params: Mapping[str, Any], before: Any,
+              profile: Any, fatal: systems.Fatal) -> None:
+        self.marks.append((len(self._log), action, dict(params)))
+        self._system.apply(implementation, action, params, before, profile, fatal)
+
+
+def _wire_rows(system: systems.System, factory: Callable[..., Any], trace: Trace,
+               divergence: Divergence, profile: Any) -> tuple[WireRow, ...] | None:
+    """The trace's calls once more, the model asked each one too (the system's wire pairs
+    each instance with its reference model), as wire rows, each with the spec steps taken
+    through it; None when the system has no reference to pair, or the run does not diverge at
+    the same step again, or the failing step made no call."""
+    from refsched.conform import wire
+
+    paired = wire.get(system.name).paired
+    if paired is None or not divergence.step:
+        return None
     log: list[Any] = []
 
-    def twins(clock: Callable[[], float], **options: Any) -> _Twin:
-        return _Twin(factory(clock, **options), ReferenceTimerScheduler(clock, **options),
-                     clock, log)
+    def pair(implementation: Any, model: Any, clock: Callable[[], float] | None = None
+             ) -> _Twin:
+        return _Twin(implementation, model, log, clock)
 
-    again = replay([trace], twins, system=systems.get("timer"), profile=profile,
-                   fatal=(HarnessError,))
-    if again.ok or again.divergences[0].step != divergence.step or not log:
+    marking = _Marking(system, log)
+    again = replay([trace], paired(factory, pair), system=cast(systems.System, marking),
+                   profile=profile, fatal=(HarnessError,))
+    if (again.ok or again.divergences[0].step != divergence.step or not log
+            or len(marking.marks) != divergence.step or marking.marks[-1][0] >= len(log)):
         return None
-    asked, model, implementation = log[-1]
-    log[-1] = (dataclasses.replace(asked, agrees=False, diff=divergence.diff), model,
-               implementation)
-    return wire_rows("timer", log)
+    # each step to the first call it made; a step that made none (a crash no call tells), and
+    # a clock's move, to the call after it
+    steps: dict[int, list[tuple[str, dict[str, Any]]]] = {}
+    for first, action, params in marking.marks:
+        steps.setdefault(first, []).append((action, params))
+    exchanges = []
+    taken: list[tuple[str, dict[str, Any]]] = []
+    for index, (asked, model, implementation) in enumerate(log):
+        taken += steps.get(index, ())
+        if asked.method == "advance" and model is None:
+            exchanges.append((asked, model, implementation))
+            continue
+        last = index == len(log) - 1
+        exchanges.append((dataclasses.replace(
+            asked, steps=tuple(taken), agrees=not last, diff=divergence.diff if last else ""),
+            model, implementation))
+        taken = []
+    return wire_rows(system.name, exchanges)
+
+
+def _in_wire_words(counterexample: Counterexample, system: systems.System,
+                   factory: Callable[..., Any], trace: Trace, divergence: Divergence,
+                   profile: Any) -> Counterexample:
+    """The counterexample with its calls as wire rows (:func:`_wire_rows`), where the trace's
+    calls can be made once more with the model beside them; else as it is."""
+    rows = _wire_rows(system, factory, trace, divergence, profile)
+    return counterexample if rows is None else dataclasses.replace(counterexample, calls=rows)
 
 
 def _ddmin_fields(shrunk: Shrunk[Any] | None, before: int) -> dict[str, Any]:
@@ -264,11 +314,8 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
     trace, divergence = found
     before = divergence.step
     trace, divergence, shrunk = shrink_trace(system, factory, trace, divergence, replayed_as)
-    counterexample = _corpus_counterexample(system, trace, divergence)
-    if name == "timer" and divergence.step:
-        rows = _timer_wire_rows(factory, trace, divergence, replayed_as)
-        if rows is not None:
-            counterexample = dataclasses.replace(counterexample, calls=rows)
+    counterexample = _in_wire_words(_corpus_counterexample(system, trace, divergence),
+                                    system, factory, trace, divergence, replayed_as)
     return dataclasses.replace(counterexample, **_ddmin_fields(shrunk, before))
 
 
@@ -417,7 +464,9 @@ def _generated_counterexample(name: str, error: BaseException, source: str,
         walk = ddmin(trace.steps, judge)
         if walk is not None:
             shrunk_trace, divergence = walk.divergence
-            counterexample = _corpus_counterexample(system, shrunk_trace, divergence)
+            counterexample = _in_wire_words(
+                _corpus_counterexample(system, shrunk_trace, divergence), system, factory,
+                shrunk_trace, divergence, replayed_as)
             return dataclasses.replace(
                 counterexample, phase="generated", source=source,
                 instance=_instance_of(name), **_ddmin_fields(walk, len(trace.steps)))

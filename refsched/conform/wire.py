@@ -61,7 +61,8 @@ class Wire:
     ``new`` is the ``new`` request's arguments; ``serve(factory, **args)`` makes the instance
     the server drives, whose methods are named as the ops; ``default_factory()`` is refsched's
     own implementation, which ``serve`` is given unless told otherwise; ``remote`` is the
-    oracle's class for one instance.
+    oracle's class for one instance; ``paired`` puts the reference model beside each instance
+    the checks make, so that a counterexample shows both answers to each call.
     """
 
     system: str
@@ -72,6 +73,13 @@ class Wire:
     default_factory: Callable[[], Callable[..., Any]]
     remote: type[Remote[Any, Any]]
     errors: Mapping[str, type[Exception]] = field(default_factory=dict)  # beyond refsched.errors
+    # a method of the API the checks drive -> its op, where the names differ (the pool's
+    # submit_external is the op submit)
+    op_of: Mapping[str, str] = field(default_factory=dict)
+    # paired(factory, pair): a factory called as the checks call ``factory``, each instance
+    # pair(implementation, model, clock=...) of an instance from ``factory`` and the reference
+    # model made alike, which answers each call as the model does (the counterexample's rows)
+    paired: Callable[..., Callable[..., Any]] | None = None
 
     def check(self, op: str, args: Mapping[str, Any]) -> dict[str, Any]:
         """``args`` with defaults filled in. Errors: missing or unknown ones, a task or worker

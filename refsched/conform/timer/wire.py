@@ -159,6 +159,17 @@ class RemoteTimer(Remote[TimerSnapshot, TimerStats]):
         return state
 
 
+def paired(factory: Callable[..., Any], pair: Callable[..., Any]) -> Callable[..., Any]:
+    """Instances as the timer's checks make them (``factory(clock, **options)``), each beside
+    the reference model on the same clock."""
+    def new(clock: Callable[[], float], **options: Any) -> Any:
+        from refsched.model.timer import ReferenceTimerScheduler
+
+        return pair(factory(clock, **options), ReferenceTimerScheduler(clock, **options),
+                    clock=clock)
+    return new
+
+
 WIRE = Wire(
     system="timer",
     title="refsched.TimerScheduler",
@@ -178,5 +189,6 @@ WIRE = Wire(
     serve=ServedTimer,
     default_factory=lazy("refsched.timer.scheduler:TimerScheduler"),
     remote=RemoteTimer,
+    paired=paired,
 )
 RemoteTimer.wire = WIRE
