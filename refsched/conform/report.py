@@ -162,10 +162,20 @@ def wire_answer(system: str, method: str,
         return {"error": protocol.error_to_json(error)}
     try:
         result = (protocol.result_to_json(method, value) if system == "scheduler"
-                  else values.to_json(value))
+                  else _system_result(system, method, value))
     except (TypeError, ValueError):  # no result of the op's type: shown as Python has it
         result = repr(value)
     return {"ok": result}
+
+
+def _system_result(system: str, method: str, value: Any) -> Any:
+    """An ok result of a system's op as JSON: null for an op whose result is always null (a
+    pool's move, whatever an instance in this process returns for it)."""
+    from refsched.conform import wire
+
+    carried = wire.get(system)
+    op = carried.ops.get(carried.op_of.get(method, method))
+    return None if op is not None and op.result is None else values.to_json(value)
 
 
 def wire_rows(system: str, exchanges: Sequence[tuple[Any, Any, Any]]) -> tuple[WireRow, ...]:

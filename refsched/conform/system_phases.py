@@ -434,10 +434,46 @@ def _instance_of(name: str) -> str:
             "durable": "max_concurrency=2, max_attempts=2, lease=1"}.get(name, "")
 
 
+def _beside_the_model(name: str, factory: Callable[..., Any],
+                      last_run: list[Any]) -> Callable[..., Any]:
+    """``factory``, each instance it makes paired with the reference model by the system's
+    wire (as it is when the wire pairs none), its calls logged into ``last_run`` from the
+    start of the last instance made."""
+    from refsched.conform import wire
+
+    paired = wire.get(name).paired
+    if paired is None:
+        return factory
+
+    def pair(implementation: Any, model: Any, clock: Callable[[], float] | None = None
+             ) -> _Twin:
+        last_run.clear()
+        return _Twin(implementation, model, last_run, clock)
+    return paired(factory, pair)
+
+
+def _last_run_rows(name: str, error: BaseException, last_run: Sequence[Any]
+                   ) -> tuple[WireRow, ...] | None:
+    """The failing run's calls as wire rows, the last one failing; None when the last call
+    logged is not the run's failing call (a move no call makes, a crash the store is not told
+    of)."""
+    shown = tuple(getattr(error, "calls", ()) or getattr(error, "steps", ()))
+    if not last_run or not shown or not str(shown[-1]).startswith(last_run[-1][0].method + "("):
+        return None
+    exchanges = list(last_run)
+    asked, model, implementation = exchanges[-1]
+    exchanges[-1] = (dataclasses.replace(asked, agrees=False), model, implementation)
+    return wire_rows(name, exchanges)
+
+
 def _generated_counterexample(name: str, error: BaseException, source: str,
-                              factory: Callable[..., Any], profile: Any) -> Counterexample:
-    """The shrunk run, shrunk further by ddmin, as rows: the timer's as calls on the wire, the
-    pool's and the durable scheduler's as the model's spec steps along them."""
+                              factory: Callable[..., Any], profile: Any,
+                              last_run: Sequence[Any] = ()) -> Counterexample:
+    """The shrunk run, shrunk further by ddmin, as wire rows: the timer's calls re-run, the
+    pool's and the durable scheduler's spec steps replayed with the model beside each call
+    (:func:`_wire_rows`); where those steps cannot be replayed one call each (a claim that
+    expires and re-claims several leases at once), the failing run's own calls as they were
+    made beside the model."""
     reason = str(getattr(error, "reason", "")) or f"{type(error).__name__}: {error}"
     trace: Trace | None = getattr(error, "trace", None)
     model_state, implementation_state = getattr(error, "states", (None, None))
@@ -470,6 +506,12 @@ def _generated_counterexample(name: str, error: BaseException, source: str,
             return dataclasses.replace(
                 counterexample, phase="generated", source=source,
                 instance=_instance_of(name), **_ddmin_fields(walk, len(trace.steps)))
+    as_run = _last_run_rows(name, error, last_run)
+    if as_run is not None:
+        return Counterexample("generated", reason, source, 0, as_run, trace,
+                              instance=_instance_of(name), system=name,
+                              model_state=model_state,
+                              implementation_state=implementation_state)
     shown = tuple(getattr(error, "steps", ()) or getattr(error, "calls", ()))
     listed = [Row(str(text), "", "", True) for text in shown]
     if listed:
@@ -523,6 +565,10 @@ def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, 
     tally = [0]
     # a pool is driven step by step from its class (unwrapped below): its walk's steps count
     instances = factory if name == "pool" else counting(factory, tally)
+    # each instance beside the reference model, the calls of the last one made (the run that
+    # failed, which Hypothesis makes last) kept with both answers
+    last_run: list[Any] = []
+    instances = _beside_the_model(name, instances, last_run)
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         nonlocal made
@@ -532,7 +578,7 @@ def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, 
             progress("generated", made, examples)
         return instances(*args, **kwargs)
 
-    counted.drives_steps = getattr(factory, "drives_steps", False)  # type: ignore[attr-defined]
+    counted.drives_steps = getattr(instances, "drives_steps", False)  # type: ignore[attr-defined]
     # a pool class is driven without its threads (pool_driver.SteppedPool), which unwraps the
     # factory to find it: each pool it makes is then not counted here, but in the ledger
     counted.__wrapped__ = factory  # type: ignore[attr-defined]
@@ -551,7 +597,7 @@ def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, 
             raise
         source = (f"generated with seed {seed}, shrunk by Hypothesis" if seed is not None
                   else "generated, shrunk by Hypothesis")
-        return _generated_counterexample(name, found, source, factory, profile)
+        return _generated_counterexample(name, found, source, factory, profile, last_run)
     finally:
         phase.figures.update(examples=ledger.examples,
                              calls=ledger.calls if name == "pool" else tally[0])

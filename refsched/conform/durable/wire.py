@@ -40,7 +40,7 @@ from typing import Any
 from refsched.conform import values
 from refsched.conform.protocol import WireError
 from refsched.conform.wire import Op, Remote, Wire, lazy
-from refsched.durable.scheduler import DurableStats, Lease, LeaseView
+from refsched.durable.scheduler import DurableStats, Lease, LeaseView, function_name
 from refsched.errors import (
     CycleError,
     InvalidArgumentError,
@@ -284,7 +284,11 @@ class ModelDurable:
 
     def submit(self, task_id: str, deps: Iterable[str] = (), *, fn: Any = NOOP,
                args: Any = None) -> int:
-        self._take("Submit", task_id, frozenset(deps))
+        named = list(deps)
+        if len(set(named)) != len(named):
+            raise InvalidArgumentError(f"submit({task_id!r}): a dependency given twice")
+        function_name(fn)  # a function importable by name, as the contract asks
+        self._take("Submit", task_id, frozenset(named))
         self.fns[task_id] = fn
         return int(self.state.scheduler.tasks[task_id].generation)
 

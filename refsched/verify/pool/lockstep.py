@@ -99,13 +99,17 @@ def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         def take(self, action: str, params: dict[str, Hashable]) -> None:
             """An enabled step, on both sides."""
             self.steps.append(_POOL.describe(action, params))
+            spec_action = ACTIONS[action]
+            args = tuple(params[p] for p in spec_action.params)
+            after = spec_action.step(self.model, *args)
             try:
                 _POOL.apply(self.pool, action, params, self.model, None, fatal)
             except AssertionError as error:  # StepMismatch
+                # the model took the step the pool answered wrongly: the trace ends with it
+                self.taken.append(TraceStep(action, dict(params),
+                                            _POOL.spec_state(after, INSTANCE)))
                 self.fail(str(error))
-            spec_action = ACTIONS[action]
-            args = tuple(params[p] for p in spec_action.params)
-            before, self.model = self.model, spec_action.step(self.model, *args)
+            before, self.model = self.model, after
             self.taken.append(TraceStep(action, dict(params),
                                         _POOL.spec_state(self.model, INSTANCE)))
             self.counts = self.counts.step(action, args, before, self.model)
