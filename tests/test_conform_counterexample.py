@@ -9,19 +9,23 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from hypothesis import Phase
 
 from refsched import TaskScheduler
-from refsched.conform import system_phases
+from refsched.conform import oracle, system_phases, wire
 from refsched.conform.client import HarnessError, InProcessImplementation
 from refsched.conform.dag import broken
+from refsched.conform.durable import broken as broken_durable
 from refsched.conform.main import main as conform_main
 from refsched.conform.oracle import check
-from refsched.conform.report import found_in
+from refsched.conform.pool import broken as broken_pool
+from refsched.conform.report import ConformanceReport, WireRow, found_in
 from refsched.conform.shrink import MachineJudge, ddmin, divergence_kind
 from refsched.conform.timer import broken as broken_timer
 from refsched.verify.stable import stable_labels
 from refsched.verify.timer.lockstep import Disagreement as TimerDisagreement
 from refsched.verify.timer.lockstep import run_timer_lockstep
+from tests.test_conform_broken_systems import corpus_prefix
 
 # -- the ddmin pass -------------------------------------------------------------------------------
 
@@ -186,6 +190,74 @@ def test_a_generated_counterexample_shows_refusals_as_error_objects() -> None:
     assert model["error"]["type"] == "UnknownTaskError"
     assert implementation["error"]["type"] != "UnknownTaskError"
     assert re.search(r'the implementation answered \{"error":', report.format())
+
+
+# The pool's and the durable scheduler's counterexamples, from either phase: a broken class
+# each, whose failing call the model answers otherwise. HeartbeatHidesCancel's generated walk
+# replays one call a step; ReclaimKeepsAttempt's claims two expired leases back in one call,
+# which no replay of single steps takes, so its run is shown as it was made.
+WIRE_CASES = [
+    ("pool", broken_pool.ThiefLeavesLastTask, "corpus"),
+    ("pool", broken_pool.ThiefLeavesLastTask, "generated"),
+    ("durable", broken_durable.HeartbeatHidesCancel, "corpus"),
+    ("durable", broken_durable.HeartbeatHidesCancel, "generated"),
+    ("durable", broken_durable.ReclaimKeepsAttempt, "generated"),
+]
+SEED = {"pool": 0, "durable": 2}  # a seed whose walks show each of these within 200 examples
+
+
+def _judged_in(system: str, cls: type[Any], phase: str,
+               monkeypatch: pytest.MonkeyPatch) -> ConformanceReport:
+    impl = InProcessImplementation(cls, system=system)
+    if phase == "corpus":  # the first traces of the corpus, read without decoding the rest
+        return check(impl, examples=0, traces=corpus_prefix(system, 60), clauses=False)
+    # Hypothesis's shrinking of a durable walk takes minutes: the walk is kept as found, and
+    # ddmin shrinks what a replay can take
+    monkeypatch.setattr(oracle, "_HYPOTHESIS", {**oracle._HYPOTHESIS,
+                                                "phases": (Phase.generate,)})
+    return check(impl, corpus=False, examples=200, seed=SEED[system], clauses=False)
+
+
+def _outcome(answer: Any) -> Any:
+    """An encoded answer as the comparison reads it: the result, or the error's type."""
+    return answer["error"]["type"] if "error" in answer else answer["ok"]
+
+
+@pytest.mark.parametrize(("system", "cls", "phase"), WIRE_CASES,
+                         ids=[f"{s}-{c.__name__}-{p}" for s, c, p in WIRE_CASES])
+def test_a_pool_or_durable_counterexample_is_in_the_protocols_words(
+        system: str, cls: type[Any], phase: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    report = _judged_in(system, cls, phase, monkeypatch)
+    example = report.counterexample
+    assert report.verdict == "diverges" and example is not None, report.format()
+    assert example.phase == phase and example.system == system
+    rows = example.calls
+    assert rows and all(isinstance(row, WireRow) for row in rows), report.format()
+    ops = set(wire.get(system).ops)
+    for row in rows:
+        assert json.loads(json.dumps(row.request)) == row.request
+        assert row.request["op"] in ops, row.request
+        for answer in (row.model_answer, row.implementation_answer):
+            assert answer is not None and len(answer) == 1 and set(answer) <= {"ok", "error"}
+            assert json.loads(json.dumps(answer)) == answer
+    *agreeing, failing = rows
+    assert all(row.agrees for row in agreeing) and not failing.agrees
+    # the reference model beside the implementation answered each earlier call as it did
+    assert all(_outcome(row.model_answer) == _outcome(row.implementation_answer)
+               for row in agreeing), report.format()
+    assert failing.model_answer != failing.implementation_answer, report.format()
+    # the verdict names the clause that decides the failing call, as the model answered it
+    assert example.rule.startswith(f"{system}."), report.format()
+    assert f"the implementation diverges: rule {example.rule}: {failing.text}" \
+        in report.format()
+    # the model's spec steps stay: in the rows where a replay took them, and as the trace
+    assert example.trace is not None and example.trace.steps
+    taken = [step for row in rows for step in row.steps]
+    if taken:
+        assert [action for action, _ in taken] == [s.action for s in example.trace.steps]
+    else:  # the run as it was made: its trace is the model's steps along it
+        assert cls is broken_durable.ReclaimKeepsAttempt
+    assert report.to_json()["counterexample"]["calls"][-1]["request"] == failing.request
 
 
 # -- what is counted, and the certificate --------------------------------------------------------

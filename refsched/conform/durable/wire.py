@@ -252,7 +252,7 @@ class ModelDurable:
     and refused as the spec's report refuses it otherwise. A lease is read by its task,
     generation, attempt and worker: the implementation's own leases are the model's, whatever
     else they carry (the model's answers carry what the store's would: the deadline on the
-    store's clock, the function submitted, no arguments). Which worker holds a lease is the
+    store's clock, the function and arguments submitted). Which worker holds a lease is the
     harness's business, not the store's: the model's ``held`` follows the answers given.
     """
 
@@ -263,7 +263,8 @@ class ModelDurable:
         self.lease_time: Any = 1  # the length of the last claim's leases (the spec's LeaseTime)
         self.state: DurableSnapshot = INITIAL
         self.clock: float = 0.0  # the store's clock: every tick, not only those the spec takes
-        self.fns: dict[str, str] = {}  # task -> the function its last submission named
+        # task -> the function and the arguments its last submission named
+        self.work: dict[str, tuple[str, dict[str, Any]]] = {}
 
     @property
     def limits(self) -> Limits:
@@ -289,7 +290,7 @@ class ModelDurable:
             raise InvalidArgumentError(f"submit({task_id!r}): a dependency given twice")
         function_name(fn)  # a function importable by name, as the contract asks
         self._take("Submit", task_id, frozenset(named))
-        self.fns[task_id] = fn
+        self.work[task_id] = (fn, dict(args or {}))
         return int(self.state.scheduler.tasks[task_id].generation)
 
     def start(self) -> None:
@@ -304,12 +305,12 @@ class ModelDurable:
         fresh = sorted((t for t, _, _ in self.state.held.get(worker, frozenset()) - before
                         if t not in reclaimed), key=lambda t: tasks[t].seq)
         return [Lease(t, tasks[t].generation, self.state.attempt[t],
-                      float(self.clock + lease), self.fns.get(t, NOOP), {}, worker)
+                      float(self.clock + lease), *self.work.get(t, (NOOP, {})), worker)
                 for t in [*reclaimed, *fresh]]
 
-    def _report(self, action: str, error: type[SchedulerError], lease: Lease) -> Any:
+    def _report(self, call: str, action: str, error: type[SchedulerError], lease: Lease) -> Any:
         if not isinstance(lease, Lease):
-            raise InvalidArgumentError(f"{action}({lease!r}): not a lease")
+            raise InvalidArgumentError(f"{call}({lease!r}): not a lease")
         w, t, g, a = lease.worker, lease.task_id, lease.generation, lease.attempt
         if current(self.state, w, t, g, a):
             # the store takes a live lease's report from whoever sends it
@@ -322,23 +323,24 @@ class ModelDurable:
             return self._state_of(t)
         view = self.state.scheduler.tasks.get(t)
         if view is None:
-            raise UnknownTaskError(f"{action}({t!r}): unknown task")
-        raise error(f"{action}(<<{t!r}, {g}, {a}>>): the lease is not the live one")
+            raise UnknownTaskError(f"{call}({t!r}): unknown task")
+        raise error(f"{call}({t!r}, generation={g}, attempt={a}): the lease is not the live one")
 
     def heartbeat(self, lease: Lease) -> bool:
-        asked: bool = self._report("Heartbeat", LeaseLostError, lease)
+        asked: bool = self._report("heartbeat", "Heartbeat", LeaseLostError, lease)
         return asked
 
     def complete(self, lease: Lease, result: Any = None) -> TaskState:
-        state: TaskState = self._report("Complete", StaleLeaseError, lease)
+        state: TaskState = self._report("complete", "Complete", StaleLeaseError, lease)
         return state
 
     def fail(self, lease: Lease, error: Any = None) -> TaskState:
-        state: TaskState = self._report("Fail", StaleLeaseError, lease)
+        state: TaskState = self._report("fail", "Fail", StaleLeaseError, lease)
         return state
 
     def acknowledge_cancel(self, lease: Lease) -> TaskState:
-        state: TaskState = self._report("AcknowledgeCancel", StaleLeaseError, lease)
+        state: TaskState = self._report("acknowledge_cancel", "AcknowledgeCancel",
+                                        StaleLeaseError, lease)
         return state
 
     def cancel(self, task_id: str) -> TaskState:
