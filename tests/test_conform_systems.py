@@ -364,6 +364,34 @@ def test_conform_rejects_a_broken_pool_served_over_the_protocol() -> None:
     report = json.loads(done.stdout)
     assert (done.returncode, report["verdict"]) == (1, "diverges"), done.stdout
     assert report["implementation"] == "refsched.conform.pool.broken:CancelFuturesLeavesQueued"
+    # its calls as the wire carried them, the last one the move that left the queued tasks
+    calls = report["counterexample"]["calls"]
+    assert [call["request"]["op"] for call in calls][-1] == "cancel_queued", calls
+    assert calls[-1]["steps"] == [{"action": "CancelQueued", "params": {}}]
+    assert report["counterexample"]["reason"].startswith("rule pool.cancel_queued.ok: ")
+
+
+@pytest.mark.parametrize("system, broken, traces, failing, answers", [
+    ("pool", "ThiefLeavesLastTask", "100", '!2    {"op":"steal","thief":"w2","victim":"w1"}',
+     ('{"ok":null}', '{"error":{"type":"StepRefused"')),
+    # the first 30 traces of the durable corpus hold a report repeated after the version ended
+    ("durable", "RepeatedReportRefused", "30", '!5    {"op":"complete","lease":{"task_id":"a"',
+     ('{"ok":"succeeded"}', '{"error":{"type":"StaleLeaseError"')),
+], ids=["pool", "durable"])
+def test_a_served_broken_implementations_counterexample_reads_as_the_wire_carried_it(
+        system: str, broken: str, traces: str, failing: str, answers: tuple[str, str]) -> None:
+    done = conform("--system", system, "--max-traces", traces, "--examples", "0", "--",
+                   *serve(system), "--impl", f"refsched.conform.{system}.broken:{broken}")
+    assert done.returncode == 1, done.stdout + done.stderr
+    table = done.stdout.split("counterexample (", 1)[1]
+    assert "  step  call  " in table and failing in table, done.stdout
+    model, implementation = answers
+    verdict = next(line for line in table.splitlines()
+                   if line.startswith("the implementation diverges: "))
+    assert verdict.startswith(f"the implementation diverges: rule {system}.")
+    assert f"the implementation answered {implementation}" in verdict, verdict
+    assert verdict.endswith(f"the model {model}"), verdict
+    assert "taken" not in table  # no spec steps' words: the calls are the wire's
 
 
 # -- the pytest plugin, and TLC on a counterexample ---------------------------------------------
