@@ -324,10 +324,14 @@ def test_a_huey_task_whose_worker_went_silent_is_never_handed_out_again() -> Non
                    sys.executable, "-m", "refsched.conform.durable.huey_adapter")
     report = json.loads(done.stdout)
     assert (done.returncode, report["verdict"]) == (1, "diverges"), done.stdout
-    calls = [c["call"] for c in report["counterexample"]["calls"]]
-    assert calls[-1].startswith("claim(") and "tick(1)" in calls
+    rows = report["counterexample"]["calls"]
+    assert rows[-1]["request"]["op"] == "claim"
+    assert {"op": "tick", "seconds": 1} in [row["request"] for row in rows]
     # the model takes the expired attempt over; Huey hands out another task or none
-    assert "expected [('a', 1, 2)]" in report["counterexample"]["reason"]
+    taken_over = rows[-1]["model"]["ok"]
+    assert [(x["task_id"], x["generation"], x["attempt"]) for x in taken_over] == [("a", 1, 2)]
+    assert rows[-1]["implementation"] != rows[-1]["model"]
+    assert report["counterexample"]["reason"].startswith("rule durable.claim.ok: ")
 
 
 def test_huey_keeps_what_a_queue_keeps_of_the_corpus() -> None:

@@ -236,7 +236,8 @@ def _wire_rows(system: systems.System, factory: Callable[..., Any], trace: Trace
         return _Twin(implementation, model, log, clock)
 
     marking = _Marking(system, log)
-    again = replay([trace], paired(factory, pair), system=cast(systems.System, marking),
+    again = replay([trace], paired(factory, pair, profile),
+                   system=cast(systems.System, marking),
                    profile=profile, fatal=(HarnessError,))
     if (again.ok or again.divergences[0].step != divergence.step or not log
             or len(marking.marks) != divergence.step or marking.marks[-1][0] >= len(log)):
@@ -434,7 +435,7 @@ def _instance_of(name: str) -> str:
             "durable": "max_concurrency=2, max_attempts=2, lease=1"}.get(name, "")
 
 
-def _beside_the_model(name: str, factory: Callable[..., Any],
+def _beside_the_model(name: str, factory: Callable[..., Any], profile: Any,
                       last_run: list[Any]) -> Callable[..., Any]:
     """``factory``, each instance it makes paired with the reference model by the system's
     wire (as it is when the wire pairs none), its calls logged into ``last_run`` from the
@@ -449,7 +450,7 @@ def _beside_the_model(name: str, factory: Callable[..., Any],
              ) -> _Twin:
         last_run.clear()
         return _Twin(implementation, model, last_run, clock)
-    return paired(factory, pair)
+    return paired(factory, pair, profile)
 
 
 def _last_run_rows(name: str, error: BaseException, last_run: Sequence[Any]
@@ -568,7 +569,7 @@ def generated_phase(name: str, factory: Callable[..., Any], phase: PhaseResult, 
     # each instance beside the reference model, the calls of the last one made (the run that
     # failed, which Hypothesis makes last) kept with both answers
     last_run: list[Any] = []
-    instances = _beside_the_model(name, instances, last_run)
+    instances = _beside_the_model(name, instances, profile, last_run)
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         nonlocal made

@@ -76,9 +76,10 @@ class Wire:
     # a method of the API the checks drive -> its op, where the names differ (the pool's
     # submit_external is the op submit)
     op_of: Mapping[str, str] = field(default_factory=dict)
-    # paired(factory, pair): a factory called as the checks call ``factory``, each instance
-    # pair(implementation, model, clock=...) of an instance from ``factory`` and the reference
-    # model made alike, which answers each call as the model does (the counterexample's rows)
+    # paired(factory, pair, profile): a factory called as the checks call ``factory``, each
+    # instance pair(implementation, model, clock=...) of an instance from ``factory`` and the
+    # reference model made alike, which answers each call as the model does under the profile
+    # (the counterexample's rows)
     paired: Callable[..., Callable[..., Any]] | None = None
 
     def check(self, op: str, args: Mapping[str, Any]) -> dict[str, Any]:

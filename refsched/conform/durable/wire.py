@@ -257,8 +257,11 @@ class ModelDurable:
     """
 
     def __init__(self, url: Any = None, max_concurrency: int = 1, *, max_attempts: int = 1,
-                 **options: Any) -> None:
+                 opens_claims: bool = False, **options: Any) -> None:
         self.max_concurrency = max_concurrency
+        # True: an implementation without start(), whose claims are open from the beginning:
+        # the model starts at the first claim (the spec's Start, which no call takes)
+        self.opens_claims = opens_claims
         self.max_attempts = max_attempts
         self.lease_time: Any = 1  # the length of the last claim's leases (the spec's LeaseTime)
         self.state: DurableSnapshot = INITIAL
@@ -297,6 +300,8 @@ class ModelDurable:
         self._take("Start")
 
     def claim(self, worker: str, limit: int = 1, lease: float = 30.0) -> list[Lease]:
+        if self.opens_claims and not self.state.scheduler.started:
+            self._take("Start")
         self.lease_time = lease
         before = self.state.held.get(worker, frozenset())
         self.state, steps = claim_transaction(self.state, worker, limit, limits=self.limits)
@@ -372,11 +377,16 @@ class ModelDurable:
         self._take("Crash", worker)
 
 
-def paired(factory: Callable[..., Any], pair: Callable[..., Any]) -> Callable[..., Any]:
+def paired(factory: Callable[..., Any], pair: Callable[..., Any],
+           profile: Any = None) -> Callable[..., Any]:
     """Schedulers as the durable checks make them (``factory(url, max_concurrency,
-    max_attempts=..., ...)``), each beside a :class:`ModelDurable` made alike."""
+    max_attempts=..., ...)``), each beside a :class:`ModelDurable` made alike; under a profile
+    without ``start``, one whose claims are open from the beginning."""
+    opens_claims = not getattr(profile, "start", True)
+
     def new(*args: Any, **options: Any) -> Any:
-        return pair(factory(*args, **options), ModelDurable(*args, **options))
+        return pair(factory(*args, **options),
+                    ModelDurable(*args, opens_claims=opens_claims, **options))
     return new
 
 

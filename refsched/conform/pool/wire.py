@@ -161,10 +161,11 @@ class ModelPool:
         return self.state
 
 
-def paired(factory: Callable[..., Any], pair: Callable[..., Any]) -> Callable[..., Any]:
+def paired(factory: Callable[..., Any], pair: Callable[..., Any],
+           profile: Any = None) -> Callable[..., Any]:
     """Pools as the pool's checks drive them (:func:`driven_pool` of ``factory`` over the
     workers), each beside a :class:`ModelPool` of the same workers. The pairs take each move
-    themselves, as a pool in another process does."""
+    themselves, as a pool in another process does. (The pool has one profile.)"""
     def new(workers: Sequence[Hashable]) -> Any:
         return pair(driven_pool(factory, workers), ModelPool(workers))
     new.drives_steps = True  # type: ignore[attr-defined]

@@ -159,9 +159,10 @@ class RemoteTimer(Remote[TimerSnapshot, TimerStats]):
         return state
 
 
-def paired(factory: Callable[..., Any], pair: Callable[..., Any]) -> Callable[..., Any]:
+def paired(factory: Callable[..., Any], pair: Callable[..., Any],
+           profile: Any = None) -> Callable[..., Any]:
     """Instances as the timer's checks make them (``factory(clock, **options)``), each beside
-    the reference model on the same clock."""
+    the reference model on the same clock (a profile narrows the calls, not their answers)."""
     def new(clock: Callable[[], float], **options: Any) -> Any:
         from refsched.model.timer import ReferenceTimerScheduler
 
