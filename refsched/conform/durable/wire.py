@@ -40,22 +40,10 @@ from typing import Any
 from refsched.conform import values
 from refsched.conform.protocol import WireError
 from refsched.conform.wire import Op, Remote, Wire, lazy
-from refsched.durable.scheduler import DurableStats, Lease, LeaseView, function_name
-from refsched.errors import (
-    CycleError,
-    InvalidArgumentError,
-    LeaseLostError,
-    SchedulerError,
-    StaleLeaseError,
-    UnknownDependencyError,
-    UnknownTaskError,
-)
-from refsched.model.dag.actions import Refusal
-from refsched.model.durable import ACTIONS, INITIAL, DurableSnapshot, Limits, claim_transaction
-from refsched.model.durable.actions import current, repeat
+from refsched.durable.scheduler import DurableStats, Lease, LeaseView
 from refsched.types import CloseReport, Snapshot, TaskState
 
-__all__ = ["NOOP", "WIRE", "ModelDurable", "RemoteDurable", "ServedDurable", "paired"]
+__all__ = ["NOOP", "WIRE", "RemoteDurable", "ServedDurable", "paired"]
 
 NOOP = "refsched.durable.jobs:noop"
 """The function a submit names when the oracle does not say: the checks never run one."""
@@ -231,162 +219,42 @@ class RemoteDurable(Remote[Snapshot, DurableStats]):
         return history
 
 
-def _raise(refusal: Refusal) -> None:
-    """The error a refusal names, raised as the API raises it (none: nothing is raised)."""
-    error = refusal.error
-    if error is None:
-        return
-    if error in (UnknownDependencyError, CycleError):
-        raise error(refusal.reason, refusal.details)
-    raise error(refusal.reason)
+class _OnTheModel:
+    """The model's store (:class:`~refsched.conform.durable.probes.ReferenceStore`) made as the
+    checks make an instance (``(url, max_concurrency, max_attempts=...)``), with what the
+    checks' calls need beyond it: ``crash`` tells the store nothing, and under a profile
+    without ``start`` the claims are open from the beginning (the spec's Start is taken, with
+    no call, at the first claim)."""
 
+    def __init__(self, opens_claims: bool, url: Any = None, max_concurrency: int = 1, *,
+                 max_attempts: int = 1, **options: Any) -> None:
+        from refsched.conform.durable.probes import ReferenceStore  # which speaks this wire
 
-class ModelDurable:
-    """The durable scheduler's reference model with the ``DurableScheduler`` calls the checks
-    make, built as they build one (``ModelDurable(url, max_concurrency, max_attempts=...)``).
+        self._store = ReferenceStore(max_concurrency, max_attempts)
+        self._opens_claims = opens_claims
 
-    Each call is the store's side of ``spec/DurableScheduler.tla``: ``claim`` is the claim
-    transaction (:func:`~refsched.model.durable.claim_transaction`: Expire, Reclaim, Claim),
-    a report with a lease is Heartbeat / Complete / Fail / AcknowledgeCancel when the lease is
-    the live one, answered without a change when it ended the version (the spec's ``Repeat``),
-    and refused as the spec's report refuses it otherwise. A lease is read by its task,
-    generation, attempt and worker: the implementation's own leases are the model's, whatever
-    else they carry (the model's answers carry what the store's would: the deadline on the
-    store's clock, the function and arguments submitted). Which worker holds a lease is the
-    harness's business, not the store's: the model's ``held`` follows the answers given.
-    """
-
-    def __init__(self, url: Any = None, max_concurrency: int = 1, *, max_attempts: int = 1,
-                 opens_claims: bool = False, **options: Any) -> None:
-        self.max_concurrency = max_concurrency
-        # True: an implementation without start(), whose claims are open from the beginning:
-        # the model starts at the first claim (the spec's Start, which no call takes)
-        self.opens_claims = opens_claims
-        self.max_attempts = max_attempts
-        self.lease_time: Any = 1  # the length of the last claim's leases (the spec's LeaseTime)
-        self.state: DurableSnapshot = INITIAL
-        self.clock: float = 0.0  # the store's clock: every tick, not only those the spec takes
-        # task -> the function and the arguments its last submission named
-        self.work: dict[str, tuple[str, dict[str, Any]]] = {}
-
-    @property
-    def limits(self) -> Limits:
-        return Limits(self.max_concurrency, self.max_attempts, self.lease_time)
-
-    def _take(self, action: str, *args: Any) -> bool:
-        """Take the step when the model enables it; raise the error it names, else False."""
-        refusal = ACTIONS[action].refused(self.state, *args, limits=self.limits)
-        if refusal is None:
-            self.state = ACTIONS[action].step(self.state, *args, limits=self.limits)
-            return True
-        _raise(refusal)
-        return False
-
-    def _state_of(self, task: str) -> TaskState:
-        state: TaskState = self.state.scheduler.tasks[task].state
-        return state
-
-    def submit(self, task_id: str, deps: Iterable[str] = (), *, fn: Any = NOOP,
-               args: Any = None) -> int:
-        named = list(deps)
-        if len(set(named)) != len(named):
-            raise InvalidArgumentError(f"submit({task_id!r}): a dependency given twice")
-        function_name(fn)  # a function importable by name, as the contract asks
-        self._take("Submit", task_id, frozenset(named))
-        self.work[task_id] = (fn, dict(args or {}))
-        return int(self.state.scheduler.tasks[task_id].generation)
-
-    def start(self) -> None:
-        self._take("Start")
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
 
     def claim(self, worker: str, limit: int = 1, lease: float = 30.0) -> list[Lease]:
-        if self.opens_claims and not self.state.scheduler.started:
-            self._take("Start")
-        self.lease_time = lease
-        before = self.state.held.get(worker, frozenset())
-        self.state, steps = claim_transaction(self.state, worker, limit, limits=self.limits)
-        reclaimed = [s.param_map["t"] for s in steps if s.action == "Reclaim"]
-        tasks = self.state.scheduler.tasks
-        fresh = sorted((t for t, _, _ in self.state.held.get(worker, frozenset()) - before
-                        if t not in reclaimed), key=lambda t: tasks[t].seq)
-        return [Lease(t, tasks[t].generation, self.state.attempt[t],
-                      float(self.clock + lease), *self.work.get(t, (NOOP, {})), worker)
-                for t in [*reclaimed, *fresh]]
-
-    def _report(self, call: str, action: str, error: type[SchedulerError], lease: Lease) -> Any:
-        if not isinstance(lease, Lease):
-            raise InvalidArgumentError(f"{call}({lease!r}): not a lease")
-        w, t, g, a = lease.worker, lease.task_id, lease.generation, lease.attempt
-        if current(self.state, w, t, g, a):
-            # the store takes a live lease's report from whoever sends it
-            self.state = self.state.replace(held={**self.state.held, w: self.state.held.get(
-                w, frozenset()) | {(t, g, a)}})
-            requested = bool(self.state.scheduler.tasks[t].cancel_requested)
-            self._take(action, w, t, g, a)
-            return requested if action == "Heartbeat" else self._state_of(t)
-        if action != "Heartbeat" and repeat(self.state, t, g, a):
-            return self._state_of(t)
-        view = self.state.scheduler.tasks.get(t)
-        if view is None:
-            raise UnknownTaskError(f"{call}({t!r}): unknown task")
-        raise error(f"{call}({t!r}, generation={g}, attempt={a}): the lease is not the live one")
-
-    def heartbeat(self, lease: Lease) -> bool:
-        asked: bool = self._report("heartbeat", "Heartbeat", LeaseLostError, lease)
-        return asked
-
-    def complete(self, lease: Lease, result: Any = None) -> TaskState:
-        state: TaskState = self._report("complete", "Complete", StaleLeaseError, lease)
-        return state
-
-    def fail(self, lease: Lease, error: Any = None) -> TaskState:
-        state: TaskState = self._report("fail", "Fail", StaleLeaseError, lease)
-        return state
-
-    def acknowledge_cancel(self, lease: Lease) -> TaskState:
-        state: TaskState = self._report("acknowledge_cancel", "AcknowledgeCancel",
-                                        StaleLeaseError, lease)
-        return state
-
-    def cancel(self, task_id: str) -> TaskState:
-        self._take("Cancel", task_id)
-        return self._state_of(task_id)
-
-    def retry(self, task_id: str) -> int:
-        self._take("Retry", task_id)
-        return int(self.state.scheduler.tasks[task_id].generation)
-
-    def close(self, cancel_pending: bool = True) -> CloseReport:
-        self._take("Close", cancel_pending)
-        tasks = self.state.scheduler.tasks
-        by_state: dict[str, list[str]] = {}
-        for t in sorted(tasks, key=lambda x: tasks[x].seq):
-            by_state.setdefault(tasks[t].state.value, []).append(t)
-        return CloseReport(**{s: tuple(ids) for s, ids in by_state.items()})
-
-    def tick(self, seconds: float = 1.0) -> float:
-        self.clock += seconds
-        self._take("Tick")  # the spec's clock moves only where a lease can notice it
-        return self.clock
-
-    def expire(self) -> None:
-        for t in sorted(self.state.holder, key=lambda x: self.state.scheduler.tasks[x].seq):
-            self._take("Expire", t)
+        if self._opens_claims and not self._store.state.scheduler.started:
+            self._store.start()
+        leases: list[Lease] = self._store.claim(worker, limit, lease)
+        return leases
 
     def crash(self, worker: str) -> None:
-        self._take("Crash", worker)
+        """A worker died: nothing tells the store, whose leases run out on their own."""
 
 
 def paired(factory: Callable[..., Any], pair: Callable[..., Any],
            profile: Any = None) -> Callable[..., Any]:
     """Schedulers as the durable checks make them (``factory(url, max_concurrency,
-    max_attempts=..., ...)``), each beside a :class:`ModelDurable` made alike; under a profile
+    max_attempts=..., ...)``), each beside the model's store made alike; under a profile
     without ``start``, one whose claims are open from the beginning."""
     opens_claims = not getattr(profile, "start", True)
 
     def new(*args: Any, **options: Any) -> Any:
-        return pair(factory(*args, **options),
-                    ModelDurable(*args, opens_claims=opens_claims, **options))
+        return pair(factory(*args, **options), _OnTheModel(opens_claims, *args, **options))
     return new
 
 

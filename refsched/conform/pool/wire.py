@@ -32,11 +32,11 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from refsched.conform.wire import Op, Remote, Wire, lazy
-from refsched.model.pool import ACTIONS, INITIAL, PoolSnapshot
+from refsched.model.pool import PoolSnapshot
 from refsched.pool.pool import PoolStats
 from refsched.verify.pool.driver import SteppedPool, StepRefused, driven_pool
 
-__all__ = ["WIRE", "ModelPool", "RemotePool", "ServedPool", "paired"]
+__all__ = ["WIRE", "RemotePool", "ServedPool", "paired"]
 
 
 class ServedPool:
@@ -110,62 +110,14 @@ class RemotePool(Remote[PoolSnapshot, PoolStats]):
         self._call("cancel_queued")
 
 
-class ModelPool:
-    """The pool's reference model with :class:`SteppedPool`'s moves: each move is the spec
-    action it names (``spec/WorkStealing.tla``), taken on the model's state when the model
-    enables it; a move the model does not enable answers ``StepRefused`` (an error the action
-    names, ``SchedulerClosedError``, as that error), a ``shutdown`` it does not enable changes
-    nothing. Every move that is taken answers ``None``."""
-
-    def __init__(self, workers: Sequence[Hashable]) -> None:
-        self.workers = tuple(workers)
-        self.state: PoolSnapshot = INITIAL
-
-    def _take(self, action: str, *args: Hashable, quiet: bool = False) -> None:
-        refusal = ACTIONS[action].refused(self.state, *args)
-        if refusal is None:
-            self.state = ACTIONS[action].step(self.state, *args)
-        elif refusal.error is not None:
-            raise refusal.error(refusal.reason)
-        elif not quiet:
-            raise StepRefused(refusal.reason)
-
-    def submit_external(self, task: Hashable, worker: Hashable) -> None:
-        self._take("SubmitExternal", task, worker)
-
-    def submit_child(self, task: Hashable, worker: Hashable) -> None:
-        self._take("SubmitChild", task, worker)
-
-    def pop(self, worker: Hashable) -> None:
-        """Pop, else (its own deque empty) a Steal from the first worker, in the pool's order,
-        whose deque holds a task: the wire's ``pop`` takes another's oldest then."""
-        victims = [v for v in self.workers if ACTIONS["Steal"].enabled(self.state, worker, v)]
-        if ACTIONS["Pop"].enabled(self.state, worker) or not victims:
-            self._take("Pop", worker)
-        else:
-            self._take("Steal", worker, victims[0])
-
-    def steal(self, thief: Hashable, victim: Hashable) -> None:
-        self._take("Steal", thief, victim)
-
-    def finish(self, worker: Hashable) -> None:
-        self._take("Finish", worker)
-
-    def shutdown(self) -> None:
-        self._take("Shutdown", quiet=True)
-
-    def cancel_queued(self) -> None:
-        self._take("CancelQueued", quiet=True)
-
-    def snapshot(self) -> PoolSnapshot:
-        return self.state
-
-
 def paired(factory: Callable[..., Any], pair: Callable[..., Any],
            profile: Any = None) -> Callable[..., Any]:
     """Pools as the pool's checks drive them (:func:`driven_pool` of ``factory`` over the
-    workers), each beside a :class:`ModelPool` of the same workers. The pairs take each move
+    workers), each beside the model's pool of the same workers
+    (:class:`~refsched.conform.pool.probes.ModelPool`). The pairs take each move
     themselves, as a pool in another process does. (The pool has one profile.)"""
+    from refsched.conform.pool.probes import ModelPool  # which speaks this wire
+
     def new(workers: Sequence[Hashable]) -> Any:
         return pair(driven_pool(factory, workers), ModelPool(workers))
     new.drives_steps = True  # type: ignore[attr-defined]
