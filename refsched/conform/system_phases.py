@@ -15,6 +15,11 @@ A divergence is shrunk by ddmin (:mod:`refsched.conform.shrink`) and becomes a
 model's spec steps along them as a trace when they form one (the corpus phase's always; the
 generated phase's for the pool and the durable scheduler: a timer run moves its clock by
 fractions and backwards, which the spec's whole-tick clock does not).
+
+The rows are the calls as the wire carries them (:class:`~refsched.conform.report.WireRow`):
+the shrunk steps are replayed once more with each instance paired with the reference model by
+the system's wire (``Wire.paired``), which is asked every call too, so that each row holds
+both answers as the protocol encodes them and the spec steps the replay took through it.
 """
 
 from __future__ import annotations
