@@ -306,3 +306,19 @@ def test_a_served_pool_conforms_in_the_clauses_phase_with_every_clause_driven() 
     assert [phase["name"] for phase in report["phases"]] == ["clauses"]
     assert set(report["coverage"]["driven"]) == {c.id for c in clauses.clauses("pool")}
     assert report["coverage"]["not_driven"] == []
+
+
+@pytest.mark.parametrize("system, request_, answer, rule", [
+    ("scheduler", {"op": "submit", "task": "a", "deps": ["b", "b"]},
+     {"error": {"type": "InvalidArgumentError", "message": ""}}, "dag.submit.duplicate-dep"),
+    # a request the wire names otherwise than the API: the pool's submit is submit_external
+    ("pool", {"op": "submit", "task": "a", "worker": "w1"}, {"ok": None}, "pool.submit.ok"),
+    ("pool", {"op": "submit", "task": "a", "worker": "w1"},
+     {"error": {"type": "SchedulerClosedError", "message": ""}}, "pool.submit.closed"),
+    ("durable", {"op": "claim", "worker": "w1", "limit": 0},
+     {"error": {"type": "InvalidArgumentError", "message": ""}}, "durable.claim.invalid"),
+])
+def test_a_row_on_the_wire_is_decided_by_its_clause(system: str, request_: dict[str, Any],
+                                                     answer: dict[str, Any], rule: str) -> None:
+    decided = clauses.decide_wire(system, request_, answer)
+    assert decided is not None and decided.id == rule

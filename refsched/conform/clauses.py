@@ -472,4 +472,9 @@ def decide_wire(system: str, request: Mapping[str, Any],
     error = answer.get("error")
     said: Any = (_Answered(str(error.get("type"))) if isinstance(error, Mapping)
                  else answer.get("ok"))
-    return decide(system, str(request.get("op", "")), (), said, named)
+    op = str(request.get("op", ""))
+    if system != "scheduler":  # the API's name of a request named otherwise on the wire
+        from refsched.conform import wire
+
+        op = {sent: method for method, sent in wire.get(system).op_of.items()}.get(op, op)
+    return decide(system, op, (), said, named)

@@ -16,8 +16,8 @@ the rule: ``rule dag.submit.duplicate-dep: ...``. Each system's probes and how i
 live in ``refsched.conform.<system>.probes`` (``PROBES``, ``new_model``,
 ``new_implementation``, ``call``, ``show``, ``states``, ``needs_of``...; ``judge(...)`` where
 an answer is judged beyond :func:`differ` with ``comparable(value)``, itself by default; and,
-where the calls are not the wire's ops and ``new`` takes no ``max_concurrency``, ``wire_op``
-and ``instance``); a system without that module has no clauses phase.
+where ``new`` takes no ``max_concurrency``, ``instance``); a system without that module has no
+clauses phase. A call is shown as the request the system's wire names it (``Wire.op_of``).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from refsched.conform import clauses
+from refsched.conform import clauses, wire
 from refsched.conform.client import HarnessError
 from refsched.conform.report import Counterexample, PhaseResult, WireRow, wire_answer, wire_request
 
@@ -112,7 +112,8 @@ def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any],
     impl: Any = None
     concurrency = 0
     instance = ""  # what the instance was made with, when that is no max_concurrency
-    wire_op = getattr(kit, "wire_op", lambda method: method)
+    # a call whose request on the wire has another name (the pool's submit_external: submit)
+    op_of = {} if system == "scheduler" else wire.get(system).op_of
     for method, args in probe.calls:
         phase.figures["calls"] += 1
         args = kit.adapt(method, args, profile)
@@ -150,7 +151,7 @@ def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any],
         if problem is None and getattr(profile, "snapshot", True) and model is not None:
             problem, diff = kit.states(model, impl)
         # the call as the wire carries it, each side's answer as the protocol encodes it
-        op = wire_op(method)
+        op = op_of.get(method, method)
         rows.append(WireRow(wire_request(system, op, args, {}),
                             wire_answer(system, op, (expected, expected_error)),
                             wire_answer(system, op, (actual, actual_error)),

@@ -34,7 +34,7 @@ from refsched.verify.pool.driver import StepRefused, driven_pool
 from refsched.verify.replay import format_rows
 
 __all__ = ["PROBES", "ModelPool", "adapt", "call", "instance", "needs_of",
-           "new_implementation", "new_model", "show", "states", "wire_op"]
+           "new_implementation", "new_model", "show", "states"]
 
 _Call = tuple[str, tuple[Any, ...]]
 
@@ -206,14 +206,6 @@ def new_implementation(factory: Callable[..., Any], workers: Sequence[Hashable])
 def instance(workers: Sequence[Hashable]) -> str:
     """What a fresh pool was made with, as a counterexample names it."""
     return "workers " + ", ".join(map(str, workers))
-
-
-_WIRE_OPS: Final = {"submit_external": "submit"}  # the move -> its request, where they differ
-
-
-def wire_op(method: str) -> str:
-    """The request a move is on the wire."""
-    return _WIRE_OPS.get(method, method)
 
 
 _READINGS: Final = ("snapshot", "stats")
