@@ -114,60 +114,71 @@ def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any],
     instance = ""  # what the instance was made with, when that is no max_concurrency
     # a call whose request on the wire has another name (the pool's submit_external: submit)
     op_of = {} if system == "scheduler" else wire.get(system).op_of
-    for method, args in probe.calls:
-        phase.figures["calls"] += 1
-        args = kit.adapt(method, args, profile)
-        expected = actual = None
-        expected_error: BaseException | None = None
-        actual_error: BaseException | None = None
-        before = None if model is None else model.snapshot()
-        try:
-            expected = (kit.new_model(*args) if method == "new"
-                        else kit.call(model, method, args))
-        except Exception as e:  # the error itself is what is compared
-            expected_error = e
-        try:
-            actual = (kit.new_implementation(factory, *args) if method == "new"
-                      else kit.call(impl, method, args))
-        except fatal:
-            raise
-        except Exception as e:
-            actual_error = e
-        if method == "new":
-            if expected_error is None:
-                model, expected = expected, None
-                if hasattr(kit, "instance"):
-                    instance = kit.instance(*args)
-                else:
-                    concurrency = args[0]
-            if actual_error is None:
-                impl, actual = actual, None
-        problem = (kit.judge(method, args, before, expected, expected_error, actual,
-                             actual_error, profile) if hasattr(kit, "judge")
-                   else differ(expected, expected_error, actual, actual_error, show=kit.show,
-                               comparable=getattr(kit, "comparable", _itself)))
-        diff = ""
-        # a profile without the flag is a system checked whole: its snapshot is compared
-        if problem is None and getattr(profile, "snapshot", True) and model is not None:
-            problem, diff = kit.states(model, impl)
-        # the call as the wire carries it, each side's answer as the protocol encodes it
-        op = op_of.get(method, method)
-        rows.append(WireRow(wire_request(system, op, args, {}),
-                            wire_answer(system, op, (expected, expected_error)),
-                            wire_answer(system, op, (actual, actual_error)),
-                            problem is None, diff, _text(method, args)))
-        if problem is not None:
-            decided = (clauses.decide(system, method, args,
-                                      expected_error if expected_error is not None
-                                      else expected)
-                       or clauses.clause(probe.clause))
-            return Counterexample(
-                "clauses", f"{_text(method, args)}: {problem}",
-                f"the probe of rule {probe.clause}", concurrency, tuple(rows), None,
-                instance=instance, system=system,
-                model_state=None if model is None else model.snapshot(),
-                implementation_state=_read_state(impl), rule=decided.id)
-    return None
+    made: list[Any] = []  # every instance the probe made, discarded as it ends
+    try:
+        for method, args in probe.calls:
+            phase.figures["calls"] += 1
+            args = kit.adapt(method, args, profile)
+            expected = actual = None
+            expected_error: BaseException | None = None
+            actual_error: BaseException | None = None
+            before = None if model is None else model.snapshot()
+            try:
+                expected = (kit.new_model(*args) if method == "new"
+                            else kit.call(model, method, args))
+            except Exception as e:  # the error itself is what is compared
+                expected_error = e
+            try:
+                actual = (kit.new_implementation(factory, *args) if method == "new"
+                          else kit.call(impl, method, args))
+            except fatal:
+                raise
+            except Exception as e:
+                actual_error = e
+            if method == "new":
+                if expected_error is None:
+                    model, expected = expected, None
+                    made.append(model)
+                    if hasattr(kit, "instance"):
+                        instance = kit.instance(*args)
+                    else:
+                        concurrency = args[0]
+                if actual_error is None:
+                    impl, actual = actual, None
+                    made.append(impl)
+            problem = (kit.judge(method, args, before, expected, expected_error, actual,
+                                 actual_error, profile) if hasattr(kit, "judge")
+                       else differ(expected, expected_error, actual, actual_error, show=kit.show,
+                                   comparable=getattr(kit, "comparable", _itself)))
+            diff = ""
+            # a profile without the flag is a system checked whole: its snapshot is compared
+            if problem is None and getattr(profile, "snapshot", True) and model is not None:
+                problem, diff = kit.states(model, impl)
+            # the call as the wire carries it, each side's answer as the protocol encodes it
+            op = op_of.get(method, method)
+            rows.append(WireRow(wire_request(system, op, args, {}),
+                                wire_answer(system, op, (expected, expected_error)),
+                                wire_answer(system, op, (actual, actual_error)),
+                                problem is None, diff, _text(method, args)))
+            if problem is not None:
+                decided = (clauses.decide(system, method, args,
+                                          expected_error if expected_error is not None
+                                          else expected)
+                           or clauses.clause(probe.clause))
+                return Counterexample(
+                    "clauses", f"{_text(method, args)}: {problem}",
+                    f"the probe of rule {probe.clause}", concurrency, tuple(rows), None,
+                    instance=instance, system=system,
+                    model_state=None if model is None else model.snapshot(),
+                    implementation_state=_read_state(impl), rule=decided.id)
+        return None
+    finally:
+        # an instance may hold what outlives it (a store's file): let it go here, at the same
+        # point of every run, not when the collector gets to it
+        discard = getattr(kit, "discard", None)
+        if discard is not None:
+            for side in made:
+                discard(side)
 
 
 def _itself(value: Any) -> Any:

@@ -1,7 +1,10 @@
 """Task functions for benchmarks, `refsched soak` and examples: `refsched.durable.jobs:NAME`."""
 
 import time
-from typing import Any
+from typing import Any, Final
+
+NOOP: Final = "refsched.durable.jobs:noop"
+""":func:`noop` as a task names its function: for a check whose tasks never run."""
 
 
 def noop(**kwargs: Any) -> int:

@@ -11,11 +11,10 @@ import pytest
 
 from refsched import cli
 from refsched.durable import DurableScheduler
+from refsched.durable.jobs import NOOP
 from refsched.durable.urls import open_store
 from refsched.errors import StoreError
 from tests.conftest import StoreURL
-
-NOOP = "refsched.durable.jobs:noop"
 
 
 def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

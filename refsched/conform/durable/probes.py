@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from refsched.conform.dag.probes import _refusal as _dag_refusal
-from refsched.conform.durable.wire import NOOP
 from refsched.conform.probes import Probe, differ, snapshots_differ
 from refsched.durable import DurableStats, Lease, LeaseView
+from refsched.durable.jobs import NOOP
 from refsched.errors import (
     CycleError,
     InvalidArgumentError,
@@ -55,7 +55,7 @@ from refsched.types import CloseReport, Snapshot, TaskState
 from refsched.verify.durable.lockstep import _recorded
 from refsched.verify.replay import format_rows, snapshot_rows
 
-__all__ = ["PROBES", "Held", "ReferenceStore", "adapt", "call", "judge", "needs_of",
+__all__ = ["PROBES", "Held", "ReferenceStore", "adapt", "call", "discard", "judge", "needs_of",
            "new_implementation", "new_model", "show", "states"]
 
 
@@ -385,6 +385,7 @@ class _Side:
         self.store = store
         self.origin = origin
         self.given: dict[Held, Lease] = {}
+        self.discard: Callable[[], Any] | None = None  # lets the store and its file go
 
     def lease(self, held: Held) -> Lease:
         """The lease this side handed out under that name, or one made of its fields."""
@@ -429,8 +430,14 @@ def new_implementation(factory: Callable[..., Any], max_concurrency: int,
         shutil.rmtree(folder, ignore_errors=True)
         raise
     side = _Side(store, float(store.now()))
-    weakref.finalize(side, _discard, store, folder)
+    side.discard = weakref.finalize(side, _discard, store, folder)  # at the latest
     return side
+
+
+def discard(side: _Side) -> None:
+    """Let a side's store go, and its file with it (the model's has none)."""
+    if side.discard is not None:
+        side.discard()
 
 
 def call(side: _Side, method: str, args: tuple[Any, ...]) -> Any:

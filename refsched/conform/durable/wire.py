@@ -40,13 +40,12 @@ from typing import Any
 from refsched.conform import values
 from refsched.conform.protocol import WireError
 from refsched.conform.wire import Op, Remote, Wire, lazy
+from refsched.durable.jobs import NOOP
 from refsched.durable.scheduler import DurableStats, Lease, LeaseView
 from refsched.types import CloseReport, Snapshot, TaskState
 
 __all__ = ["NOOP", "WIRE", "RemoteDurable", "ServedDurable", "paired"]
-
-NOOP = "refsched.durable.jobs:noop"
-"""The function a submit names when the oracle does not say: the checks never run one."""
+# NOOP: the function a submit names when the oracle does not say (the checks never run one)
 
 
 def _lease(value: Any) -> Any:

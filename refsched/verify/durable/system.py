@@ -68,6 +68,7 @@ from types import MappingProxyType
 from typing import Any
 
 from refsched.durable import DurableScheduler
+from refsched.durable.jobs import NOOP
 from refsched.durable.scheduler import Lease
 from refsched.errors import LeaseLostError, StaleLeaseError
 from refsched.model.dag.actions import WAITING, ready_order
@@ -84,9 +85,7 @@ from refsched.verify.system import Fatal, System, count_error
 from refsched.verify.tla import ModelValue
 
 __all__ = ["SYSTEM", "DurableSystem"]
-
-NOOP = "refsched.durable.jobs:noop"
-"""The function every replayed version names: replay never runs it."""
+# every replayed version names NOOP as its function: replay never runs it
 
 SCRATCH = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
 """Where replay's stores go: a folder in memory where there is one (a replay makes thousands of
