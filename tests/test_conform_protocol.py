@@ -29,6 +29,7 @@ from refsched.conform.client import (
     Unsupported,
     load_factory,
 )
+from refsched.conform.dag import wire as dag_wire
 from refsched.conform.dag.graphlib_adapter import GraphlibScheduler
 from refsched.profile import FULL, STATIC, Profile
 from refsched.serve import serve
@@ -531,18 +532,18 @@ def test_snapshot_survives_the_wire() -> None:
     s.start()
     s.ready()
     snap = s.snapshot()
-    assert protocol.snapshot_from_json("snapshot", json.loads(json.dumps(
-        protocol.snapshot_to_json(snap)))) == snap
+    assert dag_wire.snapshot_from_json("snapshot", json.loads(json.dumps(
+        dag_wire.snapshot_to_json(snap)))) == snap
 
 
 @pytest.mark.parametrize(("op", "convert", "value"), [
-    ("ready", protocol.claims_from_json, "everything"),
-    ("ready", protocol.claims_from_json, [["a", "1"]]),
-    ("submit", protocol.generation_from_json, True),
-    ("state", protocol.state_from_json, "done"),
-    ("start", protocol.null_from_json, 0),
-    ("close", protocol.close_report_from_json, {"succeeded": []}),
-    ("snapshot", protocol.snapshot_from_json,
+    ("ready", dag_wire.claims_from_json, "everything"),
+    ("ready", dag_wire.claims_from_json, [["a", "1"]]),
+    ("submit", dag_wire.generation_from_json, True),
+    ("state", dag_wire.state_from_json, "done"),
+    ("start", dag_wire.null_from_json, 0),
+    ("close", dag_wire.close_report_from_json, {"succeeded": []}),
+    ("snapshot", dag_wire.snapshot_from_json,
      {"started": True, "closed": False, "next_seq": 1, "tasks": {"a": {}}}),
 ])
 def test_results_of_the_wrong_shape_are_wire_errors(

@@ -142,7 +142,7 @@ def test_the_runner_printed_in_the_docs_is_the_shipped_one() -> None:
 
 def test_the_docs_table_of_sets_and_ignored_fields_is_the_code_s() -> None:
     """Every row of the comparison table is what the vectors hold, and no set is missing."""
-    from refsched.conform import protocol
+    from refsched.conform.dag import wire as dag_wire
     from refsched.conform.wire import SYSTEMS
     from refsched.conform.wire import get as get_wire
 
@@ -155,7 +155,7 @@ def test_the_docs_table_of_sets_and_ignored_fields_is_the_code_s() -> None:
             rows[cells[0], cells[1].strip("`")] = tuple(paths)
     expected = {}
     for system in SYSTEMS:
-        for op in (protocol.OPS if system == "scheduler" else get_wire(system).ops):
+        for op in (dag_wire.OPS if system == "scheduler" else get_wire(system).ops):
             found = (vectors.unordered_paths(system, op), list(vectors.IGNORED.get((system, op),
                                                                                    ())))
             if found != ([], []):

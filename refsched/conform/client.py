@@ -24,6 +24,7 @@ from types import TracebackType
 from typing import IO, Any, Final, Protocol, Self, TypeVar
 
 from refsched.conform import protocol
+from refsched.conform.dag import wire as dag_wire
 from refsched.conform.protocol import ForeignError, Unsupported, WireError
 from refsched.conform.wire import SYSTEMS
 from refsched.conform.wire import get as get_wire
@@ -292,7 +293,7 @@ class ProtocolImplementation:
 
         Errors: whatever the implementation answers, or a :class:`HarnessError`.
         """
-        self._result("new", protocol.null_from_json, self.request("new", **args))
+        self._result("new", dag_wire.null_from_json, self.request("new", **args))
         self._instance += 1
         return self._instance
 
@@ -450,7 +451,7 @@ class ProtocolImplementation:
         Errors: whatever the implementation answers (``InvalidArgumentError`` for a negative
         ``max_concurrency``), or a :class:`HarnessError`.
         """
-        self._result("new", protocol.null_from_json,
+        self._result("new", dag_wire.null_from_json,
                      self.request("new", max_concurrency=max_concurrency))
         self._instance += 1
         return ProtocolScheduler(self, self._instance, max_concurrency)
@@ -649,55 +650,55 @@ class ProtocolScheduler:
         if isinstance(deps, str):
             raise TypeError(f"submit({task_id!r}): deps is a list of task ids, not a string")
         dep_ids = [_task(f"submit({task_id!r})", d) for d in deps]
-        return self._call("submit", protocol.generation_from_json,
+        return self._call("submit", dag_wire.generation_from_json,
                           task=_task("submit", task_id), deps=dep_ids)
 
     def start(self) -> None:
         """Seal the initial graph and allow claims."""
-        self._call("start", protocol.null_from_json)
+        self._call("start", dag_wire.null_from_json)
 
     def ready(self, limit: int | None = None) -> list[Claim]:
         """Claim up to ``limit`` ready versions (spec: Claim); each claim's ``fn`` is None."""
-        return self._call("ready", protocol.claims_from_json,
+        return self._call("ready", dag_wire.claims_from_json,
                           limit=limit)
 
     def complete(self, task_id: Hashable, generation: int, result: Any = None) -> TaskState:
         """Report the version ``generation`` of ``task_id`` succeeded (``result`` stays here)."""
-        return self._call("complete", protocol.state_from_json,
+        return self._call("complete", dag_wire.state_from_json,
                           task=_task("complete", task_id), generation=generation)
 
     def fail(self, task_id: Hashable, generation: int, error: Any = None) -> TaskState:
         """Report the version ``generation`` of ``task_id`` failed (``error`` stays here)."""
-        return self._call("fail", protocol.state_from_json,
+        return self._call("fail", dag_wire.state_from_json,
                           task=_task("fail", task_id), generation=generation)
 
     def cancel(self, task_id: Hashable, generation: int | None = None) -> TaskState:
         """Cancel the current version of ``task_id``, or ask a running one to stop."""
-        return self._call("cancel", protocol.state_from_json,
+        return self._call("cancel", dag_wire.state_from_json,
                           task=_task("cancel", task_id), generation=generation)
 
     def acknowledge_cancel(self, task_id: Hashable, generation: int) -> TaskState:
         """Report the running version ``generation`` of ``task_id`` stopped (cancelled)."""
-        return self._call("acknowledge_cancel", protocol.state_from_json,
+        return self._call("acknowledge_cancel", dag_wire.state_from_json,
                           task=_task("acknowledge_cancel", task_id), generation=generation)
 
     def retry(self, task_id: Hashable) -> int:
         """Resubmit a failed, cancelled or blocked task with its blocked descendants."""
-        return self._call("retry", protocol.generation_from_json,
+        return self._call("retry", dag_wire.generation_from_json,
                           task=_task("retry", task_id))
 
     def close(self, cancel_pending: bool = True) -> CloseReport:
         """Close the scheduler and report every id by the state of its current version."""
-        return self._call("close", protocol.close_report_from_json,
+        return self._call("close", dag_wire.close_report_from_json,
                           cancel_pending=cancel_pending)
 
     def snapshot(self) -> Snapshot:
         """Return the spec variables as the implementation reports them."""
-        return self._call("snapshot", protocol.snapshot_from_json)
+        return self._call("snapshot", dag_wire.snapshot_from_json)
 
     def state(self, task_id: Hashable) -> TaskState:
         """Return the state of the current version of ``task_id``."""
-        return self._call("state", protocol.state_from_json,
+        return self._call("state", dag_wire.state_from_json,
                           task=_task("state", task_id))
 
     def check_invariants(self) -> None:

@@ -16,6 +16,7 @@ from fractions import Fraction
 from typing import Any, Final, TypeVar
 
 from refsched.conform import protocol, values
+from refsched.conform.dag import wire as dag_wire
 from refsched.profile import Profile
 from refsched.verify.dag.lockstep import Call
 from refsched.verify.itf import Trace, trace_to_itf
@@ -130,10 +131,10 @@ def _plain(value: Any) -> Any:
 def wire_request(system: str, method: str, args: Sequence[Any],
                  kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """The request a call is on the wire: ``{"op": method, argument: value, ...}``, the
-    arguments named as the protocol names them (``protocol.OPS``, or the system's wire, which
-    also names the op of a method named otherwise)."""
+    arguments named as the protocol names them (the dependency scheduler's ``dag_wire.OPS``, or
+    the system's wire, which also names the op of a method named otherwise)."""
     if system == "scheduler":
-        required, optional = protocol.OPS.get(method, ((), {}))
+        required, optional = dag_wire.OPS.get(method, ((), {}))
         names: tuple[str, ...] = (*required, *optional)
     else:
         from refsched.conform import wire
@@ -161,7 +162,7 @@ def wire_answer(system: str, method: str,
             return {"error": {"type": error.type_name, "message": error.message}}
         return {"error": protocol.error_to_json(error)}
     try:
-        result = (protocol.result_to_json(method, value) if system == "scheduler"
+        result = (dag_wire.result_to_json(method, value) if system == "scheduler"
                   else _system_result(system, method, value))
     except (TypeError, ValueError):  # no result of the op's type: shown as Python has it
         result = repr(value)

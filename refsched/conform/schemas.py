@@ -2,7 +2,7 @@
 
 The schemas in ``refsched/conform/schema/`` (one file per system, installed with the package)
 are written from the protocol's own tables, so they say what the two sides check:
-:data:`refsched.conform.protocol.OPS` and the TaskScheduler's result types for the dependency
+:data:`refsched.conform.dag.wire.OPS` and the TaskScheduler's result types for the dependency
 scheduler, each system's :class:`~refsched.conform.wire.Wire` (its ops, the served methods'
 argument types, its result types) for the others, every value as
 :mod:`refsched.conform.values` sends it. In each file:
@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, Union
 
 from refsched.conform import protocol, values
+from refsched.conform.dag import wire as dag_wire
 from refsched.conform.wire import SYSTEMS
 from refsched.conform.wire import get as get_wire
 from refsched.types import CloseReport, Snapshot, TaskState
@@ -42,7 +43,7 @@ _ID: Final = "https://refsched.invalid/conform/schema/"
 
 _ID_LIST: Final = {"type": "array", "items": {"type": "string"}}
 
-# The dependency scheduler's arguments (its table, protocol.OPS, names them only)
+# The dependency scheduler's arguments (its table, dag_wire.OPS, names them only)
 _SCHEDULER_ARGS: Final[Mapping[str, Any]] = {
     "protocol": {"type": "integer"},
     "max_concurrency": {"type": "integer"},
@@ -173,7 +174,7 @@ def schema_of(system: str) -> dict[str, Any]:
     requests: dict[str, Any] = {"hello": hello_request}
     answers: dict[str, Any] = {"hello": _answer(hello_answer)}
     if system == "scheduler":
-        for op, (required, optional) in protocol.OPS.items():
+        for op, (required, optional) in dag_wire.OPS.items():
             if op == "hello":
                 continue
             arguments = {a: _SCHEDULER_ARGS[a] for a in (*required, *optional)}

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
 from refsched.conform import protocol
+from refsched.conform.dag import wire as dag_wire
 from refsched.conform.protocol import Request, Unsupported, WireError
 from refsched.conform.wire import SYSTEMS, Wire
 from refsched.conform.wire import get as get_wire
@@ -72,7 +73,7 @@ class _Session:
     """The server's side of one connection: the current scheduler instance and the answers.
 
     ``wire`` is the served system's table of ops (:mod:`refsched.conform.wire`); None serves
-    the TaskScheduler's, stated in :mod:`refsched.conform.protocol`.
+    the TaskScheduler's, stated in :mod:`refsched.conform.dag.wire`.
     """
 
     def __init__(self, factory: Callable[..., Any], profile: Any, name: str,
@@ -90,7 +91,7 @@ class _Session:
             return protocol.error_response(None, _bad_request("an empty line is no request")), False
         try:
             message = protocol.decode_line(line)
-            req = (protocol.decode_request(message) if self.wire is None
+            req = (dag_wire.decode_request(message) if self.wire is None
                    else protocol.decode_envelope(message))
         except WireError as e:
             return protocol.error_response(e.request_id, _bad_request(str(e))), False
@@ -115,7 +116,7 @@ class _Session:
             return None
         if self.wire is not None:
             return self._wire_result(self.wire, req)
-        if op not in protocol.OPS:
+        if op not in dag_wire.OPS:
             raise Unsupported(f"{_shorten(op)}: no such operation")
         why = _not_in_profile(self.profile, op, args)
         if why is not None:
@@ -126,7 +127,7 @@ class _Session:
             return None
         if self.scheduler is None:
             raise _BadRequest(f"{op}: no scheduler yet; send new first")
-        return protocol.result_to_json(op, _CALLS[op](self.scheduler, args))
+        return dag_wire.result_to_json(op, _CALLS[op](self.scheduler, args))
 
 
     def _wire_result(self, wire: Wire, req: Request) -> Any:

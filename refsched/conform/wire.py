@@ -1,6 +1,6 @@
 """The protocol's operations for the systems beyond the TaskScheduler: one table per system.
 
-The dependency scheduler's operations are stated in :mod:`refsched.conform.protocol`. The timer,
+The dependency scheduler's operations are stated in :mod:`refsched.conform.dag.wire`. The timer,
 the pool and the durable scheduler each state theirs here as a :class:`Wire`: per operation, the
 arguments it carries (in the order of the call it makes), their defaults, and the type of its
 result, which :mod:`refsched.conform.values` encodes and checks. From one table come both sides:
@@ -12,7 +12,7 @@ result, which :mod:`refsched.conform.values` encodes and checks. From one table 
   signatures of the API the system's replay and lock-step machine drive, so both run over the
   wire unchanged.
 
-The modules ``wire_timer``, ``wire_pool`` and ``wire_durable`` hold the three tables.
+The modules ``timer/wire.py``, ``pool/wire.py`` and ``durable/wire.py`` hold the three tables.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ _Snapshot = TypeVar("_Snapshot")
 _Stats = TypeVar("_Stats")
 
 SYSTEMS: Final = ("scheduler", "timer", "pool", "durable")
-"""The systems the protocol speaks of, the first the default (its ops in ``protocol.OPS``)."""
+"""The systems the protocol speaks of, the first the default (its ops in ``dag.wire.OPS``)."""
 
 # arguments that name a task or a worker: strings on the wire, as the TaskScheduler's ids are
 _NAMES: Final = frozenset({"task", "worker", "thief", "victim"})
