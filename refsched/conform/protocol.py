@@ -24,6 +24,8 @@ __all__ = [
     "Request",
     "Unsupported",
     "WireError",
+    "cut_repr",
+    "cut_text",
     "decode_envelope",
     "decode_line",
     "encode_line",
@@ -32,6 +34,7 @@ __all__ = [
     "error_to_json",
     "ok_response",
     "request",
+    "show_cut",
 ]
 
 PROTOCOL_VERSION: Final = 1
@@ -146,34 +149,35 @@ def decode_line(line: bytes | str) -> dict[str, Any]:
             if not text.isascii():
                 text.encode("utf-8")  # raises on a lone surrogate: the line was not UTF-8
     except UnicodeDecodeError as e:
-        raise WireError(f"not a line of JSON: {_cut(line)} (not UTF-8: {e.reason} at byte "
+        raise WireError(f"not a line of JSON: {cut_repr(line)} (not UTF-8: {e.reason} at byte "
                         f"{e.start})") from None
     except UnicodeEncodeError as e:
-        raise WireError(f"not a line of JSON: {_cut(line)} (not UTF-8: a lone surrogate "
+        raise WireError(f"not a line of JSON: {cut_repr(line)} (not UTF-8: a lone surrogate "
                         f"{e.object[e.start]!r} at character {e.start})") from None
     try:
         value = json.loads(text, parse_constant=_reject_constant)
     except ValueError as e:
-        raise WireError(f"not a line of JSON: {_cut(line)} ({_cut_text(str(e))})") from None
+        raise WireError(f"not a line of JSON: {cut_repr(line)} ({cut_text(str(e))})") from None
     except RecursionError:
-        raise WireError(f"not a line of JSON the parser can read: {_cut(line)} (nested too "
+        raise WireError(f"not a line of JSON the parser can read: {cut_repr(line)} (nested too "
                         "deeply)") from None
     if not isinstance(value, dict):
-        raise WireError(f"not a JSON object: {_cut(line)}")
+        raise WireError(f"not a JSON object: {cut_repr(line)}")
     return value
 
 
-def _cut(line: bytes | str, width: int = 120) -> str:
+def cut_repr(line: bytes | str, width: int = 120) -> str:
     """``repr(line)`` cut to ``width`` characters, reading no more of ``line`` than that."""
     text = repr(line[:width + 1])
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def _cut_text(text: str, width: int = 200) -> str:
+def cut_text(text: str, width: int = 200) -> str:
+    """``text`` cut to ``width`` characters."""
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
-def _show(value: object, width: int = 120) -> str:
+def show_cut(value: object, width: int = 120) -> str:
     """``repr(value)`` cut to ``width`` characters, for a value read off the wire."""
     try:
         text = repr(value)
@@ -196,11 +200,11 @@ def decode_envelope(message: Mapping[str, Any]) -> Request:
     """
     request_id = message.get("id")
     if not _is_int(request_id):
-        raise WireError(f"a request needs an integer id, not {_show(request_id)}")
+        raise WireError(f"a request needs an integer id, not {show_cut(request_id)}")
     assert isinstance(request_id, int)
     op = message.get("op")
     if not isinstance(op, str):
-        raise WireError(f"a request needs a string op, not {_show(op)}", request_id)
+        raise WireError(f"a request needs a string op, not {show_cut(op)}", request_id)
     return Request(request_id, op, {k: v for k, v in message.items() if k not in ("id", "op")})
 
 

@@ -11,12 +11,11 @@ from typing import Any
 import pytest
 
 from refsched.durable import DurableScheduler
+from refsched.durable.jobs import NOOP
 from refsched.durable.scheduler import MAX_ID_BYTES, storable
 from refsched.errors import InvalidArgumentError, InvalidTransitionError, StoreError
 from refsched.types import TaskState
 from tests.conftest import StoreURL
-
-NOOP = "refsched.durable.jobs:noop"
 
 
 def store(url: StoreURL, name: str = "s.db", **options: Any) -> DurableScheduler:

@@ -27,6 +27,7 @@ from refsched.conform import system_phases
 from refsched.conform.durable import broken as broken_durable
 from refsched.conform.report import PhaseResult
 from refsched.durable import DurableScheduler
+from refsched.durable.jobs import NOOP
 from refsched.durable.scheduler import Lease
 from refsched.durable.store import Tx
 from refsched.errors import InvariantViolation
@@ -45,7 +46,6 @@ from tests.replay_support import (
 )
 
 DURABLE = system.get("durable")
-NOOP = "refsched.durable.jobs:noop"
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,7 @@ from refsched.verify.dag.lockstep import IDS
 from refsched.verify.replay import format_rows, snapshot_rows
 
 __all__ = ["PROBES", "adapt", "call", "judge", "needs_of", "new_implementation", "new_model",
-           "show", "states"]
+           "refusal_differs", "show", "states"]
 
 _CLOSE: Final = tuple(f.name for f in dataclasses.fields(CloseReport))
 
@@ -189,7 +189,7 @@ def _valid_cycle(cycle: list[Any], edges: dict[Any, frozenset[Any]]) -> bool:
     return all(b in edges and a in edges[b] for a, b in itertools.pairwise(cycle))
 
 
-def _refusal(method: str, args: tuple[Any, ...], before: Snapshot | None,
+def refusal_differs(method: str, args: tuple[Any, ...], before: Snapshot | None,
              expected: BaseException, actual: BaseException) -> str | None:
     """How two refusals of the same type differ in what identifies them, or None."""
     if isinstance(expected, UnknownDependencyError):
@@ -222,7 +222,8 @@ def judge(method: str, args: tuple[Any, ...], before: Snapshot | None, expected:
     return differ(expected, expected_error, actual, actual_error, show=show,
                   comparable=lambda value: _comparable(value, profile),
                   error_types=profile.error_types,
-                  refusal=lambda: (_refusal(method, args, before, expected_error, actual_error)
+                  refusal=lambda: (refusal_differs(method, args, before, expected_error,
+                                                   actual_error)
                                    if expected_error is not None and actual_error is not None
                                    else None))
 

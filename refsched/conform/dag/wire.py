@@ -40,7 +40,14 @@ import dataclasses
 from collections.abc import Hashable, Mapping
 from typing import Any, Final
 
-from refsched.conform.protocol import Request, WireError, _cut, _cut_text, _show, decode_envelope
+from refsched.conform.protocol import (
+    Request,
+    WireError,
+    cut_repr,
+    cut_text,
+    decode_envelope,
+    show_cut,
+)
 from refsched.types import Claim, CloseReport, Snapshot, TaskState, VersionView
 from refsched.values import is_int as _is_int
 
@@ -99,7 +106,7 @@ def decode_request(message: Mapping[str, Any]) -> Request:
     unknown = sorted(set(args) - set(required) - set(optional))
     if missing or unknown:
         raise WireError(
-            f"{op}: " + _cut_text("; ".join(
+            f"{op}: " + cut_text("; ".join(
                 ([f"missing {', '.join(missing)}"] if missing else [])
                 + ([f"unknown {', '.join(unknown)}"] if unknown else []))),
             request_id,
@@ -107,10 +114,10 @@ def decode_request(message: Mapping[str, Any]) -> Request:
     for name, default in optional.items():
         args.setdefault(name, default)
     if "task" in args and not isinstance(args["task"], str):
-        raise WireError(f"{op}: task ids are strings, not {_show(args['task'])}", request_id)
+        raise WireError(f"{op}: task ids are strings, not {show_cut(args['task'])}", request_id)
     if op == "submit" and not (isinstance(args["deps"], list)
                                and all(isinstance(d, str) for d in args["deps"])):
-        raise WireError(f"submit: deps must be a list of strings, not {_show(args['deps'])}",
+        raise WireError(f"submit: deps must be a list of strings, not {show_cut(args['deps'])}",
                         request_id)
     return Request(request_id, op, args)
 
@@ -163,13 +170,13 @@ def snapshot_to_json(snapshot: Snapshot) -> dict[str, Any]:
 def null_from_json(op: str, value: Any) -> None:
     """Check the answer of an op that answers ``null``."""
     if value is not None:
-        raise WireError(f"{op} answers null, not {_cut(repr(value))}")
+        raise WireError(f"{op} answers null, not {cut_repr(repr(value))}")
 
 
 def generation_from_json(op: str, value: Any) -> int:
     """A generation (``submit``, ``retry``): an integer."""
     if not _is_int(value):
-        raise WireError(f"{op} answers a generation (an integer), not {_cut(repr(value))}")
+        raise WireError(f"{op} answers a generation (an integer), not {cut_repr(repr(value))}")
     assert isinstance(value, int)
     return value
 
@@ -178,32 +185,32 @@ def state_from_json(op: str, value: Any) -> TaskState:
     """A state name: one of pending, ready, running, succeeded, failed, blocked, cancelled."""
     if not isinstance(value, str) or value not in _STATES:
         raise WireError(f"{op} answers a state name ({', '.join(_STATES)}), "
-                        f"not {_cut(repr(value))}")
+                        f"not {cut_repr(repr(value))}")
     return _STATES[value]
 
 
 def claims_from_json(op: str, value: Any) -> list[Claim]:
     """``ready``'s list of ``[task, generation]`` pairs as claims without a function."""
     if not isinstance(value, list):
-        raise WireError(f"{op} answers a list of [task, generation], not {_cut(repr(value))}")
+        raise WireError(f"{op} answers a list of [task, generation], not {cut_repr(repr(value))}")
     claims = []
     for item in value:
         if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
                 and _is_int(item[1])):
-            raise WireError(f"{op}: a claim is [task, generation], not {_cut(repr(item))}")
+            raise WireError(f"{op}: a claim is [task, generation], not {cut_repr(repr(item))}")
         claims.append(Claim(item[0], item[1], None))
     return claims
 
 
 def _ids(op: str, where: str, value: Any) -> list[Hashable]:
     if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-        raise WireError(f"{op}: {where} must be a list of task ids, not {_cut(repr(value))}")
+        raise WireError(f"{op}: {where} must be a list of task ids, not {cut_repr(repr(value))}")
     return list(value)
 
 
 def _exact_keys(op: str, where: str, value: Any, keys: tuple[str, ...]) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise WireError(f"{op}: {where} must be an object, not {_cut(repr(value))}")
+        raise WireError(f"{op}: {where} must be an object, not {cut_repr(repr(value))}")
     if set(value) != set(keys):
         missing = [k for k in keys if k not in value]
         unknown = sorted(set(value) - set(keys))
@@ -228,7 +235,7 @@ def snapshot_from_json(op: str, value: Any) -> Snapshot:
     if not _is_int(snap["next_seq"]):
         raise WireError(f"{op}: next_seq must be an integer, not {snap['next_seq']!r}")
     if not isinstance(snap["tasks"], dict):
-        raise WireError(f"{op}: tasks must be an object, not {_cut(repr(snap['tasks']))}")
+        raise WireError(f"{op}: tasks must be an object, not {cut_repr(repr(snap['tasks']))}")
     views: dict[Hashable, VersionView] = {}
     for task_id, raw in snap["tasks"].items():
         where = f"task {task_id!r}"

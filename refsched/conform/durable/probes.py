@@ -30,7 +30,7 @@ from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
 from typing import Any, Final
 
-from refsched.conform.dag.probes import _refusal as _dag_refusal
+from refsched.conform.dag.probes import refusal_differs as dag_refusal_differs
 from refsched.conform.probes import Probe, differ, snapshots_differ
 from refsched.durable import DurableStats, Lease, LeaseView
 from refsched.durable.jobs import NOOP
@@ -52,7 +52,7 @@ from refsched.model.durable import (
 from refsched.model.durable.actions import current, repeat
 from refsched.model.durable.counters import Counts
 from refsched.types import CloseReport, Snapshot, TaskState
-from refsched.verify.durable.lockstep import _recorded
+from refsched.verify.durable.lockstep import as_recorded
 from refsched.verify.replay import format_rows, snapshot_rows
 
 __all__ = ["PROBES", "Held", "ReferenceStore", "adapt", "call", "discard", "judge", "needs_of",
@@ -205,7 +205,7 @@ class ReferenceStore:
         before = self.state
         self.state = action.step(before, *args, limits=limits or self.limits)
         self.counts = self.counts.step(step.action, args, before, self.state)
-        self.recorded.append(_recorded(step))
+        self.recorded.append(as_recorded(step))
 
     def _state_of(self, task: Hashable) -> TaskState:
         state: TaskState = self.state.scheduler.tasks[task].state
@@ -519,7 +519,7 @@ def _refusal(method: str, args: tuple[Any, ...], before: Snapshot | None,
             return (f"the implementation's StaleLeaseError names {_named(fields, got)}; the "
                     f"model's {_named(fields, want)}")
         return None
-    return _dag_refusal(method, args, before, expected, actual)
+    return dag_refusal_differs(method, args, before, expected, actual)
 
 
 def _named(fields: tuple[str, ...], numbers: tuple[Any, ...]) -> str:

@@ -47,6 +47,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from refsched.durable import DurableScheduler
+from refsched.durable.jobs import NOOP
 from refsched.errors import InvalidArgumentError, SchedulerError
 from refsched.model.durable import (
     ACTIONS,
@@ -75,6 +76,7 @@ __all__ = [
     "WORKERS",
     "Disagreement",
     "Ledger",
+    "as_recorded",
     "durable_lockstep_machine",
     "run_durable_lockstep",
 ]
@@ -82,7 +84,7 @@ __all__ = [
 IDS = ("a", "b", "c", "d")
 WORKERS = ("w1", "w2", "w3")
 LIMITS = Limits(max_concurrency=2, max_attempts=2, lease_time=1)
-FN = "refsched.durable.jobs:noop"
+FN = NOOP  # every version names it: the lock-step never runs a function
 _REPORTS = {"heartbeat": "Heartbeat", "complete": "Complete", "fail": "Fail",
             "acknowledge_cancel": "AcknowledgeCancel"}
 
@@ -126,8 +128,9 @@ def _relative(deadline: float, now: float) -> float:
     return deadline - now if deadline >= now else -1
 
 
-def _recorded(step: Step) -> tuple[str, dict[str, Any]]:
-    """A model step as the store records it."""
+def as_recorded(step: Step) -> tuple[str, dict[str, Any]]:
+    """A model step as the store records it in ``history()``: its answer lost or not, its
+    dependencies sorted, ``Close``'s parameter named as the store names it."""
     params = dict(step.params)
     if step.action == "Submit":
         params["D"] = sorted(params["D"])
@@ -245,7 +248,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                                             _DURABLE.spec_state(self.model, INSTANCE)))
                 self.counts = self.counts.step(step.action, args, before, self.model)
                 if step.action not in _UNRECORDED:
-                    self.expected.append(_recorded(step))
+                    self.expected.append(as_recorded(step))
                 ledger.actions[step.action] += 1
 
         def call(self, text: str, method: Callable[[], Any]) -> tuple[Any, Exception | None]:

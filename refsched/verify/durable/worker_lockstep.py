@@ -55,6 +55,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from refsched.durable import DurableScheduler
+from refsched.durable.jobs import NOOP
 from refsched.durable.worker import Held, LeaseKey, Worker, lease_text
 from refsched.errors import Cancelled, StoreError
 from refsched.model.durable import (
@@ -66,7 +67,7 @@ from refsched.model.durable import (
     claim_transaction,
 )
 from refsched.model.durable.actions import current
-from refsched.verify.durable.lockstep import ModelRefused, model_takes
+from refsched.verify.durable.lockstep import ModelRefused, as_recorded, model_takes
 from refsched.verify.lockstep import WalkLedger, run_machine
 from refsched.verify.stable import stable_labels
 
@@ -78,7 +79,7 @@ WORKERS = ("w1", "w2")
 CONCURRENCY = 3  # each worker's slots: one more than the store runs, so that a worker holding
 # every running version still has a slot to re-claim one of them with
 LIMITS = Limits(max_concurrency=2, max_attempts=3, lease_time=1)
-FN = "refsched.durable.jobs:noop"
+FN = NOOP  # the function every version names
 _OUTCOMES = {"complete": "Complete", "fail": "Fail", "acknowledge_cancel": "AcknowledgeCancel"}
 # A worker's own moves, and the repeat of a report: the store records nothing.
 _UNRECORDED = frozenset({"Crash", "Refused", "RepeatedReport"})
@@ -129,13 +130,6 @@ class Ledger(WalkLedger):
         return f"{self.examples:,} examples; {taken}"
 
 
-def _recorded(step: Step) -> tuple[str, dict[str, Any]]:
-    params = dict(step.params)
-    if step.action == "Submit":
-        params["D"] = sorted(params["D"])
-    return step.action.removesuffix(_LOST), params
-
-
 def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] = Held
                                     ) -> type[RuleBasedStateMachine]:
     """The state machine that drives two Workers' bookkeeping (made by ``held``) and the model."""
@@ -176,7 +170,7 @@ def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] 
                 except ModelRefused as refused:
                     self.fail(str(refused))
                 if step.action not in _UNRECORDED:
-                    self.expected.append(_recorded(step))
+                    self.expected.append(as_recorded(step))
                 ledger.actions[step.action] += 1
 
         def held_by(self, w: str) -> frozenset[LeaseKey]:
