@@ -21,9 +21,11 @@ import time
 import traceback
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from refsched.cycles import find_cycles
+from refsched.durable import schedules
 from refsched.durable.store import FORMAT, MIGRATIONS, SCHEMA_VERSION, Store, Tx
 from refsched.durable.urls import open_store
 from refsched.errors import (
@@ -40,6 +42,7 @@ from refsched.errors import (
     UnknownTaskError,
 )
 from refsched.loading import UnusableName, import_callable
+from refsched.schedule import Policy, Timing
 from refsched.types import CloseReport, Snapshot, TaskState, VersionView
 
 __all__ = ["MAX_ID_BYTES", "DurableInfo", "DurableScheduler", "DurableStats", "Lease", "LeaseView",
@@ -261,6 +264,15 @@ def _check_id(call: str, task_id: object) -> str:
     return _check_name(call, task_id)
 
 
+def _aware_seconds(call: str, what: str, moment: object) -> float:
+    """An aware datetime as seconds since the epoch (the store's clock's unit); a naive one, or
+    anything else, is an ``InvalidArgumentError``: a naive time has no place on any clock."""
+    if not isinstance(moment, datetime) or moment.utcoffset() is None:
+        raise InvalidArgumentError(f"{call}: {what}={_r(moment)}: an aware datetime "
+                                   "(with a tzinfo)")
+    return moment.timestamp()
+
+
 def _check_lease(call: str, lease: object) -> Lease:
     if not isinstance(lease, Lease):
         raise InvalidArgumentError(f"{call}({_r(lease)}): give the Lease that claim() returned")
@@ -432,6 +444,7 @@ class DurableScheduler:
                         "max_attempts": 3 if max_attempts is None else max_attempts,
                         "clock": clock or "wall", "now": 0.0, "record": int(bool(record)),
                         "started": 0, "closed": 0, "next_seq": 1,
+                        "slot_due": schedules.NO_SLOT,
                         **{f"count:{c}": 0 for c in _COUNTERS}}
                 tx.meta_insert(meta.items())
                 self._store.prepare(tx)
@@ -751,7 +764,7 @@ class DurableScheduler:
         # The check is sent with BEGIN: a claimer that finds nothing to take holds the store's
         # lock for one round trip, as each of the idle workers a notification wakes does.
         with self._store.transaction(first=self._claim_check()) as tx:
-            started, closed, overdue, running, ready = tx.first or (0, 0, 0, 0, 0)
+            started, closed, overdue, running, ready, _ = tx.first or (0, 0, 0, 0, 0, 0)
             if not started:
                 raise InvalidTransitionError("claim(): the scheduler is not started")
             if not overdue and (closed or not ready or running >= self._max):
@@ -797,22 +810,29 @@ class DurableScheduler:
         of others. False only when the claim transaction would find no lease past its deadline,
         no version running without a lease, and no ready version it may take; a claim that
         returns ``[]`` here took no step, as the transaction would not have."""
-        started, closed, overdue, running, ready = (
-            self._store.peek(self._claim_check()) or (0, 0, 0, 0, 0))
+        started, closed, overdue, running, ready, owed = (
+            self._store.peek(self._claim_check()) or (0, 0, 0, 0, 0, 0))
+        # A slot's time has come: decide it first, in a transaction of its own, so that what
+        # it runs can be claimed now (refsched/durable/schedules.py).
+        if owed and started and not closed and self.decide_slots():
+            return True
         if not started or overdue:
             return True  # (not started: the claim transaction says why not)
         return not closed and running < self._max and bool(ready)
 
     def _claim_check(self) -> str:
         """What a claim needs to know first, in one query: started, closed, whether a version
-        runs without a live lease or past its deadline, how many run, whether one is ready.
+        runs without a live lease or past its deadline, how many run, whether one is ready,
+        whether a schedule owes a slot (``meta.slot_due`` has come).
         (On PostgreSQL, ``refsched_claimable`` of steps_postgres.py judges the same.)"""
         return ("SELECT CAST((SELECT value FROM meta WHERE key = 'started') AS INTEGER) AS "
                 "started, CAST((SELECT value FROM meta WHERE key = 'closed') AS INTEGER) AS "
                 "closed, EXISTS (SELECT 1 FROM task WHERE state = 'running' AND (holder IS "
                 f"NULL OR deadline < {self._store.clock_sql})) AS overdue, "
                 "(SELECT COUNT(*) FROM task WHERE state = 'running') AS running, "
-                "EXISTS (SELECT 1 FROM task WHERE state = 'ready') AS ready")
+                "EXISTS (SELECT 1 FROM task WHERE state = 'ready') AS ready, "
+                "COALESCE(CAST((SELECT value FROM meta WHERE key = 'slot_due') AS DOUBLE "
+                f"PRECISION), {schedules.NO_SLOT}) <= {self._store.clock_sql} AS owed")
 
     def expire(self) -> None:
         """Expire every live lease whose deadline has passed, without claiming (Spec: Expire).
@@ -1045,20 +1065,140 @@ class DurableScheduler:
                 by_state.setdefault(s, []).append(t)
         return CloseReport(**{s: tuple(ids) for s, ids in by_state.items()})
 
+    # ------------------------------------------------------------------ Recurring schedules
+
+    def schedule(self, name: str, *, fn: str | Callable[..., Any],
+                 args: dict[str, Any] | None = None, every: float | None = None,
+                 cron: str | None = None, timezone: str = "UTC", overlap: str = "skip",
+                 catchup: float | None = None, start: datetime | None = None,
+                 priority: int = 0) -> bool:
+        """Create the recurring schedule ``name`` (docs/time.md); False if an identical one
+        exists (nothing changes: a script that declares its schedules may run twice).
+
+        Its slots are ``start, start + every, ...`` (seconds) or the times of the five-field
+        ``cron`` expression in ``timezone`` from ``start`` (an aware datetime; the store's clock
+        now when None). Each slot whose time has come is decided once, by whichever process
+        next claims, ticks or changes a schedule: ``run`` (a version of the task id
+        ``name@<slot, UTC ISO 8601>`` running ``fn(**args)`` with ``priority``, due at once),
+        ``skipped`` (``overlap``: ``"skip"``, ``"buffer_one"``, ``"allow"``; or paused) or
+        ``missed`` (older than ``catchup`` seconds). Errors (nothing is stored): a bad argument
+        -> ``InvalidArgumentError``; another schedule of that name -> ``InvalidTransitionError``.
+        """
+        call = f"schedule({name!r})"
+        _check_name("schedule", name, "a schedule name")
+        fn = function_name(fn)
+        if args is None:
+            args = {}
+        if not isinstance(args, dict):
+            raise InvalidArgumentError(f"{call}: args must be a dict of keyword arguments, "
+                                       f"not {type(args).__name__}")
+        args_text = _dumps(args, f"{call} args")
+        if not _is_int(priority):
+            raise InvalidArgumentError(f"{call}: priority={_r(priority)}: an int")
+        start_s = None if start is None else _aware_seconds(call, "start", start)
+        policy = Policy.of(call, overlap=overlap, catchup=catchup)
+        Timing.of(call, every=every, cron=cron, timezone=timezone,
+                  start=0.0 if start_s is None else start_s)
+        with self._store.transaction() as tx:
+            now = tx.now()
+            timing = Timing(every, cron, timezone, now if start_s is None else start_s)
+            created = schedules.define(tx, name, fn=fn, args_text=args_text, timing=timing,
+                                       policy=policy, priority=int(priority), now=now)
+            schedules.decide_owed(tx, now, self._submit_run, only=name)
+            if created:
+                tx.wake(self._max)
+            return created
+
+    def unschedule(self, name: str) -> None:
+        """Remove schedule ``name`` and the record of its slots, after deciding the slots it
+        owes; its runs stay, as versions of their ids. ``UnknownTaskError`` if there is none."""
+        _check_name("unschedule", name, "a schedule name")
+        with self._store.transaction() as tx:
+            schedules.remove(tx, name, tx.now(), self._submit_run)
+
+    def pause(self, name: str) -> None:
+        """Pause schedule ``name``: the slots that come while it is paused are skipped (a held
+        slot still runs once no run is unfinished). ``UnknownTaskError`` if there is none."""
+        self._set_paused("pause", name, True)
+
+    def resume(self, name: str) -> None:
+        """Resume schedule ``name``: its next slot is decided by its policy again."""
+        self._set_paused("resume", name, False)
+
+    def _set_paused(self, call: str, name: str, paused: bool) -> None:
+        _check_name(call, name, "a schedule name")
+        with self._store.transaction() as tx:
+            schedules.set_paused(tx, name, paused, tx.now(), self._submit_run)
+            tx.wake(self._max)
+
+    def schedules(self, limit: int = 20) -> list[schedules.ScheduleInfo]:
+        """Every schedule, by name, with its next slot and its latest ``limit`` decided slots
+        (latest first), read in one transaction. ``refsched schedules`` shows them."""
+        schedules.check_limit(limit)
+        rows, slots = self._store.read(schedules.list_queries(limit))
+        return schedules.listing(rows, slots)
+
+    def decide_slots(self) -> int:
+        """Decide every slot whose time has come now (what a claim does first); return how
+        many were decided. For a process that keeps schedules but claims nothing."""
+        with self._store.transaction() as tx:
+            if self._meta(tx, "closed"):
+                return 0  # a closed store takes no submission: the slots stay owed
+            decided = schedules.decide_owed(tx, tx.now(), self._submit_run)
+            if decided:
+                tx.wake(self._max)
+            return decided
+
+    def _submit_run(self, tx: Tx, task_id: str, fn: str, args_text: str, priority: int) -> None:
+        """Submit the version of a slot's run, due now, in ``tx`` (Spec: Submit): a new id, or
+        a new generation of an id whose version is not running."""
+        closed, seq = tx.metas("closed", "next_seq")
+        if closed:
+            return
+        old = tx.one("SELECT generation, state FROM task WHERE id = ?", (task_id,))
+        if old is not None and old[1] in ("pending", "ready", "running"):
+            return  # the id is taken by an unfinished version: that version is the slot's run
+        now = tx.now()
+        tx.meta_add("next_seq", 1)
+        if old is not None:
+            if old[1] == "succeeded":
+                tx.later("UPDATE task SET remaining_deps = remaining_deps + 1, "
+                         "state = 'pending' WHERE state IN ('pending', 'ready') AND id IN "
+                         "(SELECT task FROM dep WHERE dep = ?)", (task_id,))
+            tx.later("DELETE FROM task WHERE id = ?", (task_id,))
+            tx.later("DELETE FROM dep WHERE task = ?", (task_id,))
+        tx.later("INSERT INTO task (id, generation, seq, state, fn, args, remaining_deps, "
+                 "became_ready_at, due, priority) VALUES (?, ?, ?, 'ready', ?, ?, 0, ?, ?, ?)",
+                 (task_id, 1 if old is None else old[0] + 1, int(seq), fn, args_text, now,
+                  now, priority))
+        self._count(tx, "submitted")
+        self._step(tx, "Submit", t=task_id, D=[], p=priority, d=0)
+
     # ------------------------------------------------------------------ The virtual clock
 
-    def tick(self, seconds: float = 1.0) -> float:
-        """Move a virtual store clock forward by ``seconds``; return the new time (Spec: Tick)."""
-        if (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
-                or not math.isfinite(seconds) or seconds <= 0):
+    def tick(self, seconds: float | None = None) -> float:
+        """Move a virtual store clock forward by ``seconds`` (1 when None; Spec: Tick), then
+        decide the slots whose time has come; return the store's time.
+
+        On a wall clock, ``tick()`` only decides the slots (the clock moves by itself), and
+        ``tick(seconds)`` is an ``InvalidTransitionError``."""
+        if seconds is not None and (isinstance(seconds, bool)
+                                    or not isinstance(seconds, (int, float))
+                                    or not math.isfinite(seconds) or seconds <= 0):
             raise InvalidArgumentError(f"tick({_r(seconds)}): seconds > 0")
-        if self.clock != "virtual":
-            raise InvalidTransitionError("tick(): the store's clock is the wall clock; "
+        if seconds is not None and self.clock != "virtual":
+            raise InvalidTransitionError("tick(seconds): the store's clock is the wall clock; "
                                          "create the store with clock='virtual'")
         with self._store.transaction() as tx:
-            tx.meta_add("now", float(seconds))
-            self._step(tx, "Tick")
-            return float(self._meta(tx, "now"))
+            if self.clock == "virtual":
+                tx.meta_add("now", 1.0 if seconds is None else float(seconds))
+                self._step(tx, "Tick")
+            now = tx.now()
+            owed = float(self._meta(tx, "slot_due") or schedules.NO_SLOT) <= now
+            if (owed and not self._meta(tx, "closed")
+                    and schedules.decide_owed(tx, now, self._submit_run)):
+                tx.wake(self._max)
+            return now
 
     def now(self) -> float:
         """The store's clock."""

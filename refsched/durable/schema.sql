@@ -55,3 +55,34 @@ CREATE TABLE IF NOT EXISTS step (
     params TEXT NOT NULL,  -- JSON object
     at     REAL NOT NULL   -- store clock
 );
+
+-- One row per recurring schedule (refsched/durable/schedules.py, docs/time.md): its timing, its
+-- policy, and spec/Schedule.tla's variables: the next undecided slot, the held slot, paused.
+CREATE TABLE IF NOT EXISTS schedule (
+    name       TEXT PRIMARY KEY,
+    fn         TEXT NOT NULL,
+    args       TEXT NOT NULL,
+    every      REAL,              -- seconds between slots, or NULL for a cron timing
+    cron       TEXT,              -- a five-field cron expression, or NULL
+    timezone   TEXT NOT NULL,     -- the IANA zone the cron expression is read in
+    start_at   REAL NOT NULL,     -- store clock: no slot before it
+    overlap    TEXT NOT NULL,     -- skip buffer_one allow
+    catchup    REAL,              -- seconds: an older slot is missed; NULL: none is
+    priority   INTEGER NOT NULL,  -- of each run's version
+    paused     INTEGER NOT NULL DEFAULT 0,
+    next_slot  REAL,              -- the next slot neither decided nor held; NULL: no more
+    held_slot  REAL,              -- buffer_one: the slot kept until no run is unfinished
+    unlisted   INTEGER NOT NULL DEFAULT 0,  -- slots missed or skipped in one jump, not listed
+    open_from  REAL,              -- every run of a slot before it is known finished
+    created_at REAL NOT NULL      -- store clock
+);
+
+-- One row per decided slot: run (with its run's task id), skipped or missed.
+CREATE TABLE IF NOT EXISTS slot (
+    schedule   TEXT NOT NULL,
+    at         REAL NOT NULL,     -- the slot, on the store's clock
+    decision   TEXT NOT NULL,
+    task       TEXT,              -- the run's task id, for run
+    decided_at REAL NOT NULL,     -- store clock
+    PRIMARY KEY (schedule, at)
+);

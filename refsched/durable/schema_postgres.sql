@@ -57,3 +57,31 @@ CREATE TABLE IF NOT EXISTS step (
     params TEXT NOT NULL,
     at     DOUBLE PRECISION NOT NULL
 );
+
+CREATE TABLE IF NOT EXISTS schedule (
+    name       TEXT PRIMARY KEY,
+    fn         TEXT NOT NULL,
+    args       TEXT NOT NULL,
+    every      DOUBLE PRECISION,
+    cron       TEXT,
+    timezone   TEXT NOT NULL,
+    start_at   DOUBLE PRECISION NOT NULL,
+    overlap    TEXT NOT NULL,
+    catchup    DOUBLE PRECISION,
+    priority   BIGINT NOT NULL,
+    paused     INTEGER NOT NULL DEFAULT 0,
+    next_slot  DOUBLE PRECISION,
+    held_slot  DOUBLE PRECISION,
+    unlisted   BIGINT NOT NULL DEFAULT 0,
+    open_from  DOUBLE PRECISION,
+    created_at DOUBLE PRECISION NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS slot (
+    schedule   TEXT NOT NULL,
+    at         DOUBLE PRECISION NOT NULL,
+    decision   TEXT NOT NULL,
+    task       TEXT,
+    decided_at DOUBLE PRECISION NOT NULL,
+    PRIMARY KEY (schedule, at)
+);

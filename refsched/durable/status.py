@@ -6,6 +6,7 @@ clock), the versions whose lease ran out, and the blocked and failed versions wi
 ``jobs``: one line per task id (state, generation, attempt, worker, timings, result or error).
 ``show ID``: everything the store keeps of one id, the failure's traceback included.
 ``retry ID`` / ``cancel ID``: the spec's Retry and Cancel.
+``schedules``: each recurring schedule, its next slot, and its latest slots with their decision.
 
 Reading commands open the store read-only (a SQLite file with ``mode=ro``, a PostgreSQL session
 whose transactions are read-only): they never create, migrate or write anything. Each answer is
@@ -21,6 +22,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from refsched.durable.scheduler import DurableInfo, DurableScheduler, StoreView
@@ -31,8 +33,8 @@ from refsched.errors import (
     UnknownTaskError,
 )
 
-__all__ = ["cancel_main", "jobs", "jobs_main", "main", "retry_main", "show", "show_main",
-           "status"]
+__all__ = ["cancel_main", "jobs", "jobs_main", "main", "retry_main", "schedules_main", "show",
+           "show_main", "status"]
 
 #: How much of a result or an error the text of ``status`` and ``jobs`` shows (``show`` and
 #: ``--json`` give it whole).
@@ -281,3 +283,55 @@ def cancel_main(argv: Sequence[str] | None = None) -> int:
         text = "cancelled" if state == "cancelled" else "running: its worker is asked to stop"
         return {"task": args.task_id, "state": state}, f"cancel {args.task_id!r}: {text}"
     return _run("cancel", args, False, act)
+
+
+def _moment(t: float | None) -> str:
+    """A store-clock time for people: UTC ISO 8601 when the calendar holds it."""
+    if t is None:
+        return "-"
+    try:
+        return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S%z").replace("+0000",
+                                                                                      "Z")
+    except (OverflowError, OSError, ValueError):
+        return f"{t:g}"
+
+
+def _schedules_text(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "no schedules"
+    lines: list[str] = []
+    for r in rows:
+        timing = (f"every {r['every']:g} s" if r["every"] is not None
+                  else f"cron {r['cron']!r} in {r['timezone']}")
+        catchup = "none" if r["catchup"] is None else f"{r['catchup']:g} s"
+        state = "paused" if r["paused"] else "active"
+        lines.append(f"schedule {r['name']!r}: {r['fn']}, {timing}, overlap {r['overlap']}, "
+                     f"catch-up {catchup}, priority {r['priority']}, {state}")
+        lines.append(f"  next slot: {_moment(r['next_slot'])}")
+        if r["held_slot"] is not None:
+            lines.append(f"  held slot: {_moment(r['held_slot'])} (runs when no run is "
+                         "unfinished)")
+        for s in r["slots"]:
+            ran = f" as {s['task']!r}" if s["task"] else ""
+            lines.append(f"  {_moment(s['at'])}  {s['decision']}{ran}")
+        if r["unlisted"]:
+            lines.append(f"  ({r['unlisted']} older slots missed or skipped in one step, "
+                         "not listed)")
+    return "\n".join(lines)
+
+
+def schedules_main(argv: Sequence[str] | None = None) -> int:
+    """``refsched schedules``."""
+    parser = _parser("schedules", "List a durable store's recurring schedules: each one's "
+                                  "timing and policy, its next slot, and its latest slots with "
+                                  "their decision (run, with the task id it ran as; skipped; "
+                                  "missed).")
+    parser.add_argument("--slots", type=int, default=20, metavar="N",
+                        help="the latest N decided slots of each schedule (default 20)")
+    args = parser.parse_args(argv)
+    if args.slots < 0:
+        parser.error("--slots: an int >= 0")
+
+    def read(db: DurableScheduler) -> list[dict[str, Any]]:
+        return [s.as_json() for s in db.schedules(args.slots)]
+    return _run("schedules", args, True, _shown(read, _schedules_text))

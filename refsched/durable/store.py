@@ -28,12 +28,24 @@ from refsched.errors import InvalidArgumentError, StoreError
 __all__ = ["FORMAT", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "Store", "Tx"]
 
 FORMAT = "refsched-durable"  # meta.format: this file is a refsched store
-SCHEMA_VERSION = 2  # meta.schema_version this code reads and writes
+SCHEMA_VERSION = 3  # meta.schema_version this code reads and writes
 
 #: What brings a store of schema version ``v - 1`` to ``v``, in both dialects; run by the
 #: first writer that opens an older store, inside the transaction that checks its version.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE task ADD COLUMN traceback TEXT",),
+    # Recurring schedules (schema.sql's schedule and slot tables); DOUBLE PRECISION and BIGINT
+    # are PostgreSQL's types, and SQLite reads them as REAL and INTEGER.
+    3: ("CREATE TABLE IF NOT EXISTS schedule (name TEXT PRIMARY KEY, fn TEXT NOT NULL, "
+        "args TEXT NOT NULL, every DOUBLE PRECISION, cron TEXT, timezone TEXT NOT NULL, "
+        "start_at DOUBLE PRECISION NOT NULL, overlap TEXT NOT NULL, catchup DOUBLE PRECISION, "
+        "priority BIGINT NOT NULL, paused INTEGER NOT NULL DEFAULT 0, next_slot DOUBLE "
+        "PRECISION, held_slot DOUBLE PRECISION, unlisted BIGINT NOT NULL DEFAULT 0, open_from "
+        "DOUBLE PRECISION, created_at DOUBLE PRECISION NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS slot (schedule TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, "
+        "decision TEXT NOT NULL, task TEXT, decided_at DOUBLE PRECISION NOT NULL, "
+        "PRIMARY KEY (schedule, at))",
+        "INSERT INTO meta (key, value) VALUES ('slot_due', '1e300')"),
 }
 
 Row = tuple[Any, ...]

@@ -1,0 +1,231 @@
+"""Recurring schedules in a durable store, on SQLite and on PostgreSQL: every slot whose time
+has come gets one decision (docs/time.md), by whichever process next claims, ticks or changes a
+schedule, and nothing of a schedule lives outside the store."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from refsched.durable import DurableScheduler
+from refsched.errors import InvalidArgumentError, InvalidTransitionError, UnknownTaskError
+from tests.conftest import StoreURL
+from tests.durable.support import ROOT, wait_for
+
+NOOP = "tests.durable.jobs:noop"
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def store(urls: StoreURL, name: str = "s.db", **options: Any) -> DurableScheduler:
+    options.setdefault("max_concurrency", 4)
+    options.setdefault("clock", "virtual")
+    db = DurableScheduler(urls(name), **options)
+    db.start()
+    return db
+
+
+def decisions(db: DurableScheduler, name: str) -> list[tuple[float, str, str | None]]:
+    """The decided slots of ``name``, oldest first: (slot, decision, run's task id)."""
+    (info,) = [s for s in db.schedules(limit=1000) if s.name == name]
+    return [(s.at, s.decision, s.task) for s in reversed(info.slots)]
+
+
+def run_id(name: str, seconds: float) -> str:
+    return f"{name}@{(EPOCH + timedelta(seconds=seconds)).replace(tzinfo=None).isoformat()}Z"
+
+
+def finish(db: DurableScheduler, task: str) -> None:
+    """Claim and complete ``task``'s version (it must be the only one ready)."""
+    leases = db.claim("w", limit=4)
+    assert [lease.task for lease in leases] == [task]
+    db.complete(leases[0])
+
+
+# -- the decisions -----------------------------------------------------------------------------
+
+def test_skip_skips_a_slot_while_a_run_is_unfinished(durable_url: StoreURL) -> None:
+    db = store(durable_url)
+    assert db.schedule("s", fn=NOOP, every=10) is True
+    assert decisions(db, "s") == [(0.0, "run", run_id("s", 0))]  # the first slot is now
+    db.tick(10)
+    assert decisions(db, "s")[1:] == [(10.0, "skipped", None)]
+    finish(db, run_id("s", 0))
+    db.tick(10)
+    assert decisions(db, "s")[2:] == [(20.0, "run", run_id("s", 20))]
+    assert db.info(run_id("s", 20)).args == {}
+
+
+def test_buffer_one_holds_one_slot_and_runs_it_when_the_run_ends(durable_url: StoreURL) -> None:
+    db = store(durable_url)
+    db.schedule("b", fn=NOOP, every=10, overlap="buffer_one")
+    db.tick(10)  # slot 10 held
+    db.tick(10)  # slot 20 skipped: one is held already
+    (info,) = db.schedules()
+    assert info.held_slot == 10.0
+    assert decisions(db, "b") == [(0.0, "run", run_id("b", 0)), (20.0, "skipped", None)]
+    finish(db, run_id("b", 0))
+    db.tick(1)  # the run ended: the held slot runs now, whatever its age
+    assert decisions(db, "b")[-1] == (10.0, "run", run_id("b", 10))
+    assert db.schedules()[0].held_slot is None
+
+
+def test_allow_runs_every_slot(durable_url: StoreURL) -> None:
+    db = store(durable_url)
+    db.schedule("a", fn=NOOP, every=10, overlap="allow")
+    db.tick(10)
+    db.tick(10)
+    assert [d for _, d, _ in decisions(db, "a")] == ["run", "run", "run"]
+    assert len(db.claim("w", limit=4)) == 3
+
+
+def test_after_downtime_slots_older_than_catchup_are_missed(durable_url: StoreURL) -> None:
+    db = store(durable_url)
+    db.schedule("c", fn=NOOP, every=10, catchup=25)
+    finish(db, run_id("c", 0))
+    db.release()
+    again = DurableScheduler(durable_url("s.db"))
+    again.tick(100)  # a store closed for 100 s, then reopened: every slot it owes is decided
+    got = decisions(again, "c")
+    assert got[1:8] == [(float(s), "missed", None) for s in range(10, 80, 10)]
+    assert got[8:] == [(80.0, "run", run_id("c", 80)), (90.0, "skipped", None),
+                       (100.0, "skipped", None)]
+
+
+def test_pause_skips_and_resume_runs_again(durable_url: StoreURL) -> None:
+    db = store(durable_url)
+    db.schedule("p", fn=NOOP, every=10)
+    finish(db, run_id("p", 0))
+    db.pause("p")
+    db.tick(10)
+    assert decisions(db, "p")[-1] == (10.0, "skipped", None)
+    db.resume("p")
+    db.tick(10)
+    assert decisions(db, "p")[-1] == (20.0, "run", run_id("p", 20))
+
+
+def test_a_claim_decides_the_slots_whose_time_has_come(durable_url: StoreURL) -> None:
+    db = store(durable_url, clock="wall")
+    start = datetime.now(UTC) + timedelta(seconds=0.3)
+    db.schedule("w", fn=NOOP, every=3600, start=start)
+    assert db.claim("w1") == []  # the first slot has not come
+    wait_for(lambda: datetime.now(UTC) > start + timedelta(seconds=0.05), 5, "the slot")
+    (lease,) = db.claim("w1")  # no tick: the claim decided the slot, then took its run
+    assert lease.task == run_id("w", start.timestamp())
+    assert decisions(db, "w") == [(start.timestamp(), "run", lease.task)]
+
+
+def test_unschedule_stops_the_slots_and_keeps_the_runs(durable_url: StoreURL) -> None:
+    db = store(durable_url)
+    db.schedule("u", fn=NOOP, every=10)
+    db.unschedule("u")
+    db.tick(50)
+    assert db.schedules() == []
+    assert db.state(run_id("u", 0)).value == "ready"
+    with pytest.raises(UnknownTaskError):
+        db.unschedule("u")
+    with pytest.raises(UnknownTaskError):
+        db.pause("u")
+
+
+def test_a_cron_schedule_runs_at_its_times_in_its_zone(durable_url: StoreURL) -> None:
+    db = store(durable_url)
+    db.schedule("daily", fn=NOOP, cron="30 2 * * *", timezone="Europe/Paris")
+    (info,) = db.schedules()
+    # 02:30 in Paris on 1 January 1970 is 01:30 UTC (CET, UTC+1).
+    assert info.next_slot == 5400.0
+    db.tick(5400)
+    assert decisions(db, "daily") == [(5400.0, "run", run_id("daily", 5400))]
+
+
+# -- declaring ---------------------------------------------------------------------------------
+
+def test_declaring_the_same_schedule_twice_changes_nothing(durable_url: StoreURL) -> None:
+    db = store(durable_url)
+    assert db.schedule("s", fn=NOOP, every=10, args={"x": 1}) is True
+    assert db.schedule("s", fn=NOOP, every=10, args={"x": 1}) is False
+    with pytest.raises(InvalidTransitionError, match="unschedule it first"):
+        db.schedule("s", fn=NOOP, every=20)
+    assert len(decisions(db, "s")) == 1
+
+
+@pytest.mark.parametrize("bad", [
+    {"every": 0}, {"every": -1}, {"every": float("nan")}, {"every": True},
+    {"every": 10, "cron": "* * * * *"}, {}, {"cron": "61 * * * *"}, {"cron": "* * *"},
+    {"every": 10, "timezone": "Mars/Olympus"}, {"every": 10, "overlap": "queue"},
+    {"every": 10, "catchup": -1}, {"every": 10, "priority": 1.5},
+    {"every": 10, "priority": True}, {"every": 10, "start": datetime(2026, 1, 1)},
+    {"every": 10, "args": [1]}, {"every": 10, "fn": "no_module_here:f"},
+])
+def test_bad_arguments_are_refused_and_store_nothing(durable_url: StoreURL,
+                                                     bad: dict[str, Any]) -> None:
+    db = store(durable_url)
+    kwargs: dict[str, Any] = {"fn": NOOP, **bad}
+    with pytest.raises(InvalidArgumentError):
+        db.schedule("s", **kwargs)
+    assert db.schedules() == []
+    assert db.stats().submitted == 0
+
+
+# -- several processes -------------------------------------------------------------------------
+
+_DECIDER = """
+import sys, time
+from refsched.durable import DurableScheduler
+db = DurableScheduler(sys.argv[1])
+end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    for lease in db.claim(sys.argv[3], limit=4):
+        db.complete(lease)
+    db.tick()
+db.release()
+"""
+
+
+def test_processes_deciding_the_same_slots_decide_each_once(durable_url: StoreURL) -> None:
+    db = store(durable_url, clock="wall", max_concurrency=8)
+    db.schedule("fast", fn=NOOP, every=0.02, overlap="allow")
+    deciders = [subprocess.Popen([sys.executable, "-c", _DECIDER, durable_url("s.db"), "2.0",
+                                  f"w{i}"], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+                for i in range(4)]
+    for p in deciders:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    db.tick()
+    got = decisions(db, "fast")
+    slots = [at for at, _, _ in got]
+    assert len(got) >= 50
+    assert slots == sorted(set(slots))  # each slot once, in order
+    gaps = {round(b - a, 6) for a, b in zip(slots, slots[1:], strict=False)}
+    assert gaps == {0.02}  # none skipped over
+    runs = {task for _, d, task in got if d == "run"}
+    assert len(runs) == len(got)  # allow: every slot ran, each as a task id of its own
+    assert runs <= {v.task for v in db.view().versions}
+
+
+# -- the command -------------------------------------------------------------------------------
+
+def test_refsched_schedules_lists_each_slot_and_its_decision(durable_url: StoreURL,
+                                                             tmp_path: Path) -> None:
+    db = store(durable_url)
+    db.schedule("s", fn=NOOP, every=10)
+    db.tick(10)
+    url = durable_url("s.db")
+    out = subprocess.run([sys.executable, "-m", "refsched", "schedules", "--db", url, "--json"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    (row,) = json.loads(out.stdout)
+    assert row["name"] == "s" and row["next_slot"] == 20.0
+    assert [(s["at"], s["decision"], s["task"]) for s in row["slots"]] == [
+        (10.0, "skipped", None), (0.0, "run", run_id("s", 0))]
+    text = subprocess.run([sys.executable, "-m", "refsched", "schedules", "--db", url],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert text.returncode == 0 and "skipped" in text.stdout and run_id("s", 0) in text.stdout
+    bad = subprocess.run([sys.executable, "-m", "refsched", "schedules", "--db", url,
+                          "--slots", "-1"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
