@@ -85,13 +85,14 @@ def _dialect(sql: str) -> str:
 
 
 class _PostgresTx(Tx):
-    __slots__ = ("_conn", "_cur", "_now", "_now_sql", "_queued", "_wake", "first", "woken")
+    __slots__ = ("_always", "_conn", "_cur", "_now", "_now_sql", "_queued", "_wake", "first",
+                 "woken")
 
     META_ADD = ("UPDATE meta SET value = to_jsonb((value #>> '{}')::numeric + ?::numeric) "
                 "WHERE key = ?")
 
     def __init__(self, conn: Any, cur: Any, now_sql: str, now: float | None,
-                 wake: Callable[[int], str]) -> None:
+                 wake: Callable[[int, bool], str]) -> None:
         self._conn = conn
         self._cur = cur
         self._now_sql = now_sql
@@ -100,6 +101,7 @@ class _PostgresTx(Tx):
         self._queued: list[tuple[str, Any]] = []  # later(): sent with the next round trip
         self.first: Row | None = None
         self.woken: str | None = None  # wake(): the notification's statement
+        self._always = False  # woken notifies whatever the state (a version not yet due)
 
     def encode(self, value: Any) -> Any:
         from psycopg.types.json import Jsonb
@@ -177,11 +179,13 @@ class _PostgresTx(Tx):
             self._now = float(self.one(f"SELECT {self._now_sql}")[0])  # type: ignore[index]
         return self._now
 
-    def wake(self, max_concurrency: int) -> None:
+    def wake(self, max_concurrency: int, always: bool = False) -> None:
         # Judged on the state the step leaves (no other writer runs until COMMIT): a step
         # after which no claim could take a step wakes nobody. Each waking step otherwise woke
         # every idle worker, and all of them queued for the lock to find nothing.
-        self.woken = self._wake(max_concurrency)
+        if self.woken is None or always or not self._always:
+            self.woken = self._wake(max_concurrency, always)
+            self._always = self._always or always
 
 
 class PostgresStore(Store):
@@ -290,10 +294,11 @@ class PostgresStore(Store):
         """Whether the store's clock is ``meta.now`` (the functions' ``p_virtual``)."""
         return self.clock_sql == _VIRTUAL_NOW
 
-    def _wake_sql(self, max_concurrency: int) -> str:
+    def _wake_sql(self, max_concurrency: int, always: bool = False) -> str:
         """The statement that notifies the store's channel at commit: if a claim could then
-        take a step, with the functions of steps_postgres.py; without them, always."""
-        if not self._steps_ready:
+        take a step, with the functions of steps_postgres.py; without them, or ``always``,
+        whatever the state."""
+        if always or not self._steps_ready:
             return f"SELECT pg_notify('{self._channel}', '')"
         virtual = "true" if self._virtual else "false"
         return f"SELECT refsched_wake({virtual}, '{self._channel}', {int(max_concurrency)})"

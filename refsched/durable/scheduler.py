@@ -14,6 +14,8 @@ until some claimer's transaction expires it, so a report that commits first wins
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import enum
 import json
 import math
 import re
@@ -21,8 +23,7 @@ import time
 import traceback
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from refsched.cycles import find_cycles
 from refsched.durable import schedules
@@ -45,14 +46,27 @@ from refsched.loading import UnusableName, import_callable
 from refsched.schedule import Policy, Timing
 from refsched.types import CloseReport, Snapshot, TaskState, VersionView
 
-__all__ = ["MAX_ID_BYTES", "DurableInfo", "DurableScheduler", "DurableStats", "Lease", "LeaseView",
-           "StoreView", "storable"]
+__all__ = ["AGING", "MAX_ID_BYTES", "DurableInfo", "DurableScheduler", "DurableStats", "Lease",
+           "LeaseView", "StoreView", "TimeView", "storable"]
 
 _WAITING = ("pending", "ready")
 _DEAD = ("failed", "blocked", "cancelled")
 _TERMINAL = ("succeeded", *_DEAD)
 _STATES = frozenset(("pending", "ready", "running", *_TERMINAL))
 _FN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
+#: A new store's aging (docs/time.md): a waiting version gains one priority level a minute.
+AGING = 60.0
+#: The priorities a version may have: what a signed 32-bit int holds, so that the claim key
+#: ``priority * aging - due`` of a store keeps the due time's precision for every priority.
+PRIORITY_RANGE = range(-2**31, 2**31)
+
+
+class _Given(enum.Enum):
+    """An argument not given: the store's setting (its creator's, or the default)."""
+
+    STORE = "the store's"
+
+
 _COUNTERS = ("submitted", "retried", "claimed", "reclaimed", "expired", "succeeded", "failed",
              "cancelled", "blocked", "cycles_reported")
 
@@ -108,6 +122,16 @@ class DurableInfo:
     became_ready_at: float | None = None  # store clock: ready since
     claimed_at: float | None = None  # store clock: the current attempt's claim
     ended_at: float | None = None  # store clock: the version's end
+    due: float = 0.0  # store clock: claimable from then on (docs/time.md)
+    priority: int = 0  # higher first
+
+
+@dataclass(frozen=True, slots=True)
+class TimeView:
+    """The time part of a version (spec: ``due``, ``priority``)."""
+
+    due: float  # store clock: the version is eligible once due <= now (and it is ready)
+    priority: int  # in PRIORITY_RANGE; higher first
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,10 +291,32 @@ def _check_id(call: str, task_id: object) -> str:
 def _aware_seconds(call: str, what: str, moment: object) -> float:
     """An aware datetime as seconds since the epoch (the store's clock's unit); a naive one, or
     anything else, is an ``InvalidArgumentError``: a naive time has no place on any clock."""
-    if not isinstance(moment, datetime) or moment.utcoffset() is None:
+    if not isinstance(moment, dt.datetime) or moment.utcoffset() is None:
         raise InvalidArgumentError(f"{call}: {what}={_r(moment)}: an aware datetime "
                                    "(with a tzinfo)")
     return moment.timestamp()
+
+
+def _check_time(task_id: str, run_at: object, delay: object) -> tuple[float | None,
+                                                                     float | None]:
+    """``(run_at, delay)`` of a submit as seconds (run_at on the Unix epoch, the store
+    clock's), checked: an aware datetime, a finite number >= 0, not both."""
+    if run_at is not None and delay is not None:
+        raise InvalidArgumentError(f"submit({task_id!r}): give run_at or delay, not both")
+    if run_at is not None:
+        if not isinstance(run_at, dt.datetime):
+            raise InvalidArgumentError(f"submit({task_id!r}, run_at={_r(run_at)}): an aware "
+                                       "datetime")
+        if run_at.tzinfo is None or run_at.utcoffset() is None:
+            raise InvalidArgumentError(f"submit({task_id!r}, run_at={_r(run_at)}): a naive "
+                                       "datetime names no instant; give its tzinfo")
+        return run_at.timestamp(), None
+    if delay is not None:
+        if (isinstance(delay, bool) or not isinstance(delay, (int, float))
+                or not math.isfinite(delay) or delay < 0):
+            raise InvalidArgumentError(f"submit({task_id!r}, delay={_r(delay)}): seconds >= 0")
+        return None, float(delay)
+    return None, None
 
 
 def _check_lease(call: str, lease: object) -> Lease:
@@ -367,6 +413,9 @@ class DurableScheduler:
     and lock-step checks); ``record=True`` appends every accepted spec step to the store's
     history, in commit order (:meth:`history`).
 
+    ``aging`` (seconds > 0, or None for strict priority; :data:`AGING` when the creator gives
+    none) is a store setting too: it orders the claims (docs/time.md).
+
     ``url`` may also be an open :class:`~refsched.durable.store.Store` (``open_store(url)``),
     which the scheduler then uses without owning it: :meth:`release` leaves it open, so that
     schedulers made one after another share its connections.
@@ -376,7 +425,8 @@ class DurableScheduler:
                  max_attempts: int | None = None, clock: str | None = None,
                  record: bool | None = None, create: bool = True,
                  synchronous: str = "normal", schema: str | None = None,
-                 read_only: bool = False) -> None:
+                 read_only: bool = False,
+                 aging: float | Literal[_Given.STORE] | None = _Given.STORE) -> None:
         if max_concurrency is not None and (not _is_int(max_concurrency) or max_concurrency < 1):
             raise InvalidArgumentError(
                 f"DurableScheduler(max_concurrency={_r(max_concurrency)}): an int >= 1")
@@ -391,6 +441,11 @@ class DurableScheduler:
             raise InvalidArgumentError(f"DurableScheduler(create={_r(create)}): a bool")
         if not isinstance(read_only, bool):
             raise InvalidArgumentError(f"DurableScheduler(read_only={_r(read_only)}): a bool")
+        if aging is not _Given.STORE and aging is not None and (
+                isinstance(aging, bool) or not isinstance(aging, (int, float))
+                or not math.isfinite(aging) or aging <= 0):
+            raise InvalidArgumentError(f"DurableScheduler(aging={_r(aging)}): seconds > 0, or "
+                                       "None for strict priority")
         # Only a creator (one that gives max_concurrency) may create: an opener that meets no
         # store (a mistyped path or schema) is told so, and leaves no file or schema behind.
         create = create and max_concurrency is not None and not read_only
@@ -414,7 +469,7 @@ class DurableScheduler:
         self._stale = 0  # reports refused through this object
         self._duplicates = 0  # repeated reports answered through this object
         try:
-            settings = self._initialise(max_concurrency, max_attempts, clock, record)
+            settings = self._initialise(max_concurrency, max_attempts, clock, record, aging)
         except BaseException:
             if self._owns_store:
                 self._store.close()
@@ -423,6 +478,8 @@ class DurableScheduler:
         self._max_attempts = int(settings["max_attempts"])
         self._schema_version = int(settings["schema_version"])
         self._record = bool(settings["record"])
+        # meta keeps 0 for strict priority (its values are never NULL), as the spec's Aging
+        self._aging = float(settings.get("aging", AGING)) or None
         self.clock = str(settings["clock"])
         if self.clock == "virtual":
             self._store.use_virtual_clock()
@@ -430,7 +487,9 @@ class DurableScheduler:
             self._store.use_wall_clock()
 
     def _initialise(self, max_concurrency: int | None, max_attempts: int | None,
-                    clock: str | None, record: bool | None) -> dict[str, Any]:
+                    clock: str | None, record: bool | None,
+                    aging: float | Literal[_Given.STORE] | None) -> dict[str, Any]:
+        stored_aging = None if aging is _Given.STORE else float(aging or 0)
         with self._store.transaction(write=not self.read_only) as tx:
             meta: dict[str, Any] = tx.settings() if tx.has_schema() else {}
             if not meta:
@@ -443,6 +502,7 @@ class DurableScheduler:
                         "max_concurrency": max_concurrency,
                         "max_attempts": 3 if max_attempts is None else max_attempts,
                         "clock": clock or "wall", "now": 0.0, "record": int(bool(record)),
+                        "aging": AGING if stored_aging is None else stored_aging,
                         "started": 0, "closed": 0, "next_seq": 1,
                         "slot_due": schedules.NO_SLOT,
                         **{f"count:{c}": 0 for c in _COUNTERS}}
@@ -460,14 +520,22 @@ class DurableScheduler:
                         tx.run(statement)
                 tx.meta_set("schema_version", SCHEMA_VERSION)
                 meta["schema_version"] = SCHEMA_VERSION
+            if "aging" not in meta:  # a store older than due times: its migrating writer's
+                meta["aging"] = AGING if stored_aging is None else stored_aging
+                tx.meta_insert([("aging", meta["aging"])])
             self._store.prepare(tx)
-            given = {"max_concurrency": max_concurrency, "max_attempts": max_attempts,
-                     "clock": clock, "record": None if record is None else int(record)}
+            given: dict[str, object] = {
+                "max_concurrency": max_concurrency, "max_attempts": max_attempts,
+                "clock": clock, "record": None if record is None else int(record),
+                "aging": stored_aging}
             for key, value in given.items():
                 if value is not None and meta.get(key) != value:
+                    mine, theirs = value, meta.get(key)
+                    if key == "aging":  # as the caller writes it: None for strict priority
+                        mine, theirs = stored_aging or None, float(theirs or 0) or None
                     raise InvalidArgumentError(
-                        f"DurableScheduler({self._store.url!r}, {key}={value!r}): the store "
-                        f"has {key}={meta.get(key)!r}, set by its creator; open it without "
+                        f"DurableScheduler({self._store.url!r}, {key}={mine!r}): the store "
+                        f"has {key}={theirs!r}, set by its creator; open it without "
                         f"{key} to use the store's")
             return meta
 
@@ -477,6 +545,12 @@ class DurableScheduler:
     def max_concurrency(self) -> int:
         """How many versions may run at once, across every process (the store's setting)."""
         return self._max
+
+    @property
+    def aging(self) -> float | None:
+        """Seconds a waiting version takes to gain one priority level; None: strict priority
+        (the store's setting, docs/time.md)."""
+        return self._aging
 
     @property
     def max_attempts(self) -> int:
@@ -576,10 +650,21 @@ class DurableScheduler:
             tx.later("UPDATE task SET blocked_by = ? WHERE id = ?", (cause, x))
         self._count(tx, "blocked", len(members))
 
+    def _claim_key(self, priority: int, due: float) -> tuple[float, float]:
+        """``(claim_key, claim_due)`` of a version: claims take the largest key first, then the
+        smallest claim_due, then the smallest seq (docs/time.md). With aging A the key is
+        ``priority * A - due``: one level more for every A seconds it has been due, the same for
+        every version, so the order never changes while they wait and is one index scan."""
+        if self._aging is None:
+            return float(priority), due
+        return priority * self._aging - due, 0.0
+
     # ------------------------------------------------------------------ Submit, Start
 
     def submit(self, task_id: str, deps: Iterable[str] = (), *, fn: str | Callable[..., Any],
-               args: dict[str, Any] | None = None, if_absent: bool = False) -> int:
+               args: dict[str, Any] | None = None, if_absent: bool = False,
+               run_at: dt.datetime | None = None, delay: float | None = None,
+               priority: int = 0) -> int:
         """Submit a new version of ``task_id`` that runs ``fn(**args)``; return its generation.
 
         Spec: Submit. As ``TaskScheduler.submit``; ``fn`` names a function as
@@ -587,10 +672,13 @@ class DurableScheduler:
         arguments. A known ``task_id`` gets a new version (its work runs again, whatever its
         state) unless ``if_absent``: then the store keeps what it has, takes no step, and the
         current generation is returned (an idempotent submit keyed by id, for a script that
-        may run twice). Errors (nothing is stored): a bad id, deps, fn or args ->
-        ``InvalidArgumentError``; closed -> ``SchedulerClosedError``; running ->
-        ``TaskRunningError``; after start, an unknown dep -> ``UnknownDependencyError``, a
-        cycle -> ``CycleError``.
+        may run twice). The version is due at ``run_at`` (an aware datetime; one in the past
+        means now), or ``delay`` seconds from now, or now, on the store's clock read in this
+        transaction, and claimed once ready and due, by ``priority`` (an int, higher first) and
+        the store's aging (docs/time.md). Errors (nothing is stored): a bad id, deps, fn, args,
+        run_at, delay or priority -> ``InvalidArgumentError``; closed ->
+        ``SchedulerClosedError``; running -> ``TaskRunningError``; after start, an unknown
+        dep -> ``UnknownDependencyError``, a cycle -> ``CycleError``.
         """
         _check_id("submit", task_id)
         if isinstance(deps, (str, bytes)) or not isinstance(deps, Iterable):
@@ -613,6 +701,11 @@ class DurableScheduler:
         args_text = _dumps(args, f"submit({task_id!r}) args")
         if not isinstance(if_absent, bool):
             raise InvalidArgumentError(f"submit({task_id!r}, if_absent={_r(if_absent)}): a bool")
+        at, wait = _check_time(task_id, run_at, delay)
+        if not _is_int(priority) or priority not in PRIORITY_RANGE:
+            raise InvalidArgumentError(
+                f"submit({task_id!r}, priority={_r(priority)}): an int in "
+                f"[{PRIORITY_RANGE.start}, {PRIORITY_RANGE.stop})")
         if if_absent:
             known = self._store.peek("SELECT generation FROM task WHERE id = ?", (task_id,))
             if known is not None:  # a version once stored is never removed: no race here
@@ -620,7 +713,7 @@ class DurableScheduler:
         # The common path, on the server if it can (steps_postgres.py).
         if not dep_list and not if_absent:
             rows = self._store.call("submit", self._record, self._max, task_id, fn,
-                                    args_text)
+                                    args_text, at, wait, priority, self._aging)
             if rows and rows[0][0] is not None:
                 return int(rows[0][0])
         with self._counting_cycles(), self._store.transaction() as tx:
@@ -650,6 +743,8 @@ class DurableScheduler:
             state = "pending" if remaining else "ready"
             generation = 1 if old is None else old[0] + 1
             now = tx.now()
+            due = max(at, now) if at is not None else now + (wait or 0.0)
+            key, key_due = self._claim_key(priority, due)
             if old is not None and old[1] == "succeeded":
                 # The replaced success no longer counts for the waiting dependents.
                 tx.later("UPDATE task SET remaining_deps = remaining_deps + 1, "
@@ -658,9 +753,10 @@ class DurableScheduler:
             if old is not None:
                 tx.later("DELETE FROM task WHERE id = ?", (task_id,))
             tx.later("INSERT INTO task (id, generation, seq, state, fn, args, "
-                     "remaining_deps, became_ready_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     "remaining_deps, became_ready_at, due, priority, claim_key, claim_due) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                      (task_id, generation, seq, state, fn, args_text, remaining,
-                      now if state == "ready" else None))
+                      now if state == "ready" else None, due, priority, key, key_due))
             if old is not None:
                 tx.later("DELETE FROM dep WHERE task = ?", (task_id,))
             if dep_list:
@@ -669,7 +765,8 @@ class DurableScheduler:
             self._count(tx, "submitted")
             self._step(tx, "Submit", t=task_id, D=sorted(dep_list))
             if state == "ready":
-                tx.wake(self._max)
+                # One not yet due wakes the idle workers to read the next due time again.
+                tx.wake(self._max, always=due > now)
             if any(states.get(d) in _DEAD for d in dep_list):
                 # Only a dead dep can block the new version (and through it, the dependents
                 # its replaced success had): nothing else waiting has a dead dep.
@@ -739,10 +836,11 @@ class DurableScheduler:
 
         One transaction on the store's clock: first Expire every live lease whose deadline has
         passed (a version out of attempts fails), then Reclaim expired versions, smallest seq
-        first, then Claim ready versions, smallest seq first, within ``max_concurrency``. A
-        re-claimed version keeps the slot it had. Returns the leases in that order; ``[]``
-        when there is nothing to take. After close() only expired versions are re-claimed.
-        Errors: a bad argument -> ``InvalidArgumentError``; not started ->
+        first, then Claim eligible versions (ready and due), first by the claim key of
+        docs/time.md (smallest seq first when priorities and due times agree), within
+        ``max_concurrency``. A re-claimed version keeps the slot it had. Returns the leases in
+        that order; ``[]`` when there is nothing to take. After close() only expired versions
+        are re-claimed. Errors: a bad argument -> ``InvalidArgumentError``; not started ->
         ``InvalidTransitionError``.
         """
         _check_name("claim", worker, "worker")
@@ -788,18 +886,19 @@ class DurableScheduler:
             if want and not closed:
                 want = min(want, self._max - running)
                 if want > 0:
-                    # One statement picks and takes the k ready versions of smallest seq.
+                    # One statement picks and takes the first k eligible versions.
                     rows = sorted(tx.all(
                         "UPDATE task SET state = 'running', attempt = 1, holder = ?, "
                         "deadline = ?, lease_seconds = ?, claimed_at = ? WHERE id IN (SELECT id "
-                        "FROM task WHERE state = 'ready' ORDER BY seq LIMIT ?) "
-                        "RETURNING seq, id, generation, fn, args",
-                        (worker, deadline, lease, now, want)))
+                        "FROM task WHERE state = 'ready' AND due <= ? "
+                        "ORDER BY claim_key DESC, claim_due, seq LIMIT ?) "
+                        "RETURNING -claim_key, claim_due, seq, id, generation, fn, args",
+                        (worker, deadline, lease, now, now, want)))
                     if rows:
                         self._count(tx, "claimed", len(rows))
                         self._step(tx, "Claim", w=worker, k=len(rows))
                     taken.extend(Lease(t, g, 1, deadline, fn, json.loads(args), worker)
-                                 for _, t, g, fn, args in rows)
+                                 for _, _, _, t, g, fn, args in rows)
             if taken:
                 tx.wake(self._max)  # what it left is for the next idle worker
             return taken
@@ -822,15 +921,16 @@ class DurableScheduler:
 
     def _claim_check(self) -> str:
         """What a claim needs to know first, in one query: started, closed, whether a version
-        runs without a live lease or past its deadline, how many run, whether one is ready,
-        whether a schedule owes a slot (``meta.slot_due`` has come).
+        runs without a live lease or past its deadline, how many run, whether one is eligible
+        (ready and due), whether a schedule owes a slot (``meta.slot_due`` has come).
         (On PostgreSQL, ``refsched_claimable`` of steps_postgres.py judges the same.)"""
         return ("SELECT CAST((SELECT value FROM meta WHERE key = 'started') AS INTEGER) AS "
                 "started, CAST((SELECT value FROM meta WHERE key = 'closed') AS INTEGER) AS "
                 "closed, EXISTS (SELECT 1 FROM task WHERE state = 'running' AND (holder IS "
                 f"NULL OR deadline < {self._store.clock_sql})) AS overdue, "
                 "(SELECT COUNT(*) FROM task WHERE state = 'running') AS running, "
-                "EXISTS (SELECT 1 FROM task WHERE state = 'ready') AS ready, "
+                "EXISTS (SELECT 1 FROM task WHERE state = 'ready' AND due <= "
+                f"{self._store.clock_sql}) AS ready, "
                 "COALESCE(CAST((SELECT value FROM meta WHERE key = 'slot_due') AS DOUBLE "
                 f"PRECISION), {schedules.NO_SLOT}) <= {self._store.clock_sql} AS owed")
 
@@ -1005,7 +1105,8 @@ class DurableScheduler:
     def retry(self, task_id: str) -> int:
         """Give a dead version, and every version blocked because of it, a new version.
 
-        Spec: Retry. Returns the new generation of ``task_id``. Errors: unknown ->
+        Spec: Retry. Each new version is due now and keeps its priority. Returns the new
+        generation of ``task_id``. Errors: unknown ->
         ``UnknownTaskError``; closed -> ``SchedulerClosedError``; not failed, cancelled or
         blocked -> ``InvalidTransitionError``.
         """
@@ -1021,6 +1122,7 @@ class DurableScheduler:
             _reach(tx, members, [task_id],
                    "SELECT id FROM task WHERE state = 'blocked' AND blocked_by = ?")
             seqs = self._column_of(tx, "seq", list(members))
+            priorities = self._column_of(tx, "priority", list(members))
             ordered = sorted(members, key=seqs.__getitem__)
             seq = int(self._meta(tx, "next_seq"))
             tx.meta_add("next_seq", len(ordered))
@@ -1033,9 +1135,10 @@ class DurableScheduler:
                        "remaining_deps = ?, blocked_by = NULL, cancel_requested = 0, attempt = 0, "
                        "holder = NULL, deadline = NULL, ended_attempt = NULL, result = NULL, "
                        "error = NULL, traceback = NULL, became_ready_at = ?, claimed_at = NULL, "
-                       "ended_at = NULL "
+                       "ended_at = NULL, due = ?, claim_key = ?, claim_due = ? "
                        "WHERE id = ?", (seq + i, "pending" if remaining else "ready", remaining,
-                                        None if remaining else now, t))
+                                        None if remaining else now, now,
+                                        *self._claim_key(priorities[t], now), t))
             self._count(tx, "retried", len(ordered))
             self._step(tx, "Retry", t=task_id)
             tx.wake(self._max)
@@ -1070,7 +1173,7 @@ class DurableScheduler:
     def schedule(self, name: str, *, fn: str | Callable[..., Any],
                  args: dict[str, Any] | None = None, every: float | None = None,
                  cron: str | None = None, timezone: str = "UTC", overlap: str = "skip",
-                 catchup: float | None = None, start: datetime | None = None,
+                 catchup: float | None = None, start: dt.datetime | None = None,
                  priority: int = 0) -> bool:
         """Create the recurring schedule ``name`` (docs/time.md); False if an identical one
         exists (nothing changes: a script that declares its schedules may run twice).
@@ -1167,12 +1270,14 @@ class DurableScheduler:
                          "(SELECT task FROM dep WHERE dep = ?)", (task_id,))
             tx.later("DELETE FROM task WHERE id = ?", (task_id,))
             tx.later("DELETE FROM dep WHERE task = ?", (task_id,))
+        key, key_due = self._claim_key(priority, now)
         tx.later("INSERT INTO task (id, generation, seq, state, fn, args, remaining_deps, "
-                 "became_ready_at, due, priority) VALUES (?, ?, ?, 'ready', ?, ?, 0, ?, ?, ?)",
+                 "became_ready_at, due, priority, claim_key, claim_due) VALUES "
+                 "(?, ?, ?, 'ready', ?, ?, 0, ?, ?, ?, ?, ?)",
                  (task_id, 1 if old is None else old[0] + 1, int(seq), fn, args_text, now,
-                  now, priority))
+                  now, priority, key, key_due))
         self._count(tx, "submitted")
-        self._step(tx, "Submit", t=task_id, D=[], p=priority, d=0)
+        self._step(tx, "Submit", t=task_id, D=[])
 
     # ------------------------------------------------------------------ The virtual clock
 
@@ -1193,6 +1298,7 @@ class DurableScheduler:
             if self.clock == "virtual":
                 tx.meta_add("now", 1.0 if seconds is None else float(seconds))
                 self._step(tx, "Tick")
+                tx.wake(self._max)  # versions may have come due
             now = tx.now()
             owed = float(self._meta(tx, "slot_due") or schedules.NO_SLOT) <= now
             if (owed and not self._meta(tx, "closed")
@@ -1204,6 +1310,15 @@ class DurableScheduler:
         """The store's clock."""
         (now,) = self._store.peek(f"SELECT {self._store.clock_sql}") or (None,)
         return float(now)
+
+    def next_due(self) -> float | None:
+        """Seconds on the store's clock until the first ready version not yet due comes due;
+        None when no ready version waits for its time. An idle worker waits that long (or
+        until a notification) rather than polling for delayed work."""
+        row = self._store.peek(
+            "SELECT (SELECT MIN(due) FROM task WHERE state = 'ready' AND due > c.now) - c.now "
+            f"FROM (SELECT {self._store.clock_sql} AS now) AS c")
+        return None if row is None or row[0] is None else float(row[0])
 
     # ------------------------------------------------------------------ Reading
 
@@ -1262,12 +1377,14 @@ class DurableScheduler:
             _check_id(call, task_id)
         where, params = ("WHERE id = ?", (task_id,)) if task_id is not None else ("", ())
         trace = "traceback" if self._schema_version >= 2 else "NULL"
+        times = "due, priority" if self._schema_version >= 3 else "0, 0"
         now_rows, meta_rows, task_rows, dep_rows = self._store.read([
             (f"SELECT {self._store.clock_sql}", ()),
             ("SELECT key, value FROM meta", ()),
             ("SELECT id, generation, state, remaining_deps, blocked_by, cancel_requested, fn, "
              "args, seq, attempt, holder, deadline, result, error, " + trace + ", "
-             "lease_seconds, became_ready_at, claimed_at, ended_at FROM task " + where
+             "lease_seconds, became_ready_at, claimed_at, ended_at, " + times + " FROM task "
+             + where
              + " ORDER BY seq", params),
             ("SELECT task, dep FROM dep " + where.replace("id", "task"), params)])
         if task_id is not None and not task_rows:
@@ -1278,9 +1395,10 @@ class DurableScheduler:
         versions = tuple(
             DurableInfo(t, g, TaskState(st), frozenset(deps.get(t, ())), rd, bb, bool(cr), fn,
                         json.loads(args), seq, a, h, dl,
-                        None if res is None else json.loads(res), err, tb, ls, br, ca, ea)
-            for (t, g, st, rd, bb, cr, fn, args, seq, a, h, dl, res, err, tb, ls, br, ca, ea)
-            in task_rows)
+                        None if res is None else json.loads(res), err, tb, ls, br, ca, ea,
+                        float(due), int(p))
+            for (t, g, st, rd, bb, cr, fn, args, seq, a, h, dl, res, err, tb, ls, br, ca, ea,
+                 due, p) in task_rows)
         return StoreView(float(now_rows[0][0]), dict(meta_rows), versions)
 
     def leases(self) -> dict[str, LeaseView]:
@@ -1289,6 +1407,12 @@ class DurableScheduler:
         return {t: LeaseView(a, h, dl, e) for t, a, h, dl, e in self._store.read([(
             "SELECT id, attempt, holder, deadline, COALESCE(ended_attempt, 0) FROM task "
             "WHERE attempt > 0", ())])[0]}
+
+    def times(self) -> dict[str, TimeView]:
+        """The due time and priority of every current version (spec: ``due``, ``priority``)."""
+        columns = "due, priority" if self._schema_version >= 3 else "0, 0"
+        rows = self._store.read([(f"SELECT id, {columns} FROM task", ())])[0]
+        return {t: TimeView(float(due), int(p)) for t, due, p in rows}
 
     def history(self) -> list[tuple[str, dict[str, Any]]]:
         """Every accepted step, in commit order (a store created with ``record=True``)."""

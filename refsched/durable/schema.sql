@@ -1,12 +1,14 @@
--- The durable scheduler's schema, version 2: spec/DurableScheduler.tla's variables as rows.
+-- The durable scheduler's schema, version 3: spec/DurableScheduler.tla's variables as rows.
 -- Created by the code that reads it (refsched/durable/store.py), inside one transaction.
--- Version 2 added task.traceback; MIGRATIONS in store.py brings a version 1 store up to date.
+-- Version 2 added task.traceback; version 3 the due times and priorities of docs/time.md
+-- (task.due, priority, claim_key, claim_due and the index task_claim in place of task_ready).
+-- MIGRATIONS in store.py brings an older store up to date.
 -- schema_postgres.sql is the same tables in PostgreSQL's types: change both together.
 
 -- One row per setting and per scalar spec variable: format (what this file is),
 -- schema_version, max_concurrency, max_attempts, clock ('wall' | 'virtual'), now (the virtual
--- clock's reading), record (1: every accepted step is appended to step), started, closed,
--- next_seq; and the store-wide counters of stats(), named 'count:...'.
+-- clock's reading), record (1: every accepted step is appended to step), aging (seconds per
+-- priority level of the claim key; 0 = strict priority), started, closed, next_seq; and the store-wide counters of stats(), named 'count:...'.
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value NOT NULL
@@ -33,9 +35,19 @@ CREATE TABLE IF NOT EXISTS task (
     traceback        TEXT,              -- the formatted traceback of the exception fail() was given
     became_ready_at  REAL,              -- store clock: ready since
     claimed_at       REAL,              -- store clock: the current attempt's claim
-    ended_at         REAL               -- store clock: the version's end
+    ended_at         REAL,              -- store clock: the version's end
+    due              REAL NOT NULL DEFAULT 0,     -- store clock: claimable from then on
+    priority         INTEGER NOT NULL DEFAULT 0,  -- higher first
+    -- The claim order of docs/time.md, fixed when the version is made: claim_key descending,
+    -- then claim_due, then seq. With aging A: claim_key = priority * A - due, claim_due = 0;
+    -- with strict priority: claim_key = priority, claim_due = due.
+    claim_key        REAL NOT NULL DEFAULT 0,
+    claim_due        REAL NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS task_ready ON task (seq) WHERE state = 'ready';
+-- The claim order, one index scan; and the ready versions by due time (the next one due).
+CREATE INDEX IF NOT EXISTS task_claim ON task (claim_key DESC, claim_due, seq)
+    WHERE state = 'ready';
+CREATE INDEX IF NOT EXISTS task_due ON task (due) WHERE state = 'ready';
 CREATE INDEX IF NOT EXISTS task_running ON task (seq) WHERE state = 'running';
 CREATE INDEX IF NOT EXISTS task_blocked_by ON task (blocked_by) WHERE state = 'blocked';
 

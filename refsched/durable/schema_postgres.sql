@@ -1,4 +1,4 @@
--- The durable scheduler's schema on PostgreSQL, version 2: schema.sql's tables, typed.
+-- The durable scheduler's schema on PostgreSQL, version 3: schema.sql's tables, typed.
 -- Created by refsched/durable/postgres.py inside one transaction, in the store's own schema
 -- (the `schema` URL parameter, "refsched" by default), so several stores share one database.
 --
@@ -37,9 +37,15 @@ CREATE TABLE IF NOT EXISTS task (
     traceback        TEXT,
     became_ready_at  DOUBLE PRECISION,
     claimed_at       DOUBLE PRECISION,
-    ended_at         DOUBLE PRECISION
+    ended_at         DOUBLE PRECISION,
+    due              DOUBLE PRECISION NOT NULL DEFAULT 0,
+    priority         BIGINT NOT NULL DEFAULT 0,
+    claim_key        DOUBLE PRECISION NOT NULL DEFAULT 0,
+    claim_due        DOUBLE PRECISION NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS task_ready ON task (seq) WHERE state = 'ready';
+CREATE INDEX IF NOT EXISTS task_claim ON task (claim_key DESC, claim_due, seq)
+    WHERE state = 'ready';
+CREATE INDEX IF NOT EXISTS task_due ON task (due) WHERE state = 'ready';
 CREATE INDEX IF NOT EXISTS task_running ON task (seq) WHERE state = 'running';
 CREATE INDEX IF NOT EXISTS task_blocked_by ON task (blocked_by) WHERE state = 'blocked';
 

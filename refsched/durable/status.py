@@ -2,9 +2,11 @@
 ``retry`` and ``cancel``, each with ``--db URL`` and ``--json``.
 
 ``status``: counts by state, the live leases (worker, attempt, seconds left on the store's
-clock), the versions whose lease ran out, and the blocked and failed versions with their causes.
+clock), the ready versions not yet due (seconds left, priority), the versions whose lease ran
+out, and the blocked and failed versions with their causes.
 ``jobs``: one line per task id (state, generation, attempt, worker, timings, result or error).
-``show ID``: everything the store keeps of one id, the failure's traceback included.
+``show ID``: everything the store keeps of one id (its due time and priority too), the
+failure's traceback included.
 ``retry ID`` / ``cancel ID``: the spec's Retry and Cancel.
 ``schedules``: each recurring schedule, its next slot, and its latest slots with their decision.
 
@@ -76,6 +78,9 @@ def _version(view: StoreView, v: DurableInfo) -> dict[str, Any]:
         "lease_seconds_left": _seconds(None if v.deadline is None
                                        else max(0.0, v.deadline - now)),
         "result": v.result, "error": v.error, "traceback": v.traceback,
+        # docs/time.md: the store-clock time it may be claimed from, and its priority
+        "due": v.due, "due_in_seconds": _seconds(max(0.0, v.due - now)),
+        "priority": v.priority,
     }
 
 
@@ -87,9 +92,13 @@ def status(db: DurableScheduler) -> dict[str, Any]:
     live: list[dict[str, Any]] = []
     awaiting: list[str] = []
     problems: list[dict[str, Any]] = []
+    delayed: list[dict[str, Any]] = []
     for v in view.versions:
         state = v.state.value
         by_state[state] = by_state.get(state, 0) + 1
+        if state == "ready" and v.due > now:  # ready, waiting for its time
+            delayed.append({"task": v.task_id, "due": v.due, "priority": v.priority,
+                            "seconds_left": round(v.due - now, 3)})
         if state == "running":
             if v.holder is not None and v.deadline is not None and v.deadline >= now:
                 live.append({"task": v.task_id, "worker": v.holder, "attempt": v.attempts,
@@ -103,10 +112,12 @@ def status(db: DurableScheduler) -> dict[str, Any]:
         elif state == "failed":
             problems.append({"task": v.task_id, "state": "failed", "cause": v.error,
                              "attempts": v.attempts})
+    delayed.sort(key=lambda d: (d["due"], -d["priority"]))
     return {"store": db.url, "now": now, "max_concurrency": int(settings["max_concurrency"]),
-            "max_attempts": int(settings["max_attempts"]),
+            "max_attempts": int(settings["max_attempts"]), "aging": db.aging,
             "started": bool(int(settings["started"])), "closed": bool(int(settings["closed"])),
             "by_state": by_state, "live_leases": live, "awaiting_reclaim": awaiting,
+            "not_yet_due": delayed,
             "problems": problems,
             "counters": {k[len("count:"):]: int(v) for k, v in sorted(settings.items())
                          if k.startswith("count:") and k != "count:cycles_reported"}}
@@ -115,6 +126,8 @@ def status(db: DurableScheduler) -> dict[str, Any]:
 def _status_text(report: dict[str, Any]) -> str:
     lines = [f"store {report['store']}: max_concurrency {report['max_concurrency']}, "
              f"max_attempts {report['max_attempts']}, "
+             + ("strict priority, " if report["aging"] is None
+                else f"aging {report['aging']:g} s, ")
              + ("closed" if report["closed"] else "started" if report["started"]
                 else "not started")]
     states = report["by_state"]
@@ -123,6 +136,9 @@ def _status_text(report: dict[str, Any]) -> str:
     for lease in report["live_leases"]:
         lines.append(f"  lease {lease['task']!r}: {lease['worker']} attempt {lease['attempt']}, "
                      f"{lease['seconds_left']} s left")
+    for d in report["not_yet_due"]:
+        lines.append(f"  ready {d['task']!r}: due in {d['seconds_left']} s, priority "
+                     f"{d['priority']}")
     for t in report["awaiting_reclaim"]:
         lines.append(f"  {t!r}: lease expired, waiting for a worker to take it over")
     for p in report["problems"]:
@@ -164,6 +180,8 @@ def show(db: DurableScheduler, task_id: str) -> dict[str, Any]:
 def _show_text(row: dict[str, Any]) -> str:
     lines = [f"task {row['task']!r}: {row['state']}, generation {row['generation']}, "
              f"attempt {row['attempt']}"]
+    lines.append(f"  due: {row['due']} (store clock; in {row['due_in_seconds']} s), priority "
+                 f"{row['priority']}")
     for key in ("fn", "args", "deps", "worker", "lease_seconds_left", "blocked_by",
                 "cancel_requested", "waited_seconds", "ran_seconds"):
         if row[key] not in (None, [], {}, False):

@@ -40,7 +40,8 @@ END
 $$;
 
 -- Whether a claim would now take a step: a lease past its deadline or a version running
--- without one, or a ready version and a free slot, the scheduler started and not closed
+-- without one, or an eligible version (ready and due) and a free slot, the scheduler started
+-- and not closed
 -- (DurableScheduler._claimable asks the same of its claim check).
 CREATE OR REPLACE FUNCTION refsched_claimable(p_virtual boolean, p_max bigint) RETURNS boolean
 LANGUAGE plpgsql STABLE AS $$
@@ -51,7 +52,7 @@ BEGIN
                    AND (holder IS NULL OR deadline < now_))
         OR ((SELECT CAST(value AS integer) FROM meta WHERE key = 'started') <> 0
             AND (SELECT CAST(value AS integer) FROM meta WHERE key = 'closed') = 0
-            AND EXISTS (SELECT 1 FROM task WHERE state = 'ready')
+            AND EXISTS (SELECT 1 FROM task WHERE state = 'ready' AND due <= now_)
             AND (SELECT count(*) FROM task WHERE state = 'running') < p_max);
 END
 $$;
@@ -68,18 +69,25 @@ END
 $$;
 
 -- Submit(t, {}): NULL when the scheduler is closed or t's version runs (the caller's code
--- raises the error); otherwise the new version's generation.
+-- raises the error); otherwise the new version's generation. Due at max(p_run_at, now), or
+-- now + p_delay, or now; its claim key by p_aging (NULL: strict priority), as
+-- DurableScheduler._claim_key makes it.
+DROP FUNCTION IF EXISTS refsched_submit(bigint, boolean, text, boolean, bigint, text, text, text);
 CREATE OR REPLACE FUNCTION refsched_submit(p_lock bigint, p_virtual boolean, p_channel text,
-        p_record boolean, p_max bigint, p_task text, p_fn text, p_args text) RETURNS bigint
+        p_record boolean, p_max bigint, p_task text, p_fn text, p_args text, p_run_at float8,
+        p_delay float8, p_priority bigint, p_aging float8) RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
     now_ float8;
+    due_ float8;
     seq_ bigint;
     old_generation bigint;
     old_state text;
 BEGIN
     PERFORM pg_advisory_xact_lock(p_lock);
     now_ := refsched_now(p_virtual);
+    due_ := CASE WHEN p_run_at IS NOT NULL THEN greatest(p_run_at, now_)
+                 ELSE now_ + coalesce(p_delay, 0) END;
     IF (SELECT CAST(value AS integer) FROM meta WHERE key = 'closed') <> 0 THEN
         RETURN NULL;
     END IF;
@@ -97,8 +105,12 @@ BEGIN
     IF old_state IS NOT NULL THEN
         DELETE FROM task WHERE id = p_task;
     END IF;
-    INSERT INTO task (id, generation, seq, state, fn, args, remaining_deps, became_ready_at)
-        VALUES (p_task, coalesce(old_generation, 0) + 1, seq_, 'ready', p_fn, p_args, 0, now_);
+    INSERT INTO task (id, generation, seq, state, fn, args, remaining_deps, became_ready_at,
+                      due, priority, claim_key, claim_due)
+        VALUES (p_task, coalesce(old_generation, 0) + 1, seq_, 'ready', p_fn, p_args, 0, now_,
+                due_, p_priority,
+                CASE WHEN p_aging IS NULL THEN p_priority ELSE p_priority * p_aging - due_ END,
+                CASE WHEN p_aging IS NULL THEN due_ ELSE 0 END);
     IF old_state IS NOT NULL THEN
         DELETE FROM dep WHERE task = p_task;
     END IF;
@@ -108,13 +120,18 @@ BEGIN
             VALUES ('Submit', json_build_object('t', p_task, 'D', json_build_array())::text, now_);
     END IF;
     PERFORM refsched_wake(p_virtual, p_channel, p_max);
+    IF due_ > now_ THEN
+        -- Not yet due: the idle workers read the next due time again.
+        PERFORM pg_notify(p_channel, '');
+    END IF;
     RETURN coalesce(old_generation, 0) + 1;
 END
 $$;
 
 -- Claim(w, k): one row with o_fallback when the scheduler is not started or a lease is due to
--- expire (the caller's code expires, re-claims, or raises); otherwise a row per version taken,
--- smallest seq first, within max_concurrency, and no row when there is nothing to take.
+-- expire (the caller's code expires, re-claims, or raises); otherwise a row per eligible
+-- version taken (ready and due), in the claim order of docs/time.md, within max_concurrency,
+-- and no row when there is nothing to take.
 CREATE OR REPLACE FUNCTION refsched_claim(p_lock bigint, p_virtual boolean, p_channel text,
         p_record boolean, p_max bigint, p_worker text, p_want bigint,
         p_lease float8)
@@ -152,10 +169,11 @@ BEGIN
         WITH claimed AS (
             UPDATE task SET state = 'running', attempt = 1, holder = p_worker,
                    deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_
-             WHERE id IN (SELECT id FROM task WHERE state = 'ready' ORDER BY seq LIMIT room)
-            RETURNING seq, id, generation, fn, args)
+             WHERE id IN (SELECT id FROM task WHERE state = 'ready' AND due <= now_
+                          ORDER BY claim_key DESC, claim_due, seq LIMIT room)
+            RETURNING claim_key, claim_due, seq, id, generation, fn, args)
         SELECT false, c.seq, c.id, c.generation, c.fn, c.args, now_ + p_lease
-          FROM claimed AS c ORDER BY c.seq;
+          FROM claimed AS c ORDER BY c.claim_key DESC, c.claim_due, c.seq;
     GET DIAGNOSTICS taken = ROW_COUNT;
     IF taken > 0 THEN
         PERFORM refsched_count('count:claimed', taken);

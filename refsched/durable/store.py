@@ -30,13 +30,24 @@ __all__ = ["FORMAT", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "Store", "Tx
 FORMAT = "refsched-durable"  # meta.format: this file is a refsched store
 SCHEMA_VERSION = 3  # meta.schema_version this code reads and writes
 
-#: What brings a store of schema version ``v - 1`` to ``v``, in both dialects; run by the
-#: first writer that opens an older store, inside the transaction that checks its version.
+#: What brings a store of schema version ``v - 1`` to ``v``, in both dialects (type names both
+#: read alike: DOUBLE PRECISION is SQLite's REAL, BIGINT its INTEGER); run by the first writer
+#: that opens an older store, inside the transaction that checks its version. Version 3: every
+#: version stored before is due at 0 with priority 0, so it keeps its place, by seq, ahead of
+#: the versions made since; the scheduler adds the meta key ``aging``. The schedule
+#: and slot tables start empty, and no slot is owed (``slot_due``).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE task ADD COLUMN traceback TEXT",),
-    # Recurring schedules (schema.sql's schedule and slot tables); DOUBLE PRECISION and BIGINT
-    # are PostgreSQL's types, and SQLite reads them as REAL and INTEGER.
-    3: ("CREATE TABLE IF NOT EXISTS schedule (name TEXT PRIMARY KEY, fn TEXT NOT NULL, "
+    3: ("ALTER TABLE task ADD COLUMN due DOUBLE PRECISION NOT NULL DEFAULT 0",
+        "ALTER TABLE task ADD COLUMN priority BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE task ADD COLUMN claim_key DOUBLE PRECISION NOT NULL DEFAULT 0",
+        "ALTER TABLE task ADD COLUMN claim_due DOUBLE PRECISION NOT NULL DEFAULT 0",
+        "DROP INDEX IF EXISTS task_ready",
+        "CREATE INDEX IF NOT EXISTS task_claim ON task (claim_key DESC, claim_due, seq) "
+        "WHERE state = 'ready'",
+        "CREATE INDEX IF NOT EXISTS task_due ON task (due) WHERE state = 'ready'",
+        # the recurring schedules: schema.sql's schedule and slot tables
+        "CREATE TABLE IF NOT EXISTS schedule (name TEXT PRIMARY KEY, fn TEXT NOT NULL, "
         "args TEXT NOT NULL, every DOUBLE PRECISION, cron TEXT, timezone TEXT NOT NULL, "
         "start_at DOUBLE PRECISION NOT NULL, overlap TEXT NOT NULL, catchup DOUBLE PRECISION, "
         "priority BIGINT NOT NULL, paused INTEGER NOT NULL DEFAULT 0, next_slot DOUBLE "
@@ -109,10 +120,12 @@ class Tx(ABC):
     def meta_insert(self, items: Iterable[tuple[str, Any]]) -> None:
         self.many(self.META_INSERT, ((k, self.encode(v)) for k, v in items))
 
-    def wake(self, max_concurrency: int) -> None:  # noqa: B027 (a no-op unless it can notify)
+    def wake(self, max_concurrency: int,  # noqa: B027 (a no-op unless it can notify)
+             always: bool = False) -> None:
         """This step may make a version claimable: tell idle workers once it commits, if a
-        claim could then take a step (a store that cannot tell them does nothing; its workers
-        poll)."""
+        claim could then take a step, or ``always`` (a version not yet due: an idle worker
+        reads the next due time again). A store that cannot tell them does nothing; its
+        workers poll."""
 
     @abstractmethod
     def one(self, sql: str, params: Sequence[Any] = ()) -> Row | None:

@@ -72,6 +72,10 @@ STORE_TRIES = 20
 up. Each waits longer, up to 5 s, after the store's own wait (30 s for a connection on
 PostgreSQL): a server restart is ridden out, a store that stays broken ends the worker."""
 
+DUE_MARGIN = 0.002
+"""Seconds an idle worker waits past the next due time, so that the claim it then makes finds
+the version due on the store's clock (SQLite's reads the time in milliseconds)."""
+
 _PERMISSION = ("read-only", "readonly", "permission denied")  # a store that will never let us write
 
 LeaseKey = tuple[str, int, int]
@@ -409,10 +413,11 @@ class Worker:
                     continue
                 if self.until_done and not len(self.held) and self._done():
                     break
+                wait = self._idle_wait(idle)
                 if self.db.notifies:  # woken by the store's notification, or after idle
-                    self.db.wait_for_work(idle)
+                    self.db.wait_for_work(wait)
                 else:
-                    self._stopping.wait(idle)
+                    self._stopping.wait(wait)
                 idle = min(idle * 2, self.poll)
         finally:
             self.held.wait_empty()
@@ -431,6 +436,20 @@ class Worker:
                              f"up: {text}") from None
         log.warning("worker %s: store error (claim %d of %d in a row), will try again: %s",
                     self.name, failures, self.store_tries, text)
+
+    def _idle_wait(self, idle: float) -> float:
+        """How long an idle worker waits before it claims again: ``idle``, or less when a
+        ready version comes due sooner (on the store's clock, waited on this one's: the two
+        run at the same rate), so that delayed work is claimed on time without a poll; a
+        notification (PostgreSQL) ends the wait sooner, and the next one reads the next due
+        time again. A store error is "none due": the claim will say what is wrong."""
+        try:
+            due_in = self.db.next_due()
+        except StoreError:
+            return idle
+        if due_in is None:
+            return idle
+        return min(idle, due_in + DUE_MARGIN)
 
     def _done(self) -> bool:
         """``db.done()``; a store error is "not yet". Why: a server down for longer than the

@@ -4,6 +4,7 @@ schedule, and nothing of a schedule lives outside the store."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -201,7 +202,7 @@ def test_processes_deciding_the_same_slots_decide_each_once(durable_url: StoreUR
     slots = [at for at, _, _ in got]
     assert len(got) >= 50
     assert slots == sorted(set(slots))  # each slot once, in order
-    gaps = {round(b - a, 6) for a, b in zip(slots, slots[1:], strict=False)}
+    gaps = {round(b - a, 6) for a, b in itertools.pairwise(slots)}
     assert gaps == {0.02}  # none skipped over
     runs = {task for _, d, task in got if d == "run"}
     assert len(runs) == len(got)  # allow: every slot ran, each as a task id of its own
