@@ -523,6 +523,9 @@ class DurableScheduler:
             if "aging" not in meta:  # a store older than due times: its migrating writer's
                 meta["aging"] = AGING if stored_aging is None else stored_aging
                 tx.meta_insert([("aging", meta["aging"])])
+            if "slot_due" not in meta:  # a store older than schedules: none owes a slot
+                meta["slot_due"] = schedules.NO_SLOT
+                tx.meta_insert([("slot_due", schedules.NO_SLOT)])
             self._store.prepare(tx)
             given: dict[str, object] = {
                 "max_concurrency": max_concurrency, "max_attempts": max_attempts,

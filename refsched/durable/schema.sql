@@ -79,10 +79,10 @@ CREATE TABLE IF NOT EXISTS schedule (
     timezone   TEXT NOT NULL,     -- the IANA zone the cron expression is read in
     start_at   REAL NOT NULL,     -- store clock: no slot before it
     overlap    TEXT NOT NULL,     -- skip buffer_one allow
-    catchup    REAL,              -- seconds: an older slot is missed; NULL: none is
+    catchup    REAL,              -- seconds: an older slot is missed (NULL: none is)
     priority   INTEGER NOT NULL,  -- of each run's version
     paused     INTEGER NOT NULL DEFAULT 0,
-    next_slot  REAL,              -- the next slot neither decided nor held; NULL: no more
+    next_slot  REAL,              -- the next slot neither decided nor held (NULL: no more)
     held_slot  REAL,              -- buffer_one: the slot kept until no run is unfinished
     unlisted   INTEGER NOT NULL DEFAULT 0,  -- slots missed or skipped in one jump, not listed
     open_from  REAL,              -- every run of a slot before it is known finished

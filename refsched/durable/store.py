@@ -35,7 +35,7 @@ SCHEMA_VERSION = 3  # meta.schema_version this code reads and writes
 #: that opens an older store, inside the transaction that checks its version. Version 3: every
 #: version stored before is due at 0 with priority 0, so it keeps its place, by seq, ahead of
 #: the versions made since; the scheduler adds the meta key ``aging``. The schedule
-#: and slot tables start empty, and no slot is owed (``slot_due``).
+#: and slot tables start empty, and the scheduler adds ``slot_due`` (no slot owed).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE task ADD COLUMN traceback TEXT",),
     3: ("ALTER TABLE task ADD COLUMN due DOUBLE PRECISION NOT NULL DEFAULT 0",
@@ -55,8 +55,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "DOUBLE PRECISION, created_at DOUBLE PRECISION NOT NULL)",
         "CREATE TABLE IF NOT EXISTS slot (schedule TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, "
         "decision TEXT NOT NULL, task TEXT, decided_at DOUBLE PRECISION NOT NULL, "
-        "PRIMARY KEY (schedule, at))",
-        "INSERT INTO meta (key, value) VALUES ('slot_due', '1e300')"),
+        "PRIMARY KEY (schedule, at))"),
 }
 
 Row = tuple[Any, ...]

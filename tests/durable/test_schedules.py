@@ -44,7 +44,7 @@ def run_id(name: str, seconds: float) -> str:
 def finish(db: DurableScheduler, task: str) -> None:
     """Claim and complete ``task``'s version (it must be the only one ready)."""
     leases = db.claim("w", limit=4)
-    assert [lease.task for lease in leases] == [task]
+    assert [lease.task_id for lease in leases] == [task]
     db.complete(leases[0])
 
 
@@ -72,7 +72,8 @@ def test_buffer_one_holds_one_slot_and_runs_it_when_the_run_ends(durable_url: St
     assert decisions(db, "b") == [(0.0, "run", run_id("b", 0)), (20.0, "skipped", None)]
     finish(db, run_id("b", 0))
     db.tick(1)  # the run ended: the held slot runs now, whatever its age
-    assert decisions(db, "b")[-1] == (10.0, "run", run_id("b", 10))
+    assert decisions(db, "b") == [(0.0, "run", run_id("b", 0)), (10.0, "run", run_id("b", 10)),
+                                  (20.0, "skipped", None)]
     assert db.schedules()[0].held_slot is None
 
 
@@ -117,8 +118,8 @@ def test_a_claim_decides_the_slots_whose_time_has_come(durable_url: StoreURL) ->
     assert db.claim("w1") == []  # the first slot has not come
     wait_for(lambda: datetime.now(UTC) > start + timedelta(seconds=0.05), 5, "the slot")
     (lease,) = db.claim("w1")  # no tick: the claim decided the slot, then took its run
-    assert lease.task == run_id("w", start.timestamp())
-    assert decisions(db, "w") == [(start.timestamp(), "run", lease.task)]
+    assert lease.task_id == run_id("w", start.timestamp())
+    assert decisions(db, "w") == [(start.timestamp(), "run", lease.task_id)]
 
 
 def test_unschedule_stops_the_slots_and_keeps_the_runs(durable_url: StoreURL) -> None:
@@ -206,7 +207,7 @@ def test_processes_deciding_the_same_slots_decide_each_once(durable_url: StoreUR
     assert gaps == {0.02}  # none skipped over
     runs = {task for _, d, task in got if d == "run"}
     assert len(runs) == len(got)  # allow: every slot ran, each as a task id of its own
-    assert runs <= {v.task for v in db.view().versions}
+    assert runs <= {v.task_id for v in db.view().versions}
 
 
 # -- the command -------------------------------------------------------------------------------
