@@ -1315,13 +1315,16 @@ class DurableScheduler:
         return float(now)
 
     def next_due(self) -> float | None:
-        """Seconds on the store's clock until the first ready version not yet due comes due;
-        None when no ready version waits for its time. An idle worker waits that long (or
-        until a notification) rather than polling for delayed work."""
+        """Seconds on the store's clock until the first ready version not yet due comes due,
+        or a schedule's next slot comes; None when nothing waits for its time. An idle worker
+        waits that long (or until a notification) rather than polling for delayed work. (A
+        held slot already owed is not waited for: the claim after its run ends releases it.)"""
         row = self._store.peek(
-            "SELECT (SELECT MIN(due) FROM task WHERE state = 'ready' AND due > c.now) - c.now "
+            "SELECT (SELECT MIN(due) FROM task WHERE state = 'ready' AND due > c.now) - c.now, "
+            "(SELECT MIN(next_slot) FROM schedule WHERE next_slot > c.now) - c.now "
             f"FROM (SELECT {self._store.clock_sql} AS now) AS c")
-        return None if row is None or row[0] is None else float(row[0])
+        waits = [float(w) for w in row or () if w is not None]
+        return min(waits) if waits else None
 
     # ------------------------------------------------------------------ Reading
 

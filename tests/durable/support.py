@@ -105,3 +105,44 @@ class ClaimRewritten(DurableScheduler):
             return super().claim(worker, limit, lease)
         finally:
             del store.transaction
+
+
+#: What takes a store of schema version ``v`` back to ``v - 1`` (the undoing of MIGRATIONS[v]),
+#: for the tests that show an older store read as it is and migrated by its first writer.
+DOWNGRADES: dict[int, tuple[str, ...]] = {
+    3: ("DROP INDEX task_claim", "DROP INDEX task_due",
+        *(f"ALTER TABLE task DROP COLUMN {c}" for c in ("due", "priority", "claim_key",
+                                                          "claim_due")),
+        "CREATE INDEX task_ready ON task (seq) WHERE state = 'ready'",
+        "DELETE FROM meta WHERE key IN ('aging', 'slot_due')",
+        "DROP TABLE slot", "DROP TABLE schedule"),
+    2: ("ALTER TABLE task DROP COLUMN traceback",),
+}
+
+
+def downgrade(db: DurableScheduler, url: str, path: Path, version: int) -> None:
+    """Release ``db`` and take its store (the SQLite file ``path``, or the PostgreSQL store at
+    ``url``) back to schema ``version``, as the code of that version left it."""
+    from refsched.durable.store import SCHEMA_VERSION
+
+    statements = [s for v in range(SCHEMA_VERSION, version, -1) for s in DOWNGRADES[v]]
+    db.release()
+    if url.startswith("sqlite"):
+        import sqlite3
+
+        conn = sqlite3.connect(path)
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (version,))
+        conn.commit()
+        conn.close()
+        return
+    import psycopg
+
+    from refsched.durable.postgres import split_url
+    conninfo, schema = split_url(url)
+    with psycopg.connect(conninfo, autocommit=True) as server:
+        server.execute(f"SET search_path TO {schema}")
+        for statement in statements:
+            server.execute(statement)
+        server.execute(f"UPDATE meta SET value = '{version}' WHERE key = 'schema_version'")

@@ -13,9 +13,11 @@ import pytest
 from refsched.durable import DurableScheduler
 from refsched.durable.jobs import NOOP
 from refsched.durable.scheduler import MAX_ID_BYTES, storable
+from refsched.durable.store import SCHEMA_VERSION
 from refsched.errors import InvalidArgumentError, InvalidTransitionError, StoreError
 from refsched.types import TaskState
 from tests.conftest import StoreURL
+from tests.durable.support import downgrade
 
 
 def store(url: StoreURL, name: str = "s.db", **options: Any) -> DurableScheduler:
@@ -158,37 +160,18 @@ def test_an_opener_that_finds_no_store_is_told_so_and_leaves_nothing(
     assert DurableScheduler(durable_url("real.db")).max_concurrency == 2
 
 
-def _downgrade_to_version_1(db: DurableScheduler, url: str, path: Path) -> None:
-    if url.startswith("sqlite"):
-        db.release()
-        conn = sqlite3.connect(path)
-        conn.execute("ALTER TABLE task DROP COLUMN traceback")
-        conn.execute("UPDATE meta SET value = 1 WHERE key = 'schema_version'")
-        conn.commit()
-        conn.close()
-        return
-    import psycopg
-
-    from refsched.durable.postgres import split_url
-    conninfo, schema = split_url(url)
-    with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f"ALTER TABLE {schema}.task DROP COLUMN traceback")
-        conn.execute(f"UPDATE {schema}.meta SET value = '1' WHERE key = 'schema_version'")
-    db.release()
-
-
 def test_a_version_1_store_is_read_as_it_is_and_migrated_by_its_first_writer(
         durable_url: StoreURL, tmp_path: Path) -> None:
     db = store(durable_url)
     db.submit("a", fn=NOOP)
     db.start()
-    _downgrade_to_version_1(db, durable_url("s.db"), tmp_path / "s.db")
+    downgrade(db, durable_url("s.db"), tmp_path / "s.db", 1)
     reader = DurableScheduler(durable_url("s.db"), read_only=True)
     assert reader.view().settings["schema_version"] == 1
     assert reader.view("a").versions[0].traceback is None
     reader.release()
     writer = DurableScheduler(durable_url("s.db"))
-    assert writer.view().settings["schema_version"] == 2
+    assert writer.view().settings["schema_version"] == SCHEMA_VERSION
     (lease,) = writer.claim("w")
     writer.fail(lease, ValueError("after the migration"))
     assert "ValueError: after the migration" in (writer.view("a").versions[0].traceback or "")

@@ -231,3 +231,22 @@ def test_refsched_schedules_lists_each_slot_and_its_decision(durable_url: StoreU
     bad = subprocess.run([sys.executable, "-m", "refsched", "schedules", "--db", url,
                           "--slots", "-1"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_an_idle_worker_runs_each_slot_as_its_time_comes(durable_url: StoreURL) -> None:
+    """A worker process with nothing to do wakes for the next slot (its wait is the store's
+    time to that slot, not only its poll): a schedule of 0.3 s runs slot after slot."""
+    from tests.durable.support import start_worker
+
+    db = store(durable_url, clock="wall")
+    db.schedule("tick", fn=NOOP, every=0.3, overlap="allow")
+    worker = start_worker(durable_url("s.db"), "--poll", "5")
+    try:
+        wait_for(lambda: db.stats().succeeded >= 4, 60, "four runs")
+    finally:
+        worker.terminate()
+        worker.wait(30)
+    got = decisions(db, "tick")
+    assert [d for _, d, _ in got] == ["run"] * len(got)
+    ended = {v.task_id for v in db.view().versions if v.state.value == "succeeded"}
+    assert {task for _, _, task in got[:4]} <= ended

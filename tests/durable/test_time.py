@@ -9,7 +9,6 @@ of polling for it (and, on PostgreSQL, are woken by a delayed submit).
 from __future__ import annotations
 
 import datetime as dt
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
@@ -26,6 +25,7 @@ from refsched.durable.worker import Worker
 from refsched.errors import InvalidArgumentError, StoreError
 from refsched.types import TaskState
 from tests.conftest import StoreURL
+from tests.durable.support import downgrade
 
 NOOP = "tests.durable.jobs:noop"
 UTC = dt.UTC
@@ -235,33 +235,6 @@ def test_the_aging_belongs_to_the_store(durable_url: StoreURL) -> None:
     assert store(durable_url, "default.db").aging == AGING == 60.0
 
 
-def _downgrade_to_version_2(db: DurableScheduler, url: str, path: Path) -> None:
-    """The store as schema version 2 left it: no due times, priorities, claim keys or aging."""
-    statements = ["DROP INDEX task_claim", "DROP INDEX task_due",
-                  *(f"ALTER TABLE task DROP COLUMN {c}"
-                    for c in ("due", "priority", "claim_key", "claim_due")),
-                  "CREATE INDEX task_ready ON task (seq) WHERE state = 'ready'",
-                  "DELETE FROM meta WHERE key = 'aging'"]
-    db.release()
-    if url.startswith("sqlite"):
-        conn = sqlite3.connect(path)
-        for statement in statements:
-            conn.execute(statement)
-        conn.execute("UPDATE meta SET value = 2 WHERE key = 'schema_version'")
-        conn.commit()
-        conn.close()
-        return
-    import psycopg
-
-    from refsched.durable.postgres import split_url
-    conninfo, schema = split_url(url)
-    with psycopg.connect(conninfo, autocommit=True) as server:
-        server.execute(f"SET search_path TO {schema}")
-        for statement in statements:
-            server.execute(statement)
-        server.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
-
-
 def test_a_version_2_store_is_read_as_it_is_and_migrated_by_its_first_writer(
         durable_url: StoreURL, tmp_path: Path) -> None:
     db = store(durable_url, max_concurrency=1)
@@ -269,7 +242,7 @@ def test_a_version_2_store_is_read_as_it_is_and_migrated_by_its_first_writer(
         db.submit(t, fn=NOOP)
     db.start()
     url = db.url
-    _downgrade_to_version_2(db, url, tmp_path / "s.db")
+    downgrade(db, url, tmp_path / "s.db", 2)
     reader = DurableScheduler(url, read_only=True)
     assert reader.view().settings["schema_version"] == 2 and reader.aging == AGING
     assert reader.times() == {"a": TimeView(0.0, 0), "b": TimeView(0.0, 0)}
@@ -288,7 +261,7 @@ def test_a_version_2_store_is_read_as_it_is_and_migrated_by_its_first_writer(
 def test_a_migrating_writer_may_set_the_aging(durable_url: StoreURL, tmp_path: Path) -> None:
     db = store(durable_url)
     url = db.url
-    _downgrade_to_version_2(db, url, tmp_path / "s.db")
+    downgrade(db, url, tmp_path / "s.db", 2)
     assert DurableScheduler(url, aging=None).aging is None
     assert DurableScheduler(url).aging is None
 
