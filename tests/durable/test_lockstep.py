@@ -62,7 +62,8 @@ class CompleteWithoutAttemptCheck(DurableScheduler):
 class ClaimIgnoresSeqOrder(ClaimRewritten):
     """claim() takes the ready versions in id order instead of submission order."""
 
-    rewrite = ("ORDER BY seq LIMIT ?) RETURNING", "ORDER BY id DESC LIMIT ?) RETURNING")
+    rewrite = ("ORDER BY claim_key DESC, claim_due, seq LIMIT ?) RETURNING",
+               "ORDER BY id DESC LIMIT ?) RETURNING")
 
 
 class HeartbeatExtendsLostLease(DurableScheduler):

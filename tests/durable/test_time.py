@@ -347,7 +347,7 @@ def test_an_idle_worker_claims_a_delayed_version_when_it_comes_due(
     db.start()
     worker = CountedWorker(db.url, poll=60.0)
     # Idle, the worker backs off 1 ms, 2 ms, ... towards its 60 s poll: it looks at 2.05 s
-    # and next at 4.1 s. Due at 2.2 s, the version is claimed at once only by a wait that
+    # and next at 4.1 s. Due at 2.2 s, the version is claimed on time only by a wait that
     # ends at its due time.
     db.submit("x", fn=NOOP, delay=2.2)
     worker.thread.start()
@@ -366,9 +366,10 @@ def test_a_version_submitted_later_but_due_sooner_is_claimed_first(
     notifies = db.notifies
     worker = CountedWorker(db.url, poll=60.0 if notifies else 0.5)
     worker.thread.start()
-    # Twelve looks: the worker now sleeps 4 s (PostgreSQL) or 0.5 s (SQLite) before the next.
+    # Thirteen looks: the worker now sleeps 4.1 s (PostgreSQL) or 0.5 s (SQLite) before the
+    # next (its waits double from 1 ms).
     end = time.monotonic() + 30
-    while worker.claims < 12:
+    while worker.claims < 13:
         assert time.monotonic() < end, "the worker did not look"
         time.sleep(0.01)
     db.submit("near", fn=NOOP, delay=0.3)

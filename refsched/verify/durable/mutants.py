@@ -77,8 +77,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        """                want = min(want, self._max + 1 - running)"""),
     _m("durable_claim_newest_first", _D,
        "claims take the ready versions of largest seq first",
-       """"FROM task WHERE state = 'ready' ORDER BY seq LIMIT ?) \"""",
-       """"FROM task WHERE state = 'ready' ORDER BY seq DESC LIMIT ?) \""""),
+       """"ORDER BY claim_key DESC, claim_due, seq LIMIT ?) \"""",
+       """"ORDER BY claim_key DESC, claim_due, seq DESC LIMIT ?) \""""),
     _m("durable_claim_after_close", _D,
        "claims still take ready versions after close()",
        """            if want and not closed:""",
@@ -116,6 +116,27 @@ CATALOGUE: tuple[Mutant, ...] = (
        "stats().reclaimed does not count the attempts taken after an expiry",
        """            self._count(tx, "reclaimed", len(taken))""",
        """            self._count(tx, "reclaimed", 0)"""),
+    # -- DurableScheduler: due times and priorities (docs/time.md; tests/durable/test_time.py) --
+    _m("durable_claim_one_tick_early", _D,
+       "a claim takes a version one second before its due time",
+       """"FROM task WHERE state = 'ready' AND due <= ? \"""",
+       """"FROM task WHERE state = 'ready' AND due <= ? + 1 \""""),
+    _m("durable_claim_priority_reversed", _D,
+       "claims take the smallest claim key first: the lowest priority",
+       """"ORDER BY claim_key DESC, claim_due, seq LIMIT ?) \"""",
+       """"ORDER BY claim_key, claim_due, seq LIMIT ?) \""""),
+    _m("durable_aging_never_lifts", _D,
+       "the claim key ignores the due time: a low priority waits for ever behind higher ones",
+       """        return priority * self._aging - due, 0.0""",
+       """        return priority * self._aging, 0.0"""),
+    _m("durable_run_at_not_clamped", _D,
+       "a run_at in the past is kept as the due time: the version jumps the queue",
+       """            due = max(at, now) if at is not None else now + (wait or 0.0)""",
+       """            due = at if at is not None else now + (wait or 0.0)"""),
+    _m("durable_retry_keeps_old_due", _D,
+       "retry() leaves the new versions with the old version's due time",
+       """"ended_at = NULL, due = ?, claim_key = ?, claim_due = ? \"""",
+       """"ended_at = NULL, due = due + 0 * ?, claim_key = ?, claim_due = ? \""""),
     # -- the SQLite store ------------------------------------------------------------------------
     _m("durable_store_deferred_begin", _DS,
        "a transaction that writes begins deferred: it reads, then fails to upgrade to the write "
@@ -140,8 +161,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        """            ready = []"""),
     _m("durable_steps_claim_newest_first", _DF,
        "the server-side claim takes the ready versions of largest seq first",
-       """WHERE id IN (SELECT id FROM task WHERE state = 'ready' ORDER BY seq LIMIT room)""",
-       """WHERE id IN (SELECT id FROM task WHERE state = 'ready' ORDER BY seq DESC LIMIT room)"""),
+       """ORDER BY claim_key DESC, claim_due, seq LIMIT room)""",
+       """ORDER BY claim_key DESC, claim_due, seq DESC LIMIT room)"""),
     _m("durable_steps_claim_skips_expiry", _DF,
        "the server-side claim takes ready versions while a lease is past its deadline: the "
        "dead worker's version waits until nothing else is ready",
@@ -166,6 +187,22 @@ CATALOGUE: tuple[Mutant, ...] = (
        "a submit on the server that replaces a success leaves the waiting dependents counting it",
        """    IF old_state = 'succeeded' THEN""",
        """    IF false THEN"""),
+    _m("durable_steps_claim_one_tick_early", _DF,
+       "the server-side claim takes a version one second before its due time",
+       """WHERE id IN (SELECT id FROM task WHERE state = 'ready' AND due <= now_""",
+       """WHERE id IN (SELECT id FROM task WHERE state = 'ready' AND due <= now_ + 1"""),
+    _m("durable_steps_claim_priority_reversed", _DF,
+       "the server-side claim takes the smallest claim key first: the lowest priority",
+       """ORDER BY claim_key DESC, claim_due, seq LIMIT room)""",
+       """ORDER BY claim_key, claim_due, seq LIMIT room)"""),
+    _m("durable_steps_aging_never_lifts", _DF,
+       "a submit on the server makes a claim key that ignores the due time",
+       """ELSE p_priority * p_aging - due_ END""",
+       """ELSE p_priority * p_aging END"""),
+    _m("durable_steps_run_at_not_clamped", _DF,
+       "a submit on the server keeps a run_at in the past as the due time",
+       """THEN greatest(p_run_at, now_)""",
+       """THEN p_run_at"""),
     _m("durable_steps_wake_whenever", _DF,
        "every step that may make a version claimable wakes the idle workers, claimable or not",
        """    IF refsched_claimable(p_virtual, p_max) THEN""",
@@ -178,10 +215,8 @@ CATALOGUE: tuple[Mutant, ...] = (
 WAKEUPS: tuple[Mutant, ...] = (
     _m('durable_submit_no_wake', _D,
        'a client-side submit of a ready version after start wakes nobody',
-       """            if state == "ready":
-                tx.wake(self._max)""",
-       """            if state == "ready":
-                pass"""),
+       """                tx.wake(self._max, always=due > now)""",
+       """                pass"""),
     _m('durable_start_no_wake', _D, 'start() wakes nobody for the versions already ready',
        """            self._step(tx, "Start")
             tx.wake(self._max)""",
@@ -225,6 +260,20 @@ WAKEUPS: tuple[Mutant, ...] = (
     _m('durable_steps_claimable_ignores_free_slot', _DF, 'claimable though every slot is taken',
        """            AND (SELECT count(*) FROM task WHERE state = 'running') < p_max);""",
        """            AND (SELECT count(*) FROM task WHERE state = 'running') <= p_max);"""),
+    _m('durable_next_due_unknown', _D,
+       'the next due time is never known: an idle worker polls for delayed work, and claims it '
+       'up to a poll late',
+       """        return None if row is None or row[0] is None else float(row[0])""",
+       """        return None"""),
+    _m('durable_steps_delayed_submit_no_wake', _DF,
+       'a submit on the server of a version not yet due wakes nobody: a sleeping worker misses '
+       'a due time sooner than the one it waits for',
+       """    IF due_ > now_ THEN
+        -- Not yet due: the idle workers read the next due time again.
+        PERFORM pg_notify(p_channel, '');
+    END IF;
+""",
+       """"""),
     _m('durable_postgres_wait_never_hears', _DP,
        'wait_for_work() hears no notification: it waits out its timeout',
        """                for _ in self._listener.notifies(timeout=max(0.0, timeout), stop_after=1):
