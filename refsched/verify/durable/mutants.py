@@ -119,8 +119,8 @@ CATALOGUE: tuple[Mutant, ...] = (
     # -- DurableScheduler: due times and priorities (docs/time.md; tests/durable/test_time.py) --
     _m("durable_claim_one_tick_early", _D,
        "a claim takes a version one second before its due time",
-       """"FROM task WHERE state = 'ready' AND due <= ? \"""",
-       """"FROM task WHERE state = 'ready' AND due <= ? + 1 \""""),
+       """"FROM task WHERE state = 'ready' AND +due <= ? \"""",
+       """"FROM task WHERE state = 'ready' AND +due <= ? + 1 \""""),
     _m("durable_claim_priority_reversed", _D,
        "claims take the smallest claim key first: the lowest priority",
        """"ORDER BY claim_key DESC, claim_due, seq LIMIT ?) \"""",
