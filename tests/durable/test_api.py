@@ -13,6 +13,7 @@ import pytest
 from refsched.durable import DurableScheduler
 from refsched.durable.jobs import NOOP
 from refsched.durable.scheduler import MAX_ID_BYTES, storable
+from refsched.durable.store import SCHEMA_VERSION
 from refsched.errors import InvalidArgumentError, InvalidTransitionError, StoreError
 from refsched.types import TaskState
 from tests.conftest import StoreURL
@@ -158,11 +159,20 @@ def test_an_opener_that_finds_no_store_is_told_so_and_leaves_nothing(
     assert DurableScheduler(durable_url("real.db")).max_concurrency == 2
 
 
+# What version 3 added (due times and priorities), then version 2 (the traceback).
+_LATER = ("DROP INDEX task_claim", "DROP INDEX task_due",
+          *(f"ALTER TABLE task DROP COLUMN {c}" for c in ("due", "priority", "claim_key",
+                                                          "claim_due", "traceback")),
+          "CREATE INDEX task_ready ON task (seq) WHERE state = 'ready'",
+          "DELETE FROM meta WHERE key = 'aging'")
+
+
 def _downgrade_to_version_1(db: DurableScheduler, url: str, path: Path) -> None:
     if url.startswith("sqlite"):
         db.release()
         conn = sqlite3.connect(path)
-        conn.execute("ALTER TABLE task DROP COLUMN traceback")
+        for statement in _LATER:
+            conn.execute(statement)
         conn.execute("UPDATE meta SET value = 1 WHERE key = 'schema_version'")
         conn.commit()
         conn.close()
@@ -172,8 +182,10 @@ def _downgrade_to_version_1(db: DurableScheduler, url: str, path: Path) -> None:
     from refsched.durable.postgres import split_url
     conninfo, schema = split_url(url)
     with psycopg.connect(conninfo, autocommit=True) as conn:
-        conn.execute(f"ALTER TABLE {schema}.task DROP COLUMN traceback")
-        conn.execute(f"UPDATE {schema}.meta SET value = '1' WHERE key = 'schema_version'")
+        conn.execute(f"SET search_path TO {schema}")
+        for statement in _LATER:
+            conn.execute(statement)
+        conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     db.release()
 
 
@@ -188,7 +200,7 @@ def test_a_version_1_store_is_read_as_it_is_and_migrated_by_its_first_writer(
     assert reader.view("a").versions[0].traceback is None
     reader.release()
     writer = DurableScheduler(durable_url("s.db"))
-    assert writer.view().settings["schema_version"] == 2
+    assert writer.view().settings["schema_version"] == SCHEMA_VERSION == 3
     (lease,) = writer.claim("w")
     writer.fail(lease, ValueError("after the migration"))
     assert "ValueError: after the migration" in (writer.view("a").versions[0].traceback or "")
