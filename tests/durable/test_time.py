@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from refsched.durable import DurableScheduler
+from refsched.durable import DurableRunner, DurableScheduler
 from refsched.durable.scheduler import AGING, TimeView
 from refsched.durable.status import main as status_main
 from refsched.durable.status import show, status
@@ -382,3 +382,14 @@ def test_a_version_submitted_later_but_due_sooner_is_claimed_first(
     db.cancel("far")
     db.submit("last", fn=NOOP)  # wakes the worker, which then finds the store done
     worker.join(30)
+
+
+def test_a_runner_runs_delayed_work_on_its_worker_processes(durable_url: StoreURL) -> None:
+    with DurableRunner(durable_url("s.db"), processes=1, max_concurrency=1) as runner:
+        runner.submit("later", NOOP, args={"value": 2}, delay=0.5)
+        runner.submit("sooner", NOOP, args={"value": 1}, priority=-1)
+        runner.start()
+        assert runner.wait(timeout=60)
+        assert (runner.result("sooner"), runner.result("later")) == (1, 2)
+        later = runner.db.info("later")
+        assert later.claimed_at is not None and later.claimed_at >= later.due
