@@ -25,7 +25,7 @@ from refsched.durable.status import show, status
 from refsched.durable.worker import Worker
 from refsched.errors import InvalidArgumentError, StoreError
 from refsched.types import TaskState
-from tests.conftest import StoreURL
+from tests.conftest import StoreURL, postgres_stores
 
 NOOP = "tests.durable.jobs:noop"
 UTC = dt.UTC
@@ -393,3 +393,23 @@ def test_a_runner_runs_delayed_work_on_its_worker_processes(durable_url: StoreUR
         assert (runner.result("sooner"), runner.result("later")) == (1, 2)
         later = runner.db.info("later")
         assert later.claimed_at is not None and later.claimed_at >= later.due
+
+
+def test_idle_workers_are_woken_for_a_due_time_and_not_for_work_not_yet_due(
+        postgres_url: str) -> None:
+    db = store(postgres_stores(postgres_url))
+    db.submit("x", fn=NOOP, delay=5)
+    db.start()
+    idle = DurableScheduler(db.url)
+    assert not idle.wait_for_work(0.01)  # listening from here on
+    db.submit("y", fn=NOOP, delay=10)
+    assert idle.wait_for_work(10)  # a delayed submit: read the next due time again
+    listener: Any = idle._store
+    listener._listener.execute("SELECT 1")  # every notification sent so far has arrived
+    assert idle.claim("w") == [] and idle.next_due() == 5.0
+    db.expire()  # a step that wakes only if a claim could take one: none is due
+    assert not idle.wait_for_work(0.5)
+    db.tick(5)
+    assert idle.wait_for_work(10)
+    assert [lease.task_id for lease in idle.claim("w")] == ["x"]
+    idle.release()

@@ -274,6 +274,14 @@ WAKEUPS: tuple[Mutant, ...] = (
     END IF;
 """,
        """"""),
+    _m('durable_tick_no_wake', _D, 'tick() wakes nobody for the versions it made due',
+       """            tx.wake(self._max)  # versions may have come due""",
+       """            pass"""),
+    _m('durable_steps_claimable_counts_undue', _DF,
+       'a version not yet due counts as claimable: every step wakes the idle workers for work '
+       'none of them may take',
+       """            AND EXISTS (SELECT 1 FROM task WHERE state = 'ready' AND due <= now_)""",
+       """            AND EXISTS (SELECT 1 FROM task WHERE state = 'ready')"""),
     _m('durable_postgres_wait_never_hears', _DP,
        'wait_for_work() hears no notification: it waits out its timeout',
        """                for _ in self._listener.notifies(timeout=max(0.0, timeout), stop_after=1):
