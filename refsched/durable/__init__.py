@@ -11,8 +11,9 @@ from refsched.durable.scheduler import (
     Lease,
     LeaseView,
     StoreView,
+    TimeView,
 )
 from refsched.durable.worker import Worker
 
 __all__ = ["DurableInfo", "DurableRunner", "DurableScheduler", "DurableStats", "Lease",
-           "LeaseView", "StoreView", "Worker"]
+           "LeaseView", "StoreView", "TimeView", "Worker"]

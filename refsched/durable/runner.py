@@ -16,6 +16,7 @@ not close the store.
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -52,9 +53,12 @@ class DurableRunner:
         self.workers: list[subprocess.Popen[bytes]] = []
 
     def submit(self, task_id: str, fn: str | Callable[..., Any], deps: Iterable[str] = (),
-               args: dict[str, Any] | None = None) -> int:
-        """Submit ``fn(**args)`` as a new version of ``task_id``; return its generation."""
-        return self.db.submit(task_id, deps, fn=fn, args=args)
+               args: dict[str, Any] | None = None, *, run_at: dt.datetime | None = None,
+               delay: float | None = None, priority: int = 0) -> int:
+        """Submit ``fn(**args)`` as a new version of ``task_id``; return its generation.
+        ``run_at``, ``delay`` and ``priority`` as ``DurableScheduler.submit`` (docs/time.md)."""
+        return self.db.submit(task_id, deps, fn=fn, args=args, run_at=run_at, delay=delay,
+                              priority=priority)
 
     def start(self) -> None:
         """Seal the graph and start the worker processes."""

@@ -889,11 +889,13 @@ class DurableScheduler:
             if want and not closed:
                 want = min(want, self._max - running)
                 if want > 0:
-                    # One statement picks and takes the first k eligible versions.
+                    # One statement picks and takes the first k eligible versions, walking
+                    # task_claim in its order: "+due" keeps SQLite's planner from taking
+                    # task_due instead, which sorted every due version at each claim.
                     rows = sorted(tx.all(
                         "UPDATE task SET state = 'running', attempt = 1, holder = ?, "
                         "deadline = ?, lease_seconds = ?, claimed_at = ? WHERE id IN (SELECT id "
-                        "FROM task WHERE state = 'ready' AND due <= ? "
+                        "FROM task WHERE state = 'ready' AND +due <= ? "
                         "ORDER BY claim_key DESC, claim_due, seq LIMIT ?) "
                         "RETURNING -claim_key, claim_due, seq, id, generation, fn, args",
                         (worker, deadline, lease, now, now, want)))

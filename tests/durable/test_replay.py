@@ -252,7 +252,8 @@ def test_a_store_that_applies_a_repeat_again_is_named_at_the_repeated_report() -
 class ClaimTakesNewest(ClaimRewritten):
     """claim() takes the ready versions of largest seq: the newest work first."""
 
-    rewrite = ("ORDER BY claim_key DESC, claim_due, seq LIMIT", "ORDER BY seq DESC LIMIT")
+    rewrite = ("ORDER BY claim_key DESC, claim_due, seq LIMIT",
+               "ORDER BY claim_key DESC, claim_due, seq DESC LIMIT")
 
 
 class CountsOneSuccessTooMany(DurableScheduler):

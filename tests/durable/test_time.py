@@ -17,14 +17,14 @@ from typing import Any
 
 import pytest
 
-from refsched.durable import DurableScheduler
+from refsched.durable import DurableRunner, DurableScheduler
 from refsched.durable.scheduler import AGING, TimeView
 from refsched.durable.status import main as status_main
 from refsched.durable.status import show, status
 from refsched.durable.worker import Worker
 from refsched.errors import InvalidArgumentError, StoreError
 from refsched.types import TaskState
-from tests.conftest import StoreURL
+from tests.conftest import StoreURL, postgres_stores
 from tests.durable.support import downgrade
 
 NOOP = "tests.durable.jobs:noop"
@@ -320,7 +320,7 @@ def test_an_idle_worker_claims_a_delayed_version_when_it_comes_due(
     db.start()
     worker = CountedWorker(db.url, poll=60.0)
     # Idle, the worker backs off 1 ms, 2 ms, ... towards its 60 s poll: it looks at 2.05 s
-    # and next at 4.1 s. Due at 2.2 s, the version is claimed at once only by a wait that
+    # and next at 4.1 s. Due at 2.2 s, the version is claimed on time only by a wait that
     # ends at its due time.
     db.submit("x", fn=NOOP, delay=2.2)
     worker.thread.start()
@@ -339,9 +339,10 @@ def test_a_version_submitted_later_but_due_sooner_is_claimed_first(
     notifies = db.notifies
     worker = CountedWorker(db.url, poll=60.0 if notifies else 0.5)
     worker.thread.start()
-    # Twelve looks: the worker now sleeps 4 s (PostgreSQL) or 0.5 s (SQLite) before the next.
+    # Thirteen looks: the worker now sleeps 4.1 s (PostgreSQL) or 0.5 s (SQLite) before the
+    # next (its waits double from 1 ms).
     end = time.monotonic() + 30
-    while worker.claims < 12:
+    while worker.claims < 13:
         assert time.monotonic() < end, "the worker did not look"
         time.sleep(0.01)
     db.submit("near", fn=NOOP, delay=0.3)
@@ -354,3 +355,34 @@ def test_a_version_submitted_later_but_due_sooner_is_claimed_first(
     db.cancel("far")
     db.submit("last", fn=NOOP)  # wakes the worker, which then finds the store done
     worker.join(30)
+
+
+def test_a_runner_runs_delayed_work_on_its_worker_processes(durable_url: StoreURL) -> None:
+    with DurableRunner(durable_url("s.db"), processes=1, max_concurrency=1) as runner:
+        runner.submit("later", NOOP, args={"value": 2}, delay=0.5)
+        runner.submit("sooner", NOOP, args={"value": 1}, priority=-1)
+        runner.start()
+        assert runner.wait(timeout=60)
+        assert (runner.result("sooner"), runner.result("later")) == (1, 2)
+        later = runner.db.info("later")
+        assert later.claimed_at is not None and later.claimed_at >= later.due
+
+
+def test_idle_workers_are_woken_for_a_due_time_and_not_for_work_not_yet_due(
+        postgres_url: str) -> None:
+    db = store(postgres_stores(postgres_url))
+    db.submit("x", fn=NOOP, delay=5)
+    db.start()
+    idle = DurableScheduler(db.url)
+    assert not idle.wait_for_work(0.01)  # listening from here on
+    db.submit("y", fn=NOOP, delay=10)
+    assert idle.wait_for_work(10)  # a delayed submit: read the next due time again
+    listener: Any = idle._store
+    listener._listener.execute("SELECT 1")  # every notification sent so far has arrived
+    assert idle.claim("w") == [] and idle.next_due() == 5.0
+    db.expire()  # a step that wakes only if a claim could take one: none is due
+    assert not idle.wait_for_work(0.5)
+    db.tick(5)
+    assert idle.wait_for_work(10)
+    assert [lease.task_id for lease in idle.claim("w")] == ["x"]
+    idle.release()
