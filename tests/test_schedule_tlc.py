@@ -29,7 +29,7 @@ from refsched.verify.schedule import (
 )
 from refsched.verify.specstate import SpecStateError
 from refsched.verify.tlc import run_tlc
-from tests.spec_mutants import Mutant, SpecChecks, cases, check_mutant
+from tests.spec_mutants import Mutant, SpecChecks, cases, cfg_checks, check_mutant
 from tests.tlc_support import (
     assert_every_check_has_a_mutant,
     assert_holds_with_recorded_count,
@@ -64,6 +64,24 @@ MUTANTS: dict[str, Mutant] = {
           "    /\\ next' = IF next = Every THEN next ELSE next + Every\n"),),
         ((SKIP, "OneDecisionPerSlot"), (BUFFER, "OneDecisionPerSlot"),
          (ALLOW, "OneDecisionPerSlot")),
+    ),
+    # Decide passes slot Every by: a later slot is decided while an earlier one is neither
+    # decided nor held.
+    "decide_passes_a_slot_by": Mutant(
+        (("    /\\ next' = next + Every\n",
+          "    /\\ next' = IF next = 0 THEN 2 * Every ELSE next + Every\n"),),
+        ((SKIP, "OneDecisionPerSlot"), (ALLOW, "OneDecisionPerSlot")),
+    ),
+    # Release records the held slot's run and forgets every earlier decision.
+    "release_forgets_decisions": Mutant(
+        (("       IN  /\\ decided' = decided \\cup {<<s, \"run\">>}\n",
+          "       IN  /\\ decided' = {<<s, \"run\">>}\n"),),
+        ((BUFFER, "OneDecisionPerSlot"),),
+    ),
+    # The held slot is not released fairly: it may wait for ever once no run is unfinished.
+    "release_unfair": Mutant(
+        (("    /\\ WF_vars(Release)\n", ""),),
+        ((LIVENESS, "EverySlotDecided"),),
     ),
     # skip lets a second run start while one is unfinished.
     "skip_overlaps": Mutant(
@@ -108,6 +126,11 @@ SPEC = SpecChecks(
     temporal=frozenset({"EverySlotDecided"}), violated=model.violated,
     violated_by_step=lambda s, t: [], mutants=MUTANTS, deadlock_ok=False,
 )
+
+
+def test_the_configs_check_every_name_the_model_defines_and_no_other() -> None:
+    listed = {check for config in SPEC.configs() for check in cfg_checks(config)}
+    assert listed == {*model.INVARIANTS, *model.ACTION_PROPERTIES, "EverySlotDecided"}
 
 
 def test_every_check_of_every_config_has_a_mutant_it_reports() -> None:
