@@ -180,7 +180,10 @@ class Timing:
         """
         assert self.cron is not None
         zone = ZoneInfo(self.timezone)
-        times = CronSim(self.cron, datetime.fromtimestamp(t, zone))
+        try:
+            times = CronSim(self.cron, datetime.fromtimestamp(t, zone))
+        except (OverflowError, ValueError, OSError):  # past the calendar's years: no time left
+            return
         last = t
         while True:
             try:

@@ -134,6 +134,11 @@ def test_a_cron_with_a_star_hour_or_minute_follows_real_time_through_the_changes
                                 utc(2026, 10, 25, 1, 30)]  # 01:30 BST, then 01:30 GMT
 
 
+def test_a_cron_timing_has_no_slot_past_the_calendar() -> None:
+    t = Timing(cron="0 0 * * *", start=0.0)
+    assert t.slot_after(1e300) is None and t.at_or_after(1e300) is None
+
+
 def test_cron_count_walks_its_times() -> None:
     t = Timing(cron="*/15 * * * *", start=utc(2026, 1, 1))
     assert t.count(utc(2026, 1, 1), utc(2026, 1, 2)) == 96
