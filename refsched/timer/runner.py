@@ -149,7 +149,7 @@ class _Recurrence:
     """What the runner keeps of one recurring schedule."""
 
     __slots__ = ("fn", "history", "name", "outcomes", "priority", "removed", "runs", "seq",
-                 "state")
+                 "starting", "state")
 
     def __init__(self, name: str, fn: Callable[..., Any], priority: int,
                  state: ScheduleState) -> None:
@@ -159,15 +159,21 @@ class _Recurrence:
         self.priority = priority
         # the slots decided, held and owed; only the schedule thread advances it
         self.state = state
-        # the runs not finished: task id -> future, in slot order; len(runs) is advance()'s
-        # unfinished count
+        # the runs scheduled and not finished: task id -> future, in slot order
         self.runs: dict[str, TimerFuture] = {}
+        # the runs decided and not yet scheduled (by the schedule thread, outside the lock)
+        self.starting = 0
         # the latest decisions, and the futures of the latest runs
         self.history: deque[tuple[float, Decision]] = deque(maxlen=HISTORY)
         self.outcomes: deque[TimerFuture] = deque(maxlen=HISTORY)
         # the seq of this schedule's one valid entry in the runner's slot heap (0: none)
         self.seq = 0
         self.removed = False  # unschedule() took it away: its heap entries are stale
+
+    @property
+    def unfinished(self) -> int:
+        """advance()'s count: the runs decided and not finished."""
+        return len(self.runs) + self.starting
 
 
 def _bind(fn: Callable[..., Any], args: tuple[Any, ...],
@@ -569,7 +575,7 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
         """A run's future is done: it is no longer unfinished, and a held slot may run."""
         with self._lock:
             if rec.runs.pop(task_id, None) is not None and (
-                    not rec.runs and rec.state.held is not None and not rec.removed):
+                    rec.unfinished == 0 and rec.state.held is not None and not rec.removed):
                 self._push_locked(rec, -_INF)  # Spec: Release, at the next look
 
     # -- the schedule thread ---------------------------------------------------------------
@@ -625,22 +631,30 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
         """Decide what each schedule due at ``now`` owes (Spec: Release, Decide); list the runs
         decided in ``decided``."""
         heap = self._slot_heap
+        again: list[_Recurrence] = []
         while heap and heap[0][0] <= now:
             _, seq, rec = heapq.heappop(heap)
             if rec.removed or seq != rec.seq:
                 continue  # stale
-            rec.state, decisions = advance(rec.state, now, len(rec.runs))
+            rec.state, decisions = advance(rec.state, now, rec.unfinished)
             for slot, decision in decisions:
                 rec.history.append((slot, decision))
                 if decision == "run":
+                    rec.starting += 1
                     decided.append((rec, slot))
-            state = rec.state
-            # still owed: advance() left runs for the next call (its bound)
-            self._push_locked(rec, now if owed(state, now, len(rec.runs)) else state.next)
+            if owed(rec.state, now, rec.unfinished):
+                again.append(rec)  # advance() left runs owed (its bound): once these started
+            else:
+                self._push_locked(rec, rec.state.next)
+        for rec in again:
+            self._push_locked(rec, now)
 
     def _start_run(self, rec: _Recurrence, slot: float) -> None:
         """Schedule the run of a slot decided "run": a one-shot version due at the slot."""
-        task_id = slot_task_id(rec.name, slot)
+        try:
+            task_id = slot_task_id(rec.name, slot)
+        except InvalidArgumentError:  # a slot past the calendar's years, on a clock of its own
+            task_id = f"{rec.name}@{slot!r}"
         try:
             future = self.schedule(task_id, slot, rec.fn, rec.priority)
         except SchedulerError as exc:
@@ -650,6 +664,7 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
             future._settled = True
             _apply([(future, _ERROR, exc)])
         with self._lock:
+            rec.starting -= 1
             rec.runs[task_id] = future
             rec.outcomes.append(future)
         # outside the lock: a future done already calls back at once

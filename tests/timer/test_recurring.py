@@ -127,6 +127,21 @@ def test_buffer_one_holds_one_slot_and_runs_it_when_the_run_ends(runner: TimerRu
     assert tasks[1] == slot_task_id("s", held)
 
 
+@pytest.mark.parametrize("overlap", ["skip", "buffer_one"])
+def test_slots_owed_at_once_start_one_run_at_a_time(runner: TimerRunner, clock: Clock,
+                                                    overlap: str) -> None:
+    gate = Gate()
+    runner.recurring("s", gate, every=TICK, overlap=overlap, start=clock() - 30 * TICK)
+    wait_until(lambda: len(view(runner).decisions) >= 30)
+    time.sleep(3 * TICK)
+    assert gate.calls == 1 and len(view(runner).unfinished) == 1
+    assert decisions(runner)[0] == "run" and set(decisions(runner)[1:]) == {"skipped"}
+    assert (view(runner).held is not None) == (overlap == "buffer_one")
+    gate.open.set()
+    wait_until(lambda: gate.calls >= 3)
+    assert gate.most == 1
+
+
 def test_a_held_slot_runs_as_soon_as_the_run_before_it_ends(runner: TimerRunner,
                                                              clock: Clock) -> None:
     every = 0.5
