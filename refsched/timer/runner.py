@@ -658,11 +658,13 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
         try:
             future = self.schedule(task_id, slot, rec.fn, rec.priority)
         except SchedulerError as exc:
-            # Closed meanwhile, or the same slot's run of an earlier schedule of this name
-            # still runs: this run cannot be made, and fails at once.
+            # Closed meanwhile (the run is cancelled, as close() cancels what is pending), or
+            # the same slot's run of an earlier schedule of this name still runs (this run
+            # cannot be made, and fails at once).
             future = TimerFuture(self, task_id)
             future._settled = True
-            _apply([(future, _ERROR, exc)])
+            closed = isinstance(exc, SchedulerClosedError)
+            _apply([(future, _CANCEL, None) if closed else (future, _ERROR, exc)])
         with self._lock:
             rec.starting -= 1
             rec.runs[task_id] = future
