@@ -38,6 +38,7 @@ __all__ = [
     "Decision",
     "Policy",
     "ScheduleState",
+    "ScheduleView",
     "Timing",
     "advance",
     "decide",
@@ -179,7 +180,10 @@ class Timing:
         """
         assert self.cron is not None
         zone = ZoneInfo(self.timezone)
-        times = CronSim(self.cron, datetime.fromtimestamp(t, zone))
+        try:
+            times = CronSim(self.cron, datetime.fromtimestamp(t, zone))
+        except (OverflowError, ValueError, OSError):  # past the calendar's years: no time left
+            return
         last = t
         while True:
             try:
@@ -315,6 +319,19 @@ class ScheduleState:
     def new(cls, timing: Timing, policy: Policy) -> ScheduleState:
         """A schedule that has decided nothing: its next slot is the timing's first."""
         return cls(timing, policy, timing.first_slot())
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleView:
+    """A schedule as ``schedules()`` shows it."""
+
+    name: str
+    next: float | None  # the next slot neither decided nor held; None: no more slots
+    held: float | None  # the held slot (buffer_one), or None
+    paused: bool
+    unfinished: tuple[str, ...]  # the task ids of its runs not yet finished, oldest first
+    decisions: tuple[tuple[float, Decision], ...]  # its latest decisions, oldest first
+    unlisted: int  # slots decided missed or skipped in bulk, in no list (see advance())
 
 
 def owed(state: ScheduleState, now: float, unfinished: int) -> bool:

@@ -50,7 +50,9 @@ class SpecChecks:
 
     module: str  # the spec the mutants edit: "Scheduler.tla"
     mc_module: str  # the module every config of it is for: "MCScheduler.tla"
-    system: str  # the name refsched.verify.system knows it by, to read TLC's states
+    # the name refsched.verify.system knows it by, to read TLC's states; or, for a spec of no
+    # system of its own, an object with its read_instance and snapshot_of
+    system: str | Any
     invariants: frozenset[str]  # the state invariants any config may name
     action_properties: frozenset[str]  # the action properties ([][A]_v) any config may name
     temporal: frozenset[str]  # the liveness properties any config may name
@@ -61,8 +63,12 @@ class SpecChecks:
     deadlock_ok: bool = True  # run with -deadlock: some state legitimately has no successor
 
     def configs(self) -> list[str]:
-        """Every config of the module under spec/: ``MCScheduler.cfg``, ``MCSchedulerX.cfg``."""
-        return sorted(p.name for p in spec_dir().glob(f"{Path(self.mc_module).stem}*.cfg"))
+        """Every config of the module under spec/: ``MCScheduler.cfg``, ``MCSchedulerX.cfg``
+        (not ``MCSchedule.cfg``'s ``MCScheduler.cfg``: another module's name goes on in lower
+        case)."""
+        stem = Path(self.mc_module).stem
+        return sorted(p.name for p in spec_dir().glob(f"{stem}*.cfg")
+                      if p.stem == stem or p.stem[len(stem)].isupper())
 
     def kind(self, check: str) -> str:
         """What TLC calls a violation of ``check``."""
@@ -165,7 +171,7 @@ def check_mutant(spec: SpecChecks, name: str, config: str, check: str, tmp_path:
     assert result.trace is not None and result.trace.startswith("State 1: <Initial predicate>")
     if kind == "temporal":
         return
-    chosen = systems.get(spec.system)
+    chosen = systems.get(spec.system) if isinstance(spec.system, str) else spec.system
     constants = chosen.read_instance(spec_dir() / config)
     *_, before, after = trace_states(result.trace)
     if check == "TypeOK":  # a value of no type the model can hold

@@ -8,6 +8,7 @@ as cronsim gives them), the held slot, catch-up after downtime and its bound.
 from __future__ import annotations
 
 import math
+import random
 from datetime import UTC, datetime
 
 import pytest
@@ -132,6 +133,11 @@ def test_a_cron_with_a_star_hour_or_minute_follows_real_time_through_the_changes
     autumn = Timing(cron="30 * * * *", timezone="Europe/London", start=utc(2026, 10, 24, 23))
     assert slots(autumn, 3) == [utc(2026, 10, 24, 23, 30), utc(2026, 10, 25, 0, 30),
                                 utc(2026, 10, 25, 1, 30)]  # 01:30 BST, then 01:30 GMT
+
+
+def test_a_cron_timing_has_no_slot_past_the_calendar() -> None:
+    t = Timing(cron="0 0 * * *", start=0.0)
+    assert t.slot_after(1e300) is None and t.at_or_after(1e300) is None
 
 
 def test_cron_count_walks_its_times() -> None:
@@ -293,3 +299,37 @@ def test_advance_counts_a_cron_jump_slot_by_slot() -> None:
     assert out == [(utc(2026, 1, 1), "missed"), (utc(2026, 1, 1, 0, 1), "missed"),
                    (now, "run")]
     assert s.unlisted == 3 * 24 * 60 - 2 and s.next == now + 60
+
+
+def test_advance_in_bounded_steps_decides_what_one_unbounded_step_decides() -> None:
+    # The jumps past `limit` only leave decisions unlisted: the same slots end the same way.
+    seed = random.randrange(2**32)
+    print(f"seed={seed}")  # shown on a failure, with each case
+    rng = random.Random(seed)
+    for _ in range(150):
+        every = rng.choice([0.5, 1.0, 3.0, 0.1])
+        # Whole starts and offsets make slots fall exactly on now and on now - catchup.
+        timing = Timing(every=every, start=rng.choice([0.0, float(rng.randint(-50, 50)),
+                                                       rng.uniform(-100, 100)]))
+        policy = Policy(rng.choice(["skip", "buffer_one", "allow"]),
+                        rng.choice([None, 0.0, every * rng.randint(1, 200)]))
+        owed_slots = rng.randint(0, 2000)
+        now = timing.start + every * owed_slots + rng.choice([0.0, rng.uniform(0, every)])
+        held = timing.start - every if policy.overlap == "buffer_one" and rng.random() < .3 \
+            else None
+        start = ScheduleState(timing, policy, timing.start, held, rng.random() < 0.2)
+        unfinished = rng.randint(0, 2)
+        case = (seed, every, policy, owed_slots, held, start.paused, unfinished)
+
+        whole, full = advance(start, now, unfinished, limit=10**9)
+        state, listed, runs = start, [], unfinished
+        limit = rng.randint(1, 40)
+        while owed(state, now, runs):
+            state, out = advance(state, now, runs, limit=limit)
+            listed += out
+            runs += sum(d == "run" for _, d in out)
+        assert (state.next, state.held) == (whole.next, whole.held), case
+        assert [x for x in full if x in set(listed)] == listed, case  # in order, a subset
+        assert [x for x in listed if x[1] == "run"] == [x for x in full if x[1] == "run"], case
+        alike = sum(d in ("missed", "skipped") for _, d in listed)
+        assert alike + state.unlisted == sum(d in ("missed", "skipped") for _, d in full), case

@@ -29,21 +29,41 @@ Design:
 
 from __future__ import annotations
 
+import functools
+import heapq
 import math
 import threading
 import time
 import types
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from refsched import runners, sync
-from refsched.errors import Cancelled, InvalidArgumentError, SchedulerError
+from refsched.errors import (
+    Cancelled,
+    InvalidArgumentError,
+    SchedulerClosedError,
+    SchedulerError,
+    UnknownTaskError,
+)
 from refsched.runners import CancelToken, SchedulerRunner, worker_count
+from refsched.schedule import (
+    Decision,
+    Policy,
+    ScheduleState,
+    ScheduleView,
+    Timing,
+    advance,
+    owed,
+    slot_task_id,
+)
 from refsched.timer.scheduler import TimerRecorder, TimerScheduler, _as_time
 from refsched.types import Due, TimerCloseReport, TimerStats
+from refsched.values import is_int, shown
 
-__all__ = ["TimerFuture", "TimerRunner"]
+__all__ = ["HISTORY", "RecurringView", "TimerFuture", "TimerRunner"]
 
 # The settlement kinds and their applier as module globals: the hot paths read them
 # with one lookup.
@@ -52,6 +72,7 @@ _apply = runners.apply_settlements
 
 _INF: Final = math.inf
 _MAX_WAIT: Final = 86400.0  # seconds: the longest single sleep of the dispatcher
+HISTORY: Final = 100  # the decisions of each recurring schedule schedules() keeps, the latest
 
 # A future, how to resolve it (_RESULT, _ERROR or _CANCEL), the value: decided under the runner
 # lock, applied outside it.
@@ -115,6 +136,59 @@ class _Slot:
         self.stop = False
 
 
+@dataclass(frozen=True, slots=True)
+class RecurringView(ScheduleView):
+    """A TimerRunner's recurring schedule as ``schedules()`` shows it."""
+
+    # the futures of its latest runs (at most HISTORY), oldest first: a function's result or
+    # error, whatever it raised, is its future's
+    runs: tuple[TimerFuture, ...] = ()
+
+
+class _Recurrence:
+    """What the runner keeps of one recurring schedule."""
+
+    __slots__ = ("fn", "history", "name", "outcomes", "priority", "removed", "runs", "seq",
+                 "starting", "state")
+
+    def __init__(self, name: str, fn: Callable[..., Any], priority: int,
+                 state: ScheduleState) -> None:
+        self.name = name
+        # what each run calls: fn bound to its arguments (with a token parameter if fn has one)
+        self.fn = fn
+        self.priority = priority
+        # the slots decided, held and owed; only the schedule thread advances it
+        self.state = state
+        # the runs scheduled and not finished: task id -> future, in slot order
+        self.runs: dict[str, TimerFuture] = {}
+        # the runs decided and not yet scheduled (by the schedule thread, outside the lock)
+        self.starting = 0
+        # the latest decisions, and the futures of the latest runs
+        self.history: deque[tuple[float, Decision]] = deque(maxlen=HISTORY)
+        self.outcomes: deque[TimerFuture] = deque(maxlen=HISTORY)
+        # the seq of this schedule's one valid entry in the runner's slot heap (0: none)
+        self.seq = 0
+        self.removed = False  # unschedule() took it away: its heap entries are stale
+
+    @property
+    def unfinished(self) -> int:
+        """advance()'s count: the runs decided and not finished."""
+        return len(self.runs) + self.starting
+
+
+def _bind(fn: Callable[..., Any], args: tuple[Any, ...],
+          kwargs: dict[str, Any]) -> Callable[..., Any]:
+    """``fn`` with its arguments, as a one-shot version calls it (``token=`` if it takes one)."""
+    if runners.wants_token(fn):
+        def call_with_token(token: CancelToken) -> Any:
+            return fn(*args, token=token, **kwargs)
+        return call_with_token
+
+    def call() -> Any:
+        return fn(*args, **kwargs)
+    return call
+
+
 class TimerRunner(SchedulerRunner[TimerScheduler]):
     """Run functions at their time on ``max_workers`` threads over a TimerScheduler.
 
@@ -142,8 +216,13 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
 
     def __init__(self, max_workers: int | None = None,
                  clock: Callable[[], float] = time.monotonic, *, rebuild_floor: int = 64,
-                 recorder: TimerRecorder | None = None) -> None:
+                 recorder: TimerRecorder | None = None, wall_clock: bool | None = None) -> None:
         max_workers = worker_count("TimerRunner", max_workers)
+        if wall_clock is not None and not isinstance(wall_clock, bool):
+            raise InvalidArgumentError(f"TimerRunner(wall_clock={shown(wall_clock)}): must be "
+                                       "None or a bool")
+        # the clock reads UTC seconds, so a cron schedule's slots are times on it
+        self._wall = clock is time.time if wall_clock is None else wall_clock
         self._max_workers = max_workers
         self._local = threading.local()  # .running: this worker thread is in a function
         # InvalidArgumentError for a bad clock, rebuild_floor or recorder
@@ -167,6 +246,18 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
         self._closed = False  # close() began (or the runner stopped on a failure)
         # what stopped the runner: the first error of the clock or of its own machinery (or None)
         self._failure: BaseException | None = None
+        self._clock = clock
+        # Recurring schedules. The schedule thread (started by the first recurring()) decides
+        # their slots and waits on _slot_wake until the earliest entry of _slot_heap.
+        self._recurring: dict[str, _Recurrence] = {}  # by name
+        # (time, seq, schedule): the schedule has something to decide at that time; an entry
+        # is stale once the schedule's seq is another or it was removed
+        self._slot_heap: list[tuple[float, int, _Recurrence]] = []
+        self._slot_seq = 0  # the seq of the latest heap entry
+        self._slot_wake = sync.Condition(self._lock)  # the schedule thread waits here
+        self._slot_poke = False  # a change since the schedule thread last looked concerns it
+        self._slot_now = 0.0  # the schedule thread's time: its largest clock reading
+        self._slot_thread: sync.Thread | None = None
         self._threads: list[sync.Thread] = []
         # daemon: a function still running after close(timeout) must not keep the interpreter
         # from exiting
@@ -278,6 +369,105 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
         """Return the scheduler's counters."""
         return self._scheduler.stats()
 
+    # -- recurring schedules (docs/time.md, "Recurring schedules"; spec/Schedule.tla) ----------
+
+    def recurring(self, name: str, fn: Callable[..., Any], *,
+                  args: tuple[Any, ...] | list[Any] | None = None,
+                  kwargs: Mapping[str, Any] | None = None, every: float | None = None,
+                  cron: str | None = None, timezone: str = "UTC", overlap: str = "skip",
+                  catchup: float | None = None, start: float | None = None,
+                  priority: int = 0) -> None:
+        """Run ``fn(*args, **kwargs)`` at each slot of a schedule named ``name``.
+
+        The slots are times on the runner's clock: ``start, start + every, ...``, or the times
+        of a five-field ``cron`` expression read in ``timezone``, which needs a clock of UTC
+        seconds (``TimerRunner(clock=time.time)``, or ``wall_clock=True``). ``start`` is a time
+        on the clock; None is the clock's reading now. Each slot whose time has come is decided
+        once, in order, as docs/time.md's table says (``overlap``: ``"skip"``, ``"buffer_one"``
+        or ``"allow"``; ``catchup``: None or the seconds a slot may be late and still run); a
+        slot decided "run" becomes a one-shot version of the task id
+        ``slot_task_id(name, slot)`` (``name@<slot as UTC, ISO 8601>``), due at its slot, with
+        ``priority``, which the workers run like any other (``fn`` may take a ``token``). A run
+        is unfinished until its future is done. After the process stood still or the clock
+        jumped, every slot owed is decided at the next look, oldest first.
+
+        Errors, with nothing changed: ``InvalidArgumentError`` for a name that is not a
+        non-empty str or that names a schedule already, an ``fn`` that is not callable, bad
+        ``args``, ``kwargs`` or ``priority``, a bad timing or policy (refsched.schedule), or a
+        cron on a clock that is not a wall clock; ``SchedulerClosedError`` once closed.
+        """
+        call = f"recurring({shown(name)})"
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError(f"{call}: name must be a non-empty str")
+        if not callable(fn):
+            raise InvalidArgumentError(f"{call}: fn must be callable, not {type(fn).__name__}")
+        if args is not None and not isinstance(args, tuple | list):
+            raise InvalidArgumentError(f"{call}: args={shown(args)}: must be a tuple, a list "
+                                       "or None")
+        if kwargs is not None and not (isinstance(kwargs, Mapping)
+                                       and all(isinstance(k, str) for k in kwargs)):
+            raise InvalidArgumentError(f"{call}: kwargs={shown(kwargs)}: must be a mapping of "
+                                       "str keys or None")
+        if not is_int(priority):
+            raise InvalidArgumentError(f"{call}: priority={shown(priority)}: must be an int")
+        policy = Policy.of(call, overlap=overlap, catchup=catchup)
+        if cron is not None and not self._wall:
+            raise InvalidArgumentError(
+                f"{call}: a cron schedule needs a clock of UTC seconds: TimerRunner(clock="
+                "time.time), or wall_clock=True for a clock that reads them")
+        if start is None:
+            start = self._clock()  # the time of creation; an error of the clock is raised as is
+        timing = Timing.of(call, every=every, cron=cron, timezone=timezone, start=start)
+        run = _bind(fn, tuple(args or ()), dict(kwargs or {}))
+        rec = _Recurrence(name, run, priority, ScheduleState.new(timing, policy))
+        with self._lock:
+            if self._closed:
+                raise SchedulerClosedError(f"{call}: the runner is closed")
+            if name in self._recurring:
+                raise InvalidArgumentError(f"{call}: a schedule of that name exists: "
+                                           "unschedule() it first")
+            self._recurring[name] = rec
+            if self._slot_thread is None:
+                thread = sync.Thread(target=self._slot_loop, daemon=True,
+                                     name="refsched-timer-schedules")
+                thread.start()
+                self._slot_thread = thread
+                self._threads.append(thread)
+            self._push_locked(rec, rec.state.next)
+
+    def unschedule(self, name: str) -> None:
+        """Stop the schedule ``name``: no slot of it is decided from now on, a held slot never
+        runs. Runs already decided go on (their versions are the runner's, as any other).
+        ``UnknownTaskError`` for a name no schedule has."""
+        with self._lock:
+            rec = self._recurrence("unschedule", name)
+            rec.removed = True
+            del self._recurring[name]
+
+    def pause(self, name: str) -> None:
+        """Pause the schedule ``name``: its slots are skipped until ``resume()`` (a held slot
+        still runs once no run is unfinished). ``UnknownTaskError`` for an unknown name."""
+        with self._lock:
+            rec = self._recurrence("pause", name)
+            rec.state = replace(rec.state, paused=True)
+
+    def resume(self, name: str) -> None:
+        """Resume the schedule ``name``: its slots are decided by its policy again (those owed
+        meanwhile by the time they are decided). ``UnknownTaskError`` for an unknown name."""
+        with self._lock:
+            rec = self._recurrence("resume", name)
+            rec.state = replace(rec.state, paused=False)
+
+    def schedules(self) -> dict[str, RecurringView]:
+        """Each schedule by name: its next slot, held slot, pause, unfinished runs, its latest
+        decisions and its latest runs' futures (at most ``HISTORY`` of each, oldest first; a
+        hold is no decision)."""
+        with self._lock:
+            return {name: RecurringView(name, rec.state.next, rec.state.held, rec.state.paused,
+                                        tuple(rec.runs), tuple(rec.history), rec.state.unlisted,
+                                        tuple(rec.outcomes))
+                    for name, rec in self._recurring.items()}
+
     def __enter__(self) -> TimerRunner:
         return self
 
@@ -327,6 +517,7 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
         ``error``: what stopped the dispatcher; those futures then get it instead of a cancel.
         """
         self._closed = True
+        self._slot_wake.notify_all()  # the schedule thread stops
         report = self._scheduler.close()
         for task_id in report.cancelled:
             slot = self._slots.get(task_id)
@@ -362,6 +553,124 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
             self._wake.notify()
         if self._closed:
             self._idle.notify_all()
+
+    def _recurrence(self, call: str, name: str) -> _Recurrence:
+        rec = self._recurring.get(name) if isinstance(name, str) else None
+        if rec is None:
+            raise UnknownTaskError(f"{call}({shown(name)}): no schedule of that name", name)
+        return rec
+
+    def _push_locked(self, rec: _Recurrence, when: float | None) -> None:
+        """Make ``when`` the schedule's one time to look at it again (None: no time)."""
+        self._slot_seq += 1
+        rec.seq = self._slot_seq
+        if when is None:
+            return
+        heapq.heappush(self._slot_heap, (when, rec.seq, rec))
+        if when <= self._slot_heap[0][0]:
+            self._slot_poke = True
+            self._slot_wake.notify()
+
+    def _run_finished(self, rec: _Recurrence, task_id: str, future: TimerFuture) -> None:
+        """A run's future is done: it is no longer unfinished, and a held slot may run."""
+        with self._lock:
+            if rec.runs.pop(task_id, None) is not None and (
+                    rec.unfinished == 0 and rec.state.held is not None and not rec.removed):
+                self._push_locked(rec, -_INF)  # Spec: Release, at the next look
+
+    # -- the schedule thread ---------------------------------------------------------------
+
+    def _slot_loop(self) -> None:
+        """Decide each schedule's owed slots when their time comes; sleep until the next.
+
+        Decisions are made under the runner lock; the runs decided are then scheduled through
+        ``schedule()``, outside it, and counted unfinished before the next decision (only this
+        thread decides, so each ``advance()`` sees every run decided before it).
+        """
+        lock = self._lock
+        decided: list[tuple[_Recurrence, float]] = []  # runs decided, not yet scheduled
+        failure: BaseException | None = None
+        out: list[_Settlement] = []
+        lock.acquire()
+        try:
+            while not self._closed:
+                self._slot_poke = False
+                lock.release()
+                try:
+                    for rec, slot in decided:
+                        self._start_run(rec, slot)
+                    decided.clear()
+                    reading = self._clock()
+                finally:
+                    lock.acquire()
+                now = _as_time(reading)
+                if now is not None and now > self._slot_now:
+                    self._slot_now = now  # a reading that is no time, or goes back, is ignored
+                now = self._slot_now
+                if self._closed:
+                    break
+                self._decide_locked(now, decided)
+                if self._slot_poke or decided:
+                    continue
+                heap = self._slot_heap
+                if not heap:
+                    self._slot_wake.wait()
+                elif heap[0][0] > now:
+                    self._slot_wake.wait(min(heap[0][0] - now, _MAX_WAIT))
+        except BaseException as exc:  # the clock, or the thread's own bookkeeping, failed
+            failure = exc
+            self._fail_locked(exc, out)
+        finally:
+            lock.release()
+        if failure is not None:
+            runners.log_failure("the timer runner", failure)
+        if out:
+            _apply(out)
+
+    def _decide_locked(self, now: float, decided: list[tuple[_Recurrence, float]]) -> None:
+        """Decide what each schedule due at ``now`` owes (Spec: Release, Decide); list the runs
+        decided in ``decided``."""
+        heap = self._slot_heap
+        again: list[_Recurrence] = []
+        while heap and heap[0][0] <= now:
+            _, seq, rec = heapq.heappop(heap)
+            if rec.removed or seq != rec.seq:
+                continue  # stale
+            rec.state, decisions = advance(rec.state, now, rec.unfinished)
+            for slot, decision in decisions:
+                rec.history.append((slot, decision))
+                if decision == "run":
+                    rec.starting += 1
+                    decided.append((rec, slot))
+            if owed(rec.state, now, rec.unfinished):
+                again.append(rec)  # advance() left runs owed (its bound): once these started
+            else:
+                self._push_locked(rec, rec.state.next)
+        for rec in again:
+            self._push_locked(rec, now)
+
+    def _start_run(self, rec: _Recurrence, slot: float) -> None:
+        """Schedule the run of a slot decided "run": a one-shot version due at the slot."""
+        try:
+            task_id = slot_task_id(rec.name, slot)
+        except InvalidArgumentError:  # a slot past the calendar's years, on a clock of its own
+            task_id = f"{rec.name}@{slot!r}"
+        try:
+            future = self.schedule(task_id, slot, rec.fn, rec.priority)
+        except SchedulerError as exc:
+            # Closed meanwhile (the run is cancelled, as close() cancels what is pending), or
+            # the same slot's run of an earlier schedule of this name still runs (this run
+            # cannot be made, and fails at once).
+            future = TimerFuture(self, task_id)
+            future._settled = True
+            closed = isinstance(exc, SchedulerClosedError)
+            _apply([(future, _CANCEL, None) if closed else (future, _ERROR, exc)])
+        with self._lock:
+            rec.starting -= 1
+            rec.runs[task_id] = future
+            rec.outcomes.append(future)
+        # outside the lock: a future done already calls back at once
+        future.add_done_callback(functools.partial(self._run_finished, rec, task_id))
 
     # -- the dispatcher --------------------------------------------------------------------
 
@@ -454,6 +763,7 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
         if self._failure is None:
             self._failure = exc
         error = runners.stopped_error("the timer runner", exc)
+        self._slot_wake.notify_all()  # the schedule thread stops
         if not self._closed:
             try:
                 self._close_locked(out, error)
