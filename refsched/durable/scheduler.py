@@ -1211,8 +1211,9 @@ class DurableScheduler:
             now = tx.now()
             timing = Timing(every, cron, timezone, now if start_s is None else start_s)
             created = schedules.define(tx, name, fn=fn, args_text=args_text, timing=timing,
-                                       policy=policy, priority=int(priority), now=now)
-            schedules.decide_owed(tx, now, self._submit_run, only=name)
+                                       policy=policy, priority=int(priority), now=now,
+                                       record=self._step)
+            schedules.decide_owed(tx, now, self._submit_run, only=name, record=self._step)
             if created:
                 tx.wake(self._max)
             return created
@@ -1222,7 +1223,7 @@ class DurableScheduler:
         owes; its runs stay, as versions of their ids. ``UnknownTaskError`` if there is none."""
         _check_name("unschedule", name, "a schedule name")
         with self._store.transaction() as tx:
-            schedules.remove(tx, name, tx.now(), self._submit_run)
+            schedules.remove(tx, name, tx.now(), self._submit_run, record=self._step)
 
     def pause(self, name: str) -> None:
         """Pause schedule ``name``: the slots that come while it is paused are skipped (a held
@@ -1236,7 +1237,8 @@ class DurableScheduler:
     def _set_paused(self, call: str, name: str, paused: bool) -> None:
         _check_name(call, name, "a schedule name")
         with self._store.transaction() as tx:
-            schedules.set_paused(tx, name, paused, tx.now(), self._submit_run)
+            schedules.set_paused(tx, name, paused, tx.now(), self._submit_run,
+                                 record=self._step)
             tx.wake(self._max)
 
     def schedules(self, limit: int = 20) -> list[schedules.ScheduleInfo]:
@@ -1252,7 +1254,7 @@ class DurableScheduler:
         with self._store.transaction() as tx:
             if self._meta(tx, "closed"):
                 return 0  # a closed store takes no submission: the slots stay owed
-            decided = schedules.decide_owed(tx, tx.now(), self._submit_run)
+            decided = schedules.decide_owed(tx, tx.now(), self._submit_run, record=self._step)
             if decided:
                 tx.wake(self._max)
             return decided
@@ -1307,7 +1309,7 @@ class DurableScheduler:
             now = tx.now()
             owed = float(self._meta(tx, "slot_due") or schedules.NO_SLOT) <= now
             if (owed and not self._meta(tx, "closed")
-                    and schedules.decide_owed(tx, now, self._submit_run)):
+                    and schedules.decide_owed(tx, now, self._submit_run, record=self._step)):
                 tx.wake(self._max)
             return now
 
@@ -1424,8 +1426,12 @@ class DurableScheduler:
 
     def history(self) -> list[tuple[str, dict[str, Any]]]:
         """Every accepted step, in commit order (a store created with ``record=True``)."""
-        return [(a, json.loads(p)) for a, p in self._store.read([(
-            "SELECT action, params FROM step ORDER BY n", ())])[0]]
+        return [(a, p) for a, p, _ in self.timed_history()]
+
+    def timed_history(self) -> list[tuple[str, dict[str, Any], float]]:
+        """Every accepted step with the store's time of its transaction, in commit order."""
+        return [(a, json.loads(p), float(at)) for a, p, at in self._store.read([(
+            "SELECT action, params, at FROM step ORDER BY n", ())])[0]]
 
     def stats(self) -> DurableStats:
         """Store-wide counters, the current versions by state, and the live leases."""

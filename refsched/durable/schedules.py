@@ -12,10 +12,18 @@ kept by :func:`_note_due`): before a claim, on ``tick()``, on ``pause``/``resume
 PostgreSQL store's lock), so two processes never decide the same slot: the second reads the
 first one's ``next_slot``. Each slot's decision is :func:`refsched.schedule.advance`'s, the
 function the spec's model checks.
+
+A store created with ``record=True`` records each decision in its step history, in the
+decision's transaction, as the ``Schedule.tla`` action it is (:data:`SCHEDULE_ACTIONS`): a
+``Decide`` of each slot, a ``Release`` of a held slot, ``Pause``/``Resume``, and ``Define``/
+``Undefine`` of a schedule; a run's ``Submit`` follows its ``Decide``. The durable scheduler's
+history checks skip these steps; ``refsched.verify.durable.schedule_history`` checks them
+against the schedule's model.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,12 +31,16 @@ from datetime import UTC, datetime
 from typing import Any
 
 from refsched.errors import InvalidArgumentError, InvalidTransitionError, UnknownTaskError
-from refsched.schedule import Policy, ScheduleState, Timing, advance, slot_task_id
+from refsched.schedule import Decision, Policy, ScheduleState, Timing, advance, slot_task_id
 
 from .store import Tx
 
-__all__ = ["NO_SLOT", "ScheduleInfo", "SlotInfo", "check_limit", "decide_owed", "define",
-           "list_queries", "listing", "remove", "set_paused"]
+__all__ = ["NO_SLOT", "SCHEDULE_ACTIONS", "Record", "ScheduleInfo", "SlotInfo", "check_limit",
+           "decide_owed", "define", "list_queries", "listing", "remove", "set_paused"]
+
+#: The recorded steps of schedules (``spec/Schedule.tla``'s actions, and a schedule's creation
+#: and removal): no step of ``DurableScheduler.tla``, so its history checks leave them out.
+SCHEDULE_ACTIONS = frozenset({"Define", "Undefine", "Decide", "Release", "Pause", "Resume"})
 
 #: ``meta.slot_due`` when no schedule owes anything: later than any clock.
 NO_SLOT = 1e300
@@ -36,12 +48,23 @@ NO_SLOT = 1e300
 _COLUMNS = ("name, fn, args, every, cron, timezone, start_at, overlap, catchup, priority, "
             "paused, next_slot, held_slot, unlisted, open_from")
 
+#: Past every slot: the bound of a stretch that ends with the timing's last slot.
+_NO_MORE = float("inf")
+
 #: What a run is while unfinished: its version is not terminal.
 _UNFINISHED = "('pending', 'ready', 'running')"
 
 SubmitRun = Callable[[Tx, str, str, str, int], None]
 """``submit_run(tx, task_id, fn, args_text, priority)``: submit a version of the slot's run, due
 now, in the transaction ``tx`` (the scheduler's own submit step)."""
+
+Record = Callable[..., None]
+"""``record(tx, action, **params)``: append a step to the store's history in ``tx`` (nothing
+when the store records none); the scheduler's own."""
+
+
+def _no_record(tx: Tx, action: str, **params: Any) -> None:
+    """The record of a caller that keeps no history."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,10 +147,14 @@ def _unfinished(tx: Tx, name: str, open_from: float | None) -> tuple[int, float 
     return (0, None) if row is None else (int(row[0]), row[1])
 
 
-def decide_owed(tx: Tx, now: float, submit_run: SubmitRun, only: str | None = None) -> int:
+def decide_owed(tx: Tx, now: float, submit_run: SubmitRun, only: str | None = None,
+                record: Record = _no_record) -> int:
     """Decide every slot the store's schedules owe at ``now`` (or ``only``'s), oldest first
-    within each schedule; write each decision, submit each run. Returns how many slots were
-    decided or released."""
+    within each schedule; write each decision, submit each run, ``record`` each step. Returns
+    how many slots were decided or released. A closed store decides nothing: it takes no
+    submission, so its slots stay owed."""
+    if tx.meta("closed"):
+        return 0
     query = f"SELECT {_COLUMNS} FROM schedule"
     rows = (tx.all(query + " WHERE name = ?", (only,)) if only is not None else
             tx.all(query + " WHERE held_slot IS NOT NULL OR next_slot <= ? ORDER BY name",
@@ -138,13 +165,17 @@ def decide_owed(tx: Tx, now: float, submit_run: SubmitRun, only: str | None = No
         state = _state(row)
         unfinished, first_open = _unfinished(tx, name, open_from)
         new, decisions = advance(state, now, unfinished)
-        for slot, decision in decisions:
+        for step, slot, decision, params in _steps(state, new, decisions):
+            record(tx, step, schedule=name, slot=slot, **params)
+            if step == "Decide" and decision == "hold":
+                continue
             task = slot_task_id(name, slot) if decision == "run" else None
             if task is not None:
                 submit_run(tx, task, fn, args_text, int(priority))
                 first_open = slot if first_open is None else min(first_open, slot)
-            tx.run("INSERT INTO slot (schedule, at, decision, task, decided_at) "
-                   "VALUES (?, ?, ?, ?, ?)", (name, slot, decision, task, now))
+            if "count" not in params:  # a stretch jumped over has no rows: it is counted
+                tx.run("INSERT INTO slot (schedule, at, decision, task, decided_at) "
+                       "VALUES (?, ?, ?, ?, ?)", (name, slot, decision, task, now))
         decided += len(decisions) + (new.unlisted - state.unlisted)
         tx.run("UPDATE schedule SET next_slot = ?, held_slot = ?, unlisted = ?, open_from = ? "
                "WHERE name = ?",
@@ -154,8 +185,41 @@ def decide_owed(tx: Tx, now: float, submit_run: SubmitRun, only: str | None = No
     return decided
 
 
+def _steps(old: ScheduleState, new: ScheduleState, decisions: list[tuple[float, Decision]]
+           ) -> list[tuple[str, float, Decision, dict[str, Any]]]:
+    """The spec steps of one :func:`advance`, in the order taken: ``(action, slot, decision,
+    params)``. ``advance`` lists neither the slot it holds (the state says which) nor the
+    stretches of alike decisions it jumps over; these come back here as a ``Decide`` of
+    decision ``"hold"`` and as one ``Decide`` of the stretch's first slot with ``count`` (how
+    many slots) and ``until`` (the first slot after them)."""
+    steps: list[tuple[str, float, Decision, dict[str, Any]]] = []
+    listed = list(decisions)
+    if old.held is not None and listed and listed[0] == (old.held, "run"):
+        steps.append(("Release", old.held, "run", {}))
+        listed.pop(0)
+    if new.held is not None and (new.held != old.held or steps):
+        bisect.insort(listed, (new.held, "hold"))
+    timing = new.timing
+    expected = old.next
+    for slot, decision in listed:
+        if expected is not None and slot != expected and steps and steps[-1][0] == "Decide":
+            _, _, alike, _ = steps[-1]  # the stretch jumped over: alike the decision before it
+            steps.append(("Decide", expected, alike,
+                          {"decision": alike, "count": timing.count(expected, slot),
+                           "until": slot}))
+        steps.append(("Decide", slot, decision, {"decision": decision}))
+        expected = timing.slot_after(slot)
+    if expected is not None and expected != new.next and steps and steps[-1][0] == "Decide":
+        _, _, alike, _ = steps[-1]
+        bound = new.next if new.next is not None else _NO_MORE
+        steps.append(("Decide", expected, alike,
+                      {"decision": alike, "count": timing.count(expected, bound),
+                       "until": new.next}))
+    return steps
+
+
 def define(tx: Tx, name: str, *, fn: str, args_text: str, timing: Timing, policy: Policy,
-           priority: int, now: float) -> bool:
+           priority: int, now: float, record: Record = _no_record) -> bool:
     """Create schedule ``name``; False if an identical one exists (nothing changes).
 
     A different schedule of the same name is an ``InvalidTransitionError``: unschedule it
@@ -174,6 +238,9 @@ def define(tx: Tx, name: str, *, fn: str, args_text: str, timing: Timing, policy
            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, NULL, 0, ?, ?)",
            (name, fn, args_text, timing.every, timing.cron, timing.timezone, timing.start,
             policy.overlap, policy.catchup, priority, first, first, now))
+    record(tx, "Define", schedule=name, every=timing.every, cron=timing.cron,
+           timezone=timing.timezone, start=timing.start, overlap=policy.overlap,
+           catchup=policy.catchup)
     _note_due(tx)
     return True
 
@@ -183,20 +250,25 @@ def _known(tx: Tx, call: str, name: str) -> None:
         raise UnknownTaskError(f"{call}({name!r}): no schedule of that name", name)
 
 
-def set_paused(tx: Tx, name: str, paused: bool, now: float, submit_run: SubmitRun) -> None:
+def set_paused(tx: Tx, name: str, paused: bool, now: float, submit_run: SubmitRun,
+               record: Record = _no_record) -> None:
     """Pause or resume ``name``, after deciding what it owes under the state it had."""
     _known(tx, "pause" if paused else "resume", name)
-    decide_owed(tx, now, submit_run, only=name)
-    tx.run("UPDATE schedule SET paused = ? WHERE name = ?", (int(paused), name))
+    decide_owed(tx, now, submit_run, only=name, record=record)
+    if tx.run("UPDATE schedule SET paused = ? WHERE name = ? AND paused <> ?",
+              (int(paused), name, int(paused))):
+        record(tx, "Pause" if paused else "Resume", schedule=name)
 
 
-def remove(tx: Tx, name: str, now: float, submit_run: SubmitRun) -> None:
+def remove(tx: Tx, name: str, now: float, submit_run: SubmitRun,
+           record: Record = _no_record) -> None:
     """Remove ``name`` and its slots' record (its runs stay, as versions of their ids), after
     deciding what it owes; a held slot is dropped with it."""
     _known(tx, "unschedule", name)
-    decide_owed(tx, now, submit_run, only=name)
+    decide_owed(tx, now, submit_run, only=name, record=record)
     tx.run("DELETE FROM slot WHERE schedule = ?", (name,))
     tx.run("DELETE FROM schedule WHERE name = ?", (name,))
+    record(tx, "Undefine", schedule=name)
     _note_due(tx)
 
 

@@ -14,7 +14,10 @@ with two checkers side by side:
   Fail), and the model refuses a step the spec does not allow.
 
 At the end the store's own snapshot must be the model's. Whatever is wrong is returned as a
-list of lines, the first wrong step first.
+list of lines, the first wrong step first. The steps of recurring schedules
+(``refsched.durable.schedules.SCHEDULE_ACTIONS``) are no steps of this spec: :func:`durable_steps`
+leaves them out, here and in the TLC validation of histories
+(``refsched.verify.durable.schedule_history`` checks them).
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from refsched.durable.schedules import SCHEDULE_ACTIONS
 from refsched.errors import SchedulerError
 from refsched.model.dag.api import ReferenceScheduler
 
-__all__ = ["HistoryCheck", "check_history"]
+__all__ = ["HistoryCheck", "check_history", "durable_steps"]
 
 _REPORTS = {"Complete": "complete", "Fail": "fail", "AcknowledgeCancel": "acknowledge_cancel"}
 
@@ -145,9 +149,17 @@ class HistoryCheck:
                                  "(AtMostOneEndPerVersion)")
 
 
+def durable_steps(history: Sequence[tuple[str, Mapping[str, Any]]]
+                  ) -> list[tuple[str, Mapping[str, Any]]]:
+    """``history`` without the steps of recurring schedules: the steps of
+    ``DurableScheduler.tla`` (a run's Submit is one of them)."""
+    return [(action, params) for action, params in history if action not in SCHEDULE_ACTIONS]
+
+
 def check_history(history: Sequence[tuple[str, Mapping[str, Any]]], *, max_concurrency: int,
                   max_attempts: int, final: Any = None) -> HistoryCheck:
     """Walk ``history``; with ``final`` (the store's ``snapshot()``), compare the end state."""
+    history = durable_steps(history)
     check = HistoryCheck(max_concurrency, max_attempts)
     if not history:
         check.problems.append("the history is empty: nothing was checked")

@@ -24,7 +24,8 @@ FALSE, each step as the one its worker heard (``held`` is the worker's, never re
 
 Ids and worker names are any ``str``; they are written as TLA+ strings through
 :func:`refsched.verify.tla.render` (a one-to-one ASCII form), and the spec's constants ``Tasks``
-and ``Workers`` are the sets of them. The spec's invariants are checked along the way.
+and ``Workers`` are the sets of them. The spec's invariants are checked along the way. The
+steps of recurring schedules are left out (``history.durable_steps``): they are ``Schedule.tla``'s.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from refsched.verify import tlc
-from refsched.verify.durable.history import check_history
+from refsched.verify.durable.history import check_history, durable_steps
 from refsched.verify.tla import render
 from refsched.verify.validate import TLC_INT_LIMIT, TLCInternalError
 
@@ -173,6 +174,7 @@ def history_module(history: Sequence[tuple[str, Mapping[str, Any]]], *, max_conc
                             ("max_attempts", max_attempts)):
         if not _is_int(number) or not 1 <= number < TLC_INT_LIMIT:
             raise HistoryError(f"{setting}={number!r}: an int >= 1")
+    history = durable_steps(history)
     _check(history, task_set, worker_set)
     steps = ",\n    ".join(_record(a, p) for a, p in history)
     calls = "\n".join(f"    \\/ e.action = {render(name)} /\\ {call}"
@@ -251,7 +253,7 @@ def validate_history(history: Sequence[tuple[str, Mapping[str, Any]]], *,
     :class:`HistoryError` for an empty or malformed history, and
     :class:`refsched.verify.validate.TLCInternalError` when TLC gives no verdict.
     """
-    history = list(history)
+    history = durable_steps(history)
     if not history:
         _check(history, frozenset(), frozenset())
     task_set = set(tasks) if tasks is not None else _named(history, "t") | {
