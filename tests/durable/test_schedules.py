@@ -1,6 +1,8 @@
 """Recurring schedules in a durable store, on SQLite and on PostgreSQL: every slot whose time
 has come gets one decision (docs/time.md), by whichever process next claims, ticks or changes a
-schedule, and nothing of a schedule lives outside the store."""
+schedule, and nothing of a schedule lives outside the store. Every store records its history,
+checked at the end of each test against the durable spec and the schedule's model; and the
+check reports the histories broken on purpose at the end of this file."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import itertools
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,18 +19,37 @@ import pytest
 
 from refsched.durable import DurableScheduler
 from refsched.errors import InvalidArgumentError, InvalidTransitionError, UnknownTaskError
+from refsched.verify.durable.schedule_history import check_schedule_history
 from tests.conftest import StoreURL
+from tests.durable.schedule_support import checked_history
 from tests.durable.support import ROOT, wait_for
 
 NOOP = "tests.durable.jobs:noop"
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
+_STORES: list[str] = []  # the URLs of the stores the running test made
+
+
+@pytest.fixture(autouse=True)
+def _history_checked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Each store a test makes records its history; at the end of the test it is checked
+    (before its database goes: set up after it)."""
+    if "durable_url" in request.fixturenames:
+        request.getfixturevalue("durable_url")
+    _STORES.clear()
+    yield
+    for url in _STORES:
+        checked_history(url)
+
+
 def store(urls: StoreURL, name: str = "s.db", **options: Any) -> DurableScheduler:
     options.setdefault("max_concurrency", 4)
     options.setdefault("clock", "virtual")
+    options.setdefault("record", True)
     db = DurableScheduler(urls(name), **options)
     db.start()
+    _STORES.append(urls(name))
     return db
 
 
@@ -97,6 +119,19 @@ def test_after_downtime_slots_older_than_catchup_are_missed(durable_url: StoreUR
     assert got[1:8] == [(float(s), "missed", None) for s in range(10, 80, 10)]
     assert got[8:] == [(80.0, "run", run_id("c", 80)), (90.0, "skipped", None),
                        (100.0, "skipped", None)]
+
+
+def test_a_downtime_longer_than_a_listing_records_its_stretches(durable_url: StoreURL) -> None:
+    """Past 1000 alike decisions the rest of a stretch is decided in one step: the history
+    records it as one Decide of ``count`` slots, and the check judges it (the fixture)."""
+    db = store(durable_url)
+    db.schedule("m", fn=NOOP, every=1, catchup=5)
+    db.schedule("k", fn=NOOP, every=1)
+    db.tick(3000)
+    stretches = {p["schedule"]: (p["slot"], p["decision"], p["count"], p["until"])
+                 for a, p in db.history() if a == "Decide" and "count" in p}
+    assert stretches == {"m": (1001.0, "missed", 1994, 2995.0),
+                         "k": (1001.0, "skipped", 2000, 3001.0)}
 
 
 def test_pause_skips_and_resume_runs_again(durable_url: StoreURL) -> None:
@@ -250,3 +285,100 @@ def test_an_idle_worker_runs_each_slot_as_its_time_comes(durable_url: StoreURL) 
     assert [d for _, d, _ in got] == ["run"] * len(got)
     ended = {v.task_id for v in db.view().versions if v.state.value == "succeeded"}
     assert {task for _, _, task in got[:4]} <= ended
+
+
+# -- the history check catches what is broken on purpose -----------------------------------------
+
+def _recorded(tmp_path: Path, **policy: Any) -> list[tuple[str, dict[str, Any], float]]:
+    """A real recorded history: schedule ``h`` every 10 s, its first run finished, 30 s more."""
+    db = DurableScheduler(f"sqlite:///{tmp_path / 'h.db'}", max_concurrency=4, clock="virtual",
+                          record=True)
+    db.start()
+    db.schedule("h", fn=NOOP, every=10, **policy)
+    finish(db, run_id("h", 0))
+    db.tick(10)  # slot 10 runs
+    db.tick(10)  # slot 20 skipped (skip) while the run of slot 10 is unfinished
+    db.tick(10)
+    history = db.timed_history()
+    db.release()
+    return history
+
+
+def _problems(history: list[tuple[str, dict[str, Any], float]]) -> list[str]:
+    return check_schedule_history(history, max_concurrency=4, max_attempts=3).problems
+
+
+def _index(history: list[tuple[str, dict[str, Any], float]], slot: float) -> int:
+    return next(i for i, (a, p, _) in enumerate(history)
+                if a == "Decide" and p["slot"] == slot)
+
+
+def test_the_history_check_accepts_a_recorded_history(tmp_path: Path) -> None:
+    history = _recorded(tmp_path)
+    decided = [(p["slot"], p["decision"]) for a, p, _ in history if a == "Decide"]
+    assert decided == [(0.0, "run"), (10.0, "run"), (20.0, "skipped"), (30.0, "skipped")]
+    assert _problems(history) == []
+
+
+def test_the_history_check_reports_a_slot_decided_twice(tmp_path: Path) -> None:
+    history = _recorded(tmp_path)
+    i = _index(history, 20.0)
+    history.insert(i + 1, history[i])
+    assert any("decided before" in p for p in _problems(history))
+
+
+def test_the_history_check_reports_a_skip_that_overlaps(tmp_path: Path) -> None:
+    history = _recorded(tmp_path)
+    i = _index(history, 20.0)
+    action, params, at = history[i]
+    history[i:i + 1] = [(action, {**params, "decision": "run"}, at),
+                        ("Submit", {"t": run_id("h", 20), "D": []}, at)]
+    assert any("the model decides 'skipped'" in p for p in _problems(history))
+
+
+def test_the_history_check_reports_a_missed_slot_within_the_catchup(tmp_path: Path) -> None:
+    history = _recorded(tmp_path, catchup=5)
+    i = _index(history, 30.0)
+    action, params, at = history[i]
+    history[i] = (action, {**params, "decision": "missed"}, at)  # decided at 30: age 0 <= 5
+    assert any("the model decides 'skipped'" in p for p in _problems(history))
+
+
+def test_the_history_check_reports_a_slot_passed_over(tmp_path: Path) -> None:
+    history = _recorded(tmp_path)
+    del history[_index(history, 20.0)]
+    assert any("passes over the next slot, 20.0" in p for p in _problems(history))
+
+
+def test_the_history_check_reports_a_run_decided_and_not_submitted(tmp_path: Path) -> None:
+    history = _recorded(tmp_path)
+    i = _index(history, 10.0)
+    assert history[i + 1][0] == "Submit"
+    del history[i + 1]
+    assert any("is not submitted in its transaction" in p for p in _problems(history))
+
+
+def test_the_history_check_reports_a_run_submitted_twice(tmp_path: Path) -> None:
+    history = _recorded(tmp_path)
+    i = _index(history, 10.0)
+    history.insert(i + 2, history[i + 1])
+    assert any("a second Submit of the run" in p for p in _problems(history))
+
+
+def test_the_history_check_reports_a_held_slot_released_while_a_run_is_unfinished(
+        tmp_path: Path) -> None:
+    db = DurableScheduler(f"sqlite:///{tmp_path / 'b.db'}", max_concurrency=4, clock="virtual",
+                          record=True)
+    db.start()
+    db.schedule("b", fn=NOOP, every=10, overlap="buffer_one")
+    db.tick(10)  # slot 10 held
+    finish(db, run_id("b", 0))
+    db.tick(1)  # released
+    history = db.timed_history()
+    db.release()
+    assert _problems(history) == []
+    (i,) = [i for i, (a, _, _) in enumerate(history) if a == "Release"]
+    complete = next(j for j, (a, _, _) in enumerate(history) if a == "Complete")
+    history.insert(complete, history.pop(i))  # released before the run ended
+    history.insert(complete + 1, history.pop(i + 1))  # its Submit with it
+    assert any("the model does not release it" in p for p in _problems(history))
