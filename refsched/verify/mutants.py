@@ -2,8 +2,9 @@
 
 Each :class:`Mutant` is a source patch of one production module (``refsched/dag/scheduler.py``,
 ``dag/runner.py``, ``timer/scheduler.py``, ``timer/runner.py``, ``pool/pool.py``,
-``durable/scheduler.py``, ``durable/store.py``, ``durable/postgres.py`` or
-``durable/steps_postgres.py``, whose text is the PostgreSQL store's server-side functions): an
+``durable/scheduler.py``, ``durable/store.py``, ``durable/postgres.py``,
+``durable/steps_postgres.py``, whose text is the PostgreSQL store's server-side functions,
+``durable/schedules.py`` or ``schedule.py``, the schedule engine): an
 exact snippet of the current file (it must occur there exactly once), its replacement, and the
 bug it plants. A mutant is run in fresh subprocesses,
 one per layer, whose import system serves the patched source as the module (the files themselves
@@ -112,6 +113,7 @@ from refsched.verify.timer import mutants as _timer  # noqa: E402
 # The catalogues' file keys, which the layers below dispatch on.
 _S, _R, _T, _TR, _P = "scheduler", "runner", "timer", "timer_runner", "pool"
 _D, _DS, _DP, _DF = "durable", "durable_store", "durable_postgres", "durable_steps"
+_SC, _E = "durable_schedules", "schedule"
 
 _SYSTEMS = {"dag": _dag, "timer": _timer, "pool": _pool, "durable": _durable}
 MODULES = {key: module for part in _SYSTEMS.values() for key, module in part.MODULES.items()}
@@ -141,7 +143,7 @@ class Layer:
 
 LAYERS: tuple[Layer, ...] = (
     Layer("unit", "pytest: the scheduler's and its runner's unit tests (the pool's)",
-          frozenset({_S, _R, _T, _TR, _P, _D, _DS, _DP, _DF})),
+          frozenset({_S, _R, _T, _TR, _P, _D, _DS, _DP, _DF, _SC, _E})),
     Layer("lockstep", "Hypothesis lock-step machine vs the model (all but the runners)",
           frozenset({_S, _T, _P, _D, _DS})),
     Layer("replay", "ITF corpus replay (all but the runners)",
@@ -187,6 +189,11 @@ class Budget:
                                            "tests/durable/test_scheduler.py",
                                            "tests/durable/test_faults.py",
                                            "tests/durable/test_postgres.py")
+    # The recurring schedules' tests, each store's history checked against the schedule's
+    # model, then their faults: the unit layer of the schedule engine and the decision pass.
+    schedule_unit_files: tuple[str, ...] = ("tests/durable/test_schedules.py",
+                                            "tests/test_schedule.py",
+                                            "tests/durable/test_schedule_faults.py")
     lockstep_examples: int = 300
     durable_lockstep_examples: int = 100  # a durable walk makes a store and many transactions
     lockstep_steps: int = 40
@@ -375,7 +382,8 @@ def _unit_layer(payload: dict[str, Any]) -> tuple[str, str]:
     watch = Watch()
     key = {_T: "timer_unit_files", _TR: "timer_unit_files", _P: "pool_unit_files",
            _D: "durable_unit_files", _DS: "durable_unit_files", _DP: "durable_unit_files",
-           _DF: "durable_unit_files"}.get(payload["file"], "unit_files")
+           _DF: "durable_unit_files", _SC: "schedule_unit_files",
+           _E: "schedule_unit_files"}.get(payload["file"], "unit_files")
     files = [str(_PROJECT / f) for f in payload["budget"][key]]
     # In this process, where the watch sees each result (the project's pytest settings spread
     # the tests over worker processes when pytest-xdist is installed).

@@ -84,6 +84,25 @@ def test_skip_skips_a_slot_while_a_run_is_unfinished(durable_url: StoreURL) -> N
     assert db.info(run_id("s", 20)).args == {}
 
 
+def test_skip_counts_a_claimed_run_as_unfinished(durable_url: StoreURL) -> None:
+    db = store(durable_url)
+    db.schedule("s", fn=NOOP, every=10)
+    (lease,) = db.claim("w")  # the run of slot 0 is running
+    db.tick(10)
+    assert decisions(db, "s")[1:] == [(10.0, "skipped", None)]
+    db.complete(lease)
+    db.tick(10)
+    assert decisions(db, "s")[2:] == [(20.0, "run", run_id("s", 20))]
+
+
+def test_a_slot_exactly_as_old_as_the_catchup_still_runs(durable_url: StoreURL) -> None:
+    db = store(durable_url)
+    db.schedule("c", fn=NOOP, every=10, catchup=10)
+    finish(db, run_id("c", 0))
+    db.tick(20)  # slot 10 is 10 s old: not older than the catch-up, so it runs
+    assert decisions(db, "c")[1:] == [(10.0, "run", run_id("c", 10)), (20.0, "skipped", None)]
+
+
 def test_buffer_one_holds_one_slot_and_runs_it_when_the_run_ends(durable_url: StoreURL) -> None:
     db = store(durable_url)
     db.schedule("b", fn=NOOP, every=10, overlap="buffer_one")
@@ -178,6 +197,21 @@ def test_a_cron_schedule_runs_at_its_times_in_its_zone(durable_url: StoreURL) ->
     assert info.next_slot == 5400.0
     db.tick(5400)
     assert decisions(db, "daily") == [(5400.0, "run", run_id("daily", 5400))]
+
+
+def test_a_cron_schedule_keeps_each_pass_of_a_repeated_hour(durable_url: StoreURL) -> None:
+    """``30 * * * *`` in London on 25 October 2026: 01:30 comes twice (BST, then GMT), and
+    each pass is a slot of its own (docs/time.md)."""
+    db = store(durable_url)
+    start = datetime(2026, 10, 24, 22, 0, tzinfo=UTC)
+    db.schedule("hourly", fn=NOOP, cron="30 * * * *", timezone="Europe/London", start=start,
+                overlap="allow")
+    db.tick(start.timestamp())
+    for _ in range(6):
+        db.tick(3600)
+    got = [datetime.fromtimestamp(at, UTC).strftime("%H:%M") for at, _, _ in
+           decisions(db, "hourly")]
+    assert got == ["22:30", "23:30", "00:30", "01:30", "02:30", "03:30"]
 
 
 # -- declaring ---------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The mutation catalogue of the durable scheduler: seeded bugs of ``refsched/durable/``.
+"""The mutation catalogue of the durable scheduler: seeded bugs of ``refsched/durable/`` and of
+the schedule engine it decides slots with (``refsched/schedule.py``).
 
 Each is a source patch that the verification layers must kill (:mod:`refsched.verify.mutants` runs
 them; docs/mutants.md has the last run). ``MODULES`` names the files they patch.
@@ -11,10 +12,12 @@ from refsched.verify.mutant import mutant as _m
 
 MODULES = {"durable": "refsched.durable.scheduler", "durable_store": "refsched.durable.store",
            "durable_postgres": "refsched.durable.postgres",
-           "durable_steps": "refsched.durable.steps_postgres"}
+           "durable_steps": "refsched.durable.steps_postgres",
+           "durable_schedules": "refsched.durable.schedules", "schedule": "refsched.schedule"}
 """The files this catalogue patches: a key (a mutant's ``file``) to its module."""
 
 _D, _DS, _DP, _DF = "durable", "durable_store", "durable_postgres", "durable_steps"
+_SC, _E = "durable_schedules", "schedule"
 
 CATALOGUE: tuple[Mutant, ...] = (
     # -- DurableScheduler: fencing ---------------------------------------------------------------
@@ -137,6 +140,68 @@ CATALOGUE: tuple[Mutant, ...] = (
        "retry() leaves the new versions with the old version's due time",
        """"ended_at = NULL, due = ?, claim_key = ?, claim_due = ? \"""",
        """"ended_at = NULL, due = due + 0 * ?, claim_key = ?, claim_due = ? \""""),
+    # -- recurring schedules (docs/time.md; tests/durable/test_schedules.py) ----------------------
+    _m("schedules_next_slot_not_written", _SC,
+       "the decision pass does not write the next slot back: the next pass, in this process or "
+       "another, decides the same slots again",
+       """               (new.next, new.held, new.unlisted,""",
+       """               (state.next, new.held, new.unlisted,"""),
+    _m("schedules_running_run_not_unfinished", _SC,
+       "a run that is running counts as finished: under skip a slot runs beside it",
+       """_UNFINISHED = "('pending', 'ready', 'running')""",
+       """_UNFINISHED = "('pending', 'ready')"""),
+    _m("schedules_pause_ignored", _SC,
+       "the decision pass reads every schedule as running: a paused schedule still runs",
+       """ScheduleState(timing, Policy(overlap, catchup), next_slot, held, bool(paused),""",
+       """ScheduleState(timing, Policy(overlap, catchup), next_slot, held, False,"""),
+    _m("schedules_slot_due_never_kept", _SC,
+       "meta.slot_due is never set to the next slot: claims never see a slot owed, and only "
+       "tick() and schedule changes decide slots",
+       """NO_SLOT if row is None or row[0] is None else float(row[0]))""",
+       """NO_SLOT)"""),
+    _m("schedules_run_decided_not_submitted", _SC,
+       "a run decision is written but its version is not submitted",
+       """                submit_run(tx, task, fn, args_text, int(priority))
+""",
+       """                pass
+"""),
+    _m("schedules_run_submitted_not_recorded", _SC,
+       "a run is submitted but its decision is not recorded in the store's history",
+       """            record(tx, step, schedule=name, slot=slot, **params)""",
+       """            if decision != "run":
+                record(tx, step, schedule=name, slot=slot, **params)"""),
+    _m("schedules_run_submitted_without_its_slot", _SC,
+       "a run is submitted but its slot's row is not written: schedules() never shows it",
+       """            if "count" not in params:  # a stretch jumped over""",
+       """            if "count" not in params and task is None:  # a stretch jumped over"""),
+    _m("schedule_catchup_off_by_one", _E,
+       "a slot exactly catchup seconds old is missed",
+       """    if policy.catchup is not None and now - slot > policy.catchup:""",
+       """    if policy.catchup is not None and now - slot >= policy.catchup:"""),
+    _m("schedule_skip_overlaps", _E,
+       "under skip one unfinished run is not enough to skip: two runs overlap",
+       """    if unfinished > 0 and policy.overlap == "skip":""",
+       """    if unfinished > 1 and policy.overlap == "skip":"""),
+    _m("schedule_held_never_released", _E,
+       "a held slot is never released: buffer_one runs no slot after its first run",
+       """    return "run" if unfinished == 0 else "hold""",
+       """    return "hold"""),
+    _m("schedule_passes_over_owed_slots", _E,
+       "after a decision the next slot is the one after now, not after the slot: the slots "
+       "owed after a downtime are passed over",
+       """        state = replace(state, next=timing.slot_after(slot))""",
+       """        state = replace(state, next=timing.slot_after(now))"""),
+    _m("schedule_cron_drops_second_pass", _E,
+       "a cron time on the second pass of a repeated hour is dropped: a daylight-saving day "
+       "loses a slot",
+       """            if s > last:""",
+       """            if s > last and not moment.fold:"""),
+    _m("schedule_paused_still_runs", _E,
+       "a paused schedule decides its slots by its policy: it still runs",
+       """    if paused:
+        return "skipped""",
+       """    if False:
+        return "skipped"""),
     # -- the SQLite store ------------------------------------------------------------------------
     _m("durable_store_deferred_begin", _DS,
        "a transaction that writes begins deferred: it reads, then fails to upgrade to the write "
@@ -263,7 +328,7 @@ WAKEUPS: tuple[Mutant, ...] = (
     _m('durable_next_due_unknown', _D,
        'the next due time is never known: an idle worker polls for delayed work, and claims it '
        'up to a poll late',
-       """        return None if row is None or row[0] is None else float(row[0])""",
+       """        return min(waits) if waits else None""",
        """        return None"""),
     _m('durable_steps_delayed_submit_no_wake', _DF,
        'a submit on the server of a version not yet due wakes nobody: a sleeping worker misses '
