@@ -175,7 +175,7 @@ def test_a_worker_paused_past_its_lease_under_skip_runs_no_slot_twice(
     # at once.
     db.schedule("s", fn=f"{JOBS}:hang_first", every=0.3,
                 args={"task": "s", "marker": str(tmp_path / "marker"), "log": str(log),
-                      "seconds": 30.0})
+                      "seconds": 3.0})
     (first, _, _), = _decided(db, "s")
     paused = start_worker(url, "--lease", "0.6", name="paused")
     workers.append(paused)
@@ -188,7 +188,9 @@ def test_a_worker_paused_past_its_lease_under_skip_runs_no_slot_twice(
     wait_for(lambda: db.state(first_run) is TaskState.SUCCEEDED, what="the re-claimed run")
     wait_for(lambda: sum(d == "run" for _, d, _ in _decided(db, "s")) >= 3, what="more runs")
     os.kill(paused.pid, signal.SIGCONT)  # its report of the first run is refused
-    time.sleep(0.5)
+    wait_for(lambda: ("end", "s", paused.pid) in {r[:3] for r in log_lines(log)},
+             what="the paused worker's first run to end")
+    time.sleep(0.3)  # its report, refused
     for p in (paused, reclaimer):
         p.terminate()
         p.wait(30)
