@@ -176,6 +176,19 @@ def test_a_claim_decides_the_slots_whose_time_has_come(durable_url: StoreURL) ->
     assert decisions(db, "w") == [(start.timestamp(), "run", lease.task_id)]
 
 
+def test_a_closed_store_decides_no_slot(durable_url: StoreURL) -> None:
+    """A closed store takes no submission: a run decided there would have no version, so its
+    slots stay owed (and the history check sees no run without its Submit)."""
+    db = store(durable_url)
+    db.close()
+    db.schedule("late", fn=NOOP, every=10)
+    db.tick(30)
+    db.pause("late")
+    (info,) = db.schedules()
+    assert info.slots == () and info.next_slot == 0.0 and info.paused
+    assert db.stats().submitted == 0
+
+
 def test_unschedule_stops_the_slots_and_keeps_the_runs(durable_url: StoreURL) -> None:
     db = store(durable_url)
     db.schedule("u", fn=NOOP, every=10)
