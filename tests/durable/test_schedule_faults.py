@@ -23,11 +23,14 @@ from typing import Any
 from refsched.durable import DurableScheduler
 from refsched.schedule import Timing
 from refsched.types import TaskState
-from tests.conftest import StoreURL
+from tests.conftest import StoreURL, cluster_of_its_own
 from tests.durable.schedule_support import checked_history
 from tests.durable.support import JOBS, ROOT, accepted_ends, log_lines, start_worker, wait_for
 
 NOOP = f"{JOBS}:noop"
+
+# The last test restarts the server: a cluster for this module alone.
+postgres_cluster = cluster_of_its_own()
 
 # A process that decides slots as a worker and a keeper of schedules do: claims (each claim
 # decides the slots whose time has come first), completes what it took, ticks.
@@ -199,5 +202,33 @@ def test_a_worker_paused_past_its_lease_under_skip_runs_no_slot_twice(
     got = _decided(db, "s")
     assert got[0][:2] == (first, "run") and db.info(first_run).attempts == 2
     assert got[1][1] == "skipped"  # the slots that came while it hung
+    assert set(accepted_ends(db).values()) == {1}  # no run ended twice
+    db.release()
+
+
+def test_workers_running_slots_ride_out_a_server_restart(
+        postgres_cluster: Any, postgres_url: str, tmp_path: Path, workers: list[Any]) -> None:
+    log = tmp_path / "log"
+    db = DurableScheduler(postgres_url, max_concurrency=2, record=True)
+    db.start()
+    db.schedule("s", fn=f"{JOBS}:work", every=0.1,
+                args={"task": "s", "log": str(log), "seconds": 0.25})
+    for k in range(2):
+        workers.append(start_worker(postgres_url, "--lease", "5", name=f"w{k}"))
+
+    def ends() -> int:
+        return sum(1 for r in log_lines(log) if r[0] == "end")
+
+    wait_for(lambda: ends() >= 3, what="three runs")
+    before = ends()
+    postgres_cluster.restart()  # fast shutdown: every backend ended, runs in flight
+    wait_for(lambda: ends() >= before + 3, timeout=90, what="three runs after the restart")
+    for p in workers:
+        p.terminate()
+        p.wait(60)
+    db.tick()
+    checked_history(postgres_url)  # each slot once, in order, each the model's decision
+    got = _decided(db, "s")
+    assert {d for _, d, _ in got} == {"run", "skipped"}  # runs of 0.25 s, slots every 0.1 s
     assert set(accepted_ends(db).values()) == {1}  # no run ended twice
     db.release()
