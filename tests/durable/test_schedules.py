@@ -397,6 +397,15 @@ def test_the_history_check_reports_a_slot_passed_over(tmp_path: Path) -> None:
     assert any("passes over the next slot, 20.0" in p for p in _problems(history))
 
 
+def test_the_history_check_reports_slots_passed_over_as_a_short_stretch(tmp_path: Path) -> None:
+    history = _recorded(tmp_path)
+    i = _index(history, 20.0)
+    action, params, at = history[i]
+    del history[_index(history, 30.0)]
+    history[i] = (action, {**params, "count": 2, "until": 40.0}, at)
+    assert any("only past 1000 alike decisions" in p for p in _problems(history))
+
+
 def test_the_history_check_reports_a_run_decided_and_not_submitted(tmp_path: Path) -> None:
     history = _recorded(tmp_path)
     i = _index(history, 10.0)

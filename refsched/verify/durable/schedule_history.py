@@ -14,8 +14,10 @@ of ``spec/Schedule.tla``, not by the engine that made it:
   AcknowledgeCancel, the Expire that fails it, the Cancel of a waiting run, Retry);
 - each ``Decide`` is of the next slot (the timing's ``slot_after`` of the slot decided before:
   none passed over, none twice), whose time has come, while no held slot is releasable, and its
-  decision is the model's ``decision`` in that state; each ``Release`` is of the held slot, when
-  the model's ``releasable`` says so;
+  decision is the model's ``decision`` in that state; a stretch decided in bulk comes only after
+  ``LISTED`` alike decisions of its transaction (as ``refsched.schedule.advance`` decides), its
+  ``count`` is the timing's; each ``Release`` is of the held slot, when the model's
+  ``releasable`` says so;
 - every ``run`` decision (and every release) is followed by exactly one ``Submit`` of its task
   id, in its transaction, and no run's id is submitted without one.
 
@@ -32,7 +34,7 @@ from typing import Any
 
 from refsched.durable.schedules import SCHEDULE_ACTIONS
 from refsched.model import schedule as model
-from refsched.schedule import Timing, slot_task_id
+from refsched.schedule import LISTED, Timing, slot_task_id
 from refsched.verify.durable.history import HistoryCheck
 
 __all__ = ["ScheduleHistoryCheck", "check_schedule_history"]
@@ -52,6 +54,8 @@ class _Schedule:
     paused: bool = False
     runs: dict[float, str] = field(default_factory=dict)  # slot -> its run's task id
     decided: dict[float, str] = field(default_factory=dict)  # slot -> decision
+    # the decision, the time and the length of the latest run of alike listed Decide steps
+    alike: tuple[str, float, int] = ("", 0.0, 0)
 
     def instance(self) -> model.Instance:
         # The model's constants: only Overlap and Catchup judge a decision (its slots and bound
@@ -180,6 +184,8 @@ class ScheduleHistoryCheck:
         if count is not None:  # a stretch of alike decisions, up to until
             self._stretch(sched, slot, decision, at, where, int(count), until)
             return
+        last, when, n = sched.alike
+        sched.alike = (decision, at, n + 1 if (last, when) == (decision, at) else 1)
         if decision == "hold":
             sched.held = slot
         else:
@@ -190,6 +196,10 @@ class ScheduleHistoryCheck:
                  count: int, until: float | None) -> None:
         if decision not in ("missed", "skipped"):
             self.problems.append(f"{where}: only missed or skipped slots are decided in bulk")
+        if sched.alike[:2] != (decision, at) or sched.alike[2] < LISTED:
+            self.problems.append(f"{where}: slots are decided in bulk only past {LISTED} alike "
+                                 "decisions listed in the same transaction (slots passed over?)")
+        sched.alike = ("", 0.0, 0)
         bound = float("inf") if until is None else float(until)
         if count != sched.timing.count(slot, bound):
             self.problems.append(f"{where}: {count} slots are not the slots up to {until!r}")
