@@ -6,9 +6,9 @@ worker processes are already up and idle. A job's lateness is the moment it was 
 due time, both read from the store, on the store's clock:
 
 - refsched: ``claimed_at - due`` of each version (SQLite and PostgreSQL), workers ``refsched
-  worker``, jobs ``submit(..., run_at=...)``;
+  worker --concurrency 4``, jobs ``submit(..., run_at=...)``;
 - Procrastinate (PostgreSQL): the job's ``started`` event minus its ``scheduled_at``, workers
-  ``procrastinate worker --concurrency 1`` (its defaults otherwise), jobs
+  ``procrastinate worker --concurrency 4`` (its defaults otherwise), jobs
   ``noop.configure(schedule_at=...).defer()``.
 
 Each side's workers are started before the jobs are submitted and stopped after the last job
@@ -42,6 +42,7 @@ import durable  # noqa: E402  (the PostgreSQL server and the process helpers are
 
 NOOP = durable.NOOP
 WORKERS = 4
+THREADS = 4  # each worker process runs this many jobs at once, on either side
 LEAD = 1.0  # seconds between the end of the submits and the first due time
 
 
@@ -69,27 +70,45 @@ def _stop(workers: Sequence[subprocess.Popen[Any]]) -> None:
             w.wait()
 
 
-def _submit_time(n: int) -> float:
-    """A generous guess of how long ``n`` submits take, so that the first due time comes after
-    the last submit (a submit that comes after its due time would measure the submit)."""
-    return 0.5 + n * 0.004
+SUBMIT_SECONDS = {"sqlite": 0.004, "postgres": 0.03, "procrastinate": 0.03}
+"""A generous guess of one submit's time on each side (a transaction with its commit flush),
+so that the first due time comes after the last submit: a job submitted after its due time
+would measure the submit, and the run says so (:class:`SubmittedLate`)."""
 
 
-def refsched_lateness(url: str, n: int, spread: float,
+class SubmittedLate(RuntimeError):
+    """Some jobs were submitted after their due time: their lateness is not the scheduler's."""
+
+
+def _submit_time(n: int, side: str) -> float:
+    return 0.5 + n * SUBMIT_SECONDS[side]
+
+
+def _check_in_time(late: int, side: str) -> None:
+    if late:
+        raise SubmittedLate(f"{side}: {late} jobs were submitted after their due time: raise "
+                            f"SUBMIT_SECONDS[{side!r}]")
+
+
+def refsched_lateness(url: str, n: int, spread: float, side: str,
                       wait_for_workers: Callable[[], None]) -> dict[str, float]:
     """The lateness of ``n`` delayed jobs through ``WORKERS`` idle ``refsched worker`` processes
     on the store at ``url``."""
     from refsched.durable import DurableScheduler
 
-    db = DurableScheduler(url, max_concurrency=WORKERS)
+    db = DurableScheduler(url, max_concurrency=WORKERS * THREADS)
     db.start()
-    workers = [subprocess.Popen([sys.executable, "-m", "refsched", "worker", "--db", url],
-                                cwd=ROOT) for _ in range(WORKERS)]
+    workers = [subprocess.Popen([sys.executable, "-m", "refsched", "worker", "--db", url,
+                                 "--concurrency", str(THREADS)], cwd=ROOT)
+               for _ in range(WORKERS)]
     try:
         wait_for_workers()
-        first = datetime.now(UTC) + timedelta(seconds=_submit_time(n) + LEAD)
+        first = datetime.now(UTC) + timedelta(seconds=_submit_time(n, side) + LEAD)
+        late = 0
         for i, at in enumerate(_due_times(n, spread, first)):
             db.submit(f"t{i}", fn=NOOP, run_at=at)
+            late += datetime.now(UTC) > at
+        _check_in_time(late, side)
         end = time.monotonic() + spread + 120
         while db.stats().succeeded < n:
             if time.monotonic() > end:
@@ -105,7 +124,7 @@ def refsched_lateness(url: str, n: int, spread: float,
 def sqlite_lateness(n: int, spread: float) -> dict[str, float]:
     folder = Path(tempfile.mkdtemp(prefix="refsched-lateness-"))
     try:
-        return refsched_lateness(f"sqlite:///{folder / 'store.db'}", n, spread,
+        return refsched_lateness(f"sqlite:///{folder / 'store.db'}", n, spread, "sqlite",
                                  lambda: time.sleep(1.0))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -114,7 +133,8 @@ def sqlite_lateness(n: int, spread: float) -> dict[str, float]:
 def postgres_lateness(server: durable.PostgresServer, n: int, spread: float) -> dict[str, float]:
     url = server.database("lateness")
     try:
-        return refsched_lateness(url, n, spread, lambda: server.wait_for_clients(url, WORKERS))
+        return refsched_lateness(url, n, spread, "postgres",
+                                 lambda: server.wait_for_clients(url, WORKERS))
     finally:
         server.drop(url)
 
@@ -132,16 +152,21 @@ def procrastinate_lateness(server: durable.PostgresServer, n: int,
     cli = [str(Path(sys.executable).parent / "procrastinate"), "--app=procrastinate_tasks.app"]
     subprocess.run([*cli, "schema", "--apply"], env=env, cwd=HERE, check=True,
                    stdout=subprocess.DEVNULL)
-    workers = [subprocess.Popen([*cli, "worker", "--concurrency", "1"], env=env, cwd=HERE,
+    workers = [subprocess.Popen([*cli, "worker", "--concurrency", str(THREADS)], env=env,
+                                cwd=HERE,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                for _ in range(WORKERS)]
     watch = psycopg.connect(url, autocommit=True)
     try:
         server.wait_for_clients(url, WORKERS)
         with tasks.app.open():
-            first = datetime.now(UTC) + timedelta(seconds=_submit_time(n) + LEAD)
+            first = datetime.now(UTC) + timedelta(
+                seconds=_submit_time(n, "procrastinate") + LEAD)
+            late = 0
             for at in _due_times(n, spread, first):
                 tasks.noop.configure(schedule_at=at).defer()
+                late += datetime.now(UTC) > at
+            _check_in_time(late, "procrastinate")
             end = time.monotonic() + spread + 120
             while True:
                 row = watch.execute("SELECT count(*) FROM procrastinate_jobs "

@@ -35,3 +35,13 @@ def broken(path: str) -> None:
 def report() -> str:
     """Runs only once parse, broken and slow have all succeeded: here, never."""
     return "all done"
+
+
+def remind(who: str) -> str:
+    """A delayed job: what `later.py` submits to run a few seconds from now."""
+    return f"reminded {who}"
+
+
+def tidy() -> int:
+    """A recurring job: what `later.py`'s schedule runs at each of its slots."""
+    return 0

@@ -1184,9 +1184,10 @@ class DurableScheduler:
         exists (nothing changes: a script that declares its schedules may run twice).
 
         Its slots are ``start, start + every, ...`` (seconds) or the times of the five-field
-        ``cron`` expression in ``timezone`` from ``start`` (an aware datetime; the store's clock
-        now when None). Each slot whose time has come is decided once, by whichever process
-        next claims, ticks or changes a schedule: ``run`` (a version of the task id
+        ``cron`` expression in ``timezone`` from ``start`` (an aware datetime; when None, the
+        store's clock now, rounded up to a whole second). Each slot whose time has come is
+        decided once, by whichever process next claims, ticks or changes a schedule: ``run``
+        (a version of the task id
         ``name@<slot, UTC ISO 8601>`` running ``fn(**args)`` with ``priority``, due at once),
         ``skipped`` (``overlap``: ``"skip"``, ``"buffer_one"``, ``"allow"``; or paused) or
         ``missed`` (older than ``catchup`` seconds). Errors (nothing is stored): a bad argument
@@ -1209,7 +1210,9 @@ class DurableScheduler:
                   start=0.0 if start_s is None else start_s)
         with self._store.transaction() as tx:
             now = tx.now()
-            timing = Timing(every, cron, timezone, now if start_s is None else start_s)
+            # By default the first slot is the next whole second: slot ids read as times.
+            timing = Timing(every, cron, timezone,
+                            float(math.ceil(now)) if start_s is None else start_s)
             created = schedules.define(tx, name, fn=fn, args_text=args_text, timing=timing,
                                        policy=policy, priority=int(priority), now=now,
                                        record=self._step)

@@ -200,6 +200,11 @@ class TimerRunner(SchedulerRunner[TimerScheduler]):
     ``recorder=`` is handed to the TimerScheduler underneath, which gives it every spec step it
     takes, in the order the steps take effect (see :class:`refsched.TimerRecorder`).
 
+    ``recurring(name, fn, ...)`` runs ``fn`` at each slot of a recurring schedule
+    (``spec/Schedule.tla``), on a schedule thread started by the first one; ``wall_clock=``
+    says whether ``clock`` reads UTC seconds, which a cron schedule needs (default: whether
+    ``clock`` is ``time.time``).
+
     ``close()`` may be called from inside a task's function (it then waits for the others and
     reports that one as still running) or from a future's done-callback.
 

@@ -90,3 +90,35 @@ def test_the_docs_point_at_the_example(path: str) -> None:
     first_screen = "\n".join(docs.splitlines()[:40])
     assert path in first_screen
     assert "examples/durable" in (ROOT / "README.md").read_text()
+
+
+def test_the_later_example_runs_delayed_and_recurring_work(durable_url: StoreURL) -> None:
+    """examples/durable/later.py as docs/time.md runs it: declared twice (the second changes
+    nothing), a worker started in its folder runs the delayed jobs when due and the schedule's
+    slots as they come, and ``refsched schedules`` lists each slot with its run."""
+    url = durable_url("later.db")
+    first = run("later.py", url)
+    assert first.returncode == 0, first.stderr
+    assert "schedule 'tidy' declared" in first.stdout
+    again = run("later.py", url)
+    assert "schedule 'tidy' already declared" in again.stdout, again.stdout + again.stderr
+    worker = subprocess.Popen([sys.executable, "-m", "refsched", "worker", "--db", url],
+                              cwd=EXAMPLE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    try:
+        from tests.durable.support import wait_for
+
+        db = refsched.durable.DurableScheduler(url)
+        wait_for(lambda: {"remind-ops", "remind-dev"} <= {
+            v.task_id for v in db.view().versions if v.state.value == "succeeded"}
+            and db.stats().succeeded >= 4, 60, "the delayed jobs and two slots")
+        db.release()
+    finally:
+        worker.terminate()
+        worker.communicate(timeout=60)
+    listed = run("-m", "refsched", "schedules", "--db", url, "--json")
+    assert listed.returncode == 0, listed.stderr
+    (tidy,) = json.loads(listed.stdout)
+    assert tidy["name"] == "tidy" and tidy["every"] == 3.0 and tidy["overlap"] == "skip"
+    ran = [s for s in tidy["slots"] if s["decision"] == "run"]
+    assert len(ran) >= 2 and all(s["task"].startswith("tidy@") for s in ran)
