@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,13 @@ def _decider(url: str, seconds: float, name: str) -> subprocess.Popen[str]:
                             text=True)
 
 
+def _now(db: DurableScheduler) -> datetime:
+    """A moment ago on the store's clock: a schedule's first slot, to be decided at once (by
+    default it is the next whole second). A moment ago, for a datetime rounds to microseconds
+    and may fall after the store's next reading."""
+    return datetime.fromtimestamp(db.now() - 0.01, UTC)
+
+
 def _decided(db: DurableScheduler, name: str) -> list[tuple[float, str, str | None]]:
     (info,) = [s for s in db.schedules(limit=100_000) if s.name == name]
     return [(s.at, s.decision, s.task) for s in reversed(info.slots)]
@@ -71,7 +79,8 @@ def test_four_processes_racing_for_the_slots_decide_each_once(durable_url: Store
     url = durable_url("s.db")
     db = DurableScheduler(url, max_concurrency=4, record=True)
     db.start()
-    db.schedule("fast", fn=NOOP, every=0.05)  # skip: a slot's fate depends on the last run
+    # skip: a slot's fate depends on whether the last run has ended
+    db.schedule("fast", fn=NOOP, every=0.05, start=_now(db))
     for i in range(4):
         workers.append(_decider(url, 2.0, f"d{i}"))
     for p in workers:
@@ -128,7 +137,7 @@ def test_a_store_left_alone_past_the_catchup_misses_only_the_older_slots(
     url = durable_url("s.db")
     db = DurableScheduler(url, max_concurrency=4, record=True)
     db.start()
-    db.schedule("c", fn=NOOP, every=0.1, catchup=0.5)
+    db.schedule("c", fn=NOOP, every=0.1, catchup=0.5, start=_now(db))
     (lease,) = db.claim("w")
     db.complete(lease)
     db.release()  # no process touches the store
@@ -176,7 +185,7 @@ def test_a_worker_paused_past_its_lease_under_skip_runs_no_slot_twice(
     db.start()
     # Its first run hangs (a first attempt, no marker yet); every later attempt and run ends
     # at once.
-    db.schedule("s", fn=f"{JOBS}:hang_first", every=0.3,
+    db.schedule("s", fn=f"{JOBS}:hang_first", every=0.3, start=_now(db),
                 args={"task": "s", "marker": str(tmp_path / "marker"), "log": str(log),
                       "seconds": 3.0})
     (first, _, _), = _decided(db, "s")
