@@ -51,6 +51,7 @@ __all__ = [
     "before",
     "claim_order",
     "claim_transaction",
+    "claim_versions",
     "current",
     "eligible",
     "generation_of",
@@ -403,7 +404,14 @@ def chosen(s: DurableSnapshot, k: int, limits: Limits) -> list[Hashable]:
 
 def claim_effect(s: DurableSnapshot, worker: Hashable, k: int, *,
                  limits: Limits) -> DurableSnapshot:
-    taken = chosen(s, k, limits)
+    return claim_versions(s, worker, chosen(s, k, limits), limits=limits)
+
+
+def claim_versions(s: DurableSnapshot, worker: Hashable, taken: Iterable[Hashable], *,
+                   limits: Limits) -> DurableSnapshot:
+    """The store's change of a claim by ``worker`` of exactly the ready versions ``taken``:
+    Claim's step once it has chosen them (a test builds a claim of the wrong ones with it)."""
+    taken = list(taken)
     until = s.now + limits.lease_time
     tasks = dict(s.scheduler.tasks)
     for t in taken:

@@ -203,6 +203,11 @@ def calls_taken(s: DurableSnapshot, limits: Limits) -> bool:
             if not taken:
                 return False
             continue
+        if name == "Submit":  # with every priority and delay of the instance
+            if not all(_takes(s, name, (params["t"], params["D"], p, d), limits, target)
+                       for p in limits.priorities for d in limits.delays):
+                return False
+            continue
         args = tuple(params[p] for p in ACTIONS[name].params)
         if not _takes(s, name, args, limits, target):
             return False
