@@ -734,17 +734,20 @@ CallsTaken ==
     /\ Taken(ENABLED Start, Abs!Start)
     /\ \A c \in BOOLEAN : Taken(ENABLED Close(c), Abs!Close(c))
     /\ \A t \in Tasks :
-          /\ \A D \in SUBSET (Tasks \ {t}) : \A p \in Priorities : \A d \in Delays :
-                Taken(ENABLED Submit(t, D, p, d), Abs!Submit(t, D))
+          /\ \A D \in SUBSET (Tasks \ {t}) :
+                Taken(ENABLED (\E p \in Priorities : \E d \in Delays : Submit(t, D, p, d)),
+                      Abs!Submit(t, D))
           /\ Taken(ENABLED Cancel(t), Abs!Cancel(t))
           /\ Taken(ENABLED Retry(t), Abs!Retry(t))
           /\ Taken(ENABLED RepeatedCallback(t), Abs!RepeatedCallback(t))
     /\ \A k \in 1..MaxConcurrency :
-          Taken(ENABLED (\E w \in Workers : Claim(w, k)), k <= Cardinality(Eligible) /\ Abs!Claim(k))
+          k <= Cardinality(Eligible) =>
+              Taken(ENABLED (\E w \in Workers : Claim(w, k)), Abs!Claim(k))
 \* Every call of Scheduler that is enabled is enabled here too: Start, Close, Submit (with
-\* every priority and delay), Cancel, Retry, a repeated callback, and a claim of k versions
-\* by some worker, where k versions are due (Scheduler, which knows no due times, may claim
-\* a ready version that is not yet due; the durable scheduler may not).
+\* some priority and delay: Submit has no guard on either, so one is all), Cancel, Retry, a
+\* repeated callback, and a claim of k versions by some worker, where k versions are due
+\* (Scheduler, which knows no due times, may claim a ready version that is not yet due; the
+\* durable scheduler may not).
 
 ReportsTaken ==
     \A t \in Tasks :

@@ -57,6 +57,7 @@ SAFETY = "MCDurableScheduler.cfg"
 LIVENESS = "MCDurableSchedulerLiveness.cfg"
 PAIRS = "MCDurableSchedulerPairs.cfg"
 GENERATIONS = "MCDurableSchedulerGenerations.cfg"
+TIME = "MCDurableSchedulerTime.cfg"
 
 # Measured with TLC 2.15. If the spec changes, update these and the comments in the cfg files.
 SAFETY_DISTINCT_STATES = 47_751  # views: 2 ids, 2 workers, 2 slots, 1 generation, symmetry
@@ -70,6 +71,8 @@ GENERATIONS_DEPTH = 21
 TRACES_DISTINCT_STATES = 6_604  # 1 id, 2 workers, 2 generations, the clock up to 4
 TRACES_EDGES = 44_101
 TRACES_DEPTH = 18
+TIME_DISTINCT_STATES = 7_326  # views: 2 ids, 1 worker, 1 slot, priorities, delays, aging
+TIME_DEPTH = 16
 
 
 DURABLE: Any = systems.get("durable")  # what stategraph needs to read and match its graph
@@ -113,6 +116,13 @@ def test_pairs_models_hold_with_recorded_state_count(config: str, counts: tuple[
         "the state space changed: update the recorded counts and the cfg")
 
 
+def test_time_model_holds_with_recorded_state_count() -> None:
+    result = check(TIME, workers=1)
+    assert result.ok, result.output[-4000:]
+    assert (result.distinct_states, result.depth) == (TIME_DISTINCT_STATES, TIME_DEPTH), (
+        "the state space changed: update TIME_DISTINCT_STATES/TIME_DEPTH and the cfg")
+
+
 @pytest.mark.big_instance
 def test_liveness_model_holds_with_recorded_state_count() -> None:
     result = check(LIVENESS)
@@ -126,13 +136,17 @@ def test_liveness_model_holds_with_recorded_state_count() -> None:
 
 D, S = SPEC, "Scheduler.tla"
 TRACES = TRACES_CONFIG
-CONFIGS = (SAFETY, PAIRS, GENERATIONS, TRACES, LIVENESS)
+CONFIGS = (SAFETY, PAIRS, GENERATIONS, TRACES, LIVENESS, TIME)
 NOT_GENERATIONS = (SAFETY, PAIRS, TRACES, LIVENESS)  # these re-claim; Generations has 1 attempt
 LEASE_REPORTS = "\\E w \\in Workers : \\E t \\in Tasks : {}(w, t, generation[t], attempt[t])"
 HELD_REPORTS = "\\E w \\in Workers : \\E l \\in held[w] : {}(w, l[1], l[2], l[3])"
 SCHEDULER_UNCHANGED_BUT_STATE = (
     "UNCHANGED <<started, closed, nextSeq, generation, deps, remainingDeps,\n"
     "                         blockedBy, cancelRequested, seq>>\n")
+CLAIM_STEP = ("        /\\ UNCHANGED <<now, ends, endedAttempt>>\n"
+              "        /\\ k <= Cardinality(Eligible)\n"
+              "        /\\ UNCHANGED priority\n"
+              "        /\\ Abs!Claim(k)\n")
 RECLAIM_GUARD = "    /\\ holder[t] = NoWorker\n    /\\ attempt[t] < MaxAttempts\n"
 RECLAIM_ATTEMPT = ("Reclaim(w, t) ==\n    /\\ state[t] = \"running\"\n" + RECLAIM_GUARD
                    + "    /\\ attempt' = [attempt EXCEPT ![t] = @ + 1]\n")
@@ -236,18 +250,21 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
           "@ \\cup {<<t, generation[t], attempt[t] + 2>>}]")],
         dict.fromkeys(NOT_GENERATIONS, ("NoFutureLease", "invariant")),
     ),
-    # A claim takes the ready versions with the largest seq: Abs!Claim's claims' then does
-    # not match, so the step is never taken, and only the enabledness check sees it.
+    # A claim takes the eligible versions in the reverse of the claim order (without
+    # priorities or delays, the largest seq first): Abs!Claim's claims' then does not match,
+    # so the step is never taken, and only the enabledness check sees it; with them,
+    # Scheduler's Claim may take any, and the claim order's own property sees it.
     "claim_takes_the_newest": (
-        [(D, "IN  {x \\in ready : Cardinality({y \\in ready : seq[y] < seq[x]}) < k}",
-          "IN  {x \\in ready : Cardinality({y \\in ready : seq[y] > seq[x]}) < k}")],
-        dict.fromkeys((SAFETY, PAIRS, GENERATIONS), ("CallsTaken", "invariant")),
+        [(D, "Chosen(k) == {x \\in Eligible : Cardinality({y \\in Eligible : Before(y, x)}) < k}",
+          "Chosen(k) == {x \\in Eligible : Cardinality({y \\in Eligible : Before(x, y)}) < k}")],
+        {**dict.fromkeys((SAFETY, PAIRS, GENERATIONS), ("CallsTaken", "invariant")),
+         TIME: ("ClaimsInKeyOrder", "action property")},
     ),
     # A submission keeps the attempt of the version it replaces: the new version would count
     # as claimed, so under the mapping the re-submission of a claimed version is no step.
     "submit_keeps_the_old_attempt": (
-        [(D, "Submit(t, D) ==\n    /\\ attempt' = [attempt EXCEPT ![t] = 0]\n",
-          "Submit(t, D) ==\n    /\\ attempt' = attempt\n")],
+        [(D, "Submit(t, D, p, d) ==\n    /\\ attempt' = [attempt EXCEPT ![t] = 0]\n",
+          "Submit(t, D, p, d) ==\n    /\\ attempt' = attempt\n")],
         dict.fromkeys((TRACES, LIVENESS), ("CallsTaken", "invariant")),
     ),
     # A completion clears the attempt with the lease: under the mapping the version would
@@ -266,8 +283,8 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
     # An expired version gives up its slot: a claim counts only versions under a live lease,
     # and takes a new version while the expired one waits to be re-claimed.
     "expired_version_gives_up_its_slot": (
-        [(D, "        /\\ UNCHANGED <<now, ends, endedAttempt>>\n        /\\ Abs!Claim(k)\n",
-          "        /\\ UNCHANGED <<now, ends, endedAttempt>>\n"
+        [(D, CLAIM_STEP, "        /\\ UNCHANGED <<now, ends, endedAttempt>>\n"
+          "        /\\ UNCHANGED priority\n"
           "        /\\ started /\\ ~closed /\\ 1 <= k\n"
           "        /\\ k <= Cardinality(Abs!InState({\"ready\"}))\n"
           "        /\\ k <= MaxConcurrency - Cardinality({x \\in Tasks : Live(x)})\n"
@@ -421,21 +438,71 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
     # the re-submission is no step.  Only 2 ids with 2 generations re-submit a dependency
     # of a running version.
     "resubmit_clears_the_dependents_leases": (
-        [(D, "Submit(t, D) ==\n    /\\ attempt' = [attempt EXCEPT ![t] = 0]\n",
-          "Submit(t, D) ==\n    /\\ attempt' = [x \\in Tasks |-> "
+        [(D, "Submit(t, D, p, d) ==\n    /\\ attempt' = [attempt EXCEPT ![t] = 0]\n",
+          "Submit(t, D, p, d) ==\n    /\\ attempt' = [x \\in Tasks |-> "
           "IF x = t \\/ t \\in deps[x] THEN 0 ELSE attempt[x]]\n")],
         {GENERATIONS: ("CallsTaken", "invariant")},
     ),
 }
 
+# A claim takes a version one tick before it is due.
+MUTANTS["claim_one_tick_early"] = (
+    [(D, "    IN  {x \\in ready : due[x] <= now}\n", "    IN  {x \\in ready : due[x] <= now + 1}\n")],
+    {TIME: ("ClaimsOnlyDue", "action property")},
+)
+# Aging that never lifts, read so everywhere the claim key is written (the contract
+# misread, in the claim and in the property that restates it): the key is priority * Aging
+# alone, so a low priority waits behind every higher one, however long it has been due.
+# Only AgingBound, stated on due times and priorities, sees it.
+MUTANTS["aging_never_lifts"] = (
+    [(D, "    THEN \\/ priority[x] * Aging - due[x] > priority[y] * Aging - due[y]\n"
+         "         \\/ /\\ priority[x] * Aging - due[x] = priority[y] * Aging - due[y]\n",
+      "    THEN \\/ priority[x] * Aging > priority[y] * Aging\n"
+      "         \\/ /\\ priority[x] * Aging = priority[y] * Aging\n"),
+     (D, "              THEN \\/ priority[u] * Aging - due[u] > priority[t] * Aging - due[t]\n"
+         "                   \\/ /\\ priority[u] * Aging - due[u] = priority[t] * Aging - due[t]\n",
+      "              THEN \\/ priority[u] * Aging > priority[t] * Aging\n"
+      "                   \\/ /\\ priority[u] * Aging = priority[t] * Aging\n")],
+    {TIME: ("AgingBound", "action property")},
+)
+# A claim of k takes k + 1 versions when more are eligible: Abs!Claim(k)'s claims' does not
+# match, so the step is never taken, and only the enabledness check sees it.
+MUTANTS["claim_leases_one_too_many"] = (
+    [(D, "Chosen(k) == {x \\in Eligible : Cardinality({y \\in Eligible : Before(y, x)}) < k}",
+      "Chosen(k) == {x \\in Eligible : Cardinality({y \\in Eligible : Before(y, x)}) <= k}")],
+    {TIME: ("CallsTaken", "invariant")},
+)
+# The time instance (2 ids, 1 worker, 1 slot, 1 attempt, 1 generation, no lost answers): the
+# mutants of other instances that break each of its checks there too.
+for _name, _check in {
+        "fan_in_counts_before_the_decrement": "IndegreeInvariant",
+        "claim_without_the_slot_guard": "ConcurrencyBound",
+        "fail_without_settle": "BlockedPropagated",
+        "start_accepts_a_cycle": "SealedGraph",
+        "complete_counts_two_ends": "AtMostOneEndPerVersion",
+        "complete_keeps_the_lease": "AtMostOneLiveLease",
+        "claim_starts_at_attempt_two": "AttemptsBounded",
+        "claim_answers_a_future_attempt": "NoFutureLease",
+        "claim_takes_pending_versions": "ClaimOnlyAfterDepsSucceeded",
+        "repeated_report_counts_an_end": "OnlyCurrentAttemptEnds",
+        "heartbeat_forgets_the_cancel_request": "Refinement"}.items():
+    MUTANTS[_name][1][TIME] = (_check, "invariant" if _check in INVARIANTS
+                               else "action property")
+
 # Checks a config names that no fault can break on its instance: with one id there are no
 # deps and no second version to run, so these hold by the instance's shape alone.
 # MCDurableSchedulerPairs.cfg (2 ids, 1 slot, 2 generations) checks each of them with a
-# mutant that breaks it; MCDurableScheduler.cfg has 2 slots for its 2 ids.
+# mutant that breaks it; MCDurableScheduler.cfg has 2 slots for its 2 ids.  The claim order's
+# checks cannot fail without priorities and delays: every version is due at once, and the
+# refinement holds the claims to Scheduler's oldest first (OldestFirst); the time instance
+# (MCDurableSchedulerTime.cfg) is where they can.
 VACUOUS: dict[tuple[str, str], str] = {
     (SAFETY, "ConcurrencyBound"): "2 ids, 2 slots",
     **{(config, name): "1 id" for config in (TRACES, LIVENESS) for name in (
         "ConcurrencyBound", "BlockedPropagated", "SealedGraph", "ClaimOnlyAfterDepsSucceeded")},
+    **{(config, name): "no priorities, no delays"
+       for config in (SAFETY, PAIRS, GENERATIONS, TRACES, LIVENESS)
+       for name in ("ClaimsOnlyDue", "ClaimsInKeyOrder", "AgingBound")},
 }
 
 
