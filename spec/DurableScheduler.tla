@@ -452,9 +452,15 @@ Expire(t) ==
 \* conditional on the lease it read being the live one, so a report committed first wins
 \* and a report that comes after is refused.
 
+Noticing ==
+    {t \in Tasks : \/ Live(t) /\ deadline[t] >= now
+                   \/ state[t] \in Abs!Waiting /\ due[t] > now}
+\* The versions a tick can be noticed by: a live lease yet to pass its deadline, a waiting
+\* version yet to be due.  A set, not an \E in Tick: TLC would make one Tick step for each
+\* witness, all to the same state.
+
 Tick ==
-    /\ \/ \E t \in Tasks : Live(t) /\ deadline[t] >= now
-       \/ \E t \in Tasks : state[t] \in Abs!Waiting /\ due[t] > now
+    /\ Noticing # {}
     /\ now' = now + 1
     /\ UNCHANGED <<attempt, holder, deadline, held, ends, endedAttempt>>
     /\ UNCHANGED schedulerVars

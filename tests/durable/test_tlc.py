@@ -45,6 +45,7 @@ from refsched.verify import stategraph
 from refsched.verify import system as systems
 from refsched.verify.durable import spec as durablespec
 from refsched.verify.durable.spec import TRACES_CONFIG, read_instance, snapshot_of
+from refsched.verify.durable.system import TIME_CORPUS_CONFIG
 from refsched.verify.specstate import SpecStateError
 from refsched.verify.tla import parse_state
 from refsched.verify.tlc import TLCResult, run_tlc, spec_dir
@@ -447,7 +448,8 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
 
 # A claim takes a version one tick before it is due.
 MUTANTS["claim_one_tick_early"] = (
-    [(D, "    IN  {x \\in ready : due[x] <= now}\n", "    IN  {x \\in ready : due[x] <= now + 1}\n")],
+    [(D, "    IN  {x \\in ready : due[x] <= now}\n",
+      "    IN  {x \\in ready : due[x] <= now + 1}\n")],
     {TIME: ("ClaimsOnlyDue", "action property")},
 )
 # Aging that never lifts, read so everywhere the claim key is written (the contract
@@ -761,3 +763,54 @@ def test_a_model_that_refuses_a_repeated_report_differs_from_tlc(
     monkeypatch.setattr(durable_actions, "repeat", lambda s, task, generation, attempt: False)
     with pytest.raises(stategraph.GraphMismatch, match="Refused: model 1 edge"):
         stategraph.match(dumped, read_instance(TRACES_CONFIG), system=DURABLE)
+
+
+# -- Model = spec on the time corpus instance ---------------------------------------------------
+
+TIME_CORPUS_DISTINCT_STATES = 11_178  # a and b, priorities, delays, aging, the clock up to 2
+TIME_CORPUS_EDGES = 51_594
+TIME_CORPUS_DEPTH = 14
+
+
+@pytest.fixture(scope="module")
+def time_dumped() -> stategraph.TLCStateGraph:
+    """TLC's whole state graph of the corpus instance with priorities, delays and aging."""
+    graph, result, _ = stategraph.dump_state_graph(TIME_CORPUS_CONFIG, system=DURABLE)
+    assert (result.distinct_states, result.depth) == (TIME_CORPUS_DISTINCT_STATES,
+                                                      TIME_CORPUS_DEPTH)
+    return graph
+
+
+def test_tlc_state_graph_of_the_time_corpus_equals_the_models(
+        time_dumped: stategraph.TLCStateGraph) -> None:
+    instance = read_instance(TIME_CORPUS_CONFIG)
+    matched = stategraph.match(time_dumped, instance, system=DURABLE)
+    assert matched.state_count == TIME_CORPUS_DISTINCT_STATES
+    assert len(time_dumped.edges) == matched.edge_count == TIME_CORPUS_EDGES
+    limits = instance.limits
+    # (source, the version it took, one it left ready): every claim takes one (1 slot)
+    left = [(e.source, u, t) for e in matched.all_edges() if e.action == "Claim"
+            for u in e.target.scheduler.tasks for t in e.target.scheduler.tasks
+            if e.target.scheduler.tasks[u].state is TaskState.RUNNING
+            and e.source.scheduler.tasks[u].state is TaskState.READY
+            and e.target.scheduler.tasks[t].state is TaskState.READY]
+    passed = [(s, u, t) for s, u, t in left if s.due.get(t, 0) <= s.now]
+    # A claim while the other version is ready and not yet due; one that takes the higher
+    # priority first; one that takes the lower priority first, due long enough before.
+    assert any(s.due.get(t, 0) > s.now for s, _, t in left)
+    assert any(s.priority.get(u, 0) > s.priority.get(t, 0) for s, u, t in passed)
+    assert any(s.priority.get(u, 0) < s.priority.get(t, 0) for s, u, t in passed)
+    for s, out in matched.edges.items():
+        assert violated(s, limits) == [], durablespec.show(s)
+        for e in out:
+            assert violated_by_step(e.source, e.target, limits) == [], (e.action, e.params)
+
+
+def test_a_model_whose_claim_key_ignores_due_times_differs_from_tlc(
+        time_dumped: stategraph.TLCStateGraph, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Aging that never lifts: a model that orders eligible versions by priority alone claims
+    other versions than the spec."""
+    monkeypatch.setattr(durable_actions, "_claim_key",
+                        lambda s, t, limits: (-s.priority.get(t, 0), s.scheduler.tasks[t].seq))
+    with pytest.raises(stategraph.GraphMismatch, match="Claim"):
+        stategraph.match(time_dumped, read_instance(TIME_CORPUS_CONFIG), system=DURABLE)

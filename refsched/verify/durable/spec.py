@@ -3,11 +3,11 @@
 
 The spec keeps a value for every id of ``Tasks`` and every worker of ``Workers``: an id never
 submitted is absent (as in ``spec/Scheduler.tla``) with attempt 0, holder ``NoWorker``, deadline
-0, ends 0, endedAttempt 0, due 0 and priority 0; a worker holding nothing holds ``{}``. A DurableSnapshot lists only
-what differs from that. :func:`spec_state` adds the rest for given ``Workers`` and ``Tasks``;
-:func:`snapshot_of` drops it, and refuses a state that is not of that shape (so a malformed
-state is an error, never a silently different snapshot). Scheduler's variables are read and
-written by :mod:`refsched.verify.specstate`, with ``claims`` computed from ``attempt`` as the
+0, ends 0, endedAttempt 0, due 0 and priority 0; a worker holding nothing holds ``{}``. A
+DurableSnapshot lists only what differs from that. :func:`spec_state` adds the rest for given
+``Workers`` and ``Tasks``; :func:`snapshot_of` drops it, and refuses a state that is not of
+that shape (so a malformed state is an error, never a silently different snapshot).
+Scheduler's variables are read and written by :mod:`refsched.verify.specstate`, with ``claims`` computed from ``attempt`` as the
 spec's refinement mapping does. Ids are model values in TLC (``w1``, ``a``) and their names in
 the model (``"w1"``, ``"a"``). :func:`read_instance` reads the constants of a
 ``MCDurableScheduler*.cfg``.

@@ -46,9 +46,11 @@ so at most one version runs, and those with two slots have no clock, so no lease
 
 The corpus instances (:attr:`DurableSystem.corpus_configs`): one id with two workers and a clock
 (``MCDurableSchedulerTraces.cfg``), two ids with one slot and a clock (claim order, slot
-retention, failure by expiry blocking a dependent), two ids with two generations, and a fixed
+retention, failure by expiry blocking a dependent), two ids with two generations, a fixed
 diamond with two slots (``MCDurableSchedulerCorpus.tla``'s ``FixedGraph``, which
-:meth:`DurableSystem.explore` applies to the model as TLC does to the spec).
+:meth:`DurableSystem.explore` applies to the model as TLC does to the spec), and two
+independent ids with priorities, delays and aging (``MCDurableSchedulerCorpusTime.cfg``, also a
+fixed graph). Its replay needs a store whose ``submit`` takes ``priority`` and ``delay``.
 
 The implementation's state is ``snapshot()`` (the scheduler part), ``leases()`` (``attempt``,
 ``holder``, ``deadline``), ``now()`` and the harness's leases (``held``); ``ends`` is not stored:
@@ -101,9 +103,13 @@ LeaseKey = tuple[Hashable, int, int]  # the spec's <<t, g, a>>
 FIXED_GRAPH_MODULE = "MCDurableSchedulerCorpus.tla"
 """The model-checking module whose ``FixedGraph`` constraint fixes the graph of tasks."""
 
+TIME_CORPUS_CONFIG = "MCDurableSchedulerCorpusTime.cfg"
+"""The corpus instance with priorities, delays and aging: its Submit steps give a priority
+and a delay, which only a store with due times takes."""
+
 CORPUS_CONFIGS = (durablespec.TRACES_CONFIG, "MCDurableSchedulerCorpusClaims.cfg",
                   "MCDurableSchedulerCorpusGenerations.cfg",
-                  "MCDurableSchedulerCorpusDiamond.cfg")
+                  "MCDurableSchedulerCorpusDiamond.cfg", TIME_CORPUS_CONFIG)
 """Every durable corpus instance, the traces config first."""
 
 
@@ -249,8 +255,8 @@ class DurableSystem(System):
     spec_files = ("Scheduler.tla", "DurableScheduler.tla", "MCDurableScheduler.tla",
                   durablespec.TRACES_CONFIG)
     corpus_configs = CORPUS_CONFIGS
-    corpus_modules = MappingProxyType({"MCDurableSchedulerCorpusDiamond.cfg":
-                                       FIXED_GRAPH_MODULE})
+    corpus_modules = MappingProxyType({"MCDurableSchedulerCorpusDiamond.cfg": FIXED_GRAPH_MODULE,
+                                       TIME_CORPUS_CONFIG: FIXED_GRAPH_MODULE})
     id_parameters = ("t", "w")
     label_actions = MappingProxyType(durablespec.LABEL_ACTIONS)
     initial = INITIAL
