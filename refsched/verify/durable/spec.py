@@ -7,10 +7,10 @@ submitted is absent (as in ``spec/Scheduler.tla``) with attempt 0, holder ``NoWo
 DurableSnapshot lists only what differs from that. :func:`spec_state` adds the rest for given
 ``Workers`` and ``Tasks``; :func:`snapshot_of` drops it, and refuses a state that is not of
 that shape (so a malformed state is an error, never a silently different snapshot).
-Scheduler's variables are read and written by :mod:`refsched.verify.specstate`, with ``claims`` computed from ``attempt`` as the
-spec's refinement mapping does. Ids are model values in TLC (``w1``, ``a``) and their names in
-the model (``"w1"``, ``"a"``). :func:`read_instance` reads the constants of a
-``MCDurableScheduler*.cfg``.
+Scheduler's variables are read and written by :mod:`refsched.verify.specstate`, with
+``claims`` computed from ``attempt`` as the spec's refinement mapping does. Ids are model values
+in TLC (``w1``, ``a``) and their names in the model (``"w1"``, ``"a"``). :func:`read_instance`
+reads the constants of a ``MCDurableScheduler*.cfg``.
 """
 
 from __future__ import annotations
