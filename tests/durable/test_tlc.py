@@ -59,6 +59,7 @@ LIVENESS = "MCDurableSchedulerLiveness.cfg"
 PAIRS = "MCDurableSchedulerPairs.cfg"
 GENERATIONS = "MCDurableSchedulerGenerations.cfg"
 TIME = "MCDurableSchedulerTime.cfg"
+TIME_LIVENESS = "MCDurableSchedulerTimeLiveness.cfg"
 
 # Measured with TLC 2.15. If the spec changes, update these and the comments in the cfg files.
 SAFETY_DISTINCT_STATES = 47_751  # views: 2 ids, 2 workers, 2 slots, 1 generation, symmetry
@@ -74,6 +75,8 @@ TRACES_EDGES = 44_101
 TRACES_DEPTH = 18
 TIME_DISTINCT_STATES = 7_326  # views: 2 ids, 1 worker, 1 slot, priorities, delays, aging
 TIME_DEPTH = 16
+TIME_LIVENESS_DISTINCT_STATES = 60  # views: 1 id, 1 worker, delays of 0 and 1 tick
+TIME_LIVENESS_DEPTH = 10
 
 
 DURABLE: Any = systems.get("durable")  # what stategraph needs to read and match its graph
@@ -524,7 +527,9 @@ def test_every_check_of_every_config_has_a_mutant_or_is_said_vacuous() -> None:
     caught = {(config, check) for _, by_config in MUTANTS.values()
               for config, (check, _) in by_config.items()}
     caught |= {(LIVENESS, check) for check, _ in LIVENESS_MUTANTS.values()}
-    named = {(config, check) for config in CONFIGS for check in cfg_checks(config)}
+    caught |= {(TIME_LIVENESS, check) for check in TIME_LIVENESS_MUTANTS["tick_waits_for_a_lease"]}
+    named = {(config, check) for config in (*CONFIGS, TIME_LIVENESS)
+             for check in cfg_checks(config)}
     assert caught | set(VACUOUS) == named
     assert not caught & set(VACUOUS)
     # Every check is caught somewhere; each vacuous one on a config where it can fail.
@@ -661,6 +666,34 @@ def test_liveness_mutant_violates_its_temporal_property(name: str, tmp_path: Pat
     copy = mutate(tmp_path, substitutions)
     only_temporal(copy, LIVENESS, broken)
     result = check(LIVENESS, copy)
+    assert not result.ok
+    assert result.violation_kind == "temporal", result.output[-4000:]
+    assert result.trace is not None
+
+
+def test_time_liveness_model_holds_with_recorded_state_count() -> None:
+    result = check(TIME_LIVENESS, workers=1)
+    assert result.ok, result.output[-4000:]
+    assert (result.distinct_states, result.depth) == (
+        TIME_LIVENESS_DISTINCT_STATES, TIME_LIVENESS_DEPTH,
+    ), "the state space changed: update TIME_LIVENESS_DISTINCT_STATES/..._DEPTH and the cfg"
+
+
+# name -> (temporal properties each run breaks, substitutions in DurableScheduler.tla)
+TIME_LIVENESS_MUTANTS: dict[str, tuple[str, ...]] = {
+    # Tick waits for a live lease, as before due times: a version ready but not yet due, with
+    # nothing running, waits for ever (and Scheduler's Claim, enabled all along, is never
+    # taken).  No safety check can see it: no state is wrong, the clock just stops.
+    "tick_waits_for_a_lease": ("EveryVersionEnds", "AbsFairSpec"),
+}
+TICK_FOR_DUE = "                   \\/ state[t] \\in Abs!Waiting /\\ due[t] > now}"
+
+
+@pytest.mark.parametrize("broken", TIME_LIVENESS_MUTANTS["tick_waits_for_a_lease"])
+def test_a_tick_that_waits_for_a_lease_breaks_time_liveness(broken: str, tmp_path: Path) -> None:
+    copy = mutate(tmp_path, [(D, TICK_FOR_DUE, "}")])
+    only_temporal(copy, TIME_LIVENESS, broken)
+    result = check(TIME_LIVENESS, copy, workers=1)
     assert not result.ok
     assert result.violation_kind == "temporal", result.output[-4000:]
     assert result.trace is not None
