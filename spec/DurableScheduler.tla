@@ -27,10 +27,16 @@
 (* under a bound on the clock TLC would find no fair cycle at all, and     *)
 (* every liveness property would hold vacuously.                           *)
 (*                                                                         *)
+(* Due times and priorities (docs/time.md).  A version is claimed only    *)
+(* once due (due[t] <= now), and the eligible versions in the order of     *)
+(* their claim key, which never changes while they wait.  Tick is also a   *)
+(* step while some waiting version is not yet due: the only other moments  *)
+(* a tick can be noticed.                                                  *)
+(*                                                                         *)
 (* Each action is a step of the reference model refsched.model.durable and *)
 (* one transaction (or one worker's move) of refsched.durable.             *)
 (***************************************************************************)
-EXTENDS Naturals, FiniteSets
+EXTENDS Integers, FiniteSets
 
 CONSTANTS
     Tasks,          \* the task ids a behaviour may use
@@ -39,6 +45,9 @@ CONSTANTS
     MaxAttempts,    \* how many leases a version may be given before its expiry fails it
     LeaseTime,      \* how long a lease lasts, on the store's clock, from its claim or heartbeat
     LoseAnswers,    \* BOOLEAN: a committed claim or report may lose its answer on the way back
+    Priorities,     \* the priorities a Submit may give (integers, higher first)
+    Delays,         \* the delays a Submit may give, in ticks: due = now + delay
+    Aging,          \* ticks of waiting worth one priority level in the claim key; 0 = none
     NoTask,         \* a model value outside Tasks: blockedBy of a version that is not blocked
     NoWorker        \* a model value outside Workers: holder of a version with no live lease
 
@@ -49,6 +58,9 @@ ASSUME MaxConcurrency \in Nat \ {0}
 ASSUME MaxAttempts \in Nat \ {0}
 ASSUME LeaseTime \in Nat \ {0}
 ASSUME LoseAnswers \in BOOLEAN
+ASSUME Priorities \subseteq Int /\ Priorities # {} /\ IsFiniteSet(Priorities)
+ASSUME Delays \subseteq Nat /\ Delays # {} /\ IsFiniteSet(Delays)
+ASSUME Aging \in Nat
 
 VARIABLES
     started,         \* BOOLEAN: Start has sealed the initial graph
@@ -71,9 +83,13 @@ VARIABLES
                      \* process w believes it holds (what it is running)
     ends,            \* [Tasks -> Nat]: how many ends of the current version the store accepted
                      \* (a history variable)
-    endedAttempt     \* [Tasks -> Nat]: the attempt whose report ended the current version; 0
+    endedAttempt,    \* [Tasks -> Nat]: the attempt whose report ended the current version; 0
                      \* when no report did (the store's ended_attempt): a repeat of that report
                      \* is answered, not refused
+    due,             \* [Tasks -> Nat]: when the waiting version of t may be claimed, on now's
+                     \* clock; 0 once it no longer waits (as a deadline is 0 with no live lease)
+    priority         \* [Tasks -> Int]: the priority of the current version of t; 0 = never
+                     \* submitted
 
 schedulerVars == <<started, closed, nextSeq, generation, state, deps, remainingDeps,
                    blockedBy, cancelRequested, seq>>
@@ -82,11 +98,18 @@ schedulerVars == <<started, closed, nextSeq, generation, state, deps, remainingD
 leaseVars == <<attempt, holder, deadline, now, held, ends, endedAttempt>>
 \* The variables Scheduler does not have.
 
-vars == <<schedulerVars, leaseVars>>
+timeVars == <<due, priority>>
+\* The claim order's variables.
 
-Abs == INSTANCE Scheduler WITH claims <- [t \in Tasks |-> IF attempt[t] > 0 THEN 1 ELSE 0]
+vars == <<schedulerVars, leaseVars, timeVars>>
+
+Abs == INSTANCE Scheduler WITH claims <- [t \in Tasks |-> IF attempt[t] > 0 THEN 1 ELSE 0],
+                               OldestFirst <- (Priorities = {0} /\ Delays = {0})
 \* The TaskScheduler this scheduler implements: every variable is its own, and a version
-\* counts as claimed once it was given a lease.
+\* counts as claimed once it was given a lease.  With neither priorities nor delays the
+\* claim order is Scheduler's, oldest first (a version's due is the time it was submitted,
+\* so due and seq grow together); with them, Scheduler's Claim may take any ready
+\* versions, and this spec states its own order (ClaimsInKeyOrder).
 
 -----------------------------------------------------------------------------
 (* Leases *)
@@ -111,10 +134,36 @@ Repeat(t, g, a) ==
 \* A report with the lease <<t, g, a>> repeats the one that ended the version: the store
 \* answers it as it answered the first time, and changes nothing.
 
-Chosen(k) ==
+Eligible ==
     LET ready == Abs!InState({"ready"})
-    IN  {x \in ready : Cardinality({y \in ready : seq[y] < seq[x]}) < k}
-\* The versions Scheduler's Claim(k) takes: the k ready versions with the smallest seq.
+    IN  {x \in ready : due[x] <= now}
+\* The versions a claim may take: ready (every dependency succeeded) and due.
+
+Before(x, y) ==
+    IF Aging > 0
+    THEN \/ priority[x] * Aging - due[x] > priority[y] * Aging - due[y]
+         \/ /\ priority[x] * Aging - due[x] = priority[y] * Aging - due[y]
+            /\ seq[x] < seq[y]
+    ELSE \/ priority[x] > priority[y]
+         \/ priority[x] = priority[y] /\ due[x] < due[y]
+         \/ priority[x] = priority[y] /\ due[x] = due[y] /\ seq[x] < seq[y]
+\* x comes before y in the claim order.  With aging, by the claim key priority * Aging -
+\* due, highest first, then smallest seq: the effective priority priority + (now - due) /
+\* Aging grows at the same rate for every version, so the order never changes with time.
+\* Without, strict priority: highest first, then earliest due, then smallest seq.
+
+Chosen(k) == {x \in Eligible : Cardinality({y \in Eligible : Before(y, x)}) < k}
+\* The versions Claim(k) takes: the first k eligible versions in the claim order.
+
+DueWhileWaiting(d) == due' = [x \in Tasks |-> IF state'[x] \in Abs!Waiting THEN d[x] ELSE 0]
+\* due' is d for the versions that still wait after the step, 0 for the others.  Written
+\* after the step's update of state, which it reads.
+
+MaxPriority == CHOOSE p \in Priorities : \A q \in Priorities : q <= p
+\* The highest priority a version may have.
+
+MaxDelay == CHOOSE d \in Delays : \A e \in Delays : e <= d
+\* The longest delay a Submit may give.
 
 -----------------------------------------------------------------------------
 (* Initial state *)
@@ -127,31 +176,39 @@ Init ==
     /\ held = [w \in Workers |-> {}]
     /\ ends = [t \in Tasks |-> 0]
     /\ endedAttempt = [t \in Tasks |-> 0]
+    /\ due = [t \in Tasks |-> 0]
+    /\ priority = [t \in Tasks |-> 0]
     /\ Abs!Init
 \* A fresh store: Scheduler's Init, no lease anywhere, the clock at 0.
 
 -----------------------------------------------------------------------------
 (* The scheduler's actions *)
 
-Submit(t, D) ==
+Submit(t, D, p, d) ==
     /\ attempt' = [attempt EXCEPT ![t] = 0]
     /\ holder' = [holder EXCEPT ![t] = NoWorker]
     /\ deadline' = [deadline EXCEPT ![t] = 0]
     /\ ends' = [ends EXCEPT ![t] = 0]
     /\ endedAttempt' = [endedAttempt EXCEPT ![t] = 0]
+    /\ priority' = [priority EXCEPT ![t] = p]
     /\ UNCHANGED <<now, held>>
     /\ Abs!Submit(t, D)
-\* submit(t, D): Scheduler's Submit; the new version has never been claimed.  (A running
-\* version cannot be replaced, so t had no live lease.)
+    /\ DueWhileWaiting([due EXCEPT ![t] = now + d])
+\* submit(t, D, priority=p, delay=d): Scheduler's Submit; the new version has never been
+\* claimed, has priority p and is due d ticks from now (unless Settle blocks it at once).
+\* (A running version cannot be replaced, so t had no live lease.)
 
 Start ==
     /\ UNCHANGED leaseVars
+    /\ UNCHANGED timeVars
     /\ Abs!Start
 \* start(): Scheduler's Start.
 
 Cancel(t) ==
     /\ UNCHANGED leaseVars
+    /\ UNCHANGED priority
     /\ Abs!Cancel(t)
+    /\ DueWhileWaiting(due)
 \* cancel(t): Scheduler's Cancel.  A running version only gets the request; its worker
 \* learns it from its next heartbeat and ends the version with AcknowledgeCancel.
 
@@ -161,18 +218,23 @@ Retry(t) ==
         /\ ends' = [x \in Tasks |-> IF x \in R THEN 0 ELSE ends[x]]
         /\ endedAttempt' = [x \in Tasks |-> IF x \in R THEN 0 ELSE endedAttempt[x]]
         /\ UNCHANGED <<holder, deadline, now, held>>
+        /\ UNCHANGED priority
         /\ Abs!Retry(t)
-\* retry(t): Scheduler's Retry; every new version it makes has never been claimed.
-\* (Members of R are dead, so none has a live lease.)
+        /\ DueWhileWaiting([x \in Tasks |-> IF x \in R THEN now ELSE due[x]])
+\* retry(t): Scheduler's Retry; every new version it makes has never been claimed, keeps
+\* its priority and is due at once.  (Members of R are dead, so none has a live lease.)
 
 Close(cancelPending) ==
     /\ UNCHANGED leaseVars
+    /\ UNCHANGED priority
     /\ Abs!Close(cancelPending)
+    /\ DueWhileWaiting(due)
 \* close(cancelPending): Scheduler's Close.  Running versions keep their leases, and
 \* expired ones may still be re-claimed: admitted work finishes.
 
 RepeatedCallback(t) ==
     /\ UNCHANGED leaseVars
+    /\ UNCHANGED timeVars
     /\ Abs!RepeatedCallback(t)
 \* A call on a current version that is already terminal: answered, no change.
 
@@ -186,10 +248,13 @@ Claim(w, k) ==
         /\ deadline' = [x \in Tasks |-> IF x \in C THEN now + LeaseTime ELSE deadline[x]]
         /\ held' = [held EXCEPT ![w] = @ \cup {<<x, generation[x], 1>> : x \in C}]
         /\ UNCHANGED <<now, ends, endedAttempt>>
+        /\ k <= Cardinality(Eligible)
+        /\ UNCHANGED priority
         /\ Abs!Claim(k)
-\* claim(w, limit, lease): Scheduler's Claim(k) (started, not closed, room for k, the k
-\* ready versions with the smallest seq), each taken under a first lease of w that ends
-\* LeaseTime from now.
+        /\ DueWhileWaiting(due)
+\* claim(w, limit, lease): Scheduler's Claim(k) (started, not closed, room for k) of the
+\* first k eligible versions in the claim order, each taken under a first lease of w that
+\* ends LeaseTime from now.
 
 ClaimAnswerLost(w, k) ==
     LET C == Chosen(k)
@@ -198,7 +263,10 @@ ClaimAnswerLost(w, k) ==
         /\ holder' = [x \in Tasks |-> IF x \in C THEN w ELSE holder[x]]
         /\ deadline' = [x \in Tasks |-> IF x \in C THEN now + LeaseTime ELSE deadline[x]]
         /\ UNCHANGED <<now, held, ends, endedAttempt>>
+        /\ k <= Cardinality(Eligible)
+        /\ UNCHANGED priority
         /\ Abs!Claim(k)
+        /\ DueWhileWaiting(due)
 \* Claim(w, k) committed, and its answer never reached w: the store gave the leases (the
 \* attempts are spent, w is the holder, the deadlines run), w runs none of them.  They
 \* expire, and are re-claimed or fail after MaxAttempts, as a crashed worker's would.
@@ -213,6 +281,7 @@ Reclaim(w, t) ==
     /\ held' = [held EXCEPT ![w] = @ \cup {<<t, generation[t], attempt[t] + 1>>}]
     /\ UNCHANGED <<now, ends, endedAttempt>>
     /\ UNCHANGED schedulerVars
+    /\ UNCHANGED timeVars
 \* claim(w, ...) re-claims a running version whose lease expired: a new attempt, a new
 \* fencing token.  Allowed after Close too (the version was admitted); the version keeps
 \* the concurrency slot it never gave up.
@@ -227,6 +296,7 @@ ReclaimAnswerLost(w, t) ==
     /\ deadline' = [deadline EXCEPT ![t] = now + LeaseTime]
     /\ UNCHANGED <<now, held, ends, endedAttempt>>
     /\ UNCHANGED schedulerVars
+    /\ UNCHANGED timeVars
 \* Reclaim(w, t) committed, and its answer never reached w: the attempt is spent on a lease
 \* nobody runs.
 
@@ -236,6 +306,7 @@ Heartbeat(w, t, g, a) ==
     /\ deadline' = [deadline EXCEPT ![t] = now + LeaseTime]
     /\ UNCHANGED <<attempt, holder, now, held, ends, endedAttempt>>
     /\ UNCHANGED schedulerVars
+    /\ UNCHANGED timeVars
 \* heartbeat(lease): the live lease lasts LeaseTime from now.  The answer says whether a
 \* cancel was requested (cancelRequested[t]).  Even past its deadline, a lease that no
 \* Expire took away is still live: expiry is a step, not a reading of the clock.
@@ -250,6 +321,7 @@ Complete(w, t, g, a) ==
     /\ held' = [held EXCEPT ![w] = @ \ {<<t, g, a>>}]
     /\ UNCHANGED <<attempt, now>>
     /\ Abs!Complete(t, g)
+    /\ UNCHANGED timeVars
 \* complete(lease, result): with the live lease, Scheduler's Complete: the version
 \* succeeds, its pending dependents count one dep fewer.  The lease ends.
 
@@ -263,6 +335,8 @@ Fail(w, t, g, a) ==
     /\ held' = [held EXCEPT ![w] = @ \ {<<t, g, a>>}]
     /\ UNCHANGED <<attempt, now>>
     /\ Abs!Fail(t, g)
+    /\ UNCHANGED priority
+    /\ DueWhileWaiting(due)
 \* fail(lease, error): with the live lease, Scheduler's Fail (then Settle).  The lease ends.
 
 AcknowledgeCancel(w, t, g, a) ==
@@ -275,6 +349,8 @@ AcknowledgeCancel(w, t, g, a) ==
     /\ held' = [held EXCEPT ![w] = @ \ {<<t, g, a>>}]
     /\ UNCHANGED <<attempt, now>>
     /\ Abs!AcknowledgeCancel(t, g)
+    /\ UNCHANGED priority
+    /\ DueWhileWaiting(due)
 \* acknowledge_cancel(lease): with the live lease, Scheduler's AcknowledgeCancel (then
 \* Settle).  The lease ends.
 
@@ -288,6 +364,7 @@ CompleteAnswerLost(w, t, g, a) ==
     /\ endedAttempt' = [endedAttempt EXCEPT ![t] = a]
     /\ UNCHANGED <<attempt, now, held>>
     /\ Abs!Complete(t, g)
+    /\ UNCHANGED timeVars
 \* complete(lease, result) committed, as Complete, and its answer never reached w: w still
 \* holds the lease, and makes the same report again (RepeatedReport) or dies.
 
@@ -301,6 +378,8 @@ FailAnswerLost(w, t, g, a) ==
     /\ endedAttempt' = [endedAttempt EXCEPT ![t] = a]
     /\ UNCHANGED <<attempt, now, held>>
     /\ Abs!Fail(t, g)
+    /\ UNCHANGED priority
+    /\ DueWhileWaiting(due)
 \* fail(lease, error) committed, as Fail; its answer was lost.
 
 AcknowledgeCancelAnswerLost(w, t, g, a) ==
@@ -313,6 +392,8 @@ AcknowledgeCancelAnswerLost(w, t, g, a) ==
     /\ endedAttempt' = [endedAttempt EXCEPT ![t] = a]
     /\ UNCHANGED <<attempt, now, held>>
     /\ Abs!AcknowledgeCancel(t, g)
+    /\ UNCHANGED priority
+    /\ DueWhileWaiting(due)
 \* acknowledge_cancel(lease) committed, as AcknowledgeCancel; its answer was lost.
 
 RepeatedReport(w, t, g, a) ==
@@ -321,6 +402,7 @@ RepeatedReport(w, t, g, a) ==
     /\ held' = [held EXCEPT ![w] = @ \ {<<t, g, a>>}]
     /\ UNCHANGED <<attempt, holder, deadline, now, ends, endedAttempt>>
     /\ Abs!RepeatedCallback(t)
+    /\ UNCHANGED timeVars
 \* w repeats the report whose answer it lost (the worker retries a store call that failed
 \* with a connection error): the store answers it as accepted (duplicate_callbacks counts
 \* it) and changes nothing, Scheduler's RepeatedCallback; w drops the lease.  The repeat of
@@ -334,6 +416,7 @@ Refused(w, t, g, a) ==
     /\ held' = [held EXCEPT ![w] = @ \ {<<t, g, a>>}]
     /\ UNCHANGED <<attempt, holder, deadline, now, ends, endedAttempt>>
     /\ UNCHANGED schedulerVars
+    /\ UNCHANGED timeVars
 \* Any of heartbeat, complete, fail or acknowledge_cancel with a lease that is not the live
 \* one (an older generation, an older attempt, an expired lease, a version another attempt
 \* or an expiry ended): the store changes nothing (LeaseLostError from heartbeat,
@@ -358,6 +441,8 @@ Expire(t) ==
        \/ /\ attempt[t] >= MaxAttempts
           /\ ends' = [ends EXCEPT ![t] = @ + 1]
           /\ Abs!Fail(t, generation[t])
+    /\ UNCHANGED priority
+    /\ DueWhileWaiting(due)
 \* Inside any transaction that claims: the live lease of t is past its deadline.  With
 \* attempts left, the lease is taken away and the version, still running and still in its
 \* slot, waits to be re-claimed.  After MaxAttempts leases the version fails (the cause is
@@ -367,25 +452,36 @@ Expire(t) ==
 \* conditional on the lease it read being the live one, so a report committed first wins
 \* and a report that comes after is refused.
 
+Noticing ==
+    {t \in Tasks : \/ Live(t) /\ deadline[t] >= now
+                   \/ state[t] \in Abs!Waiting /\ due[t] > now}
+\* The versions a tick can be noticed by: a live lease yet to pass its deadline, a waiting
+\* version yet to be due.  A set, not an \E in Tick: TLC would make one Tick step for each
+\* witness, all to the same state.
+
 Tick ==
-    /\ \E t \in Tasks : Live(t) /\ deadline[t] >= now
+    /\ Noticing # {}
     /\ now' = now + 1
     /\ UNCHANGED <<attempt, holder, deadline, held, ends, endedAttempt>>
     /\ UNCHANGED schedulerVars
-\* Time passes on the store's clock, while some live lease has yet to pass its deadline:
-\* the only moments a tick can be noticed (see the module's comment).
+    /\ UNCHANGED timeVars
+\* Time passes on the store's clock, while some live lease has yet to pass its deadline or
+\* some waiting version is not yet due: the only moments a tick can be noticed (see the
+\* module's comment).
 
 Crash(w) ==
     /\ held[w] # {}
     /\ held' = [held EXCEPT ![w] = {}]
     /\ UNCHANGED <<attempt, holder, deadline, now, ends, endedAttempt>>
     /\ UNCHANGED schedulerVars
+    /\ UNCHANGED timeVars
 \* Worker process w dies and forgets what it ran; its leases stay in the store until they
 \* expire.  A worker that pauses is not a step: meanwhile the clock ticks and its leases
 \* expire.  A crash of a worker that holds nothing changes nothing: no step.
 
 Next ==
-    \/ \E t \in Tasks : \E D \in SUBSET (Tasks \ {t}) : Submit(t, D)
+    \/ \E t \in Tasks : \E D \in SUBSET (Tasks \ {t}) : \E p \in Priorities : \E d \in Delays :
+          Submit(t, D, p, d)
     \/ Start
     \/ \E w \in Workers : \E k \in 1..MaxConcurrency : Claim(w, k)
     \/ \E w \in Workers : \E t \in Tasks : Reclaim(w, t)
@@ -460,7 +556,10 @@ TypeOK ==
     /\ held \in [Workers -> SUBSET (Tasks \X Nat \X Nat)]
     /\ ends \in [Tasks -> Nat]
     /\ endedAttempt \in [Tasks -> Nat]
-\* Every variable holds a value of its type.
+    /\ due \in [Tasks -> Nat]
+    /\ \A t \in Tasks : generation[t] = 0 \/ priority[t] \in Priorities
+    /\ \A t \in Tasks : generation[t] = 0 => priority[t] = 0
+\* Every variable holds a value of its type; a version's priority is one a Submit may give.
 
 IndegreeInvariant == Abs!IndegreeInvariant
 \* Scheduler's: the count of a waiting version is exact, and it is pending exactly while
@@ -515,9 +614,12 @@ LeaseFitsState ==
                /\ ends[t] = 0
         /\ state[t] = "running" => attempt[t] >= 1
         /\ (holder[t] = NoWorker) <=> (deadline[t] = 0)
+        /\ state[t] \notin Abs!Waiting => due[t] = 0
+        /\ due[t] <= now + MaxDelay
 \* A version that is absent or waiting carries no lease state: never claimed, no live
 \* lease, no deadline, no accepted end.  A running one was given a lease at least once, and
-\* a deadline is written exactly while a lease is live.
+\* a deadline is written exactly while a lease is live.  A due time is kept only while the
+\* version waits, and is never further from now than the longest delay.
 
 NoLostVersion ==
     \A t \in Tasks : (state[t] = "running" /\ holder[t] = NoWorker) => attempt[t] < MaxAttempts
@@ -563,6 +665,45 @@ OnlyCurrentAttemptEnds ==
 \* answer is lost), and no other worker's leases change, or, with no report, the lease
 \* expires after the last attempt.
 
+-----------------------------------------------------------------------------
+(* Action properties of the claim order (docs/time.md) *)
+
+ClaimedNow(t) == state[t] = "ready" /\ state'[t] = "running"
+\* The step claims the version of t.
+
+LeftEligible(t) == state[t] = "ready" /\ state'[t] = "ready" /\ due[t] <= now
+\* The step leaves the version of t ready, and it was due.
+
+ClaimsOnlyDue == [][\A t \in Tasks : ClaimedNow(t) => due[t] <= now]_vars
+\* No version is claimed before its due time.
+
+ClaimsInKeyOrder ==
+    [][\A t, u \in Tasks :
+          (ClaimedNow(u) /\ LeftEligible(t)) =>
+              IF Aging > 0
+              THEN \/ priority[u] * Aging - due[u] > priority[t] * Aging - due[t]
+                   \/ /\ priority[u] * Aging - due[u] = priority[t] * Aging - due[t]
+                      /\ seq[u] < seq[t]
+              ELSE \/ priority[u] > priority[t]
+                   \/ priority[u] = priority[t] /\ due[u] < due[t]
+                   \/ priority[u] = priority[t] /\ due[u] = due[t] /\ seq[u] < seq[t]]_vars
+\* A claim never leaves an eligible version that comes before one it took: every version
+\* it took comes before every eligible version it left.  Written from docs/time.md, apart
+\* from Before and Chosen, so that a claim of the wrong ones does not pass unnoticed.
+
+AgingBound ==
+    [][Aging > 0 =>
+          \A t, u \in Tasks :
+              (ClaimedNow(u) /\ LeftEligible(t)) =>
+                  due[u] - due[t] <= (MaxPriority - priority[t]) * Aging]_vars
+\* With aging, a claim never takes u while it leaves an eligible t that was due more than
+\* (MaxPriority - priority[t]) * Aging before it: once t is due, only the finitely many
+\* versions due before due[t] + (MaxPriority - priority[t]) * Aging can go first.  Stated
+\* on due times and priorities alone, without the claim key, so that a wrong key is caught.
+
+-----------------------------------------------------------------------------
+(* The refinement *)
+
 Refinement == [][Abs!Next]_(Abs!vars)
 \* Every behaviour is one of Scheduler's, under the mapping: Abs!Spec, whose other part,
 \* Abs!Init, Init states itself.  Reclaim, ReclaimAnswerLost, Heartbeat, Refused, Tick,
@@ -599,14 +740,20 @@ CallsTaken ==
     /\ Taken(ENABLED Start, Abs!Start)
     /\ \A c \in BOOLEAN : Taken(ENABLED Close(c), Abs!Close(c))
     /\ \A t \in Tasks :
-          /\ \A D \in SUBSET (Tasks \ {t}) : Taken(ENABLED Submit(t, D), Abs!Submit(t, D))
+          /\ \A D \in SUBSET (Tasks \ {t}) :
+                Taken(ENABLED (\E p \in Priorities : \E d \in Delays : Submit(t, D, p, d)),
+                      Abs!Submit(t, D))
           /\ Taken(ENABLED Cancel(t), Abs!Cancel(t))
           /\ Taken(ENABLED Retry(t), Abs!Retry(t))
           /\ Taken(ENABLED RepeatedCallback(t), Abs!RepeatedCallback(t))
     /\ \A k \in 1..MaxConcurrency :
-          Taken(ENABLED (\E w \in Workers : Claim(w, k)), Abs!Claim(k))
-\* Every call of Scheduler that is enabled is enabled here too: Start, Close, Submit,
-\* Cancel, Retry, a repeated callback, and a claim of k versions by some worker.
+          k <= Cardinality(Eligible) =>
+              Taken(ENABLED (\E w \in Workers : Claim(w, k)), Abs!Claim(k))
+\* Every call of Scheduler that is enabled is enabled here too: Start, Close, Submit (with
+\* some priority and delay: Submit has no guard on either, so one is all), Cancel, Retry, a
+\* repeated callback, and a claim of k versions by some worker, where k versions are due
+\* (Scheduler, which knows no due times, may claim a ready version that is not yet due; the
+\* durable scheduler may not).
 
 ReportsTaken ==
     \A t \in Tasks :

@@ -13,10 +13,13 @@ EXTENDS Naturals, FiniteSets
 CONSTANTS
     Tasks,          \* the task ids a behaviour may use
     MaxConcurrency, \* how many versions may run at once
+    OldestFirst,    \* BOOLEAN: a claim takes the oldest ready versions (smallest seq); FALSE:
+                    \* any ready versions (a refinement that states its own order)
     NoTask          \* a model value outside Tasks: blockedBy of a version that is not blocked
 
 ASSUME NoTask \notin Tasks
 ASSUME MaxConcurrency \in Nat \ {0}
+ASSUME OldestFirst \in BOOLEAN
 
 VARIABLES
     started,         \* BOOLEAN: Start has sealed the initial graph
@@ -165,17 +168,22 @@ Start ==
 Claim(k) ==
     LET ready   == InState({"ready"})
         running == InState({"running"})
-        chosen  == {x \in ready : Cardinality({y \in ready : seq[y] < seq[x]}) < k}
+        oldest  == {x \in ready : Cardinality({y \in ready : seq[y] < seq[x]}) < k}
+        choices == IF OldestFirst THEN {oldest}
+                   ELSE {S \in SUBSET ready : Cardinality(S) = k}
     IN  /\ started
         /\ ~closed
         /\ 1 <= k
         /\ k <= Cardinality(ready)
         /\ k <= MaxConcurrency - Cardinality(running)
-        /\ state' = [x \in Tasks |-> IF x \in chosen THEN "running" ELSE state[x]]
-        /\ claims' = [x \in Tasks |-> IF x \in chosen THEN claims[x] + 1 ELSE claims[x]]
+        /\ \E chosen \in choices :
+              /\ state' = [x \in Tasks |-> IF x \in chosen THEN "running" ELSE state[x]]
+              /\ claims' = [x \in Tasks |-> IF x \in chosen THEN claims[x] + 1 ELSE claims[x]]
         /\ UNCHANGED <<started, closed, nextSeq, generation, deps, remainingDeps,
                        blockedBy, cancelRequested, seq>>
-\* ready(limit): the k ready versions with the smallest seq start running.
+\* ready(limit): k ready versions start running: with OldestFirst, the k with the smallest
+\* seq; without, any k (a refinement, the durable scheduler with due times and priorities,
+\* states its own order).  The choice is inside Claim, so TLC still labels the step Claim.
 
 Complete(t, g) ==
     LET waiting == {x \in Tasks : t \in deps[x] /\ state[x] = "pending"}
@@ -374,13 +382,14 @@ ClaimOnlyAfterDepsSucceeded ==
 \* A version starts running only when every one of its deps has succeeded.
 
 ClaimsOldestFirst ==
-    [][\A t, u \in Tasks :
-          (/\ state[t] = "ready" /\ state'[t] = "running"
-           /\ state[u] = "ready" /\ seq[u] < seq[t])
-              => state'[u] = "running"]_vars
-\* A step that claims a ready version claims every older one (smaller seq) with it: ready
-\* versions are handed out oldest first.  Written from the contract, apart from Claim's
-\* chosen set, so that a claim of the wrong ones does not pass unnoticed.
+    [][OldestFirst =>
+          \A t, u \in Tasks :
+              (/\ state[t] = "ready" /\ state'[t] = "running"
+               /\ state[u] = "ready" /\ seq[u] < seq[t])
+                  => state'[u] = "running"]_vars
+\* With OldestFirst, a step that claims a ready version claims every older one (smaller
+\* seq) with it: ready versions are handed out oldest first.  Written from the contract,
+\* apart from Claim's chosen set, so that a claim of the wrong ones does not pass unnoticed.
 
 RunningNeverReplaced ==
     [][\A t \in Tasks : state[t] = "running" => generation'[t] = generation[t]]_vars

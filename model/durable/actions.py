@@ -9,7 +9,9 @@ actions are written here.
 Each action is an :class:`Action`: ``refusal(s, ..., limits=...)`` (``None`` when the action is
 enabled, else why not: the error the API raises, or no error when there is simply no step to
 take) and ``step(s, ..., limits=...)`` (the next state; only called when enabled). ``limits``
-holds the spec's constants ``MaxConcurrency``, ``MaxAttempts`` and ``LeaseTime``.
+holds the spec's constants (``MaxConcurrency``, ``MaxAttempts``, ``LeaseTime``, ``LoseAnswers``,
+``Priorities``, ``Delays``, ``Aging``). A claim takes the first eligible versions (ready and due)
+in the claim order of docs/time.md (:func:`claim_order`).
 :func:`claim_transaction` is the composite one claim transaction of the implementation performs
 (expire, re-claim, claim), returning the spec steps it took. No threads, clocks or I/O: the store's
 clock is the state's ``now``. The code favours being obviously the spec over being fast.
@@ -46,8 +48,12 @@ __all__ = [
     "Limits",
     "Refusal",
     "Step",
+    "before",
+    "claim_order",
     "claim_transaction",
+    "claim_versions",
     "current",
+    "eligible",
     "generation_of",
     "initial",
     "lease_of",
@@ -69,6 +75,15 @@ class Limits:
     max_attempts: int  # MaxAttempts >= 1: leases a version may be given before expiry fails it
     lease_time: int  # LeaseTime >= 1: how long a lease lasts from its claim or heartbeat
     lose_answers: bool = True  # LoseAnswers: a committed claim or report may lose its answer
+    priorities: tuple[int, ...] = (0,)  # Priorities: those a Submit may give, higher first
+    delays: tuple[int, ...] = (0,)  # Delays: those a Submit may give, in ticks, each >= 0
+    aging: int = 0  # Aging >= 0: ticks of waiting worth one priority level; 0 = strict priority
+
+    @property
+    def oldest_first(self) -> bool:
+        """The refinement mapping's ``OldestFirst``: with neither priorities nor delays the
+        claim order is the TaskScheduler's, smallest seq first."""
+        return set(self.priorities) == {0} and set(self.delays) == {0}
 
 
 def _frozen(mapping: Mapping[Hashable, Any], drop: Callable[[Any], bool]) -> Mapping[Hashable, Any]:
@@ -83,7 +98,8 @@ class DurableSnapshot:
     variables only what differs from the spec's ``Init`` is listed: an id with attempt 0 has no
     ``attempt`` entry, no live lease no ``holder`` entry, deadline 0 no ``deadline`` entry, no
     accepted end no ``ends`` entry, no report that ended the version no ``ended_attempt`` entry, a
-    worker holding nothing no ``held`` entry. So the value does
+    worker holding nothing no ``held`` entry, due 0 (due at time 0, or no longer waiting) no
+    ``due`` entry, priority 0 no ``priority`` entry. So the value does
     not depend on the instance's ``Tasks`` and ``Workers``; :mod:`refsched.verify.durable.spec`
     adds them back.
     """
@@ -102,6 +118,10 @@ class DurableSnapshot:
         default_factory=lambda: MappingProxyType({}))  # task -> accepted ends of its version, <= 1
     ended_attempt: Mapping[Hashable, int] = field(
         default_factory=lambda: MappingProxyType({}))  # task -> attempt whose report ended it
+    due: Mapping[Hashable, int] = field(
+        default_factory=lambda: MappingProxyType({}))  # waiting task -> when it may be claimed
+    priority: Mapping[Hashable, int] = field(
+        default_factory=lambda: MappingProxyType({}))  # task -> its version's priority
     _key: tuple[Any, ...] = field(init=False, repr=False)
     _hash: int = field(init=False, repr=False)
 
@@ -112,12 +132,15 @@ class DurableSnapshot:
         object.__setattr__(self, "deadline", _frozen(self.deadline, lambda n: n == 0))
         object.__setattr__(self, "ends", _frozen(self.ends, lambda n: n == 0))
         object.__setattr__(self, "ended_attempt", _frozen(self.ended_attempt, lambda n: n == 0))
+        object.__setattr__(self, "due", _frozen(self.due, lambda n: n == 0))
+        object.__setattr__(self, "priority", _frozen(self.priority, lambda n: n == 0))
         held = {w: frozenset(leases) for w, leases in self.held.items()}
         object.__setattr__(self, "held", _frozen(held, lambda leases: not leases))
         key = (self.scheduler, self.now, frozenset(self.attempt.items()),
                frozenset(self.holder.items()), frozenset(self.deadline.items()),
                frozenset(self.held.items()), frozenset(self.ends.items()),
-               frozenset(self.ended_attempt.items()))
+               frozenset(self.ended_attempt.items()), frozenset(self.due.items()),
+               frozenset(self.priority.items()))
         object.__setattr__(self, "_key", key)  # a graph search hashes each state many times
         object.__setattr__(self, "_hash", hash(key))
 
@@ -133,7 +156,7 @@ class DurableSnapshot:
         """A copy with some fields replaced (mappings may be any mapping)."""
         fields = {name: getattr(self, name) for name in (
             "scheduler", "attempt", "holder", "deadline", "now", "held", "ends",
-            "ended_attempt")}
+            "ended_attempt", "due", "priority")}
         return DurableSnapshot(**{**fields, **changes})
 
 
@@ -186,6 +209,42 @@ def repeat(s: DurableSnapshot, task: Hashable, generation: int, attempt: int) ->
             and view.state.is_terminal)
 
 
+def _waiting(s: DurableSnapshot, task: Hashable) -> bool:
+    view = s.scheduler.tasks.get(task)
+    return view is not None and view.state in scheduler.WAITING
+
+
+def eligible(s: DurableSnapshot) -> list[Hashable]:
+    """Spec ``Eligible``: the ready versions that are due (``due <= now``), in no order."""
+    return [t for t, v in s.scheduler.tasks.items()
+            if v.state is TaskState.READY and s.due.get(t, 0) <= s.now]
+
+
+def before(s: DurableSnapshot, x: Hashable, y: Hashable, limits: Limits) -> bool:
+    """Spec ``Before(x, y)``: ``x`` comes before ``y`` in the claim order."""
+    return _claim_key(s, x, limits) < _claim_key(s, y, limits)
+
+
+def _claim_key(s: DurableSnapshot, task: Hashable, limits: Limits) -> tuple[int, ...]:
+    """Smallest first: with aging ``A``, ``(-(priority * A - due), seq)``; without,
+    ``(-priority, due, seq)`` (docs/time.md)."""
+    priority, due = s.priority.get(task, 0), s.due.get(task, 0)
+    seq = s.scheduler.tasks[task].seq
+    if limits.aging > 0:
+        return (due - priority * limits.aging, seq)
+    return (-priority, due, seq)
+
+
+def claim_order(s: DurableSnapshot, limits: Limits) -> list[Hashable]:
+    """The eligible versions, first to be claimed first: Claim(w, k) takes the first k."""
+    return sorted(eligible(s), key=lambda t: _claim_key(s, t, limits))
+
+
+def _due_while_waiting(after: DurableSnapshot, due: Mapping[Hashable, int]) -> dict[Hashable, int]:
+    """Spec ``DueWhileWaiting(d)``: ``due`` for the versions that wait in ``after``."""
+    return {t: d for t, d in due.items() if _waiting(after, t)}
+
+
 def _holds(s: DurableSnapshot, worker: Hashable, lease: Lease) -> bool:
     return lease in s.held.get(worker, frozenset())
 
@@ -209,10 +268,10 @@ def _end_lease(s: DurableSnapshot, task: Hashable, scheduler_state: Snapshot,
                reported: int = 0) -> DurableSnapshot:
     """The live lease of ``task`` ends with an accepted end of its version; ``reported`` is
     the attempt whose report ended it (0 for an expiry)."""
-    return s.replace(scheduler=scheduler_state, holder=_without(s.holder, [task]),
-                     deadline=_without(s.deadline, [task]),
-                     ends={**s.ends, task: s.ends.get(task, 0) + 1},
-                     ended_attempt={**s.ended_attempt, task: reported})
+    return _settled(s, scheduler_state).replace(
+        holder=_without(s.holder, [task]), deadline=_without(s.deadline, [task]),
+        ends={**s.ends, task: s.ends.get(task, 0) + 1},
+        ended_attempt={**s.ended_attempt, task: reported})
 
 
 # -- The actions ------------------------------------------------------------------------------
@@ -229,6 +288,12 @@ class Action:
     params: tuple[str, ...]
     refusal: Callable[..., Refusal | None]
     effect: Callable[..., DurableSnapshot]
+    # parameter -> its value when a step does not name it (a Submit recorded without p, d)
+    defaults: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def arguments(self, params: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The positional arguments of ``refusal`` / ``step`` for a step's named parameters."""
+        return tuple(params[p] if p in params else self.defaults[p] for p in self.params)
 
     def refused(self, s: DurableSnapshot, *args: Any, limits: Limits) -> Refusal | None:
         return self.refusal(s, *args, limits=limits)
@@ -242,18 +307,25 @@ class Action:
 
 # The scheduler's actions: the TaskScheduler model's, on the scheduler part.
 
-def submit_refusal(s: DurableSnapshot, task: Hashable, deps: frozenset[Hashable], *,
-                   limits: Limits) -> Refusal | None:
+def submit_refusal(s: DurableSnapshot, task: Hashable, deps: frozenset[Hashable],
+                   priority: int = 0, delay: int = 0, *, limits: Limits) -> Refusal | None:
+    call = f"submit({task!r})"
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        return Refusal(InvalidArgumentError, f"{call}: priority must be an int, not {priority!r}")
+    if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:
+        return Refusal(InvalidArgumentError, f"{call}: delay must be an int >= 0, not {delay!r}")
     return scheduler.submit_refusal(s.scheduler, task, deps)
 
 
-def submit_effect(s: DurableSnapshot, task: Hashable, deps: frozenset[Hashable], *,
-                  limits: Limits) -> DurableSnapshot:
+def submit_effect(s: DurableSnapshot, task: Hashable, deps: frozenset[Hashable],
+                  priority: int = 0, delay: int = 0, *, limits: Limits) -> DurableSnapshot:
     # A running version cannot be replaced, so task had no live lease.
-    return s.replace(scheduler=scheduler.submit_step(s.scheduler, task, deps),
-                     attempt=_without(s.attempt, [task]), holder=_without(s.holder, [task]),
-                     deadline=_without(s.deadline, [task]), ends=_without(s.ends, [task]),
-                     ended_attempt=_without(s.ended_attempt, [task]))
+    after = s.replace(scheduler=scheduler.submit_step(s.scheduler, task, deps),
+                      attempt=_without(s.attempt, [task]), holder=_without(s.holder, [task]),
+                      deadline=_without(s.deadline, [task]), ends=_without(s.ends, [task]),
+                      ended_attempt=_without(s.ended_attempt, [task]),
+                      priority={**s.priority, task: priority})
+    return after.replace(due=_due_while_waiting(after, {**s.due, task: s.now + delay}))
 
 
 def start_refusal(s: DurableSnapshot, *, limits: Limits) -> Refusal | None:
@@ -269,7 +341,14 @@ def cancel_refusal(s: DurableSnapshot, task: Hashable, *, limits: Limits) -> Ref
 
 
 def cancel_effect(s: DurableSnapshot, task: Hashable, *, limits: Limits) -> DurableSnapshot:
-    return s.replace(scheduler=scheduler.cancel_step(s.scheduler, task))
+    return _settled(s, scheduler.cancel_step(s.scheduler, task))
+
+
+def _settled(s: DurableSnapshot, scheduler_state: Snapshot) -> DurableSnapshot:
+    """``s`` with Scheduler's step to ``scheduler_state``: the versions that no longer wait
+    lose their due time."""
+    after = s.replace(scheduler=scheduler_state)
+    return after.replace(due=_due_while_waiting(after, s.due))
 
 
 def retry_refusal(s: DurableSnapshot, task: Hashable, *, limits: Limits) -> Refusal | None:
@@ -278,10 +357,13 @@ def retry_refusal(s: DurableSnapshot, task: Hashable, *, limits: Limits) -> Refu
 
 def retry_effect(s: DurableSnapshot, task: Hashable, *, limits: Limits) -> DurableSnapshot:
     # Every member is dead, so none has a live lease; each new version was never claimed.
+    # Each keeps its priority and is due at once.
     members = scheduler.retry_set(s.scheduler.tasks, task)
-    return s.replace(scheduler=scheduler.retry_step(s.scheduler, task),
-                     attempt=_without(s.attempt, members), ends=_without(s.ends, members),
-                     ended_attempt=_without(s.ended_attempt, members))
+    after = s.replace(scheduler=scheduler.retry_step(s.scheduler, task),
+                      attempt=_without(s.attempt, members), ends=_without(s.ends, members),
+                      ended_attempt=_without(s.ended_attempt, members))
+    return after.replace(due=_due_while_waiting(after, {**s.due,
+                                                        **{t: s.now for t in members}}))
 
 
 def close_refusal(s: DurableSnapshot, cancel_pending: bool, *, limits: Limits) -> Refusal | None:
@@ -289,7 +371,7 @@ def close_refusal(s: DurableSnapshot, cancel_pending: bool, *, limits: Limits) -
 
 
 def close_effect(s: DurableSnapshot, cancel_pending: bool, *, limits: Limits) -> DurableSnapshot:
-    return s.replace(scheduler=scheduler.close_step(s.scheduler, cancel_pending))
+    return _settled(s, scheduler.close_step(s.scheduler, cancel_pending))
 
 
 def repeated_callback_refusal(s: DurableSnapshot, task: Hashable, *,
@@ -306,21 +388,41 @@ def _unchanged(s: DurableSnapshot, *args: Any, limits: Limits) -> DurableSnapsho
 def claim_refusal(s: DurableSnapshot, worker: Hashable, k: int, *,
                   limits: Limits) -> Refusal | None:
     refusal = scheduler.claim_refusal(s.scheduler, k, limits.max_concurrency)
-    if refusal is None:
-        return None
-    return dc_replace(refusal, reason=refusal.reason.replace("ready()", f"claim({worker!r})", 1))
+    if refusal is not None:
+        return dc_replace(refusal,
+                          reason=refusal.reason.replace("ready()", f"claim({worker!r})", 1))
+    due = len(eligible(s))
+    if k > due:
+        return Refusal(None, f"claim({worker!r}): cannot claim {k}, {due} ready and due")
+    return None
+
+
+def chosen(s: DurableSnapshot, k: int, limits: Limits) -> list[Hashable]:
+    """Spec ``Chosen(k)``: the first ``k`` eligible versions in the claim order."""
+    return claim_order(s, limits)[:k]
 
 
 def claim_effect(s: DurableSnapshot, worker: Hashable, k: int, *,
                  limits: Limits) -> DurableSnapshot:
-    chosen = scheduler.ready_order(s.scheduler.tasks)[:k]
+    return claim_versions(s, worker, chosen(s, k, limits), limits=limits)
+
+
+def claim_versions(s: DurableSnapshot, worker: Hashable, taken: Iterable[Hashable], *,
+                   limits: Limits) -> DurableSnapshot:
+    """The store's change of a claim by ``worker`` of exactly the ready versions ``taken``:
+    Claim's step once it has chosen them (a test builds a claim of the wrong ones with it)."""
+    taken = list(taken)
     until = s.now + limits.lease_time
+    tasks = dict(s.scheduler.tasks)
+    for t in taken:
+        tasks[t] = dc_replace(tasks[t], state=RUNNING, claims=tasks[t].claims + 1)
     return s.replace(
-        scheduler=scheduler.claim_step(s.scheduler, k, limits.max_concurrency),
-        attempt={**s.attempt, **{t: 1 for t in chosen}},
-        holder={**s.holder, **{t: worker for t in chosen}},
-        deadline={**s.deadline, **{t: until for t in chosen}},
-        held=_add_leases(s, worker, [(t, generation_of(s, t), 1) for t in chosen]),
+        scheduler=s.scheduler.replace(tasks=tasks),
+        due=_without(s.due, taken),
+        attempt={**s.attempt, **{t: 1 for t in taken}},
+        holder={**s.holder, **{t: worker for t in taken}},
+        deadline={**s.deadline, **{t: until for t in taken}},
+        held=_add_leases(s, worker, [(t, generation_of(s, t), 1) for t in taken]),
     )
 
 
@@ -497,9 +599,12 @@ def expire_effect(s: DurableSnapshot, task: Hashable, *, limits: Limits) -> Dura
 
 
 def tick_refusal(s: DurableSnapshot, *, limits: Limits) -> Refusal | None:
-    if not any(live(s, t) and s.deadline.get(t, 0) >= s.now for t in s.holder):
-        return Refusal(None, "tick: no live lease has yet to pass its deadline")
-    return None
+    if any(live(s, t) and s.deadline.get(t, 0) >= s.now for t in s.holder):
+        return None
+    if any(d > s.now and _waiting(s, t) for t, d in s.due.items()):
+        return None
+    return Refusal(None, "tick: no live lease has yet to pass its deadline, no waiting "
+                   "version is yet to be due")
 
 
 def tick_effect(s: DurableSnapshot, *, limits: Limits) -> DurableSnapshot:
@@ -518,7 +623,8 @@ def crash_effect(s: DurableSnapshot, worker: Hashable, *, limits: Limits) -> Dur
 
 _LEASE = ("w", "t", "g", "a")
 
-Submit = Action("Submit", ("t", "D"), submit_refusal, submit_effect)
+Submit = Action("Submit", ("t", "D", "p", "d"), submit_refusal, submit_effect,
+                MappingProxyType({"p": 0, "d": 0}))
 Start = Action("Start", (), start_refusal, start_effect)
 Claim = Action("Claim", ("w", "k"), claim_refusal, claim_effect)
 Reclaim = Action("Reclaim", ("w", "t"), reclaim_refusal, reclaim_effect)
@@ -587,7 +693,7 @@ INITIAL = initial()
 def _take(s: DurableSnapshot, steps: list[Step], name: str, limits: Limits,
           **params: Any) -> DurableSnapshot:
     action = ACTIONS[name]
-    args = tuple(params[p] for p in action.params)
+    args = action.arguments(params)
     refusal = action.refused(s, *args, limits=limits)
     assert refusal is None, refusal  # each step is chosen only when enabled
     steps.append(Step(name, tuple(params.items())))
@@ -604,10 +710,10 @@ def claim_transaction(s: DurableSnapshot, worker: Hashable, limit: int, *,
 
     First every live lease past its deadline expires (``Expire``), in seq order; then versions
     running with no live lease and attempts left are re-claimed by ``worker`` (``Reclaim``), in
-    seq order, at most ``limit``; then ``Claim(worker, k)`` takes the ``k`` first ready
-    versions, ``k = min(limit - reclaimed, ready, MaxConcurrency - running)``, when ``k >= 1``
-    and the scheduler is open. Returns the state after, and the steps taken, in order; the
-    versions ``worker`` now runs are its new leases in ``held``.
+    seq order, at most ``limit``; then ``Claim(worker, k)`` takes the first ``k`` eligible
+    versions in the claim order, ``k = min(limit - reclaimed, eligible, MaxConcurrency -
+    running)``, when ``k >= 1`` and the scheduler is open. Returns the state after, and the
+    steps taken, in order; the versions ``worker`` now runs are its new leases in ``held``.
 
     Raises ``InvalidArgumentError`` when ``limit < 1`` and ``InvalidTransitionError`` before
     ``start()``; nothing changes then.
@@ -626,7 +732,7 @@ def claim_transaction(s: DurableSnapshot, worker: Hashable, limit: int, *,
     for t in reclaimed:
         s = _take(s, steps, "Reclaim", limits, w=worker, t=t)
     if not s.scheduler.closed:
-        k = min(limit - len(reclaimed), len(scheduler.ready_order(s.scheduler.tasks)),
+        k = min(limit - len(reclaimed), len(eligible(s)),
                 limits.max_concurrency - scheduler.running_count(s.scheduler.tasks))
         if k >= 1:
             s = _take(s, steps, "Claim", limits, w=worker, k=k)

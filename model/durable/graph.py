@@ -4,7 +4,8 @@
 action, every parameter value its quantifiers range over, one step per enabled instance (so
 two instances that reach the same state are two edges, as in TLC's graph). The reports
 (Heartbeat, Complete, Fail, AcknowledgeCancel) are quantified over workers and ids with the
-current generation and attempt, Refused over the leases each worker holds, RepeatedReport over
+current generation and attempt, Submit over every priority and delay of the instance, Refused
+over the leases each worker holds, RepeatedReport over
 workers and ids with the current generation and the attempt whose report ended the version; the
 steps whose answer is lost are enabled only when the instance's ``LoseAnswers`` is TRUE.
 :func:`explore` is a breadth-first search of those steps with
@@ -37,12 +38,15 @@ class Instance:
     max_generation: int  # MaxGeneration: GenerationBound
     max_time: int  # MaxTime: TimeBound
     lose_answers: bool = True  # LoseAnswers: a committed claim or report may lose its answer
+    priorities: tuple[int, ...] = (0,)  # Priorities: those a Submit may give
+    delays: tuple[int, ...] = (0,)  # Delays: those a Submit may give, in ticks
+    aging: int = 0  # Aging: ticks of waiting worth one priority level; 0 = none
 
     @property
     def limits(self) -> Limits:
         """The constants the actions read."""
         return Limits(self.max_concurrency, self.max_attempts, self.lease_time,
-                      self.lose_answers)
+                      self.lose_answers, self.priorities, self.delays, self.aging)
 
 
 def _instances(s: DurableSnapshot, instance: Instance) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -59,7 +63,9 @@ def _instances(s: DurableSnapshot, instance: Instance) -> Iterator[tuple[str, di
         others = [x for x in tasks if x != t]
         for size in range(len(others) + 1):
             for deps in combinations(others, size):
-                yield "Submit", {"t": t, "D": frozenset(deps)}
+                for p in instance.priorities:
+                    for d in instance.delays:
+                        yield "Submit", {"t": t, "D": frozenset(deps), "p": p, "d": d}
     yield "Start", {}
     for params in claims:
         yield "Claim", dict(params)
@@ -102,7 +108,7 @@ def next_steps(s: DurableSnapshot,
     limits = instance.limits
     for name, params in _instances(s, instance):
         action = ACTIONS[name]
-        args = tuple(params[p] for p in action.params)
+        args = action.arguments(params)
         if action.enabled(s, *args, limits=limits):
             yield name, params, action.step(s, *args, limits=limits)
 

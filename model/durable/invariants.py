@@ -8,11 +8,15 @@ one of the TaskScheduler model's steps, or leaves its state alone. The lease che
 from the contract, not from the actions: a wrong action is caught rather than repeated.
 ``CallsTaken`` and ``ReportsTaken`` are the spec's enabledness checks: wherever the TaskScheduler
 model takes a call or an end, the durable action is enabled and makes the same scheduler step.
+``ClaimsOnlyDue``, ``ClaimsInKeyOrder`` and ``AgingBound`` are the claim order's (docs/time.md),
+written from the contract's words, apart from the actions' claim order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from dataclasses import replace
+from itertools import combinations
 from typing import Any
 
 from refsched.types import Snapshot, TaskState
@@ -20,7 +24,7 @@ from refsched.types import Snapshot, TaskState
 from ..dag import invariants as scheduler
 from ..dag.graph import next_steps as scheduler_steps
 from ..predicates import Violated
-from .actions import ACTIONS, DurableSnapshot, Limits
+from .actions import ACTIONS, DurableSnapshot, Limits, eligible
 
 __all__ = ["ACTION_PROPERTIES", "INVARIANTS", "violated", "violated_by_step"]
 
@@ -37,7 +41,7 @@ def _ids(s: DurableSnapshot) -> set[Hashable]:
     """Every id the state names: the spec's ``Tasks`` as far as this state can tell."""
     return (set(s.scheduler.tasks) | {d for v in s.scheduler.tasks.values() for d in v.deps}
             | set(s.attempt) | set(s.holder) | set(s.deadline) | set(s.ends)
-            | set(s.ended_attempt)
+            | set(s.ended_attempt) | set(s.due) | set(s.priority)
             | {lease[0] for leases in s.held.values() for lease in leases})
 
 
@@ -70,7 +74,10 @@ def type_ok(s: DurableSnapshot, limits: Limits) -> bool:
             and all(isinstance(leases, frozenset) and all(map(lease_ok, leases))
                     for leases in s.held.values())
             and all(v.claims == min(s.attempt.get(t, 0), 1)
-                    for t, v in s.scheduler.tasks.items()))
+                    for t, v in s.scheduler.tasks.items())
+            and all(_is_count(n) for n in s.due.values())
+            and all(t in s.scheduler.tasks and n in limits.priorities
+                    for t, n in s.priority.items()))
 
 
 def _on_scheduler(check: Callable[..., bool]) -> Callable[[DurableSnapshot, Limits], bool]:
@@ -106,7 +113,8 @@ def attempts_bounded(s: DurableSnapshot, limits: Limits) -> bool:
 
 def lease_fits_state(s: DurableSnapshot, limits: Limits) -> bool:
     """An absent or waiting version carries no lease state; a running one was given a lease;
-    a deadline is written exactly while a lease is live."""
+    a deadline is written exactly while a lease is live; a due time is kept only while the
+    version waits, and is never further from now than the longest delay."""
     for t in _ids(s):
         view = s.scheduler.tasks.get(t)
         waiting = view is None or view.state in (TaskState.PENDING, TaskState.READY)
@@ -116,6 +124,11 @@ def lease_fits_state(s: DurableSnapshot, limits: Limits) -> bool:
         if _running(s, t) and s.attempt.get(t, 0) < 1:
             return False
         if (t in s.holder) != (s.deadline.get(t, 0) != 0):
+            return False
+        if s.due.get(t, 0) and (view is None or view.state not in (TaskState.PENDING,
+                                                                   TaskState.READY)):
+            return False  # a due time kept for a version that does not wait
+        if s.due.get(t, 0) > s.now + max(limits.delays):
             return False
     return True
 
@@ -170,14 +183,30 @@ def _takes(s: DurableSnapshot, name: str, args: tuple[Any, ...], limits: Limits,
 
 def calls_taken(s: DurableSnapshot, limits: Limits) -> bool:
     """Every call Scheduler takes from this state, the durable scheduler takes, to the same
-    scheduler state (a claim by some worker)."""
+    scheduler state (a claim by some worker, of k versions when k are due; without
+    ``OldestFirst``, to one of Scheduler's claims of k)."""
     tasks = sorted(_ids(s), key=str)
     workers = sorted(set(s.held) | set(s.holder.values()), key=str) or [_ANY_WORKER]
     for name, params, target in scheduler_steps(s.scheduler, tasks, limits.max_concurrency):
         if name not in _CALLS:
             continue
         if name == "Claim":
-            if not any(_takes(s, name, (w, params["k"]), limits, target) for w in workers):
+            k = params["k"]
+            if k > len(eligible(s)):
+                continue  # Scheduler may claim a ready version that is not yet due
+            if limits.oldest_first:
+                taken = any(_takes(s, name, (w, k), limits, target) for w in workers)
+            else:  # Scheduler's Claim(k) takes any k ready versions: the durable one, its own
+                taken = any(ACTIONS[name].enabled(s, w, k, limits=limits)
+                            and ACTIONS[name].step(s, w, k, limits=limits).scheduler
+                            in set(_claims_of_any(s.scheduler, k)) for w in workers)
+            if not taken:
+                return False
+            continue
+        if name == "Submit":  # with some priority and delay (the spec's Submit has no guard
+            # on either, so one is all)
+            if not any(_takes(s, name, (params["t"], params["D"], p, d), limits, target)
+                       for p in limits.priorities for d in limits.delays):
                 return False
             continue
         args = tuple(params[p] for p in ACTIONS[name].params)
@@ -243,13 +272,91 @@ def only_current_attempt_ends(before: DurableSnapshot, after: DurableSnapshot,
     return True
 
 
+def _claims_of_any(s: Snapshot, k: int) -> Iterator[Snapshot]:
+    """Scheduler's Claim(k) without ``OldestFirst``: a claim of any ``k`` ready versions
+    (its guards are the same as with it, and are judged there)."""
+    ready = sorted((t for t, v in s.tasks.items() if v.state is TaskState.READY), key=str)
+    for chosen in combinations(ready, k):
+        tasks = dict(s.tasks)
+        for t in chosen:
+            tasks[t] = replace(tasks[t], state=TaskState.RUNNING, claims=tasks[t].claims + 1)
+        yield s.replace(tasks=tasks)
+
+
 def refinement(before: DurableSnapshot, after: DurableSnapshot, limits: Limits) -> bool:
-    """Every step is one of Scheduler's steps, or a stuttering one, under the mapping."""
+    """Every step is one of Scheduler's steps, or a stuttering one, under the mapping (with
+    ``OldestFirst`` when the instance has neither priorities nor delays)."""
     if after.scheduler == before.scheduler:
         return True
     tasks = sorted(_ids(before) | _ids(after), key=str)
-    return any(target == after.scheduler for _, _, target in
-               scheduler_steps(before.scheduler, tasks, limits.max_concurrency))
+    for name, params, target in scheduler_steps(before.scheduler, tasks, limits.max_concurrency):
+        if target == after.scheduler:
+            return True
+        if (name == "Claim" and not limits.oldest_first
+                and after.scheduler in set(_claims_of_any(before.scheduler, params["k"]))):
+            return True
+    return False
+
+
+def _claimed_now(before: DurableSnapshot, after: DurableSnapshot, t: Hashable) -> bool:
+    """Spec ``ClaimedNow(t)``: the step moves the version of ``t`` from ready to running."""
+    old, new = before.scheduler.tasks.get(t), after.scheduler.tasks.get(t)
+    return (old is not None and new is not None and old.state is TaskState.READY
+            and new.state is TaskState.RUNNING)
+
+
+def _left_eligible(before: DurableSnapshot, after: DurableSnapshot, t: Hashable) -> bool:
+    """Spec ``LeftEligible(t)``: the version of ``t`` was ready and due, and stays ready."""
+    old, new = before.scheduler.tasks.get(t), after.scheduler.tasks.get(t)
+    return (old is not None and new is not None and old.state is TaskState.READY
+            and new.state is TaskState.READY and before.due.get(t, 0) <= before.now)
+
+
+def _claim_pairs(before: DurableSnapshot,
+                 after: DurableSnapshot) -> Iterator[tuple[Hashable, Hashable]]:
+    """(t, u): the step claims ``u`` and leaves the eligible ``t`` waiting."""
+    ids = _ids(before) | _ids(after)
+    claimed = [u for u in ids if _claimed_now(before, after, u)]
+    for t in ids:
+        if claimed and _left_eligible(before, after, t):
+            for u in claimed:
+                yield t, u
+
+
+def claims_only_due(before: DurableSnapshot, after: DurableSnapshot, limits: Limits) -> bool:
+    """No version is claimed before its due time."""
+    return all(before.due.get(t, 0) <= before.now
+               for t in _ids(before) | _ids(after) if _claimed_now(before, after, t))
+
+
+def claims_in_key_order(before: DurableSnapshot, after: DurableSnapshot,
+                        limits: Limits) -> bool:
+    """A claim never leaves an eligible version that comes before one it took: with aging
+    ``A`` the claim key is ``priority * A - due`` (higher first), without it ``priority``
+    (higher first) then ``due`` (earlier first); then the smaller seq."""
+    a = limits.aging
+    for t, u in _claim_pairs(before, after):
+        pt, pu = before.priority.get(t, 0), before.priority.get(u, 0)
+        dt, du = before.due.get(t, 0), before.due.get(u, 0)
+        st, su = before.scheduler.tasks[t].seq, before.scheduler.tasks[u].seq
+        if a > 0:
+            first = pu * a - du > pt * a - dt or (pu * a - du == pt * a - dt and su < st)
+        else:
+            first = pu > pt or (pu == pt and (du < dt or (du == dt and su < st)))
+        if not first:
+            return False
+    return True
+
+
+def aging_bound(before: DurableSnapshot, after: DurableSnapshot, limits: Limits) -> bool:
+    """With aging, a claim never takes ``u`` while it leaves an eligible ``t`` with
+    ``due[u] - due[t] > (max(Priorities) - priority[t]) * Aging``."""
+    if limits.aging == 0:
+        return True
+    top = max(limits.priorities)
+    return all(before.due.get(u, 0) - before.due.get(t, 0)
+               <= (top - before.priority.get(t, 0)) * limits.aging
+               for t, u in _claim_pairs(before, after))
 
 
 INVARIANTS: dict[str, Callable[[DurableSnapshot, Limits], bool]] = {
@@ -275,6 +382,9 @@ ACTION_PROPERTIES: dict[str, Callable[[DurableSnapshot, DurableSnapshot, Limits]
     "NoTerminalToReady": no_terminal_to_ready,
     "ClaimOnlyAfterDepsSucceeded": claim_only_after_deps_succeeded,
     "OnlyCurrentAttemptEnds": only_current_attempt_ends,
+    "ClaimsOnlyDue": claims_only_due,
+    "ClaimsInKeyOrder": claims_in_key_order,
+    "AgingBound": aging_bound,
     "Refinement": refinement,
 }
 violated_by_step = Violated(ACTION_PROPERTIES)  # the names of those a step violates

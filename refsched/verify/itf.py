@@ -60,9 +60,11 @@ __all__ = [
 
 ACTION_TAKEN = "mbt::actionTaken"
 NONDET_PICKS = "mbt::nondetPicks"
-PARAMETERS = ("t", "D", "k", "g", "cancelPending", "r", "p", "v", "w", "thief", "victim", "a")
+PARAMETERS = ("t", "D", "k", "g", "cancelPending", "r", "p", "v", "w", "thief", "victim", "a",
+              "d")
 """Every parameter name the specs' actions take (``spec/Scheduler.tla``, then
-``spec/TimerQueue.tla``, then ``spec/WorkStealing.tla``, then ``spec/DurableScheduler.tla``)."""
+``spec/TimerQueue.tla``, then ``spec/WorkStealing.tla``, then ``spec/DurableScheduler.tla``: its
+Submit's ``p`` and ``d`` are a priority and a delay)."""
 
 
 _SAFE_INTEGER = 2**53

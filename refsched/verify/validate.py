@@ -219,6 +219,8 @@ class TraceSpec:
     no_task: tuple[str, ...] = ()  # variables whose entries may be the model value NoTask
     # integer constant of the config -> the least value the spec assumes, and how it says so
     counts: Mapping[str, tuple[int, str]] = MappingProxyType({})
+    # constant of the config no trace records -> its value in TLA+ (the implementation's)
+    fixed: Mapping[str, str] = MappingProxyType({})
 
     def numbers(self, trace: Trace) -> dict[str, int]:
         """The integer constants of the config (:attr:`counts`), checked."""
@@ -298,6 +300,7 @@ class _SchedulerSpec(TraceSpec):
     id_sets = MappingProxyType({"Tasks": "generation"})
     no_task = ("blockedBy",)
     counts = MappingProxyType({"MaxConcurrency": (1, "an integer >= 1")})
+    fixed = MappingProxyType({"OldestFirst": "TRUE"})  # the TaskScheduler claims oldest first
 
     def param_value(self, name: str, value: Any) -> Any:
         # D may arrive as a list or tuple (a JSON array); in the spec it is a set.
@@ -566,6 +569,7 @@ def trace_module(trace: Trace, module_name: str = "TraceCheck") -> tuple[str, st
     substitutions = "\n".join(
         [f"    {name} <- Trace{name}" for name in constants.defined]
         + [f"    {name} = {value}" for name, value in constants.numbers.items()]
+        + [f"    {name} = {value}" for name, value in spec.fixed.items()]
         + (["    NoTask = NoTask"] if spec.no_task else []))
     rule = "-" * 77
     # The name as a TLA+ string: one line of plain ASCII, with no "(*", "*)" or "\\*" that

@@ -93,8 +93,8 @@ MUTANTS: dict[str, Mutant] = {
     # Claim hands the chosen versions out but leaves them ready: the next claim hands them
     # out again (with one generation per id, as in the liveness instance, a Submit cannot).
     "claim_leaves_versions_ready": Mutant(
-        (("        /\\ state' = [x \\in Tasks |-> IF x \\in chosen THEN \"running\" "
-          "ELSE state[x]]\n", "        /\\ state' = state\n"),),
+        (("              /\\ state' = [x \\in Tasks |-> IF x \\in chosen THEN \"running\" "
+          "ELSE state[x]]\n", "              /\\ state' = state\n"),),
         ((L, "AtMostOneClaimPerVersion"),),
     ),
     # Settle blocks versions without naming the dep that blocked them.
@@ -122,8 +122,8 @@ MUTANTS: dict[str, Mutant] = {
     ),
     # Claim(k) takes the k ready versions with the largest seq: newest first.
     "claim_takes_newest": Mutant(
-        (("chosen  == {x \\in ready : Cardinality({y \\in ready : seq[y] < seq[x]}) < k}",
-          "chosen  == {x \\in ready : Cardinality({y \\in ready : seq[y] > seq[x]}) < k}"),),
+        (("oldest  == {x \\in ready : Cardinality({y \\in ready : seq[y] < seq[x]}) < k}",
+          "oldest  == {x \\in ready : Cardinality({y \\in ready : seq[y] > seq[x]}) < k}"),),
         ((S, "ClaimsOldestFirst"), (T, "ClaimsOldestFirst"), (L, "ClaimsOldestFirst")),
     ),
     # Submit replaces a running version: its function runs on, unowned.

@@ -43,6 +43,8 @@ from refsched.model.durable import (
     violated_by_step,
     within_bound,
 )
+from refsched.model.durable import actions as durable_actions
+from refsched.model.durable.actions import claim_order, claim_versions, eligible
 from refsched.types import Snapshot, TaskState
 from refsched.verify.durable.spec import (
     LABEL_ACTIONS,
@@ -385,7 +387,8 @@ def test_next_steps_names_every_parameter_in_the_specs_order() -> None:
             limits=instance.limits)
     steps = [(name, params) for name, params, _ in next_steps(s, instance)]
     assert steps == [
-        ("Submit", {"t": "b", "D": frozenset()}), ("Submit", {"t": "b", "D": frozenset({"a"})}),
+        ("Submit", {"t": "b", "D": frozenset(), "p": 0, "d": 0}),
+        ("Submit", {"t": "b", "D": frozenset({"a"}), "p": 0, "d": 0}),
         ("Heartbeat", {"w": "w1", "t": "a", "g": 1, "a": 1}),
         ("Complete", {"w": "w1", "t": "a", "g": 1, "a": 1}),
         ("Fail", {"w": "w1", "t": "a", "g": 1, "a": 1}),
@@ -396,6 +399,97 @@ def test_next_steps_names_every_parameter_in_the_specs_order() -> None:
         ("FailAnswerLost", {"w": "w1", "t": "a", "g": 1, "a": 1}),
         ("AcknowledgeCancelAnswerLost", {"w": "w1", "t": "a", "g": 1, "a": 1}),
     ]
+
+
+# -- Due times, priorities and the claim order (docs/time.md) -------------------------------------
+
+# 2 priorities, delays of 0 and 2 ticks, one priority level per tick of waiting
+TIMED = Limits(max_concurrency=2, max_attempts=2, lease_time=1, priorities=(0, 1), delays=(0, 2),
+               aging=1)
+STRICT = replace(TIMED, aging=0)
+# a (priority 0) due at 0, b (priority 1) due at 2; now 0
+DELAYED = run(("Submit", "a", NONE, 0, 0), ("Submit", "b", NONE, 1, 2), ("Start",), limits=TIMED)
+# both due, now 2: a's key 0 * 1 - 0 = 0 beats b's 1 * 1 - 2 = -1
+BOTH_DUE = run(("Tick",), ("Tick",), s=DELAYED, limits=TIMED)
+
+
+def test_a_delayed_version_waits_ready_and_the_clock_ticks_until_it_is_due() -> None:
+    assert version(DELAYED, "b").state is READY and DELAYED.due == {"b": 2}
+    assert DELAYED.priority == {"b": 1} and eligible(DELAYED) == ["a"]
+    s = step(DELAYED, "Claim", "w1", 1, limits=TIMED)  # a: no lease, yet the clock ticks
+    assert "cannot claim 1, 0 ready and due" in refused(s, "Claim", "w1", 1, limits=TIMED).reason
+    s = run(("Complete", "w1", "a", 1, 1), s=s, limits=TIMED)
+    assert ACTIONS["Tick"].enabled(s, limits=TIMED)  # no live lease: b's due time alone
+    s = run(("Tick",), ("Tick",), s=s, limits=TIMED)
+    assert "no waiting version is yet to be due" in refused(s, "Tick", limits=TIMED).reason
+    s = step(s, "Claim", "w1", 1, limits=TIMED)
+    assert version(s, "b").state is RUNNING and s.due == {}  # a due time only while waiting
+    # The break: a claim that ignores due times takes b with a at 0; ClaimsOnlyDue sees it.
+    early = claim_versions(DELAYED, "w1", ["a", "b"], limits=TIMED)
+    assert violated_by_step(DELAYED, early, TIMED) == ["ClaimsOnlyDue"]
+
+
+def test_a_claim_takes_the_eligible_versions_in_key_order() -> None:
+    # With aging, a (due for 2 ticks) comes before b (one priority level higher, just due).
+    assert claim_order(BOTH_DUE, TIMED) == ["a", "b"]
+    s = step(BOTH_DUE, "Claim", "w1", 1, limits=TIMED)
+    assert version(s, "a").state is RUNNING and violated_by_step(BOTH_DUE, s, TIMED) == []
+    # Strict priority: b first, whatever its due time.
+    assert claim_order(BOTH_DUE, STRICT) == ["b", "a"]
+    # The break: b taken ahead of a, which comes first by the key.
+    wrong = claim_versions(BOTH_DUE, "w1", ["b"], limits=TIMED)
+    assert "ClaimsInKeyOrder" in violated_by_step(BOTH_DUE, wrong, TIMED)
+    assert "ClaimsInKeyOrder" not in violated_by_step(BOTH_DUE, wrong, STRICT)
+
+
+def test_the_aging_bound_holds_and_a_key_without_due_breaks_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # a has waited 2 ticks, b is one priority level higher: the bound lets b pass a only if it
+    # was due at most (1 - 0) * 1 tick after a.  (Every claim of TLC's graph of the time
+    # corpus instance keeps it: tests/durable/test_tlc.py.)
+    s = step(BOTH_DUE, "Claim", "w1", 1, limits=TIMED)
+    assert version(s, "a").state is RUNNING and violated_by_step(BOTH_DUE, s, TIMED) == []
+    # The break: a key that ignores due times (aging that never lifts) claims b first.
+    monkeypatch.setattr(durable_actions, "_claim_key",
+                        lambda s, t, limits: (-s.priority.get(t, 0), s.scheduler.tasks[t].seq))
+    s = step(BOTH_DUE, "Claim", "w1", 1, limits=TIMED)
+    assert version(s, "b").state is RUNNING
+    assert violated_by_step(BOTH_DUE, s, TIMED) == ["ClaimsInKeyOrder", "AgingBound"]
+
+
+def test_retry_makes_the_new_versions_due_now_with_their_priority() -> None:
+    s = run(("Submit", "a", NONE, 1, 0), ("Submit", "b", frozenset({"a"}), 0, 2), ("Start",),
+            ("Claim", "w1", 1), ("Tick",), ("Fail", "w1", "a", 1, 1), limits=TIMED)
+    assert version(s, "b").state is BLOCKED and s.due == {}  # blocked: no longer waits
+    s = step(s, "Retry", "a", limits=TIMED)
+    # the chain a, b: due now (1), a keeps priority 1, b its 0
+    assert s.now == 1 and s.due == {"a": 1, "b": 1} and s.priority == {"a": 1}
+    s = run(("Tick",), s=run(("Submit", "c", NONE, 0, 2), s=s, limits=TIMED), limits=TIMED)
+    assert s.due == {"a": 1, "b": 1, "c": 3} and eligible(s) == ["a"]  # b waits for a
+    assert violated(s, TIMED) == []
+
+
+def test_submit_refuses_a_priority_or_delay_of_the_wrong_type_and_changes_nothing() -> None:
+    for priority, delay in ((True, 0), (1.5, 0), (0, -1), (0, 0.5)):
+        assert refused(STARTED, "Submit", "c", NONE, priority, delay).error is (
+            InvalidArgumentError)
+
+
+# the claim order's action properties, on TIMED: (before, after, the checks it breaks)
+BAD_TIMED_STEPS: dict[str, tuple[DurableSnapshot, DurableSnapshot, list[str]]] = {
+    # b claimed at 0, due at 2
+    "ClaimsOnlyDue": (DELAYED, claim_versions(DELAYED, "w1", ["a", "b"], limits=TIMED),
+                      ["ClaimsOnlyDue"]),
+    # both due at 0 (b submitted with no delay): b, priority 1, is passed over for a
+    "ClaimsInKeyOrder": (
+        run(("Submit", "a", NONE, 0, 0), ("Submit", "b", NONE, 1, 0), ("Start",), limits=TIMED),
+        claim_versions(run(("Submit", "a", NONE, 0, 0), ("Submit", "b", NONE, 1, 0), ("Start",),
+                           limits=TIMED), "w1", ["a"], limits=TIMED),
+        ["ClaimsInKeyOrder"]),
+    # b, due 2 ticks after a, taken ahead of it: more than (1 - 0) * 1 tick
+    "AgingBound": (BOTH_DUE, claim_versions(BOTH_DUE, "w1", ["b"], limits=TIMED),
+                   ["ClaimsInKeyOrder", "AgingBound"]),
+}
 
 
 # -- Must-fail: each check catches its own fault ---------------------------------------------------
@@ -495,7 +589,8 @@ BAD_STEPS: dict[str, tuple[DurableSnapshot, DurableSnapshot, list[str]]] = {
 def test_every_check_has_a_must_fail_case() -> None:
     assert set(BAD_STATES) | set(BAD_ACTIONS) == set(INVARIANTS)
     assert not set(BAD_STATES) & set(BAD_ACTIONS)
-    assert set(BAD_STEPS) == set(ACTION_PROPERTIES)
+    assert set(BAD_STEPS) | set(BAD_TIMED_STEPS) == set(ACTION_PROPERTIES)
+    assert not set(BAD_STEPS) & set(BAD_TIMED_STEPS)
 
 
 @pytest.mark.parametrize("name", sorted(BAD_STATES))
@@ -517,6 +612,13 @@ def test_a_bad_step_violates_exactly_its_action_property(name: str) -> None:
     before, after, broken = BAD_STEPS[name]
     assert violated(before, LIMITS) == [] and violated(after, LIMITS) == []
     assert violated_by_step(before, after, LIMITS) == broken
+
+
+@pytest.mark.parametrize("name", sorted(BAD_TIMED_STEPS))
+def test_a_bad_claim_violates_its_claim_order_property(name: str) -> None:
+    before, after, broken = BAD_TIMED_STEPS[name]
+    assert violated(before, TIMED) == [] and violated(after, TIMED) == []
+    assert violated_by_step(before, after, TIMED) == broken
 
 
 def test_refinement_is_checked_against_schedulers_steps_with_deps_on_new_ids() -> None:

@@ -13,6 +13,7 @@ asserts the replay names the first step where it shows.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 from collections.abc import Callable
 from dataclasses import replace
@@ -33,6 +34,7 @@ from refsched.durable.store import Tx
 from refsched.errors import InvariantViolation
 from refsched.model.durable import ACTIONS, INITIAL, Instance
 from refsched.verify import corpus, system
+from refsched.verify.durable.system import TIME_CORPUS_CONFIG
 from refsched.verify.itf import Step, Trace, encode_bundle, write_traces
 from refsched.verify.replay import format_divergence, replay
 from tests.conftest import postgres_factory
@@ -185,7 +187,7 @@ def walked(name: str, *steps: tuple[str, dict[str, Any]], instance: Instance = T
     """A trace of ``instance`` taking ``steps`` through the model (each must be enabled)."""
     state, taken, limits = INITIAL, [], instance.limits
     for action, params in steps:
-        args = tuple(params[p] for p in ACTIONS[action].params)
+        args = ACTIONS[action].arguments(params)
         assert ACTIONS[action].enabled(state, *args, limits=limits), (action, params)
         state = ACTIONS[action].step(state, *args, limits=limits)
         taken.append(Step(action, params, DURABLE.spec_state(state, instance)))
@@ -351,6 +353,14 @@ def test_replay_cli_replays_durable_traces(tmp_path: Path,
 # conformance corpus phase alone over those subsets.
 
 MORE = tuple(c for c in DURABLE.instances if c != DURABLE.traces_config)
+
+# The time corpus submits with priorities and delays: it replays on a store whose submit takes
+# them (docs/time.md), and until then is expected to fail at its first delayed Submit.
+STORE_TAKES_TIMES = {"priority", "delay"} <= set(
+    inspect.signature(DurableScheduler.submit).parameters)
+NEEDS_DUE_TIMES = pytest.mark.xfail(
+    not STORE_TAKES_TIMES, strict=True,
+    reason="DurableScheduler.submit takes no priority or delay yet")
 HEAD = 200  # the first traces of each instance: the shortest behaviours of its path cover
 
 
@@ -417,7 +427,8 @@ def test_the_model_keeps_no_state_the_fixed_graph_forbids(
     assert s not in graph.depth
 
 
-@pytest.mark.parametrize("config", MORE)
+@pytest.mark.parametrize("config", [
+    pytest.param(c, marks=[NEEDS_DUE_TIMES] * (c == TIME_CORPUS_CONFIG)) for c in MORE])
 def test_a_stratified_subset_of_each_instance_replays_cleanly_through_every_action(
         config: str) -> None:
     traces = subset(config)
@@ -432,9 +443,14 @@ def test_a_stratified_subset_of_each_instance_replays_cleanly_through_every_acti
 def test_each_broken_durable_scheduler_is_rejected_by_the_corpus_phase_alone(
         cls: type[DurableScheduler], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The conformance corpus phase, no generated phase, over a traces folder holding the
-    # subset of each instance (the one-id corpus has no dependent for a cancel to block).
+    # subset of each instance (the one-id corpus has no dependent for a cancel to block); of the
+    # time corpus, while the store takes no due times, only the traces that submit with
+    # neither a priority nor a delay (any other would reject every scheduler alike).
     for config in DURABLE.instances:
         traces = subset(config)
+        if config == TIME_CORPUS_CONFIG and not STORE_TAKES_TIMES:
+            traces = [trace for trace in traces if not any(
+                step.params.get("p") or step.params.get("d") for step in trace.steps)]
         data = encode_bundle(traces)
         (tmp_path / DURABLE.bundle_of(config)).write_bytes(data)
         manifest = {**corpus.read_manifest(system=DURABLE, config=config),
@@ -460,6 +476,7 @@ def subset_folder(folder: Path, edges: dict[str, int] | None = None) -> Path:
     return folder
 
 
+@NEEDS_DUE_TIMES
 def test_replay_of_the_corpus_replays_each_instance_and_counts_its_edges_apart(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:

@@ -45,6 +45,7 @@ from refsched.verify import stategraph
 from refsched.verify import system as systems
 from refsched.verify.durable import spec as durablespec
 from refsched.verify.durable.spec import TRACES_CONFIG, read_instance, snapshot_of
+from refsched.verify.durable.system import TIME_CORPUS_CONFIG
 from refsched.verify.specstate import SpecStateError
 from refsched.verify.tla import parse_state
 from refsched.verify.tlc import TLCResult, run_tlc, spec_dir
@@ -57,6 +58,8 @@ SAFETY = "MCDurableScheduler.cfg"
 LIVENESS = "MCDurableSchedulerLiveness.cfg"
 PAIRS = "MCDurableSchedulerPairs.cfg"
 GENERATIONS = "MCDurableSchedulerGenerations.cfg"
+TIME = "MCDurableSchedulerTime.cfg"
+TIME_LIVENESS = "MCDurableSchedulerTimeLiveness.cfg"
 
 # Measured with TLC 2.15. If the spec changes, update these and the comments in the cfg files.
 SAFETY_DISTINCT_STATES = 47_751  # views: 2 ids, 2 workers, 2 slots, 1 generation, symmetry
@@ -70,6 +73,10 @@ GENERATIONS_DEPTH = 21
 TRACES_DISTINCT_STATES = 6_604  # 1 id, 2 workers, 2 generations, the clock up to 4
 TRACES_EDGES = 44_101
 TRACES_DEPTH = 18
+TIME_DISTINCT_STATES = 7_326  # views: 2 ids, 1 worker, 1 slot, priorities, delays, aging
+TIME_DEPTH = 16
+TIME_LIVENESS_DISTINCT_STATES = 60  # views: 1 id, 1 worker, delays of 0 and 1 tick
+TIME_LIVENESS_DEPTH = 10
 
 
 DURABLE: Any = systems.get("durable")  # what stategraph needs to read and match its graph
@@ -113,6 +120,13 @@ def test_pairs_models_hold_with_recorded_state_count(config: str, counts: tuple[
         "the state space changed: update the recorded counts and the cfg")
 
 
+def test_time_model_holds_with_recorded_state_count() -> None:
+    result = check(TIME, workers=1)
+    assert result.ok, result.output[-4000:]
+    assert (result.distinct_states, result.depth) == (TIME_DISTINCT_STATES, TIME_DEPTH), (
+        "the state space changed: update TIME_DISTINCT_STATES/TIME_DEPTH and the cfg")
+
+
 @pytest.mark.big_instance
 def test_liveness_model_holds_with_recorded_state_count() -> None:
     result = check(LIVENESS)
@@ -126,13 +140,17 @@ def test_liveness_model_holds_with_recorded_state_count() -> None:
 
 D, S = SPEC, "Scheduler.tla"
 TRACES = TRACES_CONFIG
-CONFIGS = (SAFETY, PAIRS, GENERATIONS, TRACES, LIVENESS)
+CONFIGS = (SAFETY, PAIRS, GENERATIONS, TRACES, LIVENESS, TIME)
 NOT_GENERATIONS = (SAFETY, PAIRS, TRACES, LIVENESS)  # these re-claim; Generations has 1 attempt
 LEASE_REPORTS = "\\E w \\in Workers : \\E t \\in Tasks : {}(w, t, generation[t], attempt[t])"
 HELD_REPORTS = "\\E w \\in Workers : \\E l \\in held[w] : {}(w, l[1], l[2], l[3])"
 SCHEDULER_UNCHANGED_BUT_STATE = (
     "UNCHANGED <<started, closed, nextSeq, generation, deps, remainingDeps,\n"
     "                         blockedBy, cancelRequested, seq>>\n")
+CLAIM_STEP = ("        /\\ UNCHANGED <<now, ends, endedAttempt>>\n"
+              "        /\\ k <= Cardinality(Eligible)\n"
+              "        /\\ UNCHANGED priority\n"
+              "        /\\ Abs!Claim(k)\n")
 RECLAIM_GUARD = "    /\\ holder[t] = NoWorker\n    /\\ attempt[t] < MaxAttempts\n"
 RECLAIM_ATTEMPT = ("Reclaim(w, t) ==\n    /\\ state[t] = \"running\"\n" + RECLAIM_GUARD
                    + "    /\\ attempt' = [attempt EXCEPT ![t] = @ + 1]\n")
@@ -236,18 +254,21 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
           "@ \\cup {<<t, generation[t], attempt[t] + 2>>}]")],
         dict.fromkeys(NOT_GENERATIONS, ("NoFutureLease", "invariant")),
     ),
-    # A claim takes the ready versions with the largest seq: Abs!Claim's claims' then does
-    # not match, so the step is never taken, and only the enabledness check sees it.
+    # A claim takes the eligible versions in the reverse of the claim order (without
+    # priorities or delays, the largest seq first): Abs!Claim's claims' then does not match,
+    # so the step is never taken, and only the enabledness check sees it; with them,
+    # Scheduler's Claim may take any, and the claim order's own property sees it.
     "claim_takes_the_newest": (
-        [(D, "IN  {x \\in ready : Cardinality({y \\in ready : seq[y] < seq[x]}) < k}",
-          "IN  {x \\in ready : Cardinality({y \\in ready : seq[y] > seq[x]}) < k}")],
-        dict.fromkeys((SAFETY, PAIRS, GENERATIONS), ("CallsTaken", "invariant")),
+        [(D, "Chosen(k) == {x \\in Eligible : Cardinality({y \\in Eligible : Before(y, x)}) < k}",
+          "Chosen(k) == {x \\in Eligible : Cardinality({y \\in Eligible : Before(x, y)}) < k}")],
+        {**dict.fromkeys((SAFETY, PAIRS, GENERATIONS), ("CallsTaken", "invariant")),
+         TIME: ("ClaimsInKeyOrder", "action property")},
     ),
     # A submission keeps the attempt of the version it replaces: the new version would count
     # as claimed, so under the mapping the re-submission of a claimed version is no step.
     "submit_keeps_the_old_attempt": (
-        [(D, "Submit(t, D) ==\n    /\\ attempt' = [attempt EXCEPT ![t] = 0]\n",
-          "Submit(t, D) ==\n    /\\ attempt' = attempt\n")],
+        [(D, "Submit(t, D, p, d) ==\n    /\\ attempt' = [attempt EXCEPT ![t] = 0]\n",
+          "Submit(t, D, p, d) ==\n    /\\ attempt' = attempt\n")],
         dict.fromkeys((TRACES, LIVENESS), ("CallsTaken", "invariant")),
     ),
     # A completion clears the attempt with the lease: under the mapping the version would
@@ -266,8 +287,8 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
     # An expired version gives up its slot: a claim counts only versions under a live lease,
     # and takes a new version while the expired one waits to be re-claimed.
     "expired_version_gives_up_its_slot": (
-        [(D, "        /\\ UNCHANGED <<now, ends, endedAttempt>>\n        /\\ Abs!Claim(k)\n",
-          "        /\\ UNCHANGED <<now, ends, endedAttempt>>\n"
+        [(D, CLAIM_STEP, "        /\\ UNCHANGED <<now, ends, endedAttempt>>\n"
+          "        /\\ UNCHANGED priority\n"
           "        /\\ started /\\ ~closed /\\ 1 <= k\n"
           "        /\\ k <= Cardinality(Abs!InState({\"ready\"}))\n"
           "        /\\ k <= MaxConcurrency - Cardinality({x \\in Tasks : Live(x)})\n"
@@ -421,21 +442,72 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
     # the re-submission is no step.  Only 2 ids with 2 generations re-submit a dependency
     # of a running version.
     "resubmit_clears_the_dependents_leases": (
-        [(D, "Submit(t, D) ==\n    /\\ attempt' = [attempt EXCEPT ![t] = 0]\n",
-          "Submit(t, D) ==\n    /\\ attempt' = [x \\in Tasks |-> "
+        [(D, "Submit(t, D, p, d) ==\n    /\\ attempt' = [attempt EXCEPT ![t] = 0]\n",
+          "Submit(t, D, p, d) ==\n    /\\ attempt' = [x \\in Tasks |-> "
           "IF x = t \\/ t \\in deps[x] THEN 0 ELSE attempt[x]]\n")],
         {GENERATIONS: ("CallsTaken", "invariant")},
     ),
 }
 
+# A claim takes a version one tick before it is due.
+MUTANTS["claim_one_tick_early"] = (
+    [(D, "    IN  {x \\in ready : due[x] <= now}\n",
+      "    IN  {x \\in ready : due[x] <= now + 1}\n")],
+    {TIME: ("ClaimsOnlyDue", "action property")},
+)
+# Aging that never lifts, read so everywhere the claim key is written (the contract
+# misread, in the claim and in the property that restates it): the key is priority * Aging
+# alone, so a low priority waits behind every higher one, however long it has been due.
+# Only AgingBound, stated on due times and priorities, sees it.
+MUTANTS["aging_never_lifts"] = (
+    [(D, "    THEN \\/ priority[x] * Aging - due[x] > priority[y] * Aging - due[y]\n"
+         "         \\/ /\\ priority[x] * Aging - due[x] = priority[y] * Aging - due[y]\n",
+      "    THEN \\/ priority[x] * Aging > priority[y] * Aging\n"
+      "         \\/ /\\ priority[x] * Aging = priority[y] * Aging\n"),
+     (D, "              THEN \\/ priority[u] * Aging - due[u] > priority[t] * Aging - due[t]\n"
+         "                   \\/ /\\ priority[u] * Aging - due[u] = priority[t] * Aging - due[t]\n",
+      "              THEN \\/ priority[u] * Aging > priority[t] * Aging\n"
+      "                   \\/ /\\ priority[u] * Aging = priority[t] * Aging\n")],
+    {TIME: ("AgingBound", "action property")},
+)
+# A claim of k takes k + 1 versions when more are eligible: Abs!Claim(k)'s claims' does not
+# match, so the step is never taken, and only the enabledness check sees it.
+MUTANTS["claim_leases_one_too_many"] = (
+    [(D, "Chosen(k) == {x \\in Eligible : Cardinality({y \\in Eligible : Before(y, x)}) < k}",
+      "Chosen(k) == {x \\in Eligible : Cardinality({y \\in Eligible : Before(y, x)}) <= k}")],
+    {TIME: ("CallsTaken", "invariant")},
+)
+# The time instance (2 ids, 1 worker, 1 slot, 1 attempt, 1 generation, no lost answers): the
+# mutants of other instances that break each of its checks there too.
+for _name, _check in {
+        "fan_in_counts_before_the_decrement": "IndegreeInvariant",
+        "claim_without_the_slot_guard": "ConcurrencyBound",
+        "fail_without_settle": "BlockedPropagated",
+        "start_accepts_a_cycle": "SealedGraph",
+        "complete_counts_two_ends": "AtMostOneEndPerVersion",
+        "complete_keeps_the_lease": "AtMostOneLiveLease",
+        "claim_starts_at_attempt_two": "AttemptsBounded",
+        "claim_answers_a_future_attempt": "NoFutureLease",
+        "claim_takes_pending_versions": "ClaimOnlyAfterDepsSucceeded",
+        "repeated_report_counts_an_end": "OnlyCurrentAttemptEnds",
+        "heartbeat_forgets_the_cancel_request": "Refinement"}.items():
+    MUTANTS[_name][1][TIME] = (_check, "invariant" if _check in INVARIANTS
+                               else "action property")
+
 # Checks a config names that no fault can break on its instance: with one id there are no
 # deps and no second version to run, so these hold by the instance's shape alone.
 # MCDurableSchedulerPairs.cfg (2 ids, 1 slot, 2 generations) checks each of them with a
-# mutant that breaks it; MCDurableScheduler.cfg has 2 slots for its 2 ids.
+# mutant that breaks it; MCDurableScheduler.cfg has 2 slots for its 2 ids.  The claim order's
+# checks cannot fail without priorities and delays: every version is due at once, and the
+# refinement holds the claims to Scheduler's oldest first (OldestFirst); the time instance
+# (MCDurableSchedulerTime.cfg) is where they can.
 VACUOUS: dict[tuple[str, str], str] = {
     (SAFETY, "ConcurrencyBound"): "2 ids, 2 slots",
     **{(config, name): "1 id" for config in (TRACES, LIVENESS) for name in (
         "ConcurrencyBound", "BlockedPropagated", "SealedGraph", "ClaimOnlyAfterDepsSucceeded")},
+    **{(config, name): "no priorities, no delays"
+       for config in (SAFETY, PAIRS, GENERATIONS, TRACES, LIVENESS)
+       for name in ("ClaimsOnlyDue", "ClaimsInKeyOrder", "AgingBound")},
 }
 
 
@@ -455,7 +527,9 @@ def test_every_check_of_every_config_has_a_mutant_or_is_said_vacuous() -> None:
     caught = {(config, check) for _, by_config in MUTANTS.values()
               for config, (check, _) in by_config.items()}
     caught |= {(LIVENESS, check) for check, _ in LIVENESS_MUTANTS.values()}
-    named = {(config, check) for config in CONFIGS for check in cfg_checks(config)}
+    caught |= {(TIME_LIVENESS, check) for check in TIME_LIVENESS_MUTANTS["tick_waits_for_a_lease"]}
+    named = {(config, check) for config in (*CONFIGS, TIME_LIVENESS)
+             for check in cfg_checks(config)}
     assert caught | set(VACUOUS) == named
     assert not caught & set(VACUOUS)
     # Every check is caught somewhere; each vacuous one on a config where it can fail.
@@ -597,6 +671,34 @@ def test_liveness_mutant_violates_its_temporal_property(name: str, tmp_path: Pat
     assert result.trace is not None
 
 
+def test_time_liveness_model_holds_with_recorded_state_count() -> None:
+    result = check(TIME_LIVENESS, workers=1)
+    assert result.ok, result.output[-4000:]
+    assert (result.distinct_states, result.depth) == (
+        TIME_LIVENESS_DISTINCT_STATES, TIME_LIVENESS_DEPTH,
+    ), "the state space changed: update TIME_LIVENESS_DISTINCT_STATES/..._DEPTH and the cfg"
+
+
+# name -> (temporal properties each run breaks, substitutions in DurableScheduler.tla)
+TIME_LIVENESS_MUTANTS: dict[str, tuple[str, ...]] = {
+    # Tick waits for a live lease, as before due times: a version ready but not yet due, with
+    # nothing running, waits for ever (and Scheduler's Claim, enabled all along, is never
+    # taken).  No safety check can see it: no state is wrong, the clock just stops.
+    "tick_waits_for_a_lease": ("EveryVersionEnds", "AbsFairSpec"),
+}
+TICK_FOR_DUE = "                   \\/ state[t] \\in Abs!Waiting /\\ due[t] > now}"
+
+
+@pytest.mark.parametrize("broken", TIME_LIVENESS_MUTANTS["tick_waits_for_a_lease"])
+def test_a_tick_that_waits_for_a_lease_breaks_time_liveness(broken: str, tmp_path: Path) -> None:
+    copy = mutate(tmp_path, [(D, TICK_FOR_DUE, "}")])
+    only_temporal(copy, TIME_LIVENESS, broken)
+    result = check(TIME_LIVENESS, copy, workers=1)
+    assert not result.ok
+    assert result.violation_kind == "temporal", result.output[-4000:]
+    assert result.trace is not None
+
+
 # -- Model = spec on the traces instance --------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -694,3 +796,54 @@ def test_a_model_that_refuses_a_repeated_report_differs_from_tlc(
     monkeypatch.setattr(durable_actions, "repeat", lambda s, task, generation, attempt: False)
     with pytest.raises(stategraph.GraphMismatch, match="Refused: model 1 edge"):
         stategraph.match(dumped, read_instance(TRACES_CONFIG), system=DURABLE)
+
+
+# -- Model = spec on the time corpus instance ---------------------------------------------------
+
+TIME_CORPUS_DISTINCT_STATES = 11_178  # a and b, priorities, delays, aging, the clock up to 2
+TIME_CORPUS_EDGES = 51_594
+TIME_CORPUS_DEPTH = 14
+
+
+@pytest.fixture(scope="module")
+def time_dumped() -> stategraph.TLCStateGraph:
+    """TLC's whole state graph of the corpus instance with priorities, delays and aging."""
+    graph, result, _ = stategraph.dump_state_graph(TIME_CORPUS_CONFIG, system=DURABLE)
+    assert (result.distinct_states, result.depth) == (TIME_CORPUS_DISTINCT_STATES,
+                                                      TIME_CORPUS_DEPTH)
+    return graph
+
+
+def test_tlc_state_graph_of_the_time_corpus_equals_the_models(
+        time_dumped: stategraph.TLCStateGraph) -> None:
+    instance = read_instance(TIME_CORPUS_CONFIG)
+    matched = stategraph.match(time_dumped, instance, system=DURABLE)
+    assert matched.state_count == TIME_CORPUS_DISTINCT_STATES
+    assert len(time_dumped.edges) == matched.edge_count == TIME_CORPUS_EDGES
+    limits = instance.limits
+    # (source, the version it took, one it left ready): every claim takes one (1 slot)
+    left = [(e.source, u, t) for e in matched.all_edges() if e.action == "Claim"
+            for u in e.target.scheduler.tasks for t in e.target.scheduler.tasks
+            if e.target.scheduler.tasks[u].state is TaskState.RUNNING
+            and e.source.scheduler.tasks[u].state is TaskState.READY
+            and e.target.scheduler.tasks[t].state is TaskState.READY]
+    passed = [(s, u, t) for s, u, t in left if s.due.get(t, 0) <= s.now]
+    # A claim while the other version is ready and not yet due; one that takes the higher
+    # priority first; one that takes the lower priority first, due long enough before.
+    assert any(s.due.get(t, 0) > s.now for s, _, t in left)
+    assert any(s.priority.get(u, 0) > s.priority.get(t, 0) for s, u, t in passed)
+    assert any(s.priority.get(u, 0) < s.priority.get(t, 0) for s, u, t in passed)
+    for s, out in matched.edges.items():
+        assert violated(s, limits) == [], durablespec.show(s)
+        for e in out:
+            assert violated_by_step(e.source, e.target, limits) == [], (e.action, e.params)
+
+
+def test_a_model_whose_claim_key_ignores_due_times_differs_from_tlc(
+        time_dumped: stategraph.TLCStateGraph, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Aging that never lifts: a model that orders eligible versions by priority alone claims
+    other versions than the spec."""
+    monkeypatch.setattr(durable_actions, "_claim_key",
+                        lambda s, t, limits: (-s.priority.get(t, 0), s.scheduler.tasks[t].seq))
+    with pytest.raises(stategraph.GraphMismatch, match="Claim"):
+        stategraph.match(time_dumped, read_instance(TIME_CORPUS_CONFIG), system=DURABLE)

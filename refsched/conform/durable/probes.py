@@ -201,7 +201,7 @@ class ReferenceStore:
 
     def _take(self, step: Step, limits: Limits | None = None) -> None:
         action = ACTIONS[step.action]
-        args = tuple(step.param_map[p] for p in action.params)
+        args = action.arguments(step.param_map)
         before = self.state
         self.state = action.step(before, *args, limits=limits or self.limits)
         self.counts = self.counts.step(step.action, args, before, self.state)

@@ -169,7 +169,7 @@ def model_takes(model: DurableSnapshot, step: Step,
     """``step``'s arguments and the model's state after it, its invariants and the step's
     properties checked; :class:`ModelRefused` says why not (both machines take steps so)."""
     action = ACTIONS[step.action]
-    args = tuple(step.param_map[p] for p in action.params)
+    args = action.arguments(step.param_map)
     refusal = action.refused(model, *args, limits=limits)
     if refusal is not None:
         raise ModelRefused(f"the model cannot take {step}: {refusal.reason}")

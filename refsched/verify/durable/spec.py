@@ -3,14 +3,14 @@
 
 The spec keeps a value for every id of ``Tasks`` and every worker of ``Workers``: an id never
 submitted is absent (as in ``spec/Scheduler.tla``) with attempt 0, holder ``NoWorker``, deadline
-0, ends 0 and endedAttempt 0; a worker holding nothing holds ``{}``. A DurableSnapshot lists only
-what differs from that. :func:`spec_state` adds the rest for given ``Workers`` and ``Tasks``;
-:func:`snapshot_of` drops it, and refuses a state that is not of that shape (so a malformed
-state is an error, never a silently different snapshot). Scheduler's variables are read and
-written by :mod:`refsched.verify.specstate`, with ``claims`` computed from ``attempt`` as the
-spec's refinement mapping does. Ids are model values in TLC (``w1``, ``a``) and their names in
-the model (``"w1"``, ``"a"``). :func:`read_instance` reads the constants of a
-``MCDurableScheduler*.cfg``.
+0, ends 0, endedAttempt 0, due 0 and priority 0; a worker holding nothing holds ``{}``. A
+DurableSnapshot lists only what differs from that. :func:`spec_state` adds the rest for given
+``Workers`` and ``Tasks``; :func:`snapshot_of` drops it, and refuses a state that is not of
+that shape (so a malformed state is an error, never a silently different snapshot).
+Scheduler's variables are read and written by :mod:`refsched.verify.specstate`, with
+``claims`` computed from ``attempt`` as the spec's refinement mapping does. Ids are model values
+in TLC (``w1``, ``a``) and their names in the model (``"w1"``, ``"a"``). :func:`read_instance`
+reads the constants of a ``MCDurableScheduler*.cfg``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ __all__ = ["LABEL_ACTIONS", "NO_WORKER", "SPEC_VARIABLES", "TRACES_CONFIG", "rea
 SPEC_VARIABLES = (
     "started", "closed", "nextSeq", "generation", "state", "deps", "remainingDeps",
     "blockedBy", "cancelRequested", "seq", "attempt", "holder", "deadline", "now", "held",
-    "ends", "endedAttempt",
+    "ends", "endedAttempt", "due", "priority",
 )
 """The spec's variables, in the order of its ``VARIABLES`` declaration."""
 
@@ -48,32 +48,43 @@ NO_WORKER = ModelValue("NoWorker")
 """The spec's ``NoWorker``: holder of a version with no live lease."""
 
 # per id, besides Scheduler's
-_LEASE_VARIABLES = ("attempt", "holder", "deadline", "ends", "endedAttempt")
+_LEASE_VARIABLES = ("attempt", "holder", "deadline", "ends", "endedAttempt", "due", "priority")
 _COUNTS = ("MaxConcurrency", "MaxAttempts", "LeaseTime", "MaxGeneration", "MaxTime")
 
 
 def read_instance(config: str | Path) -> Instance:
     """The constants of a ``MCDurableScheduler*.cfg`` file (relative paths: under ``spec/``)."""
     path, text, values = tlc.read_config(config, ("Tasks", "Workers", "LoseAnswers",
-                                                  *_COUNTS))
+                                                  "Priorities", "Delays", *_COUNTS, "Aging"))
     if not isinstance(values["LoseAnswers"], bool):
         raise ValueError(f"{path}: LoseAnswers must be TRUE or FALSE")
     for name in ("NoTask", "NoWorker"):
         if re.search(rf"^\s*{name}\s*=\s*{name}\s*$", text, re.M) is None:
             raise ValueError(f"{path}: {name} must be the model value {name}")
     counts = {}
-    for name in _COUNTS:
+    for name in (*_COUNTS, "Aging"):
         value = values[name]
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise ValueError(f"{path}: {name} must be a natural number, not {value!r}")
         counts[name] = value
+    numbers = {}
+    for name, least in (("Priorities", None), ("Delays", 0)):
+        value = values[name]
+        if (not isinstance(value, frozenset) or not value
+                or not all(isinstance(n, int) and not isinstance(n, bool) for n in value)
+                or (least is not None and min(value) < least)):
+            kind = "integers" if least is None else "natural numbers"
+            raise ValueError(f"{path}: {name} must be a non-empty set of {kind}, not {value!r}")
+        numbers[name] = tuple(sorted(value))
     workers = specstate.model_values(path, "Workers", values["Workers"])
     if not workers:
         raise ValueError(f"{path}: Workers must not be empty")
     return Instance(tasks=specstate.model_values(path, "Tasks", values["Tasks"]), workers=workers,
                     max_concurrency=counts["MaxConcurrency"], max_attempts=counts["MaxAttempts"],
                     lease_time=counts["LeaseTime"], max_generation=counts["MaxGeneration"],
-                    max_time=counts["MaxTime"], lose_answers=values["LoseAnswers"])
+                    max_time=counts["MaxTime"], lose_answers=values["LoseAnswers"],
+                    priorities=numbers["Priorities"], delays=numbers["Delays"],
+                    aging=counts["Aging"])
 
 
 def _is_no_worker(value: Any) -> bool:
@@ -89,7 +100,7 @@ def spec_state(snapshot: DurableSnapshot, workers: Iterable[Hashable],
     s = snapshot
     named_workers = set(s.held) | set(s.holder.values())
     named_tasks = (set(s.scheduler.tasks) | set(s.attempt) | set(s.holder) | set(s.deadline)
-                   | set(s.ends) | set(s.ended_attempt)
+                   | set(s.ends) | set(s.ended_attempt) | set(s.due) | set(s.priority)
                    | {lease[0] for leases in s.held.values() for lease in leases})
     w_by_name = specstate.by_name(worker_ids, named_workers, "workers", "Workers")
     t_by_name = specstate.by_name(task_ids, named_tasks, "tasks", "Tasks")
@@ -117,12 +128,20 @@ def spec_state(snapshot: DurableSnapshot, workers: Iterable[Hashable],
                               for w in worker_ids})
     state["ends"] = Function({task(t): s.ends.get(t, 0) for t in names})
     state["endedAttempt"] = Function({task(t): s.ended_attempt.get(t, 0) for t in names})
+    state["due"] = Function({task(t): s.due.get(t, 0) for t in names})
+    state["priority"] = Function({task(t): s.priority.get(t, 0) for t in names})
     return {name: state[name] for name in SPEC_VARIABLES}
 
 
 def _natural(where: str, value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise SpecStateError(f"{where} is {value!r}, not a natural number")
+    return value
+
+
+def _integer(where: str, value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise SpecStateError(f"{where} is {value!r}, not an integer")
     return value
 
 
@@ -143,13 +162,16 @@ def snapshot_of(state: Mapping[str, Any]) -> DurableSnapshot:
     deadline = {t: _natural(f"deadline[{t!r}]", state["deadline"][t]) for t in ids}
     ends = {t: _natural(f"ends[{t!r}]", state["ends"][t]) for t in ids}
     ended = {t: _natural(f"endedAttempt[{t!r}]", state["endedAttempt"][t]) for t in ids}
+    due = {t: _natural(f"due[{t!r}]", state["due"][t]) for t in ids}
+    priority = {t: _integer(f"priority[{t!r}]", state["priority"][t]) for t in ids}
     holder = {t: w for t, w in state["holder"].items() if not _is_no_worker(w)}
     for t in ids:
         if state["generation"][t] == 0 and (attempt[t] or deadline[t] or ends[t] or ended[t]
-                                            or t in holder):
-            raise SpecStateError(f"id {t!r} has generation 0 but a lease: attempt {attempt[t]}, "
-                                 f"holder {state['holder'][t]!r}, deadline {deadline[t]}, "
-                                 f"ends {ends[t]}, endedAttempt {ended[t]}")
+                                            or t in holder or due[t] or priority[t]):
+            raise SpecStateError(f"id {t!r} has generation 0 but a lease or a due time: attempt "
+                                 f"{attempt[t]}, holder {state['holder'][t]!r}, deadline "
+                                 f"{deadline[t]}, ends {ends[t]}, endedAttempt {ended[t]}, "
+                                 f"due {due[t]}, priority {priority[t]}")
     held = state["held"]
     if not isinstance(held, Mapping):
         raise SpecStateError(f"held is {held!r}, not a function")
@@ -169,6 +191,8 @@ def snapshot_of(state: Mapping[str, Any]) -> DurableSnapshot:
               for w, leases in held.items()},
         ends={task_id(t): n for t, n in ends.items()},
         ended_attempt={task_id(t): n for t, n in ended.items()},
+        due={task_id(t): n for t, n in due.items()},
+        priority={task_id(t): n for t, n in priority.items()},
     )
 
 
@@ -185,6 +209,8 @@ def show(snapshot: DurableSnapshot) -> str:
                  else "")
         rows.append(f"  {t}: attempt {s.attempt.get(t, 0)}, {lease}, ends {s.ends.get(t, 0)}"
                     f"{ended}")
+    for t in sorted(set(s.due) | set(s.priority), key=str):
+        rows.append(f"  {t}: due {s.due.get(t, 0)}, priority {s.priority.get(t, 0)}")
     for w in sorted(s.held, key=str):
         leases = ", ".join(f"<<{t}, {g}, {a}>>" for t, g, a in sorted(s.held[w], key=str))
         rows.append(f"  {w} holds {leases}")

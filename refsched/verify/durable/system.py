@@ -8,10 +8,11 @@ worker (the spec's ``held``), and reports with them. Every step is one call whos
 step fixes:
 
 ==============================  ===============================================================
-Submit(t, D)                    ``submit(t, D, fn=noop)`` returns the next generation of ``t``
+Submit(t, D, p, d)              ``submit(t, D, fn=noop, priority=p, delay=d)`` (without the two
+                                keywords when both are 0) returns the next generation of ``t``
 Start                           ``start()`` returns
 Claim(w, k)                     ``claim(w, limit=k, lease=LeaseTime)`` returns ``k`` first
-                                attempts, the ready versions of smallest seq, in seq order
+                                attempts, the first eligible versions in the claim order
 Reclaim(w, t)                   ``claim(w, limit=1, lease=LeaseTime)`` returns the next attempt
                                 of ``t``
 Expire(t)                       ``expire()`` returns (the expiry ``claim()`` takes first)
@@ -45,14 +46,20 @@ so at most one version runs, and those with two slots have no clock, so no lease
 
 The corpus instances (:attr:`DurableSystem.corpus_configs`): one id with two workers and a clock
 (``MCDurableSchedulerTraces.cfg``), two ids with one slot and a clock (claim order, slot
-retention, failure by expiry blocking a dependent), two ids with two generations, and a fixed
+retention, failure by expiry blocking a dependent), two ids with two generations, a fixed
 diamond with two slots (``MCDurableSchedulerCorpus.tla``'s ``FixedGraph``, which
-:meth:`DurableSystem.explore` applies to the model as TLC does to the spec).
+:meth:`DurableSystem.explore` applies to the model as TLC does to the spec), and two
+independent ids with priorities, delays and aging (``MCDurableSchedulerCorpusTime.cfg``, also a
+fixed graph). Its replay needs a store whose ``submit`` takes ``priority`` and ``delay``.
 
 The implementation's state is ``snapshot()`` (the scheduler part), ``leases()`` (``attempt``,
 ``holder``, ``deadline``), ``now()`` and the harness's leases (``held``); ``ends`` is not stored:
 a claimed version ended exactly when it is terminal (nothing else ends a running version), so it
-is read as that. ``endedAttempt`` is the store's ``ended_attempt`` (``leases()``).
+is read as that. ``endedAttempt`` is the store's ``ended_attempt`` (``leases()``). ``due`` and
+``priority`` are not read from the store (no call of it reports them): they are the harness's
+record of its own calls (a Submit's ``now + d`` and ``p``, a Retry's ``now`` with the priority
+kept), the due times listed for the waiting versions only, as the spec keeps them. A replay
+checks what they order, every claim's answer, not how the store keeps them.
 """
 
 from __future__ import annotations
@@ -71,11 +78,11 @@ from refsched.durable import DurableScheduler
 from refsched.durable.jobs import NOOP
 from refsched.durable.scheduler import Lease
 from refsched.errors import LeaseLostError, StaleLeaseError
-from refsched.model.dag.actions import WAITING, ready_order
+from refsched.model.dag.actions import WAITING, retry_set
 from refsched.model.dag.graph import ModelGraph, describe, search
 from refsched.model.durable import ACTIONS, INITIAL, DurableSnapshot, Instance, Limits, Refusal
 from refsched.model.durable import explore as explore_model
-from refsched.model.durable.actions import ANSWER_LOST
+from refsched.model.durable.actions import ANSWER_LOST, claim_order
 from refsched.model.durable.graph import next_steps, within_bound
 from refsched.types import CloseReport, Snapshot, TaskState
 from refsched.verify import tlc
@@ -96,9 +103,13 @@ LeaseKey = tuple[Hashable, int, int]  # the spec's <<t, g, a>>
 FIXED_GRAPH_MODULE = "MCDurableSchedulerCorpus.tla"
 """The model-checking module whose ``FixedGraph`` constraint fixes the graph of tasks."""
 
+TIME_CORPUS_CONFIG = "MCDurableSchedulerCorpusTime.cfg"
+"""The corpus instance with priorities, delays and aging: its Submit steps give a priority
+and a delay, which only a store with due times takes."""
+
 CORPUS_CONFIGS = (durablespec.TRACES_CONFIG, "MCDurableSchedulerCorpusClaims.cfg",
                   "MCDurableSchedulerCorpusGenerations.cfg",
-                  "MCDurableSchedulerCorpusDiamond.cfg")
+                  "MCDurableSchedulerCorpusDiamond.cfg", TIME_CORPUS_CONFIG)
 """Every durable corpus instance, the traces config first."""
 
 
@@ -156,6 +167,9 @@ class DrivenStore:
                              constants["MaxConcurrency"],
                              max_attempts=constants["MaxAttempts"], clock="virtual")
         self.lease_time: int = constants["LeaseTime"]
+        self.limits = limits_of(constants)
+        # task -> (due, priority) of its current version, as the harness's calls set them
+        self.times: dict[Hashable, tuple[int | float, int]] = {}
         # worker -> <<t, g, a>> -> the Lease claim() gave it, while the worker believes it holds it
         self.held: dict[Hashable, dict[LeaseKey, Lease]] = {}
         # (t, g) -> the lease whose accepted report ended that version
@@ -181,6 +195,14 @@ class DrivenStore:
         check = getattr(self.store, "check_invariants", None)
         if check is not None:
             check()
+
+
+def limits_of(constants: Mapping[str, Any]) -> Limits:
+    """The model's :class:`Limits` for a trace's constants (no priorities, no delays and no
+    aging when it names none)."""
+    return Limits(constants["MaxConcurrency"], constants["MaxAttempts"], constants["LeaseTime"],
+                  priorities=tuple(constants.get("Priorities", (0,))),
+                  delays=tuple(constants.get("Delays", (0,))), aging=constants.get("Aging", 0))
 
 
 def _remove(store: Any, folder: str) -> None:
@@ -233,8 +255,8 @@ class DurableSystem(System):
     spec_files = ("Scheduler.tla", "DurableScheduler.tla", "MCDurableScheduler.tla",
                   durablespec.TRACES_CONFIG)
     corpus_configs = CORPUS_CONFIGS
-    corpus_modules = MappingProxyType({"MCDurableSchedulerCorpusDiamond.cfg":
-                                       FIXED_GRAPH_MODULE})
+    corpus_modules = MappingProxyType({"MCDurableSchedulerCorpusDiamond.cfg": FIXED_GRAPH_MODULE,
+                                       TIME_CORPUS_CONFIG: FIXED_GRAPH_MODULE})
     id_parameters = ("t", "w")
     label_actions = MappingProxyType(durablespec.LABEL_ACTIONS)
     initial = INITIAL
@@ -268,7 +290,9 @@ class DurableSystem(System):
     def constants(self, instance: Instance) -> dict[str, Any]:
         return {"Tasks": list(instance.tasks), "Workers": list(instance.workers),
                 "MaxConcurrency": instance.max_concurrency,
-                "MaxAttempts": instance.max_attempts, "LeaseTime": instance.lease_time}
+                "MaxAttempts": instance.max_attempts, "LeaseTime": instance.lease_time,
+                "Priorities": list(instance.priorities), "Delays": list(instance.delays),
+                "Aging": instance.aging}
 
     def manifest_constants(self, instance: Instance) -> dict[str, Any]:
         constants = {**self.constants(instance), "MaxGeneration": instance.max_generation,
@@ -293,11 +317,15 @@ class DurableSystem(System):
     def spec_value(self, name: str, value: Any) -> Any:
         return bool(value) if name == "cancelPending" else super().spec_value(name, value)
 
+    def spec_params(self, action: str, params: Mapping[str, Any],
+                    before: Any) -> dict[str, Any]:
+        # A Submit recorded without a priority and a delay has both 0.
+        defaults = ACTIONS[action].defaults if action in ACTIONS else {}
+        return super().spec_params(action, {**defaults, **params}, before)
+
     def model_args(self, action: str, params: Mapping[str, Any],
                    constants: Mapping[str, Any]) -> tuple[Any, ...]:
-        limits = Limits(constants["MaxConcurrency"], constants["MaxAttempts"],
-                        constants["LeaseTime"])
-        return (*super().model_args(action, params, constants), limits)
+        return (*ACTIONS[action].arguments(params), limits_of(constants))
 
     def apply(self, implementation: DrivenStore, action: str, params: Mapping[str, Any],
               before: DurableSnapshot, profile: Any, fatal: Fatal) -> None:
@@ -341,6 +369,12 @@ class DurableSystem(System):
             got = result
         if got != answer:
             raise StepMismatch(step, call, _show(answer), f"returned {_show(got)}")
+        if action == "Submit":
+            implementation.times[params["t"]] = (before.now + params.get("d", 0),
+                                                 params.get("p", 0))
+        elif action == "Retry":
+            for x in retry_set(before.scheduler.tasks, params["t"]):
+                implementation.times[x] = (before.now, implementation.times.get(x, (0, 0))[1])
         if action in ("Complete", "Fail", "AcknowledgeCancel", "RepeatedReport"):
             lease: Lease = args[0]
             if not lost:
@@ -355,7 +389,10 @@ class DurableSystem(System):
         view = tasks.get(p.get("t"))
         if action == "Submit":
             deps = tuple(sorted(p["D"], key=repr))
-            return "submit", (p["t"], deps), {"fn": NOOP}, 1 if view is None else \
+            kwargs: dict[str, Any] = {"fn": NOOP}
+            if p.get("p", 0) or p.get("d", 0):  # a store without due times takes neither
+                kwargs.update(priority=p.get("p", 0), delay=p.get("d", 0))
+            return "submit", (p["t"], deps), kwargs, 1 if view is None else \
                 view.generation + 1
         if action == "Start":
             return "start", (), {}, None
@@ -375,7 +412,7 @@ class DurableSystem(System):
                 if _orphans(before):
                     raise ValueError(f"{describe(action, p)}: claim() would first re-claim "
                                      f"{_orphans(before)}")
-                order = ready_order(tasks)[:p["k"]]
+                order = claim_order(before, driven.limits)[:p["k"]]
                 answer = [(t, tasks[t].generation, 1) for t in order]
             else:
                 if _orphans(before)[:1] != [p["t"]]:
@@ -460,6 +497,9 @@ class DurableSystem(System):
             held={w: frozenset(held) for w, held in implementation.held.items()},
             ends={t: 1 for t, v in leases.items() if v.attempt > 0 and t in terminal},
             ended_attempt={t: v.ended_attempt for t, v in leases.items()},
+            due={t: due for t, (due, _) in implementation.times.items()
+                 if t in scheduler.tasks and scheduler.tasks[t].state in WAITING},
+            priority={t: priority for t, (_, priority) in implementation.times.items()},
         )
 
     def side_by_side(self, expected: DurableSnapshot, actual: DurableSnapshot,
@@ -482,7 +522,8 @@ class DurableSystem(System):
                 b = "absent" if theirs is None else _cell(getattr(theirs, name))
                 if a != b:
                     rows.append((str(t), name, a, b))
-            for name in ("attempt", "holder", "deadline", "ends", "ended_attempt"):
+            for name in ("attempt", "holder", "deadline", "ends", "ended_attempt", "due",
+                         "priority"):
                 a = _cell(getattr(expected, name).get(t, "-"))
                 b = _cell(getattr(actual, name).get(t, "-"))
                 if a != b:

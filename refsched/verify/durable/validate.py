@@ -71,7 +71,8 @@ _PARAMS: dict[str, tuple[str, ...]] = {
 
 # How each action is taken from the record e of its step.
 _CALLS: dict[str, str] = {
-    "Submit": "Submit(e.t, e.D)",
+    # The recorded histories submit with neither a priority nor a delay.
+    "Submit": "Submit(e.t, e.D, 0, 0)",
     "Start": "Start",
     "Claim": "Claim(e.w, e.k)",
     "Reclaim": "Reclaim(e.w, e.t)",
@@ -223,6 +224,9 @@ TickBound == now <= 2 * i + 2
     MaxAttempts = {max_attempts}
     LeaseTime = {_LEASE_TIME}
     LoseAnswers = FALSE
+    Priorities = {{0}}
+    Delays = {{0}}
+    Aging = 0
     NoTask = NoTask
     NoWorker = NoWorker
 
