@@ -104,6 +104,26 @@ def _spec_checks(args: argparse.Namespace, session: Any, name: str, configs: dic
     return plan
 
 
+def _schedule_checks(args: argparse.Namespace, session: Any) -> list[Callable[[], Outcome]]:
+    """The recurring schedule's spec (``Schedule.tla``), shared by the timer and the durable
+    scheduler: TLC on each overlap policy's instance and on liveness, and model = spec on each
+    instance's graph (with ``--quick``, model = spec on the skip instance only)."""
+    from refsched.verify import checks
+    from refsched.verify.schedule import CONFIGS, SCHEDULE
+
+    plan: list[Callable[[], Outcome]] = []
+    if not args.quick:
+        for config in (*CONFIGS, "MCScheduleLiveness.cfg"):
+            if config.endswith("Liveness.cfg") and args.skip_liveness:
+                continue
+            label = "schedule " + (config[len("MCSchedule"):-len(".cfg")].lower() or "skip")
+            plan.append(functools.partial(checks.tlc_check, session, label, config,
+                                          SCHEDULE.mc_module))
+    for config in CONFIGS[:1] if args.quick else CONFIGS:
+        plan.append(functools.partial(checks.model_equals_spec, session, SCHEDULE, config))
+    return plan
+
+
 def _graphs_first(plan: list[Callable[[], Outcome]],
                   graph_check: Callable[..., Outcome]) -> list[Callable[[], Outcome]]:
     """``plan`` with its ``graph_check`` calls started at once, two at a time, each taking its
@@ -169,13 +189,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
                              {"safety": "MCDurableScheduler.cfg",
                               "pairs": "MCDurableSchedulerPairs.cfg",
                               "generations": "MCDurableSchedulerGenerations.cfg",
-                              "liveness": "MCDurableSchedulerLiveness.cfg"},
+                              "time": "MCDurableSchedulerTime.cfg",
+                              "liveness": "MCDurableSchedulerLiveness.cfg",
+                              "time liveness": "MCDurableSchedulerTimeLiveness.cfg"},
                              "refsched.durable:DurableScheduler", checks.durable_lockstep_check)
         if args.examples > 0:
             plan.append(functools.partial(checks.durable_worker_lockstep_check, session,
                                           args.examples))
         if not args.skip_tlc and args.runs > 0:
             plan.append(functools.partial(checks.durable_runs_check, session, args.runs))
+    if args.system in ("all", "timer", "durable") and not args.skip_tlc:
+        plan += _schedule_checks(args, session)
     if not plan:
         print("refsched verify: nothing to check (every check skipped)", file=sys.stderr)
         return 2

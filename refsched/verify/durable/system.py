@@ -56,10 +56,11 @@ The implementation's state is ``snapshot()`` (the scheduler part), ``leases()`` 
 ``holder``, ``deadline``), ``now()`` and the harness's leases (``held``); ``ends`` is not stored:
 a claimed version ended exactly when it is terminal (nothing else ends a running version), so it
 is read as that. ``endedAttempt`` is the store's ``ended_attempt`` (``leases()``). ``due`` and
-``priority`` are not read from the store (no call of it reports them): they are the harness's
-record of its own calls (a Submit's ``now + d`` and ``p``, a Retry's ``now`` with the priority
-kept), the due times listed for the waiting versions only, as the spec keeps them. A replay
-checks what they order, every claim's answer, not how the store keeps them.
+``priority`` are the store's ``times()``, or for a store that does not report them the
+harness's record of its own calls (a Submit's ``now + d`` and ``p``, a Retry's ``now`` with the
+priority kept); the due times are listed for the waiting versions only, as the model lists
+them. A replay on a store of the trace's ``Aging`` (a tick is a second) checks every claim's
+answer against the claim order.
 """
 
 from __future__ import annotations
@@ -163,9 +164,12 @@ class DrivenStore:
 
     def __init__(self, factory: Callable[..., Any], constants: Mapping[str, Any]) -> None:
         self.folder = tempfile.mkdtemp(prefix="refsched-durable-", dir=SCRATCH)
+        # A trace that names Aging is replayed on a store of that aging (a tick is a second;
+        # Aging 0 is strict priority, the store's None); one that does not, on the store's own.
+        timed = {"aging": constants["Aging"] or None} if "Aging" in constants else {}
         self.store = factory(f"sqlite:///{Path(self.folder) / 'store.db'}",
                              constants["MaxConcurrency"],
-                             max_attempts=constants["MaxAttempts"], clock="virtual")
+                             max_attempts=constants["MaxAttempts"], clock="virtual", **timed)
         self.lease_time: int = constants["LeaseTime"]
         self.limits = limits_of(constants)
         # task -> (due, priority) of its current version, as the harness's calls set them
@@ -480,6 +484,11 @@ class DurableSystem(System):
             scheduler = store.snapshot()
             leases = store.leases()
             now = store.now()
+            # The store's own due times and priorities, where it reports them; else the
+            # harness's record of its calls.
+            reported = getattr(store, "times", None)
+            times = ({t: (_number(v.due), v.priority) for t, v in reported().items()}
+                     if reported is not None else implementation.times)
         except fatal:
             raise
         except Exception:  # a store broken enough not to answer: the divergence says the rest
@@ -497,9 +506,9 @@ class DurableSystem(System):
             held={w: frozenset(held) for w, held in implementation.held.items()},
             ends={t: 1 for t, v in leases.items() if v.attempt > 0 and t in terminal},
             ended_attempt={t: v.ended_attempt for t, v in leases.items()},
-            due={t: due for t, (due, _) in implementation.times.items()
-                 if t in scheduler.tasks and scheduler.tasks[t].state in WAITING},
-            priority={t: priority for t, (_, priority) in implementation.times.items()},
+            due={t: due for t, (due, _) in times.items()
+                 if due and t in scheduler.tasks and scheduler.tasks[t].state in WAITING},
+            priority={t: priority for t, (_, priority) in times.items() if priority},
         )
 
     def side_by_side(self, expected: DurableSnapshot, actual: DurableSnapshot,
