@@ -816,7 +816,7 @@ def time_dumped() -> stategraph.TLCStateGraph:
 
 def test_tlc_state_graph_of_the_time_corpus_equals_the_models(
         time_dumped: stategraph.TLCStateGraph) -> None:
-    instance = read_instance(TIME_CORPUS_CONFIG)
+    instance = DURABLE.read_instance(TIME_CORPUS_CONFIG)  # with its fixed graph
     matched = stategraph.match(time_dumped, instance, system=DURABLE)
     assert matched.state_count == TIME_CORPUS_DISTINCT_STATES
     assert len(time_dumped.edges) == matched.edge_count == TIME_CORPUS_EDGES
@@ -846,4 +846,17 @@ def test_a_model_whose_claim_key_ignores_due_times_differs_from_tlc(
     monkeypatch.setattr(durable_actions, "_claim_key",
                         lambda s, t, limits: (-s.priority.get(t, 0), s.scheduler.tasks[t].seq))
     with pytest.raises(stategraph.GraphMismatch, match="Claim"):
-        stategraph.match(time_dumped, read_instance(TIME_CORPUS_CONFIG), system=DURABLE)
+        stategraph.match(time_dumped, DURABLE.read_instance(TIME_CORPUS_CONFIG), system=DURABLE)
+
+
+def test_a_model_whose_retry_keeps_the_old_due_time_differs_from_tlc(
+        dumped: stategraph.TLCStateGraph, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retried version is due at once, at the retry's now: a model that keeps the dead
+    version's due time (0: it no longer waited) has other states than the spec.  No check of
+    the spec's sees this on its own (every state stays well formed), the graph does."""
+    def retry_keeping_due(s: DurableSnapshot, t: str, *, limits: Limits) -> DurableSnapshot:
+        return durable_actions.retry_effect(s, t, limits=limits).replace(due=s.due)
+
+    monkeypatch.setitem(ACTIONS, "Retry", replace(ACTIONS["Retry"], effect=retry_keeping_due))
+    with pytest.raises(stategraph.GraphMismatch, match="Retry"):
+        stategraph.match(dumped, read_instance(TRACES_CONFIG), system=DURABLE)
