@@ -29,6 +29,7 @@ from refsched.types import TaskState
 __all__ = [
     "BROKEN",
     "BROKEN_TIME",
+    "TIME_RULES",
     "CancelDoesNotBlock",
     "CancelIgnoresRunning",
     "DueOneSecondEarly",
@@ -38,7 +39,6 @@ __all__ = [
     "ReclaimKeepsAttempt",
     "RepeatedReportRefused",
     "StaleAttemptAccepted",
-    "TIME_RULES",
 ]
 
 
