@@ -103,8 +103,8 @@ class ServedDurable:
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
 
-    def submit(self, task: str, deps: list[str], fn: str, priority: Any = 0,
-               delay: Any = 0) -> int:
+    def submit(self, task: str, deps: list[str], fn: str, priority: int = 0,
+               delay: float = 0) -> int:
         return int(self.db.submit(task, deps, fn=fn, **_times(priority, delay)))
 
     def times(self) -> dict[str, TimeView]:
