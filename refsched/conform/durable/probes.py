@@ -200,10 +200,12 @@ class ReferenceStore:
     spec steps of ``refsched.model.durable`` the call is, or raises the error the step's
     refusal names. The clock is the model's ``now``, moved by ``tick`` second for second."""
 
-    def __init__(self, max_concurrency: int, max_attempts: int) -> None:
-        # aging as a new store's (docs/time.md): the claim key is priority * AGING - due
+    def __init__(self, max_concurrency: int, max_attempts: int,
+                 aging: float | None = AGING) -> None:
+        # the claim key is priority * aging - due (docs/time.md); the model's 0 is strict
+        # priority, the store's None
         self.limits = Limits(max_concurrency, max_attempts, lease_time=1, lose_answers=False,
-                             aging=AGING)  # type: ignore[arg-type]  # seconds, not ticks
+                             aging=aging or 0)  # type: ignore[arg-type]  # seconds, not ticks
         self.state: DurableSnapshot = INITIAL
         self.fns: dict[Hashable, str] = {}  # task -> the function its versions run
         self.lengths: dict[Hashable, float] = {}  # task -> seconds of its lease, once claimed

@@ -9,7 +9,8 @@ worker}``) and comes back as it went: the attempt in it is the fencing token.
 ======================================  ======================================  ===============
 request                                 call                                    ``ok`` result
 ======================================  ======================================  ===============
-``new {max_concurrency, max_attempts}``  a fresh, empty store                   ``null``
+``new {max_concurrency, max_attempts,   a fresh, empty store, claims aged by     ``null``
+aging: 60}``                            ``aging`` (null: strict priority)
 ``submit {task, deps: [], fn,           ``submit(task, deps, fn=fn,             the generation
 priority: 0, delay: 0}``                priority=priority, delay=delay)``
 ``start {}``                            ``start()``                             ``null``
@@ -35,7 +36,8 @@ priority: 0, delay: 0}``                priority=priority, delay=delay)``
 clock a delay says the same). ``times`` lists the versions that wait (pending or ready), as the
 spec keeps ``due`` and ``priority``: once a version is claimed nothing reads its due time. The
 oracle's stores age at the store's default (:data:`refsched.durable.scheduler.AGING`, one
-priority level for every 60 seconds due). ``priority``, ``delay`` and ``times`` need the
+priority level for every 60 seconds due) but for the time corpus's traces, whose ``Aging`` is
+sent with ``new``. ``priority``, ``delay`` and ``times`` need the
 profile's ``time``: without it no submit names either (the keywords are left out of the call).
 """
 
@@ -51,7 +53,7 @@ from refsched.conform import values
 from refsched.conform.protocol import WireError
 from refsched.conform.wire import Op, Remote, Wire, lazy
 from refsched.durable.jobs import NOOP
-from refsched.durable.scheduler import DurableStats, Lease, LeaseView, TimeView
+from refsched.durable.scheduler import AGING, DurableStats, Lease, LeaseView, TimeView
 from refsched.types import CloseReport, Snapshot, TaskState
 
 __all__ = ["NOOP", "WIRE", "RemoteDurable", "ServedDurable", "paired", "waiting_times"]
@@ -74,6 +76,12 @@ def _times(priority: Any, delay: Any) -> dict[str, Any]:
     return {k: v for k, v in given.items() if not (type(v) is int and v == 0)}
 
 
+def _aged(aging: Any) -> dict[str, Any]:
+    """The ``aging`` keyword of a new store, only when it is not a new store's default (a
+    store without due times is never given it)."""
+    return {} if aging == AGING and type(aging) is float else {"aging": aging}
+
+
 def waiting_times(store: Any) -> dict[str, TimeView]:
     """``store.times()`` of the versions that wait (pending or ready): the spec's ``due`` and
     ``priority``, which it keeps only while a version waits."""
@@ -87,11 +95,12 @@ class ServedDurable:
     """A durable scheduler served over the wire, on a fresh SQLite store of its own."""
 
     def __init__(self, factory: Callable[..., Any], max_concurrency: Any,
-                 max_attempts: Any) -> None:
+                 max_attempts: Any, aging: Any = AGING) -> None:
         self.folder = tempfile.mkdtemp(prefix="refsched-serve-durable-")
         try:
             self.db = factory(f"sqlite:///{Path(self.folder) / 'store.db'}", max_concurrency,
-                              max_attempts=max_attempts, clock="virtual", record=True)
+                              max_attempts=max_attempts, clock="virtual", record=True,
+                              **_aged(aging))
         except BaseException:
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
@@ -176,7 +185,7 @@ class RemoteDurable(Remote[Snapshot, DurableStats]):
     def __init__(self, implementation: Any, url: Any = None, max_concurrency: int | None = None,
                  *, max_attempts: int | None = None, **options: Any) -> None:
         super().__init__(implementation, max_concurrency=max_concurrency,
-                         max_attempts=max_attempts)
+                         max_attempts=max_attempts, **_aged(options.get("aging", AGING)))
 
     def release(self) -> None:
         """Nothing: the implementation's next ``new`` replaces this store."""
@@ -264,7 +273,8 @@ class _OnTheModel:
                  max_attempts: int = 1, **options: Any) -> None:
         from refsched.conform.durable.probes import ReferenceStore  # which speaks this wire
 
-        self._store = ReferenceStore(max_concurrency, max_attempts)
+        self._store = ReferenceStore(max_concurrency, max_attempts,
+                                     aging=options.get("aging", AGING))
         self._opens_claims = opens_claims
 
     def __getattr__(self, name: str) -> Any:
@@ -295,7 +305,7 @@ def paired(factory: Callable[..., Any], pair: Callable[..., Any],
 WIRE = Wire(
     system="durable",
     title="refsched.DurableScheduler",
-    new=Op(("max_concurrency", "max_attempts")),
+    new=Op(("max_concurrency", "max_attempts"), {"aging": AGING}),
     ops={
         "submit": Op(("task",), {"deps": [], "fn": NOOP, "priority": 0, "delay": 0}, int),
         "start": Op(flag="start"),
