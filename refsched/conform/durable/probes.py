@@ -248,14 +248,13 @@ class ReferenceStore:
         if not (_seconds(delay) or (isinstance(delay, int | float)
                                     and not isinstance(delay, bool) and delay == 0)):
             raise InvalidArgumentError(f"submit({task!r}, delay={delay!r}): seconds >= 0")
-        # the spec's Submit(t, D, p, d); the store records it as Submit(t, D)
+        # the spec's Submit(t, D, p, d), recorded as the store records it: Submit(t, D)
         step = Step("Submit", (("t", task), ("D", frozenset(listed)), ("p", priority),
                                ("d", delay)))
         refusal = ACTIONS["Submit"].refused(self.state, task, frozenset(listed),
                                             limits=self.limits)
         self._refuse(refusal)
         self._take(step)
-        self.recorded[-1] = ("Submit", {"t": task, "D": sorted(listed)})
         self.fns[task] = fn
         generation: int = self.state.scheduler.tasks[task].generation
         return generation
