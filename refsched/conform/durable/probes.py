@@ -205,7 +205,7 @@ class ReferenceStore:
         # the claim key is priority * aging - due (docs/time.md); the model's 0 is strict
         # priority, the store's None
         self.limits = Limits(max_concurrency, max_attempts, lease_time=1, lose_answers=False,
-                             aging=aging or 0)  # type: ignore[arg-type]  # seconds, not ticks
+                             aging=aging or 0)  # seconds here, where the spec counts ticks
         self.state: DurableSnapshot = INITIAL
         self.fns: dict[Hashable, str] = {}  # task -> the function its versions run
         self.lengths: dict[Hashable, float] = {}  # task -> seconds of its lease, once claimed
@@ -482,7 +482,7 @@ def call(side: _Side, method: str, args: tuple[Any, ...]) -> Any:
         task, deps, fn, priority, delay = sent
         return side.store.submit(task, deps, fn=fn, **_time_keywords(priority, delay))
     if method == "times":
-        return {t: dataclasses.replace(v, due=side.since(v.due))
+        return {t: dataclasses.replace(v, due=v.due - side.origin)
                 for t, v in waiting_times(side.store).items()}
     answer = getattr(side.store, method)(*sent)
     if method == "claim":

@@ -366,7 +366,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 return
             if not has.time:
                 p = d = 0
-            times = {k: v for k, v in (("priority", p), ("delay", d)) if v}
+            times: dict[str, Any] = {k: v for k, v in (("priority", p), ("delay", d)) if v}
             refusal = ACTIONS["Submit"].refused(self.model, t, deps, p, d, limits=LIMITS)
             shown = "".join(f", {k}={v}" for k, v in times.items())
             got = self.call(f"submit({t!r}, {sorted(deps)}{shown})",
