@@ -518,6 +518,8 @@ def needs_of(probe: Probe) -> tuple[str, ...]:
         flag = _flag(method)
         if flag is not None:
             needs.add(flag)
+        if method == "times":  # the waiting versions' times, read beside the snapshot
+            needs.add("snapshot")
         if method == "new":
             submitted = set()
         elif method == "submit":
