@@ -166,6 +166,12 @@ class DurableProfile(_Flags):
     snapshot: bool = True
     # bad arguments refused with InvalidArgumentError; False: none is sent
     validates: bool = True
+    # due times and priorities (docs/time.md): submit() takes ``priority`` and ``delay``,
+    # claim() takes only due versions in the claim-key order, times() is compared; False: no
+    # submit names either, and no trace that gives one is replayed
+    time: bool = True
+    # recurring schedules: schedule(), unschedule(), pause(), resume(), schedules()
+    schedules: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()

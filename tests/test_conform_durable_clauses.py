@@ -9,6 +9,7 @@ each breaking one clause a few calls reach, are rejected by it naming that very 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from refsched.conform import clauses
 from refsched.conform.client import InProcessImplementation, ProtocolImplementation
 from refsched.conform.coverage import Coverage, observed
 from refsched.conform.durable import broken
-from refsched.conform.durable.probes import PROBES
+from refsched.conform.durable.probes import PROBES, needs_of
 from refsched.conform.oracle import check
 from refsched.conform.probes import model_answers, run_probes
 from refsched.conform.report import PhaseResult
@@ -161,8 +162,8 @@ def test_each_broken_durable_clause_is_a_divergence_naming_its_rule(cls: type[An
     assert example.wire_reason.startswith(f"rule {cls.rule}: "), example.wire_reason
 
 
-@pytest.mark.parametrize("cls", [HeartbeatOfStaleAttemptAnswered, StaleLeaseNamesItsOwnAttempt],
-                         ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [HeartbeatOfStaleAttemptAnswered, StaleLeaseNamesItsOwnAttempt,
+                                 broken.DueOneSecondEarly], ids=lambda c: c.__name__)
 def test_a_broken_durable_clause_served_is_rejected_by_the_clauses_phase(cls: type[Any]) -> None:
     # the second: what identifies a StaleLeaseError travels on the wire and is compared
     argv = [sys.executable, "-m", "refsched.serve", "--system", "durable", "--impl",
@@ -171,7 +172,8 @@ def test_a_broken_durable_clause_served_is_rejected_by_the_clauses_phase(cls: ty
         report = check(impl, corpus=False, examples=0)
     assert report.exit_status == 1, report.format()
     assert report.counterexample is not None
-    assert report.counterexample.wire_reason.startswith(f"rule {cls.rule}: ")
+    rule = broken.TIME_RULES.get(cls) or cls.rule
+    assert report.counterexample.wire_reason.startswith(f"rule {rule}: ")
 
 
 # -- end to end ---------------------------------------------------------------------------------
@@ -201,3 +203,42 @@ def test_refsched_conform_runs_the_durable_clauses_phase_and_drives_every_clause
     coverage = report["coverage"]
     assert set(coverage["driven"]) == {c.id for c in clauses.clauses("durable")}
     assert coverage["not_driven"] == [] and coverage["unclassified"] == {}
+
+
+# -- due times and priorities -------------------------------------------------------------------
+
+class DelayRefusedWithoutCheck(DurableScheduler):
+    """durable.submit.time-refused: a delay below 0 raises ``InvalidArgumentError``.
+
+    Bug: a negative delay is taken as "due now" and the version is stored.
+    """
+
+    rule = "durable.submit.time-refused"
+
+    def submit(self, task_id: str, deps: Any = (), **options: Any) -> int:
+        delay = options.get("delay")
+        if isinstance(delay, int | float) and not isinstance(delay, bool) and delay < 0:
+            options["delay"] = 0
+        return super().submit(task_id, deps, **options)
+
+
+@pytest.mark.parametrize("cls", [*broken.BROKEN_TIME, DelayRefusedWithoutCheck],
+                         ids=lambda c: c.__name__)
+def test_each_broken_time_store_is_rejected_naming_its_rule(cls: type[Any]) -> None:
+    rule = broken.TIME_RULES.get(cls) or cls.rule
+    report = check(InProcessImplementation(cls, system="durable"), corpus=False, examples=0)
+    assert report.exit_status == 1, report.format()
+    example = report.counterexample
+    assert example is not None and example.phase == "clauses"
+    assert example.wire_reason.startswith(f"rule {rule}: "), example.wire_reason
+
+
+def test_a_profile_without_time_sends_no_priority_delay_or_times() -> None:
+    without = dataclasses.replace(FULL, time=False)
+    # PriorityIgnored keeps every rule a store without priorities is held to
+    report = check(InProcessImplementation(broken.PriorityIgnored, system="durable",
+                                           profile=without), corpus=False, examples=0)
+    assert report.exit_status == 0, report.format()
+    left_out = {p.clause for p in PROBES if "time" in needs_of(p)}
+    assert left_out == {"durable.claim.due", "durable.claim.order",
+                        "durable.submit.time-refused"}

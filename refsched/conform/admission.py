@@ -104,10 +104,11 @@ def durable_admitted_steps(profile: DurableProfile, trace: Trace) -> int:
     dependencies needs ``deps``, of an id already submitted ``generations``; Cancel and
     AcknowledgeCancel (its answer lost or not) need ``cancel``, Retry ``retry``, Close
     ``close``, Heartbeat ``heartbeat``, Expire ``expire``; RepeatedCallback ``cancel`` too (a
-    version no report ended is asked again through ``cancel()``). Start is admitted without
-    ``start``: it is then taken without a call."""
+    version no report ended is asked again through ``cancel()``); a Submit with a priority or
+    a delay ``time``. Start is admitted without ``start``: it is then taken without a call."""
     def submitted(profile: DurableProfile, step: Step, before: Mapping[str, Any]) -> bool:
         return ((profile.deps or not step.params["D"])
+                and (profile.time or not (step.params.get("p") or step.params.get("d")))
                 and (profile.generations or before["generation"][step.params["t"]] == 0))
     return _admitted(_DURABLE_NEEDS, submitted, profile, trace)
 

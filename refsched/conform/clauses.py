@@ -98,6 +98,29 @@ def _never_leased(args: Mapping[str, Any], _: Any) -> bool:
     return _is_int(attempt) and attempt < 1
 
 
+def _bad_time(args: Mapping[str, Any], _: Any) -> bool:
+    """A durable submit's priority is no int, or its delay no number of seconds >= 0."""
+    priority, delay = args.get("priority", 0), args.get("delay", 0)
+    good_delay = (isinstance(delay, int | float) and not isinstance(delay, bool)
+                  and delay >= 0)
+    return not _is_int(priority) or not -2**31 <= priority < 2**31 or not good_delay
+
+
+def _claims_nothing(_: Mapping[str, Any], answer: Any) -> bool:
+    return isinstance(answer, list) and not answer
+
+
+def _claims_one_first_attempt(args: Mapping[str, Any], answer: Any) -> bool:
+    """A claim of one version that takes one first attempt: the claim order chose it (a
+    re-claim of an expired lease comes first whatever the order)."""
+    if args.get("limit", 1) != 1 or not isinstance(answer, list) or len(answer) != 1:
+        return False
+    lease = answer[0]
+    attempt = (lease.get("attempt") if isinstance(lease, Mapping)
+               else getattr(lease, "attempt", None))
+    return attempt == 1
+
+
 _NAMED: Final = ("complete", "fail", "acknowledge_cancel", "cancel", "retry", "state")
 
 _DAG: Final = (
@@ -286,6 +309,10 @@ _DURABLE: Final = (
     Clause("durable.new.ok", ("new",), "ok", "`new` starts a fresh, empty store."),
     Clause("durable.submit.ok", ("submit",), "ok",
            "`submit` stores a new version and answers its generation."),
+    Clause("durable.submit.time-refused", ("submit",), "InvalidArgumentError",
+           "`submit` with a `priority` that is not an integer of 32 bits, or a `delay` that is "
+           "not a number of seconds of 0 or more, raises `InvalidArgumentError` and stores "
+           "nothing.", ("time", "validates"), _bad_time),
     Clause("durable.submit.invalid", ("submit",), "InvalidArgumentError",
            "`submit` naming a dependency twice or itself, or a function that is not "
            "`module:function`, raises `InvalidArgumentError` and stores nothing.",
@@ -311,6 +338,14 @@ _DURABLE: Final = (
     Clause("durable.start.cycle", ("start",), "CycleError",
            "`start` of a stored graph with a cycle raises `CycleError` with a cycle of the "
            "graph.", ("deps", "start")),
+    Clause("durable.claim.due", ("claim",), "ok",
+           "`claim` takes only versions whose due time has come: while none is ready and due "
+           "it answers `[]`, and a delayed version is claimed once the clock reaches its "
+           "due time.", (), _claims_nothing),
+    Clause("durable.claim.order", ("claim",), "ok",
+           "`claim` of one version takes the first eligible one in the claim order: highest "
+           "`priority * 60 - due` first (one priority level for every 60 seconds due), then "
+           "the earliest submitted.", (), _claims_one_first_attempt),
     Clause("durable.claim.ok", ("claim",), "ok",
            "`claim` leases the oldest ready versions, or re-leases expired ones with the next "
            "attempt."),
@@ -395,7 +430,7 @@ PARAMETERS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
         "stats": (),
     },
     "durable": {
-        "new": (), "submit": ("task", "deps", "fn"), "start": (),
+        "new": (), "submit": ("task", "deps", "fn", "priority", "delay"), "start": (),
         "claim": ("worker", "limit", "lease"), "heartbeat": ("lease",),
         "complete": ("lease",), "fail": ("lease",), "acknowledge_cancel": ("lease",),
         "cancel": ("task",), "retry": ("task",), "close": ("cancel_pending",),

@@ -63,7 +63,8 @@ _SCHEDULER_RESULTS: Final[Mapping[str, Any]] = {
 _NEW_ARGS: Final[Mapping[str, Mapping[str, Any]]] = {
     "timer": {"rebuild_floor": {"type": "integer"}, "now": {"type": "number"}},
     "pool": {"workers": _ID_LIST},
-    "durable": {"max_concurrency": {"type": "integer"}, "max_attempts": {"type": "integer"}},
+    "durable": {"max_concurrency": {"type": "integer"}, "max_attempts": {"type": "integer"},
+                "aging": {"type": ["number", "null"]}},
 }
 
 

@@ -21,16 +21,21 @@ from collections.abc import Iterable
 from typing import Any
 
 from refsched.durable import DurableScheduler, Lease
+from refsched.durable.scheduler import PRIORITY_RANGE
 from refsched.durable.store import Tx
 from refsched.errors import LeaseLostError, SchedulerError, StaleLeaseError, UnknownTaskError
 from refsched.types import TaskState
 
 __all__ = [
     "BROKEN",
+    "BROKEN_TIME",
+    "TIME_RULES",
     "CancelDoesNotBlock",
     "CancelIgnoresRunning",
+    "DueOneSecondEarly",
     "HeartbeatExtendsFromDeadline",
     "HeartbeatHidesCancel",
+    "PriorityIgnored",
     "ReclaimKeepsAttempt",
     "RepeatedReportRefused",
     "StaleAttemptAccepted",
@@ -187,6 +192,40 @@ class RepeatedReportRefused(DurableScheduler):
                 f"{lease.attempt}): the version has ended", lease.task_id, lease.generation,
                 lease.generation, lease.attempt, lease.attempt)
         return row
+
+
+class DueOneSecondEarly(DurableScheduler):
+    """Claim(w, k) takes only eligible versions: a version submitted with ``delay`` d is due
+    ``d`` seconds after its submit (docs/time.md, spec ``ClaimsOnlyDue``).
+
+    Bug: the delay is read one second short, so a delayed version is claimed a second before
+    its due time.
+    """
+
+    def submit(self, task_id: str, deps: Iterable[str] = (), **options: Any) -> int:
+        delay = options.get("delay")
+        if isinstance(delay, int | float) and not isinstance(delay, bool) and delay >= 1:
+            options["delay"] = delay - 1
+        return super().submit(task_id, deps, **options)
+
+
+class PriorityIgnored(DurableScheduler):
+    """Claim(w, k) takes the first eligible versions in the claim order, higher priority first
+    (docs/time.md, spec ``ClaimsInKeyOrder``).
+
+    Bug: ``submit()`` checks the priority and stores 0, so the claims go by due time alone.
+    """
+
+    def submit(self, task_id: str, deps: Iterable[str] = (), **options: Any) -> int:
+        if type(options.get("priority")) is int and options["priority"] in PRIORITY_RANGE:
+            options["priority"] = 0
+        return super().submit(task_id, deps, **options)
+
+
+BROKEN_TIME: tuple[type[DurableScheduler], ...] = (DueOneSecondEarly, PriorityIgnored)
+"""The broken stores of due times and priorities, with the rule each breaks."""
+
+TIME_RULES = {DueOneSecondEarly: "durable.claim.due", PriorityIgnored: "durable.claim.order"}
 
 
 BROKEN: tuple[type[DurableScheduler], ...] = (

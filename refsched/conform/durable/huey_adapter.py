@@ -43,9 +43,15 @@ from refsched.types import TaskState
 
 __all__ = ["PROFILE", "HueyQueue", "main"]
 
+# Huey has a task priority and a delay (``schedule(delay=...)``), but neither maps: its
+# priorities are strict, with no aging, so among versions due at different times its order is
+# not the claim key's; and a delayed message waits in Huey's schedule until a consumer's
+# scheduler moves it to the queue, on the consumer's wall clock, where a dequeue cannot see it.
+# Its periodic tasks are validated by a consumer's clock each minute: no slot is decided by the
+# store. So neither time nor schedules are declared.
 PROFILE = DurableProfile(deps=False, generations=False, start=False, cancel=False, retry=False,
                          close=False, heartbeat=False, expire=False, snapshot=False,
-                         validates=False)
+                         validates=False, time=False, schedules=False)
 """What a Huey queue offers of the durable scheduler's contract."""
 
 

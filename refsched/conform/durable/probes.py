@@ -31,9 +31,11 @@ from pathlib import Path
 from typing import Any, Final
 
 from refsched.conform.dag.probes import refusal_differs as dag_refusal_differs
+from refsched.conform.durable.wire import waiting_times
 from refsched.conform.probes import Probe, differ, snapshots_differ
 from refsched.durable import DurableStats, Lease, LeaseView
 from refsched.durable.jobs import NOOP
+from refsched.durable.scheduler import AGING, PRIORITY_RANGE, TimeView
 from refsched.errors import (
     CycleError,
     InvalidArgumentError,
@@ -79,8 +81,8 @@ def _p(clause: str, *calls: _Call, needs: tuple[str, ...] = ()) -> Probe:
     return Probe(clause, tuple(calls), needs)
 
 
-def _sub(task: str, *deps: str, fn: str = NOOP) -> _Call:
-    return ("submit", (task, list(deps), fn))
+def _sub(task: str, *deps: str, fn: str = NOOP, priority: Any = 0, delay: Any = 0) -> _Call:
+    return ("submit", (task, list(deps), fn, priority, delay))
 
 
 def _claim(worker: str = "w1", limit: Any = 1, lease: Any = 1) -> _Call:
@@ -103,6 +105,9 @@ _RUNNING_A: Final[tuple[_Call, ...]] = (_NEW, _sub("a"), _START, _claim())  # a'
 PROBES: Final[tuple[Probe, ...]] = (
     _p("durable.new.ok", _NEW, _sub("a"), _START, _claim(), ("new", (1, 1))),
     _p("durable.submit.ok", _NEW, _sub("a"), _sub("b", "a"), _sub("a")),
+    _p("durable.submit.time-refused", _NEW, _sub("a", priority=1), _sub("b", priority=True),
+       _sub("b", priority=1.5), _sub("b", priority=2**31), _sub("b", delay=-1),
+       _sub("b", delay="soon"), _sub("b", delay=True)),
     _p("durable.submit.invalid", _NEW, _sub("a"), _sub("b", "a", "a"), _sub("b", "b"),
        _sub("b", fn="no module")),
     _p("durable.submit.closed", _NEW, _sub("a"), ("close", (False,)), _sub("b")),
@@ -115,6 +120,13 @@ PROBES: Final[tuple[Probe, ...]] = (
     _p("durable.start.unknown-dep", _NEW, _sub("a", "x", "y"), _sub("b", "x"), _START,
        _sub("x"), _START),
     _p("durable.start.cycle", _NEW, _sub("b", "a"), _sub("c", "b"), _sub("a", "c"), _START),
+    # a is due at 2: not claimed at 0 nor at 1 (b, due at 0.5, is), claimed at 2
+    _p("durable.claim.due", _NEW, _sub("a", delay=2), _sub("b", delay=0.5), _START, _claim(),
+       ("times", ()), _tick(1), _claim("w2"), _tick(1), _claim("w2", 2), _claim("w3")),
+    # b first by its priority; then a, due 120 s before c, comes before c's higher priority
+    # (aging: one level for every 60 s)
+    _p("durable.claim.order", _NEW, _sub("a"), _sub("b", priority=1), _START, _claim(),
+       _report("complete", "b"), _tick(120), _sub("c", priority=1), ("times", ()), _claim()),
     # c, then b (max_concurrency 2 of 3 asked); both expire and are re-claimed in seq order
     _p("durable.claim.ok", _NEW, _sub("c"), _sub("b"), _sub("a"), _sub("d", "b"), _START,
        _claim("w1", 1), _claim("w2", 3), _tick(2), _claim("w2", 2)),
@@ -188,8 +200,12 @@ class ReferenceStore:
     spec steps of ``refsched.model.durable`` the call is, or raises the error the step's
     refusal names. The clock is the model's ``now``, moved by ``tick`` second for second."""
 
-    def __init__(self, max_concurrency: int, max_attempts: int) -> None:
-        self.limits = Limits(max_concurrency, max_attempts, lease_time=1, lose_answers=False)
+    def __init__(self, max_concurrency: int, max_attempts: int,
+                 aging: float | None = AGING) -> None:
+        # the claim key is priority * aging - due (docs/time.md); the model's 0 is strict
+        # priority, the store's None
+        self.limits = Limits(max_concurrency, max_attempts, lease_time=1, lose_answers=False,
+                             aging=aging or 0)  # seconds here, where the spec counts ticks
         self.state: DurableSnapshot = INITIAL
         self.fns: dict[Hashable, str] = {}  # task -> the function its versions run
         self.lengths: dict[Hashable, float] = {}  # task -> seconds of its lease, once claimed
@@ -217,7 +233,8 @@ class ReferenceStore:
                 self.cycles += 1
             _raise(refusal)
 
-    def submit(self, task: str, deps: Iterable[str] = (), *, fn: str = NOOP) -> int:
+    def submit(self, task: str, deps: Iterable[str] = (), *, fn: str = NOOP,
+               priority: Any = 0, delay: Any = 0) -> int:
         listed = list(deps)
         if len(set(listed)) != len(listed):
             raise InvalidArgumentError(f"submit({task!r}): a dependency is given twice")
@@ -225,7 +242,15 @@ class ReferenceStore:
             raise InvalidArgumentError(f"submit({task!r}): a task cannot depend on itself")
         if not isinstance(fn, str) or _FUNCTION.fullmatch(fn) is None:
             raise InvalidArgumentError(f"submit({task!r}): fn {fn!r} is not module:function")
-        step = Step("Submit", (("t", task), ("D", frozenset(listed))))
+        if not _is_int(priority) or priority not in PRIORITY_RANGE:
+            raise InvalidArgumentError(f"submit({task!r}, priority={priority!r}): an int in "
+                                       f"[{PRIORITY_RANGE.start}, {PRIORITY_RANGE.stop})")
+        if not (_seconds(delay) or (isinstance(delay, int | float)
+                                    and not isinstance(delay, bool) and delay == 0)):
+            raise InvalidArgumentError(f"submit({task!r}, delay={delay!r}): seconds >= 0")
+        # the spec's Submit(t, D, p, d), recorded as the store records it: Submit(t, D)
+        step = Step("Submit", (("t", task), ("D", frozenset(listed)), ("p", priority),
+                               ("d", delay)))
         refusal = ACTIONS["Submit"].refused(self.state, task, frozenset(listed),
                                             limits=self.limits)
         self._refuse(refusal)
@@ -375,6 +400,13 @@ class ReferenceStore:
     def history(self) -> list[tuple[str, dict[str, Any]]]:
         return list(self.recorded)
 
+    def times(self) -> dict[str, TimeView]:
+        """The due time and priority of each waiting version, as the spec keeps them."""
+        s = self.state
+        return {str(t): TimeView(float(s.due.get(t, 0)), int(s.priority.get(t, 0)))
+                for t, v in s.scheduler.tasks.items()
+                if v.state in (TaskState.PENDING, TaskState.READY)}
+
 
 # -- both sides ---------------------------------------------------------------------------------
 
@@ -446,9 +478,12 @@ def call(side: _Side, method: str, args: tuple[Any, ...]) -> Any:
     sent = tuple(side.lease(a) if isinstance(a, Held) else a for a in args)
     if method == "leases":
         return side.leases()
-    if method == "submit":  # the function is a keyword argument of the API
-        task, deps, fn = sent
-        return side.store.submit(task, deps, fn=fn)
+    if method == "submit":  # the function, priority and delay are keyword arguments
+        task, deps, fn, priority, delay = sent
+        return side.store.submit(task, deps, fn=fn, **_time_keywords(priority, delay))
+    if method == "times":
+        return {t: dataclasses.replace(v, due=v.due - side.origin)
+                for t, v in waiting_times(side.store).items()}
     answer = getattr(side.store, method)(*sent)
     if method == "claim":
         for lease in answer:
@@ -459,11 +494,19 @@ def call(side: _Side, method: str, args: tuple[Any, ...]) -> Any:
     return answer
 
 
+def _time_keywords(priority: Any, delay: Any) -> dict[str, Any]:
+    """A submit's ``priority`` and ``delay``, only those given (a store without due times is
+    asked neither)."""
+    return {k: v for k, v in (("priority", priority), ("delay", delay))
+            if not (type(v) is int and v == 0)}
+
+
 def _flag(method: str) -> str | None:
     return {"start": "start", "heartbeat": "heartbeat", "cancel": "cancel",
             "acknowledge_cancel": "cancel", "retry": "retry", "close": "close",
             "expire": "expire", "snapshot": "snapshot", "leases": "snapshot",
-            "stats": "snapshot", "history": "snapshot", "now": "snapshot"}.get(method)
+            "stats": "snapshot", "history": "snapshot", "now": "snapshot",
+            "times": "time"}.get(method)
 
 
 def needs_of(probe: Probe) -> tuple[str, ...]:
@@ -475,10 +518,16 @@ def needs_of(probe: Probe) -> tuple[str, ...]:
         flag = _flag(method)
         if flag is not None:
             needs.add(flag)
+        if method == "times":  # the waiting versions' times, read beside the snapshot
+            needs.add("snapshot")
         if method == "new":
             submitted = set()
         elif method == "submit":
-            task, deps, fn = args
+            task, deps, fn, priority, delay = args
+            if _time_keywords(priority, delay):
+                needs.add("time")
+                if not _is_int(priority) or not (_seconds(delay) or delay == 0):
+                    needs.add("validates")
             if deps:
                 needs.add("deps")
             if task in submitted:

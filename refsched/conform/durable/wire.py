@@ -9,8 +9,10 @@ worker}``) and comes back as it went: the attempt in it is the fencing token.
 ======================================  ======================================  ===============
 request                                 call                                    ``ok`` result
 ======================================  ======================================  ===============
-``new {max_concurrency, max_attempts}``  a fresh, empty store                   ``null``
-``submit {task, deps: [], fn}``         ``submit(task, deps, fn=fn)``           the generation
+``new {max_concurrency, max_attempts,   a fresh, empty store, claims aged by     ``null``
+aging: 60}``                            ``aging`` (null: strict priority)
+``submit {task, deps: [], fn,           ``submit(task, deps, fn=fn,             the generation
+priority: 0, delay: 0}``                priority=priority, delay=delay)``
 ``start {}``                            ``start()``                             ``null``
 ``claim {worker, limit: 1, lease: 30}``  ``claim(worker, limit, lease)``        ``[lease]``
 ``heartbeat {lease}``                   ``heartbeat(lease)``                    cancel asked?
@@ -26,7 +28,17 @@ request                                 call                                    
 ``now {}``, ``snapshot {}``,            ``now()``, ``snapshot()``,              as the API
 ``leases {}``, ``stats {}``,            ``leases()``, ``stats()``,
 ``history {}``                          ``history()``
+``times {}``                            ``times()``, of the waiting versions    ``{task: {due,
+                                                                                priority}}``
 ======================================  ======================================  ===============
+
+``delay`` is seconds on the store's virtual clock (``run_at`` is not on the wire: on a virtual
+clock a delay says the same). ``times`` lists the versions that wait (pending or ready), as the
+spec keeps ``due`` and ``priority``: once a version is claimed nothing reads its due time. The
+oracle's stores age at the store's default (:data:`refsched.durable.scheduler.AGING`, one
+priority level for every 60 seconds due) but for the time corpus's traces, whose ``Aging`` is
+sent with ``new``. ``priority``, ``delay`` and ``times`` need the
+profile's ``time``: without it no submit names either (the keywords are left out of the call).
 """
 
 from __future__ import annotations
@@ -41,10 +53,10 @@ from refsched.conform import values
 from refsched.conform.protocol import WireError
 from refsched.conform.wire import Op, Remote, Wire, lazy
 from refsched.durable.jobs import NOOP
-from refsched.durable.scheduler import DurableStats, Lease, LeaseView
+from refsched.durable.scheduler import AGING, DurableStats, Lease, LeaseView, TimeView
 from refsched.types import CloseReport, Snapshot, TaskState
 
-__all__ = ["NOOP", "WIRE", "RemoteDurable", "ServedDurable", "paired"]
+__all__ = ["NOOP", "WIRE", "RemoteDurable", "ServedDurable", "paired", "waiting_times"]
 # NOOP: the function a submit names when the oracle does not say (the checks never run one)
 
 
@@ -57,15 +69,38 @@ def _lease(value: Any) -> Any:
         return value
 
 
+def _times(priority: Any, delay: Any) -> dict[str, Any]:
+    """The time keywords of a submit, only those given (a store without due times is sent
+    neither, and a bad value is sent as it came, for the store to refuse)."""
+    given = {"priority": priority, "delay": delay}
+    return {k: v for k, v in given.items() if not (type(v) is int and v == 0)}
+
+
+def _aged(aging: Any) -> dict[str, Any]:
+    """The ``aging`` keyword of a new store, only when it is not a new store's default (a
+    store without due times is never given it)."""
+    return {} if aging == AGING and type(aging) is float else {"aging": aging}
+
+
+def waiting_times(store: Any) -> dict[str, TimeView]:
+    """``store.times()`` of the versions that wait (pending or ready): the spec's ``due`` and
+    ``priority``, which it keeps only while a version waits."""
+    waiting = {t for t, v in store.snapshot().tasks.items()
+               if v.state in (TaskState.PENDING, TaskState.READY)}
+    return {t: TimeView(float(v.due), int(v.priority)) for t, v in store.times().items()
+            if t in waiting}
+
+
 class ServedDurable:
     """A durable scheduler served over the wire, on a fresh SQLite store of its own."""
 
     def __init__(self, factory: Callable[..., Any], max_concurrency: Any,
-                 max_attempts: Any) -> None:
+                 max_attempts: Any, aging: Any = AGING) -> None:
         self.folder = tempfile.mkdtemp(prefix="refsched-serve-durable-")
         try:
             self.db = factory(f"sqlite:///{Path(self.folder) / 'store.db'}", max_concurrency,
-                              max_attempts=max_attempts, clock="virtual", record=True)
+                              max_attempts=max_attempts, clock="virtual", record=True,
+                              **_aged(aging))
         except BaseException:
             shutil.rmtree(self.folder, ignore_errors=True)
             raise
@@ -77,8 +112,12 @@ class ServedDurable:
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
 
-    def submit(self, task: str, deps: list[str], fn: str) -> int:
-        return int(self.db.submit(task, deps, fn=fn))
+    def submit(self, task: str, deps: list[str], fn: str, priority: int = 0,
+               delay: float = 0) -> int:
+        return int(self.db.submit(task, deps, fn=fn, **_times(priority, delay)))
+
+    def times(self) -> dict[str, TimeView]:
+        return waiting_times(self.db)
 
     def start(self) -> None:
         self.db.start()
@@ -146,15 +185,20 @@ class RemoteDurable(Remote[Snapshot, DurableStats]):
     def __init__(self, implementation: Any, url: Any = None, max_concurrency: int | None = None,
                  *, max_attempts: int | None = None, **options: Any) -> None:
         super().__init__(implementation, max_concurrency=max_concurrency,
-                         max_attempts=max_attempts)
+                         max_attempts=max_attempts, **_aged(options.get("aging", AGING)))
 
     def release(self) -> None:
         """Nothing: the implementation's next ``new`` replaces this store."""
 
     def submit(self, task_id: str, deps: Iterable[str] = (), *, fn: Any = NOOP,
-               args: dict[str, Any] | None = None) -> int:
-        generation: int = self._call("submit", task=task_id, deps=list(deps), fn=fn)
+               args: dict[str, Any] | None = None, priority: Any = 0, delay: Any = 0) -> int:
+        generation: int = self._call("submit", task=task_id, deps=list(deps), fn=fn,
+                                     **_times(priority, delay))
         return generation
+
+    def times(self) -> dict[str, TimeView]:
+        times: dict[str, TimeView] = self._call("times")
+        return times
 
     def start(self) -> None:
         self._call("start")
@@ -229,7 +273,8 @@ class _OnTheModel:
                  max_attempts: int = 1, **options: Any) -> None:
         from refsched.conform.durable.probes import ReferenceStore  # which speaks this wire
 
-        self._store = ReferenceStore(max_concurrency, max_attempts)
+        self._store = ReferenceStore(max_concurrency, max_attempts,
+                                     aging=options.get("aging", AGING))
         self._opens_claims = opens_claims
 
     def __getattr__(self, name: str) -> Any:
@@ -260,9 +305,9 @@ def paired(factory: Callable[..., Any], pair: Callable[..., Any],
 WIRE = Wire(
     system="durable",
     title="refsched.DurableScheduler",
-    new=Op(("max_concurrency", "max_attempts")),
+    new=Op(("max_concurrency", "max_attempts"), {"aging": AGING}),
     ops={
-        "submit": Op(("task",), {"deps": [], "fn": NOOP}, int),
+        "submit": Op(("task",), {"deps": [], "fn": NOOP, "priority": 0, "delay": 0}, int),
         "start": Op(flag="start"),
         "claim": Op(("worker",), {"limit": 1, "lease": 30.0}, list[Lease]),
         "heartbeat": Op(("lease",), result=bool, flag="heartbeat"),
@@ -280,6 +325,7 @@ WIRE = Wire(
         "leases": Op(result=dict[str, LeaseView], flag="snapshot"),
         "stats": Op(result=DurableStats, flag="snapshot"),
         "history": Op(result=list[tuple[str, dict[str, Any]]], flag="snapshot"),
+        "times": Op(result=dict[str, TimeView], flag="time"),
     },
     serve=ServedDurable,
     default_factory=lazy("refsched.durable:DurableScheduler"),

@@ -83,7 +83,10 @@ __all__ = [
 
 IDS = ("a", "b", "c", "d")
 WORKERS = ("w1", "w2", "w3")
-LIMITS = Limits(max_concurrency=2, max_attempts=2, lease_time=1)
+# Submits draw priorities and delays (under a profile with ``time``) with strict priority, the
+# store's aging=None: the order a claim takes then changes with every priority and due time.
+LIMITS = Limits(max_concurrency=2, max_attempts=2, lease_time=1, priorities=(0, 1),
+                delays=(0, 1, 2))
 FN = NOOP  # every version names it: the lock-step never runs a function
 _REPORTS = {"heartbeat": "Heartbeat", "complete": "Complete", "fail": "Fail",
             "acknowledge_cancel": "AcknowledgeCancel"}
@@ -132,8 +135,8 @@ def as_recorded(step: Step) -> tuple[str, dict[str, Any]]:
     """A model step as the store records it in ``history()``: its answer lost or not, its
     dependencies sorted, ``Close``'s parameter named as the store names it."""
     params = dict(step.params)
-    if step.action == "Submit":
-        params["D"] = sorted(params["D"])
+    if step.action == "Submit":  # recorded without its priority and delay
+        params = {"t": params["t"], "D": sorted(params["D"])}
     elif step.action == "Close":
         params = {"c": params["cancelPending"]}
     return step.action.removesuffix(_LOST), params
@@ -143,7 +146,7 @@ class _Has:
     """The parts of the contract a durable profile keeps (all of them for None)."""
 
     FLAGS = ("deps", "generations", "start", "cancel", "retry", "close", "heartbeat",
-             "snapshot", "validates")
+             "snapshot", "validates", "time")
 
     def __init__(self, profile: Any) -> None:
         for flag in self.FLAGS:
@@ -158,6 +161,7 @@ class _Has:
     heartbeat: bool
     snapshot: bool
     validates: bool
+    time: bool
 
 
 class ModelRefused(Exception):
@@ -205,7 +209,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             self.db: DurableScheduler = factory(
                 f"sqlite:///{Path(self.folder) / 'store.db'}",
                 max_concurrency=LIMITS.max_concurrency, max_attempts=LIMITS.max_attempts,
-                clock="virtual", record=True)
+                clock="virtual", record=True, **({"aging": None} if has.time else {}))
             self.model: DurableSnapshot = INITIAL
             self.held: dict[str, dict[LeaseKey, Any]] = {}  # worker -> its leases (the API's)
             self.old: dict[tuple[str, LeaseKey], Any] = {}  # every lease ever handed out
@@ -354,16 +358,21 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         # The scheduler's own calls are enabled one call in three, so that walks spend most of
         # their calls on claims, leases and time.
         @precondition(lambda self: len(self.calls) % 3 == 0)
-        @rule(t=st.sampled_from(IDS), deps=st.frozensets(st.sampled_from(IDS), max_size=2))
-        def submit(self, t: str, deps: frozenset[str]) -> None:
+        @rule(t=st.sampled_from(IDS), deps=st.frozensets(st.sampled_from(IDS), max_size=2),
+              p=st.sampled_from(LIMITS.priorities), d=st.sampled_from(LIMITS.delays))
+        def submit(self, t: str, deps: frozenset[str], p: int = 0, d: int = 0) -> None:
             deps = deps - {t} if has.deps else frozenset()
             if not has.generations and t in self.model.scheduler.tasks:
                 return
-            refusal = ACTIONS["Submit"].refused(self.model, t, deps, limits=LIMITS)
-            got = self.call(f"submit({t!r}, {sorted(deps)})",
-                            lambda: self.db.submit(t, sorted(deps), fn=FN))
+            if not has.time:
+                p = d = 0
+            times: dict[str, Any] = {k: v for k, v in (("priority", p), ("delay", d)) if v}
+            refusal = ACTIONS["Submit"].refused(self.model, t, deps, p, d, limits=LIMITS)
+            shown = "".join(f", {k}={v}" for k, v in times.items())
+            got = self.call(f"submit({t!r}, {sorted(deps)}{shown})",
+                            lambda: self.db.submit(t, sorted(deps), fn=FN, **times))
             if refusal is None:
-                self.take([Step("Submit", (("t", t), ("D", deps)))])
+                self.take([Step("Submit", (("t", t), ("D", deps), ("p", p), ("d", d)))])
                 self.enders.pop(t, None)
                 self.answer(got, self.model.scheduler.tasks[t].generation, None)
             else:

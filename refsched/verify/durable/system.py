@@ -164,14 +164,14 @@ class DrivenStore:
 
     def __init__(self, factory: Callable[..., Any], constants: Mapping[str, Any]) -> None:
         self.folder = tempfile.mkdtemp(prefix="refsched-durable-", dir=SCRATCH)
-        # A trace that names Aging is replayed on a store of that aging (a tick is a second;
-        # Aging 0 is strict priority, the store's None); one that does not, on the store's own.
-        timed = {"aging": constants["Aging"] or None} if "Aging" in constants else {}
+        self.limits = limits_of(constants)
+        # A trace with priorities or delays orders its claims by its Aging (0: strict
+        # priority); the others need no aging, and a store without due times takes none.
+        aged = {} if self.limits.oldest_first else {"aging": self.limits.aging or None}
         self.store = factory(f"sqlite:///{Path(self.folder) / 'store.db'}",
                              constants["MaxConcurrency"],
-                             max_attempts=constants["MaxAttempts"], clock="virtual", **timed)
+                             max_attempts=constants["MaxAttempts"], clock="virtual", **aged)
         self.lease_time: int = constants["LeaseTime"]
-        self.limits = limits_of(constants)
         # task -> (due, priority) of its current version, as the harness's calls set them
         self.times: dict[Hashable, tuple[int | float, int]] = {}
         # worker -> <<t, g, a>> -> the Lease claim() gave it, while the worker believes it holds it
