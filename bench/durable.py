@@ -365,15 +365,21 @@ def procrastinate_flat(server: PostgresServer, n: int, processes: int = 4) -> fl
         return elapsed
     finally:
         watch.close()
-        for w in workers:
-            w.send_signal(signal.SIGTERM)
-        for w in workers:
-            try:
-                w.wait(30)
-            except subprocess.TimeoutExpired:
-                w.kill()
-                w.wait()
+        stop(workers)
         server.drop(url)
+
+
+def stop(workers: Sequence[subprocess.Popen[Any]]) -> None:
+    """SIGTERM each worker process still running, then reap them all (a kill after 30 s)."""
+    for w in workers:
+        if w.poll() is None:
+            w.send_signal(signal.SIGTERM)
+    for w in workers:
+        try:
+            w.wait(30)
+        except subprocess.TimeoutExpired:
+            w.kill()
+            w.wait()
 
 
 _CLAIMER = """

@@ -22,7 +22,6 @@ import argparse
 import importlib
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -31,7 +30,6 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -56,18 +54,6 @@ def _percentiles(lateness: Sequence[float]) -> dict[str, float]:
 
 def _due_times(n: int, spread: float, first: datetime) -> list[datetime]:
     return [first + timedelta(seconds=spread * i / max(n - 1, 1)) for i in range(n)]
-
-
-def _stop(workers: Sequence[subprocess.Popen[Any]]) -> None:
-    for w in workers:
-        if w.poll() is None:
-            w.send_signal(signal.SIGTERM)
-    for w in workers:
-        try:
-            w.wait(30)
-        except subprocess.TimeoutExpired:
-            w.kill()
-            w.wait()
 
 
 SUBMIT_SECONDS = {"sqlite": 0.004, "postgres": 0.03, "procrastinate": 0.03}
@@ -117,7 +103,7 @@ def refsched_lateness(url: str, n: int, spread: float, side: str,
         rows = db._store.read([("SELECT claimed_at - due FROM task", ())])[0]
         return _percentiles([float(r[0]) for r in rows])
     finally:
-        _stop(workers)
+        durable.stop(workers)
         db.release()
 
 
@@ -182,7 +168,7 @@ def procrastinate_lateness(server: durable.PostgresServer, n: int,
         return _percentiles([float(r[0]) for r in rows])
     finally:
         watch.close()
-        _stop(workers)
+        durable.stop(workers)
         server.drop(url)
 
 

@@ -288,6 +288,17 @@ def _check_id(call: str, task_id: object) -> str:
     return _check_name(call, task_id)
 
 
+def _args_text(call: str, args: object) -> str:
+    """A function's keyword arguments (None for none) as the JSON text the store keeps; not a
+    dict, or not JSON -> ``InvalidArgumentError`` naming ``call``."""
+    if args is None:
+        args = {}
+    if not isinstance(args, dict):
+        raise InvalidArgumentError(f"{call}: args must be a dict of keyword arguments, not "
+                                   f"{type(args).__name__}")
+    return _dumps(args, f"{call} args")
+
+
 def _aware_seconds(call: str, what: str, moment: object) -> float:
     """An aware datetime as seconds since the epoch (the store's clock's unit); a naive one, or
     anything else, is an ``InvalidArgumentError``: a naive time has no place on any clock."""
@@ -696,12 +707,7 @@ class DurableScheduler:
         if task_id in dep_list:
             raise InvalidArgumentError(f"submit({task_id!r}): a task cannot depend on itself")
         fn = function_name(fn)
-        if args is None:
-            args = {}
-        if not isinstance(args, dict):
-            raise InvalidArgumentError(f"submit({task_id!r}): args must be a dict of keyword "
-                                       f"arguments, not {type(args).__name__}")
-        args_text = _dumps(args, f"submit({task_id!r}) args")
+        args_text = _args_text(f"submit({task_id!r})", args)
         if not isinstance(if_absent, bool):
             raise InvalidArgumentError(f"submit({task_id!r}, if_absent={_r(if_absent)}): a bool")
         at, wait = _check_time(task_id, run_at, delay)
@@ -1196,12 +1202,7 @@ class DurableScheduler:
         call = f"schedule({name!r})"
         _check_name("schedule", name, "a schedule name")
         fn = function_name(fn)
-        if args is None:
-            args = {}
-        if not isinstance(args, dict):
-            raise InvalidArgumentError(f"{call}: args must be a dict of keyword arguments, "
-                                       f"not {type(args).__name__}")
-        args_text = _dumps(args, f"{call} args")
+        args_text = _args_text(call, args)
         if not _is_int(priority):
             raise InvalidArgumentError(f"{call}: priority={_r(priority)}: an int")
         start_s = None if start is None else _aware_seconds(call, "start", start)
