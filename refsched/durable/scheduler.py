@@ -1249,6 +1249,8 @@ class DurableScheduler:
         """Every schedule, by name, with its next slot and its latest ``limit`` decided slots
         (latest first), read in one transaction. ``refsched schedules`` shows them."""
         schedules.check_limit(limit)
+        if self._schema_version < 3:
+            return []  # a store older than schedules, read as it is, has none
         rows, slots = self._store.read(schedules.list_queries(limit))
         return schedules.listing(rows, slots)
 
@@ -1327,6 +1329,8 @@ class DurableScheduler:
         or a schedule's next slot comes; None when nothing waits for its time. An idle worker
         waits that long (or until a notification) rather than polling for delayed work. (A
         held slot already owed is not waited for: the claim after its run ends releases it.)"""
+        if self._schema_version < 3:
+            return None  # a store older than due times, read as it is: nothing waits for one
         row = self._store.peek(
             "SELECT (SELECT MIN(due) FROM task WHERE state = 'ready' AND due > c.now) - c.now, "
             "(SELECT MIN(next_slot) FROM schedule WHERE next_slot > c.now) - c.now "

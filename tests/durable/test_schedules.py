@@ -438,3 +438,20 @@ def test_the_history_check_reports_a_held_slot_released_while_a_run_is_unfinishe
     history.insert(complete, history.pop(i))  # released before the run ended
     history.insert(complete + 1, history.pop(i + 1))  # its Submit with it
     assert any("the model does not release it" in p for p in _problems(history))
+
+
+def test_a_store_older_than_schedules_is_listed_with_none(durable_url: StoreURL,
+                                                          tmp_path: Path) -> None:
+    """``refsched schedules`` reads a version 2 store as it is (read-only: no migration) and
+    says it has no schedules, rather than failing on a table it does not have."""
+    from tests.durable.support import downgrade
+
+    db = store(durable_url)
+    url = durable_url("s.db")
+    downgrade(db, url, tmp_path / "s.db", 2)
+    out = subprocess.run([sys.executable, "-m", "refsched", "schedules", "--db", url],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout.strip()) == (0, "no schedules"), out.stderr
+    reader = DurableScheduler(url, read_only=True)
+    assert reader.schedules() == [] and reader.next_due() is None
+    reader.release()
