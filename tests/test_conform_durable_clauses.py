@@ -172,7 +172,7 @@ def test_a_broken_durable_clause_served_is_rejected_by_the_clauses_phase(cls: ty
         report = check(impl, corpus=False, examples=0)
     assert report.exit_status == 1, report.format()
     assert report.counterexample is not None
-    rule = broken.TIME_RULES.get(cls) or cls.rule
+    rule = cls.rule
     assert report.counterexample.wire_reason.startswith(f"rule {rule}: ")
 
 
@@ -222,10 +222,10 @@ class DelayRefusedWithoutCheck(DurableScheduler):
         return super().submit(task_id, deps, **options)
 
 
-@pytest.mark.parametrize("cls", [*broken.BROKEN_TIME, DelayRefusedWithoutCheck],
+@pytest.mark.parametrize("cls", [*broken.BROKEN_CLAUSES, DelayRefusedWithoutCheck],
                          ids=lambda c: c.__name__)
 def test_each_broken_time_store_is_rejected_naming_its_rule(cls: type[Any]) -> None:
-    rule = broken.TIME_RULES.get(cls) or cls.rule
+    rule = cls.rule
     report = check(InProcessImplementation(cls, system="durable"), corpus=False, examples=0)
     assert report.exit_status == 1, report.format()
     example = report.counterexample

@@ -28,8 +28,7 @@ from refsched.types import TaskState
 
 __all__ = [
     "BROKEN",
-    "BROKEN_TIME",
-    "TIME_RULES",
+    "BROKEN_CLAUSES",
     "CancelDoesNotBlock",
     "CancelIgnoresRunning",
     "DueOneSecondEarly",
@@ -202,6 +201,8 @@ class DueOneSecondEarly(DurableScheduler):
     its due time.
     """
 
+    rule = "durable.claim.due"
+
     def submit(self, task_id: str, deps: Iterable[str] = (), **options: Any) -> int:
         delay = options.get("delay")
         if isinstance(delay, int | float) and not isinstance(delay, bool) and delay >= 1:
@@ -216,16 +217,16 @@ class PriorityIgnored(DurableScheduler):
     Bug: ``submit()`` checks the priority and stores 0, so the claims go by due time alone.
     """
 
+    rule = "durable.claim.order"
+
     def submit(self, task_id: str, deps: Iterable[str] = (), **options: Any) -> int:
         if type(options.get("priority")) is int and options["priority"] in PRIORITY_RANGE:
             options["priority"] = 0
         return super().submit(task_id, deps, **options)
 
 
-BROKEN_TIME: tuple[type[DurableScheduler], ...] = (DueOneSecondEarly, PriorityIgnored)
-"""The broken stores of due times and priorities, with the rule each breaks."""
-
-TIME_RULES = {DueOneSecondEarly: "durable.claim.due", PriorityIgnored: "durable.claim.order"}
+BROKEN_CLAUSES: tuple[type[DurableScheduler], ...] = (DueOneSecondEarly, PriorityIgnored)
+"""The broken stores of due times and priorities, each with the rule it breaks (``rule``)."""
 
 
 BROKEN: tuple[type[DurableScheduler], ...] = (

@@ -67,7 +67,8 @@ class HueyQueue:
     """
 
     def __init__(self, url: str, max_concurrency: Any = None, *, max_attempts: Any = None,
-                 clock: Any = None, record: Any = None) -> None:
+                 clock: Any = None, record: Any = None, aging: Any = None) -> None:
+        # aging: every new store is offered one; Huey's priorities never age (profile: no time)
         from huey import SqliteHuey
 
         logging.getLogger("huey").setLevel(logging.CRITICAL)  # a failing task logs its error
