@@ -531,7 +531,7 @@ def _generated_counterexample(name: str, error: BaseException, source: str,
 
 # what the comparison reads after each call: no call of the run
 _READS = frozenset({"snapshot", "stats", "check_invariants", "leases", "history", "now",
-                    "release"})
+                    "times", "release"})
 
 
 class _Counted:
