@@ -389,7 +389,10 @@ def advance(state: ScheduleState, now: float, unfinished: int, *,
         elif stretch > limit:
             if d == "missed":
                 assert policy.catchup is not None
-                end = now - policy.catchup  # every slot before it is missed
+                # Every slot before it is missed. decide() judges ``now - slot > catchup``,
+                # whose rounding may differ from ``slot < now - catchup`` by an ulp: the jump
+                # stops a hair short, and the slots in between are decided one by one.
+                end = now - policy.catchup - 1e-9 * max(1.0, abs(now))
             else:
                 end = math.nextafter(now, math.inf)  # every owed slot is skipped
             upto = timing.at_or_after(end)
