@@ -60,7 +60,7 @@ from refsched.model.durable import (
     violated,
     violated_by_step,
 )
-from refsched.model.durable.actions import current, repeat
+from refsched.model.durable.actions import claim_order, current, repeat
 from refsched.model.durable.counters import Counts
 from refsched.types import CloseReport, TaskState
 from refsched.verify import system
@@ -449,12 +449,14 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             if lost:  # the same transaction; the worker does not hear of its leases
                 steps = [Step(s.action + _LOST, s.params) if s.action in ("Claim", "Reclaim")
                          else s for s in steps]
+            # The store answers the new leases in the claim order (docs/time.md), read in the
+            # state the claim chose from: a claimed version's due time is dropped.
+            rank = {str(t): i for i, t in enumerate(claim_order(self.model, LIMITS))}
             self.take(steps)
             assert self.model == (after.replace(held=self.model.held) if lost else after)
             fresh = after.held.get(w, frozenset()) - before
-            tasks = self.model.scheduler.tasks
             order = reclaimed + sorted((str(t) for t, _, _ in fresh if t not in reclaimed),
-                                       key=lambda t: tasks[t].seq)
+                                       key=lambda t: rank[t])
             by_task = {t: (t, g, a) for t, g, a in fresh}
             expected = [by_task[t] for t in order]
             value, raised = self.call(f"claim({w!r}, {limit})",
