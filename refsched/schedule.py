@@ -391,8 +391,8 @@ def advance(state: ScheduleState, now: float, unfinished: int, *,
                 assert policy.catchup is not None
                 # Every slot before it is missed. decide() judges ``now - slot > catchup``,
                 # whose rounding may differ from ``slot < now - catchup`` by an ulp: the jump
-                # stops a hair short, and the slots in between are decided one by one.
-                end = now - policy.catchup - 1e-9 * max(1.0, abs(now))
+                # stops a few ulps short, and the slots in between are decided one by one.
+                end = now - policy.catchup - 4 * math.ulp(max(abs(now), policy.catchup, 1.0))
             else:
                 end = math.nextafter(now, math.inf)  # every owed slot is skipped
             upto = timing.at_or_after(end)
