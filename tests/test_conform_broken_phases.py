@@ -51,7 +51,7 @@ CORPUS = {
 }
 # Those the corpus rejects and the generated walks do not reach within EXAMPLES: since the
 # durable walks draw due times and priorities, a heartbeat after a cancel of a running version
-# is rarer, and seeds 2 and 3 miss HeartbeatHidesCancel (its clause probe asks it).
+# is rarer, and seeds 2 and 3 miss HeartbeatHidesCancel.
 CORPUS_ONLY = {"durable": {"HeartbeatHidesCancel"}}
 
 
