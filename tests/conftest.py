@@ -151,6 +151,9 @@ def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> StoreURL:
     return postgres_stores(request.getfixturevalue("postgres_url"))
 
 
+_STORE_TABLES = ("meta", "task", "dep", "step", "schedule", "slot")
+
+
 def postgres_factory(database_url: str) -> Callable[..., Any]:
     """A ``DurableScheduler`` factory for replay and lock-step, which name a SQLite file: each
     call makes a fresh store in the schema ``store`` of the PostgreSQL database instead, after
@@ -164,6 +167,7 @@ def postgres_factory(database_url: str) -> Callable[..., Any]:
 
     url = postgres_stores(database_url)("store")
     conn = psycopg.connect(database_url, autocommit=True)
+    conn.execute("DROP SCHEMA IF EXISTS store CASCADE")  # a store an older schema version made
     # Replay and lock-step check what each step does, not that it survives a crash (the fault
     # tests do): commits here do not wait for the disk.
     store = open_store(f"{url}&options=-c%20synchronous_commit%3Doff")
@@ -172,10 +176,9 @@ def postgres_factory(database_url: str) -> Callable[..., Any]:
 
     def fresh(_sqlite_url: str, *args: Any, **kwargs: Any) -> DurableScheduler:
         if conn.execute("SELECT to_regclass('store.meta')").fetchone()[0] is not None:
-            conn.execute("DELETE FROM store.meta; DELETE FROM store.task; DELETE FROM store.dep; "
-                         "DELETE FROM store.step")
+            conn.execute("".join(f"DELETE FROM store.{table};" for table in _STORE_TABLES))
             if next(made) % 64 == 63:  # the deleted rows, before every query scans them
-                conn.execute("VACUUM store.meta, store.task, store.dep, store.step")
+                conn.execute(f"VACUUM {', '.join(f'store.{t}' for t in _STORE_TABLES)}")
         return DurableScheduler(store, *args, **kwargs)
 
     return fresh

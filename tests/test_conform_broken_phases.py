@@ -30,10 +30,8 @@ from refsched.conform.report import PhaseResult
 from refsched.conform.timer import broken as broken_timer
 from refsched.profile import full_profile
 
-# With seed 0 (refsched conform's default) the durable walks of 200 examples never have a worker
-# report after its lease was taken over, so StaleAttemptAccepted is left to the corpus phase;
-# seed 2 rejects every broken durable scheduler within a few seconds.
-SEED = {"scheduler": 0, "timer": 0, "pool": 0, "durable": 2}
+# Seeds under the Hypothesis release the test extras pin (a seed's walks change with the release).
+SEED = {"scheduler": 0, "timer": 0, "pool": 0, "durable": 0}
 EXAMPLES = 200
 MODULES: dict[str, ModuleType] = {"scheduler": broken, "timer": broken_timer,
                                   "pool": broken_pool, "durable": broken_durable}
@@ -49,10 +47,8 @@ CORPUS = {
     "durable": {"HeartbeatExtendsFromDeadline", "ReclaimKeepsAttempt", "CancelIgnoresRunning",
                 "HeartbeatHidesCancel", "RepeatedReportRefused"},
 }
-# Those the corpus rejects and the generated walks do not reach within EXAMPLES: since the
-# durable walks draw due times and priorities, a heartbeat after a cancel of a running version
-# is rarer, and seeds 2 and 3 miss HeartbeatHidesCancel.
-CORPUS_ONLY = {"durable": {"HeartbeatHidesCancel"}}
+# Those the corpus rejects and the generated walks do not reach within EXAMPLES (none today).
+CORPUS_ONLY: dict[str, set[str]] = {}
 
 
 def rejected_by(system: str, cls: type[Any], monkeypatch: pytest.MonkeyPatch) -> set[str]:

@@ -10,7 +10,8 @@ action, and :class:`WalkDisagreement` carries where a walk parted from the model
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, cast
 
@@ -49,7 +50,37 @@ def run_machine(machine: type[RuleBasedStateMachine], *, examples: int, steps: i
     chosen.update(overrides or {})
     # typed through cast: Hypothesis releases differ on whether this function is annotated
     run = cast(Callable[..., None], run_state_machine_as_test)
-    run(machine, settings=settings(**chosen))
+    with _drawn_without_local_constants() if seed is not None else _nothing():
+        run(machine, settings=settings(**chosen))
+
+
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+@contextmanager
+def _drawn_without_local_constants() -> Iterator[None]:
+    """Hypothesis (from 6.131) now and then draws a literal found in the source of the modules
+    the process has loaded from outside site-packages. Which modules those are depends on what
+    ran before in the process (a test module, a caller's script), so a seed would make different
+    calls in different processes. A seeded run draws from Hypothesis's own constants alone; on a
+    release without these internals there is nothing to set aside."""
+    try:
+        from hypothesis.internal.conjecture import providers
+        loaded = providers._get_local_constants
+        cache = providers.CONSTANTS_CACHE.cache
+        none = providers.Constants()  # type: ignore[attr-defined]
+    except (ImportError, AttributeError):
+        yield
+        return
+    cache.clear()  # pools computed with the local constants
+    providers._get_local_constants = lambda: none
+    try:
+        yield
+    finally:
+        providers._get_local_constants = loaded
+        cache.clear()
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -36,9 +37,13 @@ def test_durable_scheduler_agrees_with_the_model_and_takes_every_action() -> Non
 
 def test_the_postgresql_store_agrees_with_the_model(postgres_url: str) -> None:
     ledger = run_durable_lockstep(postgres_factory(postgres_url), examples=40, steps=40, seed=0)
+    # A report whose answer is lost writes what the answered one does: the store cannot tell them
+    # apart, so either counts as the store's write taken.
+    taken = ledger.actions + Counter({action: ledger.actions[f"{action}AnswerLost"]
+                                      for action in ("Claim", "Reclaim", "Complete", "Fail")})
     for action in ("Claim", "Reclaim", "Expire", "Complete", "Fail", "Heartbeat", "Retry",
                    "refused: StaleLeaseError"):
-        assert ledger.actions[action] >= 1, ledger.summary()
+        assert taken[action] >= 1, ledger.summary()
 
 
 def test_ledger_lists_what_was_never_taken() -> None:

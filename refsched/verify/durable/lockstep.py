@@ -10,16 +10,19 @@ folder. The rules are the API calls and the worker's moves: ``submit``, ``start`
 Expire, Reclaim, Claim), ``heartbeat`` / ``complete`` / ``fail`` / ``acknowledge_cancel`` with a
 lease the worker holds (current, or lost: a Refused step), with a lease it no longer holds (a
 paused or forgotten worker's, refused) and repeated after the accepted report (RepeatedCallback),
-``cancel``, ``retry``, ``close``, ``tick`` (the store's clock moves one second) and ``crash(w)``
-(the harness forgets the leases of ``w``; they stay in the store until they expire). A few bad
+``cancel``, ``retry``, ``close``, ``tick`` (the store's clock moves one second), ``pause`` (a
+worker holding a live lease is still while the clock passes its deadline and another worker
+claims) and ``crash(w)`` (the harness forgets the leases of ``w``; they stay in the store until
+they expire). A few bad
 calls per walk must be refused by both with the same error and change nothing.
 
 Some answers are lost on the way to the worker (the harness checks them, then acts as if it had
 not heard them): every second claim that gives leases is ClaimAnswerLost / ReclaimAnswerLost
-(the worker holds none of them); every second complete (and fail, and acknowledge_cancel) with
-a current lease is CompleteAnswerLost (FailAnswerLost, AcknowledgeCancelAnswerLost): the worker
-keeps the lease, and its next report with it is a RepeatedReport, answered with no change.
-Which calls lose their answer is counted, not drawn: the walks draw no new choice for it.
+(the worker holds none of them); a complete (and fail, and acknowledge_cancel) with a current
+lease may lose its answer, as the walk draws, and is then CompleteAnswerLost (FailAnswerLost,
+AcknowledgeCancelAnswerLost): the worker keeps the lease, and its next report with it is a
+RepeatedReport, answered with no change. Claims are counted, reports drawn: most walks end one
+version or none, so counting every second end would hardly ever lose a complete's answer.
 
 After every call the answers (or the errors' types) must be the same; the store's ``snapshot()``
 must be the model's scheduler part, its ``leases()`` the model's ``attempt`` and ``holder`` and,
@@ -202,6 +205,19 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                      if (m != "heartbeat" or has.heartbeat)
                      and (m != "acknowledge_cancel" or has.cancel))
 
+    def held_report(method: str) -> Callable[..., None]:
+        """A worker reports with a lease it holds: live, or lost without its knowing; an
+        accepted end's answer may be lost on its way back (``lose``). One rule per kind of
+        report, so that each is as likely as any other call in every walk."""
+        @precondition(lambda self: method in reports and any(self.held.values()))
+        @rule(data=st.data(), lose=st.booleans())
+        def report(self: Any, data: st.DataObject, lose: bool) -> None:
+            choices = sorted((w, key) for w, keys in self.held.items() for key in keys)
+            w, key = data.draw(st.sampled_from(choices), label="lease")
+            self.report_on(w, key, self.held[w][key], method, True, lose)
+        report.__name__ = report.__qualname__ = f"report_{method}"  # as the walk lists it
+        return report
+
     class DurableLockstep(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
@@ -215,8 +231,6 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             self.old: dict[tuple[str, LeaseKey], Any] = {}  # every lease ever handed out
             self.enders: dict[str, Any] = {}  # task -> the lease whose report ended it
             self.claims = 0  # claims that gave leases: every second loses its answer
-            # ends reported with a current lease, by call: every second loses its answer
-            self.reports: Counter[str] = Counter()
             self.expected: list[tuple[str, dict[str, Any]]] = []  # what history() must be
             self.calls: list[str] = []
             self.taken: list[TraceStep] = []  # the model's spec steps, for the trace
@@ -390,7 +404,15 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         @precondition(lambda self: has.cancel and len(self.calls) % 3 == 1)
         @rule(data=st.data())
         def cancel(self, data: st.DataObject) -> None:
-            t = self.known(data)
+            # Often a running version: what its worker hears of the cancel (a heartbeat's
+            # answer, an acknowledgement) is the part of the contract most easily got wrong.
+            running = sorted(str(x) for x, view in self.model.scheduler.tasks.items()
+                             if view.state is TaskState.RUNNING)
+            pick_running: bool = bool(running) and data.draw(st.booleans(), label="a running one")
+            if pick_running:
+                t = data.draw(st.sampled_from(running), label="running")
+            else:
+                t = self.known(data)
             refusal = ACTIONS["Cancel"].refused(self.model, t, limits=LIMITS)
             got = self.call(f"cancel({t!r})", lambda: self.db.cancel(t))
             if refusal is None:
@@ -469,7 +491,8 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 value = [(x.task_id, x.generation, x.attempt) for x in value]
             self.answer((value, raised), expected, None)
 
-        def report_on(self, w: str, key: LeaseKey, lease: Any, method: str, held: bool) -> None:
+        def report_on(self, w: str, key: LeaseKey, lease: Any, method: str, held: bool,
+                      lose: bool = False) -> None:
             action = _REPORTS[method]
             t, g, a = key
             text = f"{method}({w!r}'s lease {key})"
@@ -477,8 +500,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             if held and current(self.model, w, t, g, a):
                 got = self.call(text, lambda: getattr(self.db, method)(lease))
                 requested = self.model.scheduler.tasks[t].cancel_requested
-                self.reports[method] += 1
-                lost = method != "heartbeat" and self.reports[method] % 2 == 0
+                lost = method != "heartbeat" and lose
                 self.take([Step(action + _LOST if lost else action, params)])
                 if method == "heartbeat":
                     self.answer(got, requested, None)
@@ -518,13 +540,10 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 del self.held[w][key]
             self.answer(got, None, refusal.error)
 
-        @precondition(lambda self: any(self.held.values()))
-        @rule(data=st.data(), method=st.sampled_from(reports))
-        def report(self, data: st.DataObject, method: str) -> None:
-            """A worker reports with a lease it holds: live, or lost without its knowing."""
-            choices = sorted((w, key) for w, keys in self.held.items() for key in keys)
-            w, key = data.draw(st.sampled_from(choices), label="lease")
-            self.report_on(w, key, self.held[w][key], method, True)
+        report_heartbeat = held_report("heartbeat")
+        report_complete = held_report("complete")
+        report_fail = held_report("fail")
+        report_acknowledge_cancel = held_report("acknowledge_cancel")
 
         @precondition(lambda self: bool(self.old))
         @rule(data=st.data(), method=st.sampled_from(reports))
@@ -545,6 +564,24 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 self.expected.append(("Tick", {}))  # recorded; the spec has no step for it
                 ledger.actions["tick (no spec step)"] += 1
             self.answer((None, got[1]), None, None)  # the store's own clock: not the spec's
+
+        @precondition(lambda self: any(self.model.holder.get(t) == w
+                                       for w, keys in self.held.items() for t, _, _ in keys))
+        @rule(data=st.data())
+        def pause(self, data: st.DataObject) -> None:
+            """A worker holding a live lease stops (a long pause) while the clock passes its
+            deadline and another worker claims: the claim's transaction expires the lease, and
+            the paused worker's next report with it is refused."""
+            paused = sorted(w for w, keys in self.held.items()
+                            if any(self.model.holder.get(t) == w for t, _, _ in keys))
+            w = data.draw(st.sampled_from(paused), label="paused worker")
+            mine = [t for t, _, _ in self.held[w] if self.model.holder.get(t) == w]
+            for _ in range(LIMITS.lease_time + 1):
+                if all(self.model.deadline.get(t, 0) < self.model.now for t in mine):
+                    break
+                self.tick()
+            self.claim(data.draw(st.sampled_from([x for x in WORKERS if x != w]),
+                                 label="claimer"), 1)
 
         @precondition(lambda self: len(self.calls) % 3 == 2)
         @rule(w=st.sampled_from(WORKERS))
