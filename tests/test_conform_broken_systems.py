@@ -83,11 +83,11 @@ def _pool_lockstep(factory: Callable[..., Any]) -> Rejection | None:
 
 
 def _durable_lockstep(factory: Callable[..., Any]) -> Rejection | None:
-    # unshrunk, as tests/durable/test_lockstep.py takes its verdicts: walks of 8 calls after
+    # unshrunk, as tests/durable/test_lockstep.py takes its verdicts: walks of 10 calls after
     # the first few submissions
     try:
         durable_lockstep.run_durable_lockstep(
-            factory, examples=50, steps=8, seed=SEED,
+            factory, examples=50, steps=10, seed=SEED,
             hypothesis_settings={"phases": [Phase.explicit, Phase.reuse, Phase.generate]})
     except durable_lockstep.Disagreement as found:
         return Rejection("lockstep", _lines_after("calls", str(found)), str(found))

@@ -318,10 +318,25 @@ def test_the_shipped_durable_scheduler_conforms_under_a_narrow_profile() -> None
     assert report["phases"][1]["figures"]["calls"] > 50
 
 
-def test_a_huey_task_whose_worker_went_silent_is_never_handed_out_again() -> None:
+def test_huey_runs_more_tasks_at_once_than_the_store_allows() -> None:
+    # Seed 0's walks find this first: Huey has no store-wide bound on running tasks.
     pytest.importorskip("huey")
     done = conform("--system", "durable", "--no-corpus", "--examples", "200", "--json", "--",
                    sys.executable, "-m", "refsched.conform.durable.huey_adapter")
+    report = json.loads(done.stdout)
+    assert (done.returncode, report["verdict"]) == (1, "diverges"), done.stdout
+    last = report["counterexample"]["calls"][-1]
+    assert last["request"] == {"op": "claim", "worker": "w1", "limit": 3, "lease": 1}
+    assert len(last["model"]["ok"]) == 2 and len(last["implementation"]["ok"]) == 3, last
+    assert report["counterexample"]["reason"].startswith("rule durable.claim.ok: ")
+
+
+def test_a_huey_task_whose_worker_went_silent_is_never_handed_out_again() -> None:
+    # Seed 1's walks claim one task at a time: the first difference is the silent worker's.
+    pytest.importorskip("huey")
+    done = conform("--system", "durable", "--no-corpus", "--examples", "200", "--seed", "1",
+                   "--json", "--", sys.executable, "-m",
+                   "refsched.conform.durable.huey_adapter")
     report = json.loads(done.stdout)
     assert (done.returncode, report["verdict"]) == (1, "diverges"), done.stdout
     rows = report["counterexample"]["calls"]
