@@ -61,7 +61,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from refsched.conform import values
 from refsched.conform.protocol import WireError
@@ -110,7 +110,7 @@ class SlotView(NamedTuple):
     """One decided slot of a schedule, as ``schedules`` answers it."""
 
     at: float  # the slot's time on the store's clock
-    decision: str  # "run" | "skipped" | "missed"
+    decision: Literal["run", "skipped", "missed"]
     task: str | None  # the run's task id, for "run"; else None
 
 
