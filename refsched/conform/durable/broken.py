@@ -29,8 +29,8 @@ from refsched.types import TaskState
 __all__ = [
     "BROKEN",
     "BROKEN_CLAUSES",
-    "CancelDoesNotBlock",
     "BufferDropsHeldSlot",
+    "CancelDoesNotBlock",
     "CancelIgnoresRunning",
     "CatchupOneSecondShort",
     "DueOneSecondEarly",

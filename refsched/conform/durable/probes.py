@@ -254,7 +254,8 @@ class _Kept:
     ``refsched.model.schedule`` (the spec's ``Schedule.tla``), whose slots and clock count
     from the schedule's first slot."""
 
-    definition: tuple[Any, ...]  # (fn, every, overlap, catchup, priority): what a redefinition is held to
+    # (fn, every, overlap, catchup, priority): what the same schedule again must repeat
+    definition: tuple[Any, ...]
     fn: str  # the function its runs run
     priority: int  # its runs' priority
     start: float  # the first slot on the store's clock: the model's slot 0
@@ -696,7 +697,7 @@ def call(side: _Side, method: str, args: tuple[Any, ...]) -> Any:
     if method == "schedules":
         return {name: view._replace(
             next_slot=side.since(view.next_slot), held_slot=side.since(view.held_slot),
-            slots=tuple(slot._replace(at=side.since(slot.at)) for slot in view.slots))
+            slots=tuple(slot._replace(at=slot.at - side.origin) for slot in view.slots))
             for name, view in schedule_views(side.store).items()}
     answer = getattr(side.store, method)(*sent)
     if method == "claim":
