@@ -16,6 +16,13 @@ began. Answers are compared in full: a lease by every field; an error by its typ
 identifies it (an ``UnknownDependencyError``'s pairs, a ``CycleError``'s cycle as a cycle of the
 graph), never the message. After each call the snapshots and ``leases()`` are compared.
 ``refsched.conform.probes`` runs them.
+
+The schedule probes (profile ``schedules``) hold the store to ``refsched.model.schedule``, the
+model of ``spec/Schedule.tla``: the reference store keeps each schedule's spec state, takes
+``Finish``, ``Release`` and ``Decide`` where docs/time.md says a store decides (a claim, a tick,
+a change of the schedule), and submits each ``run`` as the durable model's ``Submit``. A run is
+in the snapshot, so a slot decided otherwise shows after the call that decided it; those probes
+own their state (``owns_state``): the difference is named by the schedule clause they ask.
 """
 
 from __future__ import annotations
