@@ -287,6 +287,7 @@ class _Schedules:
     limits: Limits
 
     def _take(self, step: Step, limits: Limits | None = None) -> None:
+        """Take one step of the durable model (the store's own)."""
         raise NotImplementedError
 
     def schedule(self, name: str, *, fn: Any = NOOP, every: Any = None, cron: Any = None,
@@ -305,11 +306,12 @@ class _Schedules:
             raise InvalidArgumentError(f"{call}: catchup={catchup!r}: None or seconds >= 0")
         if (every is None) == (cron is None):
             raise InvalidArgumentError(f"{call}: exactly one of every and cron")
-        if not _seconds(every):
+        if every is not None and not _seconds(every):
             raise InvalidArgumentError(f"{call}: every={every!r}: seconds > 0")
         if not _is_int(every) or (catchup is not None and not _is_int(catchup)):
-            # the model counts whole ticks; no probe asks for a fraction
-            raise AssertionError(f"{call}: the model's schedules have whole seconds")
+            # the model counts whole ticks of an every timing; no probe asks for a cron
+            # timing or a fraction of a second
+            raise AssertionError(f"{call}: the model's schedules are every whole seconds")
         definition = (fn, every, overlap, catchup, priority)
         if name in self.kept:
             if self.kept[name].definition != definition:
@@ -350,6 +352,8 @@ class _Schedules:
             kept.state = action.step(kept.state, kept.instance)
 
     def schedules(self, limit: int = 0) -> dict[str, ScheduleView]:
+        """Each schedule by name, with every slot it decided (``limit`` is the store's: the
+        model lists them all, no probe decides many)."""
         views = {}
         for name, kept in sorted(self.kept.items()):
             s, start = kept.state, kept.start
@@ -768,9 +772,9 @@ def needs_of(probe: Probe) -> tuple[str, ...]:
             needs.add("validates")
         elif method == "schedule":
             try:
-                _Schedules.schedule(_Checker(), *args[:1], fn=args[1], every=args[2],
-                                    cron=args[3], overlap=args[4], catchup=args[5],
-                                    priority=args[6])
+                name, fn, every, cron, overlap, catchup, priority = args
+                _Checker().schedule(name, fn=fn, every=every, cron=cron, overlap=overlap,
+                                    catchup=catchup, priority=priority)
             except InvalidArgumentError:
                 needs.add("validates")
     return tuple(sorted(needs))
