@@ -22,8 +22,10 @@ from refsched.conform.client import InProcessImplementation, ProtocolImplementat
 from refsched.conform.coverage import Coverage, observed
 from refsched.conform.durable import broken
 from refsched.conform.durable.probes import PROBES, needs_of
+from refsched.conform.durable.wire import RemoteDurable
 from refsched.conform.oracle import check
 from refsched.conform.probes import model_answers, run_probes
+from refsched.conform.protocol import Unsupported
 from refsched.conform.report import PhaseResult
 from refsched.durable import DurableScheduler, Lease
 from refsched.errors import InvalidTransitionError, SchedulerClosedError, StaleLeaseError
@@ -282,3 +284,29 @@ def test_huey_declares_no_schedules_and_is_asked_no_schedule_clause() -> None:
     coverage = report["coverage"]
     assert set(coverage["left_out_by_profile"]) >= SCHEDULE_CLAUSES
     assert not SCHEDULE_CLAUSES & set(coverage["driven"])
+
+
+def test_a_schedule_request_outside_the_profile_is_answered_unsupported() -> None:
+    pytest.importorskip("huey")
+    argv = [sys.executable, "-m", "refsched.conform.durable.huey_adapter"]
+    with ProtocolImplementation(argv, timeout=20, system="durable") as impl:
+        store = RemoteDurable(impl, None, 1, max_attempts=1)
+        with pytest.raises(Unsupported, match="schedules is false"):
+            store.schedule("report", every=1)
+        with pytest.raises(Unsupported, match="schedules is false"):
+            store.schedules()
+        store.submit("a")  # the store is still there
+        assert [lease.task_id for lease in store.claim("w1")] == ["a"]
+
+
+@pytest.mark.parametrize("cls", [broken.SkipRunsOverlapping, broken.CatchupOneSecondShort],
+                         ids=lambda c: c.__name__)
+def test_a_slot_decided_otherwise_is_named_by_its_schedule_clause_at_the_tick(
+        cls: type[Any]) -> None:
+    # the tick's answer agrees; the run it submitted (or did not) is in the snapshot after it
+    report = check(InProcessImplementation(cls, system="durable"), corpus=False, examples=0)
+    example = report.counterexample
+    assert example is not None and example.wire_reason.startswith(f"rule {cls.rule}: ")
+    last = example.calls[-1]
+    assert last.request["op"] == "tick" and last.model_answer == last.implementation_answer
+    assert "snapshots differ" in example.wire_reason and last.diff
