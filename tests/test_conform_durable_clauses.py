@@ -22,8 +22,10 @@ from refsched.conform.client import InProcessImplementation, ProtocolImplementat
 from refsched.conform.coverage import Coverage, observed
 from refsched.conform.durable import broken
 from refsched.conform.durable.probes import PROBES, needs_of
+from refsched.conform.durable.wire import RemoteDurable
 from refsched.conform.oracle import check
 from refsched.conform.probes import model_answers, run_probes
+from refsched.conform.protocol import Unsupported
 from refsched.conform.report import PhaseResult
 from refsched.durable import DurableScheduler, Lease
 from refsched.errors import InvalidTransitionError, SchedulerClosedError, StaleLeaseError
@@ -163,7 +165,8 @@ def test_each_broken_durable_clause_is_a_divergence_naming_its_rule(cls: type[An
 
 
 @pytest.mark.parametrize("cls", [HeartbeatOfStaleAttemptAnswered, StaleLeaseNamesItsOwnAttempt,
-                                 broken.DueOneSecondEarly], ids=lambda c: c.__name__)
+                                 broken.DueOneSecondEarly, broken.SkipRunsOverlapping],
+                         ids=lambda c: c.__name__)
 def test_a_broken_durable_clause_served_is_rejected_by_the_clauses_phase(cls: type[Any]) -> None:
     # the second: what identifies a StaleLeaseError travels on the wire and is compared
     argv = [sys.executable, "-m", "refsched.serve", "--system", "durable", "--impl",
@@ -242,3 +245,68 @@ def test_a_profile_without_time_sends_no_priority_delay_or_times() -> None:
     left_out = {p.clause for p in PROBES if "time" in needs_of(p)}
     assert left_out == {"durable.claim.due", "durable.claim.order",
                         "durable.submit.time-refused"}
+
+
+# -- recurring schedules ------------------------------------------------------------------------
+
+SCHEDULE_CLAUSES = {c.id for c in clauses.clauses("durable") if "schedules" in c.needs}
+
+
+def test_the_schedule_probes_reach_every_decision_and_a_held_slot_on_the_model() -> None:
+    decisions: set[str] = set()
+    held = False
+    for probe in PROBES:
+        for method, _, answer in model_answers("durable", probe):
+            if method == "schedules" and isinstance(answer, dict):
+                decisions |= {slot.decision for view in answer.values() for slot in view.slots}
+                held = held or any(view.held_slot is not None for view in answer.values())
+    assert decisions == {"run", "skipped", "missed"} and held
+
+
+def test_a_profile_without_schedules_asks_no_schedule_clause() -> None:
+    without = dataclasses.replace(FULL, schedules=False)
+    # SkipRunsOverlapping keeps every rule of a store without schedules
+    report = check(InProcessImplementation(broken.SkipRunsOverlapping, system="durable",
+                                           profile=without), corpus=False, examples=0)
+    assert report.exit_status == 0, report.format()
+    assert {p.clause for p in PROBES if "schedules" in needs_of(p)} == SCHEDULE_CLAUSES
+    assert len(SCHEDULE_CLAUSES) == 6
+
+
+def test_huey_declares_no_schedules_and_is_asked_no_schedule_clause() -> None:
+    pytest.importorskip("huey")
+    done = subprocess.run(
+        [sys.executable, "-m", "refsched", "conform", "--system", "durable", "--no-corpus",
+         "--examples", "0", "--json", "--", sys.executable, "-m",
+         "refsched.conform.durable.huey_adapter"], capture_output=True, text=True, timeout=300)
+    report = json.loads(done.stdout)
+    assert report["verdict"] == "conforms", done.stdout + done.stderr
+    coverage = report["coverage"]
+    assert set(coverage["left_out_by_profile"]) >= SCHEDULE_CLAUSES
+    assert not SCHEDULE_CLAUSES & set(coverage["driven"])
+
+
+def test_a_schedule_request_outside_the_profile_is_answered_unsupported() -> None:
+    pytest.importorskip("huey")
+    argv = [sys.executable, "-m", "refsched.conform.durable.huey_adapter"]
+    with ProtocolImplementation(argv, timeout=20, system="durable") as impl:
+        store = RemoteDurable(impl, None, 1, max_attempts=1)
+        with pytest.raises(Unsupported, match="schedules is false"):
+            store.schedule("report", every=1)
+        with pytest.raises(Unsupported, match="schedules is false"):
+            store.schedules()
+        store.submit("a")  # the store is still there
+        assert [lease.task_id for lease in store.claim("w1")] == ["a"]
+
+
+@pytest.mark.parametrize("cls", [broken.SkipRunsOverlapping, broken.CatchupOneSecondShort],
+                         ids=lambda c: c.__name__)
+def test_a_slot_decided_otherwise_is_named_by_its_schedule_clause_at_the_tick(
+        cls: type[Any]) -> None:
+    # the tick's answer agrees; the run it submitted (or did not) is in the snapshot after it
+    report = check(InProcessImplementation(cls, system="durable"), corpus=False, examples=0)
+    example = report.counterexample
+    assert example is not None and example.wire_reason.startswith(f"rule {cls.rule}: ")
+    last = example.calls[-1]
+    assert last.request["op"] == "tick" and last.model_answer == last.implementation_answer
+    assert "snapshots differ" in example.wire_reason and last.diff

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import sys
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -161,3 +162,49 @@ def test_a_malformed_request_does_not_validate(
     validator.validate(request)
     spoil(request)
     assert not validator.is_valid(request)
+
+
+@pytest.fixture(scope="module")
+def clause_session(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[dict[str, Any],
+                                                                           dict[str, Any]]]:
+    """The (request, answer) pairs of the durable clauses phase, through refsched's own
+    server: the only phase that asks the schedule requests."""
+    from refsched.conform import client, oracle
+
+    record = tmp_path_factory.mktemp("clauses") / "record.jsonl"
+    with client.ProtocolImplementation(
+            [sys.executable, "-m", "refsched.conform.tap", str(record), "--system", "durable"],
+            system="durable") as impl:
+        report = oracle.check(impl, corpus=False, examples=0)
+    assert report.verdict == "conforms", report.format()
+    lines = record.read_text(encoding="utf-8").splitlines()
+    return [(json.loads(lines[i]), json.loads(lines[i + 1])) for i in range(0, len(lines) - 1, 2)]
+
+
+def test_every_schedule_request_and_answer_of_the_clauses_phase_validates(
+        clause_session: list[tuple[dict[str, Any], dict[str, Any]]]) -> None:
+    requests = _validator("durable", "request")
+    ops = set()
+    for request, answer in clause_session:
+        if requests.is_valid(request):
+            _validator("durable", f"answers/{request['op']}").validate(answer)
+            ops.add(request["op"])
+        else:  # a bad argument the schema cannot carry is answered with an error
+            assert "error" in answer, (request, answer)
+    assert {"schedule", "unschedule", "pause", "resume", "schedules"} <= ops
+
+
+@pytest.mark.parametrize("spoil", [
+    lambda view: view["slots"][0].update(decision="later"),
+    lambda view: view["slots"][0].pop("task"),
+    lambda view: view.update(paused="no"),
+])
+def test_a_malformed_schedules_answer_does_not_validate(
+        clause_session: list[tuple[dict[str, Any], dict[str, Any]]],
+        spoil: Callable[[dict[str, Any]], None]) -> None:
+    answer = copy.deepcopy(next(a for r, a in clause_session
+                                if r["op"] == "schedules" and a.get("ok")))
+    validator = _validator("durable", "answers/schedules")
+    validator.validate(answer)
+    spoil(next(iter(answer["ok"].values())))
+    assert not validator.is_valid(answer)

@@ -121,6 +121,31 @@ def _claims_one_first_attempt(args: Mapping[str, Any], answer: Any) -> bool:
     return attempt == 1
 
 
+def _schedules(answer: Any) -> list[Any]:
+    """The schedules a durable ``schedules`` answer lists: by name on the wire and in the
+    oracle's views, in a list from the ``DurableScheduler`` API."""
+    if isinstance(answer, Mapping):
+        return list(answer.values())
+    return list(answer) if isinstance(answer, list | tuple) else []
+
+
+def _field(value: Any, name: str) -> Any:
+    return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
+
+
+def _lists_missed(_: Mapping[str, Any], answer: Any) -> bool:
+    return any(_field(slot, "decision") == "missed"
+               for view in _schedules(answer) for slot in _field(view, "slots") or ())
+
+
+def _lists_skipped_or_held(_: Mapping[str, Any], answer: Any) -> bool:
+    return any(_field(view, "held_slot") is not None
+               or any(_field(slot, "decision") == "skipped" for slot in _field(view, "slots") or ())
+               for view in _schedules(answer))
+
+
+_SCHEDULE_OPS: Final = ("schedule", "unschedule", "pause", "resume", "schedules")
+
 _NAMED: Final = ("complete", "fail", "acknowledge_cancel", "cancel", "retry", "state")
 
 _DAG: Final = (
@@ -401,6 +426,32 @@ _DURABLE: Final = (
     Clause("durable.snapshot.ok", ("snapshot", "leases", "stats", "history"), "ok",
            "`snapshot`, `leases`, `stats` and `history` answer the store's state.",
            ("snapshot",)),
+    Clause("durable.schedule.catchup", ("schedules",), "ok",
+           "a slot whose time came more than `catchup` seconds before the decision (a "
+           "downtime, a clock moved far) is decided `missed`; the slots within the window are "
+           "decided by the policy.", ("schedules",), _lists_missed),
+    Clause("durable.schedule.overlap", ("schedules",), "ok",
+           "a slot whose time comes while a run of its schedule is unfinished is `skipped` "
+           "under `skip`, held under `buffer_one` (one slot at most, the others `skipped`; the "
+           "held slot runs once no run is unfinished) and run under `allow`; a slot that "
+           "comes while the schedule is paused is `skipped`.",
+           ("schedules",), _lists_skipped_or_held),
+    Clause("durable.schedule.decide", _SCHEDULE_OPS, "ok",
+           "each slot whose time has come is decided once, oldest first, by the next `claim`, "
+           "`tick` or change of its schedule: a `run` submits one version of the task id "
+           "`name@<slot in UTC, ISO 8601>`; `schedules` lists each schedule's slots and "
+           "decisions.", ("schedules",)),
+    Clause("durable.schedule.refused", ("schedule",), "InvalidArgumentError",
+           "`schedule` with an unknown `overlap`, both or neither of `every` and `cron`, an "
+           "`every` that is not a positive number of seconds or a `catchup` below 0 raises "
+           "`InvalidArgumentError` and stores nothing.", ("schedules", "validates")),
+    Clause("durable.schedule.redefined", ("schedule",), "InvalidTransitionError",
+           "`schedule` of a name that holds a different schedule raises "
+           "`InvalidTransitionError` and changes nothing (the same schedule again answers "
+           "`false`).", ("schedules",)),
+    Clause("durable.schedule.unknown", ("unschedule", "pause", "resume"), "UnknownTaskError",
+           "`unschedule`, `pause` or `resume` of a name no schedule has raises "
+           "`UnknownTaskError`.", ("schedules",)),
 )
 
 CATALOGUE: Final[Mapping[str, tuple[Clause, ...]]] = {
@@ -436,6 +487,8 @@ PARAMETERS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
         "cancel": ("task",), "retry": ("task",), "close": ("cancel_pending",),
         "tick": ("seconds",), "expire": (), "now": (), "snapshot": (), "leases": (),
         "stats": (), "history": (),
+        "schedule": ("name", "fn", "every", "cron", "overlap", "catchup", "priority"),
+        "unschedule": ("name",), "pause": ("name",), "resume": ("name",), "schedules": (),
     },
 }
 """Per system, each operation's positional parameters, by which clauses read a call's

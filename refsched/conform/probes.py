@@ -48,6 +48,9 @@ class Probe:
     clause: str  # the clause id it drives
     calls: tuple[tuple[str, tuple[Any, ...]], ...]  # (method, args); "new" makes an instance
     needs: tuple[str, ...] = ()  # profile flags beyond the clause's and its calls'
+    # the state is what the clause is about: a snapshot that differs after any call breaks
+    # it (a schedule's slot decided on a tick submits a run: the tick's own clause is kept)
+    owns_state: bool = False
 
 
 def has_probes(system: str) -> bool:
@@ -151,9 +154,11 @@ def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any],
                        else differ(expected, expected_error, actual, actual_error, show=kit.show,
                                    comparable=getattr(kit, "comparable", _itself)))
             diff = ""
+            state_differs = False
             # a profile without the flag is a system checked whole: its snapshot is compared
             if problem is None and getattr(profile, "snapshot", True) and model is not None:
                 problem, diff = kit.states(model, impl)
+                state_differs = problem is not None
             # the call as the wire carries it, each side's answer as the protocol encodes it
             op = op_of.get(method, method)
             rows.append(WireRow(wire_request(system, op, args, {}),
@@ -161,9 +166,10 @@ def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any],
                                 wire_answer(system, op, (actual, actual_error)),
                                 problem is None, diff, _text(method, args)))
             if problem is not None:
-                decided = (clauses.decide(system, method, args,
-                                          expected_error if expected_error is not None
-                                          else expected)
+                decided = (clauses.clause(probe.clause) if state_differs and probe.owns_state
+                           else clauses.decide(system, method, args,
+                                               expected_error if expected_error is not None
+                                               else expected)
                            or clauses.clause(probe.clause))
                 return Counterexample(
                     "clauses", f"{_text(method, args)}: {problem}",

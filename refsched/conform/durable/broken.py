@@ -29,14 +29,17 @@ from refsched.types import TaskState
 __all__ = [
     "BROKEN",
     "BROKEN_CLAUSES",
+    "BufferDropsHeldSlot",
     "CancelDoesNotBlock",
     "CancelIgnoresRunning",
+    "CatchupOneSecondShort",
     "DueOneSecondEarly",
     "HeartbeatExtendsFromDeadline",
     "HeartbeatHidesCancel",
     "PriorityIgnored",
     "ReclaimKeepsAttempt",
     "RepeatedReportRefused",
+    "SkipRunsOverlapping",
     "StaleAttemptAccepted",
 ]
 
@@ -225,8 +228,63 @@ class PriorityIgnored(DurableScheduler):
         return super().submit(task_id, deps, **options)
 
 
-BROKEN_CLAUSES: tuple[type[DurableScheduler], ...] = (DueOneSecondEarly, PriorityIgnored)
-"""The broken stores of due times and priorities, each with the rule it breaks (``rule``)."""
+class SkipRunsOverlapping(DurableScheduler):
+    """Decide (spec ``Schedule.tla``, ``SkipNeverOverlaps``): under ``overlap="skip"`` a slot
+    whose time comes while a run of its schedule is unfinished is skipped (docs/time.md,
+    "Deciding a slot").
+
+    Bug: the policy table has no row for ``skip``, which falls through to ``allow``: a slot
+    runs beside the unfinished run before it.
+    """
+
+    rule = "durable.schedule.overlap"
+
+    def schedule(self, name: str, **options: Any) -> bool:
+        if options.get("overlap", "skip") == "skip":
+            options["overlap"] = "allow"
+        return super().schedule(name, **options)
+
+
+class BufferDropsHeldSlot(DurableScheduler):
+    """Decide, Release (spec ``Schedule.tla``, ``BufferHoldsOne``): under
+    ``overlap="buffer_one"`` the first slot that comes while a run is unfinished is held, and
+    runs once no run is unfinished (docs/time.md, "Deciding a slot").
+
+    Bug: ``buffer_one`` is read as ``skip``: the slot that should wait for the run is skipped,
+    and nothing runs after the run ends.
+    """
+
+    rule = "durable.schedule.overlap"
+
+    def schedule(self, name: str, **options: Any) -> bool:
+        if options.get("overlap") == "buffer_one":
+            options["overlap"] = "skip"
+        return super().schedule(name, **options)
+
+
+class CatchupOneSecondShort(DurableScheduler):
+    """Decide (spec ``Schedule.tla``, ``CatchupKept``): a slot is missed exactly when
+    ``now - slot > catchup`` at its decision (docs/time.md, "Deciding a slot").
+
+    Bug: the window is kept one second short (``>=`` for ``>``, on whole seconds): after a
+    downtime the oldest slot the window still holds is missed.
+    """
+
+    rule = "durable.schedule.catchup"
+
+    def schedule(self, name: str, **options: Any) -> bool:
+        catchup = options.get("catchup")
+        if isinstance(catchup, int | float) and not isinstance(catchup, bool) and catchup >= 1:
+            options["catchup"] = catchup - 1
+        return super().schedule(name, **options)
+
+
+BROKEN_CLAUSES: tuple[type[DurableScheduler], ...] = (
+    DueOneSecondEarly, PriorityIgnored, SkipRunsOverlapping, BufferDropsHeldSlot,
+    CatchupOneSecondShort,
+)
+"""The broken stores of due times, priorities and schedules, each with the rule it breaks
+(``rule``)."""
 
 
 BROKEN: tuple[type[DurableScheduler], ...] = (

@@ -16,11 +16,19 @@ began. Answers are compared in full: a lease by every field; an error by its typ
 identifies it (an ``UnknownDependencyError``'s pairs, a ``CycleError``'s cycle as a cycle of the
 graph), never the message. After each call the snapshots and ``leases()`` are compared.
 ``refsched.conform.probes`` runs them.
+
+The schedule probes (profile ``schedules``) hold the store to ``refsched.model.schedule``, the
+model of ``spec/Schedule.tla``: the reference store keeps each schedule's spec state, takes
+``Finish``, ``Release`` and ``Decide`` where docs/time.md says a store decides (a claim, a tick,
+a change of the schedule), and submits each ``run`` as the durable model's ``Submit``. A run is
+in the snapshot, so a slot decided otherwise shows after the call that decided it; those probes
+own their state (``owns_state``): the difference is named by the schedule clause they ask.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import math
 import re
 import shutil
@@ -31,7 +39,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from refsched.conform.dag.probes import refusal_differs as dag_refusal_differs
-from refsched.conform.durable.wire import waiting_times
+from refsched.conform.durable.wire import ScheduleView, SlotView, schedule_views, waiting_times
 from refsched.conform.probes import Probe, differ, snapshots_differ
 from refsched.durable import DurableStats, Lease, LeaseView
 from refsched.durable.jobs import NOOP
@@ -39,9 +47,12 @@ from refsched.durable.scheduler import AGING, PRIORITY_RANGE, TimeView
 from refsched.errors import (
     CycleError,
     InvalidArgumentError,
+    InvalidTransitionError,
     StaleLeaseError,
     UnknownDependencyError,
+    UnknownTaskError,
 )
+from refsched.model import schedule as schedule_model
 from refsched.model.durable import (
     ACTIONS,
     INITIAL,
@@ -72,13 +83,20 @@ class Held:
     worker: str = "w1"
 
 
+def run_id(name: str, slot: float) -> str:
+    """The task id of a slot's run (docs/time.md): ``name@<the slot in UTC, ISO 8601>``."""
+    moment = dt.datetime.fromtimestamp(slot, dt.UTC).replace(tzinfo=None)
+    return f"{name}@{moment.isoformat()}Z"
+
+
 # -- the probes ---------------------------------------------------------------------------------
 
 _Call = tuple[str, tuple[Any, ...]]
 
 
-def _p(clause: str, *calls: _Call, needs: tuple[str, ...] = ()) -> Probe:
-    return Probe(clause, tuple(calls), needs)
+def _p(clause: str, *calls: _Call, needs: tuple[str, ...] = (),
+       owns_state: bool = False) -> Probe:
+    return Probe(clause, tuple(calls), needs, owns_state)
 
 
 def _sub(task: str, *deps: str, fn: str = NOOP, priority: Any = 0, delay: Any = 0) -> _Call:
@@ -98,6 +116,17 @@ def _tick(seconds: float) -> _Call:
     return ("tick", (seconds,))
 
 
+def _sched(name: str, every: Any = 1, overlap: Any = "skip", catchup: Any = None,
+           cron: Any = None, fn: str = NOOP, priority: Any = 0) -> _Call:
+    return ("schedule", (name, fn, every, cron, overlap, catchup, priority))
+
+
+def _run(name: str, slot: float) -> str:
+    """The task id of a slot's run, on a store whose clock began at 0."""
+    return run_id(name, slot)
+
+
+_SCHEDULES: Final[_Call] = ("schedules", ())
 _NEW: Final[_Call] = ("new", (2, 2))  # max_concurrency 2, max_attempts 2
 _START: Final[_Call] = ("start", ())
 _RUNNING_A: Final[tuple[_Call, ...]] = (_NEW, _sub("a"), _START, _claim())  # a's lease: 0..1
@@ -167,6 +196,31 @@ PROBES: Final[tuple[Probe, ...]] = (
     _p("durable.snapshot.ok", *_RUNNING_A, _sub("b", "a"), _report("complete", "a"),
        _report("fail", "a"), _report("complete", "b", 1, 0), _tick(1), ("snapshot", ()),
        ("leases", ()), ("stats", ()), ("history", ())),
+    # every 1 s from 0, a downtime of 5 s: with catchup 2, slots 1 and 2 are missed and 3, 4
+    # and 5 (no more than 2 s old) run; with catchup 0 only slot 5 runs
+    _p("durable.schedule.catchup", _NEW, _sched("two", overlap="allow", catchup=2),
+       _sched("none", overlap="allow", catchup=0), _tick(5), _SCHEDULES, owns_state=True),
+    # three schedules every 1 s whose first runs stay unfinished: skip skips, buffer_one holds
+    # slot 1 and skips slot 2, allow runs each; the buffered run ends, its held slot runs and
+    # slot 3 is held; allow, paused, skips slot 4 and, resumed, runs slot 5
+    _p("durable.schedule.overlap", ("new", (9, 2)), _START, _sched("skip"),
+       _sched("buffer", overlap="buffer_one"), _sched("allow", overlap="allow"), _tick(1),
+       _tick(1), _claim("w1", 9, 100), _report("complete", _run("buffer", 0)), _tick(1),
+       ("pause", ("allow",)), _tick(1), ("resume", ("allow",)), _tick(1), _SCHEDULES,
+       owns_state=True),
+    # slot 0 runs at once, slot 2 once the clock reaches it, each a version of its own id; the
+    # same schedule again changes nothing; unschedule decides what is owed, then removes it
+    _p("durable.schedule.decide", _NEW, _START, _sched("report", 2, "allow"), _tick(1),
+       _SCHEDULES, _tick(1), _claim("w1", 2, 100), _sched("report", 2, "allow"),
+       _report("complete", _run("report", 2)), _sched("gone", 5), _tick(2),
+       ("unschedule", ("gone",)), _SCHEDULES, owns_state=True),
+    _p("durable.schedule.refused", _NEW, _sched("r", overlap="sometimes"),
+       _sched("r", every=1, cron="* * * * *"), _sched("r", every=None), _sched("r", catchup=-1),
+       _SCHEDULES, _sched("r", every=-1)),
+    _p("durable.schedule.redefined", _NEW, _sched("r", 2), _tick(1), _sched("r", 2),
+       _sched("r", 3)),
+    _p("durable.schedule.unknown", _NEW, _sched("r"), ("pause", ("x",)), ("resume", ("x",)),
+       ("unschedule", ("r",)), ("unschedule", ("r",))),
 )
 """One probe per clause of ``durable.*``, in the catalogue's order."""
 
@@ -194,7 +248,167 @@ def _raise(refusal: Refusal) -> None:
         raise error(refusal.reason)
 
 
-class ReferenceStore:
+# -- recurring schedules, on the model of Schedule.tla ------------------------------------------
+
+def _number(value: object) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and math.isfinite(value))
+
+
+@dataclasses.dataclass
+class _Kept:
+    """One schedule of the model's store: its definition, and the state of
+    ``refsched.model.schedule`` (the spec's ``Schedule.tla``), whose slots and clock count
+    from the schedule's first slot."""
+
+    # (fn, every, overlap, catchup, priority): what the same schedule again must repeat
+    definition: tuple[Any, ...]
+    fn: str  # the function its runs run
+    priority: int  # its runs' priority
+    start: float  # the first slot on the store's clock: the model's slot 0
+    instance: schedule_model.Instance  # the spec's constants: overlap, catchup, every
+    state: schedule_model.ScheduleSnapshot  # the spec's variables, slots counted from start
+
+
+# no slot after it: more than any probe's clock reaches
+_MAX_SLOTS = 10**6
+
+
+class _Schedules:
+    """``schedule``, ``unschedule``, ``pause``, ``resume`` and ``schedules`` of
+    :class:`ReferenceStore`: each checks its arguments as docs/time.md says, then decides
+    what the schedules owe as the model's ``Decide`` and ``Release`` do, each ``run`` the
+    durable model's ``Submit`` of the run's version. A slot is decided where docs/time.md says
+    a store decides it: by a claim, a tick or a change of its schedule."""
+
+    state: DurableSnapshot
+    kept: dict[str, _Kept]
+    fns: dict[Hashable, str]
+    limits: Limits
+
+    def _take(self, step: Step, limits: Limits | None = None) -> None:
+        """Take one step of the durable model (the store's own)."""
+        raise NotImplementedError
+
+    def schedule(self, name: str, *, fn: Any = NOOP, every: Any = None, cron: Any = None,
+                 overlap: Any = "skip", catchup: Any = None, priority: Any = 0) -> bool:
+        call = f"schedule({name!r})"
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError(f"{call}: a schedule name is a non-empty str")
+        if not isinstance(fn, str) or _FUNCTION.fullmatch(fn) is None:
+            raise InvalidArgumentError(f"{call}: fn {fn!r} is not module:function")
+        if not _is_int(priority):
+            raise InvalidArgumentError(f"{call}: priority={priority!r}: an int")
+        if not isinstance(overlap, str) or overlap not in schedule_model.OVERLAPS:
+            raise InvalidArgumentError(f"{call}: overlap={overlap!r}: one of "
+                                       f"{schedule_model.OVERLAPS}")
+        if catchup is not None and not (_number(catchup) and catchup >= 0):
+            raise InvalidArgumentError(f"{call}: catchup={catchup!r}: None or seconds >= 0")
+        if (every is None) == (cron is None):
+            raise InvalidArgumentError(f"{call}: exactly one of every and cron")
+        if every is not None and not _seconds(every):
+            raise InvalidArgumentError(f"{call}: every={every!r}: seconds > 0")
+        if not _is_int(every) or (catchup is not None and not _is_int(catchup)):
+            # the model counts whole ticks of an every timing; no probe asks for a cron
+            # timing or a fraction of a second
+            raise AssertionError(f"{call}: the model's schedules are every whole seconds")
+        definition = (fn, every, overlap, catchup, priority)
+        if name in self.kept:
+            if self.kept[name].definition != definition:
+                raise InvalidTransitionError(f"{call}: a different schedule of that name exists")
+            self._decide(name)
+            return False
+        start = float(math.ceil(self.state.now))  # the slots read as whole seconds
+        instance = schedule_model.Instance(overlap, catchup, every, _MAX_SLOTS * every,
+                                           _MAX_SLOTS * every)
+        self.kept[name] = _Kept(definition, fn, priority, start, instance,
+                                schedule_model.INITIAL)
+        self._decide(name)
+        return True
+
+    def _known(self, call: str, name: Any) -> _Kept:
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError(f"{call}({name!r}): a schedule name is a non-empty str")
+        if name not in self.kept:
+            raise UnknownTaskError(f"{call}({name!r}): no schedule of that name", name)
+        return self.kept[name]
+
+    def unschedule(self, name: str) -> None:
+        self._known("unschedule", name)
+        self._decide(name)
+        del self.kept[name]  # its runs stay, as versions of their ids
+
+    def pause(self, name: str) -> None:
+        self._paused("pause", name, True)
+
+    def resume(self, name: str) -> None:
+        self._paused("resume", name, False)
+
+    def _paused(self, call: str, name: str, paused: bool) -> None:
+        kept = self._known(call, name)
+        self._decide(name)  # what it owes, under the state it had
+        action = schedule_model.ACTIONS["Pause" if paused else "Resume"]
+        if action.enabled(kept.state, kept.instance):
+            kept.state = action.step(kept.state, kept.instance)
+
+    def schedules(self, limit: int = 0) -> dict[str, ScheduleView]:
+        """Each schedule by name, with every slot it decided (``limit`` is the store's: the
+        model lists them all, no probe decides many)."""
+        views = {}
+        for name, kept in sorted(self.kept.items()):
+            s, start = kept.state, kept.start
+            slots = tuple(SlotView(start + slot, d, run_id(name, start + slot) if d == "run"
+                                   else None) for slot, d in sorted(s.decided))
+            _, _, overlap, catchup, _ = kept.definition
+            views[name] = ScheduleView(overlap, None if catchup is None else float(catchup),
+                                       s.paused, start + s.next,
+                                       start + min(s.held) if s.held else None, slots)
+        return views
+
+    def _decide_owed(self) -> None:
+        for name in sorted(self.kept):  # as a store decides them: by name
+            self._decide(name)
+
+    def _decide(self, name: str) -> None:
+        """Decide what schedule ``name`` owes now: first a ``Finish`` of each run whose
+        version ended, then ``Release`` and ``Decide`` while one is enabled. A closed store
+        decides nothing (it takes no submission)."""
+        if self.state.scheduler.closed:
+            return
+        kept = self.kept[name]
+        inst, start = kept.instance, kept.start
+        s = dataclasses.replace(kept.state, now=self.state.now - start)
+        tasks = self.state.scheduler.tasks
+        for r in sorted(s.unfinished):
+            version = tasks.get(run_id(name, start + r))
+            if version is None or version.state.is_terminal:
+                s = schedule_model.ACTIONS["Finish"].step(s, inst, r)
+        release, decide = schedule_model.ACTIONS["Release"], schedule_model.ACTIONS["Decide"]
+        while True:
+            if release.enabled(s, inst):
+                after = release.step(s, inst)
+            elif decide.enabled(s, inst):
+                after = decide.step(s, inst)
+            else:
+                break
+            for slot, d in sorted(after.decided - s.decided):
+                if d == "run":
+                    self._submit_run(run_id(name, start + slot), kept)
+            s = after
+        kept.state = s
+
+    def _submit_run(self, task: str, kept: _Kept) -> None:
+        """The durable model's ``Submit`` of a run, due now; none when the id's version is
+        unfinished (that version is the slot's run)."""
+        version = self.state.scheduler.tasks.get(task)
+        if version is not None and not version.state.is_terminal:
+            return
+        self._take(Step("Submit", (("t", task), ("D", frozenset()), ("p", kept.priority),
+                                   ("d", 0))))
+        self.fns[task] = kept.fn
+
+
+class ReferenceStore(_Schedules):
     """The durable scheduler's API on the reference model, for one worker process that never
     loses an answer: each call checks its arguments as ``docs/durable.md`` says, then takes the
     spec steps of ``refsched.model.durable`` the call is, or raises the error the step's
@@ -214,6 +428,7 @@ class ReferenceStore:
         self.stale = 0  # reports refused with StaleLeaseError
         self.duplicates = 0  # repeated reports answered
         self.recorded: list[tuple[str, dict[str, Any]]] = []  # what history() answers
+        self.kept: dict[str, _Kept] = {}  # name -> a schedule, on refsched.model.schedule
 
     def _take(self, step: Step, limits: Limits | None = None) -> None:
         action = ACTIONS[step.action]
@@ -270,6 +485,7 @@ class ReferenceStore:
             raise InvalidArgumentError(f"claim({worker!r}, limit={limit!r}): an int >= 1")
         if not _seconds(lease):
             raise InvalidArgumentError(f"claim({worker!r}, lease={lease!r}): seconds > 0")
+        self._decide_owed()  # every claim decides the slots whose time has come, first
         limits = dataclasses.replace(self.limits, lease_time=lease)
         _, steps = claim_transaction(self.state, worker, limit, limits=limits)
         taken: list[Hashable] = []
@@ -371,6 +587,7 @@ class ReferenceStore:
             raise InvalidArgumentError(f"tick({seconds!r}): seconds > 0")
         self.state = self.state.replace(now=self.state.now + seconds)
         self.recorded.append(("Tick", {}))
+        self._decide_owed()
         return float(self.state.now)
 
     def expire(self) -> None:
@@ -484,6 +701,15 @@ def call(side: _Side, method: str, args: tuple[Any, ...]) -> Any:
     if method == "times":
         return {t: dataclasses.replace(v, due=v.due - side.origin)
                 for t, v in waiting_times(side.store).items()}
+    if method == "schedule":  # all but the name are keyword arguments
+        name, fn, every, cron, overlap, catchup, priority = sent
+        return side.store.schedule(name, fn=fn, every=every, cron=cron, overlap=overlap,
+                                   catchup=catchup, priority=priority)
+    if method == "schedules":
+        return {name: view._replace(
+            next_slot=side.since(view.next_slot), held_slot=side.since(view.held_slot),
+            slots=tuple(slot._replace(at=slot.at - side.origin) for slot in view.slots))
+            for name, view in schedule_views(side.store).items()}
     answer = getattr(side.store, method)(*sent)
     if method == "claim":
         for lease in answer:
@@ -506,7 +732,8 @@ def _flag(method: str) -> str | None:
             "acknowledge_cancel": "cancel", "retry": "retry", "close": "close",
             "expire": "expire", "snapshot": "snapshot", "leases": "snapshot",
             "stats": "snapshot", "history": "snapshot", "now": "snapshot",
-            "times": "time"}.get(method)
+            "times": "time", "schedule": "schedules", "unschedule": "schedules",
+            "pause": "schedules", "resume": "schedules", "schedules": "schedules"}.get(method)
 
 
 def needs_of(probe: Probe) -> tuple[str, ...]:
@@ -543,7 +770,25 @@ def needs_of(probe: Probe) -> tuple[str, ...]:
                 needs.add("validates")
         elif method == "close" and not isinstance(args[0], bool):
             needs.add("validates")
+        elif method == "schedule":
+            try:
+                name, fn, every, cron, overlap, catchup, priority = args
+                _Checker().schedule(name, fn=fn, every=every, cron=cron, overlap=overlap,
+                                    catchup=catchup, priority=priority)
+            except InvalidArgumentError:
+                needs.add("validates")
     return tuple(sorted(needs))
+
+
+class _Checker(_Schedules):
+    """Schedules with nothing stored: whether ``schedule``'s arguments pass its checks."""
+
+    def __init__(self) -> None:
+        self.state = INITIAL
+        self.kept = {}
+
+    def _decide(self, name: str) -> None:
+        """Nothing is stored, so nothing is owed."""
 
 
 def adapt(method: str, args: tuple[Any, ...], profile: Any) -> tuple[Any, ...]:

@@ -30,6 +30,13 @@ priority: 0, delay: 0}``                priority=priority, delay=delay)``
 ``history {}``                          ``history()``
 ``times {}``                            ``times()``, of the waiting versions    ``{task: {due,
                                                                                 priority}}``
+``schedule {name, fn, every: null,      ``schedule(name, fn=fn, every=every,    created?
+cron: null, overlap: "skip", catchup:   cron=cron, overlap=overlap,
+null, priority: 0}``                    catchup=catchup, priority=priority)``
+``unschedule`` / ``pause`` /            ``unschedule(name)`` / ``pause(name)``  ``null``
+``resume {name}``                       / ``resume(name)``
+``schedules {}``                        ``schedules()``                         ``{name:
+                                                                                schedule}``
 ======================================  ======================================  ===============
 
 ``delay`` is seconds on the store's virtual clock (``run_at`` is not on the wire: on a virtual
@@ -39,6 +46,13 @@ oracle's stores age at the store's default (:data:`refsched.durable.scheduler.AG
 priority level for every 60 seconds due) but for the time corpus's traces, whose ``Aging`` is
 sent with ``new``. ``priority``, ``delay`` and ``times`` need the
 profile's ``time``: without it no submit names either (the keywords are left out of the call).
+
+The schedule requests need the profile's ``schedules`` (docs/time.md, "Recurring schedules"). A
+schedule's slots start at the store's clock rounded up to a whole second (``start`` and
+``timezone`` are not on the wire: the clock is virtual, and a cron timing is read in UTC).
+``schedules`` answers each schedule as a :class:`ScheduleView`: its policy, whether it is
+paused, its next undecided slot and its held slot, and every slot decided so far, oldest first,
+as a :class:`SlotView` (its time, its decision, the task id of its run).
 """
 
 from __future__ import annotations
@@ -47,7 +61,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from refsched.conform import values
 from refsched.conform.protocol import WireError
@@ -56,7 +70,8 @@ from refsched.durable.jobs import NOOP
 from refsched.durable.scheduler import AGING, DurableStats, Lease, LeaseView, TimeView
 from refsched.types import CloseReport, Snapshot, TaskState
 
-__all__ = ["NOOP", "WIRE", "RemoteDurable", "ServedDurable", "paired", "waiting_times"]
+__all__ = ["NOOP", "WIRE", "RemoteDurable", "ScheduleView", "ServedDurable", "SlotView", "paired",
+           "schedule_views", "waiting_times"]
 # NOOP: the function a submit names when the oracle does not say (the checks never run one)
 
 
@@ -89,6 +104,43 @@ def waiting_times(store: Any) -> dict[str, TimeView]:
                if v.state in (TaskState.PENDING, TaskState.READY)}
     return {t: TimeView(float(v.due), int(v.priority)) for t, v in store.times().items()
             if t in waiting}
+
+
+class SlotView(NamedTuple):
+    """One decided slot of a schedule, as ``schedules`` answers it."""
+
+    at: float  # the slot's time on the store's clock
+    decision: Literal["run", "skipped", "missed"]
+    task: str | None  # the run's task id, for "run"; else None
+
+
+class ScheduleView(NamedTuple):
+    """One schedule as ``schedules`` answers it: what decides its slots, and its slots."""
+
+    overlap: str  # "skip" | "buffer_one" | "allow"
+    catchup: float | None  # None: any age runs
+    paused: bool
+    next_slot: float | None  # the oldest slot neither decided nor held; None: no more slots
+    held_slot: float | None  # the slot held under buffer_one, or None
+    slots: tuple[SlotView, ...]  # every decided slot, oldest first
+
+
+#: How many decided slots of a schedule ``schedules`` reads: more than any check decides.
+_LISTED = 1000
+
+
+def schedule_views(store: Any) -> dict[str, ScheduleView]:
+    """``store.schedules()`` as the wire answers it: each schedule by name, its slots oldest
+    first (a ``DurableScheduler`` lists :class:`~refsched.durable.schedules.ScheduleInfo`,
+    the latest slot first; a store over the wire answers the views themselves)."""
+    listed = store.schedules(limit=_LISTED)
+    if isinstance(listed, dict):
+        return listed
+    return {info.name: ScheduleView(
+        info.overlap, None if info.catchup is None else float(info.catchup), bool(info.paused),
+        info.next_slot, info.held_slot,
+        tuple(SlotView(float(s.at), s.decision, s.task) for s in reversed(info.slots)))
+        for info in listed}
 
 
 class ServedDurable:
@@ -176,6 +228,23 @@ class ServedDurable:
     def history(self) -> list[tuple[str, dict[str, Any]]]:
         return list(self.db.history())
 
+    def schedule(self, name: str, fn: str, every: float | None = None, cron: str | None = None,
+                 overlap: str = "skip", catchup: float | None = None, priority: int = 0) -> bool:
+        return bool(self.db.schedule(name, fn=fn, every=every, cron=cron, overlap=overlap,
+                                     catchup=catchup, priority=priority))
+
+    def unschedule(self, name: str) -> None:
+        self.db.unschedule(name)
+
+    def pause(self, name: str) -> None:
+        self.db.pause(name)
+
+    def resume(self, name: str) -> None:
+        self.db.resume(name)
+
+    def schedules(self) -> dict[str, ScheduleView]:
+        return schedule_views(self.db)
+
 
 class RemoteDurable(Remote[Snapshot, DurableStats]):
     """A durable scheduler over the protocol, with the ``DurableScheduler`` API, built as the
@@ -261,6 +330,25 @@ class RemoteDurable(Remote[Snapshot, DurableStats]):
         history: list[tuple[str, dict[str, Any]]] = self._call("history")
         return history
 
+    def schedule(self, name: str, *, fn: Any = NOOP, every: Any = None, cron: Any = None,
+                 overlap: Any = "skip", catchup: Any = None, priority: Any = 0) -> bool:
+        created: bool = self._call("schedule", name=name, fn=fn, every=every, cron=cron,
+                                   overlap=overlap, catchup=catchup, priority=priority)
+        return created
+
+    def unschedule(self, name: str) -> None:
+        self._call("unschedule", name=name)
+
+    def pause(self, name: str) -> None:
+        self._call("pause", name=name)
+
+    def resume(self, name: str) -> None:
+        self._call("resume", name=name)
+
+    def schedules(self, limit: int = _LISTED) -> dict[str, ScheduleView]:
+        views: dict[str, ScheduleView] = self._call("schedules")
+        return views
+
 
 class _OnTheModel:
     """The model's store (:class:`~refsched.conform.durable.probes.ReferenceStore`) made as the
@@ -326,6 +414,12 @@ WIRE = Wire(
         "stats": Op(result=DurableStats, flag="snapshot"),
         "history": Op(result=list[tuple[str, dict[str, Any]]], flag="snapshot"),
         "times": Op(result=dict[str, TimeView], flag="time"),
+        "schedule": Op(("name",), {"fn": NOOP, "every": None, "cron": None, "overlap": "skip",
+                                   "catchup": None, "priority": 0}, bool, flag="schedules"),
+        "unschedule": Op(("name",), flag="schedules"),
+        "pause": Op(("name",), flag="schedules"),
+        "resume": Op(("name",), flag="schedules"),
+        "schedules": Op(result=dict[str, ScheduleView], flag="schedules"),
     },
     serve=ServedDurable,
     default_factory=lazy("refsched.durable:DurableScheduler"),
