@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 
+from refsched import sync
 from refsched.errors import TaskRunningError
 from refsched.explore import runtime
 from refsched.explore.context import Context, Scenario, by_name
@@ -34,6 +35,7 @@ __all__ = [
     "timer_cancel_races_next",
     "timer_close_during_sleep",
     "timer_earlier_while_sleeping",
+    "timer_held_slot_runs_when_its_run_ends",
     "timer_next_races_changes",
     "timer_reschedule_races_claim",
 ]
@@ -45,6 +47,9 @@ TimerSchedulerClass = type[TimerScheduler]
 EARLY = 5.0
 LATE = 10.0
 FAR = 1000.0
+EVERY = 10.0  # a recurring schedule's interval
+RUN_LASTS = 15.0  # how long a run that outlasts its interval takes
+CLOSE_AT = 25.0  # when main closes a runner with a recurring schedule: its slots are endless
 
 
 def _runner(ctx: Context, cls: TimerRunnerClass) -> TimerRunner:
@@ -269,10 +274,59 @@ def timer_next_races_changes(cls: TimerSchedulerClass = TimerScheduler) -> Scena
     return Scenario("timer_next_races_changes", body, timer_next_races_changes.__doc__ or "")
 
 
+def timer_held_slot_runs_when_its_run_ends(cls: TimerRunnerClass = TimerRunner) -> Scenario:
+    """A buffer_one schedule every 10 s from t=0 whose first run lasts until t=15: slot 10 is
+    held, and the end of that run hands it to the schedule thread, asleep toward slot 20, which
+    makes its run at once. Main closes the runner at t=25 (a schedule's slots never end, and
+    virtual time may pass while a thread that could move does not)."""
+
+    def body(ctx: Context) -> None:
+        runner = _runner(ctx, cls)
+        made: list[tuple[str, float]] = []  # each run the schedule thread made, and when
+        ended: list[float] = []  # when the run of slot 0 ended
+        calls = 0
+
+        def run() -> None:
+            nonlocal calls
+            calls += 1
+            if calls == 1:
+                sync.Event().wait(RUN_LASTS)  # nobody sets it: the run lasts RUN_LASTS
+                ended.append(runtime.clock())
+
+        schedule = runner.schedule
+
+        def noted(task_id: Hashable, run_at: float, *args: object) -> TimerFuture:
+            # The time a run is made is read here, in the schedule thread: its function may
+            # start later, when the search lets the worker move late.
+            made.append((str(task_id), runtime.clock()))
+            return schedule(task_id, run_at, *args)  # type: ignore[arg-type]
+
+        runner.schedule = noted  # type: ignore[method-assign, assignment]
+        runner.recurring("r", run, every=EVERY, overlap="buffer_one", start=0.0)
+        sync.Event().wait(CLOSE_AT)
+        runner.close()
+
+        def held_slot_made_a_run_when_the_run_ended() -> None:
+            if len(made) > 1:  # else the close came before the schedule thread moved
+                # the run of slot 0 lasts RUN_LASTS from when its function started, which the
+                # search may put off: the time it ended is the one read then
+                assert len(ended) == 1, (made, ended)
+                assert made[1][1] == ended[0], (
+                    f"the held slot {EVERY} was made a run at t={made[1][1]}, not when the run "
+                    f"before it ended at t={ended[0]}: it waited for the next slot's time")
+
+        ctx.at_end("the held slot is made a run when the run before it ends",
+                   held_slot_made_a_run_when_the_run_ended)
+
+    return Scenario("timer_held_slot_runs_when_its_run_ends", body,
+                    timer_held_slot_runs_when_its_run_ends.__doc__ or "")
+
+
 TIMER_SCENARIOS: dict[str, Scenario] = by_name(
     timer_earlier_while_sleeping(),
     timer_cancel_races_next(),
     timer_close_during_sleep(),
     timer_reschedule_races_claim(),
     timer_next_races_changes(),
+    timer_held_slot_runs_when_its_run_ends(),
 )
