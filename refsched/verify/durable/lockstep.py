@@ -13,8 +13,8 @@ paused or forgotten worker's, refused) and repeated after the accepted report (R
 ``cancel``, ``retry``, ``close``, ``tick`` (the store's clock moves one second), ``pause`` (a
 worker holding a live lease is still while the clock passes its deadline and another worker
 claims) and ``crash(w)`` (the harness forgets the leases of ``w``; they stay in the store until
-they expire). A few bad
-calls per walk must be refused by both with the same error and change nothing.
+they expire). A few bad calls per walk must be refused by both with the same error and change
+nothing.
 
 Some answers are lost on the way to the worker (the harness checks them, then acts as if it had
 not heard them): every second claim that gives leases is ClaimAnswerLost / ReclaimAnswerLost
