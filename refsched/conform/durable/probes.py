@@ -28,7 +28,6 @@ own their state (``owns_state``): the difference is named by the schedule clause
 from __future__ import annotations
 
 import dataclasses
-import datetime as dt
 import math
 import re
 import shutil
@@ -64,6 +63,7 @@ from refsched.model.durable import (
 )
 from refsched.model.durable.actions import current, repeat
 from refsched.model.durable.counters import Counts
+from refsched.schedule import slot_task_id
 from refsched.types import CloseReport, Snapshot, TaskState
 from refsched.verify.durable.lockstep import as_recorded
 from refsched.verify.replay import format_rows, snapshot_rows
@@ -81,12 +81,6 @@ class Held:
     generation: int
     attempt: int
     worker: str = "w1"
-
-
-def run_id(name: str, slot: float) -> str:
-    """The task id of a slot's run (docs/time.md): ``name@<the slot in UTC, ISO 8601>``."""
-    moment = dt.datetime.fromtimestamp(slot, dt.UTC).replace(tzinfo=None)
-    return f"{name}@{moment.isoformat()}Z"
 
 
 # -- the probes ---------------------------------------------------------------------------------
@@ -119,11 +113,6 @@ def _tick(seconds: float) -> _Call:
 def _sched(name: str, every: Any = 1, overlap: Any = "skip", catchup: Any = None,
            cron: Any = None, fn: str = NOOP, priority: Any = 0) -> _Call:
     return ("schedule", (name, fn, every, cron, overlap, catchup, priority))
-
-
-def _run(name: str, slot: float) -> str:
-    """The task id of a slot's run, on a store whose clock began at 0."""
-    return run_id(name, slot)
 
 
 _SCHEDULES: Final[_Call] = ("schedules", ())
@@ -205,14 +194,14 @@ PROBES: Final[tuple[Probe, ...]] = (
     # slot 3 is held; allow, paused, skips slot 4 and, resumed, runs slot 5
     _p("durable.schedule.overlap", ("new", (9, 2)), _START, _sched("skip"),
        _sched("buffer", overlap="buffer_one"), _sched("allow", overlap="allow"), _tick(1),
-       _tick(1), _claim("w1", 9, 100), _report("complete", _run("buffer", 0)), _tick(1),
+       _tick(1), _claim("w1", 9, 100), _report("complete", slot_task_id("buffer", 0)), _tick(1),
        ("pause", ("allow",)), _tick(1), ("resume", ("allow",)), _tick(1), _SCHEDULES,
        owns_state=True),
     # slot 0 runs at once, slot 2 once the clock reaches it, each a version of its own id; the
     # same schedule again changes nothing; unschedule decides what is owed, then removes it
     _p("durable.schedule.decide", _NEW, _START, _sched("report", 2, "allow"), _tick(1),
        _SCHEDULES, _tick(1), _claim("w1", 2, 100), _sched("report", 2, "allow"),
-       _report("complete", _run("report", 2)), _sched("gone", 5), _tick(2),
+       _report("complete", slot_task_id("report", 2)), _sched("gone", 5), _tick(2),
        ("unschedule", ("gone",)), _SCHEDULES, owns_state=True),
     _p("durable.schedule.refused", _NEW, _sched("r", overlap="sometimes"),
        _sched("r", every=1, cron="* * * * *"), _sched("r", every=None), _sched("r", catchup=-1),
@@ -357,7 +346,7 @@ class _Schedules:
         views = {}
         for name, kept in sorted(self.kept.items()):
             s, start = kept.state, kept.start
-            slots = tuple(SlotView(start + slot, d, run_id(name, start + slot) if d == "run"
+            slots = tuple(SlotView(start + slot, d, slot_task_id(name, start + slot) if d == "run"
                                    else None) for slot, d in sorted(s.decided))
             _, _, overlap, catchup, _ = kept.definition
             views[name] = ScheduleView(overlap, None if catchup is None else float(catchup),
@@ -380,7 +369,7 @@ class _Schedules:
         s = dataclasses.replace(kept.state, now=self.state.now - start)
         tasks = self.state.scheduler.tasks
         for r in sorted(s.unfinished):
-            version = tasks.get(run_id(name, start + r))
+            version = tasks.get(slot_task_id(name, start + r))
             if version is None or version.state.is_terminal:
                 s = schedule_model.ACTIONS["Finish"].step(s, inst, r)
         release, decide = schedule_model.ACTIONS["Release"], schedule_model.ACTIONS["Decide"]
@@ -393,7 +382,7 @@ class _Schedules:
                 break
             for slot, d in sorted(after.decided - s.decided):
                 if d == "run":
-                    self._submit_run(run_id(name, start + slot), kept)
+                    self._submit_run(slot_task_id(name, start + slot), kept)
             s = after
         kept.state = s
 
