@@ -26,10 +26,17 @@ from tests.durable.support import ClaimRewritten
 
 def test_durable_scheduler_agrees_with_the_model_and_takes_every_action() -> None:
     started = time.perf_counter()
-    ledger = run_durable_lockstep(DurableScheduler, examples=150, steps=50, seed=0)
+    # Every spec action at least once. How often each is taken depends on the walks Hypothesis
+    # draws, and a seed's walks have been seen to differ in a process that ran other tests
+    # first; a rare action (a final failure whose answer is lost) may then be missed by one
+    # seed's walks. Each seed's walks are still checked whole; the next seed walks only while
+    # an action is missing, and three seeds that all miss one is a failure.
+    ledger = Ledger()
+    for seed in range(3):
+        run_durable_lockstep(DurableScheduler, examples=150, steps=50, seed=seed, ledger=ledger)
+        if not ledger.missing():
+            break
     print(f"{ledger.summary()} in {time.perf_counter() - started:.1f}s")
-    # Every spec action at least once; how often depends on the walks Hypothesis draws, which
-    # differ with what ran before in the same process, so no count beyond one is asserted.
     assert ledger.missing() == [], ledger.summary()
     for error in ("StaleLeaseError", "LeaseLostError", "InvalidArgumentError"):
         assert ledger.actions[f"refused: {error}"] >= 1, ledger.summary()
