@@ -30,8 +30,10 @@
 (* Due times and priorities (docs/time.md).  A version is claimed only    *)
 (* once due (due[t] <= now), and the eligible versions in the order of     *)
 (* their claim key, which never changes while they wait.  Tick is also a   *)
-(* step while some waiting version is not yet due: the only other moments  *)
-(* a tick can be noticed.                                                  *)
+(* step while some waiting version is not yet due, and, with aging, while  *)
+(* a due one has waited too short a time to come before every version yet  *)
+(* to arrive (its key is fixed, a later arrival's is not): the only other  *)
+(* moments a tick can be noticed.                                          *)
 (*                                                                         *)
 (* Each action is a step of the reference model refsched.model.durable and *)
 (* one transaction (or one worker's move) of refsched.durable.             *)
@@ -164,6 +166,13 @@ MaxPriority == CHOOSE p \in Priorities : \A q \in Priorities : q <= p
 
 MaxDelay == CHOOSE d \in Delays : \A e \in Delays : e <= d
 \* The longest delay a Submit may give.
+
+Lead(t) == (MaxPriority - priority[t]) * Aging
+\* How long the version of t must have been due to come before every version yet to arrive
+\* (a Submit with MaxPriority and no delay from now on): a later arrival with priority p
+\* and delay d comes after it iff due[t] + (p - priority[t]) * Aging - d <= now, on the
+\* keys of Before.  Until then the time it has waited can still change a claim's order, so
+\* a tick is noticed; after, every comparison it is in is settled.  0 without aging.
 
 -----------------------------------------------------------------------------
 (* Initial state *)
@@ -454,10 +463,10 @@ Expire(t) ==
 
 Noticing ==
     {t \in Tasks : \/ Live(t) /\ deadline[t] >= now
-                   \/ state[t] \in Abs!Waiting /\ due[t] > now}
+                   \/ state[t] \in Abs!Waiting /\ due[t] + Lead(t) > now}
 \* The versions a tick can be noticed by: a live lease yet to pass its deadline, a waiting
-\* version yet to be due.  A set, not an \E in Tick: TLC would make one Tick step for each
-\* witness, all to the same state.
+\* version yet to be due or, with aging, due less than Lead(t) ago.  A set, not an \E in
+\* Tick: TLC would make one Tick step for each witness, all to the same state.
 
 Tick ==
     /\ Noticing # {}

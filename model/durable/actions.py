@@ -601,10 +601,17 @@ def expire_effect(s: DurableSnapshot, task: Hashable, *, limits: Limits) -> Dura
 def tick_refusal(s: DurableSnapshot, *, limits: Limits) -> Refusal | None:
     if any(live(s, t) and s.deadline.get(t, 0) >= s.now for t in s.holder):
         return None
-    if any(d > s.now and _waiting(s, t) for t, d in s.due.items()):
+    if any(s.due.get(t, 0) + lead(s, t, limits) > s.now and _waiting(s, t)
+           for t in s.scheduler.tasks):
         return None
     return Refusal(None, "tick: no live lease has yet to pass its deadline, no waiting "
-                   "version is yet to be due")
+                   "version is yet to be due or, with aging, to come before every arrival")
+
+
+def lead(s: DurableSnapshot, task: Hashable, limits: Limits) -> int:
+    """Spec ``Lead(t)``: how long the version of ``task`` must have been due to come before
+    every version yet to arrive; 0 without aging."""
+    return (max(limits.priorities) - s.priority.get(task, 0)) * limits.aging
 
 
 def tick_effect(s: DurableSnapshot, *, limits: Limits) -> DurableSnapshot:

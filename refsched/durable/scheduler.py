@@ -772,7 +772,9 @@ class DurableScheduler:
                 tx.many("INSERT INTO dep (task, dep) VALUES (?, ?)",
                         ((task_id, d) for d in dep_list))
             self._count(tx, "submitted")
-            self._step(tx, "Submit", t=task_id, D=sorted(dep_list))
+            # d: the delay as given (exact), or how far ahead a run_at put the due time
+            self._step(tx, "Submit", t=task_id, D=sorted(dep_list), p=priority,
+                       d=due - now if at is not None else wait or 0)
             if state == "ready":
                 # One not yet due wakes the idle workers to read the next due time again.
                 tx.wake(self._max, always=due > now)
@@ -907,7 +909,8 @@ class DurableScheduler:
                         (worker, deadline, lease, now, now, want)))
                     if rows:
                         self._count(tx, "claimed", len(rows))
-                        self._step(tx, "Claim", w=worker, k=len(rows))
+                        self._step(tx, "Claim", w=worker, k=len(rows),
+                                   chosen=sorted(row[3] for row in rows))
                     taken.extend(Lease(t, g, 1, deadline, fn, json.loads(args), worker)
                                  for _, _, _, t, g, fn, args in rows)
             if taken:
@@ -1290,7 +1293,7 @@ class DurableScheduler:
                  (task_id, 1 if old is None else old[0] + 1, int(seq), fn, args_text, now,
                   now, priority, key, key_due))
         self._count(tx, "submitted")
-        self._step(tx, "Submit", t=task_id, D=[])
+        self._step(tx, "Submit", t=task_id, D=[], p=priority, d=0)
 
     # ------------------------------------------------------------------ The virtual clock
 

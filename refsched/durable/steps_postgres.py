@@ -117,7 +117,12 @@ BEGIN
     PERFORM refsched_count('count:submitted', 1);
     IF p_record THEN
         INSERT INTO step (action, params, at)
-            VALUES ('Submit', json_build_object('t', p_task, 'D', json_build_array())::text, now_);
+            VALUES ('Submit', json_build_object('t', p_task, 'D', json_build_array(),
+                                                'p', p_priority,
+                                                'd', CASE WHEN p_run_at IS NOT NULL
+                                                          THEN due_ - now_
+                                                          ELSE coalesce(p_delay, 0) END
+                                                )::text, now_);
     END IF;
     PERFORM refsched_wake(p_virtual, p_channel, p_max);
     IF due_ > now_ THEN
@@ -142,6 +147,7 @@ DECLARE
     now_ float8;
     room bigint;
     taken bigint;
+    chosen text[];
 BEGIN
     -- Looked at before the lock, as the client looked before calling: a claimer that lost the
     -- race for what woke it sees the winner's commit here, and does not queue for the lock.
@@ -165,21 +171,25 @@ BEGIN
     IF room <= 0 THEN
         RETURN;
     END IF;
+    WITH claimed AS (
+        UPDATE task SET state = 'running', attempt = 1, holder = p_worker,
+               deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_
+         WHERE id IN (SELECT id FROM task WHERE state = 'ready' AND due <= now_
+                      ORDER BY claim_key DESC, claim_due, seq LIMIT room)
+        RETURNING id)
+    SELECT array_agg(id ORDER BY id COLLATE "C") INTO chosen FROM claimed;
+    taken := coalesce(cardinality(chosen), 0);
     RETURN QUERY
-        WITH claimed AS (
-            UPDATE task SET state = 'running', attempt = 1, holder = p_worker,
-                   deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_
-             WHERE id IN (SELECT id FROM task WHERE state = 'ready' AND due <= now_
-                          ORDER BY claim_key DESC, claim_due, seq LIMIT room)
-            RETURNING claim_key, claim_due, seq, id, generation, fn, args)
-        SELECT false, c.seq, c.id, c.generation, c.fn, c.args, now_ + p_lease
-          FROM claimed AS c ORDER BY c.claim_key DESC, c.claim_due, c.seq;
-    GET DIAGNOSTICS taken = ROW_COUNT;
+        SELECT false, t.seq, t.id, t.generation, t.fn, t.args, now_ + p_lease
+          FROM task AS t WHERE t.id = ANY (chosen)
+         ORDER BY t.claim_key DESC, t.claim_due, t.seq;
     IF taken > 0 THEN
         PERFORM refsched_count('count:claimed', taken);
         IF p_record THEN
+            -- chosen in code point order, as the client's sorted() writes it
             INSERT INTO step (action, params, at)
-                VALUES ('Claim', json_build_object('w', p_worker, 'k', taken)::text, now_);
+                VALUES ('Claim', json_build_object('w', p_worker, 'k', taken,
+                                                   'chosen', to_json(chosen))::text, now_);
         END IF;
         PERFORM refsched_wake(p_virtual, p_channel, p_max);
     END IF;

@@ -362,10 +362,10 @@ def durable_runs_check(session: Session, runs: int) -> Outcome:
                                _elapsed(started))
             db = DurableScheduler(report.store)
             try:
-                history = db.history()
+                history = db.timed_history()
                 session.report(f"  durable run {seed} of {runs}: TLC on {len(history)} steps")
                 verdict = validate_history(history, max_concurrency=db.max_concurrency,
-                                           max_attempts=db.max_attempts)
+                                           max_attempts=db.max_attempts, aging=db.aging)
             except (tlc.TLCNotFoundError, RuntimeError, ValueError) as e:
                 return Outcome(name, False, f"run {seed}: {e}", _elapsed(started))
             finally:

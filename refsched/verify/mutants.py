@@ -484,11 +484,11 @@ def _durable_tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
             except Exception:
                 return ERROR, _short(f"soak_run({seed}) raised\n{traceback.format_exc()}")
             with DurableScheduler(report.store) as db:
-                history = db.history()
+                history = db.timed_history()
                 if not history:
                     return ERROR, f"soak_run({seed}) recorded no step"
                 verdict = validate_history(history, max_concurrency=db.max_concurrency,
-                                           max_attempts=db.max_attempts)
+                                           max_attempts=db.max_attempts, aging=db.aging)
             if not verdict.accepted:
                 return KILLED, _short(f"soak_run({seed}), {len(history)} steps: TLC rejects "
                                       f"it: {verdict.violated or ''} {verdict.reason}")

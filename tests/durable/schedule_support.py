@@ -15,9 +15,8 @@ def checked_history(url: str) -> ScheduleHistoryCheck:
     db = DurableScheduler(url)
     try:
         history = db.timed_history()
-        durable = check_history([(a, p) for a, p, _ in history],
-                                max_concurrency=db.max_concurrency,
-                                max_attempts=db.max_attempts)
+        durable = check_history(history, max_concurrency=db.max_concurrency,
+                                max_attempts=db.max_attempts, aging=db.aging)
         check = check_schedule_history(history, max_concurrency=db.max_concurrency,
                                        max_attempts=db.max_attempts)
     finally:

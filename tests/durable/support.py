@@ -67,8 +67,8 @@ def log_lines(log: Path) -> list[tuple[str, str, int, float]]:
 
 def accepted_ends(db: DurableScheduler) -> dict[tuple[str, int], int]:
     """The accepted ends per version, once the whole history is checked against the spec."""
-    check = check_history(db.history(), max_concurrency=db.max_concurrency,
-                          max_attempts=db.max_attempts, final=db.snapshot())
+    check = check_history(db.timed_history(), max_concurrency=db.max_concurrency,
+                          max_attempts=db.max_attempts, aging=db.aging, final=db.snapshot())
     assert check.problems == []
     return check.ends
 

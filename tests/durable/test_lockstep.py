@@ -18,6 +18,9 @@ from refsched.durable import DurableScheduler
 from refsched.durable.scheduler import Lease
 from refsched.durable.store import Tx
 from refsched.errors import LeaseLostError, SchedulerError
+from refsched.model.durable import ACTIONS, DurableSnapshot, Limits
+from refsched.model.durable import actions as durable_actions
+from refsched.model.durable.actions import Action, Refusal, tick_effect
 from refsched.types import TaskState
 from refsched.verify.durable.lockstep import Disagreement, Ledger, run_durable_lockstep
 from tests.conftest import postgres_factory
@@ -55,6 +58,26 @@ def test_the_postgresql_store_agrees_with_the_model(postgres_url: str) -> None:
 
 def test_ledger_lists_what_was_never_taken() -> None:
     assert "Reclaim" in Ledger().missing()
+
+
+def _clock_stops_once_due(s: DurableSnapshot, *, limits: Limits) -> Refusal | None:
+    """Tick's guard without Lead: once every waiting version is due, the clock stops."""
+    if any(durable_actions.live(s, t) and s.deadline.get(t, 0) >= s.now for t in s.holder):
+        return None
+    if any(d > s.now and s.scheduler.tasks[t].state in (TaskState.PENDING, TaskState.READY)
+           for t, d in s.due.items()):
+        return None
+    return Refusal(None, "tick: nothing notices it")
+
+
+def test_a_model_whose_clock_stops_once_every_version_is_due_disagrees_with_an_aged_store(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The store ages a due version while nothing else waits for the clock; a model (and spec)
+    # whose Tick ignores that puts a later priority-1 arrival first.
+    monkeypatch.setitem(ACTIONS, "Tick", Action("Tick", (), _clock_stops_once_due, tick_effect))
+    with pytest.raises(Disagreement) as caught:
+        run_durable_lockstep(DurableScheduler, examples=150, steps=50, seed=0)
+    assert "priority=1" in str(caught.value) and "tick(1)" in str(caught.value)
 
 
 # -- Broken schedulers: each breaks one rule -----------------------------------------------------

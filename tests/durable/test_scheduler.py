@@ -537,5 +537,5 @@ def test_history_rows_are_json(tmp_path: Path) -> None:
     db.start()
     conn = sqlite3.connect(tmp_path / "s.db")
     rows = conn.execute("SELECT action, params FROM step ORDER BY n").fetchall()
-    assert [(a, json.loads(p)) for a, p in rows] == [("Submit", {"t": "a", "D": []}),
-                                                     ("Start", {})]
+    assert [(a, json.loads(p)) for a, p in rows] == [
+        ("Submit", {"t": "a", "D": [], "p": 0, "d": 0}), ("Start", {})]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +10,6 @@ from typing import Any
 import pytest
 
 from refsched.durable import DurableScheduler
-from refsched.profile import full_profile
 from refsched.types import TaskState
 from refsched.verify.durable.validate import HistoryError, history_module, validate_history
 
@@ -115,7 +113,7 @@ def test_an_accepted_stale_completion_is_rejected(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_double_claim_is_rejected(tmp_path: Path) -> None:
     history = virtual_history(tmp_path)
-    claim = history.index(("Claim", {"w": "w 1", "k": 1}))
+    claim = history.index(("Claim", {"w": "w 1", "k": 1, "chosen": ["a"]}))
     # A second worker takes the version while the first one's lease is live.
     double: History = [*history[:claim + 1], ("Reclaim", {"w": "w2", "t": "a"}),
                        *history[claim + 1:]]
@@ -156,18 +154,115 @@ def test_histories_of_lockstep_walks_are_accepted() -> None:
     from refsched.verify.durable.lockstep import LIMITS, Ledger, run_durable_lockstep
 
     ledger = Ledger(keep_histories=True)
-    # Walks without priorities or delays: a recorded Submit names neither, and the validation
-    # of recorded histories takes every version as due at once, of priority 0
-    # (refsched.verify.durable.validate).
-    untimed = dataclasses.replace(full_profile("durable"), time=False)
-    run_durable_lockstep(examples=20, steps=40, seed=3, ledger=ledger, profile=untimed)
-    # The walks whose leases expired and were re-claimed first, then those that claimed.
-    walks = sorted((h for h in ledger.histories if any(a == "Claim" for a, _ in h)),
-                   key=lambda h: -sum(a in ("Expire", "Reclaim") for a, _ in h))[:4]
-    assert any(a == "Reclaim" for h in walks for a, _ in h), ledger.summary()
-    for history in walks:
+    # Walks with priorities and delays, half of them on a store with aging, all on a virtual
+    # clock: TLC takes the recorded ticks as the only ones, each claim's ids as Chosen(k).
+    run_durable_lockstep(examples=30, steps=40, seed=3, ledger=ledger)
+    claimed = [(h, aging) for h, aging in ledger.histories if any(e[0] == "Claim" for e in h)]
+
+    def expiries(walk: tuple[list[Any], float | None]) -> int:
+        return sum(e[0] in ("Expire", "Reclaim") for e in walk[0])
+
+    def timed(walk: tuple[list[Any], float | None]) -> int:
+        history, aging = walk
+        return (aging is not None) + sum(e[0] == "Submit" and bool(e[1]["d"]) for e in history)
+
+    # The two walks whose leases expired and were re-claimed most, and the two with aging and
+    # the most delays.
+    walks = (sorted(claimed, key=expiries, reverse=True)[:2]
+             + sorted(claimed, key=timed, reverse=True)[:2])
+    assert any(e[0] == "Reclaim" for h, _ in walks for e in h), ledger.summary()
+    assert any(aging is not None for _, aging in walks), ledger.summary()
+    assert any(e[0] == "Submit" and e[1]["d"] for h, _ in walks for e in h), ledger.summary()
+    for history, aging in walks:
         verdict = validate_history(history, max_concurrency=LIMITS.max_concurrency,
-                                   max_attempts=LIMITS.max_attempts)
+                                   max_attempts=LIMITS.max_attempts, aging=aging,
+                                   clock="virtual", lease_time=LIMITS.lease_time)
         assert verdict.accepted, (verdict, history)
         print(f"{len(history)} steps accepted, {verdict.distinct_states} states, "
               f"{verdict.duration:.1f}s")
+
+
+# -- Due times, priorities and aging on a virtual clock ------------------------------------------
+
+def aged_history(tmp_path: Path, name: str = "aged") -> tuple[DurableScheduler, list[Any]]:
+    """x waits, due, while the clock passes two ticks that nothing else waits for; then y
+    arrives with priority 1, and z with a delay of 2. With aging 1, x has waited long enough
+    to come first."""
+    db = DurableScheduler(f"sqlite:///{tmp_path / f'{name}.db'}", max_concurrency=1,
+                          max_attempts=1, clock="virtual", record=True, aging=1)
+    db.start()
+    db.submit("x", fn=SLEEP)
+    db.tick(1)
+    db.tick(1)
+    db.submit("y", fn=SLEEP, priority=1)
+    db.submit("z", fn=SLEEP, delay=2)
+    [x] = db.claim("w", 1, 1)
+    assert x.task_id == "x"
+    db.complete(x)
+    [y] = db.claim("w", 1, 1)
+    db.complete(y)
+    db.tick(2)
+    [z] = db.claim("w", 1, 1)
+    db.complete(z)
+    return db, db.timed_history()  # tick(2) moved the clock two ticks: the times say so
+
+
+def validate_aged(history: list[Any]) -> Any:
+    return validate_history(history, max_concurrency=1, max_attempts=1, aging=1,
+                            clock="virtual", lease_time=1)
+
+
+@pytest.mark.slow
+def test_an_aged_virtual_history_is_accepted_and_each_time_rule_broken_is_rejected(
+        tmp_path: Path) -> None:
+    db, history = aged_history(tmp_path)
+    db.release()
+    verdict = validate_aged(history)
+    # one state per step, and one more for the second tick of tick(2)
+    assert verdict.accepted and verdict.distinct_states == len(history) + 2, verdict
+    # y claimed before x, as a claim order that ignores how long x waited would take it
+    claim = next(n for n, (a, _, _) in enumerate(history) if a == "Claim")
+    swapped = [*history]
+    swapped[claim] = ("Claim", {"w": "w", "k": 1, "chosen": ["y"]}, history[claim][2])
+    verdict = validate_aged(swapped)
+    assert not verdict.accepted and "ClaimsInKeyOrder" in (verdict.reason or ""), verdict
+    # z claimed one tick before its due time: it was due 3 ticks after its submit
+    early = [(a, {**p, "d": 3} if p.get("t") == "z" and a == "Submit" else p, at)
+             for a, p, at in history]
+    verdict = validate_aged(early)
+    assert not verdict.accepted and "ClaimsOnlyDue" in (verdict.reason or ""), verdict
+
+
+@pytest.mark.slow
+def test_a_spec_whose_clock_stops_once_every_version_is_due_rejects_an_aged_store(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Without Lead, the spec cannot tick while x waits due: y then comes first in the spec,
+    # and the store's claim of x is no behaviour of it.
+    db, history = aged_history(tmp_path)
+    db.release()
+    copy = tmp_path / "spec"
+    copy.mkdir()
+    for name in ("DurableScheduler.tla", "Scheduler.tla"):
+        (copy / name).write_text((ROOT / "spec" / name).read_text())
+    text = (copy / "DurableScheduler.tla").read_text()
+    assert text.count("due[t] + Lead(t) > now}") == 1
+    (copy / "DurableScheduler.tla").write_text(text.replace("due[t] + Lead(t) > now}",
+                                                            "due[t] > now}"))
+    monkeypatch.setenv("REFSCHED_SPEC_DIR", str(copy))
+    verdict = validate_aged(history)
+    assert not verdict.accepted, verdict
+
+
+def test_a_virtual_history_with_a_fractional_tick_or_delay_is_a_usage_error() -> None:
+    with pytest.raises(HistoryError, match="whole number of ticks"):
+        history_module([("Submit", {"t": "a", "D": [], "p": 0, "d": 0.5})], max_concurrency=1,
+                       max_attempts=1, tasks={"a"}, workers={"w"}, clock="virtual")
+    with pytest.raises(HistoryError, match="not a whole"):
+        history_module([("Start", {}, 0.0), ("Tick", {}, 0.5)], max_concurrency=1,
+                       max_attempts=1, tasks={"a"}, workers={"w"}, clock="virtual")
+    with pytest.raises(HistoryError, match="clock="):
+        history_module([("Start", {})], max_concurrency=1, max_attempts=1, tasks={"a"},
+                       workers={"w"}, clock="lunar")
+    with pytest.raises(HistoryError, match="aging="):
+        history_module([("Start", {})], max_concurrency=1, max_attempts=1, tasks={"a"},
+                       workers={"w"}, aging=-1)

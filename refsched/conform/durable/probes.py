@@ -425,7 +425,7 @@ class ReferenceStore(_Schedules):
         before = self.state
         self.state = action.step(before, *args, limits=limits or self.limits)
         self.counts = self.counts.step(step.action, args, before, self.state)
-        self.recorded.append(as_recorded(step))
+        self.recorded.append(as_recorded(step, before, self.state))
 
     def _state_of(self, task: Hashable) -> TaskState:
         state: TaskState = self.state.scheduler.tasks[task].state
@@ -452,7 +452,7 @@ class ReferenceStore(_Schedules):
         if not (_seconds(delay) or (isinstance(delay, int | float)
                                     and not isinstance(delay, bool) and delay == 0)):
             raise InvalidArgumentError(f"submit({task!r}, delay={delay!r}): seconds >= 0")
-        # the spec's Submit(t, D, p, d), recorded as the store records it: Submit(t, D)
+        # the spec's Submit(t, D, p, d), recorded as the store records it
         step = Step("Submit", (("t", task), ("D", frozenset(listed)), ("p", priority),
                                ("d", delay)))
         refusal = ACTIONS["Submit"].refused(self.state, task, frozenset(listed),

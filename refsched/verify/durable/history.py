@@ -13,6 +13,14 @@ with two checkers side by side:
   (Reclaim, Heartbeat, Tick and a reopening Expire are stuttering; an Expire that gives up is
   Fail), and the model refuses a step the spec does not allow.
 
+Due times and priorities (``docs/time.md``): a recorded Submit names its priority ``p`` and
+delay ``d``, and a Claim the ids it took (``chosen``, the spec's ``Chosen(k)``). Each claim must
+take ready versions that are due at its transaction's time, and leave no eligible version that
+comes before one it took in the claim order of the store's ``aging``. A history with times
+(``DurableScheduler.timed_history()``) is judged in the store's seconds; one without, only when
+it has no delay (every version then due when it came, in the order of its seq) and, with aging,
+one priority.
+
 At the end the store's own snapshot must be the model's. Whatever is wrong is returned as a
 list of lines, the first wrong step first. The steps of recurring schedules
 (``refsched.durable.schedules.SCHEDULE_ACTIONS``) are no steps of this spec: :func:`durable_steps`
@@ -23,12 +31,14 @@ leaves them out, here and in the TLC validation of histories
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from refsched.durable.schedules import SCHEDULE_ACTIONS
 from refsched.errors import SchedulerError
+from refsched.model.dag import actions as dag_actions
 from refsched.model.dag.api import ReferenceScheduler
+from refsched.types import TaskState
 
 __all__ = ["HistoryCheck", "check_history", "durable_steps"]
 
@@ -47,11 +57,16 @@ class HistoryCheck:
 
     max_concurrency: int
     max_attempts: int
+    aging: float | None = None  # the store's aging in seconds; None: strict priority
     model: ReferenceScheduler = field(init=False)
     leases: dict[str, _Lease] = field(default_factory=dict)
     ends: dict[tuple[str, int], int] = field(default_factory=dict)  # accepted ends per version
     problems: list[str] = field(default_factory=list)
     steps: int = 0
+    due: dict[str, float] = field(default_factory=dict)  # each current version's due time
+    priority: dict[str, int] = field(default_factory=dict)  # each id's priority
+    delayed: bool = False  # a Submit gave a delay
+    at: float | None = None  # the store's time of the step being taken, when recorded
 
     def __post_init__(self) -> None:
         self.model = ReferenceScheduler(self.max_concurrency)
@@ -64,15 +79,19 @@ class HistoryCheck:
         view = self.model.state_value.tasks.get(t)
         return view is not None and view.state.value == "running"
 
-    def _new_versions(self, before: Mapping[Any, Any]) -> None:
+    def _new_versions(self, before: Mapping[Any, Any], delay: float = 0) -> None:
+        """Fresh leases for the versions the step made, due ``delay`` after it."""
         for t, view in self.model.state_value.tasks.items():
             old = before.get(t)
             if old is None or old.generation != view.generation:
                 self.leases[str(t)] = _Lease()
+                self.due[str(t)] = (self.at or 0.0) + delay
 
-    def step(self, action: str, p: Mapping[str, Any]) -> None:
-        """Take one recorded step; a wrong one adds a problem (and the walk goes on)."""
+    def step(self, action: str, p: Mapping[str, Any], at: float | None = None) -> None:
+        """Take one recorded step (``at``: its time on the store's clock, when recorded); a
+        wrong one adds a problem (and the walk goes on)."""
         self.steps += 1
+        self.at = at
         where = f"step {self.steps} {action}({', '.join(f'{k}={v!r}' for k, v in p.items())})"
         try:
             self._step(action, p, where)
@@ -85,16 +104,22 @@ class HistoryCheck:
         m = self.model
         before = m.state_value.tasks
         if action == "Submit":
+            delay, priority = p.get("d", 0), p.get("p", 0)
             m.submit(p["t"], p["D"])
-            self._new_versions(before)
+            self.delayed = self.delayed or delay != 0
+            self.priority[p["t"]] = priority
+            self._new_versions(before, delay)
         elif action == "Start":
             m.start()
         elif action == "Claim":
-            claims = m.ready(p["k"])
-            if len(claims) != p["k"]:
-                self.problems.append(f"{where}: only {len(claims)} versions were claimable")
-            for claim in claims:
-                self.leases[str(claim.task_id)] = _Lease(1, p["w"])
+            if "chosen" not in p:  # a history recorded without the ids: the oldest first
+                claims = [str(c.task_id) for c in m.ready(p["k"])]
+                if len(claims) != p["k"]:
+                    self.problems.append(f"{where}: only {len(claims)} versions were claimable")
+            else:
+                claims = self._claim(list(p["chosen"]), p["k"], where)
+            for t in claims:
+                self.leases[t] = _Lease(1, p["w"])
         elif action == "Reclaim":
             lease = self.leases.get(p["t"])
             if lease is None or not self._running(p["t"]) or lease.holder is not None:
@@ -135,11 +160,55 @@ class HistoryCheck:
             m.cancel(p["t"])
         elif action == "Retry":
             m.retry(p["t"])
-            self._new_versions(before)
+            self._new_versions(before)  # due now, each with its priority
         elif action == "Close":
             m.close(bool(p["c"]))
         elif action != "Tick":
             self.problems.append(f"{where}: no such action")
+
+    def _key(self, t: str) -> tuple[float, ...]:
+        """The claim order's key (docs/time.md), smallest first."""
+        seq = self.model.state_value.tasks[t].seq
+        priority, due = self.priority.get(t, 0), self.due.get(t, 0.0)
+        if self.at is None:  # no times: every version due when it came, in seq order
+            due = seq
+        if self.aging is not None:
+            return (due - priority * self.aging, seq)
+        return (-priority, due, seq)
+
+    def _claim(self, chosen: list[str], k: int, where: str) -> list[str]:
+        """Spec: Claim(w, k) taking ``chosen``: k distinct ready versions, due, and the first
+        k eligible ones in the claim order. The chosen ones run, whatever was wrong."""
+        s = self.model.state_value
+        ready = {str(t) for t, v in s.tasks.items() if v.state is TaskState.READY}
+        refusal = dag_actions.claim_refusal(s, k, self.max_concurrency)
+        if refusal is not None:
+            self.problems.append(f"{where}: the spec does not allow it: {refusal.reason}")
+        if len(set(chosen)) != len(chosen) or len(chosen) != k:
+            self.problems.append(f"{where}: {k} claimed, but the ids taken are {chosen}")
+        if not set(chosen) <= ready:
+            self.problems.append(f"{where}: takes {sorted(set(chosen) - ready)}, not ready")
+            return [t for t in chosen if t in ready]
+        if self.at is None and (self.delayed or (
+                self.aging is not None and len(set(self.priority.values()) | {0}) > 1)):
+            self.problems.append(f"{where}: the claim order needs the store's times "
+                                 "(timed_history()) once a delay or, with aging, a priority "
+                                 "was given")
+        else:
+            now = float("inf") if self.at is None else self.at
+            early = [t for t in chosen if self.due.get(t, 0.0) > now]
+            if early:
+                self.problems.append(f"{where}: claims {early} before due (ClaimsOnlyDue)")
+            eligible = [t for t in ready if self.due.get(t, 0.0) <= now]
+            first = sorted(eligible, key=self._key)[:k]
+            if early == [] and set(first) != set(chosen):
+                self.problems.append(f"{where}: takes {sorted(chosen)}, where the claim order "
+                                     f"takes {sorted(first)} (ClaimsInKeyOrder)")
+        tasks = dict(s.tasks)
+        for t in chosen:
+            tasks[t] = replace(tasks[t], state=TaskState.RUNNING, claims=tasks[t].claims + 1)
+        self.model.state_value = s.replace(tasks=tasks)
+        return chosen
 
     def _ended(self, t: str, g: int, where: str) -> None:
         n = self.ends.get((t, g), 0) + 1
@@ -149,23 +218,29 @@ class HistoryCheck:
                                  "(AtMostOneEndPerVersion)")
 
 
-def durable_steps(history: Sequence[tuple[str, Mapping[str, Any]]]
-                  ) -> list[tuple[str, Mapping[str, Any]]]:
-    """``history`` without the steps of recurring schedules: the steps of
-    ``DurableScheduler.tla`` (a run's Submit is one of them)."""
-    return [(action, params) for action, params in history if action not in SCHEDULE_ACTIONS]
+def durable_steps(history: Sequence[Any]) -> list[Any]:
+    """``history`` (``history()``'s pairs or ``timed_history()``'s triples) without the steps
+    of recurring schedules: the steps of ``DurableScheduler.tla`` (a run's Submit is one of
+    them). An entry of another shape is kept, for the caller to refuse."""
+    return [e for e in history
+            if not (isinstance(e, (tuple, list)) and e and e[0] in SCHEDULE_ACTIONS)]
 
 
-def check_history(history: Sequence[tuple[str, Mapping[str, Any]]], *, max_concurrency: int,
-                  max_attempts: int, final: Any = None) -> HistoryCheck:
-    """Walk ``history``; with ``final`` (the store's ``snapshot()``), compare the end state."""
-    history = durable_steps(history)
-    check = HistoryCheck(max_concurrency, max_attempts)
-    if not history:
+def check_history(history: Sequence[tuple[str, Mapping[str, Any]]]
+                  | Sequence[tuple[str, Mapping[str, Any], float]], *, max_concurrency: int,
+                  max_attempts: int, aging: float | None = None,
+                  final: Any = None) -> HistoryCheck:
+    """Walk ``history`` (``history()``, or ``timed_history()`` to judge due times in the
+    store's seconds); ``aging`` is the store's (``DurableScheduler.aging``; None: strict
+    priority). With ``final`` (the store's ``snapshot()``), compare the end state."""
+    entries = [(e[0], e[1], e[2] if len(e) > 2 else None) for e in history]
+    entries = [e for e in entries if e[0] not in SCHEDULE_ACTIONS]
+    check = HistoryCheck(max_concurrency, max_attempts, aging)
+    if not entries:
         check.problems.append("the history is empty: nothing was checked")
         return check
-    for action, params in history:
-        check.step(action, params)
+    for action, params, at in entries:
+        check.step(action, params, at)
     if final is not None and final != check.model.snapshot():
         check.problems.append("the store's final state is not the one its history leads to")
     return check

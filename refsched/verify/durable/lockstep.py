@@ -38,6 +38,7 @@ plus a ``Tick`` for every ``tick()`` (the store records each).
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from collections import Counter
@@ -63,7 +64,7 @@ from refsched.model.durable import (
     violated,
     violated_by_step,
 )
-from refsched.model.durable.actions import claim_order, current, repeat
+from refsched.model.durable.actions import claim_order, current, eligible, repeat
 from refsched.model.durable.counters import Counts
 from refsched.types import CloseReport, TaskState
 from refsched.verify import system
@@ -86,10 +87,13 @@ __all__ = [
 
 IDS = ("a", "b", "c", "d")
 WORKERS = ("w1", "w2", "w3")
-# Submits draw priorities and delays (under a profile with ``time``) with strict priority, the
-# store's aging=None: the order a claim takes then changes with every priority and due time.
+# Submits draw priorities and delays (under a profile with ``time``). Half the walks keep strict
+# priority (the store's aging=None), where the order a claim takes changes with every priority
+# and due time; the others open a store with aging 1 (AGED), where a due version comes before a
+# priority-1 arrival once it has waited a tick, ticks that nothing else may wait for (spec: Lead).
 LIMITS = Limits(max_concurrency=2, max_attempts=2, lease_time=1, priorities=(0, 1),
                 delays=(0, 1, 2))
+AGED = dataclasses.replace(LIMITS, aging=1)
 FN = NOOP  # every version names it: the lock-step never runs a function
 _REPORTS = {"heartbeat": "Heartbeat", "complete": "Complete", "fail": "Fail",
             "acknowledge_cancel": "AcknowledgeCancel"}
@@ -126,7 +130,9 @@ class Ledger(WalkLedger):
     ACTIONS = tuple(ACTIONS)
 
     keep_histories: bool = False  # keep each walk's recorded history in ``histories``
-    histories: list[list[tuple[str, dict[str, Any]]]] = field(default_factory=list)
+    # each walk's timed_history(), with the store's aging
+    histories: list[tuple[list[tuple[str, dict[str, Any], float]], float | None]] = field(
+        default_factory=list)
 
 
 def _relative(deadline: float, now: float) -> float:
@@ -134,12 +140,20 @@ def _relative(deadline: float, now: float) -> float:
     return deadline - now if deadline >= now else -1
 
 
-def as_recorded(step: Step) -> tuple[str, dict[str, Any]]:
-    """A model step as the store records it in ``history()``: its answer lost or not, its
-    dependencies sorted, ``Close``'s parameter named as the store names it."""
+def as_recorded(step: Step, before: DurableSnapshot,
+                after: DurableSnapshot) -> tuple[str, dict[str, Any]]:
+    """A model step (from ``before`` to ``after``) as the store records it in ``history()``:
+    its answer lost or not, its dependencies sorted, a claim with the ids it took
+    (``chosen``, the spec's ``Chosen(k)``, sorted), ``Close``'s parameter named as the store
+    names it."""
     params = dict(step.params)
-    if step.action == "Submit":  # recorded without its priority and delay
-        params = {"t": params["t"], "D": sorted(params["D"])}
+    if step.action == "Submit":
+        params = {"t": params["t"], "D": sorted(params["D"]), "p": params.get("p", 0),
+                  "d": params.get("d", 0)}
+    elif step.action.removesuffix(_LOST) == "Claim":
+        params["chosen"] = sorted(str(t) for t, view in after.scheduler.tasks.items()
+                                  if view.state is TaskState.RUNNING
+                                  and before.scheduler.tasks[t].state is TaskState.READY)
     elif step.action == "Close":
         params = {"c": params["cancelPending"]}
     return step.action.removesuffix(_LOST), params
@@ -222,10 +236,8 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         def __init__(self) -> None:
             super().__init__()
             self.folder = tempfile.mkdtemp(prefix="refsched-durable-lockstep-")
-            self.db: DurableScheduler = factory(
-                f"sqlite:///{Path(self.folder) / 'store.db'}",
-                max_concurrency=LIMITS.max_concurrency, max_attempts=LIMITS.max_attempts,
-                clock="virtual", record=True, **({"aging": None} if has.time else {}))
+            self.limits = LIMITS  # AGED for a walk that draws aging (setup)
+            self.db: DurableScheduler = self.open(None)
             self.model: DurableSnapshot = INITIAL
             self.held: dict[str, dict[LeaseKey, Any]] = {}  # worker -> its leases (the API's)
             self.old: dict[tuple[str, LeaseKey], Any] = {}  # every lease ever handed out
@@ -239,18 +251,29 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             self.refusals: Counter[str] = Counter()  # refused and repeated reports, cycles
             ledger.examples += 1
 
+        def open(self, aging: int | None) -> DurableScheduler:
+            """A new store, with ``aging`` (ticks, or None: strict priority) under a profile
+            with ``time``."""
+            name = "store.db" if aging is None else "store-aged.db"
+            return factory(  # type: ignore[no-any-return]
+                f"sqlite:///{Path(self.folder) / name}",
+                max_concurrency=LIMITS.max_concurrency, max_attempts=LIMITS.max_attempts,
+                clock="virtual", record=True, **({"aging": aging} if has.time else {}))
+
         def teardown(self) -> None:
             if ledger.keep_histories and has.snapshot:
-                ledger.histories.append(self.db.history())
+                ledger.histories.append((self.db.timed_history(), self.db.aging))
             self.db.release()
             shutil.rmtree(self.folder, ignore_errors=True)
 
         # -- checking -------------------------------------------------------------------
 
         def fail(self, reason: str) -> NoReturn:
+            instance = dataclasses.replace(INSTANCE, priorities=self.limits.priorities,
+                                           delays=self.limits.delays, aging=self.limits.aging)
             raise Disagreement(reason, self.calls, Trace(
-                "durable-lockstep", _DURABLE.constants(INSTANCE),
-                _DURABLE.spec_state(INITIAL, INSTANCE), tuple(self.taken),
+                "durable-lockstep", _DURABLE.constants(instance),
+                _DURABLE.spec_state(INITIAL, instance), tuple(self.taken),
                 {"source": "refsched.verify.durable.lockstep"}),
                 states_at(self.model.scheduler, lambda: self.db.snapshot()))
 
@@ -258,7 +281,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             """The model takes ``steps`` (already chosen as enabled)."""
             for step in steps:
                 try:
-                    args, after = model_takes(self.model, step, LIMITS)
+                    args, after = model_takes(self.model, step, self.limits)
                 except ModelRefused as refused:
                     self.fail(str(refused))
                 before, self.model = self.model, after
@@ -266,7 +289,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                                             _DURABLE.spec_state(self.model, INSTANCE)))
                 self.counts = self.counts.step(step.action, args, before, self.model)
                 if step.action not in _UNRECORDED:
-                    self.expected.append(as_recorded(step))
+                    self.expected.append(as_recorded(step, before, self.model))
                 ledger.actions[step.action] += 1
 
         def call(self, text: str, method: Callable[[], Any]) -> tuple[Any, Exception | None]:
@@ -359,9 +382,16 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         @initialize(graph=st.lists(st.tuples(st.sampled_from(IDS),
                                              st.frozensets(st.sampled_from(IDS), max_size=2)),
                                    min_size=1, max_size=4),
-                    start=st.integers(0, 5))
-        def setup(self, graph: list[tuple[str, frozenset[str]]], start: int) -> None:
-            """A few submissions on ids submitted before them, then (most often) start()."""
+                    start=st.integers(0, 5), aged=st.booleans())
+        def setup(self, graph: list[tuple[str, frozenset[str]]], start: int,
+                  aged: bool) -> None:
+            """A store with aging or strict priority (``aged``, under a profile with
+            ``time``), a few submissions on ids submitted before them, then (most often)
+            start()."""
+            if aged and has.time:
+                self.db.release()
+                self.limits = AGED
+                self.db = self.open(AGED.aging)
             if not has.start:  # claims are open from the beginning: no call starts them
                 self.take([Step("Start", ())])
             for t, deps in graph:
@@ -381,7 +411,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             if not has.time:
                 p = d = 0
             times: dict[str, Any] = {k: v for k, v in (("priority", p), ("delay", d)) if v}
-            refusal = ACTIONS["Submit"].refused(self.model, t, deps, p, d, limits=LIMITS)
+            refusal = ACTIONS["Submit"].refused(self.model, t, deps, p, d, limits=self.limits)
             shown = "".join(f", {k}={v}" for k, v in times.items())
             got = self.call(f"submit({t!r}, {sorted(deps)}{shown})",
                             lambda: self.db.submit(t, sorted(deps), fn=FN, **times))
@@ -395,7 +425,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         @precondition(lambda self: has.start and not self.model.scheduler.started)
         @rule()
         def start(self) -> None:
-            refusal = ACTIONS["Start"].refused(self.model, limits=LIMITS)
+            refusal = ACTIONS["Start"].refused(self.model, limits=self.limits)
             got = self.call("start()", self.db.start)
             if refusal is None:
                 self.take([Step("Start", ())])
@@ -413,7 +443,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 t = data.draw(st.sampled_from(running), label="running")
             else:
                 t = self.known(data)
-            refusal = ACTIONS["Cancel"].refused(self.model, t, limits=LIMITS)
+            refusal = ACTIONS["Cancel"].refused(self.model, t, limits=self.limits)
             got = self.call(f"cancel({t!r})", lambda: self.db.cancel(t))
             if refusal is None:
                 self.take([Step("Cancel", (("t", t),))])
@@ -426,7 +456,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         @rule(data=st.data())
         def retry(self, data: st.DataObject) -> None:
             t = self.known(data)
-            refusal = ACTIONS["Retry"].refused(self.model, t, limits=LIMITS)
+            refusal = ACTIONS["Retry"].refused(self.model, t, limits=self.limits)
             got = self.call(f"retry({t!r})", lambda: self.db.retry(t))
             if refusal is None:
                 before = self.model.scheduler.tasks
@@ -441,7 +471,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         @precondition(lambda self: has.close and len(self.calls) >= 25)
         @rule(c=st.booleans())
         def close(self, c: bool) -> None:
-            refusal = ACTIONS["Close"].refused(self.model, c, limits=LIMITS)
+            refusal = ACTIONS["Close"].refused(self.model, c, limits=self.limits)
             got = self.call(f"close({c})", lambda: self.db.close(c))
             if refusal is None:
                 self.take([Step("Close", (("cancelPending", c),))])
@@ -457,10 +487,10 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         @rule(w=st.sampled_from(WORKERS), limit=st.integers(1, 3))
         def claim(self, w: str, limit: int) -> None:
             try:
-                after, steps = claim_transaction(self.model, w, limit, limits=LIMITS)
+                after, steps = claim_transaction(self.model, w, limit, limits=self.limits)
             except SchedulerError as error:
                 got = self.call(f"claim({w!r}, {limit})",
-                                lambda: self.db.claim(w, limit, LIMITS.lease_time))
+                                lambda: self.db.claim(w, limit, self.limits.lease_time))
                 self.answer(got, None, type(error))
                 return
             before = self.model.held.get(w, frozenset())
@@ -473,7 +503,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                          else s for s in steps]
             # The store answers the new leases in the claim order (docs/time.md), read in the
             # state the claim chose from: a claimed version's due time is dropped.
-            rank = {str(t): i for i, t in enumerate(claim_order(self.model, LIMITS))}
+            rank = {str(t): i for i, t in enumerate(claim_order(self.model, self.limits))}
             self.take(steps)
             assert self.model == (after.replace(held=self.model.held) if lost else after)
             fresh = after.held.get(w, frozenset()) - before
@@ -482,7 +512,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             by_task = {t: (t, g, a) for t, g, a in fresh}
             expected = [by_task[t] for t in order]
             value, raised = self.call(f"claim({w!r}, {limit})",
-                                      lambda: self.db.claim(w, limit, LIMITS.lease_time))
+                                      lambda: self.db.claim(w, limit, self.limits.lease_time))
             if raised is None:
                 for lease in [] if lost else value:
                     key = (lease.task_id, lease.generation, lease.attempt)
@@ -523,7 +553,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             ender = self.enders.get(t)
             if method != "heartbeat" and ender is not None and ender[1] == key:
                 # The same lease reports again after its accepted report: answered, no change.
-                refusal = ACTIONS["RepeatedCallback"].refused(self.model, t, limits=LIMITS)
+                refusal = ACTIONS["RepeatedCallback"].refused(self.model, t, limits=self.limits)
                 got = self.call(text, lambda: getattr(self.db, method)(lease))
                 if refusal is not None:
                     self.fail(f"the model refuses the repeat: {refusal.reason}")
@@ -531,7 +561,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 self.refusals["repeated"] += 1
                 self.answer(got, self.state_of(t), None)
                 return
-            refusal = ACTIONS[action].refused(self.model, w, t, g, a, limits=LIMITS)
+            refusal = ACTIONS[action].refused(self.model, w, t, g, a, limits=self.limits)
             if refusal is None or refusal.error is None:
                 return  # a live lease its worker forgot: no worker can report with it
             got = self.call(text, lambda: getattr(self.db, method)(lease))
@@ -554,11 +584,23 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 w, key = data.draw(st.sampled_from(choices), label="old lease")
                 self.report_on(w, key, self.old[(w, key)], method, False)
 
+        @precondition(lambda self: has.time and bool(eligible(self.model)))
+        @rule(t=st.sampled_from(IDS), arrives=st.booleans())
+        def wait(self, t: str, arrives: bool) -> None:
+            """The clock passes while a due version waits (no worker asks), then (``arrives``)
+            a version of the highest priority arrives: with aging, the one that waited comes
+            first once it has waited long enough, and only a clock that counts those ticks
+            knows when."""
+            for _ in range(2):
+                self.tick()
+            if arrives:
+                self.submit(t, frozenset(), max(LIMITS.priorities), 0)
+
         @precondition(lambda self: bool(self.model.holder) or len(self.calls) % 4 == 0)
         @rule()
         def tick(self) -> None:
             got = self.call("tick(1)", lambda: self.db.tick(1))
-            if ACTIONS["Tick"].enabled(self.model, limits=LIMITS):
+            if ACTIONS["Tick"].enabled(self.model, limits=self.limits):
                 self.take([Step("Tick", ())])
             else:
                 self.expected.append(("Tick", {}))  # recorded; the spec has no step for it
@@ -576,7 +618,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                             if any(self.model.holder.get(t) == w for t, _, _ in keys))
             w = data.draw(st.sampled_from(paused), label="paused worker")
             mine = [t for t, _, _ in self.held[w] if self.model.holder.get(t) == w]
-            for _ in range(LIMITS.lease_time + 1):
+            for _ in range(self.limits.lease_time + 1):
                 if all(self.model.deadline.get(t, 0) < self.model.now for t in mine):
                     break
                 self.tick()
@@ -587,7 +629,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         @rule(w=st.sampled_from(WORKERS))
         def crash(self, w: str) -> None:
             self.calls.append(f"crash({w!r})")
-            if ACTIONS["Crash"].enabled(self.model, w, limits=LIMITS):
+            if ACTIONS["Crash"].enabled(self.model, w, limits=self.limits):
                 self.take([Step("Crash", (("w", w),))])
             self.held.pop(w, None)
             crash = getattr(self.db, "crash", None)  # an implementation that can be told
@@ -603,8 +645,8 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             self.bad += 1
             t = data.draw(st.sampled_from(IDS), label="t")
             calls: list[tuple[str, Callable[[], Any]]] = [
-                ("claim('w1', 0)", lambda: self.db.claim("w1", 0, LIMITS.lease_time)),
-                ("claim('w1', True)", lambda: self.db.claim("w1", True, LIMITS.lease_time)),
+                ("claim('w1', 0)", lambda: self.db.claim("w1", 0, self.limits.lease_time)),
+                ("claim('w1', True)", lambda: self.db.claim("w1", True, self.limits.lease_time)),
                 (f"submit({t!r}, [{t!r}])", lambda: self.db.submit(t, [t], fn=FN)),
                 ("heartbeat('lease')", lambda: self.db.heartbeat("lease")),  # type: ignore[arg-type]
                 (f"submit({t!r}, fn='no module')", lambda: self.db.submit(t, fn="no module")),

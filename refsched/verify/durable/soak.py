@@ -133,8 +133,8 @@ def soak_run(seed: int, folder: Path, *, tasks: int = 20, workers: int = 3, leas
             report.refused += (err or b"").count(b"report refused")
     report.seconds = time.monotonic() - began
     history = db.history()
-    check = check_history(history, max_concurrency=db.max_concurrency,
-                          max_attempts=db.max_attempts, final=db.snapshot())
+    check = check_history(db.timed_history(), max_concurrency=db.max_concurrency,
+                          max_attempts=db.max_attempts, aging=db.aging, final=db.snapshot())
     report.problems += check.problems
     report.reclaims = sum(1 for action, _ in history if action == "Reclaim")
     report.self_reclaims = self_reclaims(history, db.max_concurrency, db.max_attempts)

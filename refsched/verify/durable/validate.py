@@ -63,18 +63,20 @@ _LEASE_TIME = 1  # only the order of deadlines and now is read: one tick per lea
 
 # The parameters each recorded action names, in the spec's order, and what kind each is.
 _PARAMS: dict[str, tuple[str, ...]] = {
-    "Submit": ("t", "D"), "Start": (), "Claim": ("w", "k"), "Reclaim": ("w", "t"),
+    "Submit": ("t", "D", "p", "d"), "Start": (), "Claim": ("w", "k"), "Reclaim": ("w", "t"),
     "Heartbeat": ("w", "t", "g", "a"), "Complete": ("w", "t", "g", "a"),
     "Fail": ("w", "t", "g", "a"), "AcknowledgeCancel": ("w", "t", "g", "a"),
     "Expire": ("t",), "Cancel": ("t",), "Retry": ("t",), "Close": ("c",), "Tick": (),
 }
+# Named when recorded: the ids a claim took (a history recorded before they were has none).
+_OPTIONAL: dict[str, tuple[str, ...]] = {"Claim": ("chosen",)}
 
 # How each action is taken from the record e of its step.
 _CALLS: dict[str, str] = {
-    # The recorded histories submit with neither a priority nor a delay.
-    "Submit": "Submit(e.t, e.D, 0, 0)",
+    "Submit": "Submit(e.t, e.D, e.p, e.d)",
     "Start": "Start",
-    "Claim": "Claim(e.w, e.k)",
+    # The ids the store took are the spec's: a claim out of the claim order is refused here.
+    "Claim": "(\"chosen\" \\in DOMAIN e => Chosen(e.k) = e.chosen) /\\ Claim(e.w, e.k)",
     "Reclaim": "Reclaim(e.w, e.t)",
     "Heartbeat": "Heartbeat(e.w, e.t, e.g, e.a)",
     "Complete": "Complete(e.w, e.t, e.g, e.a)",
@@ -84,9 +86,12 @@ _CALLS: dict[str, str] = {
     "Cancel": "Cancel(e.t)",
     "Retry": "Retry(e.t)",
     "Close": "Close(e.c)",
-    # A tick no live lease can notice is no spec step (docs/durable.md, Time).
-    "Tick": "(Tick \\/ UNCHANGED vars)",
+    # A tick nothing can notice is no spec step (docs/durable.md, Time); one something can
+    # notice is taken (on a virtual clock the spec's clock keeps up with the store's).
+    "Tick": "(Tick \\/ (Noticing = {} /\\ UNCHANGED vars))",
 }
+
+CLOCKS = ("wall", "virtual")
 
 
 class HistoryError(ValueError):
@@ -117,51 +122,131 @@ def _check(history: Sequence[tuple[str, Mapping[str, Any]]], tasks: frozenset[st
     if not history:
         raise HistoryError("the history is empty: there is nothing to validate (was the store "
                            "created with record=True?)")
-    for n, entry in enumerate(history, start=1):
-        try:
-            action, params = entry
-        except (TypeError, ValueError):
-            raise HistoryError(f"step {n}: {entry!r} is not an (action, params) pair") from None
-        if action not in _PARAMS or not isinstance(params, Mapping):
-            raise HistoryError(f"step {n}: {action!r} is not a recorded spec action")
+    for n, (action, params) in enumerate(history, start=1):
         names = _PARAMS[action]
-        if set(params) != set(names):
-            raise HistoryError(f"step {n} {action}: parameters {sorted(params)}, "
-                               f"expected {list(names)}")
-        for name in names:
+        for name in (*names, *_OPTIONAL.get(action, ())):
+            if name not in params:
+                continue
             value = params[name]
             if name == "t":
                 ok = isinstance(value, str) and value in tasks
             elif name == "w":
                 ok = isinstance(value, str) and value in workers
-            elif name == "D":
+            elif name in ("D", "chosen"):
                 ok = (isinstance(value, (list, tuple, set, frozenset))
                       and all(isinstance(d, str) and d in tasks for d in value))
             elif name == "c":
                 ok = isinstance(value, bool)
+            elif name == "p":
+                ok = _is_int(value) and -TLC_INT_LIMIT < value < TLC_INT_LIMIT
             else:
                 ok = _is_int(value) and 0 <= value < TLC_INT_LIMIT
             if not ok:
                 raise HistoryError(f"step {n} {action}: {name}={value!r} is not in the instance")
 
 
+def _entries(history: Sequence[Any]) -> list[tuple[str, Mapping[str, Any], float | None]]:
+    """``history()``'s pairs or ``timed_history()``'s triples, each checked for its shape."""
+    entries: list[tuple[str, Mapping[str, Any], float | None]] = []
+    for n, entry in enumerate(history, start=1):
+        if not isinstance(entry, (tuple, list)) or len(entry) not in (2, 3):
+            raise HistoryError(f"step {n}: {entry!r} is not an (action, params) pair or an "
+                               "(action, params, time) triple")
+        action, params = entry[0], entry[1]
+        at = entry[2] if len(entry) == 3 else None
+        if action not in _PARAMS or not isinstance(params, Mapping):
+            raise HistoryError(f"step {n}: {action!r} is not a recorded spec action")
+        names, optional = set(_PARAMS[action]), set(_OPTIONAL.get(action, ()))
+        if action == "Submit":
+            optional |= {"p", "d"}  # a history recorded before due times names neither
+            names -= {"p", "d"}
+        if not names <= set(params) <= names | optional:
+            raise HistoryError(f"step {n} {action}: parameters {sorted(params)}, "
+                               f"expected {sorted(names)}"
+                               + (f" (and may name {sorted(optional)})" if optional else ""))
+        if at is not None and (isinstance(at, bool) or not isinstance(at, (int, float))):
+            raise HistoryError(f"step {n} {action}: time {at!r} is not a number")
+        entries.append((action, params, at))
+    return entries
+
+
+def _in_ticks(history: Sequence[Any], clock: str, aging: float | None
+              ) -> tuple[list[tuple[str, dict[str, Any]]], int]:
+    """The history as the spec's steps, with each Submit's priority and delay in the spec's
+    terms, and the spec's Aging.
+
+    On a virtual clock the store's seconds are the spec's ticks: a delay, the aging and each
+    tick's advance (from the times of ``timed_history()``; one tick per recorded Tick without
+    them) must be whole. On the wall clock the spec's ticks are free (TLC places them), so only
+    the order of priorities and whether a delay was given are kept: TLC then judges the order
+    of steps and of claims, and ``check_history`` with the store's times how early a claim
+    came (a wall-clock history's delay is one tick, its aging one tick a level)."""
+    if clock not in CLOCKS:
+        raise HistoryError(f"clock={clock!r}: one of {', '.join(CLOCKS)}")
+    if aging is not None and (isinstance(aging, bool) or not isinstance(aging, (int, float))
+                              or not aging > 0):
+        raise HistoryError(f"aging={aging!r}: seconds > 0, or None for strict priority")
+    entries = _entries(history)
+    priorities = sorted({p.get("p", 0) for a, p, _ in entries if a == "Submit"
+                         if _is_int(p.get("p", 0))} | {0})
+    rank = {q: i - priorities.index(0) for i, q in enumerate(priorities)}
+    steps: list[tuple[str, dict[str, Any]]] = []
+    last: float | None = None
+    for n, (action, params, at) in enumerate(entries, start=1):
+        params = dict(params)
+        if action == "Submit":
+            delay = params.get("d", 0)
+            if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
+                raise HistoryError(f"step {n} Submit: d={delay!r} is not a delay >= 0")
+            params.setdefault("p", 0)
+            if clock == "virtual":
+                if delay != int(delay):
+                    raise HistoryError(f"step {n} Submit: d={delay!r} is not a whole number "
+                                       "of ticks (seconds of a virtual clock)")
+                params["d"] = int(delay)
+            else:
+                params["d"] = 1 if delay > 0 else 0
+                params["p"] = rank.get(params["p"], params["p"])
+        if action == "Tick" and clock == "virtual" and at is not None and last is not None:
+            advance = at - last
+            if advance != int(advance) or advance < 1:
+                raise HistoryError(f"step {n} Tick: the clock moved {advance!r}, not a whole "
+                                   "number of ticks")
+            steps.extend([(action, params)] * (int(advance) - 1))
+        if at is not None:
+            last = at
+        steps.append((action, params))
+    if aging is None:
+        return steps, 0
+    if clock == "virtual" and aging != int(aging):
+        raise HistoryError(f"aging={aging!r}: a whole number of ticks on a virtual clock")
+    return steps, int(aging) if clock == "virtual" else 1
+
+
 def _record(action: str, params: Mapping[str, Any]) -> str:
     fields = [f"action |-> {render(action)}"]
-    for name in _PARAMS[action]:
+    for name in (*_PARAMS[action], *_OPTIONAL.get(action, ())):
+        if name not in params:
+            continue
         value = params[name]
-        if name == "D":
+        if name in ("D", "chosen"):
             value = frozenset(value)
         fields.append(f"{name} |-> {render(value)}")
     return "[" + ", ".join(fields) + "]"
 
 
-def history_module(history: Sequence[tuple[str, Mapping[str, Any]]], *, max_concurrency: int,
-                   max_attempts: int, tasks: Iterable[str], workers: Iterable[str],
+def history_module(history: Sequence[Any], *, max_concurrency: int, max_attempts: int,
+                   tasks: Iterable[str], workers: Iterable[str], aging: float | None = None,
+                   clock: str = "wall", lease_time: int = 1,
                    module_name: str = "DurableTraceCheck") -> tuple[str, str]:
     """The TLA+ module and TLC config that check ``history`` against the spec.
 
-    ``tasks`` and ``workers`` are the instance's ids and worker names (every one the history
-    names must be among them). Raises :class:`HistoryError` for an empty or malformed history.
+    ``history`` is ``history()`` or ``timed_history()``; ``tasks`` and ``workers`` are the
+    instance's ids and worker names (every one the history names must be among them);
+    ``aging`` is the store's (None: strict priority); ``clock`` the store's (``"wall"``: TLC
+    places the ticks; ``"virtual"``: the recorded ticks are all there are, and every claim
+    leased for ``lease_time`` ticks). Raises :class:`HistoryError` for an empty or malformed
+    history.
     """
     task_set = frozenset(tasks)
     worker_set = frozenset(workers)
@@ -172,14 +257,33 @@ def history_module(history: Sequence[tuple[str, Mapping[str, Any]]], *, max_conc
     if not worker_set:
         raise HistoryError("no workers: the spec needs at least one")
     for setting, number in (("max_concurrency", max_concurrency),
-                            ("max_attempts", max_attempts)):
+                            ("max_attempts", max_attempts), ("lease_time", lease_time)):
         if not _is_int(number) or not 1 <= number < TLC_INT_LIMIT:
             raise HistoryError(f"{setting}={number!r}: an int >= 1")
-    history = durable_steps(history)
-    _check(history, task_set, worker_set)
-    steps = ",\n    ".join(_record(a, p) for a, p in history)
+    steps, spec_aging = _in_ticks(durable_steps(history), clock, aging)
+    _check(steps, task_set, worker_set)
+    priorities = {p["p"] for a, p in steps if a == "Submit"} | {0}
+    delays = {p["d"] for a, p in steps if a == "Submit"} | {0}
+    records = ",\n    ".join(_record(a, p) for a, p in steps)
     calls = "\n".join(f"    \\/ e.action = {render(name)} /\\ {call}"
                       for name, call in _CALLS.items())
+    if clock == "wall":
+        free_ticks = """
+    \\/ /\\ Tick
+       /\\ UNCHANGED i
+\\* The next recorded step, or time passing on the store's clock (a wall clock records no Tick)."""
+        bound = f"""
+TickBound == now <= {2 + (max(priorities) - min(priorities)) * spec_aging} * (i + 1)
+\\* An Expire needs at most two ticks past the step that set the deadline, a due time one, a
+\\* version's lead at most (MaxPriority - MinPriority) * Aging: no more are tried.
+"""
+        constraint = "CONSTRAINT TickBound\n"
+        spec_lease = _LEASE_TIME
+    else:
+        free_ticks = """
+\\* The next recorded step: a virtual clock records every tick."""
+        bound = constraint = ""
+        spec_lease = lease_time
     module = f"""---- MODULE {module_name} ----
 \\* Generated by refsched.verify.durable.validate: a recorded history of a durable store, as a
 \\* trace of DurableScheduler. TraceAccepted is violated exactly when every step was taken.
@@ -191,7 +295,7 @@ TraceTasks == {render(task_set)}
 TraceWorkers == {render(worker_set)}
 
 Trace == <<
-    {steps}
+    {records}
 >>
 
 Step(e) ==
@@ -203,16 +307,10 @@ TraceInit == Init /\\ i = 0
 TraceNext ==
     \\/ /\\ i < Len(Trace)
        /\\ Step(Trace[i + 1])
-       /\\ i' = i + 1
-    \\/ /\\ Tick
-       /\\ UNCHANGED i
-\\* The next recorded step, or time passing on the store's clock (a wall clock records no Tick).
+       /\\ i' = i + 1{free_ticks}
 
 TraceSpec == TraceInit /\\ [][TraceNext]_<<vars, i>>
-
-TickBound == now <= 2 * i + 2
-\\* An Expire needs at most two ticks past the step that set the deadline: no more are tried.
-
+{bound}
 {_ACCEPTED} == i < Len(Trace)
 ====
 """
@@ -222,52 +320,56 @@ TickBound == now <= 2 * i + 2
     Workers <- TraceWorkers
     MaxConcurrency = {max_concurrency}
     MaxAttempts = {max_attempts}
-    LeaseTime = {_LEASE_TIME}
+    LeaseTime = {spec_lease}
     LoseAnswers = FALSE
-    Priorities = {{0}}
-    Delays = {{0}}
-    Aging = 0
+    Priorities = {render(frozenset(priorities))}
+    Delays = {render(frozenset(delays))}
+    Aging = {spec_aging}
     NoTask = NoTask
     NoWorker = NoWorker
 
 INIT TraceInit
 NEXT TraceNext
-CONSTRAINT TickBound
-
+{constraint}
 INVARIANTS
 {invariants}
 """
     return module, config
 
 
-def _named(history: Sequence[tuple[str, Mapping[str, Any]]], key: str) -> set[str]:
-    return {p[key] for _, p in history if isinstance(p, Mapping) and isinstance(p.get(key), str)}
+def _named(history: Sequence[Any], key: str) -> set[str]:
+    return {e[1][key] for e in history if isinstance(e, (tuple, list)) and len(e) > 1
+            and isinstance(e[1], Mapping) and isinstance(e[1].get(key), str)}
 
 
-def validate_history(history: Sequence[tuple[str, Mapping[str, Any]]], *,
-                     max_concurrency: int, max_attempts: int,
+def validate_history(history: Sequence[Any], *, max_concurrency: int, max_attempts: int,
+                     aging: float | None = None, clock: str = "wall", lease_time: int = 1,
                      tasks: Iterable[str] | None = None, workers: Iterable[str] | None = None,
                      timeout: float = 300, tlc_workers: int = 1) -> HistoryValidation:
-    """Ask TLC whether ``history`` (``DurableScheduler.history()``) is a behaviour of the spec.
+    """Ask TLC whether ``history`` (``history()`` or ``timed_history()``) is a behaviour of
+    the spec.
 
-    ``max_concurrency`` and ``max_attempts`` are the store's; ``tasks`` and ``workers``
-    default to the ids and names the history uses. Runs TLC (``tlc_workers`` threads, killed
-    after ``timeout`` seconds: :class:`refsched.verify.tlc.TLCTimeoutError`) in a temporary
-    folder beside copies of ``DurableScheduler.tla`` and ``Scheduler.tla``. Raises
-    :class:`HistoryError` for an empty or malformed history, and
-    :class:`refsched.verify.validate.TLCInternalError` when TLC gives no verdict.
+    ``max_concurrency``, ``max_attempts``, ``aging`` and ``clock`` are the store's
+    (``DurableScheduler.aging``, ``.clock``); on a virtual clock every claim leased for
+    ``lease_time`` seconds. ``tasks`` and ``workers`` default to the ids and names the history
+    uses. Runs TLC (``tlc_workers`` threads, killed after ``timeout`` seconds:
+    :class:`refsched.verify.tlc.TLCTimeoutError`) in a temporary folder beside copies of
+    ``DurableScheduler.tla`` and ``Scheduler.tla``. Raises :class:`HistoryError` for an empty
+    or malformed history, and :class:`refsched.verify.validate.TLCInternalError` when TLC gives
+    no verdict.
     """
     history = durable_steps(history)
     if not history:
-        _check(history, frozenset(), frozenset())
+        _check([], frozenset(), frozenset())
     task_set = set(tasks) if tasks is not None else _named(history, "t") | {
-        d for a, p in history if a == "Submit" and isinstance(p, Mapping)
-        for d in p.get("D", ()) if isinstance(d, str)}
+        d for e in history if isinstance(e, (tuple, list)) and len(e) > 1 and e[0] == "Submit"
+        and isinstance(e[1], Mapping) for d in e[1].get("D", ()) if isinstance(d, str)}
     worker_set = set(workers) if workers is not None else _named(history, "w") or {"w"}
     module_name = "DurableTraceCheck"
     module, config = history_module(history, max_concurrency=max_concurrency,
                                      max_attempts=max_attempts, tasks=task_set,
-                                     workers=worker_set, module_name=module_name)
+                                     workers=worker_set, aging=aging, clock=clock,
+                                     lease_time=lease_time, module_name=module_name)
     with tempfile.TemporaryDirectory(prefix="refsched-durable-trace-") as tmp:
         folder = Path(tmp)
         for spec in ("DurableScheduler.tla", "Scheduler.tla"):
@@ -276,11 +378,11 @@ def validate_history(history: Sequence[tuple[str, Mapping[str, Any]]], *,
         (folder / f"{module_name}.cfg").write_text(config, encoding="ascii")
         result = tlc.run_tlc(f"{module_name}.cfg", f"{module_name}.tla", directory=folder,
                              extra_args=["-deadlock"], workers=tlc_workers, timeout=timeout)
-    return _verdict(history, result, max_concurrency, max_attempts)
+    return _verdict(history, result, max_concurrency, max_attempts, aging)
 
 
-def _verdict(history: list[tuple[str, Mapping[str, Any]]], result: tlc.TLCResult,
-             max_concurrency: int, max_attempts: int) -> HistoryValidation:
+def _verdict(history: list[Any], result: tlc.TLCResult, max_concurrency: int,
+             max_attempts: int, aging: float | None) -> HistoryValidation:
     def verdict(accepted: bool, violated: str | None, reason: str | None) -> HistoryValidation:
         return HistoryValidation(accepted, len(history), violated, reason,
                                  result.distinct_states, result.duration, result)
@@ -292,7 +394,7 @@ def _verdict(history: list[tuple[str, Mapping[str, Any]]], result: tlc.TLCResult
                        f"a state along the history breaks the spec invariant {result.violated}")
     if result.ok:
         problems = check_history(history, max_concurrency=max_concurrency,
-                                 max_attempts=max_attempts).problems
+                                 max_attempts=max_attempts, aging=aging).problems
         return verdict(False, None, problems[0] if problems else
                        "TLC could not take every step of the history")
     raise TLCInternalError("TLC gave no verdict on the module generated for the history "

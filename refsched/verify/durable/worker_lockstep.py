@@ -165,12 +165,13 @@ def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] 
 
         def take(self, steps: list[Step]) -> None:
             for step in steps:
+                before = self.model
                 try:
                     _, self.model = model_takes(self.model, step, LIMITS)
                 except ModelRefused as refused:
                     self.fail(str(refused))
                 if step.action not in _UNRECORDED:
-                    self.expected.append(as_recorded(step))
+                    self.expected.append(as_recorded(step, before, self.model))
                 ledger.actions[step.action] += 1
 
         def held_by(self, w: str) -> frozenset[LeaseKey]:
