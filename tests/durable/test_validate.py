@@ -266,3 +266,35 @@ def test_a_virtual_history_with_a_fractional_tick_or_delay_is_a_usage_error() ->
     with pytest.raises(HistoryError, match="aging="):
         history_module([("Start", {})], max_concurrency=1, max_attempts=1, tasks={"a"},
                        workers={"w"}, aging=-1)
+
+
+@pytest.mark.slow
+def test_a_wall_clock_history_with_priorities_is_judged_by_its_claim_order(
+        tmp_path: Path) -> None:
+    # Shorter than the aging (a minute): the claim order is strict priority's, which TLC
+    # judges with its ticks placed freely.
+    db = DurableScheduler(f"sqlite:///{tmp_path / 'w.db'}", max_concurrency=1, max_attempts=1,
+                          record=True)
+    db.submit("a", fn=SLEEP)
+    db.submit("b", fn=SLEEP, priority=1)
+    db.submit("c", fn=SLEEP)
+    db.start()
+    for expected in ("b", "a", "c"):
+        [lease] = db.claim("w", 1, 30)
+        assert lease.task_id == expected
+        db.complete(lease)
+    history, aging = db.timed_history(), db.aging
+    db.release()
+    assert validate_history(history, max_concurrency=1, max_attempts=1, aging=aging).accepted
+    first = next(n for n, (a, _, _) in enumerate(history) if a == "Claim")
+    wrong = [*history]
+    wrong[first] = ("Claim", {"w": "w", "k": 1, "chosen": ["a"]}, history[first][2])
+    verdict = validate_history(wrong, max_concurrency=1, max_attempts=1, aging=aging)
+    assert not verdict.accepted and "ClaimsInKeyOrder" in (verdict.reason or ""), verdict
+    # without its times, or lasting past the aging, the order may have been aging's
+    with pytest.raises(HistoryError, match="without times"):
+        validate_history([(a, p) for a, p, _ in history], max_concurrency=1, max_attempts=1,
+                         aging=aging)
+    late = [*history[:-1], (*history[-1][:2], history[-1][2] + aging)]
+    with pytest.raises(HistoryError, match="longer than the aging"):
+        validate_history(late, max_concurrency=1, max_attempts=1, aging=aging)

@@ -180,7 +180,10 @@ def _in_ticks(history: Sequence[Any], clock: str, aging: float | None
     them) must be whole. On the wall clock the spec's ticks are free (TLC places them), so only
     the order of priorities and whether a delay was given are kept: TLC then judges the order
     of steps and of claims, and ``check_history`` with the store's times how early a claim
-    came (a wall-clock history's delay is one tick, its aging one tick a level)."""
+    came (a wall-clock history's delay is one tick). With aging, a wall-clock history is
+    judged only where the claim order is strict priority's: one priority, or a history shorter
+    than the aging (``timed_history()``), where no version waited long enough to gain a
+    level."""
     if clock not in CLOCKS:
         raise HistoryError(f"clock={clock!r}: one of {', '.join(CLOCKS)}")
     if aging is not None and (isinstance(aging, bool) or not isinstance(aging, (int, float))
@@ -218,9 +221,19 @@ def _in_ticks(history: Sequence[Any], clock: str, aging: float | None
         steps.append((action, params))
     if aging is None:
         return steps, 0
-    if clock == "virtual" and aging != int(aging):
-        raise HistoryError(f"aging={aging!r}: a whole number of ticks on a virtual clock")
-    return steps, int(aging) if clock == "virtual" else 1
+    if clock == "virtual":
+        if aging != int(aging):
+            raise HistoryError(f"aging={aging!r}: a whole number of ticks on a virtual clock")
+        return steps, int(aging)
+    times = [at for _, _, at in entries if at is not None]
+    if len(priorities) == 1 or (times and max(times) - min(times) < aging):
+        # One priority, or no version waited long enough to gain a level: the store's claim
+        # key p * aging - due orders by priority, then due, as strict priority does.
+        return steps, 0
+    raise HistoryError("a wall-clock history with several priorities"
+                       f"{' that lasts longer than the aging' if times else ', without times'}"
+                       ": TLC cannot place its ticks at the store's seconds; validate "
+                       "timed_history(), or a virtual clock's, or judge it with check_history")
 
 
 def _record(action: str, params: Mapping[str, Any]) -> str:
