@@ -303,19 +303,17 @@ WAKEUPS: tuple[Mutant, ...] = (
             tx.wake(self._max)""",
        """            self._step(tx, "Retry", t=task_id)"""),
     _m('durable_steps_submit_no_wake', _DF, 'the server-side submit wakes nobody',
-       """            VALUES ('Submit', json_build_object('t', p_task, 'D',\
- json_build_array())::text, now_);
+       """                                                )::text, now_);
     END IF;
     PERFORM refsched_wake(p_virtual, p_channel, p_max);""",
-       """            VALUES ('Submit', json_build_object('t', p_task, 'D',\
- json_build_array())::text, now_);
+       """                                                )::text, now_);
     END IF;"""),
     _m('durable_steps_claim_no_wake', _DF, 'the server-side claim that left work wakes nobody',
-       """                VALUES ('Claim', json_build_object('w', p_worker, 'k', taken)::text,\
+       """                                                   'chosen', to_json(chosen))::text,\
  now_);
         END IF;
         PERFORM refsched_wake(p_virtual, p_channel, p_max);""",
-       """                VALUES ('Claim', json_build_object('w', p_worker, 'k', taken)::text,\
+       """                                                   'chosen', to_json(chosen))::text,\
  now_);
         END IF;"""),
     _m('durable_steps_complete_no_wake', _DF, 'the server-side complete wakes nobody',
