@@ -334,6 +334,17 @@ def test_huey_runs_more_tasks_at_once_than_the_store_allows() -> None:
     assert report["counterexample"]["reason"].startswith("rule durable.claim.ok: ")
 
 
+def test_a_check_that_made_no_call_passes_nothing() -> None:
+    # Huey's profile leaves out every clause's probe: with neither corpus nor examples, no
+    # call is made, and that is no verdict.
+    pytest.importorskip("huey")
+    done = conform("--system", "durable", "--no-corpus", "--examples", "0", "--json", "--",
+                   sys.executable, "-m", "refsched.conform.durable.huey_adapter")
+    report = json.loads(done.stdout)
+    assert (done.returncode, report["verdict"], report["ok"]) == (2, "nothing checked", False)
+    assert "no phase made a call" in report["harness"]["message"]
+
+
 def test_a_huey_task_whose_worker_went_silent_is_never_handed_out_again() -> None:
     # Seed 1's walks claim one task at a time: the first difference is the silent worker's.
     pytest.importorskip("huey")

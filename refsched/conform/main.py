@@ -8,7 +8,8 @@
 
 The report goes to stdout (``--json``: as JSON), progress to stderr (``-q``: none). Exit status:
 0 the implementation conforms, 1 it diverges, 3 a harness verdict (it crashed, timed out or broke
-the protocol), 2 a usage error or a corpus that cannot be read.
+the protocol), 2 a usage error, a corpus that cannot be read, or nothing checked (the
+implementation's profile left out every call the phases would make).
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "by Hypothesis, then by ddmin until no call can go), as the protocol's "
                     "requests and answers.",
         epilog="Exit status: 0 conforms, 1 diverges, 3 the implementation crashed (for "
-               "--impl: its factory raised), timed out or broke the protocol, 2 usage error.")
+               "--impl: its factory raised), timed out or broke the protocol, 2 usage error "
+               "or nothing checked (the profile left out every call the phases would make).")
     parser.add_argument("--system", choices=SYSTEMS, default=SYSTEMS[0],
                         help="the system the implementation implements (default: scheduler); "
                              "a COMMAND must declare the same in its hello")

@@ -37,7 +37,9 @@ from refsched.conform.admission import admitted_steps, admitted_traces
 from refsched.conform.client import HarnessError, Implementation
 from refsched.conform.coverage import Coverage, ObservedImplementation
 from refsched.conform.report import (
+    CONFORMS,
     DIVERGES,
+    NOTHING_CHECKED,
     ConformanceReport,
     Counterexample,
     PhaseResult,
@@ -274,6 +276,13 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
                     report.verdict = DIVERGES
                     report.counterexample = _named_by_its_rule(found)
                     break
+            if report.verdict == CONFORMS and not any(
+                    p.figures.get("calls", 0) or p.figures.get("steps_run", 0)
+                    for p in report.phases):
+                report.verdict = NOTHING_CHECKED
+                report.harness_message = (
+                    "no phase made a call: the profile leaves out every one they would ask; "
+                    "give more examples, the corpus, or an implementation that keeps more")
         except HarnessError as error:
             if current is not None:
                 current.ok = False

@@ -25,6 +25,7 @@ __all__ = [
     "CONFORMS",
     "DIVERGES",
     "EXIT_STATUS",
+    "NOTHING_CHECKED",
     "ConformanceReport",
     "Counterexample",
     "PhaseResult",
@@ -37,8 +38,10 @@ __all__ = [
 
 CONFORMS: Final = "conforms"
 DIVERGES: Final = "diverges"
+# every phase ran and none made a call (the profile left out all it would ask): no verdict
+NOTHING_CHECKED: Final = "nothing checked"
 # the verdict -> the exit status of ``refsched conform``; any harness verdict is 3
-EXIT_STATUS: Final = {CONFORMS: 0, DIVERGES: 1}
+EXIT_STATUS: Final = {CONFORMS: 0, DIVERGES: 1, NOTHING_CHECKED: 2}
 HARNESS_EXIT_STATUS: Final = 3
 
 _E = TypeVar("_E", bound=BaseException)
@@ -372,7 +375,8 @@ class ConformanceReport:
 
     @property
     def exit_status(self) -> int:
-        """0 conforms, 1 diverges, 3 a harness verdict (crashed, timed out, protocol)."""
+        """0 conforms, 1 diverges, 2 nothing checked, 3 a harness verdict (crashed, timed
+        out, protocol)."""
         return EXIT_STATUS.get(self.verdict, HARNESS_EXIT_STATUS)
 
     def phase(self, name: str) -> PhaseResult | None:
