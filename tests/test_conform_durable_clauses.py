@@ -280,7 +280,8 @@ def test_huey_declares_no_schedules_and_is_asked_no_schedule_clause() -> None:
          "--examples", "0", "--json", "--", sys.executable, "-m",
          "refsched.conform.durable.huey_adapter"], capture_output=True, text=True, timeout=300)
     report = json.loads(done.stdout)
-    assert report["verdict"] == "conforms", done.stdout + done.stderr
+    # Huey's profile leaves out every clause's probe: the clauses phase makes no call
+    assert report["verdict"] == "nothing checked", done.stdout + done.stderr
     coverage = report["coverage"]
     assert set(coverage["left_out_by_profile"]) >= SCHEDULE_CLAUSES
     assert not SCHEDULE_CLAUSES & set(coverage["driven"])
