@@ -23,10 +23,13 @@ from refsched.verify import specstate, stategraph, tlc
 from refsched.verify.dag.system import SchedulerSystem
 from refsched.verify.specstate import SpecStateError
 
-__all__ = ["EDGES_SYSTEM", "EDGES_TRACES", "EdgesInstance", "EdgesSystem"]
+__all__ = ["ADD_DEPS_TRACES", "EDGES_SYSTEM", "EDGES_TRACES", "EdgesInstance", "EdgesSystem"]
 
 EDGES_TRACES = "MCSchedulerEdgesTraces.cfg"
 """The instance with both constants on whose whole state graph the model's must equal."""
+
+ADD_DEPS_TRACES = "MCSchedulerAddDepsTraces.cfg"
+"""The instance with AddDeps on 3 ids whose whole state graph the model's must equal."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ import pytest
 from refsched.model import ACTION_PROPERTIES, INVARIANTS, violated
 from refsched.model.dag.invariants import EDGE_ACTION_PROPERTIES, violated_by_edge_step
 from refsched.verify.tlc import TLCResult, parse_output, run_tlc
-from tests.dag.edges import EDGES_SYSTEM, EDGES_TRACES
+from tests.dag.edges import ADD_DEPS_TRACES, EDGES_SYSTEM, EDGES_TRACES
 from tests.spec_mutants import (
     Mutant,
     SpecChecks,
@@ -206,7 +206,8 @@ SPEC = SpecChecks(
 
 
 def test_every_check_of_every_config_has_a_mutant_it_reports() -> None:
-    assert_every_check_has_a_mutant(SPEC, [SAFETY, EDGES, EDGES_TRACES, LIVENESS, TRACES])
+    assert_every_check_has_a_mutant(
+        SPEC, [SAFETY, ADD_DEPS_TRACES, EDGES, EDGES_TRACES, LIVENESS, TRACES])
 
 
 def test_a_check_left_without_its_mutant_is_uncovered() -> None:
