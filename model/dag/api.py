@@ -1,7 +1,9 @@
 """The reference model behind the production API: ``ReferenceScheduler``.
 
 It has the methods, arguments, results and errors of ``refsched.TaskScheduler``, and each call
-is one step of an action of ``model.actions`` (or none). It is single-threaded and keeps the
+is one step of an action of ``model.actions`` (or none). It also has what the spec has and the
+TaskScheduler not yet: optional edges (``submit(..., optional=...)``, spec SubmitOptional) and
+``add_deps`` (spec AddDeps). It is single-threaded and keeps the
 action history, so it serves as the oracle that production code and other implementations are
 compared with.
 """
