@@ -72,17 +72,13 @@ Submitted == {t \in Tasks : generation[t] > 0}
 InState(S) == {t \in Tasks : state[t] \in S}
 \* The ids whose current version is in one of the states S.
 
-NotSucceeded(st, D) == Cardinality({d \in D : st[d] # "succeeded"})
-\* How many of the ids D have no succeeded current version under the state map st
-\* (an absent dependency counts as not succeeded).
-
 Settles(s, isOptional) == IF isOptional THEN s \in TerminalStates ELSE s = "succeeded"
 \* Whether a parent whose version is in state s no longer holds its child back: through a
 \* required edge once it succeeded, through an optional edge once it ended in any way.
 
 Unsettled(st, D, O) == Cardinality({d \in D : ~Settles(st[d], d \in O)})
 \* How many of the ids D (O of them through optional edges) still hold a version back under
-\* the state map st (an absent id does).  With O = {} it is NotSucceeded(st, D).
+\* the state map st (an absent id does).  With O = {}: the ids of D not succeeded.
 
 -----------------------------------------------------------------------------
 (* Graph helpers *)
@@ -115,24 +111,23 @@ Settle(st, dp, op, sq, bb, rd, ended) ==
         B       == Grow(dead, live, req) \ dead
         Blame(x) == LET cause == req[x] \cap (dead \cup B)
                     IN  CHOOSE d \in cause : \A e \in cause : sq[d] <= sq[e]
-        left    == [x \in Tasks |->
-                      IF x \in live \ B THEN rd[x] - Cardinality(op[x] \cap (ended \cup B))
-                      ELSE rd[x]]
+        freed(x) == IF x \in live \ B THEN Cardinality(op[x] \cap (ended \cup B)) ELSE 0
+        left    == [x \in Tasks |-> rd[x] - freed(x)]
     IN  [state     |-> [x \in Tasks |->
                           IF x \in B THEN "blocked"
-                          ELSE IF x \in live /\ left[x] = 0 THEN "ready"
+                          ELSE IF freed(x) > 0 /\ left[x] = 0 THEN "ready"
                           ELSE st[x]],
          blockedBy |-> [x \in Tasks |-> IF x \in B THEN Blame(x) ELSE bb[x]],
          remainingDeps |-> left]
 \* Blocking spreads along required edges: given the state map st, deps dp, optional edges
-\* op, seq sq, blockedBy bb and counts rd an action has produced, and the versions ended
-\* the action itself put in a dead state, B is the set of waiting versions that reach a
-\* dead version through required edges of waiting versions only.  Each member of B becomes
-\* blocked, blamed on its required dep with the smallest seq among those dead or in B.
-\* Each version of ended or B has ended, which settles every optional edge to it: a
-\* waiting version outside B has that many fewer deps to wait for, and is ready when none
-\* is left.  Returns the new state, blockedBy and remainingDeps maps; running or terminal
-\* versions are untouched.
+\* op, seq sq, blockedBy bb and counts rd an action has produced, and the set ended of the
+\* versions the action itself put in a dead state, B is the set of waiting versions that
+\* reach a dead version through required edges of waiting versions only.  Each member of B
+\* becomes blocked, blamed on its required dep with the smallest seq among those dead or in
+\* B.  The versions of ended and of B have ended, which settles every optional edge to them:
+\* a waiting version outside B has that many (freed) fewer deps to wait for, and becomes
+\* ready when that leaves none.  Returns the new state, blockedBy and remainingDeps maps;
+\* running and terminal versions are untouched.
 
 -----------------------------------------------------------------------------
 (* Initial state *)

@@ -77,17 +77,6 @@ class Refusal:
 
 # -- Queries over a state -------------------------------------------------------------------
 
-def is_succeeded(tasks: Mapping[Hashable, VersionView], task_id: Hashable) -> bool:
-    """Whether ``task_id``'s current version succeeded (an absent id has not)."""
-    view = tasks.get(task_id)
-    return view is not None and view.state is SUCCEEDED
-
-
-def count_not_succeeded(tasks: Mapping[Hashable, VersionView], deps: Iterable[Hashable]) -> int:
-    """The spec's ``Cardinality({d \\in D : state[d] /= "succeeded"})``."""
-    return sum(1 for d in deps if not is_succeeded(tasks, d))
-
-
 def settles(tasks: Mapping[Hashable, VersionView], task_id: Hashable, optional: bool) -> bool:
     """Spec ``Settles``: whether ``task_id``'s current version no longer holds back a child
     through an edge of that kind (required: it succeeded; optional: it ended in any way)."""

@@ -173,8 +173,7 @@ MUTANTS: dict[str, Mutant] = {
     ),
     # Settle forgets that a version it blocks, or one the step ended, settles optional edges.
     "settle_keeps_optional_counts": Mutant(
-        (("IF x \\in live \\ B THEN rd[x] - Cardinality(op[x] \\cap (ended \\cup B))",
-          "IF x \\in live \\ B THEN rd[x]"),),
+        (("left    == [x \\in Tasks |-> rd[x] - freed(x)]", "left    == rd"),),
         ((E, "IndegreeInvariant"), (X, "IndegreeInvariant")),
     ),
     # Submit bumps the dependents of a replaced version only if it had succeeded: a replaced
