@@ -106,12 +106,15 @@ timeVars == <<due, priority>>
 vars == <<schedulerVars, leaseVars, timeVars>>
 
 Abs == INSTANCE Scheduler WITH claims <- [t \in Tasks |-> IF attempt[t] > 0 THEN 1 ELSE 0],
-                               OldestFirst <- (Priorities = {0} /\ Delays = {0})
+                               OldestFirst <- (Priorities = {0} /\ Delays = {0}),
+                               optional <- [t \in Tasks |-> {}],
+                               OptionalEdges <- FALSE, AddDepsAllowed <- FALSE
 \* The TaskScheduler this scheduler implements: every variable is its own, and a version
 \* counts as claimed once it was given a lease.  With neither priorities nor delays the
 \* claim order is Scheduler's, oldest first (a version's due is the time it was submitted,
 \* so due and seq grow together); with them, Scheduler's Claim may take any ready
-\* versions, and this spec states its own order (ClaimsInKeyOrder).
+\* versions, and this spec states its own order (ClaimsInKeyOrder).  Its edges are all
+\* required, and none is added to a version after its submission.
 
 -----------------------------------------------------------------------------
 (* Leases *)

@@ -7,6 +7,13 @@
 (* Retrying or resubmitting creates a new version; a version never comes   *)
 (* back from a terminal state.  Each action here is a step of the          *)
 (* reference model refsched.model and a call of refsched.TaskScheduler.    *)
+(*                                                                         *)
+(* Edge kinds.  A dependency edge is required (a version waits for its     *)
+(* parent to succeed, and is blocked if the parent dies) or optional (a    *)
+(* version waits for its parent to end, in any terminal state, and is      *)
+(* never blocked by it).  SubmitOptional and AddDeps, gated by the         *)
+(* constants OptionalEdges and AddDepsAllowed, are the reference model's   *)
+(* alone so far: refsched.TaskScheduler makes only required edges.         *)
 (***************************************************************************)
 EXTENDS Naturals, FiniteSets
 
@@ -15,11 +22,15 @@ CONSTANTS
     MaxConcurrency, \* how many versions may run at once
     OldestFirst,    \* BOOLEAN: a claim takes the oldest ready versions (smallest seq); FALSE:
                     \* any ready versions (a refinement that states its own order)
-    NoTask          \* a model value outside Tasks: blockedBy of a version that is not blocked
+    NoTask,         \* a model value outside Tasks: blockedBy of a version that is not blocked
+    OptionalEdges,  \* BOOLEAN: SubmitOptional and AddDeps may make optional edges
+    AddDepsAllowed  \* BOOLEAN: AddDeps may add edges to a pending version
 
 ASSUME NoTask \notin Tasks
 ASSUME MaxConcurrency \in Nat \ {0}
 ASSUME OldestFirst \in BOOLEAN
+ASSUME OptionalEdges \in BOOLEAN
+ASSUME AddDepsAllowed \in BOOLEAN
 
 VARIABLES
     started,         \* BOOLEAN: Start has sealed the initial graph
@@ -28,13 +39,16 @@ VARIABLES
     generation,      \* [Tasks -> Nat]: current version of t; 0 = never submitted
     state,           \* [Tasks -> States \cup {"absent"}]: state of the current version
     deps,            \* [Tasks -> SUBSET Tasks]: the ids the current version depends on
-    remainingDeps,   \* [Tasks -> Nat]: deps not succeeded, kept for pending/ready, frozen after
+    optional,        \* [Tasks -> SUBSET Tasks]: the deps of the current version whose edge is
+                     \* optional (optional[t] \subseteq deps[t]); the others are required
+    remainingDeps,   \* [Tasks -> Nat]: deps not settled (Settles), kept for pending/ready,
+                     \* frozen after
     blockedBy,       \* [Tasks -> Tasks \cup {NoTask}]: the dep that blocked a blocked version
     cancelRequested, \* [Tasks -> BOOLEAN]: a cooperative stop was requested while running
     claims,          \* [Tasks -> Nat]: how many times the current version was claimed
     seq              \* [Tasks -> Nat]: submission sequence number of the version (ready order)
 
-vars == <<started, closed, nextSeq, generation, state, deps, remainingDeps,
+vars == <<started, closed, nextSeq, generation, state, deps, optional, remainingDeps,
           blockedBy, cancelRequested, claims, seq>>
 
 -----------------------------------------------------------------------------
@@ -58,9 +72,13 @@ Submitted == {t \in Tasks : generation[t] > 0}
 InState(S) == {t \in Tasks : state[t] \in S}
 \* The ids whose current version is in one of the states S.
 
-NotSucceeded(st, D) == Cardinality({d \in D : st[d] # "succeeded"})
-\* How many of the ids D have no succeeded current version under the state map st
-\* (an absent dependency counts as not succeeded).
+Settles(s, isOptional) == IF isOptional THEN s \in TerminalStates ELSE s = "succeeded"
+\* Whether a parent whose version is in state s no longer holds its child back: through a
+\* required edge once it succeeded, through an optional edge once it ended in any way.
+
+Unsettled(st, D, O) == Cardinality({d \in D : ~Settles(st[d], d \in O)})
+\* How many of the ids D (O of them through optional edges) still hold a version back under
+\* the state map st (an absent id does).  With O = {}: the ids of D not succeeded.
 
 -----------------------------------------------------------------------------
 (* Graph helpers *)
@@ -86,19 +104,30 @@ BlockedChain(S) ==
     IN  IF S2 = S THEN S ELSE BlockedChain(S2)
 \* S and every blocked version whose blockedBy chain leads back into S.
 
-Settle(st, dp, sq, bb) ==
+Settle(st, dp, op, sq, bb, rd, ended) ==
     LET live    == {x \in Tasks : st[x] \in Waiting}
         dead    == {x \in Tasks : st[x] \in DeadStates}
-        B       == Grow(dead, live, dp) \ dead
-        Blame(x) == LET cause == dp[x] \cap (dead \cup B)
+        req     == [x \in Tasks |-> dp[x] \ op[x]]
+        B       == Grow(dead, live, req) \ dead
+        Blame(x) == LET cause == req[x] \cap (dead \cup B)
                     IN  CHOOSE d \in cause : \A e \in cause : sq[d] <= sq[e]
-    IN  [state     |-> [x \in Tasks |-> IF x \in B THEN "blocked" ELSE st[x]],
-         blockedBy |-> [x \in Tasks |-> IF x \in B THEN Blame(x) ELSE bb[x]]]
-\* Blocking spreads: given the state map st, deps dp, seq sq and blockedBy bb an
-\* action has produced, B is the set of waiting versions that reach a dead version
-\* through waiting versions only.  Each member of B becomes blocked, blamed on its dep
-\* with the smallest seq among those dead or in B.  Returns the new state and
-\* blockedBy maps; nothing else changes, and running or terminal versions are untouched.
+        freed(x) == IF x \in live \ B THEN Cardinality(op[x] \cap (ended \cup B)) ELSE 0
+        left    == [x \in Tasks |-> rd[x] - freed(x)]
+    IN  [state     |-> [x \in Tasks |->
+                          IF x \in B THEN "blocked"
+                          ELSE IF freed(x) > 0 /\ left[x] = 0 THEN "ready"
+                          ELSE st[x]],
+         blockedBy |-> [x \in Tasks |-> IF x \in B THEN Blame(x) ELSE bb[x]],
+         remainingDeps |-> left]
+\* Blocking spreads along required edges: given the state map st, deps dp, optional edges
+\* op, seq sq, blockedBy bb and counts rd an action has produced, and the set ended of the
+\* versions the action itself put in a dead state, B is the set of waiting versions that
+\* reach a dead version through required edges of waiting versions only.  Each member of B
+\* becomes blocked, blamed on its required dep with the smallest seq among those dead or in
+\* B.  The versions of ended and of B have ended, which settles every optional edge to them:
+\* a waiting version outside B has that many (freed) fewer deps to wait for, and becomes
+\* ready when that leaves none.  Returns the new state, blockedBy and remainingDeps maps;
+\* running and terminal versions are untouched.
 
 -----------------------------------------------------------------------------
 (* Initial state *)
@@ -110,6 +139,7 @@ Init ==
     /\ generation = [t \in Tasks |-> 0]
     /\ state = [t \in Tasks |-> "absent"]
     /\ deps = [t \in Tasks |-> {}]
+    /\ optional = [t \in Tasks |-> {}]
     /\ remainingDeps = [t \in Tasks |-> 0]
     /\ blockedBy = [t \in Tasks |-> NoTask]
     /\ cancelRequested = [t \in Tasks |-> FALSE]
@@ -120,40 +150,58 @@ Init ==
 -----------------------------------------------------------------------------
 (* Actions *)
 
-Submit(t, D) ==
+NewVersion(t, D, O) ==
     /\ t \notin D
     /\ ~closed
     /\ state[t] # "running"
     /\ started => D \subseteq Submitted
     /\ started => t \notin ReachFrom(D, deps)
     /\ LET newDeps == [deps EXCEPT ![t] = D]
+           newOpt  == [optional EXCEPT ![t] = O]
            newSeq  == [seq EXCEPT ![t] = nextSeq]
-           rd      == NotSucceeded(state, D)
-           \* Replacing a succeeded version un-succeeds a dep of its waiting dependents.
-           bumped  == IF state[t] = "succeeded"
-                      THEN {x \in Tasks : t \in deps[x] /\ state[x] \in Waiting}
-                      ELSE {}
+           rd      == Unsettled(state, D, O)
+           \* A replaced version that had settled an edge of a waiting dependent (it succeeded,
+           \* or ended and the edge is optional) no longer does: the new version waits again.
+           bumped  == {x \in Tasks : t \in deps[x] /\ state[x] \in Waiting
+                                     /\ Settles(state[t], t \in optional[x])}
            st1     == [x \in Tasks |->
                           IF x = t THEN (IF rd = 0 THEN "ready" ELSE "pending")
                           ELSE IF x \in bumped THEN "pending"
                           ELSE state[x]]
-           settled == Settle(st1, newDeps, newSeq, [blockedBy EXCEPT ![t] = NoTask])
+           rd1     == [x \in Tasks |->
+                          IF x = t THEN rd
+                          ELSE IF x \in bumped THEN remainingDeps[x] + 1
+                          ELSE remainingDeps[x]]
+           settled == Settle(st1, newDeps, newOpt, newSeq, [blockedBy EXCEPT ![t] = NoTask],
+                             rd1, {})
        IN  /\ generation' = [generation EXCEPT ![t] = @ + 1]
            /\ deps' = newDeps
+           /\ optional' = newOpt
            /\ seq' = newSeq
            /\ nextSeq' = nextSeq + 1
            /\ claims' = [claims EXCEPT ![t] = 0]
            /\ cancelRequested' = [cancelRequested EXCEPT ![t] = FALSE]
-           /\ remainingDeps' = [x \in Tasks |->
-                                  IF x = t THEN rd
-                                  ELSE IF x \in bumped THEN remainingDeps[x] + 1
-                                  ELSE remainingDeps[x]]
+           /\ remainingDeps' = settled.remainingDeps
            /\ state' = settled.state
            /\ blockedBy' = settled.blockedBy
     /\ UNCHANGED <<started, closed>>
-\* submit(t, D): a new version of t depending on D, ready if every dep has succeeded,
-\* else pending, then Settle.  After Start, D must be submitted ids and must not close
-\* a cycle (t must not be reachable from D).  A running version cannot be replaced.
+\* A new version of t depending on D, O of them through optional edges: ready if every dep
+\* is settled, else pending, then Settle.  After Start, D must be submitted ids and must
+\* not close a cycle (t must not be reachable from D).  A running version cannot be
+\* replaced.
+
+Submit(t, D) ==
+    /\ NewVersion(t, D, {})
+\* submit(t, D): a new version of t whose deps D are all required.  (The conjunction of
+\* one is TLC's cue: it names the step Submit, not NewVersion.)
+
+SubmitOptional(t, D, O) ==
+    /\ OptionalEdges
+    /\ O # {}
+    /\ O \subseteq D
+    /\ NewVersion(t, D, O)
+\* submit(t, D \ O, optional=O): a new version of t depending on D, through optional edges
+\* on the ids of O and required edges on the others.
 
 Start ==
     /\ ~closed
@@ -161,7 +209,7 @@ Start ==
     /\ \A t \in Submitted : deps[t] \subseteq Submitted
     /\ Acyclic(deps)
     /\ started' = TRUE
-    /\ UNCHANGED <<closed, nextSeq, generation, state, deps, remainingDeps,
+    /\ UNCHANGED <<closed, nextSeq, generation, state, deps, optional, remainingDeps,
                    blockedBy, cancelRequested, claims, seq>>
 \* start(): seal the initial graph.  Its error cases (unknown deps, cycles) are not steps.
 
@@ -179,7 +227,7 @@ Claim(k) ==
         /\ \E chosen \in choices :
               /\ state' = [x \in Tasks |-> IF x \in chosen THEN "running" ELSE state[x]]
               /\ claims' = [x \in Tasks |-> IF x \in chosen THEN claims[x] + 1 ELSE claims[x]]
-        /\ UNCHANGED <<started, closed, nextSeq, generation, deps, remainingDeps,
+        /\ UNCHANGED <<started, closed, nextSeq, generation, deps, optional, remainingDeps,
                        blockedBy, cancelRequested, seq>>
 \* ready(limit): k ready versions start running: with OldestFirst, the k with the smallest
 \* seq; without, any k (a refinement, the durable scheduler with due times and priorities,
@@ -195,43 +243,50 @@ Complete(t, g) ==
                        IF x = t THEN "succeeded"
                        ELSE IF x \in waiting /\ remainingDeps[x] = 1 THEN "ready"
                        ELSE state[x]]
-        /\ UNCHANGED <<started, closed, nextSeq, generation, deps, blockedBy,
+        /\ UNCHANGED <<started, closed, nextSeq, generation, deps, optional, blockedBy,
                        cancelRequested, claims, seq>>
-\* complete(t, g): the running version succeeds; each pending dependent has one dep
-\* fewer to wait for and becomes ready when none is left.
+\* complete(t, g): the running version succeeds, which settles both kinds of edge to it;
+\* each pending dependent has one dep fewer to wait for and becomes ready when none is left.
 
 Fail(t, g) ==
-    LET settled == Settle([state EXCEPT ![t] = "failed"], deps, seq, blockedBy)
+    LET settled == Settle([state EXCEPT ![t] = "failed"], deps, optional, seq, blockedBy,
+                          remainingDeps, {t})
     IN  /\ g = generation[t]
         /\ state[t] = "running"
         /\ state' = settled.state
         /\ blockedBy' = settled.blockedBy
-        /\ UNCHANGED <<started, closed, nextSeq, generation, deps, remainingDeps,
+        /\ remainingDeps' = settled.remainingDeps
+        /\ UNCHANGED <<started, closed, nextSeq, generation, deps, optional,
                        cancelRequested, claims, seq>>
-\* fail(t, g): the running version fails, then Settle blocks what waited on it.
+\* fail(t, g): the running version fails, then Settle blocks what waited on it through
+\* required edges and settles its optional edges.
 
 Cancel(t) ==
     \/ /\ state[t] \in Waiting
-       /\ LET settled == Settle([state EXCEPT ![t] = "cancelled"], deps, seq, blockedBy)
+       /\ LET settled == Settle([state EXCEPT ![t] = "cancelled"], deps, optional, seq,
+                                 blockedBy, remainingDeps, {t})
           IN  /\ state' = settled.state
               /\ blockedBy' = settled.blockedBy
-       /\ UNCHANGED <<started, closed, nextSeq, generation, deps, remainingDeps,
+              /\ remainingDeps' = settled.remainingDeps
+       /\ UNCHANGED <<started, closed, nextSeq, generation, deps, optional,
                       cancelRequested, claims, seq>>
     \/ /\ state[t] = "running"
        /\ ~cancelRequested[t]
        /\ cancelRequested' = [cancelRequested EXCEPT ![t] = TRUE]
-       /\ UNCHANGED <<started, closed, nextSeq, generation, state, deps, remainingDeps,
-                      blockedBy, claims, seq>>
+       /\ UNCHANGED <<started, closed, nextSeq, generation, state, deps, optional,
+                      remainingDeps, blockedBy, claims, seq>>
 \* cancel(t): a waiting version is cancelled, then Settle; a running version only gets a
 \* cooperative stop request (once); its function ends it with AcknowledgeCancel.
 
 AcknowledgeCancel(t, g) ==
-    LET settled == Settle([state EXCEPT ![t] = "cancelled"], deps, seq, blockedBy)
+    LET settled == Settle([state EXCEPT ![t] = "cancelled"], deps, optional, seq, blockedBy,
+                          remainingDeps, {t})
     IN  /\ g = generation[t]
         /\ state[t] = "running"
         /\ state' = settled.state
         /\ blockedBy' = settled.blockedBy
-        /\ UNCHANGED <<started, closed, nextSeq, generation, deps, remainingDeps,
+        /\ remainingDeps' = settled.remainingDeps
+        /\ UNCHANGED <<started, closed, nextSeq, generation, deps, optional,
                        cancelRequested, claims, seq>>
 \* acknowledge_cancel(t, g): the running version stops as cancelled (requested or not),
 \* then Settle.
@@ -241,11 +296,18 @@ Retry(t) ==
         newSeq == [x \in Tasks |->
                      IF x \in R THEN nextSeq + Cardinality({y \in R : seq[y] < seq[x]})
                      ELSE seq[x]]
-        rd(x)  == NotSucceeded(state, deps[x])
+        \* Counted once every member is a new version, which has not ended.
+        rd(x)  == Unsettled([y \in Tasks |-> IF y \in R THEN "pending" ELSE state[y]],
+                            deps[x], optional[x])
+        \* A waiting version whose optional edge to a member was settled waits again.
+        bumps(x) == IF state[x] \in Waiting THEN Cardinality(optional[x] \cap R) ELSE 0
         st1    == [x \in Tasks |->
-                     IF x \in R THEN (IF rd(x) = 0 THEN "ready" ELSE "pending") ELSE state[x]]
-        settled == Settle(st1, deps, newSeq,
-                          [x \in Tasks |-> IF x \in R THEN NoTask ELSE blockedBy[x]])
+                     IF x \in R THEN (IF rd(x) = 0 THEN "ready" ELSE "pending")
+                     ELSE IF bumps(x) > 0 THEN "pending"
+                     ELSE state[x]]
+        rd1    == [x \in Tasks |-> IF x \in R THEN rd(x) ELSE remainingDeps[x] + bumps(x)]
+        settled == Settle(st1, deps, optional, newSeq,
+                          [x \in Tasks |-> IF x \in R THEN NoTask ELSE blockedBy[x]], rd1, {})
     IN  /\ ~closed
         /\ state[t] \in DeadStates
         /\ generation' = [x \in Tasks |-> IF x \in R THEN generation[x] + 1 ELSE generation[x]]
@@ -253,13 +315,14 @@ Retry(t) ==
         /\ nextSeq' = nextSeq + Cardinality(R)
         /\ claims' = [x \in Tasks |-> IF x \in R THEN 0 ELSE claims[x]]
         /\ cancelRequested' = [x \in Tasks |-> IF x \in R THEN FALSE ELSE cancelRequested[x]]
-        /\ remainingDeps' = [x \in Tasks |-> IF x \in R THEN rd(x) ELSE remainingDeps[x]]
+        /\ remainingDeps' = settled.remainingDeps
         /\ state' = settled.state
         /\ blockedBy' = settled.blockedBy
-        /\ UNCHANGED <<started, closed, deps>>
+        /\ UNCHANGED <<started, closed, deps, optional>>
 \* retry(t): t and every version blocked (directly or through a chain) because of t get a
 \* new version with their current deps, numbered in their old seq order, then Settle.
-\* Members of R are dead, so no waiting version depends on them and no other count moves.
+\* Members of R are dead, so no waiting version depends on them through a required edge;
+\* one that does through an optional edge had it settled, and waits for the new version.
 
 Close(cancelPending) ==
     /\ ~closed
@@ -267,11 +330,38 @@ Close(cancelPending) ==
     /\ state' = IF cancelPending
                 THEN [x \in Tasks |-> IF state[x] \in Waiting THEN "cancelled" ELSE state[x]]
                 ELSE state
-    /\ UNCHANGED <<started, nextSeq, generation, deps, remainingDeps, blockedBy,
+    /\ UNCHANGED <<started, nextSeq, generation, deps, optional, remainingDeps, blockedBy,
                    cancelRequested, claims, seq>>
 \* close(cancelPending): no more submissions or claims; with cancelPending every waiting
 \* version is cancelled.  Settle would be a no-op (no waiting version is left), so it is
 \* not applied; those versions keep blockedBy = NoTask.
+
+AddDeps(t, D, O) ==
+    LET newDeps == [deps EXCEPT ![t] = @ \cup D]
+        newOpt  == [optional EXCEPT ![t] = @ \cup O]
+        rd1     == [remainingDeps EXCEPT ![t] = @ + Unsettled(state, D, O)]
+        settled == Settle(state, newDeps, newOpt, seq, blockedBy, rd1, {})
+    IN  /\ AddDepsAllowed
+        /\ O \subseteq D
+        /\ O # {} => OptionalEdges
+        /\ D # {}
+        /\ ~closed
+        /\ state[t] = "pending"
+        /\ t \notin D
+        /\ D \cap deps[t] = {}
+        /\ started => D \subseteq Submitted
+        /\ started => Acyclic(newDeps)
+        /\ deps' = newDeps
+        /\ optional' = newOpt
+        /\ remainingDeps' = settled.remainingDeps
+        /\ state' = settled.state
+        /\ blockedBy' = settled.blockedBy
+        /\ UNCHANGED <<started, closed, nextSeq, generation, cancelRequested, claims, seq>>
+\* add_deps(t, D \ O, optional=O): the pending version of t depends on the ids of D too (O
+\* of them through optional edges), none of them a dep already; its count rises by those
+\* not settled, and Settle blocks it if a new required dep is dead.  A version that is not
+\* pending (ready, running or ended) keeps its deps.  After Start, D must be submitted ids
+\* and the graph must stay acyclic.
 
 StaleCallback(t, g) ==
     /\ generation[t] > 0
@@ -292,6 +382,8 @@ RepeatedCallback(t) ==
 
 Next ==
     \/ \E t \in Tasks : \E D \in SUBSET (Tasks \ {t}) : Submit(t, D)
+    \/ \E t \in Tasks : \E D \in SUBSET (Tasks \ {t}) : \E O \in SUBSET D : SubmitOptional(t, D, O)
+    \/ \E t \in Tasks : \E D \in SUBSET (Tasks \ {t}) : \E O \in SUBSET D : AddDeps(t, D, O)
     \/ Start
     \/ \E k \in 1..MaxConcurrency : Claim(k)
     \/ \E t \in Tasks : Complete(t, generation[t])
@@ -329,6 +421,7 @@ TypeOK ==
     /\ generation \in [Tasks -> Nat]
     /\ state \in [Tasks -> States \cup {"absent"}]
     /\ deps \in [Tasks -> SUBSET Tasks]
+    /\ optional \in [Tasks -> SUBSET Tasks]
     /\ remainingDeps \in [Tasks -> Nat]
     /\ blockedBy \in [Tasks -> Tasks \cup {NoTask}]
     /\ cancelRequested \in [Tasks -> BOOLEAN]
@@ -336,17 +429,20 @@ TypeOK ==
     /\ seq \in [Tasks -> Nat]
     /\ \A t \in Tasks : (generation[t] = 0) <=> (state[t] = "absent")
     /\ \A t \in Tasks : t \notin deps[t]
-\* Every variable holds a value of its type; generation 0 is exactly the absent state.
+    /\ \A t \in Tasks : optional[t] \subseteq deps[t]
+\* Every variable holds a value of its type; generation 0 is exactly the absent state; an
+\* optional edge is one of the deps.
 
 AtMostOneClaimPerVersion == \A t \in Tasks : claims[t] <= 1
 \* No version is handed to two workers.
 
 IndegreeInvariant ==
     \A t \in InState(Waiting) :
-        /\ remainingDeps[t] = NotSucceeded(state, deps[t])
+        /\ remainingDeps[t] = Unsettled(state, deps[t], optional[t])
         /\ (state[t] = "pending") <=> (remainingDeps[t] > 0)
-\* The incrementally kept count of a waiting version is exact, and a waiting version is
-\* pending exactly while some dep has not succeeded.
+\* The incrementally kept count of a waiting version is exact (its required deps not
+\* succeeded and its optional deps not ended), and a waiting version is pending exactly
+\* while some dep is not settled.
 
 ConcurrencyBound == Cardinality(InState({"running"})) <= MaxConcurrency
 \* Never more running versions than the limit.
@@ -358,8 +454,8 @@ BlockedHasCause ==
 \* A version is blocked exactly when it names the dep that blocked it.
 
 BlockedPropagated ==
-    \A t \in InState(Waiting) : \A d \in deps[t] : state[d] \notin DeadStates
-\* Settle has run to the end: no waiting version has a dead dependency.
+    \A t \in InState(Waiting) : \A d \in deps[t] \ optional[t] : state[d] \notin DeadStates
+\* Settle has run to the end: no waiting version has a dead required dependency.
 
 SealedGraph ==
     started => /\ \A t \in Submitted : deps[t] \subseteq Submitted
@@ -378,8 +474,8 @@ NoTerminalToReady ==
 ClaimOnlyAfterDepsSucceeded ==
     [][\A t \in Tasks :
           (state'[t] = "running" /\ state[t] # "running")
-              => \A d \in deps[t] : state[d] = "succeeded"]_vars
-\* A version starts running only when every one of its deps has succeeded.
+              => \A d \in deps[t] \ optional[t] : state[d] = "succeeded"]_vars
+\* A version starts running only when every one of its required deps has succeeded.
 
 ClaimsOldestFirst ==
     [][OldestFirst =>
@@ -395,6 +491,31 @@ RunningNeverReplaced ==
     [][\A t \in Tasks : state[t] = "running" => generation'[t] = generation[t]]_vars
 \* A running version is never replaced by a new one: it ends first.  Only a step can show
 \* this (a Submit that replaced it would reach states Submit reaches anyway).
+
+ReadyOnlyAfterDepsSettled ==
+    [][\A t \in Tasks :
+          (/\ state'[t] \in {"ready", "running"}
+           /\ (state[t] # state'[t] \/ generation[t] # generation'[t]))
+              => \A d \in deps'[t] :
+                     IF d \in optional'[t] THEN state'[d] \in {"succeeded", "failed",
+                                                                "blocked", "cancelled"}
+                     ELSE state'[d] = "succeeded"]_vars
+\* A version becomes ready or running only once each required parent has succeeded and each
+\* optional parent has ended.  Written from the contract, apart from Settles and the counts,
+\* so that a count or a claim that forgets an edge kind does not pass unnoticed.
+
+EdgesAddedOnlyToPending ==
+    [][\A t \in Tasks :
+          (generation'[t] = generation[t] /\ deps'[t] # deps[t]) => state[t] = "pending"]_vars
+\* A version gains deps only while it is pending: an added edge never lands on a version
+\* that is ready, running or ended (a new version, with its own deps, is another matter).
+
+OptionalParentNeverBlocks ==
+    [][\A t \in Tasks :
+          (state'[t] = "blocked" /\ (state[t] # "blocked" \/ generation[t] # generation'[t]))
+              => \E d \in deps'[t] \ optional'[t] : state'[d] \in DeadStates]_vars
+\* A version is blocked only by a dead required parent: a dead optional parent never blocks
+\* its child, it settles the edge.
 
 -----------------------------------------------------------------------------
 (* Liveness *)

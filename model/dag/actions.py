@@ -5,12 +5,20 @@ else why not: the error the API raises, or no error when the API call simply cha
 ``step(s, ...)`` (the next state; only called when enabled). No threads, clocks or I/O: the same
 state and arguments always give the same result. The code favours being obviously the spec over
 being fast: every helper recomputes from the whole state.
+
+Edge kinds. The spec's ``optional[t]`` (the deps of a version whose edge is optional) is held by
+:class:`OptionalDepsView`, a :class:`VersionView` with one more field, used only for a version
+that has optional edges: every other version stays a plain ``VersionView``, so the states of a
+scheduler without optional edges are the very values ``TaskScheduler.snapshot()`` returns.
+``SubmitOptional`` and ``AddDeps`` are in :data:`EDGE_ACTIONS`, apart from :data:`ACTIONS`
+(the TaskScheduler's calls): the spec gates them with its constants ``OptionalEdges`` and
+``AddDepsAllowed``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from refsched.errors import (
@@ -33,6 +41,31 @@ WAITING = frozenset({PENDING, READY})  # not yet claimed: Settle may block these
 Tasks = dict[Hashable, VersionView]
 
 
+@dataclass(frozen=True, slots=True)
+class OptionalDepsView(VersionView):
+    """A version with optional edges: the spec variables at index ``t``, ``optional`` too."""
+
+    optional: frozenset[Hashable] = field(default=frozenset())  # a non-empty subset of deps
+
+
+def optional_of(view: VersionView) -> frozenset[Hashable]:
+    """The spec's ``optional[t]``: the deps of ``view`` whose edge is optional."""
+    return view.optional if isinstance(view, OptionalDepsView) else frozenset()
+
+
+def required_of(view: VersionView) -> frozenset[Hashable]:
+    """The deps of ``view`` whose edge is required."""
+    return view.deps - optional_of(view)
+
+
+def with_optional(view: VersionView, optional: frozenset[Hashable]) -> VersionView:
+    """``view`` with the optional edges ``optional``: a plain VersionView when there are none."""
+    fields = {name: getattr(view, name) for name in VersionView.__dataclass_fields__}
+    if optional:
+        return OptionalDepsView(**fields, optional=frozenset(optional))
+    return VersionView(**fields)
+
+
 @dataclass(frozen=True)
 class Refusal:
     """Why an action is not enabled: the error the API raises (``None``: no error, no change)."""
@@ -44,15 +77,19 @@ class Refusal:
 
 # -- Queries over a state -------------------------------------------------------------------
 
-def is_succeeded(tasks: Mapping[Hashable, VersionView], task_id: Hashable) -> bool:
-    """Whether ``task_id``'s current version succeeded (an absent id has not)."""
+def settles(tasks: Mapping[Hashable, VersionView], task_id: Hashable, optional: bool) -> bool:
+    """Spec ``Settles``: whether ``task_id``'s current version no longer holds back a child
+    through an edge of that kind (required: it succeeded; optional: it ended in any way)."""
     view = tasks.get(task_id)
-    return view is not None and view.state is SUCCEEDED
+    if view is None:
+        return False
+    return view.state.is_terminal if optional else view.state is SUCCEEDED
 
 
-def count_not_succeeded(tasks: Mapping[Hashable, VersionView], deps: Iterable[Hashable]) -> int:
-    """The spec's ``Cardinality({d \\in D : state[d] /= "succeeded"})``."""
-    return sum(1 for d in deps if not is_succeeded(tasks, d))
+def count_unsettled(tasks: Mapping[Hashable, VersionView], deps: Iterable[Hashable],
+                    optional: frozenset[Hashable] = frozenset()) -> int:
+    """Spec ``Unsettled(state, D, O)``: the deps that still hold a version back."""
+    return sum(1 for d in deps if not settles(tasks, d, d in optional))
 
 
 def dependents(tasks: Mapping[Hashable, VersionView], task_id: Hashable) -> list[Hashable]:
@@ -117,11 +154,14 @@ def running_count(tasks: Mapping[Hashable, VersionView]) -> int:
     return sum(1 for v in tasks.values() if v.state is RUNNING)
 
 
-def settle(tasks: Tasks) -> Tasks:
-    """Spec ``Settle``: block every waiting version that reaches a dead one through waiting ones.
+def settle(tasks: Tasks, ended: frozenset[Hashable] = frozenset()) -> Tasks:
+    """Spec ``Settle``: block every waiting version that reaches a dead one through required
+    edges of waiting ones, then settle the optional edges to every version that ended.
 
-    ``blockedBy`` is, among the version's deps that are dead or blocked now, the one with the
-    smallest ``seq``.
+    ``blockedBy`` is, among the version's required deps that are dead or blocked now, the one
+    with the smallest ``seq``. ``ended`` are the versions the step itself put in a dead state;
+    with the newly blocked ones, each settles the optional edges to it: a waiting version has
+    that many fewer deps to wait for, and is ready when none is left.
     """
     dead = {t for t, v in tasks.items() if v.state.is_dead}
     blocked: set[Hashable] = set()
@@ -130,15 +170,25 @@ def settle(tasks: Tasks) -> Tasks:
         grew = False
         for t, v in tasks.items():
             if v.state in WAITING and t not in blocked and any(
-                    d in dead or d in blocked for d in v.deps):
+                    d in dead or d in blocked for d in required_of(v)):
                 blocked.add(t)
                 grew = True
     out = dict(tasks)
     for t in blocked:
-        cause = min((d for d in tasks[t].deps if d in dead or d in blocked),
+        cause = min((d for d in required_of(tasks[t]) if d in dead or d in blocked),
                     key=lambda d: tasks[d].seq)
         out[t] = replace(tasks[t], state=BLOCKED, blocked_by=cause)
+    gone = ended | blocked
+    for t, v in tasks.items():
+        freed = len(optional_of(v) & gone)
+        if v.state in WAITING and t not in blocked and freed:
+            out[t] = _waiting(v, v.remaining_deps - freed)
     return out
+
+
+def _waiting(view: VersionView, remaining: int) -> VersionView:
+    """A waiting version with ``remaining`` deps left: ready when none is."""
+    return replace(view, remaining_deps=remaining, state=READY if remaining == 0 else PENDING)
 
 
 def retry_set(tasks: Mapping[Hashable, VersionView], task_id: Hashable) -> list[Hashable]:
@@ -154,18 +204,18 @@ def retry_set(tasks: Mapping[Hashable, VersionView], task_id: Hashable) -> list[
     return members
 
 
-def _new_version(old: VersionView | None, deps: frozenset[Hashable], seq: int) -> VersionView:
+def _new_version(old: VersionView | None, deps: frozenset[Hashable], seq: int,
+                 optional: frozenset[Hashable] = frozenset()) -> VersionView:
     """A fresh version as Submit makes it, before its dependencies are counted."""
-    return VersionView(
+    return with_optional(VersionView(
         generation=1 if old is None else old.generation + 1,
         state=PENDING, deps=deps, remaining_deps=0, blocked_by=None,
         cancel_requested=False, claims=0, seq=seq,
-    )
+    ), optional)
 
 
 def _counted(tasks: Mapping[Hashable, VersionView], view: VersionView) -> VersionView:
-    remaining = count_not_succeeded(tasks, view.deps)
-    return replace(view, remaining_deps=remaining, state=READY if remaining == 0 else PENDING)
+    return _waiting(view, count_unsettled(tasks, view.deps, optional_of(view)))
 
 
 def _callback_refusal(s: Snapshot, call: str, task_id: Hashable, generation: int) -> Refusal | None:
@@ -226,14 +276,32 @@ def submit_refusal(s: Snapshot, task_id: Hashable, deps: frozenset[Hashable]) ->
 
 
 def submit_step(s: Snapshot, task_id: Hashable, deps: frozenset[Hashable]) -> Snapshot:
+    return submit_optional_step(s, task_id, deps, frozenset())
+
+
+def submit_optional_refusal(s: Snapshot, task_id: Hashable, deps: frozenset[Hashable],
+                            optional: frozenset[Hashable]) -> Refusal | None:
+    call = f"submit({task_id!r})"
+    if not optional:
+        return Refusal(InvalidArgumentError, f"{call}: no optional dependency given")
+    if not optional <= deps:
+        return Refusal(InvalidArgumentError, f"{call}: optional dependencies "
+                       f"{sorted(map(repr, optional - deps))} are not dependencies")
+    return submit_refusal(s, task_id, deps)
+
+
+def submit_optional_step(s: Snapshot, task_id: Hashable, deps: frozenset[Hashable],
+                         optional: frozenset[Hashable]) -> Snapshot:
     old = s.tasks.get(task_id)
     tasks = dict(s.tasks)
-    tasks[task_id] = _counted(tasks, _new_version(old, frozenset(deps), s.next_seq))
-    if old is not None and old.state is SUCCEEDED:
-        for x in dependents(tasks, task_id):
+    fresh = _new_version(old, frozenset(deps), s.next_seq, frozenset(optional))
+    tasks[task_id] = _counted(tasks, fresh)
+    if old is not None:
+        # A replaced version that had settled an edge of a waiting dependent no longer does.
+        for x in dependents(s.tasks, task_id):
             v = tasks[x]
-            if v.state in WAITING:
-                tasks[x] = replace(v, remaining_deps=v.remaining_deps + 1, state=PENDING)
+            if v.state in WAITING and settles(s.tasks, task_id, task_id in optional_of(v)):
+                tasks[x] = _waiting(v, v.remaining_deps + 1)
     return s.replace(tasks=settle(tasks), next_seq=s.next_seq + 1)
 
 
@@ -296,7 +364,7 @@ def fail_refusal(s: Snapshot, task_id: Hashable, generation: int) -> Refusal | N
 def _end_dead(s: Snapshot, task_id: Hashable, state: TaskState) -> Snapshot:
     tasks = dict(s.tasks)
     tasks[task_id] = replace(tasks[task_id], state=state)
-    return s.replace(tasks=settle(tasks))
+    return s.replace(tasks=settle(tasks, frozenset({task_id})))
 
 
 def fail_step(s: Snapshot, task_id: Hashable, generation: int) -> Snapshot:
@@ -343,9 +411,15 @@ def retry_step(s: Snapshot, task_id: Hashable) -> Snapshot:
     members = sorted(retry_set(s.tasks, task_id), key=lambda t: s.tasks[t].seq)
     tasks = dict(s.tasks)
     for offset, t in enumerate(members):
-        tasks[t] = _new_version(tasks[t], tasks[t].deps, s.next_seq + offset)
-    for t in members:  # counted only once every member is a new, unsucceeded version
+        old = tasks[t]
+        tasks[t] = _new_version(old, old.deps, s.next_seq + offset, optional_of(old))
+    for t in members:  # counted only once every member is a new version, not ended
         tasks[t] = _counted(tasks, tasks[t])
+    # Members were dead: a waiting version's optional edge to one was settled, and no longer is.
+    for t, v in s.tasks.items():
+        bumps = len(optional_of(v) & set(members))
+        if v.state in WAITING and bumps:
+            tasks[t] = _waiting(v, v.remaining_deps + bumps)
     return s.replace(tasks=settle(tasks), next_seq=s.next_seq + len(members))
 
 
@@ -360,6 +434,48 @@ def close_step(s: Snapshot, cancel_pending: bool) -> Snapshot:
             if v.state in WAITING:
                 tasks[t] = replace(v, state=CANCELLED)
     return s.replace(tasks=tasks, closed=True)
+
+
+def add_deps_refusal(s: Snapshot, task_id: Hashable, deps: frozenset[Hashable],
+                     optional: frozenset[Hashable]) -> Refusal | None:
+    call = f"add_deps({task_id!r})"
+    view = s.tasks.get(task_id)
+    if view is None:
+        return Refusal(UnknownTaskError, f"{call}: unknown task")
+    if not deps:
+        return Refusal(InvalidArgumentError, f"{call}: no dependency given")
+    if not optional <= deps:
+        return Refusal(InvalidArgumentError, f"{call}: optional dependencies "
+                       f"{sorted(map(repr, optional - deps))} are not dependencies")
+    if task_id in deps:
+        return Refusal(InvalidArgumentError, f"{call}: a task cannot depend on itself")
+    already = deps & view.deps
+    if already:
+        return Refusal(InvalidArgumentError,
+                       f"{call}: {sorted(map(repr, already))} are dependencies already")
+    if s.closed:
+        return Refusal(SchedulerClosedError, f"{call}: the scheduler is closed")
+    if view.state is not PENDING:
+        return Refusal(InvalidTransitionError, f"{call}: generation {view.generation} is "
+                       f"{view.state.value}, not pending")
+    if s.started:
+        missing = [(task_id, d) for d in deps if d not in s.tasks]
+        if missing:
+            return Refusal(UnknownDependencyError, f"{call}: unknown dependencies", missing)
+        path = reaches(s.tasks, deps, task_id)
+        if path is not None:
+            cycle = [*path[::-1], task_id]  # as in submit_refusal
+            return Refusal(CycleError, f"{call}: the new dependencies close a cycle", [cycle])
+    return None
+
+
+def add_deps_step(s: Snapshot, task_id: Hashable, deps: frozenset[Hashable],
+                  optional: frozenset[Hashable]) -> Snapshot:
+    view = s.tasks[task_id]
+    grown = with_optional(replace(view, deps=view.deps | deps), optional_of(view) | optional)
+    added = count_unsettled(s.tasks, deps, frozenset(optional))
+    tasks = {**s.tasks, task_id: replace(grown, remaining_deps=view.remaining_deps + added)}
+    return s.replace(tasks=settle(tasks))
 
 
 def stale_callback_refusal(s: Snapshot, task_id: Hashable, generation: int) -> Refusal | None:
@@ -401,6 +517,15 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
     Submit, Start, Claim, Complete, Fail, Cancel, AcknowledgeCancel, Retry, Close,
     StaleCallback, RepeatedCallback,
 )}
+
+SubmitOptional = Action("SubmitOptional", ("t", "D", "O"), submit_optional_refusal,
+                        submit_optional_step)
+AddDeps = Action("AddDeps", ("t", "D", "O"), add_deps_refusal, add_deps_step)
+
+EDGE_ACTIONS: dict[str, Action] = {a.name: a for a in (SubmitOptional, AddDeps)}
+"""The actions the spec gates with ``OptionalEdges`` and ``AddDepsAllowed``: the model's
+alone, not yet calls of the TaskScheduler (``D``: every new dep; ``O``: those of ``D``
+whose edge is optional)."""
 
 INITIAL = Snapshot()
 """Spec ``Init``: nothing submitted, not started, not closed, ``nextSeq = 1``."""

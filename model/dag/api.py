@@ -1,7 +1,9 @@
 """The reference model behind the production API: ``ReferenceScheduler``.
 
 It has the methods, arguments, results and errors of ``refsched.TaskScheduler``, and each call
-is one step of an action of ``model.actions`` (or none). It is single-threaded and keeps the
+is one step of an action of ``model.actions`` (or none). It also has what the spec has and the
+TaskScheduler not yet: optional edges (``submit(..., optional=...)``, spec SubmitOptional) and
+``add_deps`` (spec AddDeps). It is single-threaded and keeps the
 action history, so it serves as the oracle that production code and other implementations are
 compared with.
 """
@@ -49,6 +51,27 @@ def _raise(refusal: Refusal) -> None:
     if error is UnknownTaskError:
         raise UnknownTaskError(refusal.reason)
     raise error(refusal.reason)
+
+
+def _ids(call: str, what: str, ids: Iterable[Hashable]) -> list[Hashable]:
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise InvalidArgumentError(f"{call}: {what} must be an iterable of task ids, "
+                                   f"not {type(ids).__name__}")
+    listed = list(ids)
+    for d in listed:
+        _hashable(call, "dependency", d)
+    return listed
+
+
+def _edges(call: str, deps: Iterable[Hashable],
+           optional: Iterable[Hashable]) -> tuple[frozenset[Hashable], frozenset[Hashable]]:
+    """The required and the optional dependencies of a call; InvalidArgumentError for an id
+    listed twice (in one list or in both)."""
+    required, optional_ids = _ids(call, "deps", deps), _ids(call, "optional", optional)
+    listed = [*required, *optional_ids]
+    if len(set(listed)) != len(listed):
+        raise InvalidArgumentError(f"{call}: a dependency is listed twice")
+    return frozenset(required), frozenset(optional_ids)
 
 
 class ReferenceScheduler:
@@ -106,24 +129,45 @@ class ReferenceScheduler:
     # -- the API ----------------------------------------------------------------------------
 
     def submit(self, task_id: Hashable, deps: Iterable[Hashable] = (),
-               fn: Callable[..., Any] | None = None) -> int:
-        """Spec: Submit."""
+               fn: Callable[..., Any] | None = None,
+               optional: Iterable[Hashable] = ()) -> int:
+        """Spec: Submit (SubmitOptional when ``optional`` names an id).
+
+        ``deps`` are required (the new version waits for each to succeed, and is blocked if
+        one cannot); ``optional`` are optional (it waits for each to end, in any way). An id
+        in both, or listed twice, is an ``InvalidArgumentError``.
+        """
         call = f"submit({task_id!r})"
         _hashable(call, "task id", task_id)
-        if isinstance(deps, (str, bytes)) or not isinstance(deps, Iterable):
-            raise InvalidArgumentError(f"{call}: deps must be an iterable of task ids, "
-                                       f"not {type(deps).__name__}")
-        dep_list = list(deps)
-        for d in dep_list:
-            _hashable(call, "dependency", d)
-        if len(set(dep_list)) != len(dep_list):
-            raise InvalidArgumentError(f"{call}: a dependency is listed twice")
+        required, optional_ids = _edges(call, deps, optional)
         if fn is not None and not callable(fn):
             raise InvalidArgumentError(f"{call}: fn must be callable or None")
-        self._take(A.Submit, task_id, frozenset(dep_list))
+        if optional_ids:
+            self._take(A.SubmitOptional, task_id, required | optional_ids, optional_ids)
+        else:
+            self._take(A.Submit, task_id, required)
         self._fns[task_id] = fn
         self._results.pop(task_id, None)
         return self.state_value.tasks[task_id].generation
+
+    def add_deps(self, task_id: Hashable, deps: Iterable[Hashable] = (),
+                 optional: Iterable[Hashable] = ()) -> TaskState:
+        """Spec: AddDeps. Make the pending version of ``task_id`` depend on ``deps`` (required)
+        and ``optional`` (optional) too; return its state (pending, or blocked when a new
+        required dependency is dead).
+
+        Errors, with nothing changed: ``UnknownTaskError`` for an id never submitted;
+        ``InvalidArgumentError`` for no id given, an id listed twice or in both, the task
+        itself, or an id that is a dependency already; ``SchedulerClosedError`` once closed;
+        ``InvalidTransitionError`` unless the version is pending (ready, running and ended
+        versions keep their deps); after ``start()``, ``UnknownDependencyError`` for an id
+        never submitted and ``CycleError`` for edges that close a cycle.
+        """
+        call = f"add_deps({task_id!r})"
+        self._view(call, task_id)
+        required, optional_ids = _edges(call, deps, optional)
+        self._take(A.AddDeps, task_id, required | optional_ids, optional_ids)
+        return self.state(task_id)
 
     def start(self) -> None:
         """Spec: Start."""

@@ -5,7 +5,9 @@ action, every parameter value its quantifiers range over, one step per enabled i
 two instances that reach the same state are two edges, as in TLC's graph). :func:`explore`
 is a breadth-first search of those steps under ``MCScheduler``'s ``GenerationBound``
 constraint: a state past the bound is neither kept nor explored, and edges into it are not
-edges of the graph (TLC does the same).
+edges of the graph (TLC does the same). ``optional_edges`` and ``add_deps`` are the spec's
+constants ``OptionalEdges`` and ``AddDepsAllowed``: off, as in every instance of the
+TaskScheduler, the gated actions have no instance at all.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from refsched.types import Snapshot
 
-from .actions import ACTIONS, INITIAL, Action
+from .actions import ACTIONS, EDGE_ACTIONS, INITIAL, Action
 
 __all__ = [
     "Edge", "ModelGraph", "action_args", "describe", "explore", "next_steps", "search",
@@ -54,9 +56,11 @@ def _subsets(items: Sequence[Hashable]) -> Iterator[frozenset[Hashable]]:
             yield frozenset(combo)
 
 
-def _instances(s: Snapshot, tasks: Sequence[Hashable],
-               max_concurrency: int) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every (action, parameters) the disjuncts of ``Next`` quantify over in state ``s``."""
+def _instances(s: Snapshot, tasks: Sequence[Hashable], max_concurrency: int,
+               optional_edges: bool = False,
+               add_deps: bool = False) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every (action, parameters) the disjuncts of ``Next`` quantify over in state ``s``; the
+    gated ones only with their constant on (off, the spec's gate makes every one a no-step)."""
     def generation(t: Hashable) -> int:
         view = s.tasks.get(t)
         return 0 if view is None else view.generation
@@ -64,6 +68,16 @@ def _instances(s: Snapshot, tasks: Sequence[Hashable],
     for t in tasks:
         for deps in _subsets([x for x in tasks if x != t]):
             yield "Submit", {"t": t, "D": deps}
+    for name, allowed in (("SubmitOptional", optional_edges), ("AddDeps", add_deps)):
+        if not allowed:
+            continue
+        for t in tasks:
+            for deps in _subsets([x for x in tasks if x != t]):
+                for optional in _subsets(sorted(deps, key=tasks.index)):
+                    # SubmitOptional needs an optional edge; AddDeps one only if it may.
+                    if (name == "SubmitOptional" and optional) or (
+                            name == "AddDeps" and (optional_edges or not optional)):
+                        yield name, {"t": t, "D": deps, "O": optional}
     yield "Start", {}
     for k in range(1, max_concurrency + 1):
         yield "Claim", {"k": k}
@@ -87,15 +101,16 @@ def _instances(s: Snapshot, tasks: Sequence[Hashable],
         yield "RepeatedCallback", {"t": t}
 
 
-def next_steps(s: Snapshot, tasks: Sequence[Hashable],
-               max_concurrency: int) -> Iterator[tuple[str, dict[str, Any], Snapshot]]:
+def next_steps(s: Snapshot, tasks: Sequence[Hashable], max_concurrency: int,
+               optional_edges: bool = False,
+               add_deps: bool = False) -> Iterator[tuple[str, dict[str, Any], Snapshot]]:
     """Every enabled instance of ``Next`` in ``s``: (action name, parameters, next state).
 
     An id outside the model's vocabulary (never submitted) is absent: the actions on it that
     need a current version are not enabled, exactly as in the spec.
     """
-    for name, params in _instances(s, tasks, max_concurrency):
-        action = ACTIONS[name]
+    for name, params in _instances(s, tasks, max_concurrency, optional_edges, add_deps):
+        action = ACTIONS[name] if name in ACTIONS else EDGE_ACTIONS[name]
         args = action_args(action, params, max_concurrency)
         if action.refusal(s, *args) is None:
             yield name, params, action.step(s, *args)
@@ -120,9 +135,11 @@ class ModelGraph(Generic[S]):
 
 
 def explore(tasks: Sequence[Hashable], max_concurrency: int, max_generation: int,
-            initial: Snapshot = INITIAL) -> ModelGraph[Snapshot]:
+            initial: Snapshot = INITIAL, optional_edges: bool = False,
+            add_deps: bool = False) -> ModelGraph[Snapshot]:
     """Breadth-first search of ``Next`` under ``GenerationBound``, as TLC explores the spec."""
-    return search(initial, lambda s: next_steps(s, tasks, max_concurrency),
+    return search(initial,
+                  lambda s: next_steps(s, tasks, max_concurrency, optional_edges, add_deps),
                   lambda s: within_bound(s, max_generation))
 
 

@@ -3,6 +3,9 @@
 State invariants take ``(state, max_concurrency)``; action properties take
 ``(before, after)``. Names match the spec's (``INVARIANTS`` / ``ACTION_PROPERTIES`` keys) and
 ``TaskScheduler.check_invariants()``; a test keeps the three sets equal.
+
+``EDGE_ACTION_PROPERTIES`` are the action properties of the edge kinds and of AddDeps, which only
+the configs with ``OptionalEdges`` or ``AddDepsAllowed`` list (the TaskScheduler makes neither).
 """
 
 from __future__ import annotations
@@ -12,7 +15,15 @@ from collections.abc import Callable
 from refsched.types import Snapshot, TaskState, VersionView
 
 from ..predicates import Violated
-from .actions import WAITING, count_not_succeeded, find_cycles, missing_dependencies
+from .actions import (
+    WAITING,
+    OptionalDepsView,
+    count_unsettled,
+    find_cycles,
+    missing_dependencies,
+    optional_of,
+    required_of,
+)
 
 
 def type_ok(s: Snapshot, max_concurrency: int) -> bool:
@@ -22,7 +33,9 @@ def type_ok(s: Snapshot, max_concurrency: int) -> bool:
                 and isinstance(v.state, TaskState) and isinstance(v.deps, frozenset)
                 and isinstance(v.remaining_deps, int) and v.remaining_deps >= 0
                 and isinstance(v.cancel_requested, bool) and isinstance(v.claims, int)
-                and v.claims >= 0 and isinstance(v.seq, int) and 1 <= v.seq < s.next_seq)
+                and v.claims >= 0 and isinstance(v.seq, int) and 1 <= v.seq < s.next_seq
+                and (not isinstance(v, OptionalDepsView)
+                     or (isinstance(v.optional, frozenset) and v.optional <= v.deps)))
     return (isinstance(s.started, bool) and isinstance(s.closed, bool)
             and isinstance(s.next_seq, int) and s.next_seq >= 1
             and all(version_ok(v) for v in s.tasks.values()))
@@ -34,11 +47,11 @@ def at_most_one_claim_per_version(s: Snapshot, max_concurrency: int) -> bool:
 
 
 def indegree_invariant(s: Snapshot, max_concurrency: int) -> bool:
-    """A waiting version's remaining count is the number of its deps not succeeded;
-    it is ready exactly when that number is 0."""
+    """A waiting version's remaining count is the number of its deps not settled (required
+    ones not succeeded, optional ones not ended); it is ready exactly when that number is 0."""
     for v in s.tasks.values():
         if v.state in WAITING:
-            expected = count_not_succeeded(s.tasks, v.deps)
+            expected = count_unsettled(s.tasks, v.deps, optional_of(v))
             if v.remaining_deps != expected:
                 return False
             if (v.state is TaskState.READY) != (expected == 0):
@@ -61,11 +74,12 @@ def blocked_has_cause(s: Snapshot, max_concurrency: int) -> bool:
 
 
 def blocked_propagated(s: Snapshot, max_concurrency: int) -> bool:
-    """No waiting version depends on a version that can no longer succeed."""
+    """No waiting version depends through a required edge on a version that can no longer
+    succeed."""
     def dead(d: object) -> bool:
         view = s.tasks.get(d)
         return view is not None and view.state.is_dead
-    return all(not any(dead(d) for d in v.deps)
+    return all(not any(dead(d) for d in required_of(v))
                for v in s.tasks.values() if v.state in WAITING)
 
 
@@ -85,12 +99,12 @@ def no_terminal_to_ready(before: Snapshot, after: Snapshot) -> bool:
 
 
 def claim_only_after_deps_succeeded(before: Snapshot, after: Snapshot) -> bool:
-    """A version becomes running only when every dependency has succeeded."""
+    """A version becomes running only when every required dependency has succeeded."""
     for t, w in after.tasks.items():
         v = before.tasks.get(t)
         newly_running = w.state is TaskState.RUNNING and (
             v is None or v.generation != w.generation or v.state is not TaskState.RUNNING)
-        if newly_running and count_not_succeeded(before.tasks, w.deps) != 0:
+        if newly_running and count_unsettled(before.tasks, required_of(w)) != 0:
             return False
     return True
 
@@ -112,6 +126,54 @@ def running_never_replaced(before: Snapshot, after: Snapshot) -> bool:
                for t, v in before.tasks.items() if v.state is TaskState.RUNNING)
 
 
+def _enters(before: Snapshot, after: Snapshot, t: object, states: frozenset[TaskState]) -> bool:
+    """Whether the step puts the version of ``t`` into one of ``states`` (a new version in one
+    of them does too)."""
+    w = after.tasks.get(t)
+    v = before.tasks.get(t)
+    return w is not None and w.state in states and (
+        v is None or v.generation != w.generation or v.state is not w.state)
+
+
+def ready_only_after_deps_settled(before: Snapshot, after: Snapshot) -> bool:
+    """A version becomes ready or running only once each required parent has succeeded and
+    each optional parent has ended (read from the states after the step)."""
+    def parent_state(d: object) -> TaskState | None:
+        view = after.tasks.get(d)
+        return None if view is None else view.state
+
+    for t, w in after.tasks.items():
+        if _enters(before, after, t, frozenset({TaskState.READY, TaskState.RUNNING})):
+            for d in w.deps:
+                state = parent_state(d)
+                if d in optional_of(w):
+                    if state is None or not state.is_terminal:
+                        return False
+                elif state is not TaskState.SUCCEEDED:
+                    return False
+    return True
+
+
+def edges_added_only_to_pending(before: Snapshot, after: Snapshot) -> bool:
+    """A version gains deps only while it is pending."""
+    for t, v in before.tasks.items():
+        w = after.tasks.get(t)
+        if (w is not None and w.generation == v.generation and w.deps != v.deps
+                and v.state is not TaskState.PENDING):
+            return False
+    return True
+
+
+def optional_parent_never_blocks(before: Snapshot, after: Snapshot) -> bool:
+    """A version is blocked only by a dead required parent, never by an optional one."""
+    def dead(d: object) -> bool:
+        view = after.tasks.get(d)
+        return view is not None and view.state.is_dead
+
+    return all(any(dead(d) for d in required_of(w)) for t, w in after.tasks.items()
+               if _enters(before, after, t, frozenset({TaskState.BLOCKED})))
+
+
 INVARIANTS: dict[str, Callable[[Snapshot, int], bool]] = {
     "TypeOK": type_ok,
     "AtMostOneClaimPerVersion": at_most_one_claim_per_version,
@@ -130,3 +192,11 @@ ACTION_PROPERTIES: dict[str, Callable[[Snapshot, Snapshot], bool]] = {
     "RunningNeverReplaced": running_never_replaced,
 }
 violated_by_step = Violated(ACTION_PROPERTIES)  # the names of those a step violates
+
+EDGE_ACTION_PROPERTIES: dict[str, Callable[[Snapshot, Snapshot], bool]] = {
+    "ReadyOnlyAfterDepsSettled": ready_only_after_deps_settled,
+    "EdgesAddedOnlyToPending": edges_added_only_to_pending,
+    "OptionalParentNeverBlocks": optional_parent_never_blocks,
+}
+violated_by_edge_step = Violated({**ACTION_PROPERTIES, **EDGE_ACTION_PROPERTIES})
+"""The names of the action properties, those of the edge kinds too, that a step violates."""

@@ -300,7 +300,9 @@ class _SchedulerSpec(TraceSpec):
     id_sets = MappingProxyType({"Tasks": "generation"})
     no_task = ("blockedBy",)
     counts = MappingProxyType({"MaxConcurrency": (1, "an integer >= 1")})
-    fixed = MappingProxyType({"OldestFirst": "TRUE"})  # the TaskScheduler claims oldest first
+    # The TaskScheduler claims oldest first, and makes only required edges, never added later.
+    fixed = MappingProxyType({"OldestFirst": "TRUE", "OptionalEdges": "FALSE",
+                              "AddDepsAllowed": "FALSE"})
 
     def param_value(self, name: str, value: Any) -> Any:
         # D may arrive as a list or tuple (a JSON array); in the spec it is a set.

@@ -146,7 +146,7 @@ def test_action_table_matches_the_spec_action_names() -> None:
 
 
 def test_a_model_without_settle_breaks_blocked_propagated(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(A, "settle", lambda tasks: dict(tasks))
+    monkeypatch.setattr(A, "settle", lambda tasks, ended=frozenset(): dict(tasks))
     m = diamond()
     m.ready()
     m.fail("a", 1)

@@ -7,7 +7,9 @@ model's predicates find the same check broken on the counterexample's last step.
 
 Time on 2 cores (TLC 2.15, ``-workers 2``): the safety model 80-170 s, the liveness model
 35-70 s (both marked big_instance, run by `pytest -m big_instance`); each mutant 3-25 s with
-one worker (those on the liveness instance are the slow ones), about 35 runs.
+one worker (those on the liveness instance are the slow ones), about 35 runs, and about 30
+more on the two instances of the edge kinds and AddDeps (``MCSchedulerEdges*.cfg``, whose
+states :data:`tests.dag.edges.EDGES_SYSTEM` reads, optional edges included).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from refsched.model import ACTION_PROPERTIES, INVARIANTS, violated, violated_by_step
+from refsched.model import ACTION_PROPERTIES, INVARIANTS, violated
+from refsched.model.dag.invariants import EDGE_ACTION_PROPERTIES, violated_by_edge_step
 from refsched.verify.tlc import TLCResult, parse_output, run_tlc
+from tests.dag.edges import ADD_DEPS_TRACES, EDGES_SYSTEM, EDGES_TRACES
 from tests.spec_mutants import (
     Mutant,
     SpecChecks,
@@ -36,6 +40,7 @@ from tests.tlc_support import (
 SAFETY = "MCScheduler.cfg"
 LIVENESS = "MCSchedulerLiveness.cfg"
 TRACES = "MCSchedulerTraces.cfg"
+EDGES = "MCSchedulerEdges.cfg"
 
 # (distinct states, depth) measured with TLC 2.15. If the spec or the model changes, update
 # these and the table in docs/dag.md.
@@ -55,7 +60,7 @@ def test_model_holds_with_recorded_state_count(config: str, counts: tuple[int, i
     assert_holds_with_recorded_count(check(config), counts)
 
 
-S, T, L = SAFETY, TRACES, LIVENESS
+S, T, L, E, X = SAFETY, TRACES, LIVENESS, EDGES, EDGES_TRACES
 
 # Each mutant, and the (config, check) pairs that must report it.
 MUTANTS: dict[str, Mutant] = {
@@ -63,74 +68,119 @@ MUTANTS: dict[str, Mutant] = {
     # has no more ids than slots, so the bound cannot fail there (see its cfg).
     "claim_ignores_running_slots": Mutant(
         (("        /\\ k <= MaxConcurrency - Cardinality(running)\n", ""),),
-        ((S, "ConcurrencyBound"), (L, "ConcurrencyBound")),
+        ((S, "ConcurrencyBound"), (L, "ConcurrencyBound"), (E, "ConcurrencyBound")),
     ),
     # Complete forgets to decrement its dependents' counters (but still readies them).
     "complete_keeps_counts": Mutant(
         (("IF x \\in waiting THEN remainingDeps[x] - 1 ELSE remainingDeps[x]",
           "remainingDeps[x]"),),
-        ((S, "IndegreeInvariant"), (T, "IndegreeInvariant"), (L, "IndegreeInvariant")),
+        ((S, "IndegreeInvariant"), (T, "IndegreeInvariant"), (L, "IndegreeInvariant"),
+         (E, "IndegreeInvariant"), (X, "IndegreeInvariant")),
     ),
     # Fail skips Settle: dependents of the failed version stay pending.
     "fail_skips_settle": Mutant(
-        (('LET settled == Settle([state EXCEPT ![t] = "failed"], deps, seq, blockedBy)',
+        (('LET settled == Settle([state EXCEPT ![t] = "failed"], deps, optional, seq, '
+          "blockedBy,\n                          remainingDeps, {t})",
           'LET settled == [state |-> [state EXCEPT ![t] = "failed"], '
-          "blockedBy |-> blockedBy]"),),
-        ((S, "BlockedPropagated"), (T, "BlockedPropagated"), (L, "BlockedPropagated")),
+          "blockedBy |-> blockedBy, remainingDeps |-> remainingDeps]"),),
+        ((S, "BlockedPropagated"), (T, "BlockedPropagated"), (L, "BlockedPropagated"),
+         (E, "BlockedPropagated"), (X, "BlockedPropagated")),
     ),
     # Retry puts a dead version back to ready/pending without a new generation.
     "retry_keeps_generation": Mutant(
         (("/\\ generation' = [x \\in Tasks |-> "
           "IF x \\in R THEN generation[x] + 1 ELSE generation[x]]",
           "/\\ generation' = generation"),),
-        ((S, "NoTerminalToReady"), (T, "NoTerminalToReady"), (L, "NoTerminalToReady")),
+        ((S, "NoTerminalToReady"), (T, "NoTerminalToReady"), (L, "NoTerminalToReady"),
+         (E, "NoTerminalToReady"), (X, "NoTerminalToReady")),
     ),
     # Submit keeps the replaced version's claim count: the new version is claimed "twice".
     "submit_keeps_claims": Mutant(
         (("/\\ claims' = [claims EXCEPT ![t] = 0]", "/\\ claims' = claims"),),
-        ((S, "AtMostOneClaimPerVersion"), (T, "AtMostOneClaimPerVersion")),
+        ((S, "AtMostOneClaimPerVersion"), (T, "AtMostOneClaimPerVersion"),
+         (X, "AtMostOneClaimPerVersion")),
     ),
     # Claim hands the chosen versions out but leaves them ready: the next claim hands them
     # out again (with one generation per id, as in the liveness instance, a Submit cannot).
     "claim_leaves_versions_ready": Mutant(
         (("              /\\ state' = [x \\in Tasks |-> IF x \\in chosen THEN \"running\" "
           "ELSE state[x]]\n", "              /\\ state' = state\n"),),
-        ((L, "AtMostOneClaimPerVersion"),),
+        ((L, "AtMostOneClaimPerVersion"), (E, "AtMostOneClaimPerVersion")),
     ),
     # Settle blocks versions without naming the dep that blocked them.
     "settle_names_no_cause": Mutant(
         (("blockedBy |-> [x \\in Tasks |-> IF x \\in B THEN Blame(x) ELSE bb[x]]",
           "blockedBy |-> bb"),),
-        ((S, "BlockedHasCause"), (T, "BlockedHasCause"), (L, "BlockedHasCause")),
+        ((S, "BlockedHasCause"), (T, "BlockedHasCause"), (L, "BlockedHasCause"),
+         (E, "BlockedHasCause"), (X, "BlockedHasCause")),
     ),
     # Submit after Start no longer rejects a dependency that closes a cycle.
     "submit_closes_cycle": Mutant(
         (("    /\\ started => t \\notin ReachFrom(D, deps)\n", ""),),
-        ((S, "SealedGraph"), (T, "SealedGraph"), (L, "SealedGraph")),
+        ((S, "SealedGraph"), (T, "SealedGraph"), (L, "SealedGraph"), (X, "SealedGraph")),
     ),
     # Claim takes pending versions too.
     "claim_takes_pending": Mutant(
         (('LET ready   == InState({"ready"})', 'LET ready   == InState({"ready", "pending"})'),),
         ((S, "ClaimOnlyAfterDepsSucceeded"), (T, "ClaimOnlyAfterDepsSucceeded"),
-         (L, "ClaimOnlyAfterDepsSucceeded")),
+         (L, "ClaimOnlyAfterDepsSucceeded"), (E, "ClaimOnlyAfterDepsSucceeded"),
+         (X, "ClaimOnlyAfterDepsSucceeded")),
     ),
     # Close(TRUE) writes a state name that does not exist.
     "close_misspells_cancelled": Mutant(
         (('IF state[x] \\in Waiting THEN "cancelled" ELSE state[x]',
           'IF state[x] \\in Waiting THEN "canceled" ELSE state[x]'),),
-        ((S, "TypeOK"), (T, "TypeOK"), (L, "TypeOK")),
+        ((S, "TypeOK"), (T, "TypeOK"), (L, "TypeOK"), (E, "TypeOK"), (X, "TypeOK")),
     ),
     # Claim(k) takes the k ready versions with the largest seq: newest first.
     "claim_takes_newest": Mutant(
         (("oldest  == {x \\in ready : Cardinality({y \\in ready : seq[y] < seq[x]}) < k}",
           "oldest  == {x \\in ready : Cardinality({y \\in ready : seq[y] > seq[x]}) < k}"),),
-        ((S, "ClaimsOldestFirst"), (T, "ClaimsOldestFirst"), (L, "ClaimsOldestFirst")),
+        ((S, "ClaimsOldestFirst"), (T, "ClaimsOldestFirst"), (L, "ClaimsOldestFirst"),
+         (E, "ClaimsOldestFirst"), (X, "ClaimsOldestFirst")),
     ),
     # Submit replaces a running version: its function runs on, unowned.
     "submit_replaces_running": Mutant(
         (("    /\\ ~closed\n    /\\ state[t] # \"running\"\n", "    /\\ ~closed\n"),),
         ((S, "RunningNeverReplaced"), (T, "RunningNeverReplaced"),
-         (L, "RunningNeverReplaced")),
+         (L, "RunningNeverReplaced"), (X, "RunningNeverReplaced")),
+    ),
+    # -- Edge kinds and AddDeps (MCSchedulerEdges*.cfg) --
+    # Claim also takes a pending version whose required deps all succeeded: it runs before an
+    # optional parent has ended. No invariant sees it (a running version has no count).
+    "claim_ignores_optional_parents": Mutant(
+        (('LET ready   == InState({"ready"})',
+          'LET ready   == InState({"ready"}) \\cup {x \\in InState({"pending"}) : '
+          '\\A d \\in deps[x] \\ optional[x] : state[d] = "succeeded"}'),),
+        ((E, "ReadyOnlyAfterDepsSettled"), (X, "ReadyOnlyAfterDepsSettled")),
+    ),
+    # AddDeps adds edges to an ended version too.
+    "add_deps_to_ended_version": Mutant(
+        (('        /\\ state[t] = "pending"\n',
+          '        /\\ state[t] \\in {"pending"} \\cup TerminalStates\n'),),
+        ((E, "EdgesAddedOnlyToPending"), (X, "EdgesAddedOnlyToPending")),
+    ),
+    # AddDeps no longer rejects edges that close a cycle.
+    "add_deps_closes_cycle": Mutant(
+        (("        /\\ started => Acyclic(newDeps)\n", ""),),
+        ((E, "SealedGraph"),),
+    ),
+    # Settle spreads blocking along optional edges too (and blames them).
+    "settle_blocks_through_optional_edges": Mutant(
+        (("B       == Grow(dead, live, req) \\ dead", "B       == Grow(dead, live, dp) \\ dead"),
+         ("cause == req[x] \\cap (dead \\cup B)", "cause == dp[x] \\cap (dead \\cup B)")),
+        ((E, "OptionalParentNeverBlocks"), (X, "OptionalParentNeverBlocks")),
+    ),
+    # Settle forgets that a version it blocks, or one the step ended, settles optional edges.
+    "settle_keeps_optional_counts": Mutant(
+        (("left    == [x \\in Tasks |-> rd[x] - freed(x)]", "left    == rd"),),
+        ((E, "IndegreeInvariant"), (X, "IndegreeInvariant")),
+    ),
+    # Submit bumps the dependents of a replaced version only if it had succeeded: a replaced
+    # failed parent still counts as settled for an optional edge (two generations: X only).
+    "submit_bumps_only_succeeded_parents": Mutant(
+        (("/\\ Settles(state[t], t \\in optional[x])}", '/\\ state[t] = "succeeded"}'),),
+        ((X, "IndegreeInvariant"),),
     ),
     # Running functions may run forever: a running version never ends.
     "no_fairness_on_finishing": Mutant(
@@ -145,24 +195,27 @@ MUTANTS: dict[str, Mutant] = {
 }
 
 SPEC = SpecChecks(
-    module="Scheduler.tla", mc_module="MCScheduler.tla", system="scheduler",
-    invariants=frozenset(INVARIANTS), action_properties=frozenset(ACTION_PROPERTIES),
+    module="Scheduler.tla", mc_module="MCScheduler.tla", system=EDGES_SYSTEM,
+    invariants=frozenset(INVARIANTS),
+    action_properties=frozenset({*ACTION_PROPERTIES, *EDGE_ACTION_PROPERTIES}),
     temporal=frozenset({"EveryVersionEnds"}),
     violated=lambda s, instance: violated(s, instance.max_concurrency),
-    violated_by_step=violated_by_step, mutants=MUTANTS,
+    violated_by_step=violated_by_edge_step, mutants=MUTANTS,
 )
 
 
 def test_every_check_of_every_config_has_a_mutant_it_reports() -> None:
-    assert_every_check_has_a_mutant(SPEC, [SAFETY, LIVENESS, TRACES])
+    assert_every_check_has_a_mutant(
+        SPEC, [SAFETY, ADD_DEPS_TRACES, EDGES, EDGES_TRACES, LIVENESS, TRACES])
 
 
 def test_a_check_left_without_its_mutant_is_uncovered() -> None:
     # The coverage rule can fail: drop the one mutant the traces config's ClaimsOldestFirst
     # has, and that pair, alone, is missing.
     fewer = replace(SPEC, mutants={n: m for n, m in MUTANTS.items() if n != "claim_takes_newest"})
-    assert uncovered(fewer) == [(SAFETY, "ClaimsOldestFirst"), (LIVENESS, "ClaimsOldestFirst"),
-                                (TRACES, "ClaimsOldestFirst")]
+    assert uncovered(fewer) == [(SAFETY, "ClaimsOldestFirst"), (EDGES, "ClaimsOldestFirst"),
+                                (EDGES_TRACES, "ClaimsOldestFirst"),
+                                (LIVENESS, "ClaimsOldestFirst"), (TRACES, "ClaimsOldestFirst")]
     assert "ConcurrencyBound" not in cfg_checks(TRACES)  # cannot fail there: not listed
 
 

@@ -324,10 +324,11 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
     ),
     # A failure does not spread: its waiting dependents keep waiting on a dead dep.
     "fail_without_settle": (
-        [(S, "    LET settled == Settle([state EXCEPT ![t] = \"failed\"], deps, seq, blockedBy)\n"
+        [(S, "    LET settled == Settle([state EXCEPT ![t] = \"failed\"], deps, optional, seq, "
+             "blockedBy,\n                          remainingDeps, {t})\n"
              "    IN  /\\ g = generation[t]\n",
           "    LET settled == [state |-> [state EXCEPT ![t] = \"failed\"],\n"
-          "                    blockedBy |-> blockedBy]\n"
+          "                    blockedBy |-> blockedBy, remainingDeps |-> remainingDeps]\n"
           "    IN  /\\ g = generation[t]\n")],
         dict.fromkeys((SAFETY, PAIRS, GENERATIONS), ("BlockedPropagated", "invariant")),
     ),
