@@ -262,6 +262,12 @@ def submit_refusal(s: Snapshot, task_id: Hashable, deps: frozenset[Hashable]) ->
     view = s.tasks.get(task_id)
     if view is not None and view.state is RUNNING:
         return Refusal(TaskRunningError, f"{call}: generation {view.generation} is running")
+    return _edges_refusal(s, call, task_id, deps)
+
+
+def _edges_refusal(s: Snapshot, call: str, task_id: Hashable,
+                   deps: frozenset[Hashable]) -> Refusal | None:
+    """After Start, new edges from ``task_id`` to ``deps`` need known ids and no cycle."""
     if s.started:
         missing = [(task_id, d) for d in deps if d not in s.tasks]
         if missing:
@@ -458,15 +464,7 @@ def add_deps_refusal(s: Snapshot, task_id: Hashable, deps: frozenset[Hashable],
     if view.state is not PENDING:
         return Refusal(InvalidTransitionError, f"{call}: generation {view.generation} is "
                        f"{view.state.value}, not pending")
-    if s.started:
-        missing = [(task_id, d) for d in deps if d not in s.tasks]
-        if missing:
-            return Refusal(UnknownDependencyError, f"{call}: unknown dependencies", missing)
-        path = reaches(s.tasks, deps, task_id)
-        if path is not None:
-            cycle = [*path[::-1], task_id]  # as in submit_refusal
-            return Refusal(CycleError, f"{call}: the new dependencies close a cycle", [cycle])
-    return None
+    return _edges_refusal(s, call, task_id, deps)
 
 
 def add_deps_step(s: Snapshot, task_id: Hashable, deps: frozenset[Hashable],
