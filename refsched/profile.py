@@ -51,6 +51,11 @@ class Profile:
     # refusals are named as in refsched.errors; False (errors with names of their own): only
     # whether a call is refused is compared, not which error it raises
     error_types: bool = True
+    # submit(..., optional=[...]): edges that wait for a dependency to end in any state and
+    # never block (spec SubmitOptional); False: every edge is required
+    optional_edges: bool = True
+    # add_deps(task, deps, optional): edges added to a pending version (spec AddDeps)
+    add_deps: bool = True
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -87,7 +92,7 @@ FULL: Final = Profile()
 # a static graph, run once: what graphlib.TopologicalSorter offers
 STATIC: Final = Profile(generations=False, cancel=False, retry=False, fail=False, dynamic=False,
                         close=False, limit=False, ready_order="any", snapshot=False,
-                        error_types=False)
+                        error_types=False, optional_edges=False, add_deps=False)
 
 
 class _Flags:

@@ -215,6 +215,11 @@ def log_failure(runner: str, exc: BaseException) -> None:
 
 def wants_token(fn: Callable[..., Any]) -> bool:
     """Whether ``fn`` takes a ``token`` keyword argument (checked by name)."""
+    return wants_keyword(fn, "token")
+
+
+def wants_keyword(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` takes a keyword argument called ``name``."""
     code: types.CodeType | None
     if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__:
         code = fn.__code__  # the common case, without a failing attribute lookup
@@ -223,11 +228,11 @@ def wants_token(fn: Callable[..., Any]) -> bool:
         if not isinstance(code, types.CodeType) or hasattr(fn, "__wrapped__"):
             code = None
     if code is not None:
-        # Most functions have no name "token" at all: that needs no slice.
-        return "token" in code.co_varnames and "token" in code.co_varnames[
+        # Most functions have no such name at all: that needs no slice.
+        return name in code.co_varnames and name in code.co_varnames[
             code.co_posonlyargcount:code.co_argcount + code.co_kwonlyargcount]
     try:
-        param = inspect.signature(fn).parameters.get("token")
+        param = inspect.signature(fn).parameters.get(name)
     except (TypeError, ValueError):
         return False
     return param is not None and param.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,

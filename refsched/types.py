@@ -14,8 +14,21 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 __all__ = [
-    "Claim", "CloseReport", "Due", "Snapshot", "TaskInfo", "TaskState", "TimerCloseReport",
-    "TimerEntry", "TimerSnapshot", "TimerState", "TimerStats", "TimerVersionView", "VersionView",
+    "Claim",
+    "CloseReport",
+    "Due",
+    "OptionalDepsView",
+    "ParentOutcome",
+    "Snapshot",
+    "TaskInfo",
+    "TaskState",
+    "TimerCloseReport",
+    "TimerEntry",
+    "TimerSnapshot",
+    "TimerState",
+    "TimerStats",
+    "TimerVersionView",
+    "VersionView",
     "Wait",
 ]
 
@@ -62,6 +75,20 @@ class Claim(NamedTuple):
 
 
 @dataclass(frozen=True, slots=True)
+class ParentOutcome:
+    """How an optional dependency had ended when its dependent started: one entry of the
+    dependent's input summary (``TaskScheduler.input_summary``; a Runner function's ``inputs``).
+    """
+
+    task_id: Hashable
+    generation: int  # the version of the dependency that ended
+    state: TaskState  # succeeded, failed, blocked or cancelled
+    result: Any = None  # the value given to complete(), when it succeeded
+    error: Any = None  # the error given to fail(), when it failed
+    blocked_by: Hashable | None = None  # the dependency that blocked it, when blocked
+
+
+@dataclass(frozen=True, slots=True)
 class TaskInfo:
     """What the scheduler knows about a task's current version (``TaskScheduler.info``)."""
 
@@ -74,6 +101,7 @@ class TaskInfo:
     cancel_requested: bool
     result: Any = None  # the value given to complete()
     error: Any = None  # the error given to fail()
+    optional: frozenset[Hashable] = frozenset()  # the deps whose edge is optional
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +135,18 @@ class VersionView:
     cancel_requested: bool  # only ever set while RUNNING
     claims: int  # times this version was claimed: 0 or 1
     seq: int  # submission sequence number: the ready order
+
+
+@dataclass(frozen=True, slots=True)
+class OptionalDepsView(VersionView):
+    """A version with optional edges: the spec variables at index ``t``, ``optional`` too.
+
+    Only a version that has optional edges is one; every other version is a plain
+    :class:`VersionView`, so a graph without optional edges has the very snapshots it had
+    before edge kinds existed (and a ``VersionView`` never equals an ``OptionalDepsView``).
+    """
+
+    optional: frozenset[Hashable] = field(default=frozenset())  # a non-empty subset of deps
 
 
 def _frozen_tasks(tasks: Mapping[Hashable, VersionView]) -> Mapping[Hashable, VersionView]:

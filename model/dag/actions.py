@@ -11,14 +11,14 @@ Edge kinds. The spec's ``optional[t]`` (the deps of a version whose edge is opti
 that has optional edges: every other version stays a plain ``VersionView``, so the states of a
 scheduler without optional edges are the very values ``TaskScheduler.snapshot()`` returns.
 ``SubmitOptional`` and ``AddDeps`` are in :data:`EDGE_ACTIONS`, apart from :data:`ACTIONS`
-(the TaskScheduler's calls): the spec gates them with its constants ``OptionalEdges`` and
+(the calls every configuration has): the spec gates them with its constants ``OptionalEdges`` and
 ``AddDepsAllowed``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from refsched.errors import (
@@ -32,20 +32,13 @@ from refsched.errors import (
     UnknownDependencyError,
     UnknownTaskError,
 )
-from refsched.types import Snapshot, TaskState, VersionView
+from refsched.types import OptionalDepsView, Snapshot, TaskState, VersionView
 
 PENDING, READY, RUNNING, SUCCEEDED, FAILED, BLOCKED, CANCELLED = TaskState  # the spec's order
 
 WAITING = frozenset({PENDING, READY})  # not yet claimed: Settle may block these
 
 Tasks = dict[Hashable, VersionView]
-
-
-@dataclass(frozen=True, slots=True)
-class OptionalDepsView(VersionView):
-    """A version with optional edges: the spec variables at index ``t``, ``optional`` too."""
-
-    optional: frozenset[Hashable] = field(default=frozenset())  # a non-empty subset of deps
 
 
 def optional_of(view: VersionView) -> frozenset[Hashable]:
@@ -521,9 +514,9 @@ SubmitOptional = Action("SubmitOptional", ("t", "D", "O"), submit_optional_refus
 AddDeps = Action("AddDeps", ("t", "D", "O"), add_deps_refusal, add_deps_step)
 
 EDGE_ACTIONS: dict[str, Action] = {a.name: a for a in (SubmitOptional, AddDeps)}
-"""The actions the spec gates with ``OptionalEdges`` and ``AddDepsAllowed``: the model's
-alone, not yet calls of the TaskScheduler (``D``: every new dep; ``O``: those of ``D``
-whose edge is optional)."""
+"""The actions the spec gates with ``OptionalEdges`` and ``AddDepsAllowed``: the
+TaskScheduler's ``submit(..., optional=...)`` and ``add_deps`` (``D``: every new dep; ``O``:
+those of ``D`` whose edge is optional)."""
 
 INITIAL = Snapshot()
 """Spec ``Init``: nothing submitted, not started, not closed, ``nextSeq = 1``."""

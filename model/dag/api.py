@@ -1,10 +1,9 @@
 """The reference model behind the production API: ``ReferenceScheduler``.
 
 It has the methods, arguments, results and errors of ``refsched.TaskScheduler``, and each call
-is one step of an action of ``model.actions`` (or none). It also has what the spec has and the
-TaskScheduler not yet: optional edges (``submit(..., optional=...)``, spec SubmitOptional) and
-``add_deps`` (spec AddDeps). It is single-threaded and keeps the
-action history, so it serves as the oracle that production code and other implementations are
+is one step of an action of ``model.actions`` (or none): optional edges
+(``submit(..., optional=...)``, spec SubmitOptional) and ``add_deps`` (spec AddDeps) included.
+It is single-threaded and keeps the action history, so it serves as the oracle that production code and other implementations are
 compared with.
 """
 
@@ -156,16 +155,18 @@ class ReferenceScheduler:
         and ``optional`` (optional) too; return its state (pending, or blocked when a new
         required dependency is dead).
 
-        Errors, with nothing changed: ``UnknownTaskError`` for an id never submitted;
-        ``InvalidArgumentError`` for no id given, an id listed twice or in both, the task
-        itself, or an id that is a dependency already; ``SchedulerClosedError`` once closed;
-        ``InvalidTransitionError`` unless the version is pending (ready, running and ended
-        versions keep their deps); after ``start()``, ``UnknownDependencyError`` for an id
-        never submitted and ``CycleError`` for edges that close a cycle.
+        Errors, with nothing changed: ``InvalidArgumentError`` for an id listed twice or in
+        both; ``UnknownTaskError`` for an id never submitted; ``InvalidArgumentError`` for no
+        id given, the task itself, or an id that is a dependency already;
+        ``SchedulerClosedError`` once closed; ``InvalidTransitionError`` unless the version is
+        pending (ready, running and ended versions keep their deps); after ``start()``,
+        ``UnknownDependencyError`` for an id never submitted and ``CycleError`` for edges that
+        close a cycle.
         """
         call = f"add_deps({task_id!r})"
-        self._view(call, task_id)
+        _hashable(call, "task id", task_id)
         required, optional_ids = _edges(call, deps, optional)
+        self._view(call, task_id)
         self._take(A.AddDeps, task_id, required | optional_ids, optional_ids)
         return self.state(task_id)
 
@@ -251,7 +252,7 @@ class ReferenceScheduler:
         v = self._view(f"info({task_id!r})", task_id)
         result, error = self._results.get(task_id, (None, None))
         return TaskInfo(task_id, v.generation, v.state, v.deps, v.remaining_deps, v.blocked_by,
-                        v.cancel_requested, result, error)
+                        v.cancel_requested, result, error, A.optional_of(v))
 
     def snapshot(self) -> Snapshot:
         return self.state_value

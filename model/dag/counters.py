@@ -4,7 +4,7 @@ Every counter of ``SchedulerStats`` is a count of spec steps of one kind, of the
 steps moved into a state, or of API calls the contract classifies without a step of their own:
 
 ==========================  ===================================================================
-submitted                   Submit steps
+submitted                   Submit and SubmitOptional steps
 retried                     versions a Retry step renewed (the task and its blocked descendants)
 claimed                     versions Claim steps took: the sum of their ``k``
 succeeded                   Complete steps
@@ -12,7 +12,8 @@ failed                      Fail steps
 cancelled                   versions a step made cancelled (Cancel of a waiting version,
                             AcknowledgeCancel, Close with ``cancelPending``)
 blocked                     versions a step made blocked (Settle)
-cycles_reported             ``submit()`` / ``start()`` calls refused with ``CycleError``
+cycles_reported             ``submit()`` / ``start()`` / ``add_deps()`` calls refused with
+                            ``CycleError``
 claim_conflicts             ``ready()`` calls the concurrency limit cut short
                             (:func:`claim_cut_short`)
 duplicate_callbacks         RepeatedCallback steps
@@ -88,7 +89,7 @@ def claim_cut_short(s: Snapshot, max_concurrency: int, limit: int | None) -> boo
 class Counts:
     """The counters of ``SchedulerStats`` as the model's steps fix them; each field >= 0."""
 
-    submitted: int = 0  # Submit steps
+    submitted: int = 0  # Submit and SubmitOptional steps
     retried: int = 0  # versions renewed by Retry steps
     claimed: int = 0  # sum of k over Claim steps
     succeeded: int = 0  # Complete steps
@@ -113,7 +114,7 @@ class Counts:
         renewed, cancelled, blocked = _moved(before, after)
         ended = action in _ENDING_RUNNING
         return Counts(
-            submitted=self.submitted + (action == "Submit"),
+            submitted=self.submitted + (action in _SUBMITTING),
             retried=self.retried + (renewed if action == "Retry" else 0),
             claimed=self.claimed + (int(args[0]) if action == "Claim" else 0),
             succeeded=self.succeeded + (action == "Complete"),
@@ -135,7 +136,7 @@ class Counts:
         ``error`` is what the call raised (None: it returned).
         """
         if error is not None:
-            cycle = isinstance(error, CycleError) and method in ("submit", "start")
+            cycle = isinstance(error, CycleError) and method in ("submit", "start", "add_deps")
             return replace(self, cycles_reported=self.cycles_reported + 1) if cycle else self
         if method == "ready" and claim_cut_short(before, max_concurrency,
                                                  args[0] if args else None):
@@ -151,4 +152,5 @@ class Counts:
 
 _NAMES = tuple(f.name for f in fields(Counts))
 _ENDING_RUNNING = frozenset({"Complete", "Fail", "AcknowledgeCancel"})
+_SUBMITTING = frozenset({"Submit", "SubmitOptional"})
 _values = operator.attrgetter(*_NAMES)  # a Counts -> its fields' values, in order

@@ -5,19 +5,18 @@ State invariants take ``(state, max_concurrency)``; action properties take
 ``TaskScheduler.check_invariants()``; a test keeps the three sets equal.
 
 ``EDGE_ACTION_PROPERTIES`` are the action properties of the edge kinds and of AddDeps, which only
-the configs with ``OptionalEdges`` or ``AddDepsAllowed`` list (the TaskScheduler makes neither).
+the configs with ``OptionalEdges`` or ``AddDepsAllowed`` list.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from refsched.types import Snapshot, TaskState, VersionView
+from refsched.types import OptionalDepsView, Snapshot, TaskState, VersionView
 
 from ..predicates import Violated
 from .actions import (
     WAITING,
-    OptionalDepsView,
     count_unsettled,
     find_cycles,
     missing_dependencies,

@@ -70,6 +70,19 @@ _Settlement = tuple["TaskFuture", int, Any]
 _Outcome = tuple[Claim, int, Any]
 _Key = tuple[Hashable, int]  # (task_id, generation): one version
 
+def _listed(ids: Iterable[Hashable]) -> Iterable[Hashable]:
+    """A caller's iterable of ids as a tuple, iterated (user code) before the runner lock is
+    taken; what is not an iterable, or is a str or bytes, goes as it is, for the scheduler to
+    refuse. An error raised while iterating is the caller's, and leaves nothing changed."""
+    if isinstance(ids, (tuple, str, bytes)):
+        return ids
+    try:
+        iterator = iter(ids)
+    except TypeError:
+        return ids
+    return tuple(iterator)
+
+
 class TaskFuture(runners.RunnerFuture):
     """The outcome of one version of a task: a ``concurrent.futures.Future``.
 
@@ -232,35 +245,32 @@ class Runner(SchedulerRunner[TaskScheduler]):
     # -- public API ------------------------------------------------------------------------
 
     def submit(self, task_id: Hashable, fn: Callable[..., Any],
-               deps: Iterable[Hashable] = ()) -> TaskFuture:
-        """Submit a new version of ``task_id`` that runs ``fn()`` once ``deps`` succeed.
+               deps: Iterable[Hashable] = (), *,
+               optional: Iterable[Hashable] = ()) -> TaskFuture:
+        """Submit a new version of ``task_id`` that runs ``fn()`` once ``deps`` succeed and
+        ``optional`` have ended (in any state: an optional dependency never blocks it).
 
-        Spec: Submit. Returns the new version's future; a pending or ready version it replaces
-        has its future cancelled. Errors are the scheduler's (``InvalidArgumentError``,
-        ``SchedulerClosedError``, ``TaskRunningError``, after start ``UnknownDependencyError`` /
-        ``CycleError``), plus ``InvalidArgumentError`` when ``fn`` is not callable; nothing
-        changes when one is raised.
+        Spec: Submit (SubmitOptional with ``optional``). A function that takes an ``inputs``
+        keyword is called with its input summary: how each optional dependency ended
+        (:class:`refsched.ParentOutcome`, by id). Returns the new version's future; a pending
+        or ready version it replaces has its future cancelled. Errors are the scheduler's
+        (``InvalidArgumentError``, ``SchedulerClosedError``, ``TaskRunningError``, after start
+        ``UnknownDependencyError`` / ``CycleError``), plus ``InvalidArgumentError`` when ``fn``
+        is not callable; nothing changes when one is raised.
         """
         if not callable(fn):
             raise InvalidArgumentError(
                 f"submit({task_id!r}): fn must be callable, not {type(fn).__name__}")
-        if not isinstance(deps, (tuple, str, bytes)):
-            # Iterate a caller's iterable (user code) before taking the runner lock; what is not
-            # an iterable goes as it is, for the scheduler to reject. An error raised while
-            # iterating is the caller's, and leaves nothing submitted.
-            try:
-                iterator = iter(deps)
-            except TypeError:
-                pass
-            else:
-                deps = tuple(iterator)
+        deps = _listed(deps)
+        if optional != ():
+            optional = _listed(optional)
         # Built before the lock is taken, to keep that short; it is nobody else's until
         # returned, so its generation is filled in once the scheduler has it.
         future = TaskFuture(self, task_id, 0)
         lock = self._lock
         lock.acquire()  # not ``with``: this runs once per task
         try:
-            future.generation = self._scheduler.submit(task_id, deps, fn)
+            future.generation = self._scheduler.submit(task_id, deps, fn, optional)
             old = self._renew_locked(task_id, future)
             if old is None and not self._started:
                 return future  # a new task before start(): nothing to settle or claim
@@ -274,6 +284,28 @@ class Runner(SchedulerRunner[TaskScheduler]):
         if out:
             self._settle(out)
         return future
+
+    def add_deps(self, task_id: Hashable, deps: Iterable[Hashable] = (),
+                 optional: Iterable[Hashable] = ()) -> TaskState:
+        """Make the pending version of ``task_id`` wait for ``deps`` (required) and ``optional``
+        too; return its state. Spec: AddDeps.
+
+        Atomic with respect to the workers' claims: a version a worker claimed first refuses
+        with ``InvalidTransitionError``, as a ready, running or ended one does. A dead new
+        required dependency blocks it (its future raises ``BlockedError``). Errors are
+        ``TaskScheduler.add_deps``'s; nothing changes when one is raised.
+        """
+        deps = _listed(deps)
+        optional = _listed(optional)
+        out: list[_Settlement] = []
+        with self._lock:
+            state = self._scheduler.add_deps(task_id, deps, optional)
+            # A new dead required dependency blocks the version, before start() too.
+            self._collect_locked(out, None, 0, None)
+            self._resolving += len(out)
+        if out:
+            self._settle(out)
+        return state
 
     def start(self) -> None:
         """Seal the graph (spec: Start), start the worker threads and begin running functions.
@@ -518,7 +550,10 @@ class Runner(SchedulerRunner[TaskScheduler]):
             if self._executor is not None:
                 value = self._run_in_executor(claim, fn)
             elif runners.wants_token(fn):
-                value = fn(token=self._new_token(task_id, generation))
+                value = fn(token=self._new_token(task_id, generation),
+                           **self._inputs_for(claim, fn))
+            elif runners.wants_keyword(fn, "inputs"):
+                value = fn(**self._inputs_for(claim, fn))
             else:
                 value = fn()
         except Cancelled:
@@ -531,11 +566,12 @@ class Runner(SchedulerRunner[TaskScheduler]):
         """Hand ``fn`` to the executor and wait for its result; raise Cancelled if withdrawn."""
         assert self._executor is not None
         key = (claim.task_id, claim.generation)
+        inputs = self._inputs_for(claim, fn)
         if runners.wants_token(fn):
             token = self._new_token(*key) if self._in_process else None
-            remote = self._executor.submit(fn, token=token)
+            remote = self._executor.submit(fn, token=token, **inputs)
         else:
-            remote = self._executor.submit(fn)
+            remote = self._executor.submit(fn, **inputs)
         with self._lock:
             withdraw = key in self._cancel_requested
             if not withdraw:
@@ -548,6 +584,13 @@ class Runner(SchedulerRunner[TaskScheduler]):
             if remote.cancelled():
                 raise Cancelled(f"{claim.task_id!r} was withdrawn from the executor") from None
             raise
+
+    def _inputs_for(self, claim: Claim, fn: Callable[..., Any]) -> dict[str, Any]:
+        """``{"inputs": ...}`` for a function that takes ``inputs``: how each optional dependency
+        of the claimed version had ended when it was claimed; else nothing."""
+        if not runners.wants_keyword(fn, "inputs"):
+            return {}
+        return {"inputs": self._scheduler.input_summary(claim.task_id)}
 
     def _new_token(self, task_id: Hashable, generation: int) -> CancelToken:
         token = CancelToken(task_id, generation)

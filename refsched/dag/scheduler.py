@@ -78,7 +78,16 @@ from refsched.errors import (
     TaskRunningError,
     UnknownDependencyError,
 )
-from refsched.types import Claim, CloseReport, Snapshot, TaskInfo, TaskState, VersionView
+from refsched.types import (
+    Claim,
+    CloseReport,
+    OptionalDepsView,
+    ParentOutcome,
+    Snapshot,
+    TaskInfo,
+    TaskState,
+    VersionView,
+)
 from refsched.values import hashes as _hashes
 from refsched.values import is_int as _is_int
 from refsched.values import shown as _r
@@ -206,12 +215,13 @@ class TaskScheduler(LockChecked):
     # each self._x read and write on the per-task paths then goes through that dict.
     __slots__ = (
         "_blocked_by", "_cancel_requested", "_claims", "_closed", "_dangling", "_dependents",
-        "_deps", "_endings", "_entries", "_fn", "_garbage", "_gen", "_heap", "_ids", "_lock",
+        "_deps", "_endings", "_entries", "_fn", "_garbage", "_gen", "_heap", "_ids", "_inputs",
+        "_lock",
         "_max", "_n_blocked", "_n_cancelled", "_n_conflicts", "_n_cycles", "_n_duplicates",
         "_n_failed", "_n_retried", "_n_stale", "_n_stopped", "_n_succeeded", "_next_seq",
-        "_outcome", "_ready_count", "_recorder", "_remaining", "_rows", "_run_max", "_run_total",
-        "_running", "_seq", "_seq_ordered", "_stamp", "_started", "_state", "_track", "_wait_max",
-        "_wait_total",
+        "_optional", "_outcome", "_ready_count", "_recorder", "_remaining", "_rows", "_run_max",
+        "_run_total", "_running", "_seq", "_seq_ordered", "_stamp", "_started", "_state",
+        "_track", "_wait_max", "_wait_total",
     )
 
     def __init__(self, max_concurrency: int, *, track_endings: bool = False,
@@ -278,6 +288,12 @@ class TaskScheduler(LockChecked):
         self._blocked_by: dict[int, int] = _column(self, "_blocked_by", {})
         # the rows of versions asked to stop while running (kept once they end)
         self._cancel_requested: set[int] = _column(self, "_cancel_requested", set())
+        # row -> the deps whose edge is optional (a non-empty subset of the row's deps); keys
+        # <=> the version has optional edges. Every other edge is required.
+        self._optional: dict[int, frozenset[Hashable]] = _column(self, "_optional", {})
+        # row -> how each optional dep had ended when the version was claimed (its input
+        # summary); only for claimed versions with optional edges
+        self._inputs: dict[int, dict[Hashable, ParentOutcome]] = _column(self, "_inputs", {})
         # row -> perf_counter() when the version became ready (while ready; kept if it goes
         # back to pending), when it was claimed (while running); no entry once it ends, so a
         # float is kept only for the versions in flight
@@ -322,19 +338,24 @@ class TaskScheduler(LockChecked):
 
     def submit(
         self, task_id: Hashable, deps: Iterable[Hashable] = (),
-        fn: Callable[..., Any] | None = None,
+        fn: Callable[..., Any] | None = None, optional: Iterable[Hashable] = (),
     ) -> int:
         """Submit a new version of ``task_id`` depending on ``deps``; return its generation.
 
-        absent or pending/ready/terminal -> pending (some dep not succeeded) or ready; a replaced
-        succeeded version turns its pending/ready dependents back to pending; then blocking
-        spreads (Settle). Errors, in this order: unhashable id, ``deps`` not an iterable of
-        hashables (a str or bytes is refused too), a dep twice, ``task_id`` in ``deps``, ``fn``
-        not callable -> ``InvalidArgumentError``; closed -> ``SchedulerClosedError``; current
-        version running -> ``TaskRunningError``; after start: a dep never submitted ->
-        ``UnknownDependencyError``; after start: the new edges close a cycle -> ``CycleError``.
-        An id or dep whose ``__hash__`` or ``__eq__`` raises makes the call raise with nothing
-        changed.
+        Spec: Submit, or SubmitOptional when ``optional`` names an id. The edges to ``deps``
+        are required: the version waits for each to succeed, and is blocked when one cannot.
+        The edges to ``optional`` are optional: it waits for each to end, in any state, and is
+        never blocked by it (``docs/semantics.md`` has the table). absent or
+        pending/ready/terminal -> pending (some dep not settled) or ready; a replaced version
+        that had settled an edge of a pending/ready dependent (it succeeded; or it ended, and
+        the edge is optional) turns that dependent back to pending; then blocking spreads
+        (Settle). Errors, in this order: unhashable id, ``deps`` or ``optional`` not an
+        iterable of hashables (a str or bytes is refused too), a dep twice (in one list or in
+        both), ``task_id`` a dep, ``fn`` not callable -> ``InvalidArgumentError``; closed ->
+        ``SchedulerClosedError``; current version running -> ``TaskRunningError``; after start:
+        a dep never submitted -> ``UnknownDependencyError``; after start: the new edges close a
+        cycle -> ``CycleError``. An id or dep whose ``__hash__`` or ``__eq__`` raises makes the
+        call raise with nothing changed.
         """
         try:
             hash(task_id)
@@ -342,18 +363,16 @@ class TaskScheduler(LockChecked):
             raise InvalidArgumentError(f"submit({_r(task_id)}): task id is unhashable") from None
         if type(deps) is tuple:
             dep_t: tuple[Hashable, ...] = deps
-        elif isinstance(deps, (str, bytes)):
-            raise InvalidArgumentError(
-                f"submit({_r(task_id)}, {_r(deps)}): deps must be an iterable of task ids, "
-                f"not {type(deps).__name__}"
-            )
         else:
-            try:
-                dep_t = tuple(deps)
-            except TypeError:
-                raise InvalidArgumentError(
-                    f"submit({_r(task_id)}, {_r(deps)}): deps is not an iterable"
-                ) from None
+            dep_t = _id_tuple("submit", task_id, "deps", deps)
+        # the optional deps, None when there are none (the usual case costs one test)
+        opt_s: frozenset[Hashable] | None = None
+        if optional != ():
+            opt_t = _id_tuple("submit", task_id, "optional", optional)
+            if opt_t:
+                deps = dep_t = dep_t + opt_t
+                _check_deps(task_id, deps, dep_t)
+                opt_s = frozenset(opt_t)
         # The deps are checked for repeats and for task_id as they are looked up under the
         # lock, before any change; anything irregular there, and any call about to fail for a
         # reason ranked after a bad dep, runs the full check first.
@@ -453,6 +472,13 @@ class TaskScheduler(LockChecked):
                         remaining += 1
                         dead = True
                 self._entries += len(dep_rows)
+                if dead and opt_s is not None:
+                    # An optional edge to a version that ended is settled, and blocks nothing.
+                    def ended(d: Hashable) -> bool:
+                        r = get(d)
+                        return r is not None and state[r] > _SUCCEEDED
+                    remaining -= sum(map(ended, opt_s))
+                    dead = any(ended(d) for d in dep_t if d not in opt_s)
             if absent is not None:
                 # Only before start: an absent dep counts as not succeeded.
                 self._seq_ordered = False
@@ -468,6 +494,8 @@ class TaskScheduler(LockChecked):
             self._remaining.append(remaining)
             self._fn.append(fn)
             self._outcome.append(None)
+            if opt_s is not None:
+                self._optional[row] = opt_s
             if remaining:
                 state.append(_PENDING)
             else:
@@ -510,6 +538,8 @@ class TaskScheduler(LockChecked):
                                 if st == _READY:
                                     state[x] = _PENDING
                                     self._ready_count -= 1
+                    elif old_state > _SUCCEEDED and self._optional:
+                        self._bump_optional(listed, task_id)
                     blocked_by = self._blocked_by
                     if blocked_by:
                         for x in listed:
@@ -522,12 +552,126 @@ class TaskScheduler(LockChecked):
             if dead:
                 self._settle((), (row,))
             if self._recorder is not None:
-                self._record("Submit", {"t": task_id, "D": frozenset(dep_t)})
+                if opt_s is None:
+                    self._record("Submit", {"t": task_id, "D": frozenset(dep_t)})
+                else:
+                    self._record("SubmitOptional",
+                                 {"t": task_id, "D": frozenset(dep_t), "O": opt_s})
             if self._garbage:
                 self._compact_if_wasteful()
             return generation
         finally:
             lock.release()
+
+    def add_deps(self, task_id: Hashable, deps: Iterable[Hashable] = (),
+                 optional: Iterable[Hashable] = ()) -> TaskState:
+        """Make the pending version of ``task_id`` depend on ``deps`` and ``optional`` too.
+
+        Spec: AddDeps. The edges to ``deps`` are required, those to ``optional`` optional, as
+        for ``submit()``. pending -> pending, its count raised by the new deps not settled; or
+        -> blocked when a new required dep can no longer succeed (then Settle). One step under
+        the lock, so a version that a claim took first refuses the change. Returns the state.
+        Errors, in this order, with nothing changed: unhashable id, ``deps`` or ``optional``
+        not an iterable of hashables, a dep twice (in one list or in both) ->
+        ``InvalidArgumentError``; unknown id -> ``UnknownTaskError``; no dep given,
+        ``task_id`` a dep, a dep that is one already -> ``InvalidArgumentError``; closed ->
+        ``SchedulerClosedError``; the version not pending (ready, running or ended: it keeps
+        its deps) -> ``InvalidTransitionError``; after start: a dep never submitted ->
+        ``UnknownDependencyError``, new edges that close a cycle -> ``CycleError``.
+        """
+        call = "add_deps"
+        try:
+            hash(task_id)
+        except TypeError:
+            raise InvalidArgumentError(f"{call}({_r(task_id)}): task id is unhashable") from None
+        req_t = _id_tuple(call, task_id, "deps", deps)
+        opt_t = _id_tuple(call, task_id, "optional", optional)
+        new_t = req_t + opt_t
+        with self._lock:
+            _check_deps(task_id, new_t, new_t, call, check_self=False)
+            row = self._lookup(call, task_id)
+            if not new_t:
+                raise InvalidArgumentError(f"{call}({_r(task_id)}): no dependency given")
+            if task_id in new_t:
+                raise InvalidArgumentError(
+                    f"{call}({_r(task_id)}, {_r(new_t)}): a task cannot depend on itself"
+                )
+            old_deps = self._deps[row]
+            already = [d for d in new_t if d in old_deps]
+            if already:
+                raise InvalidArgumentError(
+                    f"{call}({_r(task_id)}, {_r(new_t)}): "
+                    + ", ".join(map(_r, already)) + " already a dependency"
+                )
+            if self._closed:
+                raise SchedulerClosedError(f"{call}({_r(task_id)}): the scheduler is closed")
+            state = self._state
+            if state[row] != _PENDING:
+                raise InvalidTransitionError(
+                    f"{call}({_r(task_id)}): version {self._gen[row]} is "
+                    f"{_STATES[state[row]].value}, not pending"
+                )
+            get = self._rows.get
+            found = [(d, get(d)) for d in new_t]
+            absent = [d for d, r in found if r is None]
+            if self._started:
+                if absent:
+                    raise UnknownDependencyError(
+                        f"{call}({_r(task_id)}, {_r(new_t)}): unknown "
+                        f"{'dependency' if len(absent) == 1 else 'dependencies'} "
+                        + ", ".join(map(_r, absent)),
+                        [(task_id, d) for d in absent],
+                    )
+                if self._dependents[row]:
+                    cycle = self._cycle_through(row, new_t)
+                    if cycle is not None:
+                        self._n_cycles += 1
+                        raise CycleError(
+                            f"{call}({_r(task_id)}, {_r(new_t)}): the new dependencies close "
+                            f"the cycle {_show_path(cycle)}",
+                            [cycle],
+                        )
+            # Guards passed: mutate.
+            opt_s = frozenset(opt_t)
+            self._deps[row] = old_deps + new_t
+            if opt_s:
+                self._optional[row] = self._optional.get(row, frozenset()) | opt_s
+            dependents = self._dependents
+            added = 0
+            dead = False
+            for d, r in found:
+                if r is None:
+                    continue
+                listed = dependents[r]
+                if listed is None:
+                    dependents[r] = [row]
+                else:
+                    listed.append(row)
+                st = state[r]
+                if st < _SUCCEEDED:  # pending, ready or running
+                    added += 1
+                elif st != _SUCCEEDED and d not in opt_s:  # a required edge to a dead version
+                    added += 1
+                    dead = True
+                if r > row:  # an edge to a later seq
+                    self._seq_ordered = False
+            self._entries += len(found) - len(absent)
+            if absent:  # only before start: an absent dep counts as not settled
+                self._seq_ordered = False
+                added += len(absent)
+                dangling = self._dangling
+                for d in absent:
+                    waiting = dangling.get(d)
+                    if waiting is None:
+                        dangling[d] = {row: None}
+                    else:
+                        waiting[row] = None
+            self._remaining[row] += added
+            if dead:
+                self._settle((), (row,))
+            if self._recorder is not None:
+                self._record("AddDeps", {"t": task_id, "D": frozenset(new_t), "O": opt_s})
+            return _STATES[state[row]]
 
     def start(self) -> None:
         """Seal the initial graph and allow claims.
@@ -604,6 +748,7 @@ class TaskScheduler(LockChecked):
             state = self._state
             claimed = self._claims
             stamp = self._stamp
+            optional = self._optional
             ids = self._ids
             gen = self._gen
             fns = self._fn
@@ -630,6 +775,8 @@ class TaskScheduler(LockChecked):
                     continue  # stale entry
                 state[row] = _RUNNING
                 claimed[row] = 1
+                if optional and row in optional:
+                    self._inputs[row] = self._outcomes_locked(row)
                 wait = now - stamp[row]
                 stamp[row] = now
                 waited += wait
@@ -796,6 +943,12 @@ class TaskScheduler(LockChecked):
             ids = self._ids
             gen = self._gen
             deps = self._deps
+            optional = self._optional
+            if optional:
+                # Each member ended, which settled the optional edges to it; its new version
+                # has not.
+                for m in members:
+                    self._bump_optional(dependents[m] or (), ids[m])
             seq = self._next_seq
             renewed: list[int] = []
             for m in members:
@@ -812,6 +965,8 @@ class TaskScheduler(LockChecked):
                 self._fn.append(self._fn[m])
                 self._outcome.append(None)
                 dependents.append(dependents[m])
+                if m in optional:
+                    optional[row] = optional[m]
                 rows[tid] = row
                 renewed.append(row)
             self._next_seq = seq
@@ -824,6 +979,7 @@ class TaskScheduler(LockChecked):
                 remaining = 0
                 dead = False
                 present = 0
+                opt = optional.get(row, ())
                 for d in deps[row]:
                     r = get(d)
                     if r is None:
@@ -841,7 +997,7 @@ class TaskScheduler(LockChecked):
                     st = state[r]
                     if st < _SUCCEEDED:  # pending, ready or running
                         remaining += 1
-                    elif st != _SUCCEEDED:  # failed, blocked or cancelled
+                    elif st != _SUCCEEDED and d not in opt:  # failed, blocked or cancelled
                         remaining += 1
                         dead = True
                 self._entries += present
@@ -945,7 +1101,23 @@ class TaskScheduler(LockChecked):
                 cancel_requested=row in self._cancel_requested,
                 result=outcome if st == _SUCCEEDED else None,
                 error=outcome if st == _FAILED else None,
+                optional=self._optional.get(row, frozenset()),
             )
+
+    def input_summary(self, task_id: Hashable) -> dict[Hashable, ParentOutcome]:
+        """How each optional dependency of the current version of ``task_id`` ended.
+
+        For a version that was claimed: as they had ended when it was claimed (a dependency
+        resubmitted since does not change it). For one not claimed: those that have ended so
+        far. An optional dependency's failure is here with its error, never dropped. Errors:
+        unhashable id -> ``InvalidArgumentError``; unknown id -> ``UnknownTaskError``.
+        """
+        with self._lock:
+            row = self._lookup("input_summary", task_id)
+            kept = self._inputs.get(row)
+            if kept is not None:
+                return dict(kept)
+            return self._outcomes_locked(row)
 
     def snapshot(self) -> Snapshot:
         """Return the spec variables as an immutable ``Snapshot`` (one ``VersionView`` per id)."""
@@ -1016,12 +1188,13 @@ class TaskScheduler(LockChecked):
         remaining, claims = self._remaining, self._claims
         compacted, base = len(self._seq), self._next_seq - len(state)
         blocked_by, cancel_requested = self._blocked_by, self._cancel_requested
+        optional = self._optional
         views: dict[Hashable, VersionView] = {}
         for row, st in enumerate(state):
             if st == _DEAD:
                 continue
             cause = blocked_by.get(row)
-            views[ids[row]] = VersionView(
+            fields = (
                 gen[row],
                 _STATES[st],
                 frozenset(deps[row]),
@@ -1031,7 +1204,29 @@ class TaskScheduler(LockChecked):
                 claims[row],
                 self._seq[row] if row < compacted else row + base,
             )
+            opt = optional.get(row)
+            views[ids[row]] = (VersionView(*fields) if opt is None
+                               else OptionalDepsView(*fields, opt))
         return Snapshot(self._started, self._closed, self._next_seq, MappingProxyType(views))
+
+    def _outcomes_locked(self, row: int) -> dict[Hashable, ParentOutcome]:
+        """How the optional deps of ``row`` that have ended did, by id. Lock held."""
+        rows, state, gen, outcome = self._rows, self._state, self._gen, self._outcome
+        ids, blocked_by = self._ids, self._blocked_by
+        ended: dict[Hashable, ParentOutcome] = {}
+        for d in self._optional.get(row, ()):
+            r = rows.get(d)
+            if r is None or state[r] < _SUCCEEDED:
+                continue
+            st = state[r]
+            cause = blocked_by.get(r, -1)
+            ended[d] = ParentOutcome(
+                d, gen[r], _STATES[st],
+                result=outcome[r] if st == _SUCCEEDED else None,
+                error=outcome[r] if st == _FAILED else None,
+                blocked_by=ids[cause] if cause >= 0 else None,
+            )
+        return ended
 
     def _lookup(self, call: str, task_id: Hashable) -> int:
         """The row of the current version of ``task_id``. Lock held."""
@@ -1109,57 +1304,114 @@ class TaskScheduler(LockChecked):
         """Spread blocking (spec: Settle) from what this step changed. Lock held.
 
         ``dead``: rows of versions that just died; ``fresh``: rows of new pending/ready versions
-        with a dead dep. Before the step no pending/ready version had a dead dep, so the set B
-        of the spec is exactly what a breadth-first search over the reverse index from these
-        seeds reaches through pending/ready versions.
+        with a dead required dep. Before the step no pending/ready version had a dead required
+        dep, so the set B of the spec is exactly what a breadth-first search over the reverse
+        index from these seeds reaches through required edges of pending/ready versions. Then
+        every optional edge to a version of ``dead`` or B is settled.
         """
         # A version joins B by becoming blocked at once: its state then keeps the search from
         # visiting it again, and "dead or in B" below is just "dead".
         state = self._state
         dependents = self._dependents
+        optional = self._optional
+        ids = self._ids
         order: list[int] = []
         append = order.append
         was_ready = 0
-        for gone in dead:
-            for x in dependents[gone] or ():
-                st = state[x]
-                if st <= _READY:
-                    was_ready += st
-                    state[x] = _BLOCKED
-                    append(x)
+        seeds = list(dead)
         for x in fresh:
             st = state[x]
             if st <= _READY:
                 was_ready += st
                 state[x] = _BLOCKED
                 append(x)
-        if not order:
-            return
-        for m in order:  # grows while iterating: breadth-first
-            for x in dependents[m] or ():
-                st = state[x]
-                if st <= _READY:
-                    was_ready += st  # _READY == 1, _PENDING == 0
-                    state[x] = _BLOCKED
-                    append(x)
+        if optional:
+            # the same search, where an optional edge does not carry blocking
+            queue = [*seeds, *order]
+            for m in queue:  # grows while iterating: breadth-first
+                tid = ids[m]
+                for x in dependents[m] or ():
+                    st = state[x]
+                    if st <= _READY and tid not in optional.get(x, ()):
+                        was_ready += st
+                        state[x] = _BLOCKED
+                        append(x)
+                        queue.append(x)
+        else:
+            for gone in seeds:
+                for x in dependents[gone] or ():
+                    st = state[x]
+                    if st <= _READY:
+                        was_ready += st
+                        state[x] = _BLOCKED
+                        append(x)
+            for m in order:  # grows while iterating: breadth-first
+                for x in dependents[m] or ():
+                    st = state[x]
+                    if st <= _READY:
+                        was_ready += st  # _READY == 1, _PENDING == 0
+                        state[x] = _BLOCKED
+                        append(x)
         self._ready_count -= was_ready
-        self._n_blocked += len(order)
-        get = self._rows.get
-        deps = self._deps
-        blocked_by = self._blocked_by
-        forget = self._stamp.pop
-        for x in order:
-            forget(x, None)
-            cause = -1  # none found: BlockedHasCause would report it
-            for d in deps[x]:
-                r = get(d)
-                if r is not None and state[r] >= _FAILED and (cause < 0 or r < cause):
-                    cause = r  # row order is seq order: the dead dep of smallest seq
-            blocked_by[x] = cause
-        if self._track:
-            order.sort()
-            ids, gen = self._ids, self._gen
-            self._endings.extend((ids[x], gen[x], TaskState.BLOCKED) for x in order)
+        if order:
+            self._n_blocked += len(order)
+            get = self._rows.get
+            deps = self._deps
+            blocked_by = self._blocked_by
+            forget = self._stamp.pop
+            for x in order:
+                forget(x, None)
+                opt = optional.get(x, ()) if optional else ()
+                cause = -1  # none found: BlockedHasCause would report it
+                for d in deps[x]:
+                    r = get(d)
+                    if (r is not None and state[r] >= _FAILED and (cause < 0 or r < cause)
+                            and d not in opt):
+                        cause = r  # row order is seq order: the dead dep of smallest seq
+                blocked_by[x] = cause
+            if self._track:
+                endings = sorted(order)
+                gen = self._gen
+                self._endings.extend((ids[x], gen[x], TaskState.BLOCKED) for x in endings)
+        if optional:
+            self._settle_optional((*seeds, *order))
+
+    def _settle_optional(self, ended: Iterable[int]) -> None:
+        """The rest of Settle: each optional edge to a version of ``ended`` is settled, so a
+        pending version waiting on it has one dep fewer, and is ready when none is left.
+        Lock held; runs after blocking has spread, so what is still pending/ready is outside
+        the spec's B."""
+        state = self._state
+        dependents = self._dependents
+        optional = self._optional
+        remaining = self._remaining
+        ids = self._ids
+        now = _perf_counter()
+        for m in ended:
+            tid = ids[m]
+            for x in dependents[m] or ():
+                if state[x] <= _READY and tid in optional.get(x, ()):
+                    left = remaining[x] - 1
+                    remaining[x] = left
+                    if not left:
+                        state[x] = _READY
+                        self._stamp[x] = now
+                        _heappush(self._heap, x)
+                        self._ready_count += 1
+
+    def _bump_optional(self, listed: Iterable[int], task_id: Hashable) -> None:
+        """A version of ``task_id`` that ended is being replaced: the pending/ready versions of
+        ``listed`` whose optional edge to it was settled wait again. Lock held."""
+        state = self._state
+        remaining = self._remaining
+        optional = self._optional
+        for x in listed:
+            st = state[x]
+            if st <= _READY and task_id in optional.get(x, ()):
+                remaining[x] += 1
+                if st == _READY:
+                    state[x] = _PENDING
+                    self._ready_count -= 1
 
     def _cycle_through(self, target: int, new_deps: tuple[Hashable, ...]) -> list[Hashable] | None:
         """The cycle that making row ``target`` depend on ``new_deps`` would close, if any.
@@ -1208,6 +1460,9 @@ class TaskScheduler(LockChecked):
             self._blocked_by.pop(row, None)
         if self._cancel_requested:
             self._cancel_requested.discard(row)
+        if self._optional:
+            self._optional.pop(row, None)
+            self._inputs.pop(row, None)
         self._stamp.pop(row, None)
 
     def _compact_if_wasteful(self) -> None:
@@ -1263,6 +1518,10 @@ class TaskScheduler(LockChecked):
             renumber[r]: renumber[c] for r, c in self._blocked_by.items()})
         self._cancel_requested = _column(self, "_cancel_requested", {
             renumber[r] for r in self._cancel_requested})
+        self._optional = _column(self, "_optional", {
+            renumber[r]: o for r, o in self._optional.items()})
+        self._inputs = _column(self, "_inputs", {
+            renumber[r]: o for r, o in self._inputs.items()})
         for waiting in self._dangling.values():
             held = list(waiting)
             waiting.clear()
@@ -1277,7 +1536,25 @@ class TaskScheduler(LockChecked):
         self._garbage = 0
 
 
-def _check_deps(task_id: Hashable, deps: Iterable[Hashable], dep_t: tuple[Hashable, ...]) -> None:
+def _id_tuple(call: str, task_id: Hashable, what: str, ids: Iterable[Hashable]
+              ) -> tuple[Hashable, ...]:
+    """The ids a call's ``what`` argument lists, as a tuple; ``InvalidArgumentError`` for a
+    str or bytes (an iterable of characters, never meant as ids) or a non-iterable."""
+    if isinstance(ids, (str, bytes)):
+        raise InvalidArgumentError(
+            f"{call}({_r(task_id)}, {_r(ids)}): {what} must be an iterable of task ids, "
+            f"not {type(ids).__name__}"
+        )
+    try:
+        return tuple(ids)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"{call}({_r(task_id)}, {_r(ids)}): {what} is not an iterable"
+        ) from None
+
+
+def _check_deps(task_id: Hashable, deps: Iterable[Hashable], dep_t: tuple[Hashable, ...],
+                call: str = "submit", check_self: bool = True) -> None:
     """Raise the ``InvalidArgumentError`` that ``submit(task_id, deps)`` owes its deps, if any.
 
     In this order: a dep unhashable (or deps an ``__eq__`` cannot compare), a dep given twice,
@@ -1292,11 +1569,11 @@ def _check_deps(task_id: Hashable, deps: Iterable[Hashable], dep_t: tuple[Hashab
                    _NOTHING)
         if bad is _NOTHING:  # every dep hashes: an __eq__ raised the TypeError
             raise InvalidArgumentError(
-                f"submit({_r(task_id)}, {_r(dep_t)}): dependencies cannot be "
+                f"{call}({_r(task_id)}, {_r(dep_t)}): dependencies cannot be "
                 f"compared: {e}"
             ) from e
         raise InvalidArgumentError(
-            f"submit({_r(task_id)}, {_r(deps)}): dependency {_r(bad)} is unhashable"
+            f"{call}({_r(task_id)}, {_r(deps)}): dependency {_r(bad)} is unhashable"
         ) from None
     if len(dep_s) != len(dep_t):
         seen: set[Hashable] = set()
@@ -1307,11 +1584,11 @@ def _check_deps(task_id: Hashable, deps: Iterable[Hashable], dep_t: tuple[Hashab
                 break
             seen.add(d)
         raise InvalidArgumentError(
-            f"submit({_r(task_id)}, {_r(dep_t)}): dependency {_r(dup)} given twice"
+            f"{call}({_r(task_id)}, {_r(dep_t)}): dependency {_r(dup)} given twice"
         )
-    if task_id in dep_s:
+    if check_self and task_id in dep_s:
         raise InvalidArgumentError(
-            f"submit({_r(task_id)}, {_r(dep_t)}): a task cannot depend on itself"
+            f"{call}({_r(task_id)}, {_r(dep_t)}): a task cannot depend on itself"
         )
 
 
@@ -1380,6 +1657,14 @@ class _Checker(Checker[TaskScheduler]):
             listed = s._dependents[row]
             if listed is not None and not isinstance(listed, list):
                 self.fail(name, f"{_r(tid)}: dependents {listed!r} is not None or a list")
+            opt = s._optional.get(row)
+            if opt is not None and (not isinstance(opt, frozenset) or not opt
+                                    or not opt <= set(deps)):
+                self.fail(name, f"{_r(tid)}: optional {opt!r} is not a non-empty subset of "
+                                "its deps")
+        for row in s._optional:
+            if not _is_int(row) or not 0 <= row < n or state[row] == _DEAD:
+                self.fail(name, f"optional names row {row!r}, not a live row")
         if len(live) != len(rows):
             self.fail(name, f"{len(rows)} ids but {len(live)} live rows")
         # -1 as a cause: Settle found none (BlockedHasCause reports it)
@@ -1450,13 +1735,16 @@ class _Checker(Checker[TaskScheduler]):
             st = state[row]
             if st <= _READY:
                 ready += st == _READY
-                count = sum(1 for d in deps[row] if d not in rows or state[rows[d]] != _SUCCEEDED)
+                opt = s._optional.get(row, ())
+                # spec Unsettled: a required dep not succeeded, an optional one not ended
+                count = sum(1 for d in deps[row] if d not in rows or (
+                    state[rows[d]] < _SUCCEEDED if d in opt else state[rows[d]] != _SUCCEEDED))
                 if s._remaining[row] != count:
                     self.fail(name, f"{_r(tid)}: remaining_deps {s._remaining[row]} but {count} "
-                                    "deps not succeeded")
+                                    "deps not settled")
                 if (st == _PENDING) != (count > 0):
                     self.fail(name, f"{_r(tid)} is {_STATES[st].value} with "
-                                    f"{count} deps not succeeded")
+                                    f"{count} deps not settled")
         if len(indexed) + dangling != edges:
             self.fail(name, f"reverse index holds {len(indexed) + dangling} edges, deps hold "
                             f"{edges}")
@@ -1487,10 +1775,11 @@ class _Checker(Checker[TaskScheduler]):
             if (st == _BLOCKED) != (cause is not None):
                 self.fail(name, f"{_r(tid)} is {_STATES[st].value} with blocked_by "
                                 f"{'set' if cause is not None else 'unset'}")
-            if cause is not None and (cause < 0 or s._ids[cause] not in s._deps[row]):
+            if cause is not None and (cause < 0 or s._ids[cause] not in s._deps[row]
+                                      or s._ids[cause] in s._optional.get(row, ())):
                 self.fail(name, f"{_r(tid)}: blocked_by "
                                 f"{_r(s._ids[cause]) if cause >= 0 else 'none'} is not a "
-                                "dependency")
+                                "required dependency")
 
     def blocked_propagated(self) -> None:
         s, name = self.s, "BlockedPropagated"
@@ -1498,9 +1787,10 @@ class _Checker(Checker[TaskScheduler]):
         for row in self.live:
             st = state[row]
             if st <= _READY:
+                opt = s._optional.get(row, ())
                 for d in s._deps[row]:
                     r = rows.get(d)
-                    if r is not None and state[r] >= _FAILED:
+                    if r is not None and state[r] >= _FAILED and d not in opt:
                         self.fail(name, f"{_STATES[st].value} {_r(s._ids[row])} depends on "
                                         f"{_STATES[state[r]].value} {_r(d)}")
 

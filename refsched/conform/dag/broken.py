@@ -332,13 +332,13 @@ class DuplicateDepAccepted(TaskScheduler):
         self._listed: dict[Hashable, tuple[Hashable, ...]] = {}
 
     def submit(self, task_id: Hashable, deps: Iterable[Hashable] = (),
-               fn: Callable[..., Any] | None = None) -> int:
+               fn: Callable[..., Any] | None = None, optional: Iterable[Hashable] = ()) -> int:
         listed = tuple(deps)
         try:
             unique = list(dict.fromkeys(listed))
         except TypeError:  # an unhashable dep: let the real submit() refuse it
-            return super().submit(task_id, listed, fn)
-        generation = super().submit(task_id, unique, fn)
+            return super().submit(task_id, listed, fn, optional)
+        generation = super().submit(task_id, unique, fn, optional)
         self._listed[task_id] = listed
         return generation
 
@@ -361,8 +361,8 @@ class GenerationAsText(TaskScheduler):
     rule = "dag.submit.ok"
 
     def submit(self, task_id: Hashable, deps: Iterable[Hashable] = (),
-               fn: Callable[..., Any] | None = None) -> int:
-        return str(super().submit(task_id, deps, fn))  # type: ignore[return-value]
+               fn: Callable[..., Any] | None = None, optional: Iterable[Hashable] = ()) -> int:
+        return str(super().submit(task_id, deps, fn, optional))  # type: ignore[return-value]
 
 
 BROKEN_CLAUSES: tuple[type[TaskScheduler], ...] = (

@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from refsched.model import ACTIONS, INITIAL, ReferenceScheduler, violated, violated_by_step
+from refsched.model.dag.actions import EDGE_ACTIONS
 from refsched.model.dag.counters import Counts
 from refsched.profile import FULL, Profile
 from refsched.types import Snapshot, TaskState
@@ -78,7 +79,8 @@ def _valid_cycle(cycle: list[Hashable], edges: dict[Hashable, frozenset[Hashable
 def _spec_params(action: str, args: tuple[Any, ...]) -> dict[str, Any]:
     """The spec parameters of a model history entry (Claim's arguments end with
     MaxConcurrency, which is a constant, not a parameter)."""
-    return dict(zip(ACTIONS[action].params, args, strict=False))
+    params = (ACTIONS[action] if action in ACTIONS else EDGE_ACTIONS[action]).params
+    return dict(zip(params, args, strict=False))
 
 
 def _show_answer(value: Any, error: BaseException | None) -> str:
@@ -211,13 +213,18 @@ def _fatal_passes(fatal: Fatal) -> Iterator[None]:
 class Ledger(CallLedger):
     """What a lock-step run exercised: calls, the spec actions taken, and notable steps."""
 
-    ACTIONS = tuple(ACTIONS)
+    ACTIONS = (*ACTIONS, *EDGE_ACTIONS)
     EVENTS = (
         "refused call",  # the call raised and the state did not change
         "Settle blocked a chain",  # one step blocked versions at two or more depths
         "Retry renewed several versions",  # the retried task and a blocked descendant
         "Submit re-pended a dependent",  # a succeeded dep was replaced under a ready version
         "cycle refused",  # start() or submit() raised CycleError
+        # a parent that ended dead settled an optional edge of a waiting version
+        "optional edge settled by a dead parent",
+        # a new version of a parent that had ended dead re-pended a waiting optional child
+        "optional child waits again",
+        "AddDeps blocked the version",  # a new required dep was dead
     )
 
     def record(self, before: Snapshot, taken: list[str], after: Snapshot,
@@ -241,6 +248,21 @@ class Ledger(CallLedger):
                 before.tasks[t].state is TaskState.READY and v.state is TaskState.PENDING
                 for t, v in after.tasks.items() if t in before.tasks):
             self.events["Submit re-pended a dependent"] += 1
+        waiting = (TaskState.PENDING, TaskState.READY)
+        moved = [(before.tasks[t], v) for t, v in after.tasks.items()
+                 if t in before.tasks and getattr(v, "optional", None)
+                 and before.tasks[t].generation == v.generation
+                 and before.tasks[t].state in waiting and v.state in waiting]
+        if (set(taken) & {"Fail", "Cancel", "AcknowledgeCancel"}
+                and any(v.remaining_deps < was.remaining_deps for was, v in moved)):
+            self.events["optional edge settled by a dead parent"] += 1
+        if (set(taken) & {"Submit", "SubmitOptional", "Retry"}
+                and any(v.remaining_deps > was.remaining_deps for was, v in moved)):
+            self.events["optional child waits again"] += 1
+        if "AddDeps" in taken and any(v.state is TaskState.BLOCKED and before.tasks[t].state
+                                      is TaskState.PENDING for t, v in after.tasks.items()
+                                      if t in before.tasks):
+            self.events["AddDeps blocked the version"] += 1
 
     def summary(self) -> str:
         actions = ", ".join(f"{name} {count:,}" for name, count in sorted(self.actions.items()))
@@ -398,7 +420,11 @@ def lockstep_machine(factory: Callable[[int], Any],
                 if cycle is not None:
                     edges = {t: v.deps for t, v in before.tasks.items()}
                     if method == "submit":  # the cycle runs through the refused new edges
-                        edges[args[0]] = frozenset(args[1])
+                        optional = args[3] if len(args) > 3 else ()
+                        edges[args[0]] = frozenset((*args[1], *optional))
+                    elif method == "add_deps":
+                        edges[args[0]] = (edges.get(args[0], frozenset())
+                                          | frozenset((*args[1], *args[2])))
                     if not _valid_cycle(cycle, edges):
                         return f"the cycle reported, {cycle!r}, is not a cycle of the graph"
                 return None
@@ -475,6 +501,13 @@ def lockstep_machine(factory: Callable[[int], Any],
                 return sorted(t for t, v in s.tasks.items() if act.enabled(s, t, v.generation))
             return sorted(t for t in s.tasks if act.enabled(s, t))
 
+        def pending(self) -> list[str]:
+            """The ids whose current version is pending."""
+            if self.model is None:
+                return []
+            return sorted(t for t, v in self.model.snapshot().tasks.items()
+                          if v.state is TaskState.PENDING)
+
         def known(self) -> list[str]:
             """Submitted ids, each four times as likely as one never submitted."""
             assert self.model is not None
@@ -525,6 +558,42 @@ def lockstep_machine(factory: Callable[[int], Any],
                                  self_dep: bool) -> None:
                 task_id = data.draw(st.sampled_from(self.submittable()))
                 self.both("submit", task_id, [task_id] if self_dep else [*deps, deps[0]])
+
+        if profile.optional_edges:
+            @precondition(lambda self: self.submittable())
+            @rule(data=st.data(), deps=st.lists(ids, unique=True, max_size=2),
+                  optional=st.lists(ids, unique=True, min_size=1, max_size=2),
+                  with_fn=st.booleans() if python_api else st.just(False))
+            def submit_optional(self, data: st.DataObject, deps: list[str], optional: list[str],
+                                with_fn: bool) -> None:
+                task_id = data.draw(st.sampled_from(self.submittable()))
+                optional = [d for d in optional if d != task_id]
+                deps = [d for d in deps if d != task_id and d not in optional]
+                self.both("submit", task_id, deps, _fn if with_fn else None, optional)
+
+        if profile.add_deps:
+            optional_drawn = (st.lists(ids, max_size=1) if profile.optional_edges
+                              else st.just([]))
+
+            @precondition(lambda self: self.pending())
+            @rule(data=st.data(), deps=st.lists(ids, unique=True, max_size=2),
+                  optional=optional_drawn)
+            def add_deps(self, data: st.DataObject, deps: list[str], optional: list[str]) -> None:
+                """New edges on a pending version: mostly accepted."""
+                task_id = data.draw(st.sampled_from(self.pending()))
+                assert self.model is not None
+                had = self.model.snapshot().tasks[task_id].deps
+                fresh = [d for d in deps if d != task_id and d not in had]
+                extra = [d for d in optional if d != task_id and d not in had and d not in fresh]
+                self.both("add_deps", task_id, fresh, extra)
+
+            @precondition(lambda self: self.model is not None)
+            @rule(data=st.data(), deps=st.lists(ids, max_size=2), optional=optional_drawn)
+            def add_deps_any(self, data: st.DataObject, deps: list[str],
+                             optional: list[str]) -> None:
+                """Any id and any edges: the refusals (not pending, no dep, a dep twice or
+                already a dep, the task itself, unknown ids) are compared too."""
+                self.both("add_deps", data.draw(st.sampled_from(self.known())), deps, optional)
 
         @precondition(lambda self: self.model is not None and not self.model.snapshot().started)
         @rule()

@@ -142,14 +142,14 @@ CATALOGUE: tuple[Mutant, ...] = (
        """        for m in order:  # grows while iterating: breadth-first""",
        """        for m in order[:0]:  # grows while iterating: breadth-first"""),
     _m("settle_blocks_running", _S, "blocking spreads into running versions beyond the first level",
-       """        for m in order:  # grows while iterating: breadth-first
-            for x in dependents[m] or ():
-                st = state[x]
-                if st <= _READY:""",
-       """        for m in order:  # grows while iterating: breadth-first
-            for x in dependents[m] or ():
-                st = state[x]
-                if st <= _RUNNING:"""),
+       """            for m in order:  # grows while iterating: breadth-first
+                for x in dependents[m] or ():
+                    st = state[x]
+                    if st <= _READY:""",
+       """            for m in order:  # grows while iterating: breadth-first
+                for x in dependents[m] or ():
+                    st = state[x]
+                    if st <= _RUNNING:"""),
     _m("blocked_by_latest_cause", _S,
        "a blocked version names its dead dependency with the largest seq, not the smallest",
        """(cause < 0 or r < cause)""",
@@ -164,9 +164,13 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("submit_onto_dead_dep_not_blocked", _S,
        "a version submitted onto a failed dependency stays pending",
        """            if dead:
-                self._settle((), (row,))""",
+                self._settle((), (row,))
+            if self._recorder is not None:
+                if opt_s is None:""",
        """            if dead and remaining > 1:
-                self._settle((), (row,))"""),
+                self._settle((), (row,))
+            if self._recorder is not None:
+                if opt_s is None:"""),
     # -- TaskScheduler: retry, start, close ----------------------------------------------------
     _m("retry_forgets_blocked_descendants", _S,
        "retry() renews only the task, not the versions blocked because of it",
@@ -216,6 +220,83 @@ CATALOGUE: tuple[Mutant, ...] = (
        "ready() counts a claim conflict when the free slots are just enough for what it asks",
        """            if free < want:""",
        """            if free <= want:"""),
+    # -- TaskScheduler: edge kinds and add_deps ------------------------------------------------
+    _m("optional_failure_blocks", _S,
+       "blocking spreads through optional edges too: an optional parent's failure blocks",
+       """                    if st <= _READY and tid not in optional.get(x, ()):""",
+       """                    if st <= _READY:"""),
+    _m("required_failure_does_not_block", _S,
+       "submit() with optional edges does not block on a required dependency that is dead",
+       """                    dead = any(ended(d) for d in dep_t if d not in opt_s)""",
+       """                    dead = any(ended(d) for d in dep_t if d in opt_s)"""),
+    _m("optional_dead_parent_counted_unsettled", _S,
+       "submit() counts an optional dependency that ended dead as not settled",
+       """                    remaining -= sum(map(ended, opt_s))""",
+       """                    remaining -= 0"""),
+    _m("blocking_stops_after_optional_level", _S,
+       "with optional edges present, blocking reaches the direct dependents and stops",
+       """                        append(x)
+                        queue.append(x)""",
+       """                        append(x)"""),
+    _m("blocked_parent_settles_no_optional_edge", _S,
+       "Settle settles the optional edges to the version that died, not to those it blocked",
+       """            self._settle_optional((*seeds, *order))""",
+       """            self._settle_optional(seeds)"""),
+    _m("blocked_by_names_optional_parent", _S,
+       "a blocked version may name an optional dependency as the one that blocked it",
+       """                    if (r is not None and state[r] >= _FAILED and (cause < 0 or r < cause)
+                            and d not in opt):""",
+       """                    if (r is not None and state[r] >= _FAILED and (cause < 0 or r < cause)
+                            and True):"""),
+    _m("resubmit_keeps_optional_child_settled", _S,
+       "a new version of a parent that ended dead leaves its optional children settled",
+       """                    elif old_state > _SUCCEEDED and self._optional:
+                        self._bump_optional(listed, task_id)""",
+       """                    elif old_state > _SUCCEEDED and not self._optional:
+                        self._bump_optional(listed, task_id)"""),
+    _m("retry_keeps_optional_child_settled", _S,
+       "retry() leaves a waiting version's optional edge to a renewed member settled",
+       """                for m in members:
+                    self._bump_optional(dependents[m] or (), ids[m])""",
+       """                for m in members[1:]:
+                    self._bump_optional(dependents[m] or (), ids[m])"""),
+    _m("retry_forgets_optional_edges", _S,
+       "retry() renews a version with every edge required",
+       """                if m in optional:
+                    optional[row] = optional[m]""",
+       """                if m in optional and m != root:
+                    optional[row] = optional[m]"""),
+    _m("add_deps_to_ready_version", _S,
+       "add_deps() accepts a ready version as well as a pending one",
+       """            if state[row] != _PENDING:
+                raise InvalidTransitionError(""",
+       """            if state[row] > _READY:
+                raise InvalidTransitionError("""),
+    _m("add_deps_count_not_raised_for_running_parent", _S,
+       "add_deps() does not count a new dependency that is running",
+       """                if st < _SUCCEEDED:  # pending, ready or running
+                    added += 1
+                elif st != _SUCCEEDED and d not in opt_s:  # a required edge to a dead version""",
+       """                if st < _RUNNING:  # pending or ready
+                    added += 1
+                elif st != _SUCCEEDED and d not in opt_s:  # a required edge to a dead version"""),
+    _m("add_deps_closes_cycles", _S,
+       "add_deps() after start() does not look for the cycle its new edges close",
+       """                if self._dependents[row]:
+                    cycle = self._cycle_through(row, new_t)""",
+       """                if not self._dependents:
+                    cycle = self._cycle_through(row, new_t)"""),
+    _m("add_deps_ignores_dead_required_parent", _S,
+       "add_deps() of a required dependency that died leaves the version pending, not blocked",
+       """            if dead:
+                self._settle((), (row,))
+            if self._recorder is not None:
+                self._record("AddDeps",""",
+       """            if self._recorder is not None:
+                self._record("AddDeps","""),
+    _m("info_hides_edge_kinds", _S, "info() reports no optional edges",
+       """                optional=self._optional.get(row, frozenset()),""",
+       """                optional=frozenset(),"""),
     # -- Runner ----------------------------------------------------------------------------------
     _m("settlements_uncounted_outside_lock", _R,
        "a worker takes back the settlements it applied before taking the runner lock",
