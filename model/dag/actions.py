@@ -11,8 +11,8 @@ Edge kinds. The spec's ``optional[t]`` (the deps of a version whose edge is opti
 that has optional edges: every other version stays a plain ``VersionView``, so the states of a
 scheduler without optional edges are the very values ``TaskScheduler.snapshot()`` returns.
 ``SubmitOptional`` and ``AddDeps`` are in :data:`EDGE_ACTIONS`, apart from :data:`ACTIONS`
-(the calls every configuration has): the spec gates them with its constants ``OptionalEdges`` and
-``AddDepsAllowed``.
+(the calls every configuration has): the spec gates them with its constants
+``OptionalEdges`` and ``AddDepsAllowed``.
 """
 
 from __future__ import annotations

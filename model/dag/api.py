@@ -3,8 +3,8 @@
 It has the methods, arguments, results and errors of ``refsched.TaskScheduler``, and each call
 is one step of an action of ``model.actions`` (or none): optional edges
 (``submit(..., optional=...)``, spec SubmitOptional) and ``add_deps`` (spec AddDeps) included.
-It is single-threaded and keeps the action history, so it serves as the oracle that production code and other implementations are
-compared with.
+It is single-threaded and keeps the action history, so it serves as the oracle that production
+code and other implementations are compared with.
 """
 
 from __future__ import annotations
