@@ -51,7 +51,7 @@ def test_refsched_scheduler_conforms() -> None:
 @pytest.mark.parametrize("scheduler", broken.BROKEN, ids=lambda cls: cls.__name__)
 def test_each_broken_scheduler_is_rejected_with_a_short_spec_behaviour(
         scheduler: type[TaskScheduler]) -> None:
-    report = check(InProcessImplementation(scheduler), corpus=False, examples=200, seed=0)
+    report = check(InProcessImplementation(scheduler), corpus=False, examples=300, seed=0)
     assert report.verdict == "diverges" and report.exit_status == 1, report.format()
     example = report.counterexample
     assert example is not None and example.phase == "generated"
@@ -207,7 +207,8 @@ def test_the_shipped_server_conforms_over_the_protocol_corpus_included(
                            "refsched.serve"])
     out = capsys.readouterr().out
     assert status == 0, out
-    assert "conforms to the model (full contract)" in out
+    # the protocol carries no edge kinds or add_deps yet: the oracle asks neither over it
+    assert "conforms to the model (without optional_edges, add_deps)" in out
     assert "10,285 of 10,285 traces admitted" in out
 
 
@@ -260,11 +261,11 @@ def test_conform_writes_a_counterexample_refsched_replay_accepts(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "counterexample.itf.json"
     status = conform_main(["--impl", "refsched.conform.dag.broken:FailDoesNotBlock", "--no-corpus",
-                           "--trace-out", str(out), "--json", "-q"])
+                           "--examples", "300", "--trace-out", str(out), "--json", "-q"])
     assert status == 1
     report = json.loads(capsys.readouterr().out)
     assert report["verdict"] == "diverges" and report["exit_status"] == 1
-    assert report["counterexample"]["calls"][-1]["call"] == "fail('b', 1)"
+    assert report["counterexample"]["calls"][-1]["call"].startswith("fail(")
     [trace] = read_traces(out)
     assert [s.action for s in trace.steps][-1] == "Fail"
     assert cli.main(["replay", "-q", str(out)]) == 0
@@ -321,8 +322,8 @@ def test_the_clauses_phase_runs_alone(capsys: pytest.CaptureFixture[str]) -> Non
 def _counterexample_traces(schedulers: Iterable[type[TaskScheduler]]) -> list[Any]:
     traces = []
     for scheduler in schedulers:
-        report = check(InProcessImplementation(scheduler), corpus=False, examples=200)
-        assert report.counterexample is not None
+        report = check(InProcessImplementation(scheduler), corpus=False, examples=300)
+        assert report.counterexample is not None and report.counterexample.trace is not None
         traces.append(report.counterexample.trace)
     return traces
 

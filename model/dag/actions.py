@@ -10,9 +10,8 @@ Edge kinds. The spec's ``optional[t]`` (the deps of a version whose edge is opti
 :class:`OptionalDepsView`, a :class:`VersionView` with one more field, used only for a version
 that has optional edges: every other version stays a plain ``VersionView``, so the states of a
 scheduler without optional edges are the very values ``TaskScheduler.snapshot()`` returns.
-``SubmitOptional`` and ``AddDeps`` are in :data:`EDGE_ACTIONS`, apart from :data:`ACTIONS`
-(the calls every configuration has): the spec gates them with its constants
-``OptionalEdges`` and ``AddDepsAllowed``.
+``SubmitOptional`` and ``AddDeps`` are in :data:`ACTIONS` and in :data:`EDGE_ACTIONS`: the
+spec gates them with its constants ``OptionalEdges`` and ``AddDepsAllowed``.
 """
 
 from __future__ import annotations
@@ -504,19 +503,20 @@ Close = Action("Close", ("cancelPending",), close_refusal, close_step)
 StaleCallback = Action("StaleCallback", ("t", "g"), stale_callback_refusal, _unchanged)
 RepeatedCallback = Action("RepeatedCallback", ("t",), repeated_callback_refusal, _unchanged)
 
-ACTIONS: dict[str, Action] = {a.name: a for a in (
-    Submit, Start, Claim, Complete, Fail, Cancel, AcknowledgeCancel, Retry, Close,
-    StaleCallback, RepeatedCallback,
-)}
-
 SubmitOptional = Action("SubmitOptional", ("t", "D", "O"), submit_optional_refusal,
                         submit_optional_step)
 AddDeps = Action("AddDeps", ("t", "D", "O"), add_deps_refusal, add_deps_step)
 
+ACTIONS: dict[str, Action] = {a.name: a for a in (
+    Submit, SubmitOptional, AddDeps, Start, Claim, Complete, Fail, Cancel, AcknowledgeCancel,
+    Retry, Close, StaleCallback, RepeatedCallback,
+)}
+
 EDGE_ACTIONS: dict[str, Action] = {a.name: a for a in (SubmitOptional, AddDeps)}
-"""The actions the spec gates with ``OptionalEdges`` and ``AddDepsAllowed``: the
-TaskScheduler's ``submit(..., optional=...)`` and ``add_deps`` (``D``: every new dep; ``O``:
-those of ``D`` whose edge is optional)."""
+"""The actions of :data:`ACTIONS` the spec gates with ``OptionalEdges`` and
+``AddDepsAllowed``: the TaskScheduler's ``submit(..., optional=...)`` and ``add_deps``
+(``D``: every new dep; ``O``: those of ``D`` whose edge is optional). An instance with a gate
+off has no step of them."""
 
 INITIAL = Snapshot()
 """Spec ``Init``: nothing submitted, not started, not closed, ``nextSeq = 1``."""

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from refsched.types import Snapshot
 
-from .actions import ACTIONS, EDGE_ACTIONS, INITIAL, Action
+from .actions import ACTIONS, INITIAL, Action
 
 __all__ = [
     "Edge", "ModelGraph", "action_args", "describe", "explore", "next_steps", "search",
@@ -110,7 +110,7 @@ def next_steps(s: Snapshot, tasks: Sequence[Hashable], max_concurrency: int,
     need a current version are not enabled, exactly as in the spec.
     """
     for name, params in _instances(s, tasks, max_concurrency, optional_edges, add_deps):
-        action = ACTIONS[name] if name in ACTIONS else EDGE_ACTIONS[name]
+        action = ACTIONS[name]
         args = action_args(action, params, max_concurrency)
         if action.refusal(s, *args) is None:
             yield name, params, action.step(s, *args)
@@ -136,11 +136,16 @@ class ModelGraph(Generic[S]):
 
 def explore(tasks: Sequence[Hashable], max_concurrency: int, max_generation: int,
             initial: Snapshot = INITIAL, optional_edges: bool = False,
-            add_deps: bool = False) -> ModelGraph[Snapshot]:
-    """Breadth-first search of ``Next`` under ``GenerationBound``, as TLC explores the spec."""
+            add_deps: bool = False,
+            constraint: Callable[[Snapshot], bool] | None = None) -> ModelGraph[Snapshot]:
+    """Breadth-first search of ``Next`` under ``GenerationBound`` (and ``constraint``, another
+    state constraint of the instance), as TLC explores the spec."""
+    def keep(s: Snapshot) -> bool:
+        return within_bound(s, max_generation) and (constraint is None or constraint(s))
+
     return search(initial,
                   lambda s: next_steps(s, tasks, max_concurrency, optional_edges, add_deps),
-                  lambda s: within_bound(s, max_generation))
+                  keep)
 
 
 def search(initial: S, successors: Callable[[S], Iterable[tuple[str, dict[str, Any], S]]],

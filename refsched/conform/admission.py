@@ -20,7 +20,8 @@ __all__ = ["admitted_steps", "admitted_traces", "durable_admitted_steps",
 
 # The spec actions a profile flag must allow, besides what Submit and Claim depend on.
 _NEEDS: Final = {"Fail": "fail", "Cancel": "cancel", "AcknowledgeCancel": "cancel",
-                 "Retry": "retry", "Close": "close", "StaleCallback": "generations"}
+                 "Retry": "retry", "Close": "close", "StaleCallback": "generations",
+                 "AddDeps": "add_deps"}
 
 _DURABLE_NEEDS: Final = {"Cancel": ("cancel",), "AcknowledgeCancel": ("cancel",),
                          "AcknowledgeCancelAnswerLost": ("cancel",), "Retry": ("retry",),
@@ -50,9 +51,14 @@ def _admitted_prefix(trace: Trace, admits: Callable[[Step, Mapping[str, Any]], b
 def _admits_step(profile: Profile, action: str, params: Mapping[str, Any],
                  before: Mapping[str, Any]) -> bool:
     flag = _NEEDS.get(action)
+    if flag is not None and not getattr(profile, flag):
+        return False
+    if action in ("SubmitOptional", "AddDeps") and not profile.optional_edges and (
+            action == "SubmitOptional" or params.get("O")):
+        return False
     if flag is not None:
-        return bool(getattr(profile, flag))
-    if action == "Submit":
+        return True
+    if action in ("Submit", "SubmitOptional"):
         if before["started"] and not profile.dynamic:
             return False
         return profile.generations or before["generation"][params["t"]] == 0
@@ -66,11 +72,13 @@ def admitted_steps(profile: Profile, trace: Trace) -> int:
     """How many steps of ``trace``, from its start, the oracle may ask of an implementation
     with ``profile`` (``len(trace.steps)``: all of them).
 
-    Left out: Fail, Cancel, AcknowledgeCancel, Retry, Close and StaleCallback steps unless
-    the profile has ``fail``, ``cancel``, ``retry``, ``close``, ``generations``; a Submit
-    after Start unless ``dynamic``; a Submit of an id already submitted unless
-    ``generations``; without ``limit``, a Claim of fewer than every ready version (``ready()``
-    claims them all). A malformed trace is admitted whole: the replay says what is wrong.
+    Left out: Fail, Cancel, AcknowledgeCancel, Retry, Close, StaleCallback and AddDeps steps
+    unless the profile has ``fail``, ``cancel``, ``retry``, ``close``, ``generations``,
+    ``add_deps``; a SubmitOptional, or an AddDeps of an optional edge, unless it has
+    ``optional_edges``; a Submit after Start unless ``dynamic``; a Submit of an id already
+    submitted unless ``generations``; without ``limit``, a Claim of fewer than every ready
+    version (``ready()`` claims them all). A malformed trace is admitted whole: the replay
+    says what is wrong.
     """
     return _admitted_prefix(trace, lambda step, before: _admits_step(
         profile, step.action, step.params, before))

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import dataclasses
 import os
 import selectors
 import signal
@@ -387,10 +386,6 @@ class ProtocolImplementation:
             profile = profile_from_json(system, answer.get("profile", {}))
         except ProfileError as e:
             raise self._violation(f"hello: bad profile: {e}") from e
-        if isinstance(profile, Profile):
-            # The wire has no op for optional edges or add_deps yet: the oracle leaves them out
-            # of what it asks, and its report says so.
-            profile = dataclasses.replace(profile, optional_edges=False, add_deps=False)
         self._name, self._profile, self._system = name, profile, system
 
     def __enter__(self) -> Self:

@@ -40,8 +40,8 @@ S = TypeVar("S")
 
 # The TaskScheduler calls that are steps of the reference model (or reads of its state).
 TASK_SCHEDULER_METHODS = frozenset({
-    "submit", "start", "ready", "complete", "fail", "acknowledge_cancel", "cancel", "retry",
-    "close", "state", "info", "snapshot",
+    "submit", "add_deps", "start", "ready", "complete", "fail", "acknowledge_cancel", "cancel",
+    "retry", "close", "state", "info", "snapshot",
 })
 
 

@@ -61,10 +61,11 @@ __all__ = [
 ACTION_TAKEN = "mbt::actionTaken"
 NONDET_PICKS = "mbt::nondetPicks"
 PARAMETERS = ("t", "D", "k", "g", "cancelPending", "r", "p", "v", "w", "thief", "victim", "a",
-              "d")
+              "d", "O")
 """Every parameter name the specs' actions take (``spec/Scheduler.tla``, then
 ``spec/TimerQueue.tla``, then ``spec/WorkStealing.tla``, then ``spec/DurableScheduler.tla``: its
-Submit's ``p`` and ``d`` are a priority and a delay)."""
+Submit's ``p`` and ``d`` are a priority and a delay; then ``O``, the optional edges of
+Scheduler.tla's SubmitOptional and AddDeps)."""
 
 
 _SAFE_INTEGER = 2**53

@@ -158,7 +158,8 @@ _LAYER = {layer.name: layer for layer in LAYERS}
 
 # Scenarios that drive a TaskScheduler class, and those that drive a Runner class.
 SCHEDULER_SCENARIOS = ("ready_ready", "ready_cancel", "complete_stale", "resubmit_claim",
-                       "close_ready_callbacks", "failure_while_claiming")
+                       "close_ready_callbacks", "failure_while_claiming", "add_deps_claim",
+                       "shared_dep_cancel_complete")
 RUNNER_SCENARIOS = ("runner_close_timeout", "cooperative_cancel", "runner_chain",
                     "runner_fan_out", "runner_result_wait", "submit_to_idle_runner",
                     "wait_before_start", "runner_failure")

@@ -102,7 +102,7 @@ def spec_params(action: str, params: Mapping[str, Any], before: Snapshot) -> dic
             value = params[name]
             if name == "t":
                 value = task_id(value)
-            elif name == "D":
+            elif name in ("D", "O"):
                 value = frozenset(task_id(d) for d in value)
             out[name] = value
         else:
@@ -133,6 +133,20 @@ def _plan(name: str, p: Mapping[str, Any], before: Snapshot, profile: Profile = 
         # A sorted tuple: the same call, in the same order, whatever the hash seed.
         deps = tuple(sorted(p["D"], key=repr))
         return "submit", (t, deps), {}, 1 if view is None else view.generation + 1
+    if name == "SubmitOptional":
+        t = p["t"]
+        view = before.tasks.get(t)
+        optional = tuple(sorted(p["O"], key=repr))
+        required = tuple(sorted(p["D"] - p["O"], key=repr))
+        return ("submit", (t, required), {"optional": optional},
+                1 if view is None else view.generation + 1)
+    if name == "AddDeps":
+        optional = tuple(sorted(p["O"], key=repr))
+        required = tuple(sorted(p["D"] - p["O"], key=repr))
+        dead_required = any(before.tasks[d].state.is_dead for d in required
+                            if d in before.tasks)
+        return ("add_deps", (p["t"], required), {"optional": optional},
+                TaskState.BLOCKED if dead_required else TaskState.PENDING)
     if name == "Start":
         return "start", (), {}, None
     if name == "Claim":
@@ -291,6 +305,9 @@ def apply_step(scheduler: Any, action: str, params: Mapping[str, Any], *,
 
     ==========================  ===================================================================
     Submit(t, D)                ``submit(t, D)`` returns the next generation of ``t``
+    SubmitOptional(t, D, O)     ``submit(t, D - O, optional=O)`` returns the next generation
+    AddDeps(t, D, O)            ``add_deps(t, D - O, optional=O)`` returns blocked when a dep of
+                                ``D - O`` is dead, else pending
     Start                       ``start()`` returns
     Claim(k)                    ``ready(limit=k)`` returns exactly the ``k`` ready versions with
                                 the smallest seq, in seq order, with their generations

@@ -14,7 +14,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from refsched.types import Snapshot, TaskState, VersionView
+from refsched.types import OptionalDepsView, Snapshot, TaskState, VersionView
 from refsched.verify.tla import Function, ModelValue
 
 __all__ = [
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 SPEC_VARIABLES = (
-    "started", "closed", "nextSeq", "generation", "state", "deps", "remainingDeps",
+    "started", "closed", "nextSeq", "generation", "state", "deps", "optional", "remainingDeps",
     "blockedBy", "cancelRequested", "claims", "seq",
 )
 """The spec's variables, in the order of its ``VARIABLES`` declaration."""
@@ -46,7 +46,8 @@ NO_TASK = ModelValue("NoTask")
 
 _PER_TASK = SPEC_VARIABLES[3:]
 _ABSENT = {
-    "generation": 0, "state": "absent", "deps": frozenset(), "remainingDeps": 0,
+    "generation": 0, "state": "absent", "deps": frozenset(), "optional": frozenset(),
+    "remainingDeps": 0,
     "blockedBy": NO_TASK, "cancelRequested": False, "claims": 0, "seq": 0,
 }
 
@@ -140,6 +141,8 @@ def spec_state(snapshot: Snapshot, tasks: Iterable[Hashable]) -> dict[str, Any]:
         per_task["generation"][t] = view.generation
         per_task["state"][t] = view.state.value
         per_task["deps"][t] = frozenset(view.deps)
+        per_task["optional"][t] = (view.optional if isinstance(view, OptionalDepsView)
+                                   else frozenset())
         per_task["remainingDeps"][t] = view.remaining_deps
         per_task["blockedBy"][t] = NO_TASK if view.blocked_by is None else view.blocked_by
         per_task["cancelRequested"][t] = view.cancel_requested
@@ -179,16 +182,23 @@ def snapshot_of(state: Mapping[str, Any]) -> Snapshot:
                 raise SpecStateError(f"id {t!r} has generation 0 but is not absent: {row}")
             continue
         blocked_by = row["blockedBy"]
-        tasks[task_id(t)] = VersionView(
+        optional = frozenset(task_id(d) for d in row["optional"])
+        deps = frozenset(task_id(d) for d in row["deps"])
+        if not optional <= deps:
+            raise SpecStateError(f"id {t!r} has optional edges {sorted(map(repr, optional))} "
+                                 "that are not among its deps")
+        fields = dict(
             generation=row["generation"],
             state=state_of(TaskState, t, row["state"]),
-            deps=frozenset(task_id(d) for d in row["deps"]),
+            deps=deps,
             remaining_deps=row["remainingDeps"],
             blocked_by=None if _is_no_task(blocked_by) else task_id(blocked_by),
             cancel_requested=row["cancelRequested"],
             claims=row["claims"],
             seq=row["seq"],
         )
+        tasks[task_id(t)] = (OptionalDepsView(**fields, optional=optional) if optional
+                             else VersionView(**fields))
     require_booleans(state, ("started", "closed"))
     return Snapshot(started=state["started"], closed=state["closed"],
                     next_seq=state["nextSeq"], tasks=tasks)

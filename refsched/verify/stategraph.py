@@ -61,6 +61,9 @@ class Instance:
     tasks: tuple[str, ...]
     max_concurrency: int
     max_generation: int
+    optional_edges: bool = False  # OptionalEdges: SubmitOptional has steps
+    add_deps: bool = False  # AddDepsAllowed: AddDeps has steps
+    corpus_bound: bool = False  # MCSchedulerCorpus.tla's CorpusBound is a constraint too
 
 
 @dataclass
@@ -100,13 +103,19 @@ class StateGraph:
 # -- Reading the cfg and the dump ------------------------------------------------------------
 
 def read_instance(config: str | Path) -> Instance:
-    """The constants ``Tasks``, ``MaxConcurrency`` and ``MaxGeneration`` of a ``.cfg`` file."""
-    path, _, values = tlc.read_config(config, ("Tasks", "MaxConcurrency", "MaxGeneration"))
+    """The constants ``Tasks``, ``MaxConcurrency``, ``MaxGeneration``, ``OptionalEdges`` and
+    ``AddDepsAllowed`` of a ``.cfg`` file."""
+    path, text, values = tlc.read_config(config, ("Tasks", "MaxConcurrency", "MaxGeneration",
+                                                  "OptionalEdges", "AddDepsAllowed"))
     tasks = values["Tasks"]
     if not isinstance(tasks, frozenset) or not all(isinstance(t, ModelValue) for t in tasks):
         raise ValueError(f"{path}: Tasks must be a set of model values")
+    gates = values["OptionalEdges"], values["AddDepsAllowed"]
+    if not all(isinstance(v, bool) for v in gates):
+        raise ValueError(f"{path}: OptionalEdges and AddDepsAllowed must be TRUE or FALSE")
+    bounded = re.search(r"^CONSTRAINT\b[^\n]*\bCorpusBound\b", text, re.MULTILINE)
     return Instance(tuple(sorted(t.name for t in tasks)), values["MaxConcurrency"],
-                    values["MaxGeneration"])
+                    values["MaxGeneration"], *gates, corpus_bound=bounded is not None)
 
 
 _NODE = re.compile(r'^(-?\d+) \[label="((?:[^"\\]|\\.)*)"(,style = filled)?\];?$')
@@ -187,8 +196,11 @@ def show(s: Snapshot) -> str:
     rows = [f"started={s.started} closed={s.closed} nextSeq={s.next_seq}"]
     for t, v in sorted(s.tasks.items(), key=lambda kv: str(kv[0])):
         blocked = f" blockedBy={v.blocked_by}" if v.blocked_by is not None else ""
+        optional: frozenset[Hashable] = getattr(v, "optional", frozenset())
+        kinds = f" optional={{{', '.join(sorted(map(str, optional)))}}}" if optional else ""
         rows.append(f"  {t}: gen {v.generation} {v.state.value} deps="
-                    f"{{{', '.join(sorted(map(str, v.deps)))}}} remaining={v.remaining_deps}"
+                    f"{{{', '.join(sorted(map(str, v.deps)))}}}{kinds} "
+                    f"remaining={v.remaining_deps}"
                     f"{blocked} cancelRequested={v.cancel_requested} claims={v.claims} "
                     f"seq={v.seq}")
     return "\n".join(rows)

@@ -283,6 +283,7 @@ class _SchedulerSpec(TraceSpec):
     params = MappingProxyType({
         "t": TASK,
         "D": (_sequence_of(_id("Tasks")), "is not a set of ids in Tasks"),
+        "O": (_sequence_of(_id("Tasks")), "is not a set of ids in Tasks"),
         "k": INTEGER,
         "g": INTEGER,
         "cancelPending": (_boolean, "is not a boolean"),
@@ -294,19 +295,20 @@ class _SchedulerSpec(TraceSpec):
            for name in ("generation", "remainingDeps", "claims", "seq")},
         "state": _Variable(_string, "Tasks"),
         "deps": _Variable(_set_of(_id("Tasks")), "Tasks"),
+        "optional": _Variable(_set_of(_id("Tasks")), "Tasks"),
         "blockedBy": _Variable(_id_or_no_task("Tasks"), "Tasks"),
         "cancelRequested": _Variable(_boolean, "Tasks"),
     })
     id_sets = MappingProxyType({"Tasks": "generation"})
     no_task = ("blockedBy",)
     counts = MappingProxyType({"MaxConcurrency": (1, "an integer >= 1")})
-    # The TaskScheduler claims oldest first, and makes only required edges, never added later.
-    fixed = MappingProxyType({"OldestFirst": "TRUE", "OptionalEdges": "FALSE",
-                              "AddDepsAllowed": "FALSE"})
+    # The TaskScheduler claims oldest first, and makes both kinds of edge, and adds edges.
+    fixed = MappingProxyType({"OldestFirst": "TRUE", "OptionalEdges": "TRUE",
+                              "AddDepsAllowed": "TRUE"})
 
     def param_value(self, name: str, value: Any) -> Any:
-        # D may arrive as a list or tuple (a JSON array); in the spec it is a set.
-        return frozenset(value) if name == "D" else value
+        # D and O may arrive as a list or tuple (a JSON array); in the spec they are sets.
+        return frozenset(value) if name in ("D", "O") else value
 
     def model_state(self, state: Any, ids: Mapping[str, Sequence[Hashable]]) -> dict[str, Any]:
         return specstate.spec_state(state, ids["Tasks"])
@@ -475,7 +477,7 @@ def _check_params(trace: Trace, spec: TraceSpec, ids: Ids) -> None:
         for name in action.params:
             value = step.params[name]
             kind, otherwise = spec.params[name]
-            if name == "D" and isinstance(value, frozenset | set):
+            if name in ("D", "O") and isinstance(value, frozenset | set):
                 value = tuple(value)
             if not kind(value, ids):
                 raise TraceError(f"{where}: {name} = {value!r} {otherwise}")

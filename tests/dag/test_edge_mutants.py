@@ -1,7 +1,8 @@
-"""Each seeded bug of edge kinds and ``add_deps`` in the TaskScheduler is killed by lock-step.
+"""Each seeded bug of edge kinds and ``add_deps`` in the TaskScheduler is killed.
 
 The mutants are in ``refsched/verify/dag/mutants.py`` (section "edge kinds and add_deps"); each
-one is run here against the lock-step layer alone, which must kill it with evidence.
+one is run here against the lock-step layer alone, which must kill it with evidence, but the
+race of ``add_deps`` with a claim, which only the explorer's interleavings can show.
 """
 
 from __future__ import annotations
@@ -28,6 +29,18 @@ BUDGET = replace(Budget(), lockstep_examples=300)
 
 def test_the_edge_section_has_its_mutants() -> None:
     assert len(EDGE_MUTANTS) == 14
+
+
+def test_the_explorer_kills_add_deps_that_lets_a_claim_in_between() -> None:
+    """No single-threaded check can see it: a claim must come between the check and the
+    change. The scenario add_deps_claim makes it come there."""
+    (mutant,) = (m for m in CATALOGUE if m.name == "add_deps_check_then_act")
+    budget = replace(Budget(), scenarios=("add_deps_claim",))
+    result = run_mutant(mutant, ["lockstep", "explore"], budget=budget, all_layers=True)
+    lockstep, explore = result.layers
+    assert lockstep.status == "survived", lockstep.evidence
+    assert explore.status == "killed", explore.evidence
+    assert "add_deps_claim" in explore.evidence
 
 
 @pytest.mark.parametrize("mutant", EDGE_MUTANTS, ids=lambda m: m.name)

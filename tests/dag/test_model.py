@@ -140,9 +140,9 @@ def test_close_cancels_waiting_versions_and_keeps_running_ones() -> None:
 
 
 def test_action_table_matches_the_spec_action_names() -> None:
-    assert set(ACTIONS) == {"Submit", "Start", "Claim", "Complete", "Fail", "Cancel",
-                            "AcknowledgeCancel", "Retry", "Close", "StaleCallback",
-                            "RepeatedCallback"}
+    assert set(ACTIONS) == {"Submit", "SubmitOptional", "AddDeps", "Start", "Claim",
+                            "Complete", "Fail", "Cancel", "AcknowledgeCancel", "Retry", "Close",
+                            "StaleCallback", "RepeatedCallback"}
 
 
 def test_a_model_without_settle_breaks_blocked_propagated(monkeypatch: pytest.MonkeyPatch) -> None:

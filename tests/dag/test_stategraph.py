@@ -159,7 +159,8 @@ def test_tlc_graph_equals_the_model_graph(dumped: stategraph.TLCStateGraph,
     assert matched.state_count == len(dumped.states) == 5784
     assert matched.edge_count == len(dumped.edges)
     labels = Counter(label for _, _, label in dumped.edges)
-    assert set(labels) == set(A.ACTIONS)  # every action appears, under its model name
+    # every action but the gated ones (off here) appears, under its model name
+    assert set(labels) == set(A.ACTIONS) - set(A.EDGE_ACTIONS)
     assert Counter(e.action for e in matched.all_edges()) == labels
 
 
@@ -294,8 +295,15 @@ def test_each_corpus_instance_has_its_own_files_and_module() -> None:
         "MCDurableSchedulerCorpusDiamond.cfg")
     assert durable.spec_files_of(durable.traces_config) == durable.spec_files
     # a system of one instance keeps its one corpus
+    timer = system.get("timer")
+    assert timer.instances == (timer.traces_config,) and timer.bundle_of(
+        timer.traces_config) == timer.bundle
+    # the TaskScheduler's first instance keeps the corpus's first names
     dag = system.get("scheduler")
-    assert dag.instances == (dag.traces_config,) and dag.bundle_of(dag.traces_config) == \
-        dag.bundle
+    assert dag.instances[0] == dag.traces_config and dag.bundle_of(dag.traces_config) == \
+        dag.bundle == "scheduler-cover.jsonl.gz"
+    assert dag.bundle_of("MCSchedulerCorpusEdges.cfg") == "scheduler-edges-cover.jsonl.gz"
+    assert dag.manifest_of("MCSchedulerCorpusAddDeps.cfg") == "scheduler-adddeps-manifest.json"
+    assert dag.module_of("MCSchedulerCorpusAddDeps.cfg") == "MCSchedulerCorpus.tla"
     with pytest.raises(ValueError, match="not a corpus instance"):
         durable.bundle_of("MCDurableScheduler.cfg")

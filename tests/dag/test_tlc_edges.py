@@ -3,7 +3,7 @@
 ``MCSchedulerEdges.cfg`` (3 ids) holds with its recorded state count; its mutants, one for
 each check it lists, are in ``tests/dag/test_tlc.py`` with the spec's others. TLC's whole
 state graph is the model's, edge for edge (``refsched.verify.stategraph.match``), on two
-instances: ``MCSchedulerEdgesTraces.cfg`` (2 ids, 2 generations, both constants TRUE: the
+instances: ``MCSchedulerCorpusEdges.cfg`` (2 ids, 2 generations, both constants TRUE: the
 optional edges, their parents ended and replaced; AddDeps has no step there, since a pending
 version's one possible dep is already its dep) and ``MCSchedulerAddDepsTraces.cfg`` (3 ids,
 AddDeps with required edges). The match fails on a model that forgets a rule.

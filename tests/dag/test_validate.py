@@ -181,7 +181,10 @@ def sequential_trace() -> Trace:
     s.ready()                          # 14 Claim(1): b
     s.complete("b", 2)                 # 15
     s.complete("b", 2)                 # 16 RepeatedCallback
-    s.close(cancel_pending=True)       # 17
+    s.submit("e", ["b"], optional=["d"])  # 17 SubmitOptional: d blocked, so e is ready
+    s.submit("f", ["e"])               # 18
+    s.add_deps("f", ["d"])             # 19 AddDeps: a dead required dep blocks f
+    s.close(cancel_pending=True)       # 20
     return recorder.trace(2, name="sequential")
 
 
@@ -211,7 +214,7 @@ def test_changed_state_value_is_rejected_at_its_step() -> None:
     assert (verdict.first_rejected_step, verdict.action, verdict.params) == (8, "Claim", {"k": 2})
     assert verdict.reason is not None and 'state["b"]: recorded "ready", model "running"' \
         in verdict.reason
-    assert "rejected at step 8 of 17, Claim(k=2)" in format_validation(verdict)
+    assert "rejected at step 8 of 20, Claim(k=2)" in format_validation(verdict)
 
 
 def test_swapped_steps_are_rejected_at_the_first() -> None:

@@ -24,6 +24,7 @@ from refsched.types import Claim, TaskState
 
 __all__ = [
     "SCENARIOS",
+    "add_deps_claim",
     "close_ready_callbacks",
     "complete_stale",
     "cooperative_cancel",
@@ -36,6 +37,7 @@ __all__ = [
     "runner_fan_out",
     "runner_result_wait",
     "scenario",
+    "shared_dep_cancel_complete",
 ]
 
 SchedulerClass = Callable[[int], TaskScheduler]
@@ -238,6 +240,79 @@ def failure_while_claiming(cls: SchedulerClass = TaskScheduler) -> Scenario:
     return Scenario("failure_while_claiming", body, failure_while_claiming.__doc__ or "")
 
 
+def add_deps_claim(cls: SchedulerClass = TaskScheduler) -> Scenario:
+    """add_deps('x', ['c']) while another thread completes x's one dep and claims x."""
+
+    def body(ctx: Context) -> None:
+        s = ctx.watch(cls(2))
+        s.submit("a")
+        s.submit("c", ["a"])
+        s.submit("x", ["a"])
+        s.start()
+        (claim,) = s.ready()  # a runs
+        refused: list[BaseException] = []
+
+        def claimer() -> None:
+            s.complete("a", claim.generation)
+            s.ready()  # c and x, unless x waits for c by now
+
+        def adder() -> None:
+            try:
+                s.add_deps("x", ["c"])
+            except InvalidTransitionError as error:  # x was claimed (or ready) first
+                refused.append(error)
+
+        ctx.spawn(claimer, name="claimer")
+        ctx.spawn(adder, name="adder")
+
+        def added_only_to_pending() -> None:
+            x = s.info("x")
+            if refused:
+                assert x.deps == {"a"} and x.state is not TaskState.PENDING, x
+            else:
+                assert x.deps == {"a", "c"} and x.state is TaskState.PENDING, x
+
+        ctx.at_end("x runs on its old deps and add_deps is refused, or x waits for c too",
+                   added_only_to_pending)
+
+    return Scenario("add_deps_claim", body, add_deps_claim.__doc__ or "")
+
+
+def shared_dep_cancel_complete(cls: SchedulerClass = TaskScheduler) -> Scenario:
+    """cancel('s') of a dependency shared by x (required) and y (optional) while another
+    thread claims s and completes it."""
+
+    def body(ctx: Context) -> None:
+        s = ctx.watch(cls(2))
+        s.submit("s")
+        s.submit("x", ["s"])
+        s.submit("y", optional=["s"])
+        s.start()
+
+        def worker() -> None:
+            for claim in s.ready():
+                s.complete(claim.task_id, claim.generation)
+
+        ctx.spawn(worker, name="worker")
+        ctx.spawn(s.cancel, "s", name="canceller")
+
+        def only_the_shared_dep_ends() -> None:
+            shared = s.state("s")
+            if shared is TaskState.CANCELLED:  # cancelled before the claim
+                assert s.info("x").blocked_by == "s", s.info("x")
+                # y no longer waits: ready, or claimed by the worker's ready() and completed
+                assert s.state("y") in (TaskState.READY, TaskState.SUCCEEDED), s.info("y")
+            else:  # claimed first: the cancel was a request, and s succeeded
+                assert shared is TaskState.SUCCEEDED, shared
+                assert s.state("x") is s.state("y") is TaskState.READY, (s.info("x"),
+                                                                         s.info("y"))
+
+        ctx.at_end("x is blocked and y runs, or s succeeded and both are ready",
+                   only_the_shared_dep_ends)
+
+    return Scenario("shared_dep_cancel_complete", body, shared_dep_cancel_complete.__doc__ or "")
+
+
 def runner_close_timeout(cls: RunnerClass = Runner) -> Scenario:
     """Runner.close(timeout=0.5) while its one function waits up to 1 s for another thread."""
 
@@ -366,6 +441,8 @@ SCENARIOS: dict[str, Scenario] = by_name(
     resubmit_claim(),
     close_ready_callbacks(),
     failure_while_claiming(),
+    add_deps_claim(),
+    shared_dep_cancel_complete(),
     runner_close_timeout(),
     cooperative_cancel(),
     runner_chain(),

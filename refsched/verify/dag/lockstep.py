@@ -35,7 +35,6 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from refsched.model import ACTIONS, INITIAL, ReferenceScheduler, violated, violated_by_step
-from refsched.model.dag.actions import EDGE_ACTIONS
 from refsched.model.dag.counters import Counts
 from refsched.profile import FULL, Profile
 from refsched.types import Snapshot, TaskState
@@ -79,8 +78,7 @@ def _valid_cycle(cycle: list[Hashable], edges: dict[Hashable, frozenset[Hashable
 def _spec_params(action: str, args: tuple[Any, ...]) -> dict[str, Any]:
     """The spec parameters of a model history entry (Claim's arguments end with
     MaxConcurrency, which is a constant, not a parameter)."""
-    params = (ACTIONS[action] if action in ACTIONS else EDGE_ACTIONS[action]).params
-    return dict(zip(params, args, strict=False))
+    return dict(zip(ACTIONS[action].params, args, strict=False))
 
 
 def _show_answer(value: Any, error: BaseException | None) -> str:
@@ -213,7 +211,7 @@ def _fatal_passes(fatal: Fatal) -> Iterator[None]:
 class Ledger(CallLedger):
     """What a lock-step run exercised: calls, the spec actions taken, and notable steps."""
 
-    ACTIONS = (*ACTIONS, *EDGE_ACTIONS)
+    ACTIONS = tuple(ACTIONS)
     EVENTS = (
         "refused call",  # the call raised and the state did not change
         "Settle blocked a chain",  # one step blocked versions at two or more depths

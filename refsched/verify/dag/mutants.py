@@ -294,6 +294,14 @@ CATALOGUE: tuple[Mutant, ...] = (
                 self._record("AddDeps",""",
        """            if self._recorder is not None:
                 self._record("AddDeps","""),
+    _m("add_deps_check_then_act", _S,
+       "add_deps() checks that the version is pending, drops the lock, then adds the edges",
+       """            get = self._rows.get
+            found = [(d, get(d)) for d in new_t]""",
+       """            self._lock.release()
+            self._lock.acquire()
+            get = self._rows.get
+            found = [(d, get(d)) for d in new_t]"""),
     _m("info_hides_edge_kinds", _S, "info() reports no optional edges",
        """                optional=self._optional.get(row, frozenset()),""",
        """                optional=frozenset(),"""),

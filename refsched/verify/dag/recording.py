@@ -90,8 +90,9 @@ def record_runner_run(seed: int, *, tasks: int = 6, workers: int = 3,
     """Record one random run of a :class:`Runner` with ``workers`` threads over ``tasks`` ids.
 
     From the seed: a DAG over ``"t0"``, ``"t1"``, ... (each id depends on up to ``max_deps``
-    earlier ones) and, per task, a function that succeeds, sleeps briefly, fails, fails then
-    recovers, or waits on its cancel token. The run submits the graph, starts, cancels some
+    earlier ones, some through optional edges) and, per task, a function that succeeds, sleeps
+    briefly, fails, fails then recovers, or waits on its cancel token. The run submits the
+    graph, adds an edge to a pending task (``add_deps``), starts, cancels some
     tasks from outside while they run, resubmits one task mid-run, waits, retries failed,
     blocked and cancelled tasks, reports a late duplicate and a stale callback as a lost
     worker would, and closes with or without ``cancel_pending``. Which step comes when is up
@@ -112,12 +113,21 @@ def record_runner_run(seed: int, *, tasks: int = 6, workers: int = 3,
     resubmitted = rng.choice(ids)
     cancel_pending = rng.random() < 0.5
     deadline = time.monotonic() + _WAIT
+    # The edge kinds and the added edge come from a stream of their own, so that the rest of
+    # a seed's run is what it was before edges had kinds.
+    edges_rng = random.Random(f"edges-{seed}")
+    optional = {t: [d for d in deps[t] if edges_rng.random() < 0.3] for t in ids}
+    added = _added_edge(edges_rng, ids, deps)
 
     recorder = TraceRecorder()
     runner = Runner(max_workers=workers, recorder=recorder)
     try:
         for t in ids:
-            runner.submit(t, functions[t], deps[t])
+            required = [d for d in deps[t] if d not in optional[t]]
+            runner.submit(t, functions[t], required, optional=optional[t])
+        if added is not None:
+            task, dep, kind = added
+            runner.add_deps(task, **{kind: [dep]})
         runner.start()
         for t in to_cancel:  # from this thread, while the workers run
             _wait_until_running(runner, t, deadline)
@@ -141,6 +151,18 @@ def record_runner_run(seed: int, *, tasks: int = 6, workers: int = 3,
         "source": "refsched.verify.dag.recording.record_runner_run",
         "seed": seed, "tasks": tasks, "workers": workers, "max_deps": max_deps,
     })
+
+
+def _added_edge(rng: random.Random, ids: list[str],
+                deps: dict[str, list[str]]) -> tuple[str, str, str] | None:
+    """An edge ``add_deps`` can add before start: (task, an earlier id not yet its dep, "deps"
+    or "optional"), from a task with deps (pending, not ready); None where there is none."""
+    choices = [(t, d) for i, t in enumerate(ids) if deps[t]
+               for d in ids[:i] if d not in deps[t]]
+    if not choices:
+        return None
+    task, dep = rng.choice(choices)
+    return task, dep, rng.choice(("deps", "optional"))
 
 
 def _late_reports(runner: Runner, task_id: Hashable) -> None:
