@@ -3,9 +3,10 @@ version ended -> the waiting child's fate), and each cell it takes goes the tabl
 
 Read from the two corpus instances with edge kinds (``scheduler-edges``: 2 ids, 2 generations;
 ``scheduler-adddeps``: 3 ids, where a parent is blocked by its own parent): a cell is a step in
-which a parent of a waiting child ends (succeeded, failed, cancelled, blocked) or, having ended, is replaced by a
-new version; the child's state after the step is its fate. Replay checks each step against the
-model; this test checks that the steps the corpus holds reach every cell.
+which a parent of a waiting child ends (succeeded, failed, cancelled, blocked) or, having
+ended, is replaced by a new version; the child's state after the step is its fate. Replay
+checks each step against the model; this test checks that the steps the corpus holds reach
+every cell.
 """
 
 from __future__ import annotations
