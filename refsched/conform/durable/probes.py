@@ -23,6 +23,11 @@ model of ``spec/Schedule.tla``: the reference store keeps each schedule's spec s
 a change of the schedule), and submits each ``run`` as the durable model's ``Submit``. A run is
 in the snapshot, so a slot decided otherwise shows after the call that decided it; those probes
 own their state (``owns_state``): the difference is named by the schedule clause they ask.
+A cron timing's slots are the times ``cronsim`` (the library the store reads cron with) gives
+walking from the schedule's first second, each the model's next slot. The model's store begins
+its clock where the implementation's does (:func:`align`), a probe brings the clock to a date
+by :class:`Until` and names a run by :class:`Run` (its schedule and slot, each side reading
+the task id from its own ``schedules``), so no probe assumes a clock that begins at 0.
 """
 
 from __future__ import annotations
