@@ -11,22 +11,36 @@ import pytest
 
 from refsched.durable import DurableScheduler
 from refsched.verify.durable.mutants import CATALOGUE
-from refsched.verify.durable.soak import soak_run
+from refsched.verify.durable.soak import JUDGED_AGINGS, SOAK_AGINGS, soak_run
+from refsched.verify.durable.validate import validate_history
 from refsched.verify.mutants import KILLED, Budget, run_mutant
 
 BY_NAME = {m.name: m for m in CATALOGUE}
 
 
-def test_a_soak_run_submits_priorities_and_delays_and_its_history_passes(
+def test_a_soak_run_submits_priorities_and_delays_and_tlc_accepts_its_history(
         tmp_path: Path) -> None:
     report = soak_run(3, tmp_path, tasks=12, workers=3, timeout=120.0)
     assert report.problems == [], report.problems
     assert report.delayed > 0 and report.prioritised > 0
     with DurableScheduler(report.store) as db:
-        assert db.aging == report.aging
-        submits = [params for action, params, _ in db.timed_history() if action == "Submit"]
+        assert db.aging == report.aging and report.aging in JUDGED_AGINGS
+        history = db.timed_history()
+        verdict = validate_history(history, max_concurrency=db.max_concurrency,
+                                   max_attempts=db.max_attempts, aging=db.aging)
+    submits = [params for action, params, _ in history if action == "Submit"]
     assert sum(1 for p in submits if p["d"] > 0) == report.delayed
     assert sum(1 for p in submits if p["p"] != 0) == report.prioritised
+    assert any(p["p"] < 0 for p in submits)  # a negative priority, which TLC reads too
+    assert verdict.accepted, verdict.reason
+
+
+def test_a_soak_run_on_a_store_aging_a_level_a_second_passes_its_check(tmp_path: Path) -> None:
+    # refsched soak's own agings: under one level a second the delays reorder the claims
+    assert 1.0 in SOAK_AGINGS
+    report = soak_run(4, tmp_path, tasks=12, workers=3, timeout=120.0, agings=(1.0,))
+    assert report.problems == [], report.problems
+    assert report.aging == 1.0 and report.delayed > 0 and report.prioritised > 0
 
 
 @pytest.mark.parametrize(("name", "rule"), [

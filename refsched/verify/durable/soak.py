@@ -1,13 +1,14 @@
 """``refsched soak``: random DAGs through real worker processes under random kills and pauses.
 
-Each run makes a fresh SQLite store that records its history (with the default aging, strict
-priority or one priority level a second, by the seed), submits a random DAG of tasks that sleep
-a little, some with a priority and some with a delay, starts worker processes, and while they
-work sends random faults: SIGKILL (the worker is replaced by a new process); SIGSTOP, then
-SIGCONT after a pause longer than the lease; and a pause of every worker at once, the victim
-resumed first and the others a moment later, so that the victim wakes alone to leases it lost
-and re-claims its own versions (a self re-claim: its lost attempt and the new one run side by
-side in one process). When every version has ended, the run is judged:
+Each run makes a fresh SQLite store that records its history (with one of ``agings``, by the
+seed: :data:`JUDGED_AGINGS` unless told, and with ``refsched soak`` :data:`SOAK_AGINGS`),
+submits a random DAG of tasks that sleep a little, some with a priority and some with a delay,
+starts worker processes, and while they work sends random faults: SIGKILL (the worker is
+replaced by a new process); SIGSTOP, then SIGCONT after a pause longer than the lease; and a
+pause of every worker at once, the victim resumed first and the others a moment later, so that
+the victim wakes alone to leases it lost and re-claims its own versions (a self re-claim: its
+lost attempt and the new one run side by side in one process). When every version has ended,
+the run is judged:
 
 - the recorded history is a behaviour of the spec (:mod:`refsched.verify.durable.history`:
   the lease rules step by step, the scheduler part through the refinement mapping, and each
@@ -41,7 +42,17 @@ from refsched.durable.scheduler import AGING, DurableScheduler
 from refsched.errors import SchedulerError
 from refsched.verify.durable.history import HistoryCheck, check_history
 
-__all__ = ["RunReport", "main", "self_reclaims", "soak_run"]
+__all__ = ["JUDGED_AGINGS", "SOAK_AGINGS", "RunReport", "main", "self_reclaims", "soak_run"]
+
+#: The agings of a run whose history TLC judges too (``refsched verify``, ``refsched mutants``):
+#: the default, under which no version of a run's few seconds gains a level, and strict
+#: priority. TLC places a wall clock's ticks itself, so it cannot judge a claim order that
+#: the seconds between versions change (``validate_history`` refuses such a history).
+JUDGED_AGINGS: tuple[float | None, ...] = (AGING, None)
+
+#: ``refsched soak``'s agings, judged by the run's own history check alone, in the store's
+#: seconds: one level a second too, under which a run's delays reorder its claims.
+SOAK_AGINGS: tuple[float | None, ...] = (*JUDGED_AGINGS, 1.0)
 
 
 @dataclass
@@ -71,14 +82,13 @@ def _worker(url: str, lease: float, name: str) -> subprocess.Popen[bytes]:
 
 
 def soak_run(seed: int, folder: Path, *, tasks: int = 20, workers: int = 3, lease: float = 0.5,
-             faults: bool = True, timeout: float = 120.0) -> RunReport:
+             faults: bool = True, timeout: float = 120.0,
+             agings: Sequence[float | None] = JUDGED_AGINGS) -> RunReport:
     """One run (see the module docstring); ``problems`` is empty when it passed."""
     rng = random.Random(seed)
     url = f"sqlite:///{folder / f'soak-{seed}.db'}"
     report = RunReport(seed, tasks, url)
-    # The default aging, which within a run's few seconds is nearly strict priority; strict
-    # priority; and one level a second, under which a run's delays reorder the claims.
-    report.aging = rng.choice((AGING, None, 1.0))
+    report.aging = rng.choice(agings)
     db = DurableScheduler(url, max_concurrency=rng.randint(1, 3), max_attempts=50, record=True,
                           aging=report.aging)
     for i in range(tasks):
@@ -212,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for seed in range(args.seed, args.seed + args.runs):
             try:
                 r = soak_run(seed, folder, tasks=args.tasks, workers=args.workers,
-                             faults=not args.no_faults)
+                             faults=not args.no_faults, agings=SOAK_AGINGS)
             except SchedulerError as e:
                 print(f"refsched soak: {e}", file=sys.stderr)
                 return 2
