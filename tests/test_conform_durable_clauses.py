@@ -13,6 +13,7 @@ import dataclasses
 import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +27,7 @@ from refsched.conform.durable.wire import RemoteDurable
 from refsched.conform.oracle import check
 from refsched.conform.probes import model_answers, run_probes
 from refsched.conform.protocol import Unsupported
-from refsched.conform.report import PhaseResult
+from refsched.conform.report import PhaseResult, WireRow
 from refsched.durable import DurableScheduler, Lease
 from refsched.errors import InvalidTransitionError, SchedulerClosedError, StaleLeaseError
 from refsched.profile import full_profile
@@ -270,7 +271,7 @@ def test_a_profile_without_schedules_asks_no_schedule_clause() -> None:
                                            profile=without), corpus=False, examples=0)
     assert report.exit_status == 0, report.format()
     assert {p.clause for p in PROBES if "schedules" in needs_of(p)} == SCHEDULE_CLAUSES
-    assert len(SCHEDULE_CLAUSES) == 6
+    assert len(SCHEDULE_CLAUSES) == 7
 
 
 def test_huey_declares_no_schedules_and_is_asked_no_schedule_clause() -> None:
@@ -311,3 +312,57 @@ def test_a_slot_decided_otherwise_is_named_by_its_schedule_clause_at_the_tick(
     last = example.calls[-1]
     assert last.request["op"] == "tick" and last.model_answer == last.implementation_answer
     assert "snapshots differ" in example.wire_reason and last.diff
+
+
+class ClockBeginsLater(DurableScheduler):
+    """A conforming store whose virtual clock begins at 1000.5 s, not at 0 (set in the store,
+    as no step: its history holds no Tick for it)."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        with self._store.transaction() as tx:
+            if tx.now() == 0:
+                tx.meta_add("now", 1000.5)
+
+
+def test_a_store_whose_clock_begins_later_conforms_in_every_schedule_probe(
+        tmp_path: Path) -> None:
+    # the runs are named by each side's own slot times, and the model's clock begins where
+    # the store's does: slots and run ids agree wherever the clock begins
+    report = check(InProcessImplementation(ClockBeginsLater, system="durable"), corpus=False,
+                   examples=0)
+    assert report.exit_status == 0, report.format()
+    store = ClockBeginsLater(f"sqlite:///{tmp_path / 'later.db'}", 1, clock="virtual")
+    try:
+        assert store.now() == 1000.5
+    finally:
+        store.release()
+
+
+def test_the_cron_probe_expects_the_slots_cronsim_gives_across_the_clock_change() -> None:
+    (probe,) = [p for p in PROBES if p.clause == "durable.schedule.cron"]
+    *_, (method, _, listed), (again, _, created) = model_answers("durable", probe)
+    assert method == "schedules" and again == "schedule" and created is False
+    # Europe/London's 01:30 falls at 02:00 BST (01:00 UTC) the night the clocks go forward,
+    # then at 01:30 BST (00:30 UTC): the times cronsim gives, each one run
+    assert [(slot.task, slot.decision) for slot in listed["london"].slots] == [
+        ("london@2024-03-31T01:00:00Z", "run"), ("london@2024-04-01T00:30:00Z", "run")]
+    assert not any(slot.task.startswith(("utc@", "hourly@"))  # unscheduled before the tick
+                   for slot in listed["london"].slots)
+
+
+@pytest.mark.parametrize("cls", [broken.CronStepsByItsFirstGap,
+                                 broken.ZoneOffsetFixedAtCreation], ids=lambda c: c.__name__)
+def test_a_store_that_reads_cron_wrongly_is_caught_at_the_tick_that_decides_its_slots(
+        cls: type[Any]) -> None:
+    report = check(InProcessImplementation(cls, system="durable"), corpus=False, examples=0)
+    example = report.counterexample
+    assert report.exit_status == 1 and example is not None, report.format()
+    assert example.wire_reason.startswith("rule durable.schedule.cron: "), example.wire_reason
+    last = example.calls[-1]
+    assert isinstance(last, WireRow) and last.request["op"] == "tick"
+    assert "snapshots differ" in example.wire_reason
+    # left out with the schedules: nothing else of the store is wrong
+    without = dataclasses.replace(FULL, schedules=False)
+    assert check(InProcessImplementation(cls, system="durable", profile=without),
+                 corpus=False, examples=0).exit_status == 0

@@ -144,6 +144,10 @@ def _lists_skipped_or_held(_: Mapping[str, Any], answer: Any) -> bool:
                for view in _schedules(answer))
 
 
+def _cron(args: Mapping[str, Any], _: Any) -> bool:
+    return args.get("cron") is not None
+
+
 _SCHEDULE_OPS: Final = ("schedule", "unschedule", "pause", "resume", "schedules")
 
 _NAMED: Final = ("complete", "fail", "acknowledge_cancel", "cancel", "retry", "state")
@@ -436,6 +440,11 @@ _DURABLE: Final = (
            "held slot runs once no run is unfinished) and run under `allow`; a slot that "
            "comes while the schedule is paused is `skipped`.",
            ("schedules",), _lists_skipped_or_held),
+    Clause("durable.schedule.cron", ("schedule",), "ok",
+           "a `cron` timing's slots are the times its five-field expression gives from the "
+           "schedule's first whole second on, read in `timezone` (UTC when none) as the "
+           "`cronsim` library reads it, across a daylight-saving change too; each is decided "
+           "as any slot, a `run` named by the slot's time in UTC.", ("schedules",), _cron),
     Clause("durable.schedule.decide", _SCHEDULE_OPS, "ok",
            "each slot whose time has come is decided once, oldest first, by the next `claim`, "
            "`tick` or change of its schedule: a `run` submits one version of the task id "
@@ -487,7 +496,8 @@ PARAMETERS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
         "cancel": ("task",), "retry": ("task",), "close": ("cancel_pending",),
         "tick": ("seconds",), "expire": (), "now": (), "snapshot": (), "leases": (),
         "stats": (), "history": (),
-        "schedule": ("name", "fn", "every", "cron", "overlap", "catchup", "priority"),
+        "schedule": ("name", "fn", "every", "cron", "overlap", "catchup", "priority",
+                     "timezone"),
         "unschedule": ("name",), "pause": ("name",), "resume": ("name",), "schedules": (),
     },
 }

@@ -15,9 +15,11 @@ The first difference is a :class:`~refsched.conform.report.Counterexample` whose
 the rule: ``rule dag.submit.duplicate-dep: ...``. Each system's probes and how it compares
 live in ``refsched.conform.<system>.probes`` (``PROBES``, ``new_model``,
 ``new_implementation``, ``call``, ``show``, ``states``, ``needs_of``...; ``judge(...)`` where
-an answer is judged beyond :func:`differ` with ``comparable(value)``, itself by default; and,
-where ``new`` takes no ``max_concurrency``, ``instance``); a system without that module has no
-clauses phase. A call is shown as the request the system's wire names it (``Wire.op_of``).
+an answer is judged beyond :func:`differ` with ``comparable(value)``, itself by default;
+``align(model, implementation)`` where a fresh model takes something of the fresh
+implementation it stands beside, such as where its clock begins; and, where ``new`` takes no
+``max_concurrency``, ``instance``); a system without that module has no clauses phase. A
+call is shown as the request the system's wire names it (``Wire.op_of``).
 """
 
 from __future__ import annotations
@@ -149,6 +151,8 @@ def _run_probe(system: str, kit: Any, probe: Probe, factory: Callable[..., Any],
                 if actual_error is None:
                     impl, actual = actual, None
                     made.append(impl)
+                if expected_error is None and actual_error is None and hasattr(kit, "align"):
+                    kit.align(model, impl)  # the model's clock begins where the other's does
             problem = (kit.judge(method, args, before, expected, expected_error, actual,
                                  actual_error, profile) if hasattr(kit, "judge")
                        else differ(expected, expected_error, actual, actual_error, show=kit.show,

@@ -473,7 +473,8 @@ def _tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
 
 
 def _durable_tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
-    """Soak runs (worker processes under SIGKILL and SIGSTOP), each history judged by TLC."""
+    """Soak runs (worker processes under SIGKILL and SIGSTOP), each history checked as the run
+    checks it (``soak_run``'s ``spec_problems``), then judged by TLC."""
     from refsched.durable import DurableScheduler
     from refsched.verify.durable.soak import soak_run
     from refsched.verify.durable.validate import validate_history
@@ -484,6 +485,9 @@ def _durable_tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
                 report = soak_run(seed, Path(folder), tasks=10, workers=3, timeout=60.0)
             except Exception:
                 return ERROR, _short(f"soak_run({seed}) raised\n{traceback.format_exc()}")
+            if report.spec_problems:  # the run's own check of its history, before TLC's
+                return KILLED, _short(f"soak_run({seed}): the history check finds "
+                                      + "; ".join(report.spec_problems[:3]))
             with DurableScheduler(report.store) as db:
                 history = db.timed_history()
                 if not history:

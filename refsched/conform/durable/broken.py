@@ -17,13 +17,17 @@ for one process.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from refsched.durable import DurableScheduler, Lease
 from refsched.durable.scheduler import PRIORITY_RANGE
 from refsched.durable.store import Tx
 from refsched.errors import LeaseLostError, SchedulerError, StaleLeaseError, UnknownTaskError
+from refsched.schedule import Timing
 from refsched.types import TaskState
 
 __all__ = [
@@ -33,6 +37,7 @@ __all__ = [
     "CancelDoesNotBlock",
     "CancelIgnoresRunning",
     "CatchupOneSecondShort",
+    "CronStepsByItsFirstGap",
     "DueOneSecondEarly",
     "HeartbeatExtendsFromDeadline",
     "HeartbeatHidesCancel",
@@ -41,6 +46,7 @@ __all__ = [
     "RepeatedReportRefused",
     "SkipRunsOverlapping",
     "StaleAttemptAccepted",
+    "ZoneOffsetFixedAtCreation",
 ]
 
 
@@ -279,9 +285,64 @@ class CatchupOneSecondShort(DurableScheduler):
         return super().schedule(name, **options)
 
 
+def _cron_start(db: DurableScheduler, options: dict[str, Any]) -> Timing | None:
+    """The timing a well-formed cron schedule made now would have (None for any other, which
+    the real ``schedule()`` takes or refuses as it is)."""
+    cron, zone = options.get("cron"), options.get("timezone", "UTC")
+    if options.get("every") is not None or options.get("start") is not None:
+        return None
+    try:
+        return Timing(cron=cron, timezone=zone, start=float(math.ceil(db.now())))
+    except (SchedulerError, TypeError, ValueError):
+        return None
+
+
+class CronStepsByItsFirstGap(DurableScheduler):
+    """Decide (docs/time.md, "Recurring schedules"): a cron timing's slots are the times its
+    expression gives, however unevenly they fall.
+
+    Bug: the expression is read for its first two times only, and the schedule steps by the
+    gap between them: ``0,45 * * * *`` from 23:10 runs at 23:45, 00:00, 00:15, 00:30...,
+    two slots where it has one.
+    """
+
+    rule = "durable.schedule.cron"
+
+    def schedule(self, name: str, **options: Any) -> bool:
+        timing = _cron_start(self, options)
+        first = None if timing is None else timing.first_slot()
+        second = None if first is None or timing is None else timing.slot_after(first)
+        if first is not None and second is not None:
+            options.update(cron=None, timezone="UTC", every=second - first,
+                           start=datetime.fromtimestamp(first, UTC))
+        return super().schedule(name, **options)
+
+
+class ZoneOffsetFixedAtCreation(DurableScheduler):
+    """Decide (docs/time.md, "Recurring schedules"): a cron expression is read in its time
+    zone, whose offset from UTC changes with daylight saving.
+
+    Bug: the zone is read once, as its offset when the schedule is made: a wall time after
+    the change falls an hour off (``30 1 * * *`` in Europe/London runs at 01:30 UTC on the
+    night the clocks go forward, not at 01:00 UTC, 02:00 BST).
+    """
+
+    rule = "durable.schedule.cron"
+
+    def schedule(self, name: str, **options: Any) -> bool:
+        timing = _cron_start(self, options)
+        if timing is not None and timing.timezone != "UTC":
+            offset = ZoneInfo(timing.timezone).utcoffset(datetime.fromtimestamp(timing.start,
+                                                                                 UTC))
+            hours = 0 if offset is None else round(offset.total_seconds() / 3600)
+            # the Etc zones name an offset with the sign turned round (Etc/GMT+5 is UTC-5)
+            options["timezone"] = "Etc/GMT" + ("" if hours == 0 else f"{-hours:+d}")
+        return super().schedule(name, **options)
+
+
 BROKEN_CLAUSES: tuple[type[DurableScheduler], ...] = (
     DueOneSecondEarly, PriorityIgnored, SkipRunsOverlapping, BufferDropsHeldSlot,
-    CatchupOneSecondShort,
+    CatchupOneSecondShort, CronStepsByItsFirstGap, ZoneOffsetFixedAtCreation,
 )
 """The broken stores of due times, priorities and schedules, each with the rule it breaks
 (``rule``)."""

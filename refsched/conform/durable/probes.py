@@ -23,6 +23,11 @@ model of ``spec/Schedule.tla``: the reference store keeps each schedule's spec s
 a change of the schedule), and submits each ``run`` as the durable model's ``Submit``. A run is
 in the snapshot, so a slot decided otherwise shows after the call that decided it; those probes
 own their state (``owns_state``): the difference is named by the schedule clause they ask.
+A cron timing's slots are the times ``cronsim`` (the library the store reads cron with) gives
+walking from the schedule's first second, each the model's next slot. The model's store begins
+its clock where the implementation's does (:func:`align`), a probe brings the clock to a date
+by :class:`Until` and names a run by :class:`Run` (its schedule and slot, each side reading
+the task id from its own ``schedules``), so no probe assumes a clock that begins at 0.
 """
 
 from __future__ import annotations
@@ -33,9 +38,13 @@ import re
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
 
 from refsched.conform.dag.probes import refusal_differs as dag_refusal_differs
 from refsched.conform.durable.wire import ScheduleView, SlotView, schedule_views, waiting_times
@@ -68,8 +77,18 @@ from refsched.types import CloseReport, Snapshot, TaskState
 from refsched.verify.durable.lockstep import as_recorded
 from refsched.verify.replay import format_rows, snapshot_rows
 
-__all__ = ["PROBES", "Held", "ReferenceStore", "adapt", "call", "discard", "judge", "needs_of",
-           "new_implementation", "new_model", "show", "states"]
+__all__ = ["PROBES", "Held", "ReferenceStore", "Run", "Until", "adapt", "align", "call",
+           "discard", "judge", "needs_of", "new_implementation", "new_model", "show", "states"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """The task id of a schedule's run as a probe names it: the run of the ``slot``-th slot
+    ``schedule`` decided (0 the oldest), each side's as its own ``schedules`` lists it, so a
+    probe names a run by the store's slot times, wherever its clock began."""
+
+    schedule: str
+    slot: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,10 +96,19 @@ class Held:
     """A lease as a probe names it: the spec's ``<<t, g, a>>`` of ``worker``, by the fields
     of a :class:`~refsched.durable.Lease` that fence it."""
 
-    task_id: str
+    task_id: str | Run
     generation: int
     attempt: int
     worker: str = "w1"
+
+
+@dataclasses.dataclass(frozen=True)
+class Until:
+    """``tick``'s seconds as a probe names them: as many as bring the store's clock to ``at``
+    (seconds since the epoch, UTC), each side's from its own clock; a clock already there is
+    asked a tick of 0 seconds or less, which both sides refuse."""
+
+    at: float
 
 
 # -- the probes ---------------------------------------------------------------------------------
@@ -101,18 +129,23 @@ def _claim(worker: str = "w1", limit: Any = 1, lease: Any = 1) -> _Call:
     return ("claim", (worker, limit, lease))
 
 
-def _report(method: str, task: str, generation: int = 1, attempt: int = 1,
+def _report(method: str, task: str | Run, generation: int = 1, attempt: int = 1,
             worker: str = "w1") -> _Call:
     return (method, (Held(task, generation, attempt, worker),))
 
 
-def _tick(seconds: float) -> _Call:
+def _tick(seconds: float | Until) -> _Call:
     return ("tick", (seconds,))
 
 
 def _sched(name: str, every: Any = 1, overlap: Any = "skip", catchup: Any = None,
-           cron: Any = None, fn: str = NOOP, priority: Any = 0) -> _Call:
-    return ("schedule", (name, fn, every, cron, overlap, catchup, priority))
+           cron: Any = None, fn: str = NOOP, priority: Any = 0, timezone: Any = "UTC") -> _Call:
+    return ("schedule", (name, fn, every, cron, overlap, catchup, priority, timezone))
+
+
+def _utc(text: str) -> Until:
+    """The tick that brings the clock to ``text``, an ISO 8601 time in UTC."""
+    return Until(datetime.fromisoformat(text).replace(tzinfo=UTC).timestamp())
 
 
 _SCHEDULES: Final[_Call] = ("schedules", ())
@@ -194,14 +227,28 @@ PROBES: Final[tuple[Probe, ...]] = (
     # slot 3 is held; allow, paused, skips slot 4 and, resumed, runs slot 5
     _p("durable.schedule.overlap", ("new", (9, 2)), _START, _sched("skip"),
        _sched("buffer", overlap="buffer_one"), _sched("allow", overlap="allow"), _tick(1),
-       _tick(1), _claim("w1", 9, 100), _report("complete", slot_task_id("buffer", 0)), _tick(1),
+       _tick(1), _claim("w1", 9, 100), _report("complete", Run("buffer", 0)), _tick(1),
        ("pause", ("allow",)), _tick(1), ("resume", ("allow",)), _tick(1), _SCHEDULES,
        owns_state=True),
+    # Europe/London moves from GMT to BST at 01:00 UTC on 2024-03-31. From 23:10 UTC the day
+    # before: "utc" runs at 23:45, 00:00, 00:45, 01:00, ... (45 and 15 minutes apart);
+    # "london" at 01:30 London time, which that night falls at 02:00 BST (01:00 UTC) and the
+    # next at 01:30 BST (00:30 UTC); "hourly" at every :30 of real time (no 01:30 GMT that
+    # night). Its first run ended, "london" runs again under skip; the others, gone, do not;
+    # the same "london" again changes nothing.
+    _p("durable.schedule.cron", ("new", (9, 2)), _START, _tick(_utc("2024-03-30T23:10:00")),
+       _sched("utc", None, "allow", cron="0,45 * * * *"),
+       _sched("london", None, cron="30 1 * * *", timezone="Europe/London"),
+       _sched("hourly", None, "allow", cron="30 * * * *", timezone="Europe/London"),
+       _tick(3600), _tick(3600), _tick(3600), _claim("w1", 9, 100),
+       _report("complete", Run("london", 0)), ("unschedule", ("utc",)),
+       ("unschedule", ("hourly",)), _tick(_utc("2024-04-01T01:00:00")), _SCHEDULES,
+       _sched("london", None, cron="30 1 * * *", timezone="Europe/London"), owns_state=True),
     # slot 0 runs at once, slot 2 once the clock reaches it, each a version of its own id; the
     # same schedule again changes nothing; unschedule decides what is owed, then removes it
     _p("durable.schedule.decide", _NEW, _START, _sched("report", 2, "allow"), _tick(1),
        _SCHEDULES, _tick(1), _claim("w1", 2, 100), _sched("report", 2, "allow"),
-       _report("complete", slot_task_id("report", 2)), _sched("gone", 5), _tick(2),
+       _report("complete", Run("report", 1)), _sched("gone", 5), _tick(2),
        ("unschedule", ("gone",)), _SCHEDULES, owns_state=True),
     _p("durable.schedule.refused", _NEW, _sched("r", overlap="sometimes"),
        _sched("r", every=1, cron="* * * * *"), _sched("r", every=None), _sched("r", catchup=-1),
@@ -244,19 +291,63 @@ def _number(value: object) -> bool:
             and math.isfinite(value))
 
 
+def _cron_times(cron: str, zone: str, start: float) -> Iterator[float]:
+    """The times of ``cron`` read in ``zone`` from ``start`` on (UTC seconds, increasing), as
+    ``cronsim`` gives them walking from ``start``: a time it gives again (a repeated hour's
+    second pass of a fixed wall time) is passed over, as docs/time.md says."""
+    last = start - 1.0
+    for moment in CronSim(cron, datetime.fromtimestamp(last, ZoneInfo(zone))):
+        t = moment.timestamp()
+        if t > last:
+            last = t
+            yield t
+
+
 @dataclasses.dataclass
 class _Kept:
     """One schedule of the model's store: its definition, and the state of
-    ``refsched.model.schedule`` (the spec's ``Schedule.tla``), whose slots and clock count
-    from the schedule's first slot."""
+    ``refsched.model.schedule`` (the spec's ``Schedule.tla``).
 
-    # (fn, every, overlap, catchup, priority): what the same schedule again must repeat
+    The model's slots are ``0, every, 2 * every, ...``. For an ``every`` timing they are
+    seconds from the schedule's first slot, and so is the model's clock. A ``cron`` timing's
+    slots are the model's ``0, 1, 2, ...``, the ``k``-th cron time the model's ``k`` and the
+    model's clock the last slot whose time has come: the model's decisions read only which
+    slots have come (no ``catchup``: its ages would be counted in slots, not seconds)."""
+
+    # (fn, every, cron, timezone, overlap, catchup, priority): what the same schedule again
+    # must repeat
     definition: tuple[Any, ...]
     fn: str  # the function its runs run
     priority: int  # its runs' priority
-    start: float  # the first slot on the store's clock: the model's slot 0
+    start: float  # the first slot on the store's clock, for an every timing: the model's 0
     instance: schedule_model.Instance  # the spec's constants: overlap, catchup, every
-    state: schedule_model.ScheduleSnapshot  # the spec's variables, slots counted from start
+    state: schedule_model.ScheduleSnapshot  # the spec's variables, in the model's slots
+    upcoming: Iterator[float] | None = None  # a cron timing's times not yet in ``times``
+    times: list[float] = dataclasses.field(default_factory=list)  # its times found so far
+
+    def _times_to(self, index: int | None = None, until: float | None = None) -> None:
+        """Find cron times until ``times`` has ``index + 1`` or one past ``until``."""
+        assert self.upcoming is not None
+        while ((index is not None and len(self.times) <= index)
+               or (until is not None and (not self.times or self.times[-1] <= until))):
+            found = next(self.upcoming, None)
+            if found is None or len(self.times) >= _MAX_SLOTS:
+                raise AssertionError(f"schedule: no cron time left after {self.times[-1:]}")
+            self.times.append(found)
+
+    def at(self, slot: int) -> float:
+        """The store's time of the model's ``slot``."""
+        if self.upcoming is None:
+            return self.start + slot
+        self._times_to(index=slot)
+        return self.times[slot]
+
+    def model_now(self, now: float) -> float:
+        """The model's clock at the store's ``now``."""
+        if self.upcoming is None:
+            return now - self.start
+        self._times_to(until=now)
+        return sum(1 for t in self.times if t <= now) - 1
 
 
 # no slot after it: more than any probe's clock reaches
@@ -280,7 +371,8 @@ class _Schedules:
         raise NotImplementedError
 
     def schedule(self, name: str, *, fn: Any = NOOP, every: Any = None, cron: Any = None,
-                 overlap: Any = "skip", catchup: Any = None, priority: Any = 0) -> bool:
+                 overlap: Any = "skip", catchup: Any = None, priority: Any = 0,
+                 timezone: Any = "UTC") -> bool:
         call = f"schedule({name!r})"
         if not isinstance(name, str) or not name:
             raise InvalidArgumentError(f"{call}: a schedule name is a non-empty str")
@@ -297,21 +389,40 @@ class _Schedules:
             raise InvalidArgumentError(f"{call}: exactly one of every and cron")
         if every is not None and not _seconds(every):
             raise InvalidArgumentError(f"{call}: every={every!r}: seconds > 0")
-        if not _is_int(every) or (catchup is not None and not _is_int(catchup)):
-            # the model counts whole ticks of an every timing; no probe asks for a cron
-            # timing or a fraction of a second
+        if not isinstance(timezone, str):
+            raise InvalidArgumentError(f"{call}: timezone={timezone!r}: an IANA zone name")
+        try:
+            ZoneInfo(timezone)
+        except (ZoneInfoNotFoundError, ValueError, OSError):
+            raise InvalidArgumentError(f"{call}: timezone={timezone!r}: no such zone") from None
+        start = float(math.ceil(self.state.now))  # the slots read as whole seconds
+        upcoming = None
+        if cron is not None:
+            if not isinstance(cron, str) or len(cron.split()) != 5:
+                raise InvalidArgumentError(f"{call}: cron={cron!r}: five fields")
+            try:
+                upcoming = _cron_times(cron, timezone, start)
+                next(_cron_times(cron, timezone, start), None)  # cronsim reads it whole
+            except (CronSimError, ValueError, KeyError, IndexError) as e:
+                raise InvalidArgumentError(f"{call}: cron={cron!r}: {e}") from None
+            if catchup is not None:
+                # the model counts a cron timing's slots, not its seconds; no probe asks
+                raise AssertionError(f"{call}: the model's cron schedules have no catchup")
+        elif not _is_int(every) or (catchup is not None and not _is_int(catchup)):
+            # the model counts whole ticks of an every timing; no probe asks for a fraction
+            # of a second
             raise AssertionError(f"{call}: the model's schedules are every whole seconds")
-        definition = (fn, every, overlap, catchup, priority)
+        definition = (fn, every, cron, timezone, overlap, catchup, priority)
         if name in self.kept:
             if self.kept[name].definition != definition:
                 raise InvalidTransitionError(f"{call}: a different schedule of that name exists")
             self._decide(name)
             return False
-        start = float(math.ceil(self.state.now))  # the slots read as whole seconds
-        instance = schedule_model.Instance(overlap, catchup, every, _MAX_SLOTS * every,
-                                           _MAX_SLOTS * every)
+        step = 1 if every is None else every
+        instance = schedule_model.Instance(overlap, catchup, step, _MAX_SLOTS * step,
+                                           _MAX_SLOTS * step)
         self.kept[name] = _Kept(definition, fn, priority, start, instance,
-                                schedule_model.INITIAL)
+                                schedule_model.INITIAL, upcoming)
         self._decide(name)
         return True
 
@@ -345,13 +456,13 @@ class _Schedules:
         model lists them all, no probe decides many)."""
         views = {}
         for name, kept in sorted(self.kept.items()):
-            s, start = kept.state, kept.start
-            slots = tuple(SlotView(start + slot, d, slot_task_id(name, start + slot) if d == "run"
+            s, at = kept.state, kept.at
+            slots = tuple(SlotView(at(slot), d, slot_task_id(name, at(slot)) if d == "run"
                                    else None) for slot, d in sorted(s.decided))
-            _, _, overlap, catchup, _ = kept.definition
+            _, _, _, _, overlap, catchup, _ = kept.definition
             views[name] = ScheduleView(overlap, None if catchup is None else float(catchup),
-                                       s.paused, start + s.next,
-                                       start + min(s.held) if s.held else None, slots)
+                                       s.paused, at(s.next),
+                                       at(min(s.held)) if s.held else None, slots)
         return views
 
     def _decide_owed(self) -> None:
@@ -365,11 +476,11 @@ class _Schedules:
         if self.state.scheduler.closed:
             return
         kept = self.kept[name]
-        inst, start = kept.instance, kept.start
-        s = dataclasses.replace(kept.state, now=self.state.now - start)
+        inst, at = kept.instance, kept.at
+        s = dataclasses.replace(kept.state, now=kept.model_now(self.state.now))
         tasks = self.state.scheduler.tasks
         for r in sorted(s.unfinished):
-            version = tasks.get(slot_task_id(name, start + r))
+            version = tasks.get(slot_task_id(name, at(r)))
             if version is None or version.state.is_terminal:
                 s = schedule_model.ACTIONS["Finish"].step(s, inst, r)
         release, decide = schedule_model.ACTIONS["Release"], schedule_model.ACTIONS["Decide"]
@@ -382,7 +493,7 @@ class _Schedules:
                 break
             for slot, d in sorted(after.decided - s.decided):
                 if d == "run":
-                    self._submit_run(slot_task_id(name, start + slot), kept)
+                    self._submit_run(slot_task_id(name, at(slot)), kept)
             s = after
         kept.state = s
 
@@ -627,11 +738,20 @@ class _Side:
 
     def lease(self, held: Held) -> Lease:
         """The lease this side handed out under that name, or one made of its fields."""
+        if isinstance(held.task_id, Run):
+            held = dataclasses.replace(held, task_id=self.run(held.task_id))
         found = self.given.get(held)
         if found is not None:
             return found
-        return Lease(held.task_id, held.generation, held.attempt, self.origin, NOOP, {},
+        return Lease(str(held.task_id), held.generation, held.attempt, self.origin, NOOP, {},
                      held.worker)
+
+    def run(self, run: Run) -> str:
+        """The task id of ``run``, as this side's ``schedules`` lists its slot."""
+        slots = schedule_views(self.store)[run.schedule].slots
+        if run.slot >= len(slots) or slots[run.slot].task is None:
+            raise LookupError(f"{run}: schedule {run.schedule!r} lists no run of that slot")
+        return str(slots[run.slot].task)
 
     def since(self, time: float | None) -> float | None:
         return None if time is None else float(time) - self.origin
@@ -672,6 +792,16 @@ def new_implementation(factory: Callable[..., Any], max_concurrency: int,
     return side
 
 
+def align(model: _Side, impl: _Side) -> None:
+    """Begin the model's fresh store on the implementation's clock: the two then agree on
+    every time, a cron timing's slots and the run ids named by them too, wherever the
+    implementation's virtual clock begins (refsched's at 0)."""
+    store = model.store
+    if isinstance(store, ReferenceStore) and store.state == INITIAL:
+        store.state = store.state.replace(now=impl.origin)
+        model.origin = impl.origin
+
+
 def discard(side: _Side) -> None:
     """Let a side's store go, and its file with it (the model's has none)."""
     if side.discard is not None:
@@ -681,7 +811,9 @@ def discard(side: _Side) -> None:
 def call(side: _Side, method: str, args: tuple[Any, ...]) -> Any:
     """One call on either side, a lease named by a :class:`Held` given as that side's; its
     times answered from where the side's clock began."""
-    sent = tuple(side.lease(a) if isinstance(a, Held) else a for a in args)
+    sent = tuple(side.lease(a) if isinstance(a, Held) else side.run(a) if isinstance(a, Run)
+                 else float(a.at - side.store.now()) if isinstance(a, Until) else a
+                 for a in args)
     if method == "leases":
         return side.leases()
     if method == "submit":  # the function, priority and delay are keyword arguments
@@ -691,9 +823,10 @@ def call(side: _Side, method: str, args: tuple[Any, ...]) -> Any:
         return {t: dataclasses.replace(v, due=v.due - side.origin)
                 for t, v in waiting_times(side.store).items()}
     if method == "schedule":  # all but the name are keyword arguments
-        name, fn, every, cron, overlap, catchup, priority = sent
+        name, fn, every, cron, overlap, catchup, priority, timezone = sent
+        zoned = {} if timezone == "UTC" else {"timezone": timezone}  # only when not UTC
         return side.store.schedule(name, fn=fn, every=every, cron=cron, overlap=overlap,
-                                   catchup=catchup, priority=priority)
+                                   catchup=catchup, priority=priority, **zoned)
     if method == "schedules":
         return {name: view._replace(
             next_slot=side.since(view.next_slot), held_slot=side.since(view.held_slot),
@@ -761,9 +894,9 @@ def needs_of(probe: Probe) -> tuple[str, ...]:
             needs.add("validates")
         elif method == "schedule":
             try:
-                name, fn, every, cron, overlap, catchup, priority = args
+                name, fn, every, cron, overlap, catchup, priority, timezone = args
                 _Checker().schedule(name, fn=fn, every=every, cron=cron, overlap=overlap,
-                                    catchup=catchup, priority=priority)
+                                    catchup=catchup, priority=priority, timezone=timezone)
             except InvalidArgumentError:
                 needs.add("validates")
     return tuple(sorted(needs))

@@ -97,6 +97,13 @@ def _aged(aging: Any) -> dict[str, Any]:
     return {} if aging == AGING and type(aging) is float else {"aging": aging}
 
 
+def _zoned(timezone: Any) -> dict[str, Any]:
+    """The ``timezone`` keyword of a schedule, only when it is not UTC (an implementation
+    whose cron timings are read in UTC alone is never sent it; a bad value is sent as it
+    came, for the store to refuse)."""
+    return {} if timezone == "UTC" and type(timezone) is str else {"timezone": timezone}
+
+
 def waiting_times(store: Any) -> dict[str, TimeView]:
     """``store.times()`` of the versions that wait (pending or ready): the spec's ``due`` and
     ``priority``, which it keeps only while a version waits."""
@@ -229,9 +236,11 @@ class ServedDurable:
         return list(self.db.history())
 
     def schedule(self, name: str, fn: str, every: float | None = None, cron: str | None = None,
-                 overlap: str = "skip", catchup: float | None = None, priority: int = 0) -> bool:
+                 overlap: str = "skip", catchup: float | None = None, priority: int = 0,
+                 timezone: str = "UTC") -> bool:
         return bool(self.db.schedule(name, fn=fn, every=every, cron=cron, overlap=overlap,
-                                     catchup=catchup, priority=priority))
+                                     catchup=catchup, priority=priority,
+                                     **_zoned(timezone)))
 
     def unschedule(self, name: str) -> None:
         self.db.unschedule(name)
@@ -331,9 +340,11 @@ class RemoteDurable(Remote[Snapshot, DurableStats]):
         return history
 
     def schedule(self, name: str, *, fn: Any = NOOP, every: Any = None, cron: Any = None,
-                 overlap: Any = "skip", catchup: Any = None, priority: Any = 0) -> bool:
+                 overlap: Any = "skip", catchup: Any = None, priority: Any = 0,
+                 timezone: Any = "UTC") -> bool:
         created: bool = self._call("schedule", name=name, fn=fn, every=every, cron=cron,
-                                   overlap=overlap, catchup=catchup, priority=priority)
+                                   overlap=overlap, catchup=catchup, priority=priority,
+                                   **_zoned(timezone))
         return created
 
     def unschedule(self, name: str) -> None:
@@ -415,7 +426,8 @@ WIRE = Wire(
         "history": Op(result=list[tuple[str, dict[str, Any]]], flag="snapshot"),
         "times": Op(result=dict[str, TimeView], flag="time"),
         "schedule": Op(("name",), {"fn": NOOP, "every": None, "cron": None, "overlap": "skip",
-                                   "catchup": None, "priority": 0}, bool, flag="schedules"),
+                                   "catchup": None, "priority": 0, "timezone": "UTC"}, bool,
+                       flag="schedules"),
         "unschedule": Op(("name",), flag="schedules"),
         "pause": Op(("name",), flag="schedules"),
         "resume": Op(("name",), flag="schedules"),

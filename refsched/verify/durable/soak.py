@@ -1,16 +1,19 @@
 """``refsched soak``: random DAGs through real worker processes under random kills and pauses.
 
-Each run makes a fresh SQLite store that records its history, submits a random DAG of tasks
-that sleep a little, starts worker processes, and while they work sends random faults: SIGKILL
-(the worker is replaced by a new process); SIGSTOP, then SIGCONT after a pause longer than the
-lease; and a pause of every worker at once, the victim resumed first and the others a moment
-later, so that the victim wakes alone to leases it lost and re-claims its own versions (a
-self re-claim: its lost attempt and the new one run side by side in one process). When every
-version has ended, the run is judged:
+Each run makes a fresh SQLite store that records its history (with one of ``agings``, by the
+seed: :data:`JUDGED_AGINGS` unless told, and with ``refsched soak`` :data:`SOAK_AGINGS`),
+submits a random DAG of tasks that sleep a little, some with a priority and some with a delay,
+starts worker processes, and while they work sends random faults: SIGKILL (the worker is
+replaced by a new process); SIGSTOP, then SIGCONT after a pause longer than the lease; and a
+pause of every worker at once, the victim resumed first and the others a moment later, so that
+the victim wakes alone to leases it lost and re-claims its own versions (a self re-claim: its
+lost attempt and the new one run side by side in one process). When every version has ended,
+the run is judged:
 
 - the recorded history is a behaviour of the spec (:mod:`refsched.verify.durable.history`:
-  the lease rules step by step, the scheduler part through the refinement mapping), ending in
-  the store's own state;
+  the lease rules step by step, the scheduler part through the refinement mapping, and each
+  claim's due times and claim order in the store's seconds, ``ClaimsOnlyDue`` and
+  ``ClaimsInKeyOrder``), ending in the store's own state;
 - the store's invariants hold (``check_invariants()``);
 - every version succeeded (the runs give enough attempts for the faults they send), with one
   accepted end each.
@@ -35,11 +38,21 @@ from pathlib import Path
 from typing import Any
 
 from refsched.arguments import positive_int
-from refsched.durable.scheduler import DurableScheduler
+from refsched.durable.scheduler import AGING, DurableScheduler
 from refsched.errors import SchedulerError
 from refsched.verify.durable.history import HistoryCheck, check_history
 
-__all__ = ["RunReport", "main", "self_reclaims", "soak_run"]
+__all__ = ["JUDGED_AGINGS", "SOAK_AGINGS", "RunReport", "main", "self_reclaims", "soak_run"]
+
+#: The agings of a run whose history TLC judges too (``refsched verify``, ``refsched mutants``):
+#: the default, under which no version of a run's few seconds gains a level, and strict
+#: priority. TLC places a wall clock's ticks itself, so it cannot judge a claim order that
+#: the seconds between versions change (``validate_history`` refuses such a history).
+JUDGED_AGINGS: tuple[float | None, ...] = (AGING, None)
+
+#: ``refsched soak``'s agings, judged by the run's own history check alone, in the store's
+#: seconds: one level a second too, under which a run's delays reorder its claims.
+SOAK_AGINGS: tuple[float | None, ...] = (*JUDGED_AGINGS, 1.0)
 
 
 @dataclass
@@ -52,8 +65,13 @@ class RunReport:
     reclaims: int = 0
     self_reclaims: int = 0  # Reclaims by the worker whose lease of that version expired
     refused: int = 0
+    delayed: int = 0  # versions submitted with a delay
+    prioritised: int = 0  # versions submitted with a priority other than 0
+    aging: float | None = AGING  # the store's: seconds per priority level; None, strict
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
+    # the history check's own: steps the spec does not allow (among ``problems`` too)
+    spec_problems: list[str] = field(default_factory=list)
 
 
 def _worker(url: str, lease: float, name: str) -> subprocess.Popen[bytes]:
@@ -64,20 +82,28 @@ def _worker(url: str, lease: float, name: str) -> subprocess.Popen[bytes]:
 
 
 def soak_run(seed: int, folder: Path, *, tasks: int = 20, workers: int = 3, lease: float = 0.5,
-             faults: bool = True, timeout: float = 120.0) -> RunReport:
+             faults: bool = True, timeout: float = 120.0,
+             agings: Sequence[float | None] = JUDGED_AGINGS) -> RunReport:
     """One run (see the module docstring); ``problems`` is empty when it passed."""
     rng = random.Random(seed)
     url = f"sqlite:///{folder / f'soak-{seed}.db'}"
     report = RunReport(seed, tasks, url)
-    db = DurableScheduler(url, max_concurrency=rng.randint(1, 3), max_attempts=50, record=True)
+    report.aging = rng.choice(agings)
+    db = DurableScheduler(url, max_concurrency=rng.randint(1, 3), max_attempts=50, record=True,
+                          aging=report.aging)
     for i in range(tasks):
         deps = rng.sample([f"t{j}" for j in range(i)], k=min(i, rng.randint(0, 3)))
         # One task in five outlives its lease: a re-claimed attempt of it lives only on its
         # worker's heartbeats, which is what a self re-claim puts to the test.
         seconds = (rng.uniform(0.02, 0.3) if rng.random() < 0.8
                    else rng.uniform(lease * 1.5, lease * 2.5))
+        # Some versions come due later than they are ready, and claims choose among priorities.
+        priority = rng.choice((0, 0, 0, 1, 2, -1))
+        delay = round(rng.uniform(0.2, 2.0), 3) if rng.random() < 0.3 else 0.0
+        report.prioritised += priority != 0
+        report.delayed += delay > 0
         db.submit(f"t{i}", deps, fn="refsched.durable.jobs:sleep",
-                  args={"seconds": round(seconds, 3)})
+                  args={"seconds": round(seconds, 3)}, priority=priority, delay=delay)
     db.start()
     began = time.monotonic()
     procs = [_worker(url, lease, f"w{k}") for k in range(workers)]
@@ -135,6 +161,7 @@ def soak_run(seed: int, folder: Path, *, tasks: int = 20, workers: int = 3, leas
     history = db.history()
     check = check_history(db.timed_history(), max_concurrency=db.max_concurrency,
                           max_attempts=db.max_attempts, aging=db.aging, final=db.snapshot())
+    report.spec_problems = list(check.problems)
     report.problems += check.problems
     report.reclaims = sum(1 for action, _ in history if action == "Reclaim")
     report.self_reclaims = self_reclaims(history, db.max_concurrency, db.max_attempts)
@@ -195,12 +222,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         for seed in range(args.seed, args.seed + args.runs):
             try:
                 r = soak_run(seed, folder, tasks=args.tasks, workers=args.workers,
-                             faults=not args.no_faults)
+                             faults=not args.no_faults, agings=SOAK_AGINGS)
             except SchedulerError as e:
                 print(f"refsched soak: {e}", file=sys.stderr)
                 return 2
             verdict = "ok" if not r.problems else "FAILED"
-            print(f"run seed={seed}: {r.tasks} tasks, {r.kills} kills, {r.pauses} pauses, "
+            aging = "strict priority" if r.aging is None else f"aging {r.aging:g} s"
+            print(f"run seed={seed}: {r.tasks} tasks ({r.prioritised} with a priority, "
+                  f"{r.delayed} delayed, {aging}), {r.kills} kills, {r.pauses} pauses, "
                   f"{r.reclaims} reclaims ({r.self_reclaims} by the worker that lost the "
                   f"lease), {r.refused} refused reports, {r.seconds:.1f} s: {verdict}",
                   flush=True)

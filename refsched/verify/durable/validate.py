@@ -306,6 +306,9 @@ VARIABLE i \\* how many steps of Trace were taken
 
 TraceTasks == {render(task_set)}
 TraceWorkers == {render(worker_set)}
+TracePriorities == {render(frozenset(priorities))}
+TraceDelays == {render(frozenset(delays))}
+\\* Here, not in the config, whose values cannot be negative numbers.
 
 Trace == <<
     {records}
@@ -335,8 +338,8 @@ TraceSpec == TraceInit /\\ [][TraceNext]_<<vars, i>>
     MaxAttempts = {max_attempts}
     LeaseTime = {spec_lease}
     LoseAnswers = FALSE
-    Priorities = {render(frozenset(priorities))}
-    Delays = {render(frozenset(delays))}
+    Priorities <- TracePriorities
+    Delays <- TraceDelays
     Aging = {spec_aging}
     NoTask = NoTask
     NoWorker = NoWorker
