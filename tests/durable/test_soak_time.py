@@ -49,7 +49,9 @@ def test_a_soak_run_on_a_store_aging_a_level_a_second_passes_its_check(tmp_path:
 ])
 def test_a_store_that_breaks_a_time_rule_is_caught_by_the_soak_check(name: str,
                                                                       rule: str) -> None:
-    result = run_mutant(BY_NAME[name], ["tlc"], budget=replace(Budget(), soak_runs=4))
+    # A claim one tick early shows only when a worker asks in that tick: timing decides which
+    # seeds show it, so the layer may run up to eight (it stops at the first that does).
+    result = run_mutant(BY_NAME[name], ["tlc"], budget=replace(Budget(), soak_runs=8))
     (layer,) = result.layers
     assert layer.status == KILLED, layer.evidence
     assert "soak_run(" in layer.evidence and "history check finds" in layer.evidence
