@@ -180,7 +180,9 @@ def snapshot_of(state: Mapping[str, Any]) -> DurableSnapshot:
             raise SpecStateError(f"held[{w!r}] is {leases!r}, not a set")
     now = _natural("now", state["now"])
     claims = Function({t: 1 if attempt[t] > 0 else 0 for t in ids})
-    scheduler = specstate.snapshot_of({**state, "claims": claims})
+    # the durable spec keeps every edge required: Scheduler's optional is {} at every id
+    optional = Function({t: frozenset() for t in ids})
+    scheduler = specstate.snapshot_of({**state, "claims": claims, "optional": optional})
     return DurableSnapshot(
         scheduler=scheduler,
         attempt={task_id(t): n for t, n in attempt.items()},
