@@ -71,7 +71,8 @@ def test_version_and_usage_errors_follow_argparse_conventions() -> None:
 def test_traces_check_passes_on_the_committed_corpus(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["traces", "--check", "--quiet"]) == 0
     err = capsys.readouterr().err
-    assert "ok   model = spec (MCSchedulerTraces.cfg): 5,784 states and 56,921 labelled edges" in err
+    assert ("ok   model = spec (MCSchedulerTraces.cfg): 5,784 states and 56,921 labelled "
+            "edges") in err
     assert "ok   model = spec (MCSchedulerCorpusEdges.cfg): 10,900 states" in err
     assert "ok   model = spec (MCSchedulerCorpusAddDeps.cfg): 6,866 states" in err
     assert err.count("is current") == 3
