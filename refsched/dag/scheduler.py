@@ -456,9 +456,10 @@ class TaskScheduler(LockChecked):
             remaining = 0
             dead = False
             if dep_rows:
-                # retry() links each renewed row to its deps with these same lines; they are
-                # written out in both because here they run once per edge of every submit, where
-                # a shared function would add a Python call per edge.
+                # retry() and add_deps() link a row to its deps with these same lines (add_deps
+                # counts only required edges to a dead version as blocking); they are written
+                # out in each because here they run once per edge of every submit, where a
+                # shared function would add a Python call per edge.
                 for r in dep_rows:
                     listed = dependents[r]
                     if listed is None:
@@ -639,7 +640,7 @@ class TaskScheduler(LockChecked):
             dependents = self._dependents
             added = 0
             dead = False
-            for d, r in found:
+            for d, r in found:  # as submit() links its deps (see there)
                 if r is None:
                     continue
                 listed = dependents[r]
