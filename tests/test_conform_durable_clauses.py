@@ -13,8 +13,11 @@ import dataclasses
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -28,9 +31,10 @@ from refsched.conform.oracle import check
 from refsched.conform.probes import model_answers, run_probes
 from refsched.conform.protocol import Unsupported
 from refsched.conform.report import PhaseResult, WireRow
-from refsched.durable import DurableScheduler, Lease
+from refsched.durable import DurableScheduler, Lease, schedules
 from refsched.errors import InvalidTransitionError, SchedulerClosedError, StaleLeaseError
 from refsched.profile import full_profile
+from refsched.schedule import Timing
 from refsched.types import CloseReport
 
 FULL = full_profile("durable")
@@ -341,14 +345,54 @@ def test_a_store_whose_clock_begins_later_conforms_in_every_schedule_probe(
 
 def test_the_cron_probe_expects_the_slots_cronsim_gives_across_the_clock_change() -> None:
     (probe,) = [p for p in PROBES if p.clause == "durable.schedule.cron"]
-    *_, (method, _, listed), (again, _, created) = model_answers("durable", probe)
-    assert method == "schedules" and again == "schedule" and created is False
+    answers = model_answers("durable", probe)
+    listings = [answer for method, _, answer in answers if method == "schedules"]
+    (spring_again,) = [answer for method, args, answer in answers
+                       if method == "schedule" and args[0] == "london" and answer is False]
+    assert spring_again is False and len(listings) == 2
+    listed, autumn = listings
     # Europe/London's 01:30 falls at 02:00 BST (01:00 UTC) the night the clocks go forward,
     # then at 01:30 BST (00:30 UTC): the times cronsim gives, each one run
     assert [(slot.task, slot.decision) for slot in listed["london"].slots] == [
         ("london@2024-03-31T01:00:00Z", "run"), ("london@2024-04-01T00:30:00Z", "run")]
     assert not any(slot.task.startswith(("utc@", "hourly@"))  # unscheduled before the tick
                    for slot in listed["london"].slots)
+    # the night the clocks go back, 01:30 London comes at 00:30 and at 01:30 UTC: a fixed
+    # wall time runs on its first pass only, every :30 on both
+    assert [slot.task for slot in autumn["daily"].slots] == ["daily@2024-10-27T00:30:00Z"]
+    assert [slot.task for slot in autumn["everyhour"].slots] == [
+        "everyhour@2024-10-26T23:30:00Z", "everyhour@2024-10-27T00:30:00Z",
+        "everyhour@2024-10-27T01:30:00Z", "everyhour@2024-10-27T02:30:00Z"]
+
+
+class _WallTimeOnce(Timing):
+    """A cron reading that walks wall times: the next slot after 01:30 is the next wall time
+    after 01:30, so the repeated hour's second pass of ``30 * * * *`` is lost."""
+
+    def _cron_times(self, t: float) -> Iterator[float]:
+        zone = ZoneInfo(self.timezone)
+        seen = {datetime.fromtimestamp(t, zone).replace(tzinfo=None)}
+        for s in super()._cron_times(t):
+            wall = datetime.fromtimestamp(s, zone).replace(tzinfo=None)
+            if wall not in seen:
+                seen.add(wall)
+                yield s
+
+
+def test_a_store_that_runs_a_repeated_hour_once_is_caught_by_the_cron_probe(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # the store reads each schedule's timing anew from its row: its reading is replaced there
+    monkeypatch.setattr(schedules, "Timing", _WallTimeOnce)
+    report = check(InProcessImplementation(DurableScheduler, system="durable"), corpus=False,
+                   examples=0)
+    example = report.counterexample
+    assert report.exit_status == 1 and example is not None, report.format()
+    assert example.wire_reason.startswith("rule durable.schedule.cron: "), example.wire_reason
+    last = example.calls[-1]
+    assert isinstance(last, WireRow) and last.request["op"] == "tick"
+    # on the autumn night: the spring one, with no repeated hour, went as the model's
+    assert {"op": "unschedule", "name": "london"} in [
+        row.request for row in example.calls if isinstance(row, WireRow)]
 
 
 @pytest.mark.parametrize("cls", [broken.CronStepsByItsFirstGap,

@@ -235,7 +235,11 @@ PROBES: Final[tuple[Probe, ...]] = (
     # "london" at 01:30 London time, which that night falls at 02:00 BST (01:00 UTC) and the
     # next at 01:30 BST (00:30 UTC); "hourly" at every :30 of real time (no 01:30 GMT that
     # night). Its first run ended, "london" runs again under skip; the others, gone, do not;
-    # the same "london" again changes nothing.
+    # the same "london" again changes nothing. Then the night London goes back from BST to
+    # GMT (02:00 BST is 01:00 GMT, at 01:00 UTC on 2024-10-27), when 01:30 comes twice:
+    # "daily" (01:30 London) runs on the first pass only (00:30 UTC), "everyhour" (every :30
+    # London) on both (00:30 and 01:30 UTC), as cronsim gives them; "daily" again changes
+    # nothing.
     _p("durable.schedule.cron", ("new", (9, 2)), _START, _tick(_utc("2024-03-30T23:10:00")),
        _sched("utc", None, "allow", cron="0,45 * * * *"),
        _sched("london", None, cron="30 1 * * *", timezone="Europe/London"),
@@ -243,7 +247,13 @@ PROBES: Final[tuple[Probe, ...]] = (
        _tick(3600), _tick(3600), _tick(3600), _claim("w1", 9, 100),
        _report("complete", Run("london", 0)), ("unschedule", ("utc",)),
        ("unschedule", ("hourly",)), _tick(_utc("2024-04-01T01:00:00")), _SCHEDULES,
-       _sched("london", None, cron="30 1 * * *", timezone="Europe/London"), owns_state=True),
+       _sched("london", None, cron="30 1 * * *", timezone="Europe/London"),
+       ("unschedule", ("london",)), _tick(_utc("2024-10-26T23:10:00")),
+       _sched("daily", None, "allow", cron="30 1 * * *", timezone="Europe/London"),
+       _sched("everyhour", None, "allow", cron="30 * * * *", timezone="Europe/London"),
+       _tick(3600), _tick(3600), _tick(3600), _tick(3600), _SCHEDULES,
+       _sched("daily", None, "allow", cron="30 1 * * *", timezone="Europe/London"),
+       owns_state=True),
     # slot 0 runs at once, slot 2 once the clock reaches it, each a version of its own id; the
     # same schedule again changes nothing; unschedule decides what is owed, then removes it
     _p("durable.schedule.decide", _NEW, _START, _sched("report", 2, "allow"), _tick(1),
