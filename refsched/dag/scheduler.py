@@ -1776,6 +1776,9 @@ class _Checker(Checker[TaskScheduler]):
         for row in s._optional:
             if not _is_int(row) or not 0 <= row < n or state[row] == _DEAD:
                 self.fail(name, f"optional names row {row!r}, not a live row")
+        for row in s._labels:
+            if not _is_int(row) or not 0 <= row < n or state[row] == _DEAD:
+                self.fail(name, f"the partition keys name row {row!r}, not a live row")
         if len(live) != len(rows):
             self.fail(name, f"{len(rows)} ids but {len(live)} live rows")
         # -1 as a cause: Settle found none (BlockedHasCause reports it)

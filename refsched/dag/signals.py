@@ -246,6 +246,8 @@ class SignalBook:
         parts: dict[Hashable, PartitionSignals] = {}
         for key, tally in self._parts.items():
             waiting, running = now.get(key, (0, 0))
-            parts[key] = PartitionSignals(*tally.counts, waiting, running,
-                                          tally.ready_wait.frozen(), tally.run_time.frozen())
+            parts[key] = PartitionSignals(
+                **dict(zip(COUNTERS, tally.counts, strict=True)), waiting=waiting,
+                running=running, ready_wait=tally.ready_wait.frozen(),
+                run_time=tally.run_time.frozen())
         return Signals(self.max_partitions, parts)

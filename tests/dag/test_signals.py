@@ -10,7 +10,12 @@ import pytest
 
 from refsched import Runner, TaskScheduler
 from refsched.dag.signals import BUCKET_BOUNDS, OVERFLOW, UNLABELLED, DurationTail
-from refsched.errors import InvalidArgumentError, InvalidTransitionError, UnknownDependencyError
+from refsched.errors import (
+    InvalidArgumentError,
+    InvalidTransitionError,
+    InvariantViolation,
+    UnknownDependencyError,
+)
 from refsched.verify.dag.lockstep import run_lockstep
 from refsched.verify.dag.mutants import CATALOGUE
 from refsched.verify.dag.recording import TraceRecorder, record_runner_run
@@ -27,13 +32,13 @@ def test_bad_labels_are_refused_and_change_nothing() -> None:
     s.submit("a", tenant="acme")
     before = (s.snapshot(), s.stats(), s.signals())
     with pytest.raises(InvalidArgumentError, match="tenant"):
-        s.submit("b", tenant=["unhashable"])
+        s.submit("b", tenant=["unhashable"])  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentError, match="task_type"):
-        s.submit("b", task_type=3)
+        s.submit("b", task_type=3)  # type: ignore[arg-type]
     assert (s.snapshot(), s.stats(), s.signals()) == before
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(InvalidArgumentError, match="max_partitions"):
-            TaskScheduler(1, max_partitions=bad)
+            TaskScheduler(1, max_partitions=bad)  # type: ignore[arg-type]
     with pytest.raises(InvalidTransitionError, match="max_partitions"):
         TaskScheduler(1).signals()
 
@@ -157,3 +162,20 @@ def test_a_miscount_in_a_recorded_run_is_a_failed_check() -> None:
     found = check_recorded_signals(recorder.steps, labels, wrong, s.stats())
     assert any("claimed == succeeded + failed + stopped + running" in f for f in found), found
     assert any("the recorded steps count" in f for f in found), found
+
+
+def test_partition_keys_follow_compaction_and_are_checked() -> None:
+    """Resubmitting compacts the columns; the keys move with their rows, and a key on no live
+    row is a TypeOK failure."""
+    s = TaskScheduler(1, max_partitions=4)
+    for round_ in range(50):
+        s.submit("a", tenant=f"t{round_ % 2}")
+        s.submit("b", ["a"], task_type="etl")
+    s.check_invariants()
+    signals = s.signals()
+    assert signals.partitions[(None, "t1")].waiting == 1
+    assert signals.partitions[("etl", None)].waiting == 1
+    assert law_breaches(signals, s.stats()) == []
+    s._labels[len(s._state)] = ("etl", None)  # a row that does not exist
+    with pytest.raises(InvariantViolation, match="partition keys"):
+        s.check_invariants()

@@ -349,7 +349,8 @@ def lockstep_machine(factory: Callable[[int], Any],
 
         # -- the comparison ----------------------------------------------------------------
 
-        def both(self, method: str, *args: Any, labels: Hashable = None) -> Any:
+        def both(self, method: str, *args: Any,
+                 labels: tuple[str | None, Hashable] | None = None) -> Any:
             """Make the call on both sides and compare; ``labels``, a submission's
             ``(task_type, tenant)``, go to an implementation that keeps signals() only."""
             assert self.model is not None
@@ -415,7 +416,7 @@ def lockstep_machine(factory: Callable[[int], Any],
             assert violated_by_step(before, after) == [], f"{method}{args!r} broke a property"
             return expected
 
-        def labelled(self, labels: Hashable) -> dict[str, Any]:
+        def labelled(self, labels: tuple[str | None, Hashable] | None) -> dict[str, Any]:
             """The keywords that give a submission its partition, for an implementation
             that keeps signals()."""
             if labels is None or self.signal_ledger is None:
@@ -553,7 +554,7 @@ def lockstep_machine(factory: Callable[[int], Any],
             @rule(task_id=ids, deps=st.lists(ids, unique=True, max_size=2),
                   with_fn=st.booleans() if python_api else st.just(False), labels=labels_drawn)
             def submit(self, task_id: str, deps: list[str], with_fn: bool,
-                       labels: Hashable) -> None:
+                       labels: tuple[str | None, Hashable] | None) -> None:
                 deps = [d for d in deps if d != task_id]  # submit_malformed: self-dependency
                 self.both("submit", task_id, deps, *((_fn if with_fn else None,)
                                                        if python_api else ()), labels=labels)
@@ -568,7 +569,7 @@ def lockstep_machine(factory: Callable[[int], Any],
             @rule(data=st.data(), deps=st.lists(ids, unique=True, max_size=2),
                   with_fn=st.booleans() if python_api else st.just(False), labels=labels_drawn)
             def submit(self, data: st.DataObject, deps: list[str], with_fn: bool,
-                       labels: Hashable) -> None:
+                       labels: tuple[str | None, Hashable] | None) -> None:
                 task_id = data.draw(st.sampled_from(self.submittable()))
                 deps = [d for d in deps if d != task_id]
                 self.both("submit", task_id, deps, *((_fn if with_fn else None,)
@@ -588,7 +589,8 @@ def lockstep_machine(factory: Callable[[int], Any],
                   optional=st.lists(ids, unique=True, min_size=1, max_size=2),
                   with_fn=st.booleans() if python_api else st.just(False), labels=labels_drawn)
             def submit_optional(self, data: st.DataObject, deps: list[str], optional: list[str],
-                                with_fn: bool, labels: Hashable) -> None:
+                                with_fn: bool,
+                                labels: tuple[str | None, Hashable] | None) -> None:
                 task_id = data.draw(st.sampled_from(self.submittable()))
                 optional = [d for d in optional if d != task_id]
                 deps = [d for d in deps if d != task_id and d not in optional]
