@@ -632,8 +632,9 @@ class TaskScheduler(LockChecked):
             if self._closed:
                 raise SchedulerClosedError(f"{call}({_r(task_id)}): the scheduler is closed")
             state = self._state
+            if state[row] != _PENDING and self._signals is not None:
+                self._signals.count(self._key(row), "edges_refused")
             if state[row] != _PENDING:
-                self._charge(self._key(row), "edges_refused")
                 raise InvalidTransitionError(
                     f"{call}({_r(task_id)}): version {self._gen[row]} is "
                     f"{_STATES[state[row]].value}, not pending"

@@ -242,8 +242,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        """"edges_refused" if to == _FAILED else "stopped", ran)"""),
     _m("config_error_counted_as_failure", _S,
        "add_deps() on a version no longer pending counts a function failure",
-       """                self._charge(self._key(row), "edges_refused")""",
-       """                self._charge(self._key(row), "failed")"""),
+       """                self._signals.count(self._key(row), "edges_refused")""",
+       """                self._signals.count(self._key(row), "failed")"""),
     # -- TaskScheduler: edge kinds and add_deps ------------------------------------------------
     _m("optional_failure_blocks", _S,
        "blocking spreads through optional edges too: an optional parent's failure blocks",
