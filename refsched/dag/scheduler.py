@@ -396,8 +396,11 @@ class TaskScheduler(LockChecked):
             raise InvalidArgumentError(f"submit({_r(task_id)}): fn {_r(fn)} is not callable")
         labels = None  # the version's partition key, None when the caller named none
         if tenant is not None or task_type is not None:
-            _check_deps(task_id, deps, dep_t)
-            labels = _labels_of("submit", task_id, task_type, tenant)
+            try:
+                labels = _labels_of("submit", task_id, task_type, tenant)
+            except InvalidArgumentError:
+                _check_deps(task_id, deps, dep_t)  # a bad dep is reported first
+                raise
 
         lock = self._lock
         lock.acquire()
