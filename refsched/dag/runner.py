@@ -40,6 +40,7 @@ from typing import Any
 
 from refsched import runners, sync
 from refsched.dag.scheduler import Recorder, TaskScheduler
+from refsched.dag.signals import task_type_of
 from refsched.errors import (
     BlockedError,
     Cancelled,
@@ -197,7 +198,7 @@ class Runner(SchedulerRunner[TaskScheduler]):
     """
 
     def __init__(self, max_workers: int | None = None, executor: Executor | None = None, *,
-                 recorder: Recorder | None = None) -> None:
+                 recorder: Recorder | None = None, max_partitions: int | None = None) -> None:
         max_workers = worker_count("Runner", max_workers)
         if executor is not None and not isinstance(executor, Executor):
             raise InvalidArgumentError(
@@ -206,7 +207,10 @@ class Runner(SchedulerRunner[TaskScheduler]):
         self._executor = executor
         # Whether a function's token can be a live CancelToken (it runs in this process).
         self._in_process = executor is None or isinstance(executor, _ThreadPoolExecutor)
-        self._scheduler = TaskScheduler(max_workers, track_endings=True, recorder=recorder)
+        self._scheduler = TaskScheduler(max_workers, track_endings=True, recorder=recorder,
+                                        max_partitions=max_partitions)
+        # signals() kept: each version's task type is its function's name
+        self._typed = max_partitions is not None
         # Every future of this runner waits and is notified here (see TaskFuture.__init__); an
         # RLock, as in Future, since concurrent.futures.wait() takes it once per future. Its
         # lock, not the runner lock, guards the futures' states and _futures_waiting.
@@ -246,7 +250,7 @@ class Runner(SchedulerRunner[TaskScheduler]):
 
     def submit(self, task_id: Hashable, fn: Callable[..., Any],
                deps: Iterable[Hashable] = (), *,
-               optional: Iterable[Hashable] = ()) -> TaskFuture:
+               optional: Iterable[Hashable] = (), tenant: Hashable = None) -> TaskFuture:
         """Submit a new version of ``task_id`` that runs ``fn()`` once ``deps`` succeed and
         ``optional`` have ended (in any state: an optional dependency never blocks it).
 
@@ -256,7 +260,9 @@ class Runner(SchedulerRunner[TaskScheduler]):
         or ready version it replaces has its future cancelled. Errors are the scheduler's
         (``InvalidArgumentError``, ``SchedulerClosedError``, ``TaskRunningError``, after start
         ``UnknownDependencyError`` / ``CycleError``), plus ``InvalidArgumentError`` when ``fn``
-        is not callable; nothing changes when one is raised.
+        is not callable; nothing changes when one is raised. ``tenant`` and, on a runner built
+        with ``max_partitions``, the function's ``"module:qualname"`` (the task type) are the
+        version's partition key in ``scheduler.signals()``; a retry keeps them.
         """
         if not callable(fn):
             raise InvalidArgumentError(
@@ -270,7 +276,12 @@ class Runner(SchedulerRunner[TaskScheduler]):
         lock = self._lock
         lock.acquire()  # not ``with``: this runs once per task
         try:
-            future.generation = self._scheduler.submit(task_id, deps, fn, optional)
+            if self._typed or tenant is not None:
+                future.generation = self._scheduler.submit(
+                    task_id, deps, fn, optional, tenant=tenant,
+                    task_type=task_type_of(fn) if self._typed else None)
+            else:
+                future.generation = self._scheduler.submit(task_id, deps, fn, optional)
             old = self._renew_locked(task_id, future)
             if old is None and not self._started:
                 return future  # a new task before start(): nothing to settle or claim

@@ -69,6 +69,7 @@ from typing import Any, Final, Protocol, TypeVar
 from refsched import sync
 from refsched.checked import Checker, LockChecked, checker_of, find_current
 from refsched.cycles import find_cycles as _find_cycles
+from refsched.dag.signals import UNLABELLED, SignalBook, Signals
 from refsched.errors import (
     CycleError,
     InvalidArgumentError,
@@ -216,22 +217,24 @@ class TaskScheduler(LockChecked):
     __slots__ = (
         "_blocked_by", "_cancel_requested", "_claims", "_closed", "_dangling", "_dependents",
         "_deps", "_endings", "_entries", "_fn", "_garbage", "_gen", "_heap", "_ids", "_inputs",
-        "_lock",
+        "_labels", "_lock",
         "_max", "_n_blocked", "_n_cancelled", "_n_conflicts", "_n_cycles", "_n_duplicates",
         "_n_failed", "_n_retried", "_n_stale", "_n_stopped", "_n_succeeded", "_next_seq",
         "_optional", "_outcome", "_ready_count", "_recorder", "_remaining", "_rows", "_run_max",
-        "_run_total", "_running", "_seq", "_seq_ordered", "_stamp", "_started", "_state",
-        "_track", "_wait_max", "_wait_total",
+        "_run_total", "_running", "_seq", "_seq_ordered", "_signals", "_stamp", "_started",
+        "_state", "_track", "_wait_max", "_wait_total",
     )
 
     def __init__(self, max_concurrency: int, *, track_endings: bool = False,
-                 recorder: Recorder | None = None) -> None:
+                 recorder: Recorder | None = None, max_partitions: int | None = None) -> None:
         """Build an empty, unstarted scheduler running at most ``max_concurrency`` versions.
 
         ``track_endings`` keeps the endings ``pop_endings()`` returns; ``recorder`` is given
         every spec step as it is taken (see :class:`Recorder`). Errors: ``max_concurrency`` not
         an int (bool excluded) or negative, ``track_endings`` not a bool, ``recorder`` without a
-        ``record`` method -> ``InvalidArgumentError``.
+        ``record`` method -> ``InvalidArgumentError``. ``max_partitions`` keeps ``signals()``
+        for that many (task type, tenant) partitions and one overflow partition (None: no
+        signals, and no cost); not None or an int >= 1 -> ``InvalidArgumentError``.
         """
         if not _is_int(max_concurrency) or max_concurrency < 0:
             raise InvalidArgumentError(
@@ -245,6 +248,11 @@ class TaskScheduler(LockChecked):
         if recorder is not None and not callable(getattr(recorder, "record", None)):
             raise InvalidArgumentError(
                 f"TaskScheduler(recorder={_r(recorder)}): recorder has no record() method"
+            )
+        if max_partitions is not None and (not _is_int(max_partitions) or max_partitions < 1):
+            raise InvalidArgumentError(
+                f"TaskScheduler(max_partitions={_r(max_partitions)}): max_partitions must be "
+                "None or an int >= 1"
             )
         self._max: Final = int(max_concurrency)
         self._track: Final = bool(track_endings)
@@ -298,6 +306,10 @@ class TaskScheduler(LockChecked):
         # back to pending), when it was claimed (while running); no entry once it ends, so a
         # float is kept only for the versions in flight
         self._stamp: dict[int, float] = _column(self, "_stamp", {})
+        # row -> (task type, tenant) of the version, when the caller named either
+        self._labels: dict[int, tuple[str | None, Hashable]] = _column(self, "_labels", {})
+        # the partitions behind signals(); None: not kept (max_partitions None)
+        self._signals = None if max_partitions is None else SignalBook(max_partitions)
         # dependents of ids never submitted: absent id -> {row: None} (reverse index for absent
         # deps, entries removed as their rows die); empty once started
         self._dangling: dict[Hashable, dict[int, None]] = {}
@@ -338,7 +350,8 @@ class TaskScheduler(LockChecked):
 
     def submit(
         self, task_id: Hashable, deps: Iterable[Hashable] = (),
-        fn: Callable[..., Any] | None = None, optional: Iterable[Hashable] = (),
+        fn: Callable[..., Any] | None = None, optional: Iterable[Hashable] = (), *,
+        tenant: Hashable = None, task_type: str | None = None,
     ) -> int:
         """Submit a new version of ``task_id`` depending on ``deps``; return its generation.
 
@@ -351,11 +364,13 @@ class TaskScheduler(LockChecked):
         the edge is optional) turns that dependent back to pending; then blocking spreads
         (Settle). Errors, in this order: unhashable id, ``deps`` or ``optional`` not an
         iterable of hashables (a str or bytes is refused too), a dep twice (in one list or in
-        both), ``task_id`` a dep, ``fn`` not callable -> ``InvalidArgumentError``; closed ->
+        both), ``task_id`` a dep, ``fn`` not callable, ``tenant`` unhashable, ``task_type``
+        neither None nor a str -> ``InvalidArgumentError``; closed ->
         ``SchedulerClosedError``; current version running -> ``TaskRunningError``; after start:
         a dep never submitted -> ``UnknownDependencyError``; after start: the new edges close a
         cycle -> ``CycleError``. An id or dep whose ``__hash__`` or ``__eq__`` raises makes the
-        call raise with nothing changed.
+        call raise with nothing changed. ``tenant`` and ``task_type`` are the version's
+        partition key in ``signals()``.
         """
         try:
             hash(task_id)
@@ -379,6 +394,13 @@ class TaskScheduler(LockChecked):
         if fn is not None and not callable(fn):
             _check_deps(task_id, deps, dep_t)
             raise InvalidArgumentError(f"submit({_r(task_id)}): fn {_r(fn)} is not callable")
+        labels = None  # the version's partition key, None when the caller named none
+        if tenant is not None or task_type is not None:
+            try:
+                labels = _labels_of("submit", task_id, task_type, tenant)
+            except InvalidArgumentError:
+                _check_deps(task_id, deps, dep_t)  # a bad dep is reported first
+                raise
 
         lock = self._lock
         lock.acquire()
@@ -427,6 +449,7 @@ class TaskScheduler(LockChecked):
             if self._started:
                 if absent is not None:
                     missing = [(task_id, d) for d, _ in absent]
+                    self._charge(labels or UNLABELLED, "unknown_deps")
                     raise UnknownDependencyError(
                         f"submit({_r(task_id)}, {_r(dep_t)}): unknown "
                         f"{'dependency' if len(missing) == 1 else 'dependencies'} "
@@ -437,6 +460,7 @@ class TaskScheduler(LockChecked):
                     cycle = self._cycle_through(old, dep_t)
                     if cycle is not None:
                         self._n_cycles += 1
+                        self._charge(labels or UNLABELLED, "cycles_reported")
                         raise CycleError(
                             f"submit({_r(task_id)}, {_r(dep_t)}): the new dependencies close "
                             f"the cycle {_show_path(cycle)}",
@@ -450,6 +474,8 @@ class TaskScheduler(LockChecked):
                 old_absent = [(d, dangling[d]) for d in self._deps[old] if d not in rows]
 
             # Guards passed: mutate. The new version takes the next row.
+            if self._signals is not None:
+                self._signal_submit(labels, old)
             seq = self._next_seq
             self._next_seq = seq + 1
             row = len(state)
@@ -497,6 +523,8 @@ class TaskScheduler(LockChecked):
             self._outcome.append(None)
             if opt_s is not None:
                 self._optional[row] = opt_s
+            if labels is not None:
+                self._labels[row] = labels
             if remaining:
                 state.append(_PENDING)
             else:
@@ -607,6 +635,8 @@ class TaskScheduler(LockChecked):
             if self._closed:
                 raise SchedulerClosedError(f"{call}({_r(task_id)}): the scheduler is closed")
             state = self._state
+            if state[row] != _PENDING and self._signals is not None:
+                self._signals.count(self._key(row), "edges_refused")
             if state[row] != _PENDING:
                 raise InvalidTransitionError(
                     f"{call}({_r(task_id)}): version {self._gen[row]} is "
@@ -617,6 +647,7 @@ class TaskScheduler(LockChecked):
             absent = [d for d, r in found if r is None]
             if self._started:
                 if absent:
+                    self._charge(self._key(row), "unknown_deps")
                     raise UnknownDependencyError(
                         f"{call}({_r(task_id)}, {_r(new_t)}): unknown "
                         f"{'dependency' if len(absent) == 1 else 'dependencies'} "
@@ -627,6 +658,7 @@ class TaskScheduler(LockChecked):
                     cycle = self._cycle_through(row, new_t)
                     if cycle is not None:
                         self._n_cycles += 1
+                        self._charge(self._key(row), "cycles_reported")
                         raise CycleError(
                             f"{call}({_r(task_id)}, {_r(new_t)}): the new dependencies close "
                             f"the cycle {_show_path(cycle)}",
@@ -699,6 +731,7 @@ class TaskScheduler(LockChecked):
                     for d in deps[x]
                     if d not in rows
                 ]
+                self._charge(UNLABELLED, "unknown_deps")
                 raise UnknownDependencyError(
                     "start(): unknown dependencies: "
                     + ", ".join(f"{_r(t)} needs {_r(d)}" for t, d in missing),
@@ -708,6 +741,7 @@ class TaskScheduler(LockChecked):
                 cycles = _find_cycles(self._live_rows(), self._deps, self._dependents, self._ids)
                 if cycles:
                     self._n_cycles += 1
+                    self._charge(UNLABELLED, "cycles_reported")
                     more = f" (and {len(cycles) - 1} more)" if len(cycles) > 1 else ""
                     raise CycleError(
                         f"start(): dependency cycle {_show_path(cycles[0])}{more}", cycles
@@ -742,6 +776,7 @@ class TaskScheduler(LockChecked):
             free = self._max - self._running
             if free < want:
                 self._n_conflicts += 1
+                self._charge(UNLABELLED, "claim_conflicts")
                 want = free
             if want <= 0:
                 return []
@@ -753,6 +788,7 @@ class TaskScheduler(LockChecked):
             ids = self._ids
             gen = self._gen
             fns = self._fn
+            book = self._signals
             claims: list[Claim] = []
             append = claims.append
             now = _perf_counter()
@@ -783,6 +819,8 @@ class TaskScheduler(LockChecked):
                 waited += wait
                 if wait > longest:
                     longest = wait
+                if book is not None:
+                    book.claimed(self._key(row), wait)
                 append(_tuple_new(Claim, (ids[row], gen[row], fns[row])))
                 left -= 1
             self._wait_total += waited
@@ -829,6 +867,8 @@ class TaskScheduler(LockChecked):
                 self._run_max = ran
             self._running -= 1
             self._n_succeeded += 1
+            if self._signals is not None:
+                self._signals.ended(self._key(row), "succeeded", ran)
             if self._track:
                 self._endings.append((self._ids[row], self._gen[row], _SUCCEEDED_STATE))
             dependents = self._dependents[row]
@@ -895,6 +935,8 @@ class TaskScheduler(LockChecked):
                 self._state[row] = _CANCELLED
                 self._stamp.pop(row, None)
                 self._n_cancelled += 1
+                if self._signals is not None:
+                    self._signals.count(self._key(row), "cancelled")
                 if self._track:
                     self._endings.append((self._ids[row], self._gen[row], TaskState.CANCELLED))
                 self._settle((row,), ())
@@ -968,6 +1010,8 @@ class TaskScheduler(LockChecked):
                 dependents.append(dependents[m])
                 if m in optional:
                     optional[row] = optional[m]
+                if m in self._labels:  # a new version keeps its task type and tenant
+                    self._labels[row] = self._labels[m]
                 rows[tid] = row
                 renewed.append(row)
             self._next_seq = seq
@@ -1015,6 +1059,9 @@ class TaskScheduler(LockChecked):
             # The members' dependents outside R keep their smaller seqs.
             self._seq_ordered = False
             self._n_retried += len(members)
+            if self._signals is not None:
+                for row in renewed:
+                    self._signals.count(self._key(row), "retried")
             if doomed:
                 self._settle((), doomed)
             top = renewed[members.index(root)]  # the retried task's new row
@@ -1051,6 +1098,8 @@ class TaskScheduler(LockChecked):
                             state[row] = _CANCELLED
                             self._stamp.pop(row, None)
                             cancelled += 1
+                            if self._signals is not None:
+                                self._signals.count(self._key(row), "cancelled")
                             if endings is not None:
                                 endings.append((ids[row], self._gen[row], TaskState.CANCELLED))
                     self._n_cancelled += cancelled
@@ -1149,6 +1198,29 @@ class TaskScheduler(LockChecked):
                                          self._run_max),
             )
 
+    def signals(self) -> Signals:
+        """Return the counters and durations of ``stats()`` per (task type, tenant) partition,
+        with the versions each has waiting and running now (see :mod:`refsched.dag.signals`).
+
+        Errors: built without ``max_partitions`` -> ``InvalidTransitionError``.
+        """
+        with self._lock:
+            book = self._signals
+            if book is None:
+                raise InvalidTransitionError(
+                    "signals(): the scheduler was built without max_partitions")
+            gauges: dict[Hashable, list[int]] = {}
+            for row, st in enumerate(self._state):
+                if st <= _RUNNING:
+                    both = gauges.setdefault(self._key(row), [0, 0])
+                    both[st == _RUNNING] += 1
+            return book.signals({k: (w, r) for k, (w, r) in gauges.items()})
+
+    @property
+    def max_partitions(self) -> int | None:
+        """The partitions ``signals()`` keeps besides the overflow one (None: no signals)."""
+        return None if self._signals is None else self._signals.max_partitions
+
     def pop_endings(self) -> list[tuple[Hashable, int, TaskState]]:
         """Return and forget the versions that reached a terminal state, in the order they did.
 
@@ -1178,6 +1250,23 @@ class TaskScheduler(LockChecked):
         if row < len(self._seq):
             return self._seq[row]
         return row + self._next_seq - len(self._state)  # one seq per row made since
+
+    def _key(self, row: int) -> Hashable:
+        """The partition key of the version in ``row``. Lock held."""
+        return self._labels.get(row, UNLABELLED) if self._labels else UNLABELLED
+
+    def _charge(self, key: Hashable, counter: str) -> None:
+        """Count one more ``counter`` in ``key``'s partition, when signals are kept. Lock held."""
+        if self._signals is not None:
+            self._signals.count(key, counter)
+
+    def _signal_submit(self, labels: tuple[str | None, Hashable] | None, old: int | None) -> None:
+        """Charge a submission, and the pending or ready version it replaces. Lock held."""
+        book = self._signals
+        assert book is not None
+        book.count(labels or UNLABELLED, "submitted")
+        if old is not None and self._state[old] <= _READY:
+            book.count(self._key(old), "replaced")
 
     def _live_rows(self) -> list[int]:
         """The rows of the current versions, in row (seq) order. Lock held."""
@@ -1238,6 +1327,7 @@ class TaskScheduler(LockChecked):
         current = self._gen[row]
         if generation != current:
             self._n_stale += 1
+            self._charge(self._key(row), "stale_callbacks")
             task_id = self._ids[row]
             if self._recorder is not None:
                 self._record("StaleCallback", {"t": task_id, "g": generation})
@@ -1264,6 +1354,7 @@ class TaskScheduler(LockChecked):
             return row
         if st >= _SUCCEEDED:
             self._n_duplicates += 1
+            self._charge(self._key(row), "duplicate_callbacks")
             if self._recorder is not None:
                 self._record("RepeatedCallback", {"t": self._ids[row]})
             return _STATES[st]
@@ -1293,6 +1384,8 @@ class TaskScheduler(LockChecked):
                 self._n_failed += 1
             else:
                 self._n_cancelled += 1
+            if self._signals is not None:
+                self._signals.ended(self._key(row), "failed" if to == _FAILED else "stopped", ran)
             if self._track:
                 self._endings.append((self._ids[row], self._gen[row], _STATES[to]))
             self._settle((row,), ())
@@ -1356,6 +1449,9 @@ class TaskScheduler(LockChecked):
         self._ready_count -= was_ready
         if order:
             self._n_blocked += len(order)
+            if self._signals is not None:
+                for x in order:
+                    self._signals.count(self._key(x), "blocked")
             get = self._rows.get
             deps = self._deps
             blocked_by = self._blocked_by
@@ -1464,6 +1560,8 @@ class TaskScheduler(LockChecked):
         if self._optional:
             self._optional.pop(row, None)
             self._inputs.pop(row, None)
+        if self._labels:
+            self._labels.pop(row, None)
         self._stamp.pop(row, None)
 
     def _compact_if_wasteful(self) -> None:
@@ -1523,6 +1621,8 @@ class TaskScheduler(LockChecked):
             renumber[r]: o for r, o in self._optional.items()})
         self._inputs = _column(self, "_inputs", {
             renumber[r]: o for r, o in self._inputs.items()})
+        self._labels = _column(self, "_labels", {
+            renumber[r]: k for r, k in self._labels.items()})
         for waiting in self._dangling.values():
             held = list(waiting)
             waiting.clear()
@@ -1552,6 +1652,20 @@ def _id_tuple(call: str, task_id: Hashable, what: str, ids: Iterable[Hashable]
         raise InvalidArgumentError(
             f"{call}({_r(task_id)}, {_r(ids)}): {what} is not an iterable"
         ) from None
+
+
+def _labels_of(call: str, task_id: Hashable, task_type: Any,
+               tenant: Any) -> tuple[str | None, Hashable]:
+    """The partition key ``(task_type, tenant)`` of a version, checked."""
+    if task_type is not None and not isinstance(task_type, str):
+        raise InvalidArgumentError(
+            f"{call}({_r(task_id)}): task_type {_r(task_type)} must be None or a str")
+    try:
+        hash(tenant)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"{call}({_r(task_id)}): tenant {_r(tenant)} is unhashable") from None
+    return (task_type, tenant)
 
 
 def _check_deps(task_id: Hashable, deps: Iterable[Hashable], dep_t: tuple[Hashable, ...],
@@ -1666,6 +1780,9 @@ class _Checker(Checker[TaskScheduler]):
         for row in s._optional:
             if not _is_int(row) or not 0 <= row < n or state[row] == _DEAD:
                 self.fail(name, f"optional names row {row!r}, not a live row")
+        for row in s._labels:
+            if not _is_int(row) or not 0 <= row < n or state[row] == _DEAD:
+                self.fail(name, f"the partition keys name row {row!r}, not a live row")
         if len(live) != len(rows):
             self.fail(name, f"{len(rows)} ids but {len(live)} live rows")
         # -1 as a cause: Settle found none (BlockedHasCause reports it)

@@ -280,7 +280,8 @@ def _lockstep(session: Session, model: str, impl_name: str, examples: int,
 
 
 def recorded_runs_check(session: Session, runs: int) -> Outcome:
-    """TLC confirms that recorded multi-threaded Runner runs are behaviours of ``Spec``."""
+    """TLC confirms that recorded multi-threaded Runner runs are behaviours of ``Spec``, and
+    each run's ``signals()`` keeps the conservation laws and counts what its steps count."""
     from refsched.verify.dag.recording import record_runner_run
     from refsched.verify.validate import format_validation, validate_trace
 
@@ -291,6 +292,10 @@ def recorded_runs_check(session: Session, runs: int) -> Outcome:
         session.report(f"  recording and validating run {seed} of {runs}")
         trace = record_runner_run(seed)
         steps += len(trace.steps)
+        if trace.meta["signal_breaches"]:
+            return Outcome(name, False, f"{trace.name}: signals(): "
+                           + "; ".join(trace.meta["signal_breaches"]), _elapsed(started),
+                           {"runs": seed, "steps": steps})
         try:
             verdict = validate_trace(trace)
         except (tlc.TLCNotFoundError, RuntimeError, ValueError) as e:
@@ -298,7 +303,8 @@ def recorded_runs_check(session: Session, runs: int) -> Outcome:
         if not verdict.accepted:
             return Outcome(name, False, format_validation(verdict), _elapsed(started),
                            {"runs": seed, "steps": steps})
-    return Outcome(name, True, f"{runs} runs, {steps:,} steps, every one a behaviour of Spec",
+    return Outcome(name, True, f"{runs} runs, {steps:,} steps, every one a behaviour of Spec; "
+                   "signals() kept the conservation laws",
                    _elapsed(started), {"runs": runs, "steps": steps})
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -114,6 +115,7 @@ from refsched.verify.timer import mutants as _timer  # noqa: E402
 _S, _R, _T, _TR, _P = "scheduler", "runner", "timer", "timer_runner", "pool"
 _D, _DS, _DP, _DF = "durable", "durable_store", "durable_postgres", "durable_steps"
 _SC, _E = "durable_schedules", "schedule"
+_SG = "signals"
 
 _SYSTEMS = {"dag": _dag, "timer": _timer, "pool": _pool, "durable": _durable}
 MODULES = {key: module for part in _SYSTEMS.values() for key, module in part.MODULES.items()}
@@ -143,9 +145,9 @@ class Layer:
 
 LAYERS: tuple[Layer, ...] = (
     Layer("unit", "pytest: the scheduler's and its runner's unit tests (the pool's)",
-          frozenset({_S, _R, _T, _TR, _P, _D, _DS, _DP, _DF, _SC, _E})),
+          frozenset({_S, _R, _T, _TR, _P, _D, _DS, _DP, _DF, _SC, _E, _SG})),
     Layer("lockstep", "Hypothesis lock-step machine vs the model (all but the runners)",
-          frozenset({_S, _T, _P, _D, _DS})),
+          frozenset({_S, _SG, _T, _P, _D, _DS})),
     Layer("replay", "ITF corpus replay (all but the runners)",
           frozenset({_S, _T, _P, _D, _DS})),
     Layer("tlc", "TLC validation of recorded Runner runs and durable soak runs",
@@ -430,6 +432,10 @@ def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
         else:
             run_lockstep(TaskScheduler, examples=budget["lockstep_examples"],
                          steps=budget["lockstep_steps"], hypothesis_settings=unshrunk)
+            # then with signals() kept, over fewer partitions than the submissions name
+            run_lockstep(functools.partial(TaskScheduler, max_partitions=2), labels=True,
+                         examples=budget["lockstep_examples"], steps=budget["lockstep_steps"],
+                         hypothesis_settings=unshrunk)
     except Exception as exc:  # the failing call sequence is in the notes
         head = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         notes = "\n".join(getattr(exc, "__notes__", []))
@@ -466,6 +472,9 @@ def _tlc_layer(payload: dict[str, Any]) -> tuple[str, str]:
             trace = record_runner_run(seed)
         except Exception:
             return ERROR, _short(f"record_runner_run({seed}) raised\n{traceback.format_exc()}")
+        if trace.meta["signal_breaches"]:
+            return KILLED, _short(f"record_runner_run({seed}): signals(): "
+                                  + "; ".join(trace.meta["signal_breaches"]))
         verdict = validate_trace(trace)
         if not verdict.accepted:
             return KILLED, _short(f"record_runner_run({seed}): {format_validation(verdict)}")

@@ -39,6 +39,7 @@ from refsched.model.dag.counters import Counts
 from refsched.profile import FULL, Profile
 from refsched.types import Snapshot, TaskState
 from refsched.verify.dag.recording import TraceRecorder
+from refsched.verify.dag.signals import LABELS, SignalLedger, ledger_for
 from refsched.verify.itf import Trace
 from refsched.verify.lockstep import CallLedger, run_machine
 from refsched.verify.replay import Row, counter_rows, format_rows, snapshot_rows
@@ -271,7 +272,7 @@ def lockstep_machine(factory: Callable[[int], Any],
                      on_example: Callable[[], None] | None = None,
                      ledger: Ledger | None = None, *,
                      profile: Profile = FULL, python_api: bool = True,
-                     fatal: Fatal = ()) -> type[RuleBasedStateMachine]:
+                     fatal: Fatal = (), labels: bool = False) -> type[RuleBasedStateMachine]:
     """The lock-step machine comparing ``factory(max_concurrency)`` with the reference model.
 
     ``on_example`` is called as each example starts (for a progress display); ``ledger``, when
@@ -279,7 +280,9 @@ def lockstep_machine(factory: Callable[[int], Any],
     those the implementation supports and says what is compared; ``python_api`` adds task
     functions, ``info()`` and concurrency 0. An exception of a ``fatal`` type raised by the
     implementation (a harness failure: it is no answer) ends the run at once, unshrunk;
-    :func:`run_lockstep` re-raises it.
+    :func:`run_lockstep` re-raises it. With ``labels``, submissions draw a (task type,
+    tenant) pair, which an implementation that keeps ``signals()`` is given, and whose
+    partitions are then checked against the model's counts after every call.
     """
     if not profile.limit:
         # ready() claims every ready version: with a slot per id the model does the same
@@ -291,6 +294,8 @@ def lockstep_machine(factory: Callable[[int], Any],
                                            ("acknowledge_cancel", profile.cancel)) if kept)
     callbacks = (*finishes, *(("cancel",) if profile.cancel else ()))
     offsets = generation_offsets if profile.generations else st.just(0)
+    # a submission's (task type, tenant): given only to an implementation keeping signals()
+    labels_drawn = st.sampled_from(LABELS) if labels else st.just(None)
     if profile.generations:  # an id may come back in the initial graph: a new version
         initial_graph = st.lists(st.tuples(ids, st.lists(ids, unique=True, max_size=2)),
                                  min_size=2, max_size=5)
@@ -315,6 +320,8 @@ def lockstep_machine(factory: Callable[[int], Any],
             self.model: ReferenceScheduler | None = None
             self.impl: Any = None
             self.counts = Counts()  # what the model's steps and refusals so far count
+            # the same per partition, when the implementation keeps signals()
+            self.signal_ledger: SignalLedger | None = None
             self.calls = 0
             self.max_concurrency = 0
             self.log: list[Call] = []
@@ -333,6 +340,7 @@ def lockstep_machine(factory: Callable[[int], Any],
             self.counts = Counts()
             with _fatal_passes(fatal):
                 self.impl = factory(max_concurrency)
+            self.signal_ledger = ledger_for(self.impl)
             named = {task_id for task_id, _ in graph}
             for task_id, deps in graph:  # deps among the graph's ids, so start() mostly succeeds
                 self.both("submit", task_id, [d for d in deps if d in named and d != task_id])
@@ -341,7 +349,10 @@ def lockstep_machine(factory: Callable[[int], Any],
 
         # -- the comparison ----------------------------------------------------------------
 
-        def both(self, method: str, *args: Any) -> Any:
+        def both(self, method: str, *args: Any,
+                 labels: tuple[str | None, Hashable] | None = None) -> Any:
+            """Make the call on both sides and compare; ``labels``, a submission's
+            ``(task_type, tenant)``, go to an implementation that keeps signals() only."""
             assert self.model is not None
             self.calls += 1
             before = self.model.snapshot()
@@ -356,7 +367,7 @@ def lockstep_machine(factory: Callable[[int], Any],
             actual_error: BaseException | None = None
             try:
                 with _fatal_passes(fatal):
-                    actual = getattr(self.impl, method)(*args)
+                    actual = getattr(self.impl, method)(*args, **self.labelled(labels))
             except Exception as e:
                 actual_error = e
             after = self.model.snapshot()
@@ -366,6 +377,9 @@ def lockstep_machine(factory: Callable[[int], Any],
                                            self.max_concurrency)
             for name, step_args in taken:  # one at most: its state after is ``after``
                 self.counts = self.counts.step(name, step_args, before, after)
+            if self.signal_ledger is not None:
+                self.signal_ledger.count(method, args, labels or (None, None), before, after,
+                                         taken, expected_error, self.max_concurrency)
             model_answer = _show_answer(expected, expected_error)
             impl_answer = _show_answer(actual, actual_error)
             problem = self.disagreement(method, args, before, expected, expected_error,
@@ -386,9 +400,12 @@ def lockstep_machine(factory: Callable[[int], Any],
                 problem = ("the snapshots differ after the call" if len(counters) < len(rows)
                            else f"stats() is not what the model's steps count after the "
                                 f"call: {', '.join(counters)}")
+            if problem is None and self.signal_ledger is not None:
+                with _fatal_passes(fatal):
+                    problem = self.signal_ledger.problem(self.impl, after)
             diff = format_rows(("id", "field", "model", "implementation"), rows)
             call = Call(method, args, model_answer, impl_answer, problem is None, diff, steps,
-                        after)
+                        after, self.labelled(labels))
             self.log.append(call)
             if problem is not None:
                 raise Disagreement(f"{call.text}: {problem}", self.log, self.max_concurrency,
@@ -398,6 +415,13 @@ def lockstep_machine(factory: Callable[[int], Any],
                               method)
             assert violated_by_step(before, after) == [], f"{method}{args!r} broke a property"
             return expected
+
+        def labelled(self, labels: tuple[str | None, Hashable] | None) -> dict[str, Any]:
+            """The keywords that give a submission its partition, for an implementation
+            that keeps signals()."""
+            if labels is None or self.signal_ledger is None:
+                return {}
+            return {"task_type": labels[0], "tenant": labels[1]}
 
         def disagreement(self, method: str, args: tuple[Any, ...], before: Snapshot,
                          expected: Any, expected_error: BaseException | None, actual: Any,
@@ -528,11 +552,12 @@ def lockstep_machine(factory: Callable[[int], Any],
 
         if profile.generations and profile.dynamic:
             @rule(task_id=ids, deps=st.lists(ids, unique=True, max_size=2),
-                  with_fn=st.booleans() if python_api else st.just(False))
-            def submit(self, task_id: str, deps: list[str], with_fn: bool) -> None:
+                  with_fn=st.booleans() if python_api else st.just(False), labels=labels_drawn)
+            def submit(self, task_id: str, deps: list[str], with_fn: bool,
+                       labels: tuple[str | None, Hashable] | None) -> None:
                 deps = [d for d in deps if d != task_id]  # submit_malformed: self-dependency
                 self.both("submit", task_id, deps, *((_fn if with_fn else None,)
-                                                       if python_api else ()))
+                                                       if python_api else ()), labels=labels)
 
             @rule(task_id=ids, deps=st.lists(ids, min_size=1, max_size=3),
                   self_dep=st.booleans())
@@ -542,12 +567,13 @@ def lockstep_machine(factory: Callable[[int], Any],
         else:
             @precondition(lambda self: self.submittable())
             @rule(data=st.data(), deps=st.lists(ids, unique=True, max_size=2),
-                  with_fn=st.booleans() if python_api else st.just(False))
-            def submit(self, data: st.DataObject, deps: list[str], with_fn: bool) -> None:
+                  with_fn=st.booleans() if python_api else st.just(False), labels=labels_drawn)
+            def submit(self, data: st.DataObject, deps: list[str], with_fn: bool,
+                       labels: tuple[str | None, Hashable] | None) -> None:
                 task_id = data.draw(st.sampled_from(self.submittable()))
                 deps = [d for d in deps if d != task_id]
                 self.both("submit", task_id, deps, *((_fn if with_fn else None,)
-                                                       if python_api else ()))
+                                                       if python_api else ()), labels=labels)
 
             @precondition(lambda self: self.submittable())
             @rule(data=st.data(), deps=st.lists(ids, min_size=1, max_size=3),
@@ -561,13 +587,15 @@ def lockstep_machine(factory: Callable[[int], Any],
             @precondition(lambda self: self.submittable())
             @rule(data=st.data(), deps=st.lists(ids, unique=True, max_size=2),
                   optional=st.lists(ids, unique=True, min_size=1, max_size=2),
-                  with_fn=st.booleans() if python_api else st.just(False))
+                  with_fn=st.booleans() if python_api else st.just(False), labels=labels_drawn)
             def submit_optional(self, data: st.DataObject, deps: list[str], optional: list[str],
-                                with_fn: bool) -> None:
+                                with_fn: bool,
+                                labels: tuple[str | None, Hashable] | None) -> None:
                 task_id = data.draw(st.sampled_from(self.submittable()))
                 optional = [d for d in optional if d != task_id]
                 deps = [d for d in deps if d != task_id and d not in optional]
-                self.both("submit", task_id, deps, _fn if with_fn else None, optional)
+                self.both("submit", task_id, deps, _fn if with_fn else None, optional,
+                          labels=labels)
 
         if profile.add_deps:
             optional_drawn = (st.lists(ids, max_size=1) if profile.optional_edges
@@ -652,19 +680,19 @@ def run_lockstep(factory: Callable[[int], Any], examples: int = 200, steps: int 
                  on_example: Callable[[], None] | None = None,
                  ledger: Ledger | None = None, *,
                  profile: Profile = FULL, python_api: bool = True, seed: int | None = None,
-                 fatal: Fatal = (),
+                 fatal: Fatal = (), labels: bool = False,
                  hypothesis_settings: Mapping[str, Any] | None = None) -> None:
     """Run the lock-step machine for ``examples`` examples; raise on the first disagreement.
 
     Hypothesis shrinks a failure to a short sequence of calls and prints it; the exception is a
     :class:`Disagreement` holding those calls (an ``ExceptionGroup`` of them when Hypothesis
-    reports several distinct failures). ``profile``, ``python_api`` and ``fatal`` are
-    :func:`lockstep_machine`'s; a ``fatal`` error is re-raised as it is. ``seed`` fixes
+    reports several distinct failures). ``profile``, ``python_api``, ``fatal`` and ``labels``
+    are :func:`lockstep_machine`'s; a ``fatal`` error is re-raised as it is. ``seed`` fixes
     Hypothesis's random choices (a run with the same seed makes the same calls);
     ``hypothesis_settings`` overrides the settings this function chooses.
     """
     machine = lockstep_machine(factory, on_example, ledger, profile=profile,
-                               python_api=python_api, fatal=fatal)
+                               python_api=python_api, fatal=fatal, labels=labels)
     try:
         run_machine(machine, examples=examples, steps=steps, seed=seed,
                     overrides=hypothesis_settings)

@@ -9,10 +9,11 @@ from __future__ import annotations
 from refsched.verify.mutant import Mutant
 from refsched.verify.mutant import mutant as _m
 
-MODULES = {"scheduler": "refsched.dag.scheduler", "runner": "refsched.dag.runner"}
+MODULES = {"scheduler": "refsched.dag.scheduler", "runner": "refsched.dag.runner",
+           "signals": "refsched.dag.signals"}
 """The files this catalogue patches: a key (a mutant's ``file``) to its module."""
 
-_S, _R = "scheduler", "runner"
+_S, _R, _SG = "scheduler", "runner", "signals"
 
 CATALOGUE: tuple[Mutant, ...] = (
     # -- TaskScheduler: locking ----------------------------------------------------------------
@@ -220,6 +221,29 @@ CATALOGUE: tuple[Mutant, ...] = (
        "ready() counts a claim conflict when the free slots are just enough for what it asks",
        """            if free < want:""",
        """            if free <= want:"""),
+    # -- TaskScheduler: signals per task type and tenant -------------------------------------
+    _m("retry_charges_renewed_to_first_tenant", _S,
+       "retry() charges every version it renews to the partition of the first one",
+       """                    self._signals.count(self._key(row), "retried")""",
+       """                    self._signals.count(self._key(renewed[0]), "retried")"""),
+    _m("replaced_charged_to_new_tenant", _S,
+       "a resubmission charges the waiting version it replaces to its own partition",
+       """            book.count(self._key(old), "replaced")""",
+       """            book.count(labels or UNLABELLED, "replaced")"""),
+    _m("overflow_partition_not_counted", _SG,
+       "once max_partitions are kept, a new key's counts are dropped, not charged to the "
+       "overflow partition",
+       """                key = OVERFLOW
+                tally = parts.get(key)""",
+       """                return _Tally()"""),
+    _m("failure_counted_as_config_error", _S,
+       "fail() counts a function failure as a graph configuration error",
+       """"failed" if to == _FAILED else "stopped", ran)""",
+       """"edges_refused" if to == _FAILED else "stopped", ran)"""),
+    _m("config_error_counted_as_failure", _S,
+       "add_deps() on a version no longer pending counts a function failure",
+       """                self._signals.count(self._key(row), "edges_refused")""",
+       """                self._signals.count(self._key(row), "failed")"""),
     # -- TaskScheduler: edge kinds and add_deps ------------------------------------------------
     _m("optional_failure_blocks", _S,
        "blocking spreads through optional edges too: an optional parent's failure blocks",

@@ -20,8 +20,10 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import Any
 
 from refsched.dag.runner import Runner
+from refsched.dag.signals import task_type_of
 from refsched.errors import SchedulerError
 from refsched.types import Snapshot, TaskState
+from refsched.verify.dag.signals import check_recorded_signals
 from refsched.verify.itf import Step as TraceStep
 from refsched.verify.itf import Trace
 from refsched.verify.specstate import spec_state
@@ -74,6 +76,10 @@ def _function(rng: random.Random, kind: str) -> Callable[..., Any]:
 
 
 _KINDS = ("succeed", "succeed", "sleep", "sleep", "flaky", "raise", "watch", "watch")
+_TENANTS = ("acme", "zenith", None)
+# Enough for every (task type, tenant) of a run: which key a partition goes to is decided in
+# the order keys are charged, and a ready() cut short charges one no recorded step shows.
+_PARTITIONS = 16
 
 
 def _wait_until_running(runner: Runner, task_id: Hashable, deadline: float) -> None:
@@ -96,8 +102,12 @@ def record_runner_run(seed: int, *, tasks: int = 6, workers: int = 3,
     tasks from outside while they run, resubmits one task mid-run, waits, retries failed,
     blocked and cancelled tasks, reports a late duplicate and a stale callback as a lost
     worker would, and closes with or without ``cancel_pending``. Which step comes when is up
-    to the threads. The Trace is named ``runner-seed-<seed>`` and its ``#meta`` holds the
-    arguments. ``ValueError`` for ``tasks`` or ``workers`` below 1 or ``max_deps`` below 0.
+    to the threads. Each submission names a tenant (or none), and the runner keeps
+    ``signals()``: at the end they are checked against the recorded steps and the conservation
+    laws (:func:`refsched.verify.dag.signals.check_recorded_signals`). The Trace is named
+    ``runner-seed-<seed>`` and its ``#meta`` holds the arguments and, as
+    ``signal_breaches``, what that check found wrong (``[]``: nothing). ``ValueError`` for
+    ``tasks`` or ``workers`` below 1 or ``max_deps`` below 0.
     """
     for name, value, least in (("tasks", tasks, 1), ("workers", workers, 1),
                                ("max_deps", max_deps, 0)):
@@ -118,13 +128,18 @@ def record_runner_run(seed: int, *, tasks: int = 6, workers: int = 3,
     edges_rng = random.Random(f"edges-{seed}")
     optional = {t: [d for d in deps[t] if edges_rng.random() < 0.3] for t in ids}
     added = _added_edge(edges_rng, ids, deps)
+    # the tenants too: (task type, tenant) of each accepted submission, in order
+    tenants_rng = random.Random(f"tenants-{seed}")
+    tenant = {t: tenants_rng.choice(_TENANTS) for t in ids}
+    submitted: list[tuple[str, str | None]] = []
 
     recorder = TraceRecorder()
-    runner = Runner(max_workers=workers, recorder=recorder)
+    runner = Runner(max_workers=workers, recorder=recorder, max_partitions=_PARTITIONS)
     try:
         for t in ids:
             required = [d for d in deps[t] if d not in optional[t]]
-            runner.submit(t, functions[t], required, optional=optional[t])
+            runner.submit(t, functions[t], required, optional=optional[t], tenant=tenant[t])
+            submitted.append((task_type_of(functions[t]), tenant[t]))
         if added is not None:
             task, dep, kind = added
             runner.add_deps(task, **{kind: [dep]})
@@ -134,8 +149,10 @@ def record_runner_run(seed: int, *, tasks: int = 6, workers: int = 3,
             runner.cancel(t)
         with_deps = [d for d in ids[:ids.index(resubmitted)] if rng.random() < 0.5]
         # Refused with TaskRunningError (no step) if it is running right now.
+        again = _function(rng, "succeed")
         with contextlib.suppress(SchedulerError):
-            runner.submit(resubmitted, _function(rng, "succeed"), with_deps)
+            runner.submit(resubmitted, again, with_deps, tenant=_TENANTS[0])
+            submitted.append((task_type_of(again), _TENANTS[0]))
         runner.wait(max(0.0, deadline - time.monotonic()))
         dead = [t for t in ids if runner.scheduler.state(t).is_dead]
         for t in rng.sample(dead, len(dead)):
@@ -147,9 +164,13 @@ def record_runner_run(seed: int, *, tasks: int = 6, workers: int = 3,
     finally:
         runner.close(timeout=max(0.0, deadline - time.monotonic()),
                      cancel_pending=cancel_pending)
+    scheduler = runner.scheduler
+    breaches = check_recorded_signals(recorder.steps, submitted, scheduler.signals(),
+                                      scheduler.stats())
     return recorder.trace(workers, name=f"runner-seed-{seed}", meta={
         "source": "refsched.verify.dag.recording.record_runner_run",
         "seed": seed, "tasks": tasks, "workers": workers, "max_deps": max_deps,
+        "signal_breaches": breaches,
     })
 
 
