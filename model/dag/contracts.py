@@ -106,7 +106,7 @@ Settle = Callable[[dict[Hashable, VersionView]], dict[Hashable, VersionView]]
 def settles_correctly(settle: Settle, states: list[int], dep_masks: list[int]) -> bool:
     """Whether ``settle`` did what the spec's Settle says on the state ``build_state`` makes."""
     before = build_state(states, dep_masks).tasks
-    after = settle(dict(before))
+    after, _ = settle(dict(before))
     for t, v in after.items():
         old = before[t]
         if v.state in actions.WAITING and any(
