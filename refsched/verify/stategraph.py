@@ -206,6 +206,9 @@ def show(s: Snapshot) -> str:
                     f"remaining={v.remaining_deps}"
                     f"{blocked} cancelRequested={v.cancel_requested} claims={v.claims} "
                     f"seq={v.seq}")
+    for t, r in sorted(s.records.items(), key=lambda kv: str(kv[0])):
+        rows.append(f"  {t}: provenance root {r.root} gen {r.generation} {r.end.value} "
+                    f"path {' -> '.join(map(str, r.path))}")
     return "\n".join(rows)
 
 

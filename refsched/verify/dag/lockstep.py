@@ -37,6 +37,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from refsched.model import ACTIONS, INITIAL, ReferenceScheduler, violated, violated_by_step
 from refsched.model.dag.counters import Counts
+from refsched.model.dag.invariants import violated_by_provenance_step, violated_provenance
 from refsched.profile import FULL, Profile
 from refsched.types import Snapshot, TaskInfo, TaskState
 from refsched.verify.dag.recording import TraceRecorder
@@ -410,6 +411,8 @@ def lockstep_machine(factory: Callable[[int], Any],
                 ledger.record(before, [name for name, _ in steps], after, expected_error,
                               method)
             assert violated_by_step(before, after) == [], f"{method}{args!r} broke a property"
+            assert violated_by_provenance_step(before, after) == [], (
+                f"{method}{args!r} broke a property of the provenance")
             return expected
 
         def disagreement(self, method: str, args: tuple[Any, ...], before: Snapshot,
@@ -493,6 +496,8 @@ def lockstep_machine(factory: Callable[[int], Any],
             if self.model is None:
                 return
             assert violated(self.model.snapshot(), self.max_concurrency) == []
+            assert violated_provenance(self.model.snapshot(provenance=True),
+                                       self.max_concurrency) == []
             check = getattr(self.impl, "check_invariants", None)
             if check is None:
                 return
