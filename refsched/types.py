@@ -111,8 +111,9 @@ class Provenance:
 
     ``actor`` and ``reason`` are those given to the ``cancel()``, ``acknowledge_cancel()`` or
     ``fail()`` that ended the root (None when not given; ``close()`` gives ``reason="close"``);
-    ``time`` is the scheduler's clock then. Set once; never changed while the version is
-    current.
+    ``time`` is the scheduler's clock then; two records compare equal whatever their times
+    (a reference model, which has no clock, is compared with a scheduler that has one). Set
+    once; never changed while the version is current.
     """
 
     root: Hashable
@@ -121,7 +122,7 @@ class Provenance:
     path: tuple[Hashable, ...]
     actor: Any = None
     reason: Any = None
-    time: float = 0.0
+    time: float = field(default=0.0, compare=False)
 
     def view(self) -> ProvenanceView:
         """The spec's part of it."""

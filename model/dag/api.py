@@ -86,6 +86,9 @@ class ReferenceScheduler:
         self.history: list[Step] = []
         self._fns: dict[Hashable, Callable[..., Any] | None] = {}
         self._results: dict[Hashable, tuple[Any, Any]] = {}
+        # (id, generation) of a version that failed or was cancelled -> the actor and reason
+        # given to the call that ended it, which its provenance records carry
+        self._notes: dict[tuple[Hashable, int], tuple[Any, Any]] = {}
 
     # -- stepping ---------------------------------------------------------------------------
 
@@ -207,13 +210,21 @@ class ReferenceScheduler:
         state = self._callback("fail", A.Fail, task_id, generation)
         if self.history[-1][0] == "Fail":
             self._results[task_id] = (None, error)
+            self._note(task_id, actor, reason)
         return state
+
+    def _note(self, task_id: Hashable, actor: Any, reason: Any) -> None:
+        """The version of ``task_id`` just ended with ``actor`` and ``reason``."""
+        self._notes[(task_id, self.state_value.tasks[task_id].generation)] = (actor, reason)
 
     def acknowledge_cancel(self, task_id: Hashable, generation: int, *,
                            actor: str | None = None, reason: str | None = None) -> TaskState:
         """Spec: AcknowledgeCancel."""
         _check_note("acknowledge_cancel", task_id, actor, reason)
-        return self._callback("acknowledge_cancel", A.AcknowledgeCancel, task_id, generation)
+        state = self._callback("acknowledge_cancel", A.AcknowledgeCancel, task_id, generation)
+        if self.history[-1][0] == "AcknowledgeCancel":
+            self._note(task_id, actor, reason)
+        return state
 
     def cancel(self, task_id: Hashable, generation: int | None = None, *,
                actor: str | None = None, reason: str | None = None) -> TaskState:
@@ -223,7 +234,8 @@ class ReferenceScheduler:
         view = self._view(call, task_id)
         if generation is not None:
             self._reject_stale(call, task_id, generation, view.generation)
-        self._take(A.Cancel, task_id)
+        if self._take(A.Cancel, task_id) and self.state(task_id) is TaskState.CANCELLED:
+            self._note(task_id, actor, reason)
         return self.state(task_id)
 
     def retry(self, task_id: Hashable) -> int:
@@ -240,7 +252,10 @@ class ReferenceScheduler:
         if not isinstance(cancel_pending, bool):
             raise InvalidArgumentError(
                 f"close(cancel_pending={cancel_pending!r}): cancel_pending must be a bool")
-        self._take(A.Close, cancel_pending)
+        waiting = [t for t, v in self.state_value.tasks.items() if v.state in A.WAITING]
+        if self._take(A.Close, cancel_pending) and cancel_pending:
+            for t in waiting:
+                self._note(t, None, "close")
         return self.close_report()
 
     # -- introspection ----------------------------------------------------------------------
@@ -260,7 +275,8 @@ class ReferenceScheduler:
         result, error = self._results.get(task_id, (None, None))
         record = self.state_value.records.get(task_id)
         provenance = None if record is None else Provenance(
-            record.root, record.generation, record.end, record.path)
+            record.root, record.generation, record.end, record.path,
+            *self._notes.get((record.root, record.generation), (None, None)))
         return TaskInfo(task_id, v.generation, v.state, v.deps, v.remaining_deps, v.blocked_by,
                         v.cancel_requested, result, error, A.optional_of(v), provenance)
 

@@ -163,3 +163,19 @@ def test_a_runner_cancel_passes_actor_and_reason() -> None:
         runner.wait()
         assert record(runner, "b").path == ("a", "b")
         assert record(runner, "b").actor == "ops"
+
+
+def test_the_reference_model_gives_the_same_records_but_the_time() -> None:
+    both = [TaskScheduler(2, clock=Clock()), ReferenceScheduler(2)]
+    for s in both:
+        s.submit("a")
+        s.submit("b", ["a"])
+        s.submit("c")
+        s.submit("d", ["c"])
+        s.start()
+        s.ready()
+        s.fail("a", 1, actor="w", reason="boom")
+        s.acknowledge_cancel("c", 1, actor="ops")
+    mine, model = ([s.info(t) for t in "abcd"] for s in both)
+    assert mine == model
+    assert model[1].provenance == Provenance("a", 1, TaskState.FAILED, ("a", "b"), "w", "boom")

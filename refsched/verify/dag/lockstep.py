@@ -26,7 +26,6 @@ found) and turns the model's steps along them into a trace of the spec (:meth:`D
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import itertools
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,7 +38,7 @@ from refsched.model import ACTIONS, INITIAL, ReferenceScheduler, violated, viola
 from refsched.model.dag.counters import Counts
 from refsched.model.dag.invariants import violated_by_provenance_step, violated_provenance
 from refsched.profile import FULL, Profile
-from refsched.types import Snapshot, TaskInfo, TaskState
+from refsched.types import Snapshot, TaskState
 from refsched.verify.dag.recording import TraceRecorder
 from refsched.verify.itf import Trace
 from refsched.verify.lockstep import CallLedger, run_machine
@@ -318,10 +317,6 @@ def lockstep_machine(factory: Callable[[int], Any],
         if hasattr(value, "by_state"):  # a close report: each list in its order (seq order)
             return {state: list(map(repr, members))
                     for state, members in value.by_state().items()}
-        if isinstance(value, TaskInfo) and value.provenance is not None:
-            # the model has no clock and no notes: the spec's part of the record is compared
-            return dataclasses.replace(value, provenance=dataclasses.replace(
-                value.provenance, actor=None, reason=None, time=0.0))
         return value
 
     class Lockstep(RuleBasedStateMachine):
