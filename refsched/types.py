@@ -19,6 +19,8 @@ __all__ = [
     "Due",
     "OptionalDepsView",
     "ParentOutcome",
+    "Provenance",
+    "ProvenanceView",
     "Snapshot",
     "TaskInfo",
     "TaskState",
@@ -89,6 +91,45 @@ class ParentOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class ProvenanceView:
+    """How a blocked or cancelled version came to end: the spec's ``provenance[t]``.
+
+    ``root`` and ``generation`` name the version that failed or was cancelled (``end``);
+    ``path`` runs from ``root`` to the version, each id a required dependency of the next. A
+    cancelled version is its own root (``path == (t,)``).
+    """
+
+    root: Hashable
+    generation: int  # the root's version
+    end: TaskState  # FAILED or CANCELLED
+    path: tuple[Hashable, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """``ProvenanceView`` and what the call that ended the root said (``TaskInfo.provenance``).
+
+    ``actor`` and ``reason`` are those given to the ``cancel()``, ``acknowledge_cancel()`` or
+    ``fail()`` that ended the root (None when not given; ``close()`` gives ``reason="close"``);
+    ``time`` is the scheduler's clock then; two records compare equal whatever their times
+    (a reference model, which has no clock, is compared with a scheduler that has one). Set
+    once; never changed while the version is current.
+    """
+
+    root: Hashable
+    generation: int
+    end: TaskState
+    path: tuple[Hashable, ...]
+    actor: Any = None
+    reason: Any = None
+    time: float = field(default=0.0, compare=False)
+
+    def view(self) -> ProvenanceView:
+        """The spec's part of it."""
+        return ProvenanceView(self.root, self.generation, self.end, self.path)
+
+
+@dataclass(frozen=True, slots=True)
 class TaskInfo:
     """What the scheduler knows about a task's current version (``TaskScheduler.info``)."""
 
@@ -102,6 +143,7 @@ class TaskInfo:
     result: Any = None  # the value given to complete()
     error: Any = None  # the error given to fail()
     optional: frozenset[Hashable] = frozenset()  # the deps whose edge is optional
+    provenance: Provenance | None = None  # when blocked or cancelled: how it came to end
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +191,9 @@ class OptionalDepsView(VersionView):
     optional: frozenset[Hashable] = field(default=frozenset())  # a non-empty subset of deps
 
 
+_NO_RECORDS: Mapping[Hashable, ProvenanceView] = MappingProxyType({})
+
+
 def _frozen_tasks(tasks: Mapping[Hashable, VersionView]) -> Mapping[Hashable, VersionView]:
     return MappingProxyType(dict(tasks))
 
@@ -161,20 +206,36 @@ class Snapshot:
     closed: bool = False
     next_seq: int = 1
     tasks: Mapping[Hashable, VersionView] = field(default_factory=lambda: MappingProxyType({}))
+    # The spec's provenance, by id (only blocked and cancelled versions have a record). None:
+    # not recorded (the spec's RecordProvenance off), which compares equal to no record at
+    # all; the model's steps record only in a snapshot whose provenance is not None.
+    provenance: Mapping[Hashable, ProvenanceView] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.tasks, MappingProxyType):
             object.__setattr__(self, "tasks", _frozen_tasks(self.tasks))
+        if self.provenance is not None and not isinstance(self.provenance, MappingProxyType):
+            object.__setattr__(self, "provenance", MappingProxyType(dict(self.provenance)))
+
+    @property
+    def records(self) -> Mapping[Hashable, ProvenanceView]:
+        """The provenance records, empty when none is recorded."""
+        return self.provenance or _NO_RECORDS
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Snapshot):
             return NotImplemented
         return (self.started, self.closed, self.next_seq) == (
             other.started, other.closed, other.next_seq
-        ) and dict(self.tasks) == dict(other.tasks)
+        ) and dict(self.tasks) == dict(other.tasks) and (
+            dict(self.records) == dict(other.records))
 
     def __hash__(self) -> int:
-        return hash((self.started, self.closed, self.next_seq, frozenset(self.tasks.items())))
+        if not self.provenance:
+            return hash((self.started, self.closed, self.next_seq,
+                         frozenset(self.tasks.items())))
+        return hash((self.started, self.closed, self.next_seq, frozenset(self.tasks.items()),
+                     frozenset(self.provenance.items())))
 
     def replace(self, **changes: Any) -> Snapshot:
         """A copy with some fields replaced (``tasks`` may be any mapping)."""
@@ -182,7 +243,7 @@ class Snapshot:
 
     def _fields(self) -> dict[str, Any]:
         return {"started": self.started, "closed": self.closed, "next_seq": self.next_seq,
-                "tasks": self.tasks}
+                "tasks": self.tasks, "provenance": self.provenance}
 
 
 # -- The timer scheduler (spec/TimerQueue.tla) ------------------------------------------------

@@ -6,7 +6,9 @@ path calls them as it called its own copy: one global lookup, no extra call.
 
 from __future__ import annotations
 
-__all__ = ["hashes", "is_int", "shown"]
+from refsched.errors import InvalidArgumentError
+
+__all__ = ["check_note", "hashes", "is_int", "shown"]
 
 
 def shown(value: object) -> str:
@@ -34,3 +36,12 @@ def hashes(value: object) -> bool:
     except TypeError:
         return False
     return True
+
+
+def check_note(call: str, task_id: object, actor: object, reason: object) -> None:
+    """Raise ``InvalidArgumentError`` unless ``actor`` and ``reason``, given to a call that
+    ends a version (for its provenance), are each None or a str."""
+    for name, value in (("actor", actor), ("reason", reason)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidArgumentError(
+                f"{call}({shown(task_id)}, {name}={shown(value)}): {name} must be None or a str")

@@ -108,7 +108,10 @@ vars == <<schedulerVars, leaseVars, timeVars>>
 Abs == INSTANCE Scheduler WITH claims <- [t \in Tasks |-> IF attempt[t] > 0 THEN 1 ELSE 0],
                                OldestFirst <- (Priorities = {0} /\ Delays = {0}),
                                optional <- [t \in Tasks |-> {}],
-                               OptionalEdges <- FALSE, AddDepsAllowed <- FALSE
+                               OptionalEdges <- FALSE, AddDepsAllowed <- FALSE,
+                               RecordProvenance <- FALSE,
+                               provenance <- [t \in Tasks |-> [root |-> NoTask, generation |-> 0,
+                                                               end |-> "none", path |-> <<>>]]
 \* The TaskScheduler this scheduler implements: every variable is its own, and a version
 \* counts as claimed once it was given a lease.  With neither priorities nor delays the
 \* claim order is Scheduler's, oldest first (a version's due is the time it was submitted,

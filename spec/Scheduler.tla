@@ -14,8 +14,13 @@
 (* never blocked by it).  SubmitOptional and AddDeps, gated by the         *)
 (* constants OptionalEdges and AddDepsAllowed, are the reference model's   *)
 (* alone so far: refsched.TaskScheduler makes only required edges.         *)
+(*                                                                         *)
+(* Provenance.  With the constant RecordProvenance, every blocked or       *)
+(* cancelled version holds the record of its end: the root cause (the      *)
+(* version that failed or was cancelled, and how it ended) and the path of *)
+(* required edges from that root to the version.                          *)
 (***************************************************************************)
-EXTENDS Naturals, FiniteSets
+EXTENDS Naturals, FiniteSets, Sequences
 
 CONSTANTS
     Tasks,          \* the task ids a behaviour may use
@@ -24,13 +29,15 @@ CONSTANTS
                     \* any ready versions (a refinement that states its own order)
     NoTask,         \* a model value outside Tasks: blockedBy of a version that is not blocked
     OptionalEdges,  \* BOOLEAN: SubmitOptional and AddDeps may make optional edges
-    AddDepsAllowed  \* BOOLEAN: AddDeps may add edges to a pending version
+    AddDepsAllowed, \* BOOLEAN: AddDeps may add edges to a pending version
+    RecordProvenance \* BOOLEAN: blocked and cancelled versions record their provenance
 
 ASSUME NoTask \notin Tasks
 ASSUME MaxConcurrency \in Nat \ {0}
 ASSUME OldestFirst \in BOOLEAN
 ASSUME OptionalEdges \in BOOLEAN
 ASSUME AddDepsAllowed \in BOOLEAN
+ASSUME RecordProvenance \in BOOLEAN
 
 VARIABLES
     started,         \* BOOLEAN: Start has sealed the initial graph
@@ -46,10 +53,12 @@ VARIABLES
     blockedBy,       \* [Tasks -> Tasks \cup {NoTask}]: the dep that blocked a blocked version
     cancelRequested, \* [Tasks -> BOOLEAN]: a cooperative stop was requested while running
     claims,          \* [Tasks -> Nat]: how many times the current version was claimed
-    seq              \* [Tasks -> Nat]: submission sequence number of the version (ready order)
+    seq,             \* [Tasks -> Nat]: submission sequence number of the version (ready order)
+    provenance       \* [Tasks -> records \cup {NoRecord}]: how a blocked or cancelled version
+                     \* came to end (NoRecord otherwise, and always without RecordProvenance)
 
 vars == <<started, closed, nextSeq, generation, state, deps, optional, remainingDeps,
-          blockedBy, cancelRequested, claims, seq>>
+          blockedBy, cancelRequested, claims, seq, provenance>>
 
 -----------------------------------------------------------------------------
 (* State classes *)
@@ -80,6 +89,19 @@ Unsettled(st, D, O) == Cardinality({d \in D : ~Settles(st[d], d \in O)})
 \* How many of the ids D (O of them through optional edges) still hold a version back under
 \* the state map st (an absent id does).  With O = {}: the ids of D not succeeded.
 
+NoRecord == [root |-> NoTask, generation |-> 0, end |-> "none", path |-> <<>>]
+\* The provenance of a version that is neither blocked nor cancelled.
+
+EndRecord(t, end) == [root |-> t, generation |-> generation[t], end |-> end, path |-> <<t>>]
+\* The provenance of a version of t that ended itself (end: "failed" or "cancelled"): it is
+\* its own root, and its path is t alone.  A failed version keeps none (only blocked and
+\* cancelled ones do); this is the record its blocked dependents extend.
+
+Recorded(pv, S, end) ==
+    IF RecordProvenance THEN [x \in Tasks |-> IF x \in S THEN EndRecord(x, end) ELSE pv[x]]
+                        ELSE pv
+\* pv with the versions of S recorded as ended themselves, when provenance is recorded.
+
 -----------------------------------------------------------------------------
 (* Graph helpers *)
 
@@ -104,21 +126,50 @@ BlockedChain(S) ==
     IN  IF S2 = S THEN S ELSE BlockedChain(S2)
 \* S and every blocked version whose blockedBy chain leads back into S.
 
-Settle(st, dp, op, sq, bb, rd, ended) ==
+RECURSIVE Near(_, _, _, _)
+Near(k, S, live, dp) ==
+    IF k = 0 THEN S
+    ELSE LET P == Near(k - 1, S, live, dp) IN P \cup {x \in live : dp[x] \cap P # {}}
+\* S and every id of live from which S can be reached in at most k edges through ids of live.
+
+RECURSIVE Anchored(_, _, _)
+Anchored(S, B, blame) ==
+    LET S2 == S \cup {x \in B : blame[x] \in S}
+    IN  IF S2 = S THEN S ELSE Anchored(S2, B, blame)
+\* S and every id of B whose chain of blame leads into S.
+
+Settle(st, dp, op, sq, bb, rd, ended, pv) ==
     LET live    == {x \in Tasks : st[x] \in Waiting}
         dead    == {x \in Tasks : st[x] \in DeadStates}
         req     == [x \in Tasks |-> dp[x] \ op[x]]
         B       == Grow(dead, live, req) \ dead
-        Blame(x) == LET cause == req[x] \cap (dead \cup B)
-                    IN  CHOOSE d \in cause : \A e \in cause : sq[d] <= sq[e]
+        Nearest(xs) == CHOOSE d \in xs : \A e \in xs : sq[d] <= sq[e]
+        Blame(x) == Nearest(req[x] \cap (dead \cup B))
         freed(x) == IF x \in live \ B THEN Cardinality(op[x] \cap (ended \cup B)) ELSE 0
         left    == [x \in Tasks |-> rd[x] - freed(x)]
+        \* Provenance.  A version's path runs through its blamed dep, whose chain of blame
+        \* leads to a dead version, except in an unstarted graph with a cycle, where it may
+        \* loop: there the path runs through the dep of smallest seq one edge nearer to a
+        \* dead version (level(d): the fewest required edges from d to a dead version).
+        blame   == [x \in B |-> Blame(x)]
+        sound   == Anchored(dead, B, blame)
+        level(x) == CHOOSE k \in 0..Cardinality(Tasks) : x \in Near(k, dead, live, req)
+                                                        /\ (k > 0 => x \notin Near(k - 1, dead, live, req))
+        via(x)  == IF x \in sound THEN blame[x]
+                   ELSE Nearest({d \in req[x] \cap (dead \cup B) : level(d) = level(x) - 1})
+        cause(d) == IF st[d] = "failed" THEN EndRecord(d, "failed") ELSE pv[d]
+        record[x \in B] ==
+            LET r == IF via(x) \in B THEN record[via(x)] ELSE cause(via(x))
+            IN  [r EXCEPT !.path = Append(@, x)]
     IN  [state     |-> [x \in Tasks |->
                           IF x \in B THEN "blocked"
                           ELSE IF freed(x) > 0 /\ left[x] = 0 THEN "ready"
                           ELSE st[x]],
          blockedBy |-> [x \in Tasks |-> IF x \in B THEN Blame(x) ELSE bb[x]],
-         remainingDeps |-> left]
+         remainingDeps |-> left,
+         provenance |-> IF RecordProvenance
+                        THEN [x \in Tasks |-> IF x \in B THEN record[x] ELSE pv[x]]
+                        ELSE pv]
 \* Blocking spreads along required edges: given the state map st, deps dp, optional edges
 \* op, seq sq, blockedBy bb and counts rd an action has produced, and the set ended of the
 \* versions the action itself put in a dead state, B is the set of waiting versions that
@@ -127,7 +178,9 @@ Settle(st, dp, op, sq, bb, rd, ended) ==
 \* B.  The versions of ended and of B have ended, which settles every optional edge to them:
 \* a waiting version outside B has that many (freed) fewer deps to wait for, and becomes
 \* ready when that leaves none.  Returns the new state, blockedBy and remainingDeps maps;
-\* running and terminal versions are untouched.
+\* running and terminal versions are untouched.  With RecordProvenance, each member of B
+\* records its provenance (pv holds the others'): its root's, with the path of its blamed
+\* dep (via) extended by itself; a failed dep is its own root.
 
 -----------------------------------------------------------------------------
 (* Initial state *)
@@ -145,6 +198,7 @@ Init ==
     /\ cancelRequested = [t \in Tasks |-> FALSE]
     /\ claims = [t \in Tasks |-> 0]
     /\ seq = [t \in Tasks |-> 0]
+    /\ provenance = [t \in Tasks |-> NoRecord]
 \* A fresh scheduler: not started, not closed, no id submitted.
 
 -----------------------------------------------------------------------------
@@ -173,7 +227,7 @@ NewVersion(t, D, O) ==
                           ELSE IF x \in bumped THEN remainingDeps[x] + 1
                           ELSE remainingDeps[x]]
            settled == Settle(st1, newDeps, newOpt, newSeq, [blockedBy EXCEPT ![t] = NoTask],
-                             rd1, {})
+                             rd1, {}, [provenance EXCEPT ![t] = NoRecord])
        IN  /\ generation' = [generation EXCEPT ![t] = @ + 1]
            /\ deps' = newDeps
            /\ optional' = newOpt
@@ -184,6 +238,7 @@ NewVersion(t, D, O) ==
            /\ remainingDeps' = settled.remainingDeps
            /\ state' = settled.state
            /\ blockedBy' = settled.blockedBy
+           /\ provenance' = settled.provenance
     /\ UNCHANGED <<started, closed>>
 \* A new version of t depending on D, O of them through optional edges: ready if every dep
 \* is settled, else pending, then Settle.  After Start, D must be submitted ids and must
@@ -210,7 +265,7 @@ Start ==
     /\ Acyclic(deps)
     /\ started' = TRUE
     /\ UNCHANGED <<closed, nextSeq, generation, state, deps, optional, remainingDeps,
-                   blockedBy, cancelRequested, claims, seq>>
+                   blockedBy, cancelRequested, claims, seq, provenance>>
 \* start(): seal the initial graph.  Its error cases (unknown deps, cycles) are not steps.
 
 Claim(k) ==
@@ -228,7 +283,7 @@ Claim(k) ==
               /\ state' = [x \in Tasks |-> IF x \in chosen THEN "running" ELSE state[x]]
               /\ claims' = [x \in Tasks |-> IF x \in chosen THEN claims[x] + 1 ELSE claims[x]]
         /\ UNCHANGED <<started, closed, nextSeq, generation, deps, optional, remainingDeps,
-                       blockedBy, cancelRequested, seq>>
+                       blockedBy, cancelRequested, seq, provenance>>
 \* ready(limit): k ready versions start running: with OldestFirst, the k with the smallest
 \* seq; without, any k (a refinement, the durable scheduler with due times and priorities,
 \* states its own order).  The choice is inside Claim, so TLC still labels the step Claim.
@@ -244,18 +299,19 @@ Complete(t, g) ==
                        ELSE IF x \in waiting /\ remainingDeps[x] = 1 THEN "ready"
                        ELSE state[x]]
         /\ UNCHANGED <<started, closed, nextSeq, generation, deps, optional, blockedBy,
-                       cancelRequested, claims, seq>>
+                       cancelRequested, claims, seq, provenance>>
 \* complete(t, g): the running version succeeds, which settles both kinds of edge to it;
 \* each pending dependent has one dep fewer to wait for and becomes ready when none is left.
 
 Fail(t, g) ==
     LET settled == Settle([state EXCEPT ![t] = "failed"], deps, optional, seq, blockedBy,
-                          remainingDeps, {t})
+                          remainingDeps, {t}, provenance)
     IN  /\ g = generation[t]
         /\ state[t] = "running"
         /\ state' = settled.state
         /\ blockedBy' = settled.blockedBy
         /\ remainingDeps' = settled.remainingDeps
+        /\ provenance' = settled.provenance
         /\ UNCHANGED <<started, closed, nextSeq, generation, deps, optional,
                        cancelRequested, claims, seq>>
 \* fail(t, g): the running version fails, then Settle blocks what waited on it through
@@ -264,28 +320,31 @@ Fail(t, g) ==
 Cancel(t) ==
     \/ /\ state[t] \in Waiting
        /\ LET settled == Settle([state EXCEPT ![t] = "cancelled"], deps, optional, seq,
-                                 blockedBy, remainingDeps, {t})
+                                 blockedBy, remainingDeps, {t},
+                                 Recorded(provenance, {t}, "cancelled"))
           IN  /\ state' = settled.state
               /\ blockedBy' = settled.blockedBy
               /\ remainingDeps' = settled.remainingDeps
+              /\ provenance' = settled.provenance
        /\ UNCHANGED <<started, closed, nextSeq, generation, deps, optional,
                       cancelRequested, claims, seq>>
     \/ /\ state[t] = "running"
        /\ ~cancelRequested[t]
        /\ cancelRequested' = [cancelRequested EXCEPT ![t] = TRUE]
        /\ UNCHANGED <<started, closed, nextSeq, generation, state, deps, optional,
-                      remainingDeps, blockedBy, claims, seq>>
+                      remainingDeps, blockedBy, claims, seq, provenance>>
 \* cancel(t): a waiting version is cancelled, then Settle; a running version only gets a
 \* cooperative stop request (once); its function ends it with AcknowledgeCancel.
 
 AcknowledgeCancel(t, g) ==
     LET settled == Settle([state EXCEPT ![t] = "cancelled"], deps, optional, seq, blockedBy,
-                          remainingDeps, {t})
+                          remainingDeps, {t}, Recorded(provenance, {t}, "cancelled"))
     IN  /\ g = generation[t]
         /\ state[t] = "running"
         /\ state' = settled.state
         /\ blockedBy' = settled.blockedBy
         /\ remainingDeps' = settled.remainingDeps
+        /\ provenance' = settled.provenance
         /\ UNCHANGED <<started, closed, nextSeq, generation, deps, optional,
                        cancelRequested, claims, seq>>
 \* acknowledge_cancel(t, g): the running version stops as cancelled (requested or not),
@@ -307,7 +366,8 @@ Retry(t) ==
                      ELSE state[x]]
         rd1    == [x \in Tasks |-> IF x \in R THEN rd(x) ELSE remainingDeps[x] + bumps(x)]
         settled == Settle(st1, deps, optional, newSeq,
-                          [x \in Tasks |-> IF x \in R THEN NoTask ELSE blockedBy[x]], rd1, {})
+                          [x \in Tasks |-> IF x \in R THEN NoTask ELSE blockedBy[x]], rd1, {},
+                          [x \in Tasks |-> IF x \in R THEN NoRecord ELSE provenance[x]])
     IN  /\ ~closed
         /\ state[t] \in DeadStates
         /\ generation' = [x \in Tasks |-> IF x \in R THEN generation[x] + 1 ELSE generation[x]]
@@ -318,6 +378,7 @@ Retry(t) ==
         /\ remainingDeps' = settled.remainingDeps
         /\ state' = settled.state
         /\ blockedBy' = settled.blockedBy
+        /\ provenance' = settled.provenance
         /\ UNCHANGED <<started, closed, deps, optional>>
 \* retry(t): t and every version blocked (directly or through a chain) because of t get a
 \* new version with their current deps, numbered in their old seq order, then Settle.
@@ -330,17 +391,19 @@ Close(cancelPending) ==
     /\ state' = IF cancelPending
                 THEN [x \in Tasks |-> IF state[x] \in Waiting THEN "cancelled" ELSE state[x]]
                 ELSE state
+    /\ provenance' = IF cancelPending THEN Recorded(provenance, InState(Waiting), "cancelled")
+                     ELSE provenance
     /\ UNCHANGED <<started, nextSeq, generation, deps, optional, remainingDeps, blockedBy,
                    cancelRequested, claims, seq>>
 \* close(cancelPending): no more submissions or claims; with cancelPending every waiting
 \* version is cancelled.  Settle would be a no-op (no waiting version is left), so it is
-\* not applied; those versions keep blockedBy = NoTask.
+\* not applied; those versions keep blockedBy = NoTask, and each is its own root.
 
 AddDeps(t, D, O) ==
     LET newDeps == [deps EXCEPT ![t] = @ \cup D]
         newOpt  == [optional EXCEPT ![t] = @ \cup O]
         rd1     == [remainingDeps EXCEPT ![t] = @ + Unsettled(state, D, O)]
-        settled == Settle(state, newDeps, newOpt, seq, blockedBy, rd1, {})
+        settled == Settle(state, newDeps, newOpt, seq, blockedBy, rd1, {}, provenance)
     IN  /\ AddDepsAllowed
         /\ O \subseteq D
         /\ O # {} => OptionalEdges
@@ -356,6 +419,7 @@ AddDeps(t, D, O) ==
         /\ remainingDeps' = settled.remainingDeps
         /\ state' = settled.state
         /\ blockedBy' = settled.blockedBy
+        /\ provenance' = settled.provenance
         /\ UNCHANGED <<started, closed, nextSeq, generation, cancelRequested, claims, seq>>
 \* add_deps(t, D \ O, optional=O): the pending version of t depends on the ids of D too (O
 \* of them through optional edges), none of them a dep already; its count rises by those
@@ -430,8 +494,14 @@ TypeOK ==
     /\ \A t \in Tasks : (generation[t] = 0) <=> (state[t] = "absent")
     /\ \A t \in Tasks : t \notin deps[t]
     /\ \A t \in Tasks : optional[t] \subseteq deps[t]
+    /\ \A t \in Tasks : provenance[t] = NoRecord \/
+           /\ provenance[t].root \in Tasks
+           /\ provenance[t].generation \in Nat \ {0}
+           /\ provenance[t].end \in {"failed", "cancelled"}
+           /\ provenance[t].path \in Seq(Tasks)
 \* Every variable holds a value of its type; generation 0 is exactly the absent state; an
-\* optional edge is one of the deps.
+\* optional edge is one of the deps; a provenance record names a version that failed or was
+\* cancelled, and a sequence of ids.
 
 AtMostOneClaimPerVersion == \A t \in Tasks : claims[t] <= 1
 \* No version is handed to two workers.
@@ -461,6 +531,18 @@ SealedGraph ==
     started => /\ \A t \in Submitted : deps[t] \subseteq Submitted
                /\ Acyclic(deps)
 \* Once started, every dep is a submitted id and the dependency graph has no cycle.
+
+ProvenanceRecorded ==
+    RecordProvenance =>
+        \A t \in Tasks : (state[t] \in {"blocked", "cancelled"}) <=> (provenance[t] # NoRecord)
+\* Every blocked or cancelled version has a provenance record, and no other version has one.
+
+ProvenanceRootEnded ==
+    \A t \in Tasks :
+        LET r == provenance[t]
+        IN  r # NoRecord /\ generation[r.root] = r.generation => state[r.root] = r.end
+\* A record's root ended the way the record says (while that version is current: a newer
+\* version of the root's id does not change how the old one ended).
 
 -----------------------------------------------------------------------------
 (* Action properties *)
@@ -516,6 +598,34 @@ OptionalParentNeverBlocks ==
               => \E d \in deps'[t] \ optional'[t] : state'[d] \in DeadStates]_vars
 \* A version is blocked only by a dead required parent: a dead optional parent never blocks
 \* its child, it settles the edge.
+
+ProvenanceNeverRewritten ==
+    [][\A t \in Tasks :
+          (provenance[t] # NoRecord /\ generation'[t] = generation[t])
+              => provenance'[t] = provenance[t]]_vars
+\* A record, once set, stays as it is while its version is current.
+
+ProvenancePathsReal ==
+    [][\A t \in Tasks :
+          LET r == provenance'[t]
+              n == Len(r.path)
+              p == r.path[n - 1]
+          IN  (r # NoRecord /\ r # provenance[t])
+                  => /\ n >= 1 /\ r.path[n] = t
+                     /\ IF n = 1
+                        THEN /\ r = [root |-> t, generation |-> generation'[t],
+                                     end |-> "cancelled", path |-> <<t>>]
+                             /\ state'[t] = "cancelled"
+                        ELSE /\ p \in deps'[t] \ optional'[t]
+                             /\ state'[p] \in DeadStates
+                             /\ IF state'[p] = "failed"
+                                THEN r = [root |-> p, generation |-> generation'[p],
+                                          end |-> "failed", path |-> <<p, t>>]
+                                ELSE provenance'[p] = [r EXCEPT !.path = SubSeq(@, 1, n - 1)]]_vars
+\* A record is set with a real path of the graph from a dead root: a cancelled version is
+\* its own root; a blocked one extends, by the required edge from it, the path of a dead dep:
+\* a failed dep's path is that dep alone, any other's is the dep's own record, whose path
+\* was real when it was set.
 
 -----------------------------------------------------------------------------
 (* Liveness *)

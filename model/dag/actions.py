@@ -12,6 +12,10 @@ that has optional edges: every other version stays a plain ``VersionView``, so t
 scheduler without optional edges are the very values ``TaskScheduler.snapshot()`` returns.
 ``SubmitOptional`` and ``AddDeps`` are in :data:`ACTIONS` and in :data:`EDGE_ACTIONS`: the
 spec gates them with its constants ``OptionalEdges`` and ``AddDepsAllowed``.
+
+Provenance. The spec's ``provenance`` is ``Snapshot.provenance``: the steps record it only in a
+snapshot whose provenance is not None (the spec's ``RecordProvenance``), so every state from
+:data:`INITIAL` has none, and every state from :data:`RECORDING` records.
 """
 
 from __future__ import annotations
@@ -31,13 +35,14 @@ from refsched.errors import (
     UnknownDependencyError,
     UnknownTaskError,
 )
-from refsched.types import OptionalDepsView, Snapshot, TaskState, VersionView
+from refsched.types import OptionalDepsView, ProvenanceView, Snapshot, TaskState, VersionView
 
 PENDING, READY, RUNNING, SUCCEEDED, FAILED, BLOCKED, CANCELLED = TaskState  # the spec's order
 
 WAITING = frozenset({PENDING, READY})  # not yet claimed: Settle may block these
 
 Tasks = dict[Hashable, VersionView]
+Records = dict[Hashable, ProvenanceView]
 
 
 def optional_of(view: VersionView) -> frozenset[Hashable]:
@@ -146,14 +151,17 @@ def running_count(tasks: Mapping[Hashable, VersionView]) -> int:
     return sum(1 for v in tasks.values() if v.state is RUNNING)
 
 
-def settle(tasks: Tasks, ended: frozenset[Hashable] = frozenset()) -> Tasks:
+def settle(tasks: Tasks, ended: frozenset[Hashable] = frozenset(),
+           records: Records | None = None) -> tuple[Tasks, Records | None]:
     """Spec ``Settle``: block every waiting version that reaches a dead one through required
     edges of waiting ones, then settle the optional edges to every version that ended.
 
     ``blockedBy`` is, among the version's required deps that are dead or blocked now, the one
     with the smallest ``seq``. ``ended`` are the versions the step itself put in a dead state;
     with the newly blocked ones, each settles the optional edges to it: a waiting version has
-    that many fewer deps to wait for, and is ready when none is left.
+    that many fewer deps to wait for, and is ready when none is left. With ``records`` (the
+    provenance, None when it is not recorded), each newly blocked version records its own
+    (:func:`blocked_records`); returns the new versions and the new records.
     """
     dead = {t for t, v in tasks.items() if v.state.is_dead}
     blocked: set[Hashable] = set()
@@ -166,16 +174,80 @@ def settle(tasks: Tasks, ended: frozenset[Hashable] = frozenset()) -> Tasks:
                 blocked.add(t)
                 grew = True
     out = dict(tasks)
+    blame: dict[Hashable, Hashable] = {}
     for t in blocked:
-        cause = min((d for d in required_of(tasks[t]) if d in dead or d in blocked),
-                    key=lambda d: tasks[d].seq)
-        out[t] = replace(tasks[t], state=BLOCKED, blocked_by=cause)
+        blame[t] = min((d for d in required_of(tasks[t]) if d in dead or d in blocked),
+                       key=lambda d: tasks[d].seq)
+        out[t] = replace(tasks[t], state=BLOCKED, blocked_by=blame[t])
     gone = ended | blocked
     for t, v in tasks.items():
         freed = len(optional_of(v) & gone)
         if v.state in WAITING and t not in blocked and freed:
             out[t] = _waiting(v, v.remaining_deps - freed)
-    return out
+    if records is None or not blocked:
+        return out, records
+    return out, {**records, **blocked_records(tasks, dead, blame, records)}
+
+
+def end_record(tasks: Mapping[Hashable, VersionView], task_id: Hashable,
+               end: TaskState) -> ProvenanceView:
+    """Spec ``EndRecord``: the record of a version that ended itself, its own root."""
+    return ProvenanceView(task_id, tasks[task_id].generation, end, (task_id,))
+
+
+def levels(tasks: Mapping[Hashable, VersionView], dead: set[Hashable],
+           blocked: Iterable[Hashable]) -> dict[Hashable, int]:
+    """The spec's ``level`` in Settle: the fewest required edges from each version of ``dead``
+    (0) or ``blocked`` to a dead version, through the blocked ones."""
+    level = dict.fromkeys(dead, 0)
+    left = set(blocked)
+    k = 0
+    while left:
+        k += 1
+        near = {x for x in left if any(level.get(d, k) < k for d in required_of(tasks[x]))}
+        level.update(dict.fromkeys(near, k))
+        left -= near
+    return level
+
+
+def blocked_records(tasks: Mapping[Hashable, VersionView], dead: set[Hashable],
+                    blame: Mapping[Hashable, Hashable], records: Records) -> Records:
+    """Spec Settle's ``record``: the provenance of each version Settle blocks (``blame``: each
+    one's blamed dep). Its path is its blamed dep's extended by itself, when the chain of blame
+    leads to a dead version; in an unstarted graph with a cycle it may loop, and then the path
+    runs through the dep of smallest seq one edge nearer to a dead version. A failed dep is
+    its own root."""
+    sound = set(dead)
+    grew = True
+    while grew:
+        new = {x for x, b in blame.items() if x not in sound and b in sound}
+        sound |= new
+        grew = bool(new)
+    level = levels(tasks, dead, blame)
+
+    def via(x: Hashable) -> Hashable:
+        if x in sound:
+            return blame[x]
+        return min((d for d in required_of(tasks[x]) if level.get(d, -2) == level[x] - 1),
+                   key=lambda d: tasks[d].seq)
+
+    made: Records = {}
+
+    def record(x: Hashable) -> ProvenanceView:
+        if x not in made:
+            d = via(x)
+            if d in blame:
+                root = record(d)
+            elif tasks[d].state is FAILED:
+                root = end_record(tasks, d, FAILED)
+            else:
+                root = records[d]
+            made[x] = replace(root, path=(*root.path, x))
+        return made[x]
+
+    for x in blame:
+        record(x)
+    return made
 
 
 def _waiting(view: VersionView, remaining: int) -> VersionView:
@@ -300,7 +372,26 @@ def submit_optional_step(s: Snapshot, task_id: Hashable, deps: frozenset[Hashabl
             v = tasks[x]
             if v.state in WAITING and settles(s.tasks, task_id, task_id in optional_of(v)):
                 tasks[x] = _waiting(v, v.remaining_deps + 1)
-    return s.replace(tasks=settle(tasks), next_seq=s.next_seq + 1)
+    settled, records = settle(tasks, records=_without(s.provenance, {task_id}))
+    return s.replace(tasks=settled, next_seq=s.next_seq + 1, provenance=records)
+
+
+def _without(records: Mapping[Hashable, ProvenanceView] | None,
+             ids: Iterable[Hashable]) -> Records | None:
+    """``records`` without the records of ``ids`` (whose versions are new); None stays None."""
+    if records is None:
+        return None
+    gone = set(ids)
+    return {t: r for t, r in records.items() if t not in gone}
+
+
+def _with_ends(s: Snapshot, tasks: Mapping[Hashable, VersionView], ids: Iterable[Hashable],
+               end: TaskState) -> Records | None:
+    """Spec ``Recorded``: the records of ``s`` and, when it records, those of ``ids`` as
+    versions that ended themselves."""
+    if s.provenance is None:
+        return None
+    return {**s.provenance, **{t: end_record(tasks, t, end) for t in ids}}
 
 
 def start_refusal(s: Snapshot) -> Refusal | None:
@@ -362,7 +453,9 @@ def fail_refusal(s: Snapshot, task_id: Hashable, generation: int) -> Refusal | N
 def _end_dead(s: Snapshot, task_id: Hashable, state: TaskState) -> Snapshot:
     tasks = dict(s.tasks)
     tasks[task_id] = replace(tasks[task_id], state=state)
-    return s.replace(tasks=settle(tasks, frozenset({task_id})))
+    ends = (task_id,) if state is CANCELLED else ()  # a failed version keeps no record
+    settled, records = settle(tasks, frozenset({task_id}), _with_ends(s, tasks, ends, state))
+    return s.replace(tasks=settled, provenance=records)
 
 
 def fail_step(s: Snapshot, task_id: Hashable, generation: int) -> Snapshot:
@@ -418,7 +511,8 @@ def retry_step(s: Snapshot, task_id: Hashable) -> Snapshot:
         bumps = len(optional_of(v) & set(members))
         if v.state in WAITING and bumps:
             tasks[t] = _waiting(v, v.remaining_deps + bumps)
-    return s.replace(tasks=settle(tasks), next_seq=s.next_seq + len(members))
+    settled, records = settle(tasks, records=_without(s.provenance, members))
+    return s.replace(tasks=settled, next_seq=s.next_seq + len(members), provenance=records)
 
 
 def close_refusal(s: Snapshot, cancel_pending: bool) -> Refusal | None:
@@ -427,11 +521,13 @@ def close_refusal(s: Snapshot, cancel_pending: bool) -> Refusal | None:
 
 def close_step(s: Snapshot, cancel_pending: bool) -> Snapshot:
     tasks = dict(s.tasks)
-    if cancel_pending:
-        for t, v in tasks.items():
-            if v.state in WAITING:
-                tasks[t] = replace(v, state=CANCELLED)
-    return s.replace(tasks=tasks, closed=True)
+    if not cancel_pending:
+        return s.replace(closed=True)
+    waiting = [t for t, v in tasks.items() if v.state in WAITING]
+    for t in waiting:
+        tasks[t] = replace(tasks[t], state=CANCELLED)
+    return s.replace(tasks=tasks, closed=True,
+                     provenance=_with_ends(s, tasks, waiting, CANCELLED))
 
 
 def add_deps_refusal(s: Snapshot, task_id: Hashable, deps: frozenset[Hashable],
@@ -465,7 +561,8 @@ def add_deps_step(s: Snapshot, task_id: Hashable, deps: frozenset[Hashable],
     grown = with_optional(replace(view, deps=view.deps | deps), optional_of(view) | optional)
     added = count_unsettled(s.tasks, deps, frozenset(optional))
     tasks = {**s.tasks, task_id: replace(grown, remaining_deps=view.remaining_deps + added)}
-    return s.replace(tasks=settle(tasks))
+    settled, records = settle(tasks, records=_without(s.provenance, ()))
+    return s.replace(tasks=settled, provenance=records)
 
 
 def stale_callback_refusal(s: Snapshot, task_id: Hashable, generation: int) -> Refusal | None:
@@ -520,3 +617,6 @@ off has no step of them."""
 
 INITIAL = Snapshot()
 """Spec ``Init``: nothing submitted, not started, not closed, ``nextSeq = 1``."""
+
+RECORDING = Snapshot(provenance={})
+"""Spec ``Init`` with ``RecordProvenance``: equal to :data:`INITIAL`, and its steps record."""

@@ -22,7 +22,8 @@ from refsched.errors import (
     UnknownDependencyError,
     UnknownTaskError,
 )
-from refsched.types import Claim, CloseReport, Snapshot, TaskInfo, TaskState
+from refsched.types import Claim, CloseReport, Provenance, Snapshot, TaskInfo, TaskState
+from refsched.values import check_note as _check_note
 from refsched.values import is_int as _is_int
 
 from . import actions as A
@@ -81,10 +82,13 @@ class ReferenceScheduler:
             raise InvalidArgumentError(
                 f"TaskScheduler({max_concurrency!r}): max_concurrency must be an int >= 0")
         self.max_concurrency = max_concurrency
-        self.state_value: Snapshot = A.INITIAL
+        self.state_value: Snapshot = A.RECORDING
         self.history: list[Step] = []
         self._fns: dict[Hashable, Callable[..., Any] | None] = {}
         self._results: dict[Hashable, tuple[Any, Any]] = {}
+        # (id, generation) of a version that failed or was cancelled -> the actor and reason
+        # given to the call that ended it, which its provenance records carry
+        self._notes: dict[tuple[Hashable, int], tuple[Any, Any]] = {}
 
     # -- stepping ---------------------------------------------------------------------------
 
@@ -199,24 +203,39 @@ class ReferenceScheduler:
             self._results[task_id] = (result, None)
         return state
 
-    def fail(self, task_id: Hashable, generation: int, error: Any = None) -> TaskState:
+    def fail(self, task_id: Hashable, generation: int, error: Any = None, *,
+             actor: str | None = None, reason: str | None = None) -> TaskState:
         """Spec: Fail."""
+        _check_note("fail", task_id, actor, reason)
         state = self._callback("fail", A.Fail, task_id, generation)
         if self.history[-1][0] == "Fail":
             self._results[task_id] = (None, error)
+            self._note(task_id, actor, reason)
         return state
 
-    def acknowledge_cancel(self, task_id: Hashable, generation: int) -> TaskState:
-        """Spec: AcknowledgeCancel."""
-        return self._callback("acknowledge_cancel", A.AcknowledgeCancel, task_id, generation)
+    def _note(self, task_id: Hashable, actor: Any, reason: Any) -> None:
+        """The version of ``task_id`` just ended with ``actor`` and ``reason``."""
+        self._notes[(task_id, self.state_value.tasks[task_id].generation)] = (actor, reason)
 
-    def cancel(self, task_id: Hashable, generation: int | None = None) -> TaskState:
+    def acknowledge_cancel(self, task_id: Hashable, generation: int, *,
+                           actor: str | None = None, reason: str | None = None) -> TaskState:
+        """Spec: AcknowledgeCancel."""
+        _check_note("acknowledge_cancel", task_id, actor, reason)
+        state = self._callback("acknowledge_cancel", A.AcknowledgeCancel, task_id, generation)
+        if self.history[-1][0] == "AcknowledgeCancel":
+            self._note(task_id, actor, reason)
+        return state
+
+    def cancel(self, task_id: Hashable, generation: int | None = None, *,
+               actor: str | None = None, reason: str | None = None) -> TaskState:
         """Spec: Cancel (or StaleCallback for a generation that is not current)."""
+        _check_note("cancel", task_id, actor, reason)
         call = f"cancel({task_id!r}, {generation!r})"
         view = self._view(call, task_id)
         if generation is not None:
             self._reject_stale(call, task_id, generation, view.generation)
-        self._take(A.Cancel, task_id)
+        if self._take(A.Cancel, task_id) and self.state(task_id) is TaskState.CANCELLED:
+            self._note(task_id, actor, reason)
         return self.state(task_id)
 
     def retry(self, task_id: Hashable) -> int:
@@ -233,7 +252,10 @@ class ReferenceScheduler:
         if not isinstance(cancel_pending, bool):
             raise InvalidArgumentError(
                 f"close(cancel_pending={cancel_pending!r}): cancel_pending must be a bool")
-        self._take(A.Close, cancel_pending)
+        waiting = [t for t, v in self.state_value.tasks.items() if v.state in A.WAITING]
+        if self._take(A.Close, cancel_pending) and cancel_pending:
+            for t in waiting:
+                self._note(t, None, "close")
         return self.close_report()
 
     # -- introspection ----------------------------------------------------------------------
@@ -251,11 +273,16 @@ class ReferenceScheduler:
     def info(self, task_id: Hashable) -> TaskInfo:
         v = self._view(f"info({task_id!r})", task_id)
         result, error = self._results.get(task_id, (None, None))
+        record = self.state_value.records.get(task_id)
+        provenance = None if record is None else Provenance(
+            record.root, record.generation, record.end, record.path,
+            *self._notes.get((record.root, record.generation), (None, None)))
         return TaskInfo(task_id, v.generation, v.state, v.deps, v.remaining_deps, v.blocked_by,
-                        v.cancel_requested, result, error, A.optional_of(v))
+                        v.cancel_requested, result, error, A.optional_of(v), provenance)
 
-    def snapshot(self) -> Snapshot:
-        return self.state_value
+    def snapshot(self, *, provenance: bool = False) -> Snapshot:
+        """The state; with ``provenance``, the provenance records too (else None)."""
+        return self.state_value if provenance else self.state_value.replace(provenance=None)
 
     def check_invariants(self) -> None:
         """Raise ``InvariantViolation`` naming the first spec invariant the state breaks."""

@@ -127,7 +127,7 @@ def settle_graph(states: list[int], dep_masks: list[int]) -> bool:
     pre: all(0 <= s < 7 for s in states) and all(0 <= m < 8 for m in dep_masks)
     post: __return__
     """
-    return settles_correctly(actions.settle, states, dep_masks)
+    return settles_correctly(lambda tasks: actions.settle(tasks)[0], states, dep_masks)
 
 
 def step_keeps_invariants(states: list[int], dep_masks: list[int], op: int) -> bool:

@@ -5,24 +5,29 @@ State invariants take ``(state, max_concurrency)``; action properties take
 ``TaskScheduler.check_invariants()``; a test keeps the three sets equal.
 
 ``EDGE_ACTION_PROPERTIES`` are the action properties of the edge kinds and of AddDeps, which only
-the configs with ``OptionalEdges`` or ``AddDepsAllowed`` list.
+the configs with ``OptionalEdges`` or ``AddDepsAllowed`` list. ``PROVENANCE_INVARIANTS`` and
+``PROVENANCE_ACTION_PROPERTIES`` are those of the provenance, which only the configs with
+``RecordProvenance`` list (they read ``Snapshot.records``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from refsched.types import OptionalDepsView, Snapshot, TaskState, VersionView
+from refsched.types import OptionalDepsView, ProvenanceView, Snapshot, TaskState, VersionView
 
 from ..predicates import Violated
 from .actions import (
     WAITING,
     count_unsettled,
+    end_record,
     find_cycles,
     missing_dependencies,
     optional_of,
     required_of,
 )
+
+_ENDS = frozenset({TaskState.BLOCKED, TaskState.CANCELLED})  # the states that have a record
 
 
 def type_ok(s: Snapshot, max_concurrency: int) -> bool:
@@ -199,3 +204,74 @@ EDGE_ACTION_PROPERTIES: dict[str, Callable[[Snapshot, Snapshot], bool]] = {
 }
 violated_by_edge_step = Violated({**ACTION_PROPERTIES, **EDGE_ACTION_PROPERTIES})
 """The names of the action properties, those of the edge kinds too, that a step violates."""
+
+
+# -- Provenance -----------------------------------------------------------------------------
+
+def provenance_recorded(s: Snapshot, max_concurrency: int) -> bool:
+    """Every blocked or cancelled version has a provenance record, and no other one has."""
+    records = s.records
+    return (all((v.state in _ENDS) == (t in records) for t, v in s.tasks.items())
+            and all(t in s.tasks for t in records))
+
+
+def provenance_root_ended(s: Snapshot, max_concurrency: int) -> bool:
+    """A record's root ended the way the record says, while that version is current."""
+    for r in s.records.values():
+        root = s.tasks.get(r.root)
+        if root is not None and root.generation == r.generation and root.state is not r.end:
+            return False
+    return True
+
+
+def provenance_never_rewritten(before: Snapshot, after: Snapshot) -> bool:
+    """A record, once set, stays as it is while its version is current."""
+    for t, r in before.records.items():
+        v, w = before.tasks.get(t), after.tasks.get(t)
+        if v is not None and w is not None and v.generation == w.generation and (
+                after.records.get(t) != r):
+            return False
+    return True
+
+
+def provenance_paths_real(before: Snapshot, after: Snapshot) -> bool:
+    """A record is set with a real path from a dead root: a cancelled version is its own root;
+    a blocked one extends, by the required edge from it, a dead dep's path (a failed dep's is
+    the dep alone, any other's is the dep's own record)."""
+    for t, r in after.records.items():
+        if before.records.get(t) == r:
+            continue
+        if not r.path or r.path[-1] != t or t not in after.tasks:
+            return False
+        if len(r.path) == 1:
+            if r != end_record(after.tasks, t, TaskState.CANCELLED) or (
+                    after.tasks[t].state is not TaskState.CANCELLED):
+                return False
+            continue
+        p = r.path[-2]
+        parent = after.tasks.get(p)
+        if p not in required_of(after.tasks[t]) or parent is None or not parent.state.is_dead:
+            return False
+        if parent.state is TaskState.FAILED:
+            expected: ProvenanceView | None = ProvenanceView(
+                p, parent.generation, TaskState.FAILED, (p, t))
+            if r != expected:
+                return False
+        else:
+            kept = after.records.get(p)
+            if kept is None or kept != ProvenanceView(r.root, r.generation, r.end, r.path[:-1]):
+                return False
+    return True
+
+
+PROVENANCE_INVARIANTS: dict[str, Callable[[Snapshot, int], bool]] = {
+    "ProvenanceRecorded": provenance_recorded,
+    "ProvenanceRootEnded": provenance_root_ended,
+}
+violated_provenance = Violated(PROVENANCE_INVARIANTS)
+
+PROVENANCE_ACTION_PROPERTIES: dict[str, Callable[[Snapshot, Snapshot], bool]] = {
+    "ProvenanceNeverRewritten": provenance_never_rewritten,
+    "ProvenancePathsReal": provenance_paths_real,
+}
+violated_by_provenance_step = Violated(PROVENANCE_ACTION_PROPERTIES)

@@ -354,15 +354,19 @@ class Runner(SchedulerRunner[TaskScheduler]):
             self._wait_idle_locked(self._quiet, seconds)
             return self._live == 0 and self._resolving == 0 and self._failure is None
 
-    def cancel(self, task_id: Hashable) -> TaskState:
+    def cancel(self, task_id: Hashable, *, actor: str | None = None,
+               reason: str | None = None) -> TaskState:
         """Cancel the current version of ``task_id``; return its state after. Spec: Cancel.
 
         pending/ready → cancelled (its future raises CancelledError; dependents become blocked);
         running → stays running, its token is set (a function that raises ``Cancelled`` then ends
         cancelled; one run by an executor that has not started it yet is withdrawn);
-        terminal → unchanged. Raises ``UnknownTaskError`` for an id never submitted.
+        terminal → unchanged. ``actor`` and ``reason`` go into the provenance of what this
+        cancels (``scheduler.info(id).provenance``). Raises ``UnknownTaskError`` for an id never
+        submitted, ``InvalidArgumentError`` for an ``actor`` or ``reason`` neither None nor a
+        str.
         """
-        return self._cancel(task_id, None)
+        return self._cancel(task_id, None, actor, reason)
 
     def retry(self, task_id: Hashable) -> TaskFuture:
         """Run a failed, blocked or cancelled task again; return its new version's future.
@@ -767,11 +771,12 @@ class Runner(SchedulerRunner[TaskScheduler]):
 
     # -- outside the runner lock -----------------------------------------------------------
 
-    def _cancel(self, task_id: Hashable, generation: int | None) -> TaskState:
+    def _cancel(self, task_id: Hashable, generation: int | None, actor: str | None = None,
+                reason: str | None = None) -> TaskState:
         out: list[_Settlement] = []
         remote: Future[Any] | None = None
         with self._lock:
-            state = self._scheduler.cancel(task_id, generation)
+            state = self._scheduler.cancel(task_id, generation, actor=actor, reason=reason)
             future = self._tasks.get(task_id)
             if state is _RUNNING and future is not None:
                 key = (task_id, future.generation)

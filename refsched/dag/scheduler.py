@@ -21,6 +21,8 @@ current version of ``t``. The spec's variables at index ``t``, with ``r = _rows[
 ``seq[t]``          ``_seq_of(r)``: ``_seq[r]`` for a row kept by the last compaction, else
                     ``r + nextSeq - (number of rows)`` (each row made since took one seq)
 ``nextSeq``         ``_next_seq``; ``started``, ``closed``: ``_started``, ``_closed``
+``provenance[t]``   ``_provenance[r]``: a sparse dict, row -> the :class:`_Link` ending the
+                    version's path (blocked and cancelled rows only)
 ==================  ====================================================================
 
 Beside them: ``_ids[r]`` (the task id), ``_fn[r]``, ``_outcome[r]`` (result or error),
@@ -63,8 +65,9 @@ import time
 from array import array
 from collections.abc import Callable, Hashable, Iterable, MutableSequence
 from dataclasses import dataclass
+from dataclasses import replace as _replace
 from types import MappingProxyType
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
 from refsched import sync
 from refsched.checked import Checker, LockChecked, checker_of, find_current
@@ -84,11 +87,13 @@ from refsched.types import (
     CloseReport,
     OptionalDepsView,
     ParentOutcome,
+    Provenance,
     Snapshot,
     TaskInfo,
     TaskState,
     VersionView,
 )
+from refsched.values import check_note as _check_note
 from refsched.values import hashes as _hashes
 from refsched.values import is_int as _is_int
 from refsched.values import shown as _r
@@ -201,6 +206,30 @@ def _show_path(path: Iterable[Hashable]) -> str:
     return " -> ".join(_r(t) for t in path)
 
 
+class _Link(NamedTuple):
+    """The last step of a provenance path: the version of ``task_id`` reached from ``prev``.
+
+    A root's link has no ``prev``; each blocked version's link points to its cause's, so a
+    path costs one link per blocked version, whatever its length (``_provenance_of`` reads
+    it out). ``root`` is the root's own record, shared along every path from it.
+    """
+
+    root: Provenance
+    prev: _Link | None
+    task_id: Hashable
+
+
+def _provenance_of(link: _Link) -> Provenance:
+    """The record ``link`` ends: its root's, with the path from the root to it."""
+    path: list[Hashable] = []
+    step: _Link | None = link
+    while step is not None:
+        path.append(step.task_id)
+        step = step.prev
+    path.reverse()
+    return _replace(link.root, path=tuple(path))
+
+
 class TaskScheduler(LockChecked):
     """An in-memory dependency scheduler; every method is thread-safe.
 
@@ -215,26 +244,30 @@ class TaskScheduler(LockChecked):
     # Slots, not a __dict__: past 30 attributes an instance dict stops sharing its keys, and
     # each self._x read and write on the per-task paths then goes through that dict.
     __slots__ = (
-        "_blocked_by", "_cancel_requested", "_claims", "_closed", "_dangling", "_dependents",
-        "_deps", "_endings", "_entries", "_fn", "_garbage", "_gen", "_heap", "_ids", "_inputs",
-        "_labels", "_lock",
+        "_blocked_by", "_cancel_requested", "_claims", "_clock", "_closed", "_dangling",
+        "_dependents", "_deps", "_endings", "_entries", "_failures", "_fn", "_garbage", "_gen",
+        "_heap", "_ids", "_inputs", "_labels", "_lock",
         "_max", "_n_blocked", "_n_cancelled", "_n_conflicts", "_n_cycles", "_n_duplicates",
         "_n_failed", "_n_retried", "_n_stale", "_n_stopped", "_n_succeeded", "_next_seq",
-        "_optional", "_outcome", "_ready_count", "_recorder", "_remaining", "_rows", "_run_max",
-        "_run_total", "_running", "_seq", "_seq_ordered", "_signals", "_stamp", "_started",
-        "_state", "_track", "_wait_max", "_wait_total",
+        "_optional", "_outcome", "_provenance", "_ready_count", "_recorder", "_remaining",
+        "_rows", "_run_max", "_run_total", "_running", "_seq", "_seq_ordered", "_signals",
+        "_stamp", "_started", "_state", "_track", "_wait_max", "_wait_total",
     )
 
     def __init__(self, max_concurrency: int, *, track_endings: bool = False,
-                 recorder: Recorder | None = None, max_partitions: int | None = None) -> None:
+                 recorder: Recorder | None = None,
+                 clock: Callable[[], float] | None = None,
+                 max_partitions: int | None = None) -> None:
         """Build an empty, unstarted scheduler running at most ``max_concurrency`` versions.
 
         ``track_endings`` keeps the endings ``pop_endings()`` returns; ``recorder`` is given
-        every spec step as it is taken (see :class:`Recorder`). Errors: ``max_concurrency`` not
-        an int (bool excluded) or negative, ``track_endings`` not a bool, ``recorder`` without a
-        ``record`` method -> ``InvalidArgumentError``. ``max_partitions`` keeps ``signals()``
-        for that many (task type, tenant) partitions and one overflow partition (None: no
-        signals, and no cost); not None or an int >= 1 -> ``InvalidArgumentError``.
+        every spec step as it is taken (see :class:`Recorder`); ``clock`` (default
+        ``time.monotonic``) gives the time a provenance record says its root ended;
+        ``max_partitions`` keeps ``signals()`` for that many (task type, tenant) partitions
+        and one overflow partition (None: no signals, and no cost). Errors:
+        ``max_concurrency`` not an int (bool excluded) or negative, ``track_endings`` not a
+        bool, ``recorder`` without a ``record`` method, ``clock`` not callable,
+        ``max_partitions`` neither None nor an int >= 1 -> ``InvalidArgumentError``.
         """
         if not _is_int(max_concurrency) or max_concurrency < 0:
             raise InvalidArgumentError(
@@ -254,6 +287,9 @@ class TaskScheduler(LockChecked):
                 f"TaskScheduler(max_partitions={_r(max_partitions)}): max_partitions must be "
                 "None or an int >= 1"
             )
+        if clock is not None and not callable(clock):
+            raise InvalidArgumentError(f"TaskScheduler(clock={_r(clock)}): clock is not callable")
+        self._clock: Final = time.monotonic if clock is None else clock
         self._max: Final = int(max_concurrency)
         self._track: Final = bool(track_endings)
         self._recorder = recorder  # set here once, never changed
@@ -302,6 +338,12 @@ class TaskScheduler(LockChecked):
         # row -> how each optional dep had ended when the version was claimed (its input
         # summary); only for claimed versions with optional edges
         self._inputs: dict[int, dict[Hashable, ParentOutcome]] = _column(self, "_inputs", {})
+        # row -> the link that ends the version's provenance path; keys <=> blocked or
+        # cancelled (spec: provenance). Touched only when a version is blocked or cancelled.
+        self._provenance: dict[int, _Link] = _column(self, "_provenance", {})
+        # row -> the root link of a failed version, which its blocked dependents extend
+        # (a failed version has no provenance of its own)
+        self._failures: dict[int, _Link] = _column(self, "_failures", {})
         # row -> perf_counter() when the version became ready (while ready; kept if it goes
         # back to pending), when it was claimed (while running); no entry once it ends, so a
         # float is kept only for the versions in flight
@@ -894,31 +936,43 @@ class TaskScheduler(LockChecked):
         finally:
             lock.release()
 
-    def fail(self, task_id: Hashable, generation: int, error: Any = None) -> TaskState:
+    def fail(self, task_id: Hashable, generation: int, error: Any = None, *,
+             actor: str | None = None, reason: str | None = None) -> TaskState:
         """Record that version ``generation`` of ``task_id`` failed; return its state.
 
         running -> failed, then every pending/ready version that depends on it, directly or
-        through pending/ready versions, becomes blocked (Settle). An already terminal current
-        version is left as it is. Errors: as ``complete()``.
+        through pending/ready versions, becomes blocked (Settle), each with its provenance:
+        this version as root, with ``actor``, ``reason`` and the clock's time. An already
+        terminal current version is left as it is. Errors: ``actor`` or ``reason`` neither
+        None nor a str -> ``InvalidArgumentError``; then as ``complete()``.
         """
-        return self._end_running("fail", task_id, generation, _FAILED, error)
+        return self._end_running("fail", task_id, generation, _FAILED, error, actor, reason)
 
-    def acknowledge_cancel(self, task_id: Hashable, generation: int) -> TaskState:
+    def acknowledge_cancel(self, task_id: Hashable, generation: int, *,
+                           actor: str | None = None, reason: str | None = None) -> TaskState:
         """Record that running version ``generation`` of ``task_id`` stopped; return its state.
 
         Spec: AcknowledgeCancel. running -> cancelled (with or without a prior request), then
-        Settle. An already terminal current version is left as it is. Errors: as ``complete()``.
+        Settle; the provenance records ``actor`` and ``reason``. An already terminal current
+        version is left as it is. Errors: as ``fail()``.
         """
-        return self._end_running("acknowledge_cancel", task_id, generation, _CANCELLED, None)
+        return self._end_running("acknowledge_cancel", task_id, generation, _CANCELLED, None,
+                                 actor, reason)
 
-    def cancel(self, task_id: Hashable, generation: int | None = None) -> TaskState:
+    def cancel(self, task_id: Hashable, generation: int | None = None, *,
+               actor: str | None = None, reason: str | None = None) -> TaskState:
         """Cancel the current version of ``task_id`` (or version ``generation``); return its state.
 
         pending/ready -> cancelled, then Settle; running -> running with ``cancel_requested``
-        set (a cooperative request, once); terminal -> unchanged. Errors: unhashable id or
-        ``generation`` neither None nor an int -> ``InvalidArgumentError``; unknown id ->
-        ``UnknownTaskError``; ``generation`` given and not current -> ``StaleGenerationError``.
+        set (a cooperative request, once); terminal -> unchanged. A version cancelled here
+        records its provenance (itself as root, ``actor``, ``reason``, the clock's time), and
+        so does each version Settle blocks. Errors: ``actor`` or ``reason`` neither None nor a
+        str, unhashable id or ``generation`` neither None nor an int ->
+        ``InvalidArgumentError``; unknown id -> ``UnknownTaskError``; ``generation`` given and
+        not current -> ``StaleGenerationError``.
         """
+        _check_note("cancel", task_id, actor, reason)
+        now = self._clock()  # before the lock and any change: a clock that raises changes nothing
         with self._lock:
             row = self._lookup("cancel", task_id)
             if generation is not None:
@@ -937,6 +991,7 @@ class TaskScheduler(LockChecked):
                 self._n_cancelled += 1
                 if self._signals is not None:
                     self._signals.count(self._key(row), "cancelled")
+                self._record_end(row, TaskState.CANCELLED, actor, reason, now)
                 if self._track:
                     self._endings.append((self._ids[row], self._gen[row], TaskState.CANCELLED))
                 self._settle((row,), ())
@@ -1085,6 +1140,7 @@ class TaskScheduler(LockChecked):
             raise InvalidArgumentError(
                 f"close({_r(cancel_pending)}): cancel_pending must be True or False"
             )
+        now = self._clock() if cancel_pending else 0.0  # before any change: it may raise
         with self._lock:
             state = self._state
             ids = self._ids
@@ -1097,6 +1153,7 @@ class TaskScheduler(LockChecked):
                         if st <= _READY:
                             state[row] = _CANCELLED
                             self._stamp.pop(row, None)
+                            self._record_end(row, TaskState.CANCELLED, None, "close", now)
                             cancelled += 1
                             if self._signals is not None:
                                 self._signals.count(self._key(row), "cancelled")
@@ -1152,6 +1209,7 @@ class TaskScheduler(LockChecked):
                 result=outcome if st == _SUCCEEDED else None,
                 error=outcome if st == _FAILED else None,
                 optional=self._optional.get(row, frozenset()),
+                provenance=self._provenance_locked(row),
             )
 
     def input_summary(self, task_id: Hashable) -> dict[Hashable, ParentOutcome]:
@@ -1169,10 +1227,28 @@ class TaskScheduler(LockChecked):
                 return dict(kept)
             return self._outcomes_locked(row)
 
-    def snapshot(self) -> Snapshot:
-        """Return the spec variables as an immutable ``Snapshot`` (one ``VersionView`` per id)."""
+    def provenance(self, task_id: Hashable) -> Provenance | None:
+        """How the current version of ``task_id`` came to be blocked or cancelled (None when it
+        is neither): ``info(task_id).provenance``.
+
+        Errors: unhashable id -> ``InvalidArgumentError``; unknown id -> ``UnknownTaskError``.
+        """
         with self._lock:
-            return self._snapshot_locked()
+            return self._provenance_locked(self._lookup("provenance", task_id))
+
+    def snapshot(self, *, provenance: bool = False) -> Snapshot:
+        """Return the spec variables as an immutable ``Snapshot`` (one ``VersionView`` per id).
+
+        With ``provenance``, the spec's provenance too (``Snapshot.provenance``: the spec's
+        part of each record); without, None, as in an instance without ``RecordProvenance``.
+        """
+        with self._lock:
+            snap = self._snapshot_locked()
+            if not provenance:
+                return snap
+            ids = self._ids
+            return snap.replace(provenance={
+                ids[row]: _provenance_of(link).view() for row, link in self._provenance.items()})
 
     def stats(self) -> SchedulerStats:
         """Return the counters and duration summaries gathered so far."""
@@ -1318,6 +1394,92 @@ class TaskScheduler(LockChecked):
             )
         return ended
 
+    def _provenance_locked(self, row: int) -> Provenance | None:
+        """The provenance of the version in ``row``. Lock held."""
+        link = self._provenance.get(row)
+        return None if link is None else _provenance_of(link)
+
+    def _record_end(self, row: int, end: TaskState, actor: str | None, reason: str | None,
+                    now: float) -> None:
+        """The version in ``row`` just failed or was cancelled: its root link (spec: EndRecord),
+        which a cancelled version keeps as its provenance. Lock held."""
+        tid = self._ids[row]
+        link = _Link(Provenance(tid, self._gen[row], end, (tid,), actor, reason, now), None, tid)
+        if end is TaskState.FAILED:
+            self._failures[row] = link
+        else:
+            self._provenance[row] = link
+
+    def _record_blocked(self, order: list[int]) -> None:
+        """The provenance of each version of ``order``, which Settle just blocked (its
+        ``_blocked_by`` set). Lock held.
+
+        Each one's path is its blamed dep's extended by itself, when the chain of blame leads
+        to a version that was dead before the step; in an unstarted graph with a cycle the
+        chain may loop, and then the path runs through the dep of smallest seq one edge nearer
+        to a dead version (spec: Settle's via). Nothing recurses: chains are walked with a list.
+        """
+        blamed = self._blocked_by
+        made = self._provenance
+        new = set(order)
+        looping: list[int] = []
+        sound: dict[int, bool] = {}
+        for x in order:
+            if x in sound:
+                continue
+            chain: list[int] = []
+            on_chain: set[int] = set()
+            y = x
+            while y in new and y not in sound and y not in on_chain:
+                chain.append(y)
+                on_chain.add(y)
+                y = blamed[y]
+            # y: a version dead before the step (sound), one judged already, or a loop
+            ok = y not in on_chain and (y not in new or sound[y])
+            for z in chain:
+                sound[z] = ok
+            if not ok:
+                looping.extend(chain)
+                continue
+            base = made[y] if y in new else self._cause(y)
+            for z in reversed(chain):
+                base = made[z] = _Link(base.root, base, self._ids[z])
+        if looping:
+            self._record_looping(looping, new)
+
+    def _cause(self, row: int) -> _Link:
+        """The link a version blocked by the dead version in ``row`` extends. Lock held."""
+        return self._failures[row] if self._state[row] == _FAILED else self._provenance[row]
+
+    def _record_looping(self, looping: list[int], new: set[int]) -> None:
+        """The provenance of the blocked versions of ``looping``, whose chain of blame loops
+        (only in an unstarted graph with a cycle), nearest to a dead version first. Lock held."""
+        rows, state, deps, made = self._rows, self._state, self._deps, self._provenance
+        level: dict[int, int] = {}
+        left = set(new)
+        k = 0
+        while left:  # the fewest required edges from each to a version dead before the step
+            k += 1
+            near = set()
+            for x in left:
+                opt = self._optional.get(x, ())
+                for d in deps[x]:
+                    r = rows.get(d)
+                    if r is not None and d not in opt and state[r] >= _FAILED and (
+                            level.get(r, k) < k if r in new else True):
+                        near.add(x)
+                        break
+            for x in near:
+                level[x] = k
+            left -= near
+        for x in sorted(set(looping), key=level.__getitem__):
+            opt = self._optional.get(x, ())
+            via = min(r for r in (rows.get(d) for d in deps[x] if d not in opt)
+                      if r is not None and state[r] >= _FAILED
+                      and (level.get(r, 0) if r in new else 0) == level[x] - 1)
+            base = made[via] if via in made else self._cause(via)
+            made[x] = _Link(base.root, base, self._ids[x])
+
     def _lookup(self, call: str, task_id: Hashable) -> int:
         """The row of the current version of ``task_id``. Lock held."""
         return find_current(self._rows, call, task_id)
@@ -1364,9 +1526,12 @@ class TaskScheduler(LockChecked):
         )
 
     def _end_running(
-        self, call: str, task_id: Hashable, generation: int, to: int, error: Any
+        self, call: str, task_id: Hashable, generation: int, to: int, error: Any,
+        actor: str | None, reason: str | None,
     ) -> TaskState:
         """Fail or acknowledge the cancel of a running version, then Settle."""
+        _check_note(call, task_id, actor, reason)
+        now = self._clock()  # before the lock and any change: a clock that raises changes nothing
         with self._lock:
             checked = self._check_callback(call, task_id, generation)
             if isinstance(checked, TaskState):
@@ -1386,6 +1551,7 @@ class TaskScheduler(LockChecked):
                 self._n_cancelled += 1
             if self._signals is not None:
                 self._signals.ended(self._key(row), "failed" if to == _FAILED else "stopped", ran)
+            self._record_end(row, _STATES[to], actor, reason, now)
             if self._track:
                 self._endings.append((self._ids[row], self._gen[row], _STATES[to]))
             self._settle((row,), ())
@@ -1466,6 +1632,7 @@ class TaskScheduler(LockChecked):
                             and d not in opt):
                         cause = r  # row order is seq order: the dead dep of smallest seq
                 blocked_by[x] = cause
+            self._record_blocked(order)
             if self._track:
                 endings = sorted(order)
                 gen = self._gen
@@ -1555,6 +1722,10 @@ class TaskScheduler(LockChecked):
         self._dependents[row] = None
         if self._blocked_by:
             self._blocked_by.pop(row, None)
+        if self._provenance:
+            self._provenance.pop(row, None)
+        if self._failures:
+            self._failures.pop(row, None)
         if self._cancel_requested:
             self._cancel_requested.discard(row)
         if self._optional:
@@ -1617,6 +1788,10 @@ class TaskScheduler(LockChecked):
             renumber[r]: renumber[c] for r, c in self._blocked_by.items()})
         self._cancel_requested = _column(self, "_cancel_requested", {
             renumber[r] for r in self._cancel_requested})
+        self._provenance = _column(self, "_provenance", {
+            renumber[r]: link for r, link in self._provenance.items()})
+        self._failures = _column(self, "_failures", {
+            renumber[r]: link for r, link in self._failures.items()})
         self._optional = _column(self, "_optional", {
             renumber[r]: o for r, o in self._optional.items()})
         self._inputs = _column(self, "_inputs", {

@@ -1,7 +1,8 @@
 """A :class:`~refsched.types.Snapshot` as the variables of ``spec/Scheduler.tla``, and back.
 
 The spec keeps a value for every id of the constant ``Tasks``: an id never submitted has
-generation 0, state ``"absent"``, no deps, blockedBy ``NoTask`` and zeros elsewhere. A
+generation 0, state ``"absent"``, no deps, blockedBy ``NoTask``, provenance ``NoRecord`` and
+zeros elsewhere. A
 Snapshot lists only submitted ids. :func:`spec_state` adds the absent ids of a given
 ``Tasks``; :func:`snapshot_of` drops them, and refuses a state that is not of that shape
 (so a malformed trace state is an error, never a silently different snapshot).
@@ -14,10 +15,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from refsched.types import OptionalDepsView, Snapshot, TaskState, VersionView
+from refsched.types import OptionalDepsView, ProvenanceView, Snapshot, TaskState, VersionView
 from refsched.verify.tla import Function, ModelValue
 
 __all__ = [
+    "NO_RECORD",
     "NO_TASK",
     "SPEC_VARIABLES",
     "SpecStateError",
@@ -37,19 +39,48 @@ __all__ = [
 
 SPEC_VARIABLES = (
     "started", "closed", "nextSeq", "generation", "state", "deps", "optional", "remainingDeps",
-    "blockedBy", "cancelRequested", "claims", "seq",
+    "blockedBy", "cancelRequested", "claims", "seq", "provenance",
 )
 """The spec's variables, in the order of its ``VARIABLES`` declaration."""
 
 NO_TASK = ModelValue("NoTask")
 """The spec's ``NoTask``: blockedBy of a version that is not blocked."""
 
+NO_RECORD = Function({"root": NO_TASK, "generation": 0, "end": "none", "path": ()})
+"""The spec's ``NoRecord``: the provenance of a version neither blocked nor cancelled."""
+
 _PER_TASK = SPEC_VARIABLES[3:]
 _ABSENT = {
     "generation": 0, "state": "absent", "deps": frozenset(), "optional": frozenset(),
     "remainingDeps": 0,
     "blockedBy": NO_TASK, "cancelRequested": False, "claims": 0, "seq": 0,
+    "provenance": NO_RECORD,
 }
+
+
+def _record_value(record: ProvenanceView | None) -> Any:
+    """A provenance record as the spec writes it."""
+    if record is None:
+        return NO_RECORD
+    return Function({"root": record.root, "generation": record.generation,
+                     "end": record.end.value, "path": tuple(record.path)})
+
+
+def _record_of(t: Hashable, value: Any) -> ProvenanceView | None:
+    """The record a spec value of ``provenance[t]`` stands for (None: ``NoRecord``)."""
+    try:
+        fields = {name: value[name] for name in ("root", "generation", "end", "path")}
+    except (KeyError, TypeError):
+        raise SpecStateError(f"id {t!r} has provenance {value!r}") from None
+    if is_no_task(fields["root"]):
+        if (fields["generation"], fields["end"], fields["path"]) != (0, "none", ()):
+            raise SpecStateError(f"id {t!r} has provenance {value!r}")
+        return None
+    if not isinstance(fields["path"], tuple):
+        raise SpecStateError(f"id {t!r} has provenance {value!r}")
+    return ProvenanceView(task_id(fields["root"]), fields["generation"],
+                          state_of(TaskState, t, fields["end"]),
+                          tuple(task_id(x) for x in fields["path"]))
 
 
 class SpecStateError(ValueError):
@@ -148,6 +179,7 @@ def spec_state(snapshot: Snapshot, tasks: Iterable[Hashable]) -> dict[str, Any]:
         per_task["cancelRequested"][t] = view.cancel_requested
         per_task["claims"][t] = view.claims
         per_task["seq"][t] = view.seq
+        per_task["provenance"][t] = _record_value(snapshot.records.get(t))
     state: dict[str, Any] = {
         "started": snapshot.started, "closed": snapshot.closed, "nextSeq": snapshot.next_seq,
     }
@@ -171,14 +203,21 @@ def task_id(value: Any) -> Hashable:
 
 def snapshot_of(state: Mapping[str, Any]) -> Snapshot:
     """The Snapshot a spec state stands for. Raises :class:`SpecStateError` if malformed."""
+    if "provenance" not in state:
+        # a state of a trace recorded before the spec had provenance: none is recorded
+        state = {**state, "provenance": {t: NO_RECORD for t in task_ids(state)}}
     require_variables(state, SPEC_VARIABLES)
     ids = task_ids(state)
     require_functions(state, _PER_TASK, ids)
     tasks: dict[Hashable, VersionView] = {}
+    records: dict[Hashable, ProvenanceView] = {}
     for t, row in rows(state, _PER_TASK, ids):
+        record = _record_of(t, row["provenance"])
+        if record is not None:
+            records[task_id(t)] = record
         if row["generation"] == 0:
-            absent = {**_ABSENT, "blockedBy": row["blockedBy"]}
-            if row != absent or not _is_no_task(row["blockedBy"]):
+            absent = {**_ABSENT, "blockedBy": row["blockedBy"], "provenance": row["provenance"]}
+            if row != absent or not _is_no_task(row["blockedBy"]) or record is not None:
                 raise SpecStateError(f"id {t!r} has generation 0 but is not absent: {row}")
             continue
         blocked_by = row["blockedBy"]
@@ -201,4 +240,4 @@ def snapshot_of(state: Mapping[str, Any]) -> Snapshot:
                              else VersionView(**fields))
     require_booleans(state, ("started", "closed"))
     return Snapshot(started=state["started"], closed=state["closed"],
-                    next_seq=state["nextSeq"], tasks=tasks)
+                    next_seq=state["nextSeq"], tasks=tasks, provenance=records or None)

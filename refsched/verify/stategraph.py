@@ -63,6 +63,7 @@ class Instance:
     max_generation: int
     optional_edges: bool = False  # OptionalEdges: SubmitOptional has steps
     add_deps: bool = False  # AddDepsAllowed: AddDeps has steps
+    record_provenance: bool = False  # RecordProvenance: the steps record provenance
     corpus_bound: bool = False  # MCSchedulerCorpus.tla's CorpusBound is a constraint too
 
 
@@ -103,16 +104,18 @@ class StateGraph:
 # -- Reading the cfg and the dump ------------------------------------------------------------
 
 def read_instance(config: str | Path) -> Instance:
-    """The constants ``Tasks``, ``MaxConcurrency``, ``MaxGeneration``, ``OptionalEdges`` and
-    ``AddDepsAllowed`` of a ``.cfg`` file."""
+    """The constants ``Tasks``, ``MaxConcurrency``, ``MaxGeneration``, ``OptionalEdges``,
+    ``AddDepsAllowed`` and ``RecordProvenance`` of a ``.cfg`` file."""
     path, text, values = tlc.read_config(config, ("Tasks", "MaxConcurrency", "MaxGeneration",
-                                                  "OptionalEdges", "AddDepsAllowed"))
+                                                  "OptionalEdges", "AddDepsAllowed",
+                                                  "RecordProvenance"))
     tasks = values["Tasks"]
     if not isinstance(tasks, frozenset) or not all(isinstance(t, ModelValue) for t in tasks):
         raise ValueError(f"{path}: Tasks must be a set of model values")
-    gates = values["OptionalEdges"], values["AddDepsAllowed"]
+    gates = values["OptionalEdges"], values["AddDepsAllowed"], values["RecordProvenance"]
     if not all(isinstance(v, bool) for v in gates):
-        raise ValueError(f"{path}: OptionalEdges and AddDepsAllowed must be TRUE or FALSE")
+        raise ValueError(f"{path}: OptionalEdges, AddDepsAllowed and RecordProvenance must be "
+                         "TRUE or FALSE")
     bounded = re.search(r"^CONSTRAINT\b[^\n]*\bCorpusBound\b", text, re.MULTILINE)
     return Instance(tuple(sorted(t.name for t in tasks)), values["MaxConcurrency"],
                     values["MaxGeneration"], *gates, corpus_bound=bounded is not None)
@@ -203,6 +206,9 @@ def show(s: Snapshot) -> str:
                     f"remaining={v.remaining_deps}"
                     f"{blocked} cancelRequested={v.cancel_requested} claims={v.claims} "
                     f"seq={v.seq}")
+    for t, r in sorted(s.records.items(), key=lambda kv: str(kv[0])):
+        rows.append(f"  {t}: provenance root {r.root} gen {r.generation} {r.end.value} "
+                    f"path {' -> '.join(map(str, r.path))}")
     return "\n".join(rows)
 
 

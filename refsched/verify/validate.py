@@ -159,6 +159,14 @@ def _sequence_of(kind: Kind) -> Kind:
                                and all(kind(v, ids) for v in value))
 
 
+def _provenance_record(of: str) -> Kind:
+    """A value of the spec's provenance records (``NoRecord`` included)."""
+    fields = {"root": _id_or_no_task(of), "generation": _natural, "end": _string,
+              "path": _sequence_of(_id(of))}
+    return lambda value, ids: (isinstance(value, Mapping) and set(value) == set(fields)
+                               and all(kind(value[name], ids) for name, kind in fields.items()))
+
+
 def _tuple_of(*kinds: Kind) -> Kind:
     return lambda value, ids: (isinstance(value, tuple) and len(value) == len(kinds)
                                and all(k(v, ids) for k, v in zip(kinds, value, strict=True)))
@@ -298,13 +306,15 @@ class _SchedulerSpec(TraceSpec):
         "optional": _Variable(_set_of(_id("Tasks")), "Tasks"),
         "blockedBy": _Variable(_id_or_no_task("Tasks"), "Tasks"),
         "cancelRequested": _Variable(_boolean, "Tasks"),
+        "provenance": _Variable(_provenance_record("Tasks"), "Tasks"),
     })
     id_sets = MappingProxyType({"Tasks": "generation"})
-    no_task = ("blockedBy",)
+    no_task = ("blockedBy", "provenance")
     counts = MappingProxyType({"MaxConcurrency": (1, "an integer >= 1")})
     # The TaskScheduler claims oldest first, and makes both kinds of edge, and adds edges.
+    # Its recorded states carry no provenance (a Recorder is given snapshot()'s states).
     fixed = MappingProxyType({"OldestFirst": "TRUE", "OptionalEdges": "TRUE",
-                              "AddDepsAllowed": "TRUE"})
+                              "AddDepsAllowed": "TRUE", "RecordProvenance": "FALSE"})
 
     def param_value(self, name: str, value: Any) -> Any:
         # D and O may arrive as a list or tuple (a JSON array); in the spec they are sets.
@@ -511,8 +521,18 @@ def _check_state(where: str, state: Mapping[str, Any], spec: TraceSpec, ids: Ids
 def _spec_value(spec: TraceSpec, name: str, value: Any) -> Any:
     """A recorded value as the spec's: ITF writes the model value NoTask as a string."""
     if name in spec.no_task and isinstance(value, Mapping):
-        return {k: NO_TASK if _is_no_task(v) else v for k, v in value.items()}
+        return {k: _no_task_of(v) for k, v in value.items()}
     return value
+
+
+def _no_task_of(entry: Any) -> Any:
+    """An entry of a variable that may hold NoTask, as the spec's: NoTask itself, or a record
+    with NoTask in a field (the provenance's NoRecord)."""
+    if _is_no_task(entry):
+        return NO_TASK
+    if isinstance(entry, Mapping):
+        return {k: NO_TASK if _is_no_task(v) else v for k, v in entry.items()}
+    return entry
 
 
 def _state_record(spec: TraceSpec, state: Mapping[str, Any]) -> str:

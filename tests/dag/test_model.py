@@ -146,7 +146,8 @@ def test_action_table_matches_the_spec_action_names() -> None:
 
 
 def test_a_model_without_settle_breaks_blocked_propagated(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(A, "settle", lambda tasks, ended=frozenset(): dict(tasks))
+    monkeypatch.setattr(A, "settle",
+                        lambda tasks, ended=frozenset(), records=None: (dict(tasks), records))
     m = diamond()
     m.ready()
     m.fail("a", 1)

@@ -20,7 +20,14 @@ from pathlib import Path
 import pytest
 
 from refsched.model import ACTION_PROPERTIES, INVARIANTS, violated
-from refsched.model.dag.invariants import EDGE_ACTION_PROPERTIES, violated_by_edge_step
+from refsched.model.dag.invariants import (
+    EDGE_ACTION_PROPERTIES,
+    PROVENANCE_ACTION_PROPERTIES,
+    PROVENANCE_INVARIANTS,
+    violated_by_edge_step,
+    violated_by_provenance_step,
+    violated_provenance,
+)
 from refsched.verify.tlc import TLCResult, parse_output, run_tlc
 from tests.dag.edges import ADD_DEPS_TRACES, EDGES_SYSTEM, EDGES_TRACES
 from tests.spec_mutants import (
@@ -41,6 +48,7 @@ SAFETY = "MCScheduler.cfg"
 LIVENESS = "MCSchedulerLiveness.cfg"
 TRACES = "MCSchedulerTraces.cfg"
 EDGES = "MCSchedulerEdges.cfg"
+PROVENANCE = "MCSchedulerProvenance.cfg"
 
 # (distinct states, depth) measured with TLC 2.15. If the spec or the model changes, update
 # these and the table in docs/dag.md.
@@ -60,7 +68,7 @@ def test_model_holds_with_recorded_state_count(config: str, counts: tuple[int, i
     assert_holds_with_recorded_count(check(config), counts)
 
 
-S, T, L, E, X = SAFETY, TRACES, LIVENESS, EDGES, EDGES_TRACES
+S, T, L, E, X, P = SAFETY, TRACES, LIVENESS, EDGES, EDGES_TRACES, PROVENANCE
 
 # Each mutant, and the (config, check) pairs that must report it.
 MUTANTS: dict[str, Mutant] = {
@@ -182,6 +190,38 @@ MUTANTS: dict[str, Mutant] = {
         (("/\\ Settles(state[t], t \\in optional[x])}", '/\\ state[t] = "succeeded"}'),),
         ((X, "IndegreeInvariant"),),
     ),
+    # Close cancels the waiting versions without recording their provenance.
+    "close_records_no_provenance": Mutant(
+        (("IF cancelPending THEN Recorded(provenance, InState(Waiting), \"cancelled\")\n"
+          "                     ELSE provenance", "provenance"),),
+        ((P, "ProvenanceRecorded"),),
+    ),
+    # Settle records a blocked version's path without the version: it stops one level early,
+    # at the blamed dep.
+    "settle_path_stops_one_level_early": Mutant(
+        (("[r EXCEPT !.path = Append(@, x)]", "[r EXCEPT !.path = @]"),),
+        ((P, "ProvenancePathsReal"),),
+    ),
+    # A failed dep is recorded as a cancelled root.
+    "settle_records_failed_root_as_cancelled": Mutant(
+        (('THEN EndRecord(d, "failed")', 'THEN EndRecord(d, "cancelled")'),),
+        ((P, "ProvenanceRootEnded"),),
+    ),
+    # Cancel of a waiting version records itself as the root of every blocked dependent it
+    # has, over the cause each had already: a second cause rewrites a record.
+    "cancel_rewrites_blocked_dependents": Mutant(
+        (("""{t},
+                                 Recorded(provenance, {t}, "cancelled"))""", """{t},
+                                 IF RecordProvenance
+                                 THEN [x \\in Tasks |->
+                                         IF x = t THEN EndRecord(t, "cancelled")
+                                         ELSE IF state[x] = "blocked" /\\ t \\in deps[x]
+                                         THEN [EndRecord(t, "cancelled")
+                                                 EXCEPT !.path = <<t, x>>]
+                                         ELSE provenance[x]]
+                                 ELSE provenance)"""),),
+        ((P, "ProvenanceNeverRewritten"),),
+    ),
     # Running functions may run forever: a running version never ends.
     "no_fairness_on_finishing": Mutant(
         (("    /\\ \\A t \\in Tasks : WF_vars(Finish(t))\n", ""),),
@@ -196,18 +236,25 @@ MUTANTS: dict[str, Mutant] = {
 
 SPEC = SpecChecks(
     module="Scheduler.tla", mc_module="MCScheduler.tla", system=EDGES_SYSTEM,
-    invariants=frozenset(INVARIANTS),
-    action_properties=frozenset({*ACTION_PROPERTIES, *EDGE_ACTION_PROPERTIES}),
+    invariants=frozenset({*INVARIANTS, *PROVENANCE_INVARIANTS}),
+    action_properties=frozenset({*ACTION_PROPERTIES, *EDGE_ACTION_PROPERTIES,
+                                 *PROVENANCE_ACTION_PROPERTIES}),
     temporal=frozenset({"EveryVersionEnds"}),
-    violated=lambda s, instance: violated(s, instance.max_concurrency),
-    violated_by_step=violated_by_edge_step, mutants=MUTANTS,
+    # Every version blocked or cancelled has a record only where provenance is recorded.
+    violated=lambda s, instance: [
+        *violated(s, instance.max_concurrency),
+        *(violated_provenance(s, instance.max_concurrency) if instance.record_provenance
+          else [])],
+    violated_by_step=lambda before, after: [*violated_by_edge_step(before, after),
+                                            *violated_by_provenance_step(before, after)],
+    mutants=MUTANTS,
 )
 
 
 def test_every_check_of_every_config_has_a_mutant_it_reports() -> None:
     assert_every_check_has_a_mutant(
         SPEC, [SAFETY, ADD_DEPS_TRACES, "MCSchedulerCorpusAddDeps.cfg", EDGES_TRACES, EDGES,
-               LIVENESS, TRACES])
+               LIVENESS, PROVENANCE, TRACES])
 
 
 def test_a_check_left_without_its_mutant_is_uncovered() -> None:

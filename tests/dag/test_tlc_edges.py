@@ -115,7 +115,9 @@ def test_a_model_that_forgets_an_optional_release_does_not_match(
     # The match can fail: a Settle that does not settle optional edges to the versions that
     # ended (every invariant of the model still speaks of its own states) is told apart.
     original = A.settle
-    monkeypatch.setattr(A, "settle", lambda tasks, ended=frozenset(): original(tasks))
+    monkeypatch.setattr(A, "settle",
+                        lambda tasks, ended=frozenset(), records=None: original(tasks,
+                                                                               records=records))
     instance = EDGES_SYSTEM.read_instance(EDGES_TRACES)
     with pytest.raises(stategraph.GraphMismatch):
         stategraph.match(dumped, instance, system=EDGES_SYSTEM)

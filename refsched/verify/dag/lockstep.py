@@ -36,6 +36,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from refsched.model import ACTIONS, INITIAL, ReferenceScheduler, violated, violated_by_step
 from refsched.model.dag.counters import Counts
+from refsched.model.dag.invariants import violated_by_provenance_step, violated_provenance
 from refsched.profile import FULL, Profile
 from refsched.types import Snapshot, TaskState
 from refsched.verify.dag.recording import TraceRecorder
@@ -224,6 +225,10 @@ class Ledger(CallLedger):
         # a new version of a parent that had ended dead re-pended a waiting optional child
         "optional child waits again",
         "AddDeps blocked the version",  # a new required dep was dead
+        # a provenance path recorded through two edges or more (root, a blocked parent, it)
+        "provenance through two levels",
+        # one Cancel blocked two dependents of the cancelled version, each a branch of its own
+        "cancel of a shared dependency blocked two branches",
     )
 
     def record(self, before: Snapshot, taken: list[str], after: Snapshot,
@@ -262,6 +267,11 @@ class Ledger(CallLedger):
                                       is TaskState.PENDING for t, v in after.tasks.items()
                                       if t in before.tasks):
             self.events["AddDeps blocked the version"] += 1
+        recorded = [r for t, r in after.records.items() if before.records.get(t) != r]
+        if any(len(r.path) >= 3 for r in recorded):
+            self.events["provenance through two levels"] += 1
+        if "Cancel" in taken and len({r.path[1] for r in recorded if len(r.path) >= 2}) >= 2:
+            self.events["cancel of a shared dependency blocked two branches"] += 1
 
     def summary(self) -> str:
         actions = ", ".join(f"{name} {count:,}" for name, count in sorted(self.actions.items()))
@@ -355,7 +365,7 @@ def lockstep_machine(factory: Callable[[int], Any],
             ``(task_type, tenant)``, go to an implementation that keeps signals() only."""
             assert self.model is not None
             self.calls += 1
-            before = self.model.snapshot()
+            before = self.model.snapshot(provenance=True)
             history_length = len(self.model.history)
             expected: Any = None
             expected_error: BaseException | None = None
@@ -370,7 +380,7 @@ def lockstep_machine(factory: Callable[[int], Any],
                     actual = getattr(self.impl, method)(*args, **self.labelled(labels))
             except Exception as e:
                 actual_error = e
-            after = self.model.snapshot()
+            after = self.model.snapshot(provenance=True)
             taken = self.model.history[history_length:]
             steps = tuple((name, _spec_params(name, step_args)) for name, step_args in taken)
             self.counts = self.counts.call(method, args, before, expected_error,
@@ -414,6 +424,8 @@ def lockstep_machine(factory: Callable[[int], Any],
                 ledger.record(before, [name for name, _ in steps], after, expected_error,
                               method)
             assert violated_by_step(before, after) == [], f"{method}{args!r} broke a property"
+            assert violated_by_provenance_step(before, after) == [], (
+                f"{method}{args!r} broke a property of the provenance")
             return expected
 
         def labelled(self, labels: tuple[str | None, Hashable] | None) -> dict[str, Any]:
@@ -475,6 +487,18 @@ def lockstep_machine(factory: Callable[[int], Any],
                 rows = (snapshot_rows(model_state, impl_state)
                         if isinstance(impl_state, Snapshot)
                         else [("", "snapshot()", "a Snapshot", f"{impl_state!r:.200}")])
+            if python_api and not rows:  # the Python API records provenance: compare it too
+                try:
+                    with _fatal_passes(fatal):
+                        records = self.impl.snapshot(provenance=True).records
+                except Exception as error:
+                    rows = [("", "snapshot(provenance=True)", "a Snapshot",
+                             f"raised {type(error).__name__}: {error}")]
+                else:
+                    rows = [(str(t), "provenance", _show_answer(model_state.records.get(t), None),
+                             _show_answer(records.get(t), None))
+                            for t in sorted({*model_state.records, *records}, key=repr)
+                            if model_state.records.get(t) != records.get(t)]
             stats = getattr(self.impl, "stats", None)
             if stats is None:
                 return rows
@@ -492,6 +516,8 @@ def lockstep_machine(factory: Callable[[int], Any],
             if self.model is None:
                 return
             assert violated(self.model.snapshot(), self.max_concurrency) == []
+            assert violated_provenance(self.model.snapshot(provenance=True),
+                                       self.max_concurrency) == []
             check = getattr(self.impl, "check_invariants", None)
             if check is None:
                 return

@@ -329,6 +329,45 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("info_hides_edge_kinds", _S, "info() reports no optional edges",
        """                optional=self._optional.get(row, frozenset()),""",
        """                optional=frozenset(),"""),
+    # -- TaskScheduler: provenance --------------------------------------------------------------
+    _m("provenance_overwritten_by_second_cause", _S,
+       "a version that dies rewrites the provenance of its dependents blocked already by "
+       "another cause",
+       """            for gone in seeds:
+                for x in dependents[gone] or ():
+                    st = state[x]
+                    if st <= _READY:""",
+       """            for gone in seeds:
+                for x in dependents[gone] or ():
+                    st = state[x]
+                    if st == _BLOCKED:
+                        cause = self._cause(gone)
+                        self._provenance[x] = _Link(cause.root, cause, ids[x])
+                    if st <= _READY:"""),
+    _m("provenance_path_stops_one_level_early", _S,
+       "a blocked version's path leaves out its blamed dep: it runs from the dep's own cause",
+       """                base = made[z] = _Link(base.root, base, self._ids[z])""",
+       """                base = made[z] = _Link(base.root, base.prev, self._ids[z])"""),
+    _m("provenance_root_is_direct_parent", _S,
+       "a blocked version's provenance names its blamed dep as the root, not the version that "
+       "failed or was cancelled",
+       """                base = made[z] = _Link(base.root, base, self._ids[z])""",
+       """                base = made[z] = _Link(_replace(base.root, root=base.task_id), base,
+                                       self._ids[z])"""),
+    _m("provenance_on_optional_child", _S,
+       "a dead parent that settles an optional edge records provenance on the child, which "
+       "was not blocked",
+       """                if state[x] <= _READY and tid in optional.get(x, ()):
+                    left = remaining[x] - 1""",
+       """                if state[x] <= _READY and tid in optional.get(x, ()):
+                    cause = self._cause(m)
+                    self._provenance[x] = _Link(cause.root, cause, ids[x])
+                    left = remaining[x] - 1"""),
+    _m("close_records_no_provenance", _S,
+       "close(cancel_pending=True) cancels the waiting versions without their provenance",
+       """                            self._record_end(row, TaskState.CANCELLED, None, "close", now)
+""",
+       ""),
     # -- Runner ----------------------------------------------------------------------------------
     _m("settlements_uncounted_outside_lock", _R,
        "a worker takes back the settlements it applied before taking the runner lock",

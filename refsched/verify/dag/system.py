@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from refsched.dag.scheduler import TaskScheduler
-from refsched.model.dag.actions import ACTIONS, INITIAL
+from refsched.model.dag.actions import ACTIONS, INITIAL, RECORDING
 from refsched.model.dag.graph import ModelGraph, action_args, explore
 from refsched.types import Snapshot, TaskState
 from refsched.verify import replay, specstate, stategraph
@@ -59,6 +59,7 @@ class SchedulerSystem(System):
 
     def explore(self, instance: stategraph.Instance) -> ModelGraph[Snapshot]:
         return explore(instance.tasks, instance.max_concurrency, instance.max_generation,
+                       initial=RECORDING if instance.record_provenance else INITIAL,
                        optional_edges=instance.optional_edges, add_deps=instance.add_deps,
                        constraint=corpus_bound if instance.corpus_bound else None)
 
