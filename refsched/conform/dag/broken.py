@@ -16,6 +16,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from refsched import TaskScheduler
+from refsched.dag.scheduler import _PENDING, _READY
 from refsched.errors import (
     InvalidArgumentError,
     InvalidTransitionError,
@@ -27,6 +28,8 @@ from refsched.types import Claim, CloseReport, Snapshot, TaskState
 __all__ = [
     "BROKEN",
     "BROKEN_CLAUSES",
+    "AddDepsKeepsCount",
+    "AddDepsOnReady",
     "CancelBeforeStartRefused",
     "CancelIgnoresRunning",
     "ClaimsNewestFirst",
@@ -365,10 +368,69 @@ class GenerationAsText(TaskScheduler):
         return str(super().submit(task_id, deps, fn, optional))  # type: ignore[return-value]
 
 
+class AddDepsOnReady(TaskScheduler):
+    """Rule ``dag.add_deps.not-pending``: ``add_deps`` of a version that is not pending raises
+    ``InvalidTransitionError``: an edge never lands on a ready version.
+
+    Bug: a ready version takes the edges and waits again. (Internals: it is made pending for
+    the call.)
+    """
+
+    rule = "dag.add_deps.not-pending"
+
+    def add_deps(self, task_id: Hashable, deps: Iterable[Hashable] = (),
+                 optional: Iterable[Hashable] = ()) -> TaskState:
+        row = _row_of(self, task_id)
+        if row is None or self._state[row] != _READY:
+            return super().add_deps(task_id, deps, optional)
+        self._state[row] = _PENDING
+        self._ready_count -= 1
+        try:
+            state = super().add_deps(task_id, deps, optional)
+        except Exception:
+            self._state[row] = _READY
+            self._ready_count += 1
+            raise
+        if state is TaskState.PENDING and self._remaining[row] == 0:  # every new edge settled
+            self._state[row] = _READY
+            self._ready_count += 1
+            return TaskState.READY
+        return state
+
+
+class AddDepsKeepsCount(TaskScheduler):
+    """Rule ``dag.add_deps.ok``: ``add_deps`` raises the version's ``remaining_deps`` by the
+    new edges not settled.
+
+    Bug: the edges are added and the count kept, so the version may run before a new
+    dependency has ended. (Internals: it puts the row's count back after the call.)
+    """
+
+    rule = "dag.add_deps.ok"
+
+    def add_deps(self, task_id: Hashable, deps: Iterable[Hashable] = (),
+                 optional: Iterable[Hashable] = ()) -> TaskState:
+        row = _row_of(self, task_id)
+        before = None if row is None else self._remaining[row]
+        state = super().add_deps(task_id, deps, optional)
+        if row is not None and before is not None and state is TaskState.PENDING:
+            self._remaining[row] = before
+        return state
+
+
+def _row_of(scheduler: TaskScheduler, task_id: Hashable) -> int | None:
+    """The row of ``task_id``'s current version, or None (unknown or unhashable: the real
+    call refuses it)."""
+    try:
+        return scheduler._rows.get(task_id)
+    except TypeError:
+        return None
+
+
 BROKEN_CLAUSES: tuple[type[TaskScheduler], ...] = (
     NegativeGenerationInvalid, CloseReportSortedById, MissingPairsCut, LimitNotChecked,
     NegativeConcurrencyAccepted, ZeroConcurrencyRefused, CancelBeforeStartRefused,
-    DuplicateDepAccepted,
+    DuplicateDepAccepted, AddDepsOnReady, AddDepsKeepsCount,
 )
 """The schedulers that break a clause random calls rarely reach; each names it as ``rule``,
 and the clauses phase rejects each with a verdict naming that rule. ``GenerationAsText``
