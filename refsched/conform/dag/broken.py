@@ -23,7 +23,7 @@ from refsched.errors import (
     UnknownDependencyError,
     UnknownTaskError,
 )
-from refsched.types import Claim, CloseReport, Snapshot, TaskState
+from refsched.types import Claim, CloseReport, ParentOutcome, Snapshot, TaskState
 
 __all__ = [
     "BROKEN",
@@ -45,6 +45,7 @@ __all__ = [
     "NegativeGenerationInvalid",
     "StaleCallbackAccepted",
     "StartMissesCycle",
+    "SummaryFollowsResubmission",
     "UnknownTaskWrongError",
     "ZeroConcurrencyRefused",
 ]
@@ -418,6 +419,22 @@ class AddDepsKeepsCount(TaskScheduler):
         return state
 
 
+class SummaryFollowsResubmission(TaskScheduler):
+    """Rule ``dag.input_summary.ok``: a claimed version's input summary is how its optional
+    dependencies had ended when it was claimed.
+
+    Bug: it is read again at each call, so a dependency resubmitted after the claim drops out
+    of what the running function was given. (Internals: it skips the summary kept at the
+    claim.)
+    """
+
+    rule = "dag.input_summary.ok"
+
+    def input_summary(self, task_id: Hashable) -> dict[Hashable, ParentOutcome]:
+        with self._lock:
+            return self._outcomes_locked(self._lookup("input_summary", task_id))
+
+
 def _row_of(scheduler: TaskScheduler, task_id: Hashable) -> int | None:
     """The row of ``task_id``'s current version, or None (unknown or unhashable: the real
     call refuses it)."""
@@ -430,7 +447,7 @@ def _row_of(scheduler: TaskScheduler, task_id: Hashable) -> int | None:
 BROKEN_CLAUSES: tuple[type[TaskScheduler], ...] = (
     NegativeGenerationInvalid, CloseReportSortedById, MissingPairsCut, LimitNotChecked,
     NegativeConcurrencyAccepted, ZeroConcurrencyRefused, CancelBeforeStartRefused,
-    DuplicateDepAccepted, AddDepsOnReady, AddDepsKeepsCount,
+    DuplicateDepAccepted, AddDepsOnReady, AddDepsKeepsCount, SummaryFollowsResubmission,
 )
 """The schedulers that break a clause random calls rarely reach; each names it as ``rule``,
 and the clauses phase rejects each with a verdict naming that rule. ``GenerationAsText``
