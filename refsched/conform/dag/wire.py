@@ -185,7 +185,7 @@ def _view_to_json(v: VersionView) -> dict[str, Any]:
     view = {
         "generation": v.generation,
         "state": v.state.value,
-        "deps": sorted(v.deps),  # str ids on the wire, hence sortable
+        "deps": sorted(v.deps, key=str),  # str ids on the wire: their own order
         "remaining_deps": v.remaining_deps,
         "blocked_by": v.blocked_by,
         "cancel_requested": v.cancel_requested,
@@ -193,7 +193,7 @@ def _view_to_json(v: VersionView) -> dict[str, Any]:
         "seq": v.seq,
     }
     if isinstance(v, OptionalDepsView) and v.optional:
-        view[_OPTIONAL_FIELD] = sorted(v.optional)
+        view[_OPTIONAL_FIELD] = sorted(v.optional, key=str)
     return view
 
 

@@ -20,7 +20,7 @@ from refsched.types import Claim, ParentOutcome, TaskState
 __all__ = ["ReferenceWithInputs", "show_summary", "summary_rows"]
 
 
-class ReferenceWithInputs(ReferenceScheduler):
+class ReferenceWithInputs(ReferenceScheduler):  # type: ignore[misc]  # model/ is Any to mypy
     """The reference model with ``input_summary()``, as ``TaskScheduler`` answers it."""
 
     def __init__(self, max_concurrency: int) -> None:
@@ -29,7 +29,7 @@ class ReferenceWithInputs(ReferenceScheduler):
         self._kept: dict[tuple[Hashable, int], dict[Hashable, ParentOutcome]] = {}
 
     def ready(self, limit: int | None = None) -> list[Claim]:
-        claims = super().ready(limit)
+        claims: list[Claim] = super().ready(limit)
         for claim in claims:  # a version is claimed once: its summary is fixed from now on
             self._kept[(claim.task_id, claim.generation)] = self._ended(claim.task_id)
         return claims
