@@ -672,6 +672,18 @@ def test_a_hello_that_names_no_edge_flag_has_neither_and_is_never_sent_them(
                 or "optional" in r]
 
 
+def test_the_generated_phase_drives_edge_kinds_and_add_deps_over_the_wire() -> None:
+    from refsched.conform.oracle import check
+
+    with ProtocolImplementation(SERVE, cwd=ROOT) as impl:
+        report = check(impl, corpus=False, examples=30, clauses=False)
+    assert report.verdict == "conforms", report.format()
+    driven = report.coverage.driven
+    for clause in ("dag.submit.optional", "dag.add_deps.ok", "dag.add_deps.not-pending",
+                   "dag.input_summary.ok"):
+        assert driven[clause] > 0, (clause, dict(driven))
+
+
 def test_profile_from_hello_defaults_the_declared_flags_to_false() -> None:
     from refsched.profile import profile_from_hello, profile_from_json
 
