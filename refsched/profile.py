@@ -8,8 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Self
 
-__all__ = ["FULL", "STATIC", "TIMER_FULL", "WHOLE", "DurableProfile", "Profile", "ProfileError",
-           "TimerProfile", "WholeProfile", "full_profile", "profile_argument", "profile_from_json"]
+__all__ = ["DECLARED", "FULL", "STATIC", "TIMER_FULL", "WHOLE", "DurableProfile", "Profile",
+           "ProfileError", "TimerProfile", "WholeProfile", "full_profile", "profile_argument",
+           "profile_from_hello", "profile_from_json"]
 
 READY_ORDERS: Final = ("seq", "any")
 
@@ -211,6 +212,21 @@ def profile_from_json(system: str, data: Any) -> Any:
     ``WholeProfile``). Errors: malformed, unknown keys, contradictions -> ``ProfileError``."""
     profile = _PROFILES[system].from_json(data)
     return profile
+
+
+DECLARED: Final[Mapping[str, tuple[str, ...]]] = {"scheduler": ("optional_edges", "add_deps")}
+"""Per system, the flags a hello must declare to have them: left out, they are false. They
+came after the protocol's first operations, so a program written before them, which declares
+nothing of them, is never sent their calls."""
+
+
+def profile_from_hello(system: str, data: Any) -> Any:
+    """The profile a hello answer's ``profile`` object declares for ``system``: a key left out
+    keeps the full contract's value, but the flags of :data:`DECLARED`, which are false.
+    Errors: as :func:`profile_from_json`."""
+    if isinstance(data, Mapping):
+        data = {**dict.fromkeys(DECLARED.get(system, ()), False), **data}
+    return profile_from_json(system, data)
 
 
 def profile_argument(system: str, text: str | None) -> Any:

@@ -37,6 +37,15 @@ BUGS = {
     "third_cancel_ends": 1,
     "claims_newest_first": 1,
     "extra_answer_key": 3,
+    "optional_failure_blocks": 1,
+    "add_deps_on_ready": 1,
+    "add_deps_keeps_count": 1,
+}
+# bug -> the clause the clauses phase alone names: the edge kinds' and add_deps's rules
+CLAUSE_BUGS = {
+    "optional_failure_blocks": "dag.edge.optional-dead",
+    "add_deps_on_ready": "dag.add_deps.not-pending",
+    "add_deps_keeps_count": "dag.add_deps.ok",
 }
 LONGEST_COUNTEREXAMPLE = 8  # calls: every bug above shows in a few
 
@@ -63,6 +72,9 @@ def test_it_conforms_with_every_clause_driven() -> None:
     status, report = _conform(None, "--max-traces", "2000", "--examples", "100")
     assert status == 0, report
     assert report["verdict"] == "conforms", report
+    # it declares edge kinds and add_deps, and is asked them
+    assert report["profile"]["optional_edges"] and report["profile"]["add_deps"], report
+    assert report["coverage"]["driven"]["dag.add_deps.ok"] > 0, report["coverage"]
     assert [phase["name"] for phase in report["phases"]] == ["corpus", "generated", "clauses"]
     assert report["coverage"]["not_driven"] == [], report["coverage"]
 
@@ -79,3 +91,12 @@ def test_each_bug_is_reported_naming_its_rule(bug: str) -> None:
         assert 0 < len(counterexample["calls"]) <= LONGEST_COUNTEREXAMPLE, counterexample
     else:
         assert report["verdict"] == "protocol violation", report
+
+
+@pytest.mark.parametrize("bug", sorted(CLAUSE_BUGS))
+def test_each_edge_bug_is_rejected_by_the_clauses_phase_naming_its_clause(bug: str) -> None:
+    status, report = _conform(bug, "--no-corpus", "--examples", "0")
+    assert status == 1, report
+    counterexample = report["counterexample"]
+    assert counterexample["phase"] == "clauses", counterexample
+    assert counterexample["reason"].startswith(f"rule {CLAUSE_BUGS[bug]}: "), counterexample

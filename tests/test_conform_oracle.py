@@ -207,8 +207,8 @@ def test_the_shipped_server_conforms_over_the_protocol_corpus_included(
                            "refsched.serve"])
     out = capsys.readouterr().out
     assert status == 0, out
-    # the protocol carries no edge kinds or add_deps yet: the oracle asks neither over it
-    assert "conforms to the model (without optional_edges, add_deps)" in out
+    # it declares edge kinds and add_deps in its hello, and the oracle asks them over the wire
+    assert "conforms to the model (full contract)" in out
     assert "10,285 of 10,285 traces admitted" in out
 
 

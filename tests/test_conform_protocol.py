@@ -653,6 +653,112 @@ def test_a_result_of_the_wrong_shape_is_a_protocol_violation() -> None:
             s.ready()
 
 
+# -- edge kinds and add_deps on the wire ---------------------------------------------------------
+
+def test_a_hello_that_names_no_edge_flag_has_neither_and_is_never_sent_them(
+        tmp_path: Path) -> None:
+    from refsched.conform.oracle import check
+
+    record = tmp_path / "record.jsonl"
+    with ProtocolImplementation(script("written_before_edges.py", str(record)),
+                                cwd=ROOT) as impl:
+        assert impl.profile == Profile(optional_edges=False, add_deps=False)
+        report = check(impl, corpus=False, examples=30)
+    assert report.verdict == "conforms", report.format()
+    assert "dag.add_deps.ok" in report.coverage.left_out(report.profile)
+    requests = [json.loads(line) for line in record.read_text().splitlines()[0::2]]
+    assert len(requests) > 500
+    assert not [r for r in requests if r["op"] in ("add_deps", "input_summary")
+                or "optional" in r]
+
+
+def test_the_generated_phase_drives_edge_kinds_and_add_deps_over_the_wire() -> None:
+    from refsched.conform.oracle import check
+
+    with ProtocolImplementation(SERVE, cwd=ROOT) as impl:
+        report = check(impl, corpus=False, examples=30, clauses=False)
+    assert report.verdict == "conforms", report.format()
+    driven = report.coverage.driven
+    for clause in ("dag.submit.optional", "dag.add_deps.ok", "dag.add_deps.not-pending",
+                   "dag.input_summary.ok"):
+        assert driven[clause] > 0, (clause, dict(driven))
+
+
+def test_profile_from_hello_defaults_the_declared_flags_to_false() -> None:
+    from refsched.profile import profile_from_hello, profile_from_json
+
+    assert profile_from_hello("scheduler", {}) == Profile(optional_edges=False, add_deps=False)
+    assert profile_from_hello("scheduler", {"add_deps": True}) == Profile(optional_edges=False)
+    assert profile_from_json("scheduler", {}) == FULL  # a --profile, in this process
+    assert profile_from_hello("timer", {}) == profile_from_json("timer", {})
+
+
+def test_optional_edges_add_deps_and_the_input_summary_over_the_wire(
+        served: ProtocolImplementation) -> None:
+    s = served.new(2)
+    assert s.submit("a") == 1 and s.submit("c") == 1
+    assert s.submit("b", ["c"], None, ["a"]) == 1
+    assert s.add_deps("b", [], ["d"]) is TaskState.PENDING
+    view = s.snapshot().tasks["b"]
+    assert (view.deps, getattr(view, "optional", None)) == ({"a", "c", "d"}, {"a", "d"})
+    with pytest.raises(errors.InvalidTransitionError):
+        s.add_deps("a", ["c"])  # ready: an edge never lands on a version not pending
+    with pytest.raises(errors.InvalidArgumentError):
+        s.add_deps("b", ["c"])  # a dependency already
+    s.submit("d")
+    s.start()
+    assert [c.task_id for c in s.ready()] == ["a", "c"]
+    s.fail("a", 1)
+    summary = s.input_summary("b")
+    assert list(summary) == ["a"] and summary["a"].state is TaskState.FAILED
+    assert summary["a"].generation == 1 and summary["a"].blocked_by is None
+    with pytest.raises(errors.UnknownTaskError):
+        s.input_summary("z")
+
+
+def test_a_server_without_edge_flags_answers_their_calls_unsupported() -> None:
+    profile = {"optional_edges": False, "add_deps": False}
+    with ProtocolImplementation([*SERVE, "--profile", json.dumps(profile)], cwd=ROOT) as impl:
+        s = impl.new(1)
+        s.submit("a")
+        for call in (lambda: s.submit("b", [], None, ["a"]), lambda: s.add_deps("a", ["b"]),
+                     lambda: s.input_summary("a")):
+            with pytest.raises(Unsupported):
+                call()
+        assert set(s.snapshot().tasks) == {"a"}
+
+
+@pytest.mark.parametrize("answer", [
+    {"a": {"generation": 1, "state": "failed"}},  # no blocked_by
+    {"a": {"generation": "1", "state": "failed", "blocked_by": None}},
+    {"a": {"generation": 1, "state": "gone", "blocked_by": None}},
+    {"a": {"generation": 1, "state": "failed", "blocked_by": None, "error": "boom"}},
+    [["a", "failed"]],
+])
+def test_a_malformed_input_summary_is_refused(answer: Any) -> None:
+    with pytest.raises(protocol.WireError):
+        dag_wire.input_summary_from_json("input_summary", answer)
+
+
+def test_a_snapshot_names_optional_deps_only_among_its_deps() -> None:
+    view = {"generation": 1, "state": "pending", "deps": ["a"], "remaining_deps": 1,
+            "blocked_by": None, "cancel_requested": False, "claims": 0, "seq": 1}
+    snapshot = {"started": False, "closed": False, "next_seq": 2, "tasks": {"b": view}}
+    plain = dag_wire.snapshot_from_json("snapshot", snapshot)
+    assert not hasattr(plain.tasks["b"], "optional")
+    with_empty = dag_wire.snapshot_from_json(
+        "snapshot", {**snapshot, "tasks": {"b": {**view, "optional": []}}})
+    assert with_empty == plain  # an empty list is the key left out
+    read = dag_wire.snapshot_from_json(
+        "snapshot", {**snapshot, "tasks": {"b": {**view, "optional": ["a"]}}})
+    assert read.tasks["b"].optional == {"a"}  # type: ignore[attr-defined]
+    assert dag_wire.snapshot_to_json(read)["tasks"]["b"]["optional"] == ["a"]
+    assert "optional" not in dag_wire.snapshot_to_json(plain)["tasks"]["b"]
+    with pytest.raises(protocol.WireError):
+        dag_wire.snapshot_from_json(
+            "snapshot", {**snapshot, "tasks": {"b": {**view, "optional": ["x"]}}})
+
+
 def test_a_bad_profile_in_the_hello_is_a_protocol_violation() -> None:
     with pytest.raises(ProtocolViolation, match="bad profile"):
         ProtocolImplementation(script("bad_profile.py"), timeout=SHORT).open()

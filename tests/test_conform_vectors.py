@@ -94,6 +94,33 @@ def test_node_runner_fails_a_broken_implementation(exported: dict[str, Path],
     assert "expected" in result.stderr and "got" in result.stderr
 
 
+# the TaskScheduler's corpus instances of edge kinds and AddDeps -> a bug of the JavaScript
+# scheduler their first TRACES traces catch
+EDGE_BUNDLES = {"scheduler-edges-cover.jsonl.gz": "optional_failure_blocks",
+                "scheduler-adddeps-cover.jsonl.gz": "add_deps_keeps_count"}
+JAVASCRIPT = ROOT / "tests" / "conform_impls" / "js" / "dag_scheduler.mjs"
+
+
+@needs_node
+@pytest.mark.parametrize("bundle", sorted(EDGE_BUNDLES))
+def test_vectors_of_edge_kinds_and_add_deps_pass_refsched_and_javascript_and_catch_a_bug(
+        tmp_path: Path, bundle: str) -> None:
+    assert NODE is not None
+    out = tmp_path / "edges.jsonl"
+    assert conform_main(["--export-vectors", str(out), "--traces",
+                         str(ROOT / "traces" / bundle), "--max-traces", str(TRACES),
+                         "-q"]) == 0
+    sent = [json.loads(line["send"]) for line in _lines(out) if "send" in line]
+    assert any(r.get("optional") or r["op"] == "add_deps" for r in sent)
+    for command in (_serve("scheduler"), [NODE, str(JAVASCRIPT)]):
+        result = _run_vectors(out, command)
+        assert result.returncode == 0, result.stderr
+    broken = subprocess.run([NODE, str(RUNNER), str(out), NODE, str(JAVASCRIPT)],
+                            capture_output=True, text=True, timeout=120,
+                            env={"PATH": "", "DAG_BUG": EDGE_BUNDLES[bundle]})
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+
+
 @needs_node
 def test_node_runner_compares_sets_as_sets_and_lists_in_order(tmp_path: Path,
                                                               exported: dict[str, Path]) -> None:
@@ -164,7 +191,8 @@ def test_the_docs_table_of_sets_and_ignored_fields_is_the_code_s() -> None:
 
 
 def test_unordered_paths_name_the_sets_of_each_system() -> None:
-    assert vectors.unordered_paths("scheduler", "snapshot") == ["/tasks/*/deps"]
+    assert vectors.unordered_paths("scheduler", "snapshot") == ["/tasks/*/deps",
+                                                                 "/tasks/*/optional"]
     assert "/pending" in vectors.unordered_paths("scheduler", "close")
     assert vectors.unordered_paths("scheduler", "ready") == []
     assert vectors.unordered_paths("timer", "snapshot") == ["/heap"]

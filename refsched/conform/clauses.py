@@ -56,9 +56,29 @@ def _is_int(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _listed(args: Mapping[str, Any], name: str) -> list[Hashable]:
+    ids = args.get(name) or ()
+    return list(ids) if not isinstance(ids, str) else [ids]
+
+
 def _deps(args: Mapping[str, Any]) -> list[Hashable]:
-    deps = args.get("deps") or ()
-    return list(deps) if not isinstance(deps, str) else [deps]
+    """Every dependency a call names, required and optional."""
+    return [*_listed(args, "deps"), *_listed(args, "optional")]
+
+
+def _names_optional(args: Mapping[str, Any], _: Any) -> bool:
+    return bool(_listed(args, "optional"))
+
+
+def _summary_lists(*states: TaskState) -> When:
+    """An input summary naming a parent that ended in one of ``states``."""
+    names = {state.value for state in states}
+
+    def lists(_: Mapping[str, Any], answer: Any) -> bool:
+        outcomes = answer.values() if isinstance(answer, Mapping) else ()
+        return any(getattr(_field(o, "state"), "value", _field(o, "state")) in names
+                   for o in outcomes)
+    return lists
 
 
 def _duplicate_dep(args: Mapping[str, Any], _: Any) -> bool:
@@ -150,7 +170,8 @@ def _cron(args: Mapping[str, Any], _: Any) -> bool:
 
 _SCHEDULE_OPS: Final = ("schedule", "unschedule", "pause", "resume", "schedules")
 
-_NAMED: Final = ("complete", "fail", "acknowledge_cancel", "cancel", "retry", "state")
+_NAMED: Final = ("complete", "fail", "acknowledge_cancel", "cancel", "retry", "state",
+                  "add_deps", "input_summary")
 
 _DAG: Final = (
     Clause("dag.new.ok", ("new",), "ok",
@@ -159,12 +180,16 @@ _DAG: Final = (
     Clause("dag.new.invalid", ("new",), "InvalidArgumentError",
            "`new` with a negative or non-integer `max_concurrency` (`true` included) raises "
            "`InvalidArgumentError`, and the current instance stays current.", ("limit",)),
+    Clause("dag.submit.optional", ("submit",), "ok",
+           "`submit` with `optional` ids makes a version whose edges to them are optional: it "
+           "waits for each of them to end, in any state, and for each of `deps` to succeed, "
+           "and its `remaining_deps` counts both.", ("optional_edges",), _names_optional),
     Clause("dag.submit.ok", ("submit",), "ok",
            "`submit` makes a new version and answers its generation: 1 for an id's first "
            "submission, one more for each later one.", ()),
     Clause("dag.submit.duplicate-dep", ("submit",), "InvalidArgumentError",
-           "`submit` naming a dependency twice raises `InvalidArgumentError` and changes "
-           "nothing.", (), _duplicate_dep),
+           "`submit` naming a dependency twice (in `deps`, in `optional`, or in both) raises "
+           "`InvalidArgumentError` and changes nothing.", (), _duplicate_dep),
     Clause("dag.submit.self-dep", ("submit",), "InvalidArgumentError",
            "`submit` of a task that depends on itself raises `InvalidArgumentError` and changes "
            "nothing.", (), _self_dep),
@@ -243,6 +268,44 @@ _DAG: Final = (
     Clause("dag.retry.not-dead", ("retry",), "InvalidTransitionError",
            "`retry` of a version that is not failed, cancelled or blocked raises "
            "`InvalidTransitionError`.", ("retry",)),
+    Clause("dag.edge.optional-succeeded", ("input_summary",), "ok",
+           "an optional dependency that succeeds settles its edge as a required one does: the "
+           "waiting version may become ready, and its input summary names the parent "
+           "`succeeded`.", ("optional_edges", "snapshot"), _summary_lists(TaskState.SUCCEEDED)),
+    Clause("dag.edge.optional-dead", ("input_summary",), "ok",
+           "an optional dependency that fails, is cancelled or is blocked settles its edge and "
+           "never blocks the waiting version, which may become ready; its input summary names "
+           "the parent's end state (and `blocked_by`).", ("optional_edges", "snapshot"),
+           _summary_lists(TaskState.FAILED, TaskState.CANCELLED, TaskState.BLOCKED)),
+    Clause("dag.input_summary.ok", ("input_summary",), "ok",
+           "`input_summary` answers each optional dependency whose current version has "
+           "ended, with its generation, state and `blocked_by`, as they were when the version "
+           "was claimed once it was; a dependency replaced by a new version has not ended, and "
+           "its waiting dependents wait for the new one.", ("optional_edges", "snapshot")),
+    Clause("dag.add_deps.ok", ("add_deps",), "ok",
+           "`add_deps` of a pending version adds the edges (optional ones to `optional`), "
+           "raises its `remaining_deps` by those not settled, blocks it when a new required "
+           "dependency is dead, keeps its generation and `seq`, and answers its state.",
+           ("add_deps",)),
+    Clause("dag.add_deps.twice", ("add_deps",), "InvalidArgumentError",
+           "`add_deps` naming an id twice, in one list or in both, raises "
+           "`InvalidArgumentError` and changes nothing.", ("add_deps",), _duplicate_dep),
+    Clause("dag.add_deps.invalid", ("add_deps",), "InvalidArgumentError",
+           "`add_deps` naming no id, the task itself, or a dependency it has already raises "
+           "`InvalidArgumentError` and changes nothing.", ("add_deps",)),
+    Clause("dag.add_deps.closed", ("add_deps",), "SchedulerClosedError",
+           "`add_deps` after `close` raises `SchedulerClosedError`.", ("add_deps", "close")),
+    Clause("dag.add_deps.not-pending", ("add_deps",), "InvalidTransitionError",
+           "`add_deps` of a version that is ready, running or ended raises "
+           "`InvalidTransitionError` and changes nothing: an edge never lands on a version "
+           "that is not pending.", ("add_deps",)),
+    Clause("dag.add_deps.unknown-dep", ("add_deps",), "UnknownDependencyError",
+           "`add_deps` after `start` naming an id never submitted raises "
+           "`UnknownDependencyError` whose `missing` is the set of (task, dependency) pairs.",
+           ("add_deps",)),
+    Clause("dag.add_deps.cycle", ("add_deps",), "CycleError",
+           "`add_deps` after `start` whose new edges close a cycle raises `CycleError` with a "
+           "cycle of the graph through them.", ("add_deps",)),
     Clause("dag.close.ok", ("close",), "ok",
            "`close` reports every id under the state of its current version, each list in "
            "`seq` order, cancelling the waiting versions when `cancel_pending`.", ("close",)),
@@ -471,7 +534,8 @@ of the same op and outcome, which :func:`decide` relies on."""
 
 PARAMETERS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
     "scheduler": {
-        "new": ("max_concurrency",), "submit": ("task", "deps", "fn"), "start": (),
+        "new": ("max_concurrency",), "submit": ("task", "deps", "fn", "optional"),
+        "add_deps": ("task", "deps", "optional"), "input_summary": ("task",), "start": (),
         "ready": ("limit",), "complete": ("task", "generation", "result"),
         "fail": ("task", "generation", "error"), "cancel": ("task", "generation"),
         "acknowledge_cancel": ("task", "generation"), "retry": ("task",),

@@ -29,8 +29,8 @@ from refsched.conform.protocol import ForeignError, Unsupported, WireError
 from refsched.conform.wire import SYSTEMS
 from refsched.conform.wire import get as get_wire
 from refsched.loading import load_factory as load_factory
-from refsched.profile import Profile, ProfileError, full_profile, profile_from_json
-from refsched.types import Claim, CloseReport, Snapshot, TaskState
+from refsched.profile import Profile, ProfileError, full_profile, profile_from_hello
+from refsched.types import Claim, CloseReport, ParentOutcome, Snapshot, TaskState
 
 __all__ = [
     "ForeignError",
@@ -383,7 +383,7 @@ class ProtocolImplementation:
             raise self._violation(f"hello: the implementation is a {system}, the oracle was "
                                   f"asked to check a {self.expected_system}")
         try:
-            profile = profile_from_json(system, answer.get("profile", {}))
+            profile = profile_from_hello(system, answer.get("profile", {}))
         except ProfileError as e:
             raise self._violation(f"hello: bad profile: {e}") from e
         self._name, self._profile, self._system = name, profile, system
@@ -619,6 +619,20 @@ def _task(call: str, task_id: Hashable) -> str:
     return task_id
 
 
+def _edges(call: str, task_id: Hashable, deps: Iterable[Hashable],
+           optional: Iterable[Hashable]) -> dict[str, list[str]]:
+    """A call's ``deps`` and, when it names an id, its ``optional``, as the request carries
+    them."""
+    edges = {}
+    for name, ids in (("deps", deps), ("optional", optional)):
+        if isinstance(ids, str):
+            raise TypeError(f"{call}({task_id!r}): {name} is a list of task ids, not a string")
+        edges[name] = [_task(f"{call}({task_id!r})", d) for d in ids]
+    if not edges["optional"]:
+        del edges["optional"]
+    return edges
+
+
 class ProtocolScheduler:
     """One scheduler instance inside a :class:`ProtocolImplementation`, with the TaskScheduler API.
 
@@ -645,13 +659,26 @@ class ProtocolScheduler:
         return impl._result(op, convert, impl.request(op, **args))
 
     def submit(self, task_id: Hashable, deps: Iterable[Hashable] = (),
-               fn: Callable[..., Any] | None = None) -> int:
-        """Submit a version of ``task_id`` (``fn`` stays here: a function cannot be sent)."""
-        if isinstance(deps, str):
-            raise TypeError(f"submit({task_id!r}): deps is a list of task ids, not a string")
-        dep_ids = [_task(f"submit({task_id!r})", d) for d in deps]
+               fn: Callable[..., Any] | None = None,
+               optional: Iterable[Hashable] = ()) -> int:
+        """Submit a version of ``task_id`` (``fn`` stays here: a function cannot be sent);
+        ``optional`` is sent only when it names an id, so that an implementation without
+        optional edges gets the requests it always got."""
+        edges = _edges("submit", task_id, deps, optional)
         return self._call("submit", dag_wire.generation_from_json,
-                          task=_task("submit", task_id), deps=dep_ids)
+                          task=_task("submit", task_id), **edges)
+
+    def add_deps(self, task_id: Hashable, deps: Iterable[Hashable] = (),
+                 optional: Iterable[Hashable] = ()) -> TaskState:
+        """Make the pending version of ``task_id`` depend on ``deps`` and ``optional`` too."""
+        edges = _edges("add_deps", task_id, deps, optional)
+        return self._call("add_deps", dag_wire.state_from_json,
+                          task=_task("add_deps", task_id), **edges)
+
+    def input_summary(self, task_id: Hashable) -> dict[Hashable, ParentOutcome]:
+        """How each optional dependency of the current version of ``task_id`` ended."""
+        return self._call("input_summary", dag_wire.input_summary_from_json,
+                          task=_task("input_summary", task_id))
 
     def start(self) -> None:
         """Seal the initial graph and allow claims."""

@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, Phase, Verbosity
 
 from refsched.conform import clauses, probes, system_phases
 from refsched.conform.admission import admitted_steps, admitted_traces
-from refsched.conform.client import HarnessError, Implementation, ProtocolImplementation
+from refsched.conform.client import HarnessError, Implementation
 from refsched.conform.coverage import Coverage, ObservedImplementation
 from refsched.conform.report import (
     CONFORMS,
@@ -49,10 +49,10 @@ from refsched.conform.report import (
     wire_rows,
 )
 from refsched.conform.shrink import exchange
-from refsched.model import ReferenceScheduler
 from refsched.profile import Profile
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as system_registry
+from refsched.verify.dag.inputs import ReferenceWithInputs
 from refsched.verify.dag.lockstep import (
     Call,
     Disagreement,
@@ -161,7 +161,7 @@ def _corpus_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
     counterexample = _corpus_counterexample(trace, first, profile, max_concurrency)
     if first.step:  # the calls again, on a fresh model and instance: their answers to encode
         calls = counterexample.calls
-        answers = exchange(calls, ReferenceScheduler(max_concurrency),
+        answers = exchange(calls, ReferenceWithInputs(max_concurrency),
                            impl.new(max_concurrency), (HarnessError,))
         counterexample = dataclasses.replace(counterexample,
                                              calls=wire_rows("scheduler", answers))
@@ -250,10 +250,6 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
     started = time.monotonic()
     try:
         profile = impl.profile
-        if isinstance(impl, ProtocolImplementation) and isinstance(profile, Profile):
-            # The protocol has no op for optional edges or add_deps yet: over the wire the
-            # oracle leaves them out of what it asks, and its report says so.
-            profile = dataclasses.replace(profile, optional_edges=False, add_deps=False)
         system = getattr(impl, "system", "scheduler")
         report = ConformanceReport(implementation=impl.name, profile=profile, seed=seed,
                                    system=system,

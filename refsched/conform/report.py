@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Final, TypeVar
 
-from refsched.conform import protocol, values
+from refsched.conform import clauses, protocol, values
 from refsched.conform.dag import wire as dag_wire
 from refsched.profile import Profile
 from refsched.verify.dag.lockstep import Call
@@ -131,22 +131,37 @@ def _plain(value: Any) -> Any:
         return repr(value)
 
 
+# what a call of the TaskScheduler's API gives that the wire does not carry
+_STAYS: Final = frozenset({"fn", "result", "error"})
+
+
 def wire_request(system: str, method: str, args: Sequence[Any],
                  kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """The request a call is on the wire: ``{"op": method, argument: value, ...}``, the
     arguments named as the protocol names them (the dependency scheduler's ``dag_wire.OPS``, or
     the system's wire, which also names the op of a method named otherwise)."""
     if system == "scheduler":
+        # the API's parameters, of which the wire carries those its table names (a function,
+        # a result or an error stays in the process), and ``optional`` only when it names an
+        # id, as the client sends it
         required, optional = dag_wire.OPS.get(method, ((), {}))
-        names: tuple[str, ...] = (*required, *optional)
-    else:
-        from refsched.conform import wire
+        carried = (*required, *optional)
+        names = clauses.PARAMETERS["scheduler"].get(method, carried)
+        request: dict[str, Any] = {"op": method}
+        given = {names[i] if i < len(names) else f"arg{i}": value
+                 for i, value in enumerate(args)}
+        for name, value in {**given, **kwargs}.items():
+            if name in _STAYS or (name == "optional" and not value):
+                continue
+            request[name] = _plain(value)
+        return request
+    from refsched.conform import wire
 
-        spoken = wire.get(system)
-        method = spoken.op_of.get(method, method)
-        op = spoken.new if method == "new" else spoken.ops.get(method)
-        names = () if op is None else op.names
-    request: dict[str, Any] = {"op": method}
+    spoken = wire.get(system)
+    method = spoken.op_of.get(method, method)
+    op = spoken.new if method == "new" else spoken.ops.get(method)
+    names = () if op is None else op.names
+    request = {"op": method}
     for index, value in enumerate(args):
         request[names[index] if index < len(names) else f"arg{index}"] = _plain(value)
     request.update((name, _plain(value)) for name, value in kwargs.items())

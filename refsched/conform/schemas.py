@@ -34,7 +34,7 @@ from refsched.conform import protocol, values
 from refsched.conform.dag import wire as dag_wire
 from refsched.conform.wire import SYSTEMS
 from refsched.conform.wire import get as get_wire
-from refsched.types import CloseReport, Snapshot, TaskState
+from refsched.types import CloseReport, ParentOutcome, Snapshot, TaskState
 
 __all__ = ["DIALECT", "load", "schema_of", "write"]
 
@@ -49,6 +49,7 @@ _SCHEDULER_ARGS: Final[Mapping[str, Any]] = {
     "max_concurrency": {"type": "integer"},
     "task": {"type": "string"},
     "deps": _ID_LIST,
+    "optional": _ID_LIST,
     "limit": {"type": ["integer", "null"]},
     "generation": {"type": "integer"},
     "cancel_pending": {"type": "boolean"},
@@ -57,7 +58,8 @@ _SCHEDULER_RESULTS: Final[Mapping[str, Any]] = {
     "new": None, "start": None, "bye": None, "submit": int, "retry": int,
     "ready": list[tuple[str, int]], "complete": TaskState, "fail": TaskState,
     "cancel": TaskState, "acknowledge_cancel": TaskState, "state": TaskState,
-    "close": CloseReport, "snapshot": Snapshot,
+    "close": CloseReport, "snapshot": Snapshot, "add_deps": TaskState,
+    "input_summary": dict[str, ParentOutcome],
 }
 # The ``new`` arguments of the other systems (their served classes take them untyped)
 _NEW_ARGS: Final[Mapping[str, Mapping[str, Any]]] = {
@@ -169,6 +171,21 @@ def _served_arguments(system: str, op: str) -> dict[str, Any]:
     return arguments
 
 
+def _scheduler_result(op: str) -> dict[str, Any]:
+    """The schema of a TaskScheduler op's result as ``dag_wire.result_to_json`` sends it: a
+    version's optional deps only when it has some; of a parent's outcome, what identifies it
+    (a result or an error given to a callback does not travel)."""
+    schema = type_schema(_SCHEDULER_RESULTS[op])
+    if op == "snapshot":
+        schema["properties"]["tasks"]["additionalProperties"]["properties"]["optional"] = _ID_LIST
+    elif op == "input_summary":
+        outcome = schema["additionalProperties"]
+        kept = ("generation", "state", "blocked_by")
+        outcome["properties"] = {name: outcome["properties"][name] for name in kept}
+        outcome["required"] = list(kept)
+    return schema
+
+
 def schema_of(system: str) -> dict[str, Any]:
     """The schema of every request and answer of ``system``."""
     hello_request, hello_answer = _hello(system)
@@ -183,7 +200,7 @@ def schema_of(system: str) -> dict[str, Any]:
                 if default is None:  # left out or null: the same (cancel's generation)
                     arguments[name] = {"type": sorted({*_types(arguments[name]), "null"})}
             requests[op] = _request(op, arguments, required)
-            answers[op] = _answer(type_schema(_SCHEDULER_RESULTS[op]))
+            answers[op] = _answer(_scheduler_result(op))
     else:
         wire = get_wire(system)
         requests["new"] = _request("new", _served_arguments(system, "new"), wire.new.args)

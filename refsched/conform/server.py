@@ -45,9 +45,12 @@ _SKIP_CHUNK = 1 << 16  # what is read at a time of a line being skipped
 def _not_in_profile(profile: Profile, op: str, args: Mapping[str, Any]) -> str | None:
     """Why ``op`` is outside ``profile``, or None when the profile admits it."""
     flag = {"cancel": "cancel", "acknowledge_cancel": "cancel", "retry": "retry",
-            "fail": "fail", "close": "close", "snapshot": "snapshot"}.get(op)
+            "fail": "fail", "close": "close", "snapshot": "snapshot", "add_deps": "add_deps",
+            "input_summary": "optional_edges"}.get(op)
     if flag is not None and not getattr(profile, flag):
         return f"{op}: outside the profile ({flag} is false)"
+    if args.get("optional") and not profile.optional_edges:
+        return f"{op}: optional edges are outside the profile (optional_edges is false)"
     if op == "ready" and args["limit"] is not None and not profile.limit:
         return "ready: a limit is outside the profile (limit is false)"
     return None
@@ -55,7 +58,12 @@ def _not_in_profile(profile: Profile, op: str, args: Mapping[str, Any]) -> str |
 
 # op -> the scheduler call it makes; arguments are positional so adapters may name them freely
 _CALLS: dict[str, Callable[[Any, Mapping[str, Any]], Any]] = {
-    "submit": lambda s, a: s.submit(a["task"], a["deps"]),
+    # optional edges are passed only when there are some: an adapter without them need not
+    # take the argument
+    "submit": lambda s, a: (s.submit(a["task"], a["deps"], optional=a["optional"])
+                            if a["optional"] else s.submit(a["task"], a["deps"])),
+    "add_deps": lambda s, a: s.add_deps(a["task"], a["deps"], optional=a["optional"]),
+    "input_summary": lambda s, a: s.input_summary(a["task"]),
     "start": lambda s, a: s.start(),
     "ready": lambda s, a: s.ready(a["limit"]),
     "complete": lambda s, a: s.complete(a["task"], a["generation"]),

@@ -108,10 +108,10 @@ def _paths(hint: Any, at: str = "") -> Iterator[str]:
 
 def unordered_paths(system: str, op: str) -> list[str]:
     """The lists of ``op``'s ``ok`` result compared as sets: ``close``'s lists of ids, a
-    snapshot's ``deps``, whatever the system's result types hold as sets."""
+    snapshot's ``deps`` and ``optional``, whatever the system's result types hold as sets."""
     if system == "scheduler":
         return {"close": [f"/{f.name}" for f in dataclasses.fields(CloseReport)],
-                "snapshot": ["/tasks/*/deps"]}.get(op, [])
+                "snapshot": ["/tasks/*/deps", "/tasks/*/optional"]}.get(op, [])
     spec = get_wire(system).ops.get(op)
     return [] if spec is None else list(dict.fromkeys(_paths(spec.result)))
 

@@ -24,7 +24,10 @@ EDGE_MUTANTS = tuple(m for m in CATALOGUE if m.name in {
     "add_deps_ignores_dead_required_parent", "info_hides_edge_kinds",
 })
 
-BUDGET = replace(Budget(), lockstep_examples=300)
+# The mutants' walks are derandomized: an edit of the lock-step machine (its input summaries)
+# gave add_deps_count_not_raised_for_running_parent walks that reach a running new dependency
+# only after 600 examples; the others are killed within their first examples.
+BUDGET = replace(Budget(), lockstep_examples=1000)
 
 
 def test_the_edge_section_has_its_mutants() -> None:

@@ -16,17 +16,20 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from refsched import TaskScheduler
+from refsched.dag.scheduler import _PENDING, _READY
 from refsched.errors import (
     InvalidArgumentError,
     InvalidTransitionError,
     UnknownDependencyError,
     UnknownTaskError,
 )
-from refsched.types import Claim, CloseReport, Snapshot, TaskState
+from refsched.types import Claim, CloseReport, ParentOutcome, Snapshot, TaskState
 
 __all__ = [
     "BROKEN",
     "BROKEN_CLAUSES",
+    "AddDepsKeepsCount",
+    "AddDepsOnReady",
     "CancelBeforeStartRefused",
     "CancelIgnoresRunning",
     "ClaimsNewestFirst",
@@ -42,6 +45,7 @@ __all__ = [
     "NegativeGenerationInvalid",
     "StaleCallbackAccepted",
     "StartMissesCycle",
+    "SummaryFollowsResubmission",
     "UnknownTaskWrongError",
     "ZeroConcurrencyRefused",
 ]
@@ -113,14 +117,15 @@ class CancelIgnoresRunning(TaskScheduler):
     Bug: ``cancel()`` of a running version answers ``running`` and does nothing.
     """
 
-    def cancel(self, task_id: Hashable, generation: int | None = None) -> TaskState:
+    def cancel(self, task_id: Hashable, generation: int | None = None, *,
+               actor: str | None = None, reason: str | None = None) -> TaskState:
         try:
             running = self.state(task_id) is TaskState.RUNNING
         except (UnknownTaskError, InvalidArgumentError):
             running = False
         if running and generation in (None, self.info(task_id).generation):
             return TaskState.RUNNING
-        return super().cancel(task_id, generation)
+        return super().cancel(task_id, generation, actor=actor, reason=reason)
 
 
 class FailDoesNotBlock(TaskScheduler):
@@ -135,10 +140,11 @@ class FailDoesNotBlock(TaskScheduler):
         super().__init__(max_concurrency, **options)
         self._failing = False
 
-    def fail(self, task_id: Hashable, generation: int, error: Any = None) -> TaskState:
+    def fail(self, task_id: Hashable, generation: int, error: Any = None, *,
+             actor: str | None = None, reason: str | None = None) -> TaskState:
         self._failing = True
         try:
-            return super().fail(task_id, generation, error)
+            return super().fail(task_id, generation, error, actor=actor, reason=reason)
         finally:
             self._failing = False
 
@@ -221,9 +227,10 @@ class NegativeGenerationInvalid(TaskScheduler):
         self._refuse_negative("complete", task_id, generation)
         return super().complete(task_id, generation, result)
 
-    def fail(self, task_id: Hashable, generation: int, error: Any = None) -> TaskState:
+    def fail(self, task_id: Hashable, generation: int, error: Any = None, *,
+             actor: str | None = None, reason: str | None = None) -> TaskState:
         self._refuse_negative("fail", task_id, generation)
-        return super().fail(task_id, generation, error)
+        return super().fail(task_id, generation, error, actor=actor, reason=reason)
 
 
 class CloseReportSortedById(TaskScheduler):
@@ -309,11 +316,12 @@ class CancelBeforeStartRefused(TaskScheduler):
 
     rule = "dag.cancel.ok"
 
-    def cancel(self, task_id: Hashable, generation: int | None = None) -> TaskState:
+    def cancel(self, task_id: Hashable, generation: int | None = None, *,
+               actor: str | None = None, reason: str | None = None) -> TaskState:
         state = self.state(task_id)  # an unknown id: UnknownTaskError, as the real one
         if not self.snapshot().started and state in (TaskState.PENDING, TaskState.READY):
             raise InvalidTransitionError(f"cancel({task_id!r}): start() has not been called")
-        return super().cancel(task_id, generation)
+        return super().cancel(task_id, generation, actor=actor, reason=reason)
 
 
 class DuplicateDepAccepted(TaskScheduler):
@@ -332,18 +340,21 @@ class DuplicateDepAccepted(TaskScheduler):
         self._listed: dict[Hashable, tuple[Hashable, ...]] = {}
 
     def submit(self, task_id: Hashable, deps: Iterable[Hashable] = (),
-               fn: Callable[..., Any] | None = None, optional: Iterable[Hashable] = ()) -> int:
+               fn: Callable[..., Any] | None = None, optional: Iterable[Hashable] = (), *,
+               tenant: Hashable = None, task_type: str | None = None) -> int:
         listed = tuple(deps)
         try:
             unique = list(dict.fromkeys(listed))
         except TypeError:  # an unhashable dep: let the real submit() refuse it
-            return super().submit(task_id, listed, fn, optional)
-        generation = super().submit(task_id, unique, fn, optional)
+            return super().submit(task_id, listed, fn, optional, tenant=tenant,
+                                  task_type=task_type)
+        generation = super().submit(task_id, unique, fn, optional, tenant=tenant,
+                                    task_type=task_type)
         self._listed[task_id] = listed
         return generation
 
-    def snapshot(self) -> Snapshot:
-        snapshot = super().snapshot()
+    def snapshot(self, *, provenance: bool = False) -> Snapshot:
+        snapshot = super().snapshot(provenance=provenance)
         tasks = {t: (dataclasses.replace(v, deps=self._listed[t])  # type: ignore[arg-type]
                      if t in self._listed and len(set(self._listed[t])) < len(self._listed[t])
                      else v)
@@ -361,14 +372,91 @@ class GenerationAsText(TaskScheduler):
     rule = "dag.submit.ok"
 
     def submit(self, task_id: Hashable, deps: Iterable[Hashable] = (),
-               fn: Callable[..., Any] | None = None, optional: Iterable[Hashable] = ()) -> int:
-        return str(super().submit(task_id, deps, fn, optional))  # type: ignore[return-value]
+               fn: Callable[..., Any] | None = None, optional: Iterable[Hashable] = (), *,
+               tenant: Hashable = None, task_type: str | None = None) -> int:
+        return str(super().submit(task_id, deps, fn, optional, tenant=tenant,
+                                       task_type=task_type))  # type: ignore[return-value]
+
+
+class AddDepsOnReady(TaskScheduler):
+    """Rule ``dag.add_deps.not-pending``: ``add_deps`` of a version that is not pending raises
+    ``InvalidTransitionError``: an edge never lands on a ready version.
+
+    Bug: a ready version takes the edges and waits again. (Internals: it is made pending for
+    the call.)
+    """
+
+    rule = "dag.add_deps.not-pending"
+
+    def add_deps(self, task_id: Hashable, deps: Iterable[Hashable] = (),
+                 optional: Iterable[Hashable] = ()) -> TaskState:
+        row = _row_of(self, task_id)
+        if row is None or self._state[row] != _READY:
+            return super().add_deps(task_id, deps, optional)
+        self._state[row] = _PENDING
+        self._ready_count -= 1
+        try:
+            state = super().add_deps(task_id, deps, optional)
+        except Exception:
+            self._state[row] = _READY
+            self._ready_count += 1
+            raise
+        if state is TaskState.PENDING and self._remaining[row] == 0:  # every new edge settled
+            self._state[row] = _READY
+            self._ready_count += 1
+            return TaskState.READY
+        return state
+
+
+class AddDepsKeepsCount(TaskScheduler):
+    """Rule ``dag.add_deps.ok``: ``add_deps`` raises the version's ``remaining_deps`` by the
+    new edges not settled.
+
+    Bug: the edges are added and the count kept, so the version may run before a new
+    dependency has ended. (Internals: it puts the row's count back after the call.)
+    """
+
+    rule = "dag.add_deps.ok"
+
+    def add_deps(self, task_id: Hashable, deps: Iterable[Hashable] = (),
+                 optional: Iterable[Hashable] = ()) -> TaskState:
+        row = _row_of(self, task_id)
+        before = None if row is None else self._remaining[row]
+        state = super().add_deps(task_id, deps, optional)
+        if row is not None and before is not None and state is TaskState.PENDING:
+            self._remaining[row] = before
+        return state
+
+
+class SummaryFollowsResubmission(TaskScheduler):
+    """Rule ``dag.input_summary.ok``: a claimed version's input summary is how its optional
+    dependencies had ended when it was claimed.
+
+    Bug: it is read again at each call, so a dependency resubmitted after the claim drops out
+    of what the running function was given. (Internals: it skips the summary kept at the
+    claim.)
+    """
+
+    rule = "dag.input_summary.ok"
+
+    def input_summary(self, task_id: Hashable) -> dict[Hashable, ParentOutcome]:
+        with self._lock:
+            return self._outcomes_locked(self._lookup("input_summary", task_id))
+
+
+def _row_of(scheduler: TaskScheduler, task_id: Hashable) -> int | None:
+    """The row of ``task_id``'s current version, or None (unknown or unhashable: the real
+    call refuses it)."""
+    try:
+        return scheduler._rows.get(task_id)
+    except TypeError:
+        return None
 
 
 BROKEN_CLAUSES: tuple[type[TaskScheduler], ...] = (
     NegativeGenerationInvalid, CloseReportSortedById, MissingPairsCut, LimitNotChecked,
     NegativeConcurrencyAccepted, ZeroConcurrencyRefused, CancelBeforeStartRefused,
-    DuplicateDepAccepted,
+    DuplicateDepAccepted, AddDepsOnReady, AddDepsKeepsCount, SummaryFollowsResubmission,
 )
 """The schedulers that break a clause random calls rarely reach; each names it as ``rule``,
 and the clauses phase rejects each with a verdict naming that rule. ``GenerationAsText``

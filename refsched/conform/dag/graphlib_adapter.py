@@ -18,7 +18,11 @@ operation                 graphlib
 What graphlib lacks, so STATIC leaves it out: versions (re-adding a node merges its
 dependencies into the old ones; the adapter answers ``Unsupported``), failure, cancellation,
 retry, closing, a concurrency limit and claim order (``get_ready()`` hands out everything ready
-at once), additions after ``prepare()``, and any view of pending versus ready.
+at once), additions after ``prepare()``, and any view of pending versus ready. Edge kinds and
+added edges (``optional_edges``, ``add_deps``): every edge is required (a node waits for each
+predecessor to be ``done()``; none waits only for it to end, and a node is given nothing of how
+its predecessors ended), and ``add()`` merges predecessors into a node only before
+``prepare()``, raising ``ValueError`` after it; STATIC declares both false.
 
 Where it differs inside STATIC, the difference shows: a dependency never added becomes a node
 of its own, ready at once, and ``prepare()`` accepts it; ``done()`` twice, before the node was

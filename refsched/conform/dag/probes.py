@@ -18,11 +18,13 @@ import itertools
 from collections.abc import Callable
 from typing import Any, Final
 
+from refsched.conform import clauses
+from refsched.conform.client import HarnessError
 from refsched.conform.probes import Probe, differ, snapshots_differ
 from refsched.errors import CycleError, StaleGenerationError, UnknownDependencyError
-from refsched.model import ReferenceScheduler
 from refsched.profile import Profile
 from refsched.types import CloseReport, Snapshot
+from refsched.verify.dag.inputs import ReferenceWithInputs, show_summary, summary_rows
 from refsched.verify.dag.lockstep import IDS
 from refsched.verify.replay import format_rows, snapshot_rows
 
@@ -30,11 +32,12 @@ __all__ = ["PROBES", "adapt", "call", "judge", "needs_of", "new_implementation",
            "refusal_differs", "show", "states"]
 
 _CLOSE: Final = tuple(f.name for f in dataclasses.fields(CloseReport))
+_ROW_HEADS: Final = ("id", "field", "model", "implementation")
 
 
-def _p(clause: str, *calls: tuple[str, tuple[Any, ...]], needs: tuple[str, ...] = ()
-       ) -> Probe:
-    return Probe(clause, tuple(calls), needs)
+def _p(clause: str, *calls: tuple[str, tuple[Any, ...]], needs: tuple[str, ...] = (),
+       owns_state: bool = False) -> Probe:
+    return Probe(clause, tuple(calls), needs, owns_state)
 
 
 _Call = tuple[str, tuple[Any, ...]]
@@ -47,10 +50,16 @@ PROBES: Final[tuple[Probe, ...]] = (
        ("new", (1,)), ("submit", ("b", [])), ("start", ()), ("ready", (None,))),
     _p("dag.new.invalid", _NEW, ("submit", ("a", [])), ("new", (-1,)), ("submit", ("b", [])),
        ("new", (True,)), ("new", (1.5,)), ("start", ()), ("ready", (None,))),
+    _p("dag.submit.optional", _NEW, ("submit", ("a", [])), ("submit", ("c", [])),
+       ("submit", ("b", ["c"], None, ["a"])), ("start", ()), ("ready", (1,)),
+       ("complete", ("a", 1)), ("ready", (None,)), ("complete", ("c", 1))),
     _p("dag.submit.ok", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
        ("submit", ("a", [])), needs=("generations",)),
     _p("dag.submit.duplicate-dep", _NEW, ("submit", ("a", [])),
        ("submit", ("b", ["a", "a"])), ("submit", ("c", []))),
+    _p("dag.submit.duplicate-dep", _NEW, ("submit", ("a", [])),
+       ("submit", ("b", ["a"], None, ["a"])), ("submit", ("c", [], None, ["a", "a"])),
+       ("submit", ("d", [], None, ["d"]))),
     _p("dag.submit.self-dep", _NEW, ("submit", ("a", ["a"])), ("submit", ("b", []))),
     _p("dag.submit.closed", _NEW, ("submit", ("a", [])), ("close", (True,)),
        ("submit", ("b", []))),
@@ -101,6 +110,50 @@ PROBES: Final[tuple[Probe, ...]] = (
     _p("dag.retry.closed", _NEW, ("submit", ("a", [])), ("cancel", ("a", None)),
        ("close", (True,)), ("retry", ("a",))),
     _p("dag.retry.not-dead", _NEW, ("submit", ("a", [])), ("retry", ("a",))),
+    _p("dag.edge.optional-succeeded", _NEW, ("submit", ("a", [])),
+       ("submit", ("b", [], None, ["a"])), ("start", ()), ("ready", (None,)),
+       ("input_summary", ("b",)), ("complete", ("a", 1)), ("input_summary", ("b",)),
+       owns_state=True),
+    _p("dag.edge.optional-dead", _NEW, ("submit", ("a", [])), ("submit", ("c", [])),
+       ("submit", ("b", ["c"], None, ["a"])), ("start", ()), ("ready", (None,)),
+       ("fail", ("a", 1)), ("input_summary", ("b",)), ("complete", ("c", 1)),
+       ("ready", (None,)), ("input_summary", ("b",)), owns_state=True),
+    _p("dag.edge.optional-dead", _NEW, ("submit", ("a", [])), ("submit", ("c", [])),
+       ("submit", ("d", ["c"])), ("submit", ("b", [], None, ["a", "d"])),
+       ("cancel", ("c", None)), ("input_summary", ("b",)), ("start", ()), ("ready", (None,)),
+       ("acknowledge_cancel", ("a", 1)), ("input_summary", ("b",)), owns_state=True),
+    _p("dag.input_summary.ok", _NEW, ("submit", ("a", [])), ("submit", ("b", [], None, ["a"])),
+       ("input_summary", ("b",)), ("start", ()), ("ready", (None,)), ("complete", ("a", 1)),
+       ("submit", ("a", [])), ("input_summary", ("b",)), ("ready", (None,)),
+       ("complete", ("a", 2)), ("ready", (None,)), ("submit", ("a", [])),
+       ("input_summary", ("b",)), ("input_summary", ("z",)), owns_state=True),
+    _p("dag.add_deps.ok", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("submit", ("c", [])), ("add_deps", ("b", ["c"])), ("start", ()), ("ready", (None,)),
+       ("complete", ("a", 1)), ("complete", ("c", 1)), ("ready", (None,)), owns_state=True),
+    _p("dag.add_deps.ok", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("submit", ("c", [])), ("submit", ("d", ["a"])), ("start", ()), ("ready", (None,)),
+       ("fail", ("c", 1)), ("add_deps", ("b", ["c"])), ("add_deps", ("d", [], ["c"])),
+       ("complete", ("a", 1)), ("input_summary", ("d",)), owns_state=True),
+    _p("dag.add_deps.twice", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("submit", ("c", [])), ("add_deps", ("b", ["c", "c"])), ("add_deps", ("z", ["c", "c"])),
+       ("add_deps", ("b", ["c"]))),
+    _p("dag.add_deps.twice", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("submit", ("c", [])), ("add_deps", ("b", ["c"], ["c"])), ("add_deps", ("b", [], ["c"]))),
+    _p("dag.add_deps.invalid", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("submit", ("c", [])), ("add_deps", ("b", [])), ("add_deps", ("b", ["b"])),
+       ("add_deps", ("b", ["a"])), ("add_deps", ("b", ["c", "a"])), ("add_deps", ("b", ["c"]))),
+    _p("dag.add_deps.closed", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("close", (False,)), ("add_deps", ("b", ["x"])), ("add_deps", ("a", ["x"]))),
+    _p("dag.add_deps.not-pending", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("submit", ("c", [])), ("add_deps", ("a", ["c"])), ("start", ()), ("ready", (None,)),
+       ("add_deps", ("a", ["x"])), ("complete", ("a", 1)), ("add_deps", ("b", ["c"])),
+       ("add_deps", ("a", ["c"]))),
+    _p("dag.add_deps.unknown-dep", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("add_deps", ("b", ["y"])), ("submit", ("y", [])), ("start", ()),
+       ("add_deps", ("b", ["x", "c"]))),
+    _p("dag.add_deps.cycle", _NEW, ("submit", ("d", [])), ("submit", ("a", ["d"])),
+       ("submit", ("b", ["a"])), ("start", ()), ("add_deps", ("a", ["b"])),
+       ("add_deps", ("a", ["c", "b"]))),
     _p("dag.close.ok", _NEW, ("submit", ("c", [])), ("submit", ("b", [])),
        ("submit", ("a", [])), ("submit", ("d", ["c"])), ("start", ()), ("ready", (1,)),
        ("close", (True,))),
@@ -121,15 +174,21 @@ PROBES: Final[tuple[Probe, ...]] = (
 
 def needs_of(probe: Probe) -> tuple[str, ...]:
     """The profile flags a probe's calls need: each op's flag, a limit, a submit after start
-    (``dynamic``) or of an id already submitted (``generations``), a stale generation."""
+    (``dynamic``) or of an id already submitted (``generations``), a stale generation, an
+    optional edge (``optional_edges``)."""
     needs: set[str] = set()
     started = False
     submitted: set[Any] = set()
-    flags = {"cancel": "cancel", "acknowledge_cancel": "cancel", "retry": "retry",
-             "fail": "fail", "close": "close", "snapshot": "snapshot", "state": "snapshot"}
+    flags = {"cancel": ("cancel",), "acknowledge_cancel": ("cancel",), "retry": ("retry",),
+             "fail": ("fail",), "close": ("close",), "snapshot": ("snapshot",),
+             "state": ("snapshot",), "add_deps": ("add_deps",),
+             "input_summary": ("optional_edges", "snapshot")}
+    optional_at = {"submit": 3, "add_deps": 2}  # where a call's ``optional`` ids are
     for method, args in probe.calls:
-        if method in flags:
-            needs.add(flags[method])
+        needs.update(flags.get(method, ()))
+        if method in optional_at and len(args) > optional_at[method] and args[
+                optional_at[method]]:
+            needs.add("optional_edges")
         if method == "new":
             started, submitted = False, set()
         elif method == "start":
@@ -156,9 +215,9 @@ def adapt(method: str, args: tuple[Any, ...], profile: Profile) -> tuple[Any, ..
     return args
 
 
-def new_model(max_concurrency: Any) -> ReferenceScheduler:
-    """The model of a fresh instance."""
-    return ReferenceScheduler(max_concurrency)
+def new_model(max_concurrency: Any) -> ReferenceWithInputs:
+    """The model of a fresh instance (with the input summaries its steps imply)."""
+    return ReferenceWithInputs(max_concurrency)
 
 
 def new_implementation(factory: Callable[..., Any], max_concurrency: Any) -> Any:
@@ -178,6 +237,8 @@ def show(value: Any) -> str:
     if isinstance(value, CloseReport):
         return "{" + ", ".join(f"{name}: {list(getattr(value, name))}" for name in _CLOSE
                                if getattr(value, name)) + "}"
+    if isinstance(value, dict):  # an input summary
+        return show_summary(value)
     return repr(value)
 
 
@@ -190,8 +251,10 @@ def _valid_cycle(cycle: list[Any], edges: dict[Any, frozenset[Any]]) -> bool:
 
 
 def refusal_differs(method: str, args: tuple[Any, ...], before: Snapshot | None,
-             expected: BaseException, actual: BaseException) -> str | None:
-    """How two refusals of the same type differ in what identifies them, or None."""
+                    expected: BaseException, actual: BaseException,
+                    system: str = "scheduler") -> str | None:
+    """How two refusals of the same type differ in what identifies them, or None (``args``
+    named by ``system``'s parameters: the durable scheduler's refusals are read here too)."""
     if isinstance(expected, UnknownDependencyError):
         want = {tuple(p) for p in expected.missing}
         got = {tuple(p) for p in getattr(actual, "missing", ())}
@@ -207,8 +270,12 @@ def refusal_differs(method: str, args: tuple[Any, ...], before: Snapshot | None,
                     f"{want_pair[0]!r}, {want_pair[1]!r}")
     if isinstance(expected, CycleError) and before is not None:
         edges = {t: v.deps for t, v in before.tasks.items()}
-        if method == "submit":
-            edges[args[0]] = frozenset(args[1])
+        named = dict(zip(clauses.PARAMETERS[system].get(method, ()), args, strict=False))
+        new = frozenset((*named.get("deps", ()), *(named.get("optional") or ())))
+        if method == "submit":  # the new version's edges, required and optional
+            edges[args[0]] = new
+        elif method == "add_deps":  # the pending version's edges and the new ones
+            edges[args[0]] = edges.get(args[0], frozenset()) | new
         cycle = list(getattr(actual, "cycle", ()))
         if not _valid_cycle(cycle, edges):
             return f"the cycle reported, {cycle!r}, is not a cycle of the graph"
@@ -244,8 +311,16 @@ def _comparable(value: Any, profile: Profile) -> Any:
 
 
 def states(model: Any, impl: Any) -> tuple[str | None, str]:
-    """How the implementation's snapshot differs from the model's: a sentence and the rows of
-    the fields, or None and ""."""
-    return snapshots_differ(model, impl, lambda m, i: format_rows(
-        ("id", "field", "model", "implementation"), snapshot_rows(m, i)))
+    """How the implementation's snapshot differs from the model's, or else its input
+    summaries (of the versions with optional edges): a sentence and the rows of the fields,
+    or None and ""."""
+    problem, rows = snapshots_differ(model, impl, lambda m, i: format_rows(
+        _ROW_HEADS, snapshot_rows(m, i)))
+    if problem is not None:
+        return problem, rows
+    summaries = summary_rows(model, impl, (HarnessError,))
+    if summaries:
+        return ("input_summary() is not what the model's steps give after the call",
+                format_rows(_ROW_HEADS, summaries))
+    return None, ""
 

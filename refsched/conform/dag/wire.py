@@ -11,7 +11,8 @@ request                                     call                            ``ok
 ==========================================  ==============================  ======================
 ``new {max_concurrency}``                   ``TaskScheduler(                ``null``
                                             max_concurrency)``
-``submit {task, deps: []}``                 ``submit(task, deps)``          the generation
+``submit {task, deps: [],                   ``submit(task, deps,            the generation
+optional: []}``                             optional=optional)``
 ``start {}``                                ``start()``                     ``null``
 ``ready {limit: null}``                     ``ready(limit)``                ``[[task,
                                                                             generation], ...]``
@@ -26,12 +27,18 @@ generation}``
                                                                             blocked, cancelled,
                                                                             running, pending,
                                                                             ready}``
+``add_deps {task, deps: [],                 ``add_deps(task, deps,          a state
+optional: []}``                             optional=optional)``
+``input_summary {task}``                    ``input_summary(task)``         ``{parent: {generation,
+                                                                            state, blocked_by}}``
 ``snapshot {}``                             ``snapshot()``                  the spec's variables
 ``state {task}``                            ``state(task)``                 a state
 ==========================================  ==============================  ======================
 
 ``hello`` and ``bye`` are the protocol's own (:mod:`refsched.conform.protocol`); the table
-names them too, so that their arguments are checked as any other op's.
+names them too, so that their arguments are checked as any other op's. ``optional``,
+``add_deps`` and ``input_summary`` are the edge kinds': an implementation that does not
+declare ``optional_edges`` or ``add_deps`` in its hello is never sent them.
 """
 
 from __future__ import annotations
@@ -48,7 +55,15 @@ from refsched.conform.protocol import (
     decode_envelope,
     show_cut,
 )
-from refsched.types import Claim, CloseReport, Snapshot, TaskState, VersionView
+from refsched.types import (
+    Claim,
+    CloseReport,
+    OptionalDepsView,
+    ParentOutcome,
+    Snapshot,
+    TaskState,
+    VersionView,
+)
 from refsched.values import is_int as _is_int
 
 __all__ = [
@@ -57,6 +72,8 @@ __all__ = [
     "close_report_from_json",
     "decode_request",
     "generation_from_json",
+    "input_summary_from_json",
+    "input_summary_to_json",
     "null_from_json",
     "result_to_json",
     "snapshot_from_json",
@@ -68,7 +85,7 @@ __all__ = [
 OPS: Final[Mapping[str, tuple[tuple[str, ...], Mapping[str, Any]]]] = {
     "hello": (("protocol",), {}),
     "new": (("max_concurrency",), {}),
-    "submit": (("task",), {"deps": []}),
+    "submit": (("task",), {"deps": [], "optional": []}),
     "start": ((), {}),
     "ready": ((), {"limit": None}),
     "complete": (("task", "generation"), {}),
@@ -77,6 +94,8 @@ OPS: Final[Mapping[str, tuple[tuple[str, ...], Mapping[str, Any]]]] = {
     "acknowledge_cancel": (("task", "generation"), {}),
     "retry": (("task",), {}),
     "close": ((), {"cancel_pending": True}),
+    "add_deps": (("task",), {"deps": [], "optional": []}),
+    "input_summary": (("task",), {}),
     "snapshot": ((), {}),
     "state": (("task",), {}),
     "bye": ((), {}),
@@ -86,6 +105,11 @@ _STATES: Final = {s.value: s for s in TaskState}
 _CLOSE_FIELDS: Final = tuple(f.name for f in dataclasses.fields(CloseReport))
 _VIEW_FIELDS: Final = tuple(f.name for f in dataclasses.fields(VersionView))
 _SNAPSHOT_FIELDS: Final = ("started", "closed", "next_seq", "tasks")
+# a version's optional deps travel under this key, left out when it has none (as the model's
+# states hold them only then: a plain VersionView)
+_OPTIONAL_FIELD: Final = "optional"
+_OUTCOME_FIELDS: Final = ("generation", "state", "blocked_by")
+_ID_LISTS: Final = ("deps", "optional")
 
 
 # ------------------------------------------------------------------ requests
@@ -115,10 +139,11 @@ def decode_request(message: Mapping[str, Any]) -> Request:
         args.setdefault(name, default)
     if "task" in args and not isinstance(args["task"], str):
         raise WireError(f"{op}: task ids are strings, not {show_cut(args['task'])}", request_id)
-    if op == "submit" and not (isinstance(args["deps"], list)
-                               and all(isinstance(d, str) for d in args["deps"])):
-        raise WireError(f"submit: deps must be a list of strings, not {show_cut(args['deps'])}",
-                        request_id)
+    for name in _ID_LISTS:
+        if name in args and not (isinstance(args[name], list)
+                                 and all(isinstance(d, str) for d in args[name])):
+            raise WireError(f"{op}: {name} must be a list of strings, not "
+                            f"{show_cut(args[name])}", request_id)
     return Request(request_id, op, args)
 
 
@@ -134,8 +159,10 @@ def result_to_json(op: str, value: Any) -> Any:
         return None
     if op == "ready":
         return [[claim[0], claim[1]] for claim in value]
-    if op in ("complete", "fail", "cancel", "acknowledge_cancel", "state"):
+    if op in ("complete", "fail", "cancel", "acknowledge_cancel", "state", "add_deps"):
         return TaskState(value).value
+    if op == "input_summary":
+        return input_summary_to_json(value)
     if op == "close":
         return {name: list(getattr(value, name)) for name in _CLOSE_FIELDS}
     if op == "snapshot":
@@ -144,25 +171,39 @@ def result_to_json(op: str, value: Any) -> Any:
 
 
 def snapshot_to_json(snapshot: Snapshot) -> dict[str, Any]:
-    """A snapshot as the ``snapshot`` op answers it (each version's deps sorted)."""
+    """A snapshot as the ``snapshot`` op answers it (each version's deps sorted; its optional
+    deps, sorted, only when it has some)."""
     return {
         "started": snapshot.started,
         "closed": snapshot.closed,
         "next_seq": snapshot.next_seq,
-        "tasks": {
-            task_id: {
-                "generation": v.generation,
-                "state": v.state.value,
-                "deps": sorted(v.deps),  # str ids on the wire, hence sortable
-                "remaining_deps": v.remaining_deps,
-                "blocked_by": v.blocked_by,
-                "cancel_requested": v.cancel_requested,
-                "claims": v.claims,
-                "seq": v.seq,
-            }
-            for task_id, v in snapshot.tasks.items()
-        },
+        "tasks": {task_id: _view_to_json(v) for task_id, v in snapshot.tasks.items()},
     }
+
+
+def _view_to_json(v: VersionView) -> dict[str, Any]:
+    view = {
+        "generation": v.generation,
+        "state": v.state.value,
+        "deps": sorted(v.deps, key=str),  # str ids on the wire: their own order
+        "remaining_deps": v.remaining_deps,
+        "blocked_by": v.blocked_by,
+        "cancel_requested": v.cancel_requested,
+        "claims": v.claims,
+        "seq": v.seq,
+    }
+    if isinstance(v, OptionalDepsView) and v.optional:
+        view[_OPTIONAL_FIELD] = sorted(v.optional, key=str)
+    return view
+
+
+def input_summary_to_json(summary: Mapping[Hashable, ParentOutcome]) -> dict[str, Any]:
+    """An input summary as ``input_summary`` answers it: per optional dependency that ended,
+    its generation, state and ``blocked_by`` (a result or an error given to a callback does
+    not travel: the callbacks carry none)."""
+    return {str(parent): {"generation": outcome.generation, "state": outcome.state.value,
+                          "blocked_by": outcome.blocked_by}
+            for parent, outcome in sorted(summary.items(), key=lambda item: repr(item[0]))}
 
 
 # ------------------------------------------------------------------ results, driving side
@@ -208,12 +249,14 @@ def _ids(op: str, where: str, value: Any) -> list[Hashable]:
     return list(value)
 
 
-def _exact_keys(op: str, where: str, value: Any, keys: tuple[str, ...]) -> dict[str, Any]:
+def _exact_keys(op: str, where: str, value: Any, keys: tuple[str, ...],
+                may: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``value``, an object with every key of ``keys``, those of ``may`` or not, and no other."""
     if not isinstance(value, dict):
         raise WireError(f"{op}: {where} must be an object, not {cut_repr(repr(value))}")
-    if set(value) != set(keys):
+    if not set(keys) <= set(value) <= {*keys, *may}:
         missing = [k for k in keys if k not in value]
-        unknown = sorted(set(value) - set(keys))
+        unknown = sorted(set(value) - {*keys, *may})
         raise WireError(f"{op}: {where} must have exactly the keys {', '.join(keys)}"
                         + (f"; missing {', '.join(missing)}" if missing else "")
                         + (f"; unknown {', '.join(unknown)}" if unknown else ""))
@@ -239,7 +282,7 @@ def snapshot_from_json(op: str, value: Any) -> Snapshot:
     views: dict[Hashable, VersionView] = {}
     for task_id, raw in snap["tasks"].items():
         where = f"task {task_id!r}"
-        v = _exact_keys(op, where, raw, _VIEW_FIELDS)
+        v = _exact_keys(op, where, raw, _VIEW_FIELDS, (_OPTIONAL_FIELD,))
         for name in ("generation", "remaining_deps", "claims", "seq"):
             if not _is_int(v[name]):
                 raise WireError(f"{op}: {where}: {name} must be an integer, not {v[name]!r}")
@@ -252,7 +295,11 @@ def snapshot_from_json(op: str, value: Any) -> Snapshot:
         deps = _ids(op, f"{where}: deps", v["deps"])
         if len(set(deps)) != len(deps):
             raise WireError(f"{op}: {where}: deps names a task twice: {deps!r}")
-        views[task_id] = VersionView(
+        optional = _ids(op, f"{where}: optional", v.get(_OPTIONAL_FIELD, []))
+        if len(set(optional)) != len(optional) or not set(optional) <= set(deps):
+            raise WireError(f"{op}: {where}: optional must name deps, each once: "
+                            f"{cut_repr(repr(optional))}")
+        fields = dict(
             generation=v["generation"],
             state=state_from_json(f"{op}: {where}: state", v["state"]),
             deps=frozenset(deps),
@@ -262,4 +309,30 @@ def snapshot_from_json(op: str, value: Any) -> Snapshot:
             claims=v["claims"],
             seq=v["seq"],
         )
+        # an empty list is the key left out: a version without optional edges
+        views[task_id] = (OptionalDepsView(**fields, optional=frozenset(optional)) if optional
+                          else VersionView(**fields))
     return Snapshot(snap["started"], snap["closed"], snap["next_seq"], views)
+
+
+def input_summary_from_json(op: str, value: Any) -> dict[Hashable, ParentOutcome]:
+    """``input_summary``'s object as the ``ParentOutcome`` of each optional dependency that
+    ended (without a result or an error: none travels)."""
+    if not isinstance(value, dict):
+        raise WireError(f"{op} answers an object of parent outcomes, not "
+                        f"{cut_repr(repr(value))}")
+    summary: dict[Hashable, ParentOutcome] = {}
+    for parent, raw in value.items():
+        where = f"parent {parent!r}"
+        outcome = _exact_keys(op, where, raw, _OUTCOME_FIELDS)
+        if not _is_int(outcome["generation"]):
+            raise WireError(f"{op}: {where}: generation must be an integer, not "
+                            f"{outcome['generation']!r}")
+        if outcome["blocked_by"] is not None and not isinstance(outcome["blocked_by"], str):
+            raise WireError(f"{op}: {where}: blocked_by must be a task id or null, "
+                            f"not {outcome['blocked_by']!r}")
+        summary[parent] = ParentOutcome(
+            parent, outcome["generation"],
+            state_from_json(f"{op}: {where}: state", outcome["state"]),
+            blocked_by=outcome["blocked_by"])
+    return summary

@@ -945,7 +945,7 @@ def _refusal(method: str, args: tuple[Any, ...], before: Snapshot | None,
             return (f"the implementation's StaleLeaseError names {_named(fields, got)}; the "
                     f"model's {_named(fields, want)}")
         return None
-    return dag_refusal_differs(method, args, before, expected, actual)
+    return dag_refusal_differs(method, args, before, expected, actual, "durable")
 
 
 def _named(fields: tuple[str, ...], numbers: tuple[Any, ...]) -> str:

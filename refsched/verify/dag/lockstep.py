@@ -3,10 +3,11 @@
 Rules are the spec's actions (through the API calls that take them); ids and dependencies are
 drawn from a small pool so collisions, cycles, resubmissions and stale callbacks happen. After
 every call the two must agree on the result or on the error's type, their snapshots must be
-equal, and every counter of the implementation's ``stats()`` must be what the model's steps and
-refusals so far count (:mod:`refsched.model.dag.counters`; of the durations, their counts, and
-``0 <= max <= total``); the model's invariants, the action properties of the step and the
-implementation's own ``check_invariants()`` must hold.
+equal, so must the input summaries of the versions with optional edges
+(:mod:`refsched.verify.dag.inputs`), and every counter of the implementation's ``stats()``
+must be what the model's steps and refusals so far count (:mod:`refsched.model.dag.counters`;
+of the durations, their counts, and ``0 <= max <= total``); the model's invariants, the action
+properties of the step and the implementation's own ``check_invariants()`` must hold.
 
 ``lockstep_machine(factory)`` builds the machine for any factory with the TaskScheduler API, so the
 same machine checks refsched's scheduler and, in the must-fail tests, deliberately broken ones.
@@ -34,11 +35,12 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from refsched.model import ACTIONS, INITIAL, ReferenceScheduler, violated, violated_by_step
+from refsched.model import ACTIONS, INITIAL, violated, violated_by_step
 from refsched.model.dag.counters import Counts
 from refsched.model.dag.invariants import violated_by_provenance_step, violated_provenance
 from refsched.profile import FULL, Profile
 from refsched.types import Snapshot, TaskState
+from refsched.verify.dag.inputs import ReferenceWithInputs, summary_rows
 from refsched.verify.dag.recording import TraceRecorder
 from refsched.verify.dag.signals import LABELS, SignalLedger, ledger_for
 from refsched.verify.itf import Trace
@@ -327,7 +329,7 @@ def lockstep_machine(factory: Callable[[int], Any],
     class Lockstep(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            self.model: ReferenceScheduler | None = None
+            self.model: ReferenceWithInputs | None = None
             self.impl: Any = None
             self.counts = Counts()  # what the model's steps and refusals so far count
             # the same per partition, when the implementation keeps signals()
@@ -346,7 +348,7 @@ def lockstep_machine(factory: Callable[[int], Any],
             if ledger is not None:
                 ledger.examples += 1
             self.max_concurrency = max_concurrency
-            self.model = ReferenceScheduler(max_concurrency)
+            self.model = ReferenceWithInputs(max_concurrency)
             self.counts = Counts()
             with _fatal_passes(fatal):
                 self.impl = factory(max_concurrency)
@@ -407,7 +409,11 @@ def lockstep_machine(factory: Callable[[int], Any],
             if rows and problem is None:
                 counters = [r[1].removeprefix("stats().") for r in rows
                             if r[1].startswith("stats()")]
-                problem = ("the snapshots differ after the call" if len(counters) < len(rows)
+                summaries = [r[0] for r in rows if r[1] == "input_summary()"]
+                problem = ("the snapshots differ after the call"
+                           if len(counters) + len(summaries) < len(rows)
+                           else f"input_summary() is not what the model's steps give after "
+                                f"the call: {', '.join(summaries)}" if summaries
                            else f"stats() is not what the model's steps count after the "
                                 f"call: {', '.join(counters)}")
             if problem is None and self.signal_ledger is not None:
@@ -474,9 +480,10 @@ def lockstep_machine(factory: Callable[[int], Any],
                                       f"{_show_answer(expected, None)}")
 
         def state_rows(self, model_state: Snapshot) -> list[Row]:
-            """Where the implementation's snapshot differs from ``model_state`` and its
-            ``stats()`` (when it has one) from the model's counts: (id, field, model,
-            implementation), the counters as ``stats().claimed`` with no id."""
+            """Where the implementation's snapshot differs from ``model_state``, its input
+            summaries (with ``optional_edges``) from the model's, and its ``stats()`` (when it
+            has one) from the model's counts: (id, field, model, implementation), the
+            counters as ``stats().claimed`` with no id."""
             try:
                 with _fatal_passes(fatal):
                     impl_state = self.impl.snapshot()
@@ -499,6 +506,10 @@ def lockstep_machine(factory: Callable[[int], Any],
                              _show_answer(records.get(t), None))
                             for t in sorted({*model_state.records, *records}, key=repr)
                             if model_state.records.get(t) != records.get(t)]
+            if profile.optional_edges:  # what each task's function is given
+                assert self.model is not None
+                with _fatal_passes(fatal):
+                    rows += summary_rows(self.model, self.impl, fatal)
             stats = getattr(self.impl, "stats", None)
             if stats is None:
                 return rows

@@ -19,6 +19,9 @@ const BUGS = new Set([
   "third_cancel_ends",           // the third cancel of a running version cancels it outright
   "claims_newest_first",         // ready() claims the newest ready versions first
   "extra_answer_key",            // every answer carries a key the protocol does not have
+  "optional_failure_blocks",     // a failed optional dependency blocks its dependent
+  "add_deps_on_ready",           // add_deps is accepted on a ready version (it becomes pending)
+  "add_deps_keeps_count",        // add_deps adds the edges but does not raise remaining_deps
 ]);
 const BUG = process.env.DAG_BUG || "";
 if (BUG && !BUGS.has(BUG)) {
@@ -28,6 +31,7 @@ if (BUG && !BUGS.has(BUG)) {
 
 const DEAD = new Set(["failed", "blocked", "cancelled"]);
 const WAITING = new Set(["pending", "ready"]);
+const TERMINAL = new Set(["succeeded", ...DEAD]);
 
 class ContractError extends Error {
   constructor(type, message, extra = {}) {
@@ -58,20 +62,33 @@ class Scheduler {
     return [...this.tasks].filter(([, v]) => v.deps.includes(t)).map(([x]) => x);
   }
 
-  succeeded(d) {
+  // Whether the current version of d no longer holds back a child through an edge of that
+  // kind: a required edge once it succeeded, an optional one once it ended in any state.
+  settles(d, optional) {
     const v = this.tasks.get(d);
-    return v !== undefined && v.state === "succeeded";
+    return v !== undefined && (optional ? TERMINAL.has(v.state) : v.state === "succeeded");
   }
 
-  // Settle: every pending or ready version that reaches a dead one through pending or ready
-  // versions becomes blocked, by its oldest such dependency.
-  settle() {
+  unsettled(deps, optional) {
+    return deps.filter((d) => !this.settles(d, optional.includes(d))).length;
+  }
+
+  // The deps whose edge blocks: the required ones.
+  blocking(v) {
+    return BUG === "optional_failure_blocks" ? v.deps : v.deps.filter((d) => !v.optional.includes(d));
+  }
+
+  // Settle: every pending or ready version that reaches a dead one through required edges of
+  // pending or ready versions becomes blocked, by its oldest such dependency. Then the
+  // versions that ended in this step (`ended`) and those it blocked settle their optional
+  // edges: a waiting version has that many fewer deps to wait for, and is ready at none.
+  settle(ended = []) {
     const inB = new Set();
     for (let grew = true; grew;) {
       grew = false;
       for (const [x, v] of this.tasks) {
         if (inB.has(x) || !WAITING.has(v.state)) continue;
-        if (v.deps.some((d) => inB.has(d) || DEAD.has(this.tasks.get(d)?.state))) {
+        if (this.blocking(v).some((d) => inB.has(d) || DEAD.has(this.tasks.get(d)?.state))) {
           inB.add(x);
           grew = true;
         }
@@ -80,7 +97,7 @@ class Scheduler {
     const causes = new Map();
     for (const x of inB) {
       const v = this.tasks.get(x);
-      const candidates = v.deps.filter((d) => inB.has(d) || DEAD.has(this.tasks.get(d)?.state));
+      const candidates = this.blocking(v).filter((d) => inB.has(d) || DEAD.has(this.tasks.get(d)?.state));
       candidates.sort((a, b) => this.tasks.get(a).seq - this.tasks.get(b).seq);
       causes.set(x, candidates[0]);
     }
@@ -88,6 +105,33 @@ class Scheduler {
       const v = this.tasks.get(x);
       v.state = "blocked";
       v.blockedBy = cause;
+    }
+    const gone = new Set([...ended, ...inB]);
+    for (const v of this.tasks.values()) {
+      const freed = v.optional.filter((d) => gone.has(d)).length;
+      if (WAITING.has(v.state) && freed) this.waiting(v, v.remainingDeps - freed);
+    }
+  }
+
+  waiting(v, remaining) {
+    v.remainingDeps = remaining;
+    v.state = remaining === 0 ? "ready" : "pending";
+  }
+
+  // The checks of new edges from t to deps after start: known ids, no cycle.
+  checkEdges(call, t, deps) {
+    if (!this.started) return;
+    const missing = deps.filter((d) => !this.tasks.has(d)).map((d) => [t, d]);
+    if (missing.length) {
+      const extra = BUG === "missing_pairs_dropped" ? {} : { missing };
+      throw new ContractError("UnknownDependencyError", `${call}: unknown dependencies`, extra);
+    }
+    for (const d of deps) {
+      const path = this.pathToDependent(t, d);
+      if (path) {
+        const cycle = [...path, t];
+        throw new ContractError("CycleError", `${call}: cycle`, { cycle, cycles: [cycle] });
+      }
     }
   }
 
@@ -143,8 +187,9 @@ class Scheduler {
     return null;
   }
 
-  submit(t, deps) {
-    const call = `submit(${JSON.stringify(t)}, ${JSON.stringify(deps)})`;
+  submit(t, required, optional) {
+    const call = `submit(${JSON.stringify(t)}, ${JSON.stringify(required)}, ${JSON.stringify(optional)})`;
+    let deps = [...required, ...optional];
     if (new Set(deps).size !== deps.length && BUG !== "duplicate_dep_accepted") {
       throw new ContractError("InvalidArgumentError", `${call}: a dependency is named twice`);
     }
@@ -153,44 +198,78 @@ class Scheduler {
     if (this.closed) throw new ContractError("SchedulerClosedError", `${call}: closed`);
     const old = this.tasks.get(t);
     if (old && old.state === "running") throw new ContractError("TaskRunningError", `${call}: running`);
-    if (this.started) {
-      const missing = deps.filter((d) => !this.tasks.has(d)).map((d) => [t, d]);
-      if (missing.length) {
-        const extra = BUG === "missing_pairs_dropped" ? {} : { missing };
-        throw new ContractError("UnknownDependencyError", `${call}: unknown dependencies`, extra);
-      }
-      for (const d of deps) {
-        const path = this.pathToDependent(t, d);
-        if (path) {
-          const cycle = [...path, t];
-          throw new ContractError("CycleError", `${call}: cycle`, { cycle, cycles: [cycle] });
-        }
-      }
-    }
-    const remaining = deps.filter((d) => !this.succeeded(d)).length;
+    this.checkEdges(call, t, deps);
+    const remaining = this.unsettled(deps, optional);
     const version = {
       generation: old ? old.generation + 1 : 1,
       state: remaining === 0 ? "ready" : "pending",
       deps,
+      optional: [...optional],
       remainingDeps: remaining,
       blockedBy: null,
       cancelRequested: false,
       claims: 0,
       seq: this.nextSeq++,
+      inputs: null,
     };
-    this.tasks.set(t, version);
-    this.cancels.delete(t);
-    if (old && old.state === "succeeded") {
+    if (old) {
+      // A replaced version that had settled an edge of a waiting dependent no longer does.
       for (const x of this.dependents(t)) {
         const v = this.tasks.get(x);
-        if (WAITING.has(v.state)) {
-          v.remainingDeps += 1;
-          v.state = "pending";
-        }
+        const optionalEdge = v.optional.includes(t);
+        const settled = optionalEdge ? TERMINAL.has(old.state) : old.state === "succeeded";
+        if (WAITING.has(v.state) && settled) this.waiting(v, v.remainingDeps + 1);
       }
     }
+    this.tasks.set(t, version);
+    this.cancels.delete(t);
     this.settle();
     return version.generation;
+  }
+
+  addDeps(t, required, optional) {
+    const call = `add_deps(${JSON.stringify(t)}, ${JSON.stringify(required)}, ${JSON.stringify(optional)})`;
+    const deps = [...required, ...optional];
+    if (new Set(deps).size !== deps.length) {
+      throw new ContractError("InvalidArgumentError", `${call}: a dependency is named twice`);
+    }
+    const v = this.tasks.get(t);
+    if (v === undefined) throw new ContractError("UnknownTaskError", `${call}: unknown task`);
+    if (deps.length === 0) throw new ContractError("InvalidArgumentError", `${call}: no dependency given`);
+    if (deps.includes(t)) throw new ContractError("InvalidArgumentError", `${call}: depends on itself`);
+    if (deps.some((d) => v.deps.includes(d))) {
+      throw new ContractError("InvalidArgumentError", `${call}: already a dependency`);
+    }
+    if (this.closed) throw new ContractError("SchedulerClosedError", `${call}: closed`);
+    const accepted = v.state === "pending" || (BUG === "add_deps_on_ready" && v.state === "ready");
+    if (!accepted) {
+      throw new ContractError("InvalidTransitionError", `${call}: the version is ${v.state}, not pending`);
+    }
+    this.checkEdges(call, t, deps);
+    const added = BUG === "add_deps_keeps_count" ? 0 : this.unsettled(deps, optional);
+    v.deps = [...v.deps, ...deps];
+    v.optional = [...v.optional, ...optional];
+    this.waiting(v, v.remainingDeps + added);
+    this.settle();
+    return v.state;
+  }
+
+  // How each optional dependency of t's current version ended: as at its claim once claimed.
+  inputSummary(t) {
+    const v = this.tasks.get(t);
+    if (v === undefined) throw new ContractError("UnknownTaskError", `input_summary(${JSON.stringify(t)}): unknown task`);
+    return v.inputs ?? this.ended(v);
+  }
+
+  ended(v) {
+    const summary = {};
+    for (const d of [...v.optional].sort()) {
+      const p = this.tasks.get(d);
+      if (p !== undefined && TERMINAL.has(p.state)) {
+        summary[d] = { generation: p.generation, state: p.state, blocked_by: p.blockedBy };
+      }
+    }
+    return summary;
   }
 
   start() {
@@ -231,6 +310,7 @@ class Scheduler {
     for (const [, v] of claimed) {
       v.state = "running";
       v.claims += 1;
+      v.inputs = this.ended(v);
     }
     return claimed.map(([t, v]) => [t, v.generation]);
   }
@@ -261,13 +341,10 @@ class Scheduler {
     if (to === "succeeded") {
       for (const x of this.dependents(t)) {
         const w = this.tasks.get(x);
-        if (w.state === "pending") {
-          w.remainingDeps -= 1;
-          if (w.remainingDeps === 0) w.state = "ready";
-        }
+        if (w.state === "pending") this.waiting(w, w.remainingDeps - 1);
       }
     } else {
-      this.settle();
+      this.settle([t]);
     }
     return v.state;
   }
@@ -278,13 +355,13 @@ class Scheduler {
     if (v === undefined) throw new ContractError("UnknownTaskError", `${call}: unknown task`);
     if (WAITING.has(v.state)) {
       v.state = "cancelled";
-      this.settle();
+      this.settle([t]);
     } else if (v.state === "running") {
       const requests = (this.cancels.get(t) || 0) + 1;
       this.cancels.set(t, requests);
       if (BUG === "third_cancel_ends" && requests >= 3) {
         v.state = "cancelled";
-        this.settle();
+        this.settle([t]);
       } else {
         v.cancelRequested = true;
       }
@@ -310,16 +387,20 @@ class Scheduler {
       }
     }
     const ordered = [...members].sort((a, b) => this.tasks.get(a).seq - this.tasks.get(b).seq);
+    // The members were dead: a waiting version's optional edge to one was settled, no longer.
+    for (const w of this.tasks.values()) {
+      const bumps = w.optional.filter((d) => members.has(d)).length;
+      if (WAITING.has(w.state) && bumps) this.waiting(w, w.remainingDeps + bumps);
+    }
     for (const x of ordered) {
       const w = this.tasks.get(x);
       Object.assign(w, { generation: w.generation + 1, seq: this.nextSeq++, claims: 0,
-        cancelRequested: false, blockedBy: null, state: "pending" });
+        cancelRequested: false, blockedBy: null, state: "pending", inputs: null });
       this.cancels.delete(x);
     }
     for (const x of ordered) {
       const w = this.tasks.get(x);
-      w.remainingDeps = w.deps.filter((d) => !this.succeeded(d)).length;
-      w.state = w.remainingDeps === 0 ? "ready" : "pending";
+      this.waiting(w, this.unsettled(w.deps, w.optional));
     }
     this.settle();
     return v.generation;
@@ -349,6 +430,8 @@ class Scheduler {
       tasks[t] = { generation: v.generation, state: v.state, deps: [...v.deps].sort(),
         remaining_deps: v.remainingDeps, blocked_by: v.blockedBy,
         cancel_requested: v.cancelRequested, claims: v.claims, seq: v.seq };
+      // the optional deps travel only when there are some
+      if (v.optional.length) tasks[t].optional = [...v.optional].sort();
     }
     return { started: this.started, closed: this.closed, next_seq: this.nextSeq, tasks };
   }
@@ -364,7 +447,11 @@ let current = null;
 
 function answer(request) {
   const { op } = request;
-  if (op === "hello") return { name: "dag_scheduler.mjs", protocol: 1, system: "scheduler", profile: {} };
+  if (op === "hello") {
+    // edge kinds and add_deps are declared: a hello that leaves them out has neither asked
+    const profile = { optional_edges: true, add_deps: true };
+    return { name: "dag_scheduler.mjs", protocol: 1, system: "scheduler", profile };
+  }
   if (op === "new") {
     current = new Scheduler(request.max_concurrency);
     return null;
@@ -373,7 +460,9 @@ function answer(request) {
   if (current === null) throw new ContractError("BadRequest", `${op} before new`);
   const s = current;
   switch (op) {
-    case "submit": return s.submit(request.task, request.deps ?? []);
+    case "submit": return s.submit(request.task, request.deps ?? [], request.optional ?? []);
+    case "add_deps": return s.addDeps(request.task, request.deps ?? [], request.optional ?? []);
+    case "input_summary": return s.inputSummary(request.task);
     case "start": return s.start();
     case "ready": return s.ready(request.limit ?? null);
     case "complete": return s.end("complete", request.task, request.generation, "running", "succeeded");
