@@ -88,9 +88,10 @@ MUTANTS: dict[str, Mutant] = {
     # Fail skips Settle: dependents of the failed version stay pending.
     "fail_skips_settle": Mutant(
         (('LET settled == Settle([state EXCEPT ![t] = "failed"], deps, optional, seq, '
-          "blockedBy,\n                          remainingDeps, {t})",
+          "blockedBy,\n                          remainingDeps, {t}, provenance)",
           'LET settled == [state |-> [state EXCEPT ![t] = "failed"], '
-          "blockedBy |-> blockedBy, remainingDeps |-> remainingDeps]"),),
+          "blockedBy |-> blockedBy, remainingDeps |-> remainingDeps, "
+          "provenance |-> provenance]"),),
         ((S, "BlockedPropagated"), (T, "BlockedPropagated"), (L, "BlockedPropagated"),
          (E, "BlockedPropagated"), (X, "BlockedPropagated")),
     ),
@@ -176,7 +177,8 @@ MUTANTS: dict[str, Mutant] = {
     # Settle spreads blocking along optional edges too (and blames them).
     "settle_blocks_through_optional_edges": Mutant(
         (("B       == Grow(dead, live, req) \\ dead", "B       == Grow(dead, live, dp) \\ dead"),
-         ("cause == req[x] \\cap (dead \\cup B)", "cause == dp[x] \\cap (dead \\cup B)")),
+         ("Blame(x) == Nearest(req[x] \\cap (dead \\cup B))",
+          "Blame(x) == Nearest(dp[x] \\cap (dead \\cup B))")),
         ((E, "OptionalParentNeverBlocks"), (X, "OptionalParentNeverBlocks")),
     ),
     # Settle forgets that a version it blocks, or one the step ended, settles optional edges.
