@@ -51,7 +51,9 @@ CONSTANTS
     Delays,         \* the delays a Submit may give, in ticks: due = now + delay
     Aging,          \* ticks of waiting worth one priority level in the claim key; 0 = none
     NoTask,         \* a model value outside Tasks: blockedBy of a version that is not blocked
-    NoWorker        \* a model value outside Workers: holder of a version with no live lease
+    NoWorker,       \* a model value outside Workers: holder of a version with no live lease
+    OptionalEdges,  \* BOOLEAN: SubmitOptional and AddDeps may make optional edges
+    AddDepsAllowed  \* BOOLEAN: AddDeps may add edges to a pending version
 
 ASSUME NoTask \notin Tasks
 ASSUME NoWorker \notin Workers
@@ -63,6 +65,8 @@ ASSUME LoseAnswers \in BOOLEAN
 ASSUME Priorities \subseteq Int /\ Priorities # {} /\ IsFiniteSet(Priorities)
 ASSUME Delays \subseteq Nat /\ Delays # {} /\ IsFiniteSet(Delays)
 ASSUME Aging \in Nat
+ASSUME OptionalEdges \in BOOLEAN
+ASSUME AddDepsAllowed \in BOOLEAN
 
 VARIABLES
     started,         \* BOOLEAN: Start has sealed the initial graph
@@ -71,7 +75,10 @@ VARIABLES
     generation,      \* [Tasks -> Nat]: current version of t; 0 = never submitted
     state,           \* [Tasks -> States \cup {"absent"}]: state of the current version
     deps,            \* [Tasks -> SUBSET Tasks]: the ids the current version depends on
-    remainingDeps,   \* [Tasks -> Nat]: deps not succeeded, kept for pending/ready, frozen after
+    optional,        \* [Tasks -> SUBSET Tasks]: the deps of the current version whose edge is
+                     \* optional (optional[t] \subseteq deps[t]); the others are required
+    remainingDeps,   \* [Tasks -> Nat]: deps not settled (Scheduler's Settles), kept for
+                     \* pending/ready, frozen after
     blockedBy,       \* [Tasks -> Tasks \cup {NoTask}]: the dep that blocked a blocked version
     cancelRequested, \* [Tasks -> BOOLEAN]: a cooperative stop was requested while running
     seq,             \* [Tasks -> Nat]: submission sequence number of the version (ready order)
@@ -93,7 +100,7 @@ VARIABLES
     priority         \* [Tasks -> Int]: the priority of the current version of t; 0 = never
                      \* submitted
 
-schedulerVars == <<started, closed, nextSeq, generation, state, deps, remainingDeps,
+schedulerVars == <<started, closed, nextSeq, generation, state, deps, optional, remainingDeps,
                    blockedBy, cancelRequested, seq>>
 \* Scheduler's variables but claims, which the mapping computes from attempt.
 
@@ -107,17 +114,16 @@ vars == <<schedulerVars, leaseVars, timeVars>>
 
 Abs == INSTANCE Scheduler WITH claims <- [t \in Tasks |-> IF attempt[t] > 0 THEN 1 ELSE 0],
                                OldestFirst <- (Priorities = {0} /\ Delays = {0}),
-                               optional <- [t \in Tasks |-> {}],
-                               OptionalEdges <- FALSE, AddDepsAllowed <- FALSE,
                                RecordProvenance <- FALSE,
                                provenance <- [t \in Tasks |-> [root |-> NoTask, generation |-> 0,
                                                                end |-> "none", path |-> <<>>]]
-\* The TaskScheduler this scheduler implements: every variable is its own, and a version
-\* counts as claimed once it was given a lease.  With neither priorities nor delays the
-\* claim order is Scheduler's, oldest first (a version's due is the time it was submitted,
-\* so due and seq grow together); with them, Scheduler's Claim may take any ready
-\* versions, and this spec states its own order (ClaimsInKeyOrder).  Its edges are all
-\* required, and none is added to a version after its submission.
+\* The TaskScheduler this scheduler implements: every variable is its own (optional and the
+\* constants OptionalEdges and AddDepsAllowed among them), and a version counts as claimed
+\* once it was given a lease.  With neither priorities nor delays the claim order is
+\* Scheduler's, oldest first (a version's due is the time it was submitted, so due and seq
+\* grow together); with them, Scheduler's Claim may take any ready versions, and this spec
+\* states its own order (ClaimsInKeyOrder).  It records no provenance (RecordProvenance is
+\* FALSE: every record is Scheduler's NoRecord).
 
 -----------------------------------------------------------------------------
 (* Leases *)
@@ -199,7 +205,7 @@ Init ==
 -----------------------------------------------------------------------------
 (* The scheduler's actions *)
 
-Submit(t, D, p, d) ==
+FreshLease(t, p) ==
     /\ attempt' = [attempt EXCEPT ![t] = 0]
     /\ holder' = [holder EXCEPT ![t] = NoWorker]
     /\ deadline' = [deadline EXCEPT ![t] = 0]
@@ -207,11 +213,26 @@ Submit(t, D, p, d) ==
     /\ endedAttempt' = [endedAttempt EXCEPT ![t] = 0]
     /\ priority' = [priority EXCEPT ![t] = p]
     /\ UNCHANGED <<now, held>>
+\* The lease variables of a new version of t with priority p: never claimed.  (A running
+\* version cannot be replaced, so t had no live lease.)
+
+Submit(t, D, p, d) ==
+    /\ FreshLease(t, p)
     /\ Abs!Submit(t, D)
     /\ DueWhileWaiting([due EXCEPT ![t] = now + d])
 \* submit(t, D, priority=p, delay=d): Scheduler's Submit; the new version has never been
 \* claimed, has priority p and is due d ticks from now (unless Settle blocks it at once).
-\* (A running version cannot be replaced, so t had no live lease.)
+
+SubmitOptional(t, D, O, p, d) ==
+    /\ OptionalEdges
+    /\ FreshLease(t, p)
+    /\ Abs!SubmitOptional(t, D, O)
+    /\ DueWhileWaiting([due EXCEPT ![t] = now + d])
+\* submit(t, D \ O, optional=O, priority=p, delay=d): Scheduler's SubmitOptional, with the
+\* lease variables and due time of Submit.  The store's settle and fan-in are Scheduler's
+\* through the mapping: every step that ends a version (Complete, Fail, AcknowledgeCancel,
+\* Cancel, an Expire that gives up) settles the optional edges to it in that same
+\* transaction, and a dead optional parent never blocks its child.
 
 Start ==
     /\ UNCHANGED leaseVars
@@ -252,6 +273,19 @@ RepeatedCallback(t) ==
     /\ UNCHANGED timeVars
     /\ Abs!RepeatedCallback(t)
 \* A call on a current version that is already terminal: answered, no change.
+
+AddDeps(t, D, O) ==
+    /\ AddDepsAllowed
+    /\ UNCHANGED leaseVars
+    /\ UNCHANGED priority
+    /\ Abs!AddDeps(t, D, O)
+    /\ DueWhileWaiting(due)
+\* add_deps(t, D \ O, optional=O): Scheduler's AddDeps, one transaction of the store.  Its
+\* enabling condition is that the version is pending, read in the transaction that adds
+\* the edges: a claim that committed first made it running (or a ready version was never
+\* pending), so the call is refused; a claim that comes after sees the new edges.  The
+\* version keeps its generation, seq, priority and due time, and no lease changes (a
+\* pending version has none); Settle may block it, which ends its wait.
 
 -----------------------------------------------------------------------------
 (* Claims and leases *)
@@ -519,6 +553,9 @@ Next ==
     \/ \E w \in Workers : \E t \in Tasks : FailAnswerLost(w, t, generation[t], attempt[t])
     \/ \E w \in Workers : \E t \in Tasks :
           AcknowledgeCancelAnswerLost(w, t, generation[t], attempt[t])
+    \/ \E t \in Tasks : \E D \in SUBSET (Tasks \ {t}) : \E O \in SUBSET D :
+          \E p \in Priorities : \E d \in Delays : SubmitOptional(t, D, O, p, d)
+    \/ \E t \in Tasks : \E D \in SUBSET (Tasks \ {t}) : \E O \in SUBSET D : AddDeps(t, D, O)
 \* Any one transaction, or any one worker's move.  A report is enabled only with the live
 \* lease, so its generation and attempt are the current ones; RepeatedReport takes the
 \* lease of the report that ended the version, Refused the others.  A transaction whose
@@ -599,6 +636,17 @@ NoTerminalToReady == Abs!NoTerminalToReady
 ClaimOnlyAfterDepsSucceeded == Abs!ClaimOnlyAfterDepsSucceeded
 \* Scheduler's action property: no dependent is claimed before every dependency's success
 \* is committed.
+
+ReadyOnlyAfterDepsSettled == Abs!ReadyOnlyAfterDepsSettled
+\* Scheduler's action property: a version becomes ready or running only once each required
+\* parent has succeeded and each optional parent has ended, as committed in the store.
+
+EdgesAddedOnlyToPending == Abs!EdgesAddedOnlyToPending
+\* Scheduler's action property: a version gains deps only while it is pending, so an edge
+\* never lands on a version a claim took (the transaction is fenced by the state it reads).
+
+OptionalParentNeverBlocks == Abs!OptionalParentNeverBlocks
+\* Scheduler's action property: a version is blocked only by a dead required parent.
 
 -----------------------------------------------------------------------------
 (* Invariants of the leases *)
@@ -758,6 +806,14 @@ CallsTaken ==
           /\ \A D \in SUBSET (Tasks \ {t}) :
                 Taken(ENABLED (\E p \in Priorities : \E d \in Delays : Submit(t, D, p, d)),
                       Abs!Submit(t, D))
+          /\ OptionalEdges =>
+                \A D \in SUBSET (Tasks \ {t}) : \A O \in SUBSET D :
+                    Taken(ENABLED (\E p \in Priorities : \E d \in Delays :
+                                       SubmitOptional(t, D, O, p, d)),
+                          Abs!SubmitOptional(t, D, O))
+          /\ AddDepsAllowed =>
+                \A D \in SUBSET (Tasks \ {t}) : \A O \in SUBSET D :
+                    Taken(ENABLED AddDeps(t, D, O), Abs!AddDeps(t, D, O))
           /\ Taken(ENABLED Cancel(t), Abs!Cancel(t))
           /\ Taken(ENABLED Retry(t), Abs!Retry(t))
           /\ Taken(ENABLED RepeatedCallback(t), Abs!RepeatedCallback(t))
@@ -765,8 +821,8 @@ CallsTaken ==
           k <= Cardinality(Eligible) =>
               Taken(ENABLED (\E w \in Workers : Claim(w, k)), Abs!Claim(k))
 \* Every call of Scheduler that is enabled is enabled here too: Start, Close, Submit (with
-\* some priority and delay: Submit has no guard on either, so one is all), Cancel, Retry, a
-\* repeated callback, and a claim of k versions by some worker, where k versions are due
+\* some priority and delay: Submit has no guard on either, so one is all), SubmitOptional
+\* and AddDeps (where their constants allow them), Cancel, Retry, a repeated callback, and a claim of k versions by some worker, where k versions are due
 \* (Scheduler, which knows no due times, may claim a ready version that is not yet due; the
 \* durable scheduler may not).
 

@@ -12,6 +12,7 @@ graph it spans.
 from . import graph, invariants
 from .actions import (
     ACTIONS,
+    EDGE_ACTIONS,
     INITIAL,
     Action,
     DurableSnapshot,
@@ -26,8 +27,8 @@ from .graph import *  # noqa: F403 (its __all__, added to this one below)
 from .invariants import *  # noqa: F403 (its __all__, added to this one below)
 
 __all__ = [
-    "ACTIONS", "INITIAL", "Action", "DurableSnapshot", "Lease", "Limits", "Refusal", "Step",
-    "claim_transaction", "initial",
+    "ACTIONS", "EDGE_ACTIONS", "INITIAL", "Action", "DurableSnapshot", "Lease", "Limits",
+    "Refusal", "Step", "claim_transaction", "initial",
 ]
 __all__ += invariants.__all__
 __all__ += graph.__all__

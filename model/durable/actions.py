@@ -10,8 +10,10 @@ Each action is an :class:`Action`: ``refusal(s, ..., limits=...)`` (``None`` whe
 enabled, else why not: the error the API raises, or no error when there is simply no step to
 take) and ``step(s, ..., limits=...)`` (the next state; only called when enabled). ``limits``
 holds the spec's constants (``MaxConcurrency``, ``MaxAttempts``, ``LeaseTime``, ``LoseAnswers``,
-``Priorities``, ``Delays``, ``Aging``). A claim takes the first eligible versions (ready and due)
-in the claim order of docs/time.md (:func:`claim_order`).
+``Priorities``, ``Delays``, ``Aging``, ``OptionalEdges``, ``AddDepsAllowed``). A claim takes the
+first eligible versions (ready and due) in the claim order of docs/time.md (:func:`claim_order`).
+SubmitOptional and AddDeps are the TaskScheduler model's too, each a step only where its
+constant allows it (``EDGE_ACTIONS``).
 :func:`claim_transaction` is the composite one claim transaction of the implementation performs
 (expire, re-claim, claim), returning the spec steps it took. No threads, clocks or I/O: the store's
 clock is the state's ``now``. The code favours being obviously the spec over being fast.
@@ -41,6 +43,7 @@ from ..dag.actions import Refusal
 __all__ = [
     "ACTIONS",
     "ANSWER_LOST",
+    "EDGE_ACTIONS",
     "INITIAL",
     "Action",
     "DurableSnapshot",
@@ -78,6 +81,8 @@ class Limits:
     priorities: tuple[int, ...] = (0,)  # Priorities: those a Submit may give, higher first
     delays: tuple[int, ...] = (0,)  # Delays: those a Submit may give, in ticks, each >= 0
     aging: int = 0  # Aging >= 0: ticks of waiting worth one priority level; 0 = strict priority
+    optional_edges: bool = False  # OptionalEdges: SubmitOptional and AddDeps make optional edges
+    add_deps: bool = False  # AddDepsAllowed: AddDeps may add edges to a pending version
 
     @property
     def oldest_first(self) -> bool:
@@ -307,25 +312,71 @@ class Action:
 
 # The scheduler's actions: the TaskScheduler model's, on the scheduler part.
 
-def submit_refusal(s: DurableSnapshot, task: Hashable, deps: frozenset[Hashable],
-                   priority: int = 0, delay: int = 0, *, limits: Limits) -> Refusal | None:
+def _time_refusal(task: Hashable, priority: int, delay: int) -> Refusal | None:
     call = f"submit({task!r})"
     if isinstance(priority, bool) or not isinstance(priority, int):
         return Refusal(InvalidArgumentError, f"{call}: priority must be an int, not {priority!r}")
     if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:
         return Refusal(InvalidArgumentError, f"{call}: delay must be an int >= 0, not {delay!r}")
-    return scheduler.submit_refusal(s.scheduler, task, deps)
+    return None
 
 
-def submit_effect(s: DurableSnapshot, task: Hashable, deps: frozenset[Hashable],
-                  priority: int = 0, delay: int = 0, *, limits: Limits) -> DurableSnapshot:
+def submit_refusal(s: DurableSnapshot, task: Hashable, deps: frozenset[Hashable],
+                   priority: int = 0, delay: int = 0, *, limits: Limits) -> Refusal | None:
+    return (_time_refusal(task, priority, delay)
+            or scheduler.submit_refusal(s.scheduler, task, deps))
+
+
+def _fresh_version(s: DurableSnapshot, task: Hashable, scheduler_state: Snapshot, priority: int,
+                   delay: int) -> DurableSnapshot:
+    """Spec ``FreshLease(t, p)`` with Scheduler's step to ``scheduler_state``: the new version
+    of ``task`` was never claimed, has ``priority`` and is due ``delay`` ticks from now."""
     # A running version cannot be replaced, so task had no live lease.
-    after = s.replace(scheduler=scheduler.submit_step(s.scheduler, task, deps),
+    after = s.replace(scheduler=scheduler_state,
                       attempt=_without(s.attempt, [task]), holder=_without(s.holder, [task]),
                       deadline=_without(s.deadline, [task]), ends=_without(s.ends, [task]),
                       ended_attempt=_without(s.ended_attempt, [task]),
                       priority={**s.priority, task: priority})
     return after.replace(due=_due_while_waiting(after, {**s.due, task: s.now + delay}))
+
+
+def submit_effect(s: DurableSnapshot, task: Hashable, deps: frozenset[Hashable],
+                  priority: int = 0, delay: int = 0, *, limits: Limits) -> DurableSnapshot:
+    return _fresh_version(s, task, scheduler.submit_step(s.scheduler, task, deps), priority,
+                          delay)
+
+
+def submit_optional_refusal(s: DurableSnapshot, task: Hashable, deps: frozenset[Hashable],
+                            optional: frozenset[Hashable], priority: int = 0, delay: int = 0, *,
+                            limits: Limits) -> Refusal | None:
+    if not limits.optional_edges:
+        return Refusal(None, "no optional edge in this instance (OptionalEdges is FALSE)")
+    return (_time_refusal(task, priority, delay)
+            or scheduler.submit_optional_refusal(s.scheduler, task, deps, optional))
+
+
+def submit_optional_effect(s: DurableSnapshot, task: Hashable, deps: frozenset[Hashable],
+                           optional: frozenset[Hashable], priority: int = 0, delay: int = 0, *,
+                           limits: Limits) -> DurableSnapshot:
+    return _fresh_version(
+        s, task, scheduler.submit_optional_step(s.scheduler, task, deps, optional), priority,
+        delay)
+
+
+def add_deps_refusal(s: DurableSnapshot, task: Hashable, deps: frozenset[Hashable],
+                     optional: frozenset[Hashable], *, limits: Limits) -> Refusal | None:
+    if not limits.add_deps:
+        return Refusal(None, "no edge is added in this instance (AddDepsAllowed is FALSE)")
+    if optional and not limits.optional_edges:
+        return Refusal(None, "no optional edge in this instance (OptionalEdges is FALSE)")
+    return scheduler.add_deps_refusal(s.scheduler, task, deps, optional)
+
+
+def add_deps_effect(s: DurableSnapshot, task: Hashable, deps: frozenset[Hashable],
+                    optional: frozenset[Hashable], *, limits: Limits) -> DurableSnapshot:
+    # One transaction: the version is pending (its refusal read that), so it has no lease;
+    # Settle may block it, which ends its wait and its due time.
+    return _settled(s, scheduler.add_deps_step(s.scheduler, task, deps, optional))
 
 
 def start_refusal(s: DurableSnapshot, *, limits: Limits) -> Refusal | None:
@@ -632,6 +683,9 @@ _LEASE = ("w", "t", "g", "a")
 
 Submit = Action("Submit", ("t", "D", "p", "d"), submit_refusal, submit_effect,
                 MappingProxyType({"p": 0, "d": 0}))
+SubmitOptional = Action("SubmitOptional", ("t", "D", "O", "p", "d"), submit_optional_refusal,
+                        submit_optional_effect, MappingProxyType({"p": 0, "d": 0}))
+AddDeps = Action("AddDeps", ("t", "D", "O"), add_deps_refusal, add_deps_effect)
 Start = Action("Start", (), start_refusal, start_effect)
 Claim = Action("Claim", ("w", "k"), claim_refusal, claim_effect)
 Reclaim = Action("Reclaim", ("w", "t"), reclaim_refusal, reclaim_effect)
@@ -677,8 +731,12 @@ ACTIONS: dict[str, Action] = {a.name: a for a in (
     Submit, Start, Claim, Reclaim, Heartbeat, Complete, Fail, AcknowledgeCancel, Refused,
     Expire, Tick, Crash, Cancel, Retry, Close, RepeatedCallback, RepeatedReport,
     ClaimAnswerLost, ReclaimAnswerLost, CompleteAnswerLost, FailAnswerLost,
-    AcknowledgeCancelAnswerLost,
+    AcknowledgeCancelAnswerLost, SubmitOptional, AddDeps,
 )}
+
+EDGE_ACTIONS = ("SubmitOptional", "AddDeps")
+"""The steps of ``Next`` the constants ``OptionalEdges`` and ``AddDepsAllowed`` gate: an
+instance with both off has none of them."""
 
 ANSWER_LOST = ("ClaimAnswerLost", "ReclaimAnswerLost", "CompleteAnswerLost", "FailAnswerLost",
                "AcknowledgeCancelAnswerLost")

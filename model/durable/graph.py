@@ -7,7 +7,10 @@ two instances that reach the same state are two edges, as in TLC's graph). The r
 current generation and attempt, Submit over every priority and delay of the instance, Refused
 over the leases each worker holds, RepeatedReport over
 workers and ids with the current generation and the attempt whose report ended the version; the
-steps whose answer is lost are enabled only when the instance's ``LoseAnswers`` is TRUE.
+steps whose answer is lost are enabled only when the instance's ``LoseAnswers`` is TRUE, and
+SubmitOptional (over every non-empty optional subset of D, priority and delay) and AddDeps
+(over every D and subset O, O non-empty only with ``OptionalEdges``) only when their constants
+``OptionalEdges`` and ``AddDepsAllowed`` are.
 :func:`explore` is a breadth-first search of those steps with
 :func:`refsched.model.dag.graph.search` under
 ``MCDurableScheduler``'s constraints, ``GenerationBound`` and ``TimeBound``.
@@ -41,12 +44,21 @@ class Instance:
     priorities: tuple[int, ...] = (0,)  # Priorities: those a Submit may give
     delays: tuple[int, ...] = (0,)  # Delays: those a Submit may give, in ticks
     aging: int = 0  # Aging: ticks of waiting worth one priority level; 0 = none
+    optional_edges: bool = False  # OptionalEdges: SubmitOptional and AddDeps make optional edges
+    add_deps: bool = False  # AddDepsAllowed: AddDeps adds edges to a pending version
 
     @property
     def limits(self) -> Limits:
         """The constants the actions read."""
         return Limits(self.max_concurrency, self.max_attempts, self.lease_time,
-                      self.lose_answers, self.priorities, self.delays, self.aging)
+                      self.lose_answers, self.priorities, self.delays, self.aging,
+                      self.optional_edges, self.add_deps)
+
+
+def _subsets(items: list[str]) -> Iterator[frozenset[str]]:
+    for size in range(len(items) + 1):
+        for combo in combinations(items, size):
+            yield frozenset(combo)
 
 
 def _instances(s: DurableSnapshot, instance: Instance) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -60,12 +72,10 @@ def _instances(s: DurableSnapshot, instance: Instance) -> Iterator[tuple[str, di
         {"w": w, "t": t, "g": generation_of(s, t), "a": s.attempt.get(t, 0)}
         for w in workers for t in tasks]
     for t in tasks:
-        others = [x for x in tasks if x != t]
-        for size in range(len(others) + 1):
-            for deps in combinations(others, size):
-                for p in instance.priorities:
-                    for d in instance.delays:
-                        yield "Submit", {"t": t, "D": frozenset(deps), "p": p, "d": d}
+        for deps in _subsets([x for x in tasks if x != t]):
+            for p in instance.priorities:
+                for d in instance.delays:
+                    yield "Submit", {"t": t, "D": deps, "p": p, "d": d}
     yield "Start", {}
     for params in claims:
         yield "Claim", dict(params)
@@ -100,6 +110,22 @@ def _instances(s: DurableSnapshot, instance: Instance) -> Iterator[tuple[str, di
     for name in ("CompleteAnswerLost", "FailAnswerLost", "AcknowledgeCancelAnswerLost"):
         for params in reports:
             yield name, dict(params)
+    # The gated steps, only with their constant on (off, the spec's gate disables each one).
+    for t in tasks:
+        others = [x for x in tasks if x != t]
+        for deps in _subsets(others):
+            for optional in _subsets([x for x in others if x in deps]):
+                if instance.optional_edges and optional:
+                    for p in instance.priorities:
+                        for d in instance.delays:
+                            yield "SubmitOptional", {"t": t, "D": deps, "O": optional, "p": p,
+                                                     "d": d}
+    for t in tasks:
+        others = [x for x in tasks if x != t]
+        for deps in _subsets(others):
+            for optional in _subsets([x for x in others if x in deps]):
+                if instance.add_deps and (instance.optional_edges or not optional):
+                    yield "AddDeps", {"t": t, "D": deps, "O": optional}
 
 
 def next_steps(s: DurableSnapshot,

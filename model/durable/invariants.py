@@ -169,8 +169,17 @@ def no_future_lease(s: DurableSnapshot, limits: Limits) -> bool:
     return True
 
 
-_CALLS = ("Submit", "Start", "Cancel", "Retry", "Close", "RepeatedCallback", "Claim")
+_CALLS = ("Submit", "Start", "Cancel", "Retry", "Close", "RepeatedCallback", "Claim",
+          "SubmitOptional", "AddDeps")
 _ENDS = ("Complete", "Fail", "AcknowledgeCancel")
+
+
+def _scheduler_steps(s: Snapshot, tasks: list[Hashable],
+                     limits: Limits) -> Iterator[tuple[str, dict[str, Any], Snapshot]]:
+    """Scheduler's steps from ``s``, under the mapping's constants (the gated ones included
+    exactly when the instance's ``OptionalEdges`` and ``AddDepsAllowed`` allow them)."""
+    return scheduler_steps(s, tasks, limits.max_concurrency, limits.optional_edges,
+                           limits.add_deps)
 
 
 def _takes(s: DurableSnapshot, name: str, args: tuple[Any, ...], limits: Limits,
@@ -187,7 +196,7 @@ def calls_taken(s: DurableSnapshot, limits: Limits) -> bool:
     ``OldestFirst``, to one of Scheduler's claims of k)."""
     tasks = sorted(_ids(s), key=str)
     workers = sorted(set(s.held) | set(s.holder.values()), key=str) or [_ANY_WORKER]
-    for name, params, target in scheduler_steps(s.scheduler, tasks, limits.max_concurrency):
+    for name, params, target in _scheduler_steps(s.scheduler, tasks, limits):
         if name not in _CALLS:
             continue
         if name == "Claim":
@@ -203,9 +212,10 @@ def calls_taken(s: DurableSnapshot, limits: Limits) -> bool:
             if not taken:
                 return False
             continue
-        if name == "Submit":  # with some priority and delay (the spec's Submit has no guard
-            # on either, so one is all)
-            if not any(_takes(s, name, (params["t"], params["D"], p, d), limits, target)
+        if name in ("Submit", "SubmitOptional"):  # with some priority and delay (the spec's
+            # Submit has no guard on either, so one is all)
+            edges = tuple(params[p] for p in ACTIONS[name].params if p not in ("p", "d"))
+            if not any(_takes(s, name, (*edges, p, d), limits, target)
                        for p in limits.priorities for d in limits.delays):
                 return False
             continue
@@ -219,7 +229,7 @@ def reports_taken(s: DurableSnapshot, limits: Limits) -> bool:
     """Every end Scheduler allows is taken from the worker that holds the live lease, and the
     expiry of a last attempt past its deadline is Scheduler's Fail."""
     tasks = sorted(_ids(s), key=str)
-    for name, params, target in scheduler_steps(s.scheduler, tasks, limits.max_concurrency):
+    for name, params, target in _scheduler_steps(s.scheduler, tasks, limits):
         if name not in _ENDS:
             continue
         t = params["t"]
@@ -235,16 +245,16 @@ def reports_taken(s: DurableSnapshot, limits: Limits) -> bool:
     return True
 
 
-def no_terminal_to_ready(before: DurableSnapshot, after: DurableSnapshot,
-                         limits: Limits) -> bool:
-    """Scheduler's: a terminal version never changes state."""
-    return scheduler.no_terminal_to_ready(before.scheduler, after.scheduler)
-
-
-def claim_only_after_deps_succeeded(before: DurableSnapshot, after: DurableSnapshot,
-                                    limits: Limits) -> bool:
-    """Scheduler's: a version starts running only when every one of its deps has succeeded."""
-    return scheduler.claim_only_after_deps_succeeded(before.scheduler, after.scheduler)
+def _step_on_scheduler(
+        check: Callable[[Snapshot, Snapshot], bool],
+) -> Callable[[DurableSnapshot, DurableSnapshot, Limits], bool]:
+    """Scheduler's action property ``check``, on the scheduler part of a step (the spec's
+    ``X == Abs!X``)."""
+    def holds(before: DurableSnapshot, after: DurableSnapshot, limits: Limits) -> bool:
+        return check(before.scheduler, after.scheduler)
+    holds.__doc__ = f"Scheduler's: {check.__doc__}"
+    holds.__name__ = check.__name__
+    return holds
 
 
 def only_current_attempt_ends(before: DurableSnapshot, after: DurableSnapshot,
@@ -289,7 +299,7 @@ def refinement(before: DurableSnapshot, after: DurableSnapshot, limits: Limits) 
     if after.scheduler == before.scheduler:
         return True
     tasks = sorted(_ids(before) | _ids(after), key=str)
-    for name, params, target in scheduler_steps(before.scheduler, tasks, limits.max_concurrency):
+    for name, params, target in _scheduler_steps(before.scheduler, tasks, limits):
         if target == after.scheduler:
             return True
         if (name == "Claim" and not limits.oldest_first
@@ -379,12 +389,15 @@ INVARIANTS: dict[str, Callable[[DurableSnapshot, Limits], bool]] = {
 violated = Violated(INVARIANTS)  # the names of those a state violates
 
 ACTION_PROPERTIES: dict[str, Callable[[DurableSnapshot, DurableSnapshot, Limits], bool]] = {
-    "NoTerminalToReady": no_terminal_to_ready,
-    "ClaimOnlyAfterDepsSucceeded": claim_only_after_deps_succeeded,
+    "NoTerminalToReady": _step_on_scheduler(scheduler.no_terminal_to_ready),
+    "ClaimOnlyAfterDepsSucceeded": _step_on_scheduler(scheduler.claim_only_after_deps_succeeded),
     "OnlyCurrentAttemptEnds": only_current_attempt_ends,
     "ClaimsOnlyDue": claims_only_due,
     "ClaimsInKeyOrder": claims_in_key_order,
     "AgingBound": aging_bound,
     "Refinement": refinement,
+    "ReadyOnlyAfterDepsSettled": _step_on_scheduler(scheduler.ready_only_after_deps_settled),
+    "EdgesAddedOnlyToPending": _step_on_scheduler(scheduler.edges_added_only_to_pending),
+    "OptionalParentNeverBlocks": _step_on_scheduler(scheduler.optional_parent_never_blocks),
 }
 violated_by_step = Violated(ACTION_PROPERTIES)  # the names of those a step violates

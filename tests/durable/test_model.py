@@ -27,9 +27,11 @@ from refsched.errors import (
     UnknownTaskError,
 )
 from refsched.model.dag.graph import ModelGraph
+from refsched.model.dag.invariants import EDGE_ACTION_PROPERTIES
 from refsched.model.durable import (
     ACTION_PROPERTIES,
     ACTIONS,
+    EDGE_ACTIONS,
     INITIAL,
     INVARIANTS,
     DurableSnapshot,
@@ -378,7 +380,7 @@ def test_the_traces_graph_has_tlcs_counts_and_every_check_holds_on_it(
         for e in out:
             assert violated_by_step(e.source, e.target, limits) == [], (e.action, e.params)
     actions = {e.action for out in graph.edges.values() for e in out}
-    assert actions == set(ACTIONS)
+    assert actions == set(ACTIONS) - set(EDGE_ACTIONS)  # its OptionalEdges and AddDeps are off
 
 
 def test_next_steps_names_every_parameter_in_the_specs_order() -> None:
@@ -492,6 +494,50 @@ BAD_TIMED_STEPS: dict[str, tuple[DurableSnapshot, DurableSnapshot, list[str]]] =
 }
 
 
+# -- Edge kinds and AddDeps (OptionalEdges, AddDepsAllowed) ----------------------------------------
+
+EDGES = Limits(max_concurrency=2, max_attempts=1, lease_time=1, optional_edges=True,
+               add_deps=True)
+A, B = frozenset({"a"}), frozenset({"b"})
+# a runs under w1's lease; b waits for a through an optional edge, c through a required one.
+EDGED = run(("Submit", "a", NONE), ("SubmitOptional", "b", A, A), ("Submit", "c", A),
+            ("Start",), ("Claim", "w1", 1), limits=EDGES)
+
+
+def test_an_optional_parents_failure_or_expiry_settles_the_edge_and_blocks_required_ones() -> None:
+    failed = step(EDGED, "Fail", "w1", "a", 1, 1, limits=EDGES)
+    expired = run(("Tick",), ("Tick",), ("Expire", "a"), s=EDGED, limits=EDGES)
+    for s in (failed, expired):
+        assert version(s, "a").state is FAILED
+        assert version(s, "b").state is READY and version(s, "c").state is BLOCKED
+        assert violated(s, EDGES) == []
+
+
+def test_add_deps_lands_only_on_a_pending_version_and_raises_its_count() -> None:
+    s = step(EDGED, "Submit", "d", A, limits=EDGES)  # d waits for a: pending
+    s = step(s, "AddDeps", "d", frozenset({"b", "c"}), B, limits=EDGES)
+    assert version(s, "d").remaining_deps == 3 and version(s, "d").deps == {"a", "b", "c"}
+    assert violated(s, EDGES) == []
+    # a ready version, a running one: refused, nothing changes
+    ready = step(EDGED, "Submit", "d", NONE, limits=EDGES)
+    for task in ("d", "a"):
+        assert refused(ready, "AddDeps", task, B, NONE, limits=EDGES).error is (
+            InvalidTransitionError)
+    # the gates: no step without them
+    assert refused(s, "AddDeps", "c", B, NONE, limits=LIMITS).error is None
+    assert refused(s, "AddDeps", "c", B, B, limits=replace(EDGES, optional_edges=False)).error is (
+        None)
+    assert refused(INITIAL, "SubmitOptional", "b", A, A, limits=LIMITS).error is None
+
+
+def test_add_deps_of_a_dead_required_parent_blocks_a_dead_optional_one_settles() -> None:
+    failed = step(EDGED, "Fail", "w1", "a", 1, 1, limits=EDGES)
+    s = run(("Submit", "d", B), ("AddDeps", "d", A, NONE), s=failed, limits=EDGES)
+    assert version(s, "d").state is BLOCKED and version(s, "d").blocked_by == "a"
+    s = run(("Submit", "e", frozenset({"b"})), ("AddDeps", "e", A, A), s=failed, limits=EDGES)
+    assert version(s, "e").state.value == "pending" and version(s, "e").remaining_deps == 1
+
+
 # -- Must-fail: each check catches its own fault ---------------------------------------------------
 
 def with_versions(s: DurableSnapshot, **changes: dict[str, Any]) -> DurableSnapshot:
@@ -574,7 +620,7 @@ BAD_STEPS: dict[str, tuple[DurableSnapshot, DurableSnapshot, list[str]]] = {
     "ClaimOnlyAfterDepsSucceeded": (
         CLAIMED, with_versions(CLAIMED, b={"state": RUNNING, "claims": 1}).replace(
             attempt={"a": 1, "b": 1}),
-        ["ClaimOnlyAfterDepsSucceeded", "Refinement"]),
+        ["ClaimOnlyAfterDepsSucceeded", "Refinement", "ReadyOnlyAfterDepsSettled"]),
     # the store takes w1's completion after its lease expired
     "OnlyCurrentAttemptEnds": (
         EXPIRED, EXPIRED.replace(scheduler=DONE.scheduler, held={}, ends={"a": 1},
@@ -586,11 +632,34 @@ BAD_STEPS: dict[str, tuple[DurableSnapshot, DurableSnapshot, list[str]]] = {
 }
 
 
+# Scheduler's checks of edge kinds, on EDGES: (before, after, the checks it breaks)
+BAD_EDGE_STEPS: dict[str, tuple[DurableSnapshot, DurableSnapshot, list[str]]] = {
+    # b is claimed while its optional parent a still runs
+    "ReadyOnlyAfterDepsSettled": (
+        EDGED, with_versions(EDGED, b={"state": RUNNING, "claims": 1}).replace(
+            attempt={"a": 1, "b": 1}, holder={"a": "w1", "b": "w1"}, deadline={"a": 1, "b": 1}),
+        ["Refinement", "ReadyOnlyAfterDepsSettled"]),
+    # an edge lands on a, which runs
+    "EdgesAddedOnlyToPending": (
+        step(EDGED, "Submit", "d", NONE, limits=EDGES),
+        with_versions(step(EDGED, "Submit", "d", NONE, limits=EDGES),
+                      a={"deps": frozenset({"d"})}),
+        ["Refinement", "EdgesAddedOnlyToPending"]),
+    # a's failure blocks b, whose edge to it is optional
+    "OptionalParentNeverBlocks": (
+        EDGED,
+        with_versions(step(EDGED, "Fail", "w1", "a", 1, 1, limits=EDGES),
+                      b={"state": BLOCKED, "blocked_by": "a"}),
+        ["Refinement", "OptionalParentNeverBlocks"]),
+}
+
+
 def test_every_check_has_a_must_fail_case() -> None:
     assert set(BAD_STATES) | set(BAD_ACTIONS) == set(INVARIANTS)
     assert not set(BAD_STATES) & set(BAD_ACTIONS)
-    assert set(BAD_STEPS) | set(BAD_TIMED_STEPS) == set(ACTION_PROPERTIES)
+    assert set(BAD_STEPS) | set(BAD_TIMED_STEPS) | set(BAD_EDGE_STEPS) == set(ACTION_PROPERTIES)
     assert not set(BAD_STEPS) & set(BAD_TIMED_STEPS)
+    assert not (set(BAD_STEPS) | set(BAD_TIMED_STEPS)) & set(BAD_EDGE_STEPS)
 
 
 @pytest.mark.parametrize("name", sorted(BAD_STATES))
@@ -612,6 +681,13 @@ def test_a_bad_step_violates_exactly_its_action_property(name: str) -> None:
     before, after, broken = BAD_STEPS[name]
     assert violated(before, LIMITS) == [] and violated(after, LIMITS) == []
     assert violated_by_step(before, after, LIMITS) == broken
+
+
+@pytest.mark.parametrize("name", sorted(BAD_EDGE_STEPS))
+def test_a_bad_edge_step_violates_its_edge_kind_property(name: str) -> None:
+    before, after, broken = BAD_EDGE_STEPS[name]
+    assert violated(before, EDGES) == [] and violated(after, EDGES) == []
+    assert violated_by_step(before, after, EDGES) == broken
 
 
 @pytest.mark.parametrize("name", sorted(BAD_TIMED_STEPS))
@@ -732,13 +808,18 @@ def test_spec_and_model_have_the_same_actions() -> None:
 
 
 def test_configs_check_the_models_invariants_and_properties() -> None:
+    # Scheduler's checks of edge kinds hold trivially with OptionalEdges and AddDepsAllowed
+    # off: the edges instance checks them, with the invariants and the refinement they touch.
+    without_edges = set(ACTION_PROPERTIES) - set(EDGE_ACTION_PROPERTIES)
     for config in ("MCDurableScheduler.cfg", "MCDurableSchedulerPairs.cfg", TRACES_CONFIG):
         assert cfg_section(config, "INVARIANTS") == set(INVARIANTS)
-        assert cfg_section(config, "PROPERTIES") == set(ACTION_PROPERTIES)
+        assert cfg_section(config, "PROPERTIES") == without_edges
     # The liveness config checks every safety check too, and the whole refinement.
     assert cfg_section("MCDurableSchedulerLiveness.cfg", "INVARIANTS") == set(INVARIANTS)
     assert cfg_section("MCDurableSchedulerLiveness.cfg", "PROPERTIES") == (
-        set(ACTION_PROPERTIES) | LIVENESS_PROPERTIES)
+        without_edges | LIVENESS_PROPERTIES)
+    assert cfg_section("MCDurableSchedulerEdges.cfg", "PROPERTIES") == (
+        set(EDGE_ACTION_PROPERTIES) | {"Refinement"})
 
 
 def test_every_named_check_is_defined_in_the_spec_and_named_in_the_docs() -> None:

@@ -31,7 +31,7 @@ __all__ = ["LABEL_ACTIONS", "NO_WORKER", "SPEC_VARIABLES", "TRACES_CONFIG", "rea
            "show", "snapshot_of", "spec_state"]
 
 SPEC_VARIABLES = (
-    "started", "closed", "nextSeq", "generation", "state", "deps", "remainingDeps",
+    "started", "closed", "nextSeq", "generation", "state", "deps", "optional", "remainingDeps",
     "blockedBy", "cancelRequested", "seq", "attempt", "holder", "deadline", "now", "held",
     "ends", "endedAttempt", "due", "priority",
 )
@@ -50,14 +50,17 @@ NO_WORKER = ModelValue("NoWorker")
 # per id, besides Scheduler's
 _LEASE_VARIABLES = ("attempt", "holder", "deadline", "ends", "endedAttempt", "due", "priority")
 _COUNTS = ("MaxConcurrency", "MaxAttempts", "LeaseTime", "MaxGeneration", "MaxTime")
+_GATES = ("OptionalEdges", "AddDepsAllowed")
 
 
 def read_instance(config: str | Path) -> Instance:
     """The constants of a ``MCDurableScheduler*.cfg`` file (relative paths: under ``spec/``)."""
     path, text, values = tlc.read_config(config, ("Tasks", "Workers", "LoseAnswers",
-                                                  "Priorities", "Delays", *_COUNTS, "Aging"))
-    if not isinstance(values["LoseAnswers"], bool):
-        raise ValueError(f"{path}: LoseAnswers must be TRUE or FALSE")
+                                                  "Priorities", "Delays", *_COUNTS, "Aging",
+                                                  *_GATES))
+    for name in ("LoseAnswers", *_GATES):
+        if not isinstance(values[name], bool):
+            raise ValueError(f"{path}: {name} must be TRUE or FALSE")
     for name in ("NoTask", "NoWorker"):
         if re.search(rf"^\s*{name}\s*=\s*{name}\s*$", text, re.M) is None:
             raise ValueError(f"{path}: {name} must be the model value {name}")
@@ -84,7 +87,8 @@ def read_instance(config: str | Path) -> Instance:
                     lease_time=counts["LeaseTime"], max_generation=counts["MaxGeneration"],
                     max_time=counts["MaxTime"], lose_answers=values["LoseAnswers"],
                     priorities=numbers["Priorities"], delays=numbers["Delays"],
-                    aging=counts["Aging"])
+                    aging=counts["Aging"], optional_edges=values["OptionalEdges"],
+                    add_deps=values["AddDepsAllowed"])
 
 
 def _is_no_worker(value: Any) -> bool:
@@ -114,7 +118,8 @@ def spec_state(snapshot: DurableSnapshot, workers: Iterable[Hashable],
     }
     for name in ("generation", "state", "remainingDeps", "cancelRequested", "seq"):
         state[name] = Function({task(t): v for t, v in base[name].items()})
-    state["deps"] = Function({task(t): frozenset(map(task, d)) for t, d in base["deps"].items()})
+    for name in ("deps", "optional"):
+        state[name] = Function({task(t): frozenset(map(task, d)) for t, d in base[name].items()})
     state["blockedBy"] = Function({task(t): NO_TASK if b == NO_TASK else task(b)
                                    for t, b in base["blockedBy"].items()})
     names = list(t_by_name)
@@ -180,9 +185,7 @@ def snapshot_of(state: Mapping[str, Any]) -> DurableSnapshot:
             raise SpecStateError(f"held[{w!r}] is {leases!r}, not a set")
     now = _natural("now", state["now"])
     claims = Function({t: 1 if attempt[t] > 0 else 0 for t in ids})
-    # the durable spec keeps every edge required: Scheduler's optional is {} at every id
-    optional = Function({t: frozenset() for t in ids})
-    scheduler = specstate.snapshot_of({**state, "claims": claims, "optional": optional})
+    scheduler = specstate.snapshot_of({**state, "claims": claims})
     return DurableSnapshot(
         scheduler=scheduler,
         attempt={task_id(t): n for t, n in attempt.items()},

@@ -66,6 +66,7 @@ answer against the claim order.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 import weakref
@@ -108,6 +109,10 @@ TIME_CORPUS_CONFIG = "MCDurableSchedulerCorpusTime.cfg"
 """The corpus instance with priorities, delays and aging: its Submit steps give a priority
 and a delay, which only a store with due times takes."""
 
+EDGES_CONFIG = "MCDurableSchedulerEdges.cfg"
+"""Edge kinds and AddDeps in the store (``LayeredGraph`` of ``MCDurableSchedulerCorpus.tla``):
+checked by TLC, and its whole graph equal to the model's."""
+
 CORPUS_CONFIGS = (durablespec.TRACES_CONFIG, "MCDurableSchedulerCorpusClaims.cfg",
                   "MCDurableSchedulerCorpusGenerations.cfg",
                   "MCDurableSchedulerCorpusDiamond.cfg", TIME_CORPUS_CONFIG)
@@ -120,6 +125,9 @@ class FixedGraphInstance(Instance):  # type: ignore[misc]  # the model is Any to
 
     # Sources, Middle, Sinks: the ids of each layer; together they are Tasks
     layers: tuple[tuple[str, ...], ...] = field(default=())
+    # the config's constraint is LayeredGraph (edges free, each to an earlier layer), not
+    # FixedGraph
+    layered: bool = False
 
     def deps_of(self, t: Hashable) -> frozenset[Hashable]:
         """``FixedDeps(t)``: every id of the layer before t's."""
@@ -132,9 +140,14 @@ class FixedGraphInstance(Instance):  # type: ignore[misc]  # the model is Any to
         return next(i for i, layer in enumerate(self.layers) if t in layer)
 
     def fixed_graph(self, s: DurableSnapshot) -> bool:
-        """``FixedGraph``: the fixed deps, submitted layer by layer, all before Start."""
+        """``FixedGraph``: the fixed deps, submitted layer by layer, all before Start; with
+        ``layered``, ``LayeredGraph``: any deps, each of an earlier layer."""
         tasks = s.scheduler.tasks
-        if any(v.deps != self.deps_of(t) for t, v in tasks.items()):
+        if self.layered:
+            if any(self.layer_of(d) >= self.layer_of(t) for t, v in tasks.items()
+                   for d in v.deps):
+                return False
+        elif any(v.deps != self.deps_of(t) for t, v in tasks.items()):
             return False
         lowest_missing = min((self.layer_of(t) for t in self.tasks if t not in tasks),
                              default=len(self.layers))
@@ -260,7 +273,8 @@ class DurableSystem(System):
                   durablespec.TRACES_CONFIG)
     corpus_configs = CORPUS_CONFIGS
     corpus_modules = MappingProxyType({"MCDurableSchedulerCorpusDiamond.cfg": FIXED_GRAPH_MODULE,
-                                       TIME_CORPUS_CONFIG: FIXED_GRAPH_MODULE})
+                                       TIME_CORPUS_CONFIG: FIXED_GRAPH_MODULE,
+                                       EDGES_CONFIG: FIXED_GRAPH_MODULE})
     id_parameters = ("t", "w")
     label_actions = MappingProxyType(durablespec.LABEL_ACTIONS)
     initial = INITIAL
@@ -270,7 +284,7 @@ class DurableSystem(System):
         instance = super().read_instance(config)
         if self.module_of(Path(config).name) != FIXED_GRAPH_MODULE:
             return instance
-        path, _, values = tlc.read_config(config, ("Sources", "Middle", "Sinks"))
+        path, text, values = tlc.read_config(config, ("Sources", "Middle", "Sinks"))
         layers = tuple(tuple(sorted(v.name for v in values[name]))
                        if isinstance(values[name], frozenset)
                        and all(isinstance(v, ModelValue) for v in values[name]) else None
@@ -280,8 +294,9 @@ class DurableSystem(System):
                 instance.tasks):
             raise ValueError(f"{path}: Sources, Middle and Sinks must be sets of model values "
                              "that split Tasks")
+        layered = re.search(r"^CONSTRAINT\b.*\bLayeredGraph\b", text, re.M) is not None
         return FixedGraphInstance(*(getattr(instance, f) for f in Instance.__dataclass_fields__),
-                                  layers=split)
+                                  layers=split, layered=layered)
 
     def explore(self, instance: Instance) -> ModelGraph[DurableSnapshot]:
         if isinstance(instance, FixedGraphInstance):

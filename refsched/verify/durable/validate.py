@@ -343,6 +343,8 @@ TraceSpec == TraceInit /\\ [][TraceNext]_<<vars, i>>
     Aging = {spec_aging}
     NoTask = NoTask
     NoWorker = NoWorker
+    OptionalEdges = FALSE
+    AddDepsAllowed = FALSE
 
 INIT TraceInit
 NEXT TraceNext
