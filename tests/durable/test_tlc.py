@@ -356,10 +356,11 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
     # A failure does not spread: its waiting dependents keep waiting on a dead dep.
     "fail_without_settle": (
         [(S, "    LET settled == Settle([state EXCEPT ![t] = \"failed\"], deps, optional, seq, "
-             "blockedBy,\n                          remainingDeps, {t})\n"
+             "blockedBy,\n                          remainingDeps, {t}, provenance)\n"
              "    IN  /\\ g = generation[t]\n",
           "    LET settled == [state |-> [state EXCEPT ![t] = \"failed\"],\n"
-          "                    blockedBy |-> blockedBy, remainingDeps |-> remainingDeps]\n"
+          "                    blockedBy |-> blockedBy, remainingDeps |-> remainingDeps,\n"
+          "                    provenance |-> provenance]\n"
           "    IN  /\\ g = generation[t]\n")],
         dict.fromkeys((SAFETY, PAIRS, GENERATIONS), ("BlockedPropagated", "invariant")),
     ),
@@ -532,7 +533,8 @@ for _name, _check in {
 # fault in the store's settle, fan-in or AddDeps transaction (or in Scheduler's, which the
 # store's steps are through the mapping) caught by the check it breaks.
 ADD_DEPS_GUARD = "        /\\ state[t] = \"pending\"\n        /\\ t \\notin D\n"
-ADD_DEPS_SETTLE = ("        settled == Settle(state, newDeps, newOpt, seq, blockedBy, rd1, {})\n"
+ADD_DEPS_SETTLE = ("        settled == Settle(state, newDeps, newOpt, seq, blockedBy, rd1, {}, "
+                   "provenance)\n"
                    "    IN  /\\ AddDepsAllowed\n")
 EDGE_MUTANTS: dict[str, tuple[list[tuple[str, str, str]], str]] = {
     # The fence is "not ended" rather than "pending": an edge lands on a claimed version.
@@ -560,7 +562,8 @@ EDGE_MUTANTS: dict[str, tuple[list[tuple[str, str, str]], str]] = {
     # AddDeps of a dead required parent leaves the version pending: it waits for ever.
     "add_deps_without_settle": (
         [(S, ADD_DEPS_SETTLE,
-          "        settled == [state |-> state, blockedBy |-> blockedBy, remainingDeps |-> rd1]\n"
+          "        settled == [state |-> state, blockedBy |-> blockedBy, remainingDeps |-> rd1,\n"
+          "                    provenance |-> provenance]\n"
           "    IN  /\\ AddDepsAllowed\n")],
         "BlockedPropagated"),
 }
