@@ -208,8 +208,10 @@ class Snapshot:
     tasks: Mapping[Hashable, VersionView] = field(default_factory=lambda: MappingProxyType({}))
     # The spec's provenance, by id (only blocked and cancelled versions have a record). None:
     # not recorded (the spec's RecordProvenance off), which compares equal to no record at
-    # all; the model's steps record only in a snapshot whose provenance is not None.
-    provenance: Mapping[Hashable, ProvenanceView] | None = None
+    # all; the model's steps record only in a snapshot whose provenance is not None. The
+    # protocol's snapshot has no provenance: it stays off the wire (metadata "wire").
+    provenance: Mapping[Hashable, ProvenanceView] | None = field(default=None,
+                                                                  metadata={"wire": False})
 
     def __post_init__(self) -> None:
         if not isinstance(self.tasks, MappingProxyType):

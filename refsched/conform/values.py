@@ -46,10 +46,12 @@ def _is_record(cls: Any) -> bool:
 
 @cache
 def _fields(cls: type) -> tuple[tuple[str, Any], ...]:
-    """A record's fields that travel, with their types (callables stay behind)."""
+    """A record's fields that travel, with their types (callables stay behind, and so do
+    the dataclass fields whose metadata says ``"wire": False``)."""
     hints = typing.get_type_hints(cls)
     names = (cls._fields if issubclass(cls, tuple)  # type: ignore[attr-defined]
-             else tuple(f.name for f in dataclasses.fields(cls)))  # type: ignore[arg-type]
+             else tuple(f.name for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+                        if f.metadata.get("wire", True)))
     return tuple((name, hints[name]) for name in names if not _is_callable(hints[name]))
 
 

@@ -27,6 +27,7 @@ found) and turns the model's steps along them into a trace of the spec (:meth:`D
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -179,9 +180,12 @@ class Disagreement(AssertionError):
         """
         recorder = TraceRecorder()
         for call in self.calls:
-            # A model call takes one step at most, so its state after the call is the step's.
+            # A model call takes one step at most, so its state after the call is the step's;
+            # its provenance stays out, as the trace's constants leave RecordProvenance off
+            state = (dataclasses.replace(call.state, provenance=None)
+                     if isinstance(call.state, Snapshot) else call.state)
             for action, params in call.steps:
-                recorder.record(action, dict(params), call.state)
+                recorder.record(action, dict(params), state)
         return recorder.trace(self.max_concurrency, name=name,
                               meta={"source": "refsched.verify.dag.lockstep"})
 
