@@ -85,6 +85,18 @@ def test_the_corpus_counterexample_is_the_start_of_a_corpus_trace() -> None:
     assert not replay([example.trace], broken.CancelIgnoresRunning).ok
 
 
+def test_the_corpus_phase_replays_the_edge_kinds_and_add_deps_instances() -> None:
+    # The scheduler's corpus has three instances; a bug that only AddDeps reaches is found by
+    # the corpus phase alone, in the AddDeps instance's traces.
+    report = check(InProcessImplementation(broken.AddDepsKeepsCount), examples=0,
+                   clauses=False)
+    example = report.counterexample
+    assert report.verdict == "diverges" and example is not None, report.format()
+    assert example.phase == "corpus" and example.calls[-1].method == "add_deps"
+    assert any(action == "AddDeps" for call in example.calls for action, _ in call.steps)
+    assert not replay([example.trace], broken.AddDepsKeepsCount).ok
+
+
 class Recording:
     """A TaskScheduler that notes every call made to it, and whether it came after start()."""
 
@@ -203,13 +215,15 @@ def test_the_oracle_speaks_the_protocol_to_a_served_scheduler() -> None:
 
 def test_the_shipped_server_conforms_over_the_protocol_corpus_included(
         capsys: pytest.CaptureFixture[str]) -> None:
-    status = conform_main(["--examples", "40", "-q", "--", sys.executable, "-m",
-                           "refsched.serve"])
+    # the plain graph's instance whole and the start of the optional edges' (every instance is
+    # replayed whole on the TaskScheduler by `refsched replay`, tests/test_cli.py)
+    status = conform_main(["--examples", "40", "-q", "--max-traces", "12000", "--",
+                           sys.executable, "-m", "refsched.serve"])
     out = capsys.readouterr().out
     assert status == 0, out
     # it declares edge kinds and add_deps in its hello, and the oracle asks them over the wire
     assert "conforms to the model (full contract)" in out
-    assert "10,285 of 10,285 traces admitted" in out
+    assert "12,000 of 36,901 traces admitted" in out
 
 
 # -- the pytest plugin --------------------------------------------------------------------------
@@ -221,11 +235,19 @@ PLUGIN = ["-p", "no:refsched", "-p", "refsched.conform.pytest_plugin"]
 
 def test_the_pytest_plugin_passes_a_conforming_scheduler(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(*PLUGIN, "--refsched-impl=refsched:TaskScheduler",
-                                "--refsched-examples=20", "-v")
+                                "--refsched-examples=20", "--refsched-max-traces=3000", "-v")
     result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(["*refsched-conformance::corpus PASSED*",
                                  "*refsched-conformance::generated PASSED*",
                                  "*refsched-conformance::clauses PASSED*"])
+
+
+@pytest.mark.parametrize("option", ["--refsched-max-traces=0", "--refsched-examples=0"])
+def test_the_pytest_plugin_refuses_a_count_below_one(pytester: pytest.Pytester,
+                                                    option: str) -> None:
+    result = pytester.runpytest(*PLUGIN, "--refsched-impl=refsched:TaskScheduler", option)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{option.split('=')[0]} must be at least 1*"])
 
 
 def test_the_pytest_plugin_fails_with_the_counterexample(pytester: pytest.Pytester) -> None:

@@ -60,7 +60,7 @@ from refsched.verify.dag.lockstep import (
     lockstep_machine,
     run_lockstep,
 )
-from refsched.verify.itf import Trace, TraceFormatError, read_traces
+from refsched.verify.itf import Trace, TraceFormatError
 from refsched.verify.replay import Divergence, step_call
 from refsched.verify.specstate import snapshot_of
 from refsched.verify.stable import stable_labels
@@ -103,11 +103,12 @@ def corpus_hash(system: str) -> str | None:
 
 
 def _read_corpus() -> list[Trace]:
-    directory = corpus_files.traces_dir()
+    """Every corpus instance's traces, in the order of the system's instances: the plain
+    graph's, then those with optional edges and with AddDeps (a profile's admission then
+    keeps what the implementation declares it takes)."""
     try:
-        manifest = corpus_files.read_manifest(directory)
-        return read_traces(directory / str(manifest.get("bundle", corpus_files.BUNDLE)))
-    except (corpus_files.CorpusMismatch, TraceFormatError) as e:
+        return list(corpus_files.instance_traces(system_registry.get("scheduler")))
+    except (corpus_files.CorpusMismatch, TraceFormatError, OSError) as e:
         raise OracleError(f"cannot read the trace corpus: {e}") from None
 
 

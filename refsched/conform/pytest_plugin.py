@@ -33,7 +33,7 @@ SUITE = "refsched-conformance"
 PHASES = ("corpus", "generated", "clauses")
 # the checked factory's spec, the factory, its profile, the examples, its system: set when the
 # option is
-_TARGET = pytest.StashKey[tuple[str, Any, Profile, int, str]]()
+_TARGET = pytest.StashKey[tuple[str, Any, Profile, int, str, "int | None"]]()
 
 
 class ConformanceFailure(Exception):
@@ -59,6 +59,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "profile flags (default: the full contract)")
     group.addoption("--refsched-examples", metavar="N", type=int, default=200,
                     help="Hypothesis examples of the generated item (default 200)")
+    group.addoption("--refsched-max-traces", metavar="N", type=int, default=None,
+                    help="the corpus item replays only the corpus's first N traces the "
+                         "profile admits (default: all of them)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -82,7 +85,10 @@ def pytest_configure(config: pytest.Config) -> None:
     examples = config.getoption("refsched_examples")
     if examples < 1:
         raise pytest.UsageError("--refsched-examples must be at least 1")
-    config.stash[_TARGET] = (spec, factory, profile, examples, system)
+    max_traces = config.getoption("refsched_max_traces")
+    if max_traces is not None and max_traces < 1:
+        raise pytest.UsageError("--refsched-max-traces must be at least 1")
+    config.stash[_TARGET] = (spec, factory, profile, examples, system, max_traces)
 
 
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect items: ours can be selected too
@@ -113,12 +119,12 @@ class ConformanceItem(pytest.Item):
         from refsched.conform.client import InProcessImplementation
         from refsched.conform.oracle import check
 
-        spec, factory, profile, examples, system = self.config.stash[_TARGET]
+        spec, factory, profile, examples, system, max_traces = self.config.stash[_TARGET]
         implementation = InProcessImplementation(factory, profile=profile, name=spec,
                                                  system=system)
         report = check(implementation, corpus=self.name == "corpus",
                        examples=examples if self.name == "generated" else 0,
-                       clauses=self.name == "clauses")
+                       clauses=self.name == "clauses", max_traces=max_traces)
         if not report.ok:
             raise ConformanceFailure(report)
 

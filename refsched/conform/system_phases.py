@@ -48,7 +48,7 @@ from refsched.conform.shrink import MachineJudge, Shrunk, TraceJudge, ddmin
 from refsched.profile import FULL, DurableProfile, Profile, TimerProfile
 from refsched.verify import corpus as corpus_files
 from refsched.verify import system as systems
-from refsched.verify.itf import Trace, TraceFormatError, iter_traces, read_traces
+from refsched.verify.itf import Trace, TraceFormatError
 from refsched.verify.replay import Divergence, replay
 from refsched.verify.stable import stable_labels
 
@@ -73,15 +73,11 @@ def _read_corpus(system: systems.System, limit: int | None = None,
     try:
         instances = corpus_files.instance_bundles(system)
         size = sum(int(manifest.get("traces", 0)) for _, _, manifest in instances)
-        for _, bundle, _ in instances:
-            if limit is None:
-                traces += read_traces(bundle)
-                continue
-            for trace in iter_traces(bundle):
-                traces.append(trace)
-                counted += counts(trace)
-                if counted >= limit:
-                    return traces, size
+        for trace in corpus_files.instance_traces(system, lazy=limit is not None):
+            traces.append(trace)
+            counted += counts(trace)
+            if limit is not None and counted >= limit:
+                return traces, size
         return traces, max(size, len(traces))
     except (corpus_files.CorpusMismatch, TraceFormatError, OSError) as e:
         raise CorpusUnreadable(f"cannot read the {system.name} trace corpus: {e}") from None

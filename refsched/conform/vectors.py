@@ -49,7 +49,6 @@ from refsched.verify import system as system_registry
 from refsched.verify.itf import (
     Trace,
     TraceFormatError,
-    iter_traces,
     read_traces,
     trace_from_itf,
     trace_to_itf,
@@ -182,14 +181,11 @@ def corpus_traces(system: str, max_traces: int | None) -> list[Trace]:
     order: instance after instance."""
     traces: list[Trace] = []
     try:
-        for _, bundle, _ in corpus_files.instance_bundles(system_registry.get(system)):
-            if max_traces is None:
-                traces += read_traces(bundle)
-                continue
-            for trace in iter_traces(bundle):  # only the first ones are parsed
-                if len(traces) == max_traces:
-                    return traces
-                traces.append(trace)
+        for trace in corpus_files.instance_traces(system_registry.get(system),
+                                                  lazy=max_traces is not None):
+            if len(traces) == max_traces:  # only the first ones are parsed
+                return traces
+            traces.append(trace)
     except (corpus_files.CorpusMismatch, TraceFormatError, OSError, ValueError) as e:
         raise VectorsError(f"cannot read the {system} trace corpus: {e}") from None
     return traces

@@ -29,15 +29,15 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Hashable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from refsched.model.dag.graph import Edge
 from refsched.verify import system as systems
 from refsched.verify import tlc
-from refsched.verify.itf import Step, Trace, encode_bundle, trace_from_itf
+from refsched.verify.itf import Step, Trace, encode_bundle, iter_traces, read_traces, trace_from_itf
 from refsched.verify.stategraph import StateGraph
 
 __all__ = [
@@ -48,6 +48,7 @@ __all__ = [
     "check_corpus",
     "cover_traces",
     "instance_bundles",
+    "instance_traces",
     "manifest_for",
     "path_cover",
     "read_manifest",
@@ -216,6 +217,23 @@ def instance_bundles(system: systems.System, directory: Path | None = None
         found.append((config, where / str(manifest.get("bundle", system.bundle_of(config))),
                       manifest))
     return found
+
+
+def instance_traces(system: systems.System, directory: Path | None = None, *,
+                    lazy: bool = False) -> Iterator[Trace]:
+    """The traces of every corpus instance of ``system``, instance after instance; ``lazy``
+    parses a bundle only as far as it is read (and keeps nothing for the next reader), else
+    each bundle is read whole, once per process. Every bundle numbers its traces from
+    ``cover-00001``, so a trace of any instance but the first is named after its instance
+    too (``edges-cover-00042``): a name then picks one trace of the whole corpus.
+
+    Raises :class:`CorpusMismatch` when a manifest is missing, and what reading a bundle
+    raises (:class:`~refsched.verify.itf.TraceFormatError`, :class:`OSError`).
+    """
+    for config, bundle, _ in instance_bundles(system, directory):
+        name = system.instance_name(config)
+        for trace in iter_traces(bundle) if lazy else read_traces(bundle):
+            yield replace(trace, name=f"{name}-{trace.name}") if name else trace
 
 
 def _strata(actions: Sequence[Sequence[str]], head: int) -> list[int]:
