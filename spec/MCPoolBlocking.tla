@@ -1,10 +1,10 @@
 --------------------------- MODULE MCPoolBlocking ---------------------------
 (***************************************************************************)
-(* Model-checking instances of WorkStealing with managed blocking on       *)
-(* (MaxSpares > 0): MCPoolBlocking.cfg checks safety, MCPoolBlockingLive.cfg *)
-(* and MCPoolBlockingReturns.cfg liveness, without and with blocking calls  *)
-(* that return.  No symmetry: the liveness checks would be unsound, and    *)
-(* the instances are small.                                                 *)
+(* The instances of WorkStealing with managed blocking on (MaxSpares > 0). *)
+(* MCPoolBlocking.cfg checks safety; MCPoolBlockingLive.cfg liveness when  *)
+(* a blocking call may never return (FairSpec), MCPoolBlockingReturns.cfg  *)
+(* when every one returns (ReturningFairSpec).  No symmetry: TLC's         *)
+(* liveness check is unsound under it, and the instances are small.        *)
 (***************************************************************************)
 EXTENDS WorkStealing
 =============================================================================

@@ -413,8 +413,13 @@ CompensationBounded == Cardinality(ActiveSpares) <= MaxSpares
 \* At most MaxSpares spares are active at once (a spare still finishing its last task after
 \* its blocker returned counts too).
 
-RunnableBounded == Cardinality(Runnable) <= Cardinality(Workers) + MaxSpares
-\* At most Workers threads plus the compensation bound can run tasks at once.
+ReleasedSpares == {s \in ActiveSpares : blocker[s] = {}}
+\* The active spares whose blocker returned: each finishes what it runs, then retires.
+
+RunnableBounded == Cardinality(Runnable) <= Cardinality(Workers) + Cardinality(ReleasedSpares)
+\* Beyond Workers threads, only released spares can run tasks: a spare never runs alongside
+\* the thread it stands in for.  With CompensationBounded, at most Workers + MaxSpares
+\* threads run tasks at once.
 
 SparesStandInForBlockers ==
     \A s \in Spares :
