@@ -83,6 +83,32 @@ def test_children_of_a_task_run_by_a_spare_are_taken(make_pool: MakePool) -> Non
     assert blocked.result(LONG) == "returned"
 
 
+def test_a_released_spare_runs_what_is_left_in_its_deque_before_it_retires(
+        make_pool: MakePool) -> None:
+    pool = make_pool(1)
+    gate, entered, hold = threading.Event(), threading.Event(), threading.Event()
+
+    def blocker() -> None:
+        with pool.blocking():
+            entered.set()
+            assert gate.wait(LONG)
+        assert hold.wait(LONG)  # keeps the worker busy: only the spare can run the children
+
+    def on_the_spare() -> list[Future[int]]:
+        gate.set()
+        wait_until(lambda: pool.stats().blocked == 0, "the blocker to return")
+        # the spare is released; these go to its own deque, and it is still to take them
+        return [pool.submit(lambda i=i: i) for i in range(3)]
+
+    first = pool.submit(blocker)
+    assert entered.wait(LONG)
+    children = pool.submit(on_the_spare).result(LONG)
+    assert [c.result(LONG) for c in children] == [0, 1, 2]
+    hold.set()
+    first.result(LONG)
+    wait_until(lambda: pool.stats().spares == 0, "the spare to retire")
+
+
 def test_at_the_bound_a_blocker_blocks_uncompensated(make_pool: MakePool) -> None:
     pool = make_pool(1, max_spares=1)
     gate1, entered1 = threading.Event(), threading.Event()
