@@ -114,7 +114,9 @@ class PoolStats:
 
     executed: int  # tasks whose function was called and has returned or raised
     stolen: int  # Steal actions taken so far (a cancelled task stolen counts too)
-    queue_lengths: tuple[int, ...]  # per worker: tasks in its deque, cancelled ones included
+    # per worker, then per spare slot used so far (managed blocking): tasks in its deque,
+    # cancelled ones included
+    queue_lengths: tuple[int, ...]
     parked: int  # workers parked now: nothing to take (some of them waiting on a future)
     outstanding: int  # tasks queued or running: sum(queue_lengths) + running
     state: PoolState  # "accepting", "draining" or "terminated"
@@ -133,7 +135,8 @@ class PoolView:
     """
 
     phase: PoolState  # "accepting", "draining" or "terminated"
-    deques: tuple[tuple[Future[Any], ...], ...]  # per worker index, top (thieves' end) first
+    # per worker index, then per spare slot used so far; top (thieves' end) first
+    deques: tuple[tuple[Future[Any], ...], ...]
     outstanding: int  # tasks queued or running
 
 
@@ -144,11 +147,13 @@ class PoolRecorder(Protocol):
     effect: the action's name in spec/WorkStealing.tla, its parameters named as there (``w``,
     ``thief`` and ``victim`` are worker indexes, ``t`` is the task's future) and the pool's
     state right after the step. ``Pop``, ``Steal`` and ``Finish`` are also given ``t``, the task
-    taken or finished (the spec reads it from ``running``). Calls that change nothing are no
-    step: a refused ``submit()``, a second ``shutdown()``, ``cancel_futures`` with nothing
-    queued. A worker that helps while it waits (``result()`` inside a task) runs a second task
-    before its first one finishes, which the spec has no step for. ``record`` must return
-    quickly, must not raise and must not call the pool: the lock is held.
+    taken or finished (the spec reads it from ``running``). Managed blocking gives ``Block``
+    (``x``, the blocked worker or spare index, and ``s``, the spare standing in for it or None),
+    ``StartSpare`` (``s``), ``Unblock`` (``x``) and ``Retire`` (``s``). Calls that change
+    nothing are no step: a refused ``submit()``, a second ``shutdown()``, ``cancel_futures``
+    with nothing queued. A worker that helps while it waits (``result()`` inside a task) runs a
+    second task before its first one finishes, which the spec has no step for. ``record`` must
+    return quickly, must not raise and must not call the pool: the lock is held.
     """
 
     def record(self, action: str, params: dict[str, Any], state: PoolView) -> None: ...
@@ -547,6 +552,8 @@ class WorkStealingPool(Executor):
 
     @property
     def max_spares(self) -> int:
+        """The most spares that may stand in for blocked tasks at once (0: managed blocking
+        is off)."""
         return self._spares.bound
 
     @contextlib.contextmanager
