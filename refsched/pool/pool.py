@@ -670,8 +670,10 @@ class WorkStealingPool(Executor):
                 finally:
                     local.worker = None
                     lock.acquire()
-                if spare.slot is not None:  # not retired: the pool terminated
-                    return
+                if spare.slot == s and self._spares.slots[s].state == "on":
+                    return  # it left its slot without retiring: the pool terminated
+                # else it retired; it may already have been given a slot again, while the
+                # lock was let go
         finally:
             lock.release()
 
@@ -757,6 +759,8 @@ class WorkStealingPool(Executor):
                         flags[w] = False
                         self._searching -= 1
                     self._retire_locked(w)
+                    # a push may have woken this spare to take its task: pass that on
+                    self._pass_wake_locked()
                     return
                 if awaited is not None and (
                         awaited._state in _DONE
