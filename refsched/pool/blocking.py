@@ -72,11 +72,13 @@ class Spares:
         self.compensated = 0  # == Block steps that a spare stood in for
         self.uncompensated = 0  # == Block steps at the bound with no spare released
 
-    def take_slot(self, blocker: int) -> int | None:
-        """Block: the slot to stand in for ``blocker``: a released active one (adopted, its
-        thread serving on), else an off one, now "starting" (the caller gives it a thread and
-        makes a slot new to it usable); None at the bound."""
+    def take_slot(self, blocker: int) -> tuple[int, bool] | None:
+        """Block: the slot to stand in for ``blocker``, and whether it needs a thread: a
+        released active one (adopted: its thread, launched already, serves on), else an off
+        one, now "starting" (the caller gives it a thread and makes a slot new to it usable);
+        None at the bound."""
         adoptable = self._released - {blocker}  # a spare does not stand in for itself
+        launch = not adoptable
         if adoptable:
             s = adoptable.pop()
             self._released.discard(s)
@@ -94,7 +96,7 @@ class Spares:
         self.slots[s].blocker = blocker
         self._standing[blocker] = s
         self.compensated += 1
-        return s
+        return s, launch
 
     def idle_thread(self) -> SpareThread | None:
         """A spare thread waiting for a slot, if any (taken off the idle list)."""

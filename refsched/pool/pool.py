@@ -605,8 +605,10 @@ class WorkStealingPool(Executor):
         deque and a wake-up condition, and a thread: a waiting one, else a new one."""
         spares = self._spares
         spares.blocked.add(x)
-        s = spares.take_slot(x)
-        if s is not None and spares.slots[s].state == "starting":
+        taken = spares.take_slot(x)
+        s = None if taken is None else taken[0]
+        if taken is not None and taken[1]:  # a slot off until now: it needs a thread
+            assert s is not None
             if s == len(self._deques):  # a slot never used: slots are numbered in order
                 self._deques.append(deque())
                 self._wake.append(sync.Condition(self._lock))
