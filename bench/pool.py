@@ -15,6 +15,13 @@ Workloads, each with ``W`` workers (default 4) on both sides:
   to the parent. Both sides run one task per node, 2**(D+1) - 1 in all.
 - the deadlock itself: the nested-wait tree on ThreadPoolExecutor, in a subprocess killed after
   ``--hang-timeout`` seconds (default 5).
+- fork-join with blocking: a tree of ``--blocking-tasks`` tasks (default 2,000), each of which
+  sleeps ``--block-ms`` (default 5 ms) inside ``pool.blocking()``, then submits its children (two
+  subtrees splitting the rest) and waits on them. Three contenders: the pool (managed blocking:
+  spares stand in for the sleepers), an ideal pool with unlimited threads
+  (``ThreadPoolExecutor(max_workers=tasks)``, a thread per task, nested waits included), and the
+  same pool without managed blocking (``max_spares=0``: ``blocking()`` does nothing, and four
+  threads sleep in turn). Ratios: pool / ideal (target <= 1.2) and pool / no managed blocking.
 - steals: an unbalanced tree (a long spine, each node forking one slow leaf) on the pool; its
   ``stats().stolen`` must be above 0.
 
@@ -151,6 +158,61 @@ def tpe_nested_hangs(depth: int, workers: int, timeout: float) -> str:
     return f"finished in {took:.2f} s: {done.stdout.strip() or done.stderr.strip()[-200:]}"
 
 
+# -- fork-join with blocking ----------------------------------------------------------------
+
+BLOCKING_TASKS = 2_000
+BLOCK_MS = 5.0
+
+
+def blocking_tree(ex: Executor, blocking: Callable[[], Any], n: int, block_s: float) -> int:
+    """A node of ``n`` tasks: block, then fork the other ``n - 1`` as two subtrees and join."""
+    with blocking():
+        time.sleep(block_s)
+    rest = n - 1
+    if rest == 0:
+        return 1
+    halves = [h for h in (rest // 2, rest - rest // 2) if h]
+    futures = [ex.submit(blocking_tree, ex, blocking, h, block_s) for h in halves]
+    return 1 + sum(f.result() for f in futures)
+
+
+def blocking_pool(n: int, block_s: float, workers: int, max_spares: int | None = None) -> int:
+    kwargs = {} if max_spares is None else {"max_spares": max_spares}
+    with WorkStealingPool(workers, **kwargs) as pool:
+        return int(pool.submit(blocking_tree, pool, pool.blocking, n, block_s).result())
+
+
+def blocking_ideal(n: int, block_s: float) -> int:
+    import contextlib
+    with cf.ThreadPoolExecutor(max_workers=n) as ex:
+        return int(ex.submit(blocking_tree, ex, contextlib.nullcontext, n, block_s).result())
+
+
+def compare_blocking(n: int, block_s: float, workers: int, rounds: int) -> dict[str, Any]:
+    """The three contenders, interleaved round by round; median times and per-round ratios."""
+    names = ("pool", "ideal", "no managed blocking")
+    runs: dict[str, Callable[[], int]] = {
+        "pool": lambda: blocking_pool(n, block_s, workers),
+        "ideal": lambda: blocking_ideal(n, block_s),
+        "no managed blocking": lambda: blocking_pool(n, block_s, workers, max_spares=0),
+    }
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        order = list(names) if r % 2 == 0 else list(reversed(names))
+        for name in order:
+            took, value = _timed(runs[name])
+            if value != n:
+                raise AssertionError(f"blocking tree, {name}: got {value!r}, expected {n}")
+            times[name].append(took)
+        print(f"  blocking tree round {r + 1}: "
+              + ", ".join(f"{name} {times[name][-1]:.3f} s" for name in names), flush=True)
+    ideal = [a / b for a, b in zip(times["pool"], times["ideal"], strict=True)]
+    unmanaged = [a / b for a, b in zip(times["pool"], times["no managed blocking"], strict=True)]
+    return {"times": {name: statistics.median(t) for name, t in times.items()},
+            "ideal": (statistics.median(ideal), min(ideal), max(ideal)),
+            "unmanaged": (statistics.median(unmanaged), min(unmanaged), max(unmanaged))}
+
+
 # -- steals --------------------------------------------------------------------------------
 
 def _slow_leaf() -> int:
@@ -214,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=TREE_DEPTH,
                         help="fork-join tree: 2**depth leaves")
     parser.add_argument("--hang-timeout", type=float, default=HANG_TIMEOUT)
+    parser.add_argument("--blocking-tasks", type=int, default=BLOCKING_TASKS,
+                        help="fork-join with blocking: tasks in the tree")
+    parser.add_argument("--block-ms", type=float, default=BLOCK_MS,
+                        help="fork-join with blocking: each task's sleep inside blocking()")
     args = parser.parse_args(argv)
     w = args.workers
     load = os.getloadavg() if hasattr(os, "getloadavg") else ()
@@ -239,6 +305,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {row['name']} | {row['ours']:.3f} s | {row['peer']:.3f} s | "
               f"**{row['ratio']:.2f}** [{row['low']:.2f}-{row['high']:.2f}] | "
               f"≤ {row['target']:g} {ok} |")
+    n, block_ms = args.blocking_tasks, args.block_ms
+    blocked = compare_blocking(n, block_ms / 1000, w, args.rounds)
+    t = blocked["times"]
+    print()
+    print(f"| fork-join with blocking: {n:,} tasks, each {block_ms:g} ms in blocking(), {w} "
+          "workers | median time | pool / it: median [range] | target |")
+    print("|---|--:|--:|---|")
+    print(f"| pool (managed blocking) | {t['pool']:.3f} s | | |")
+    r, lo, hi = blocked["ideal"]
+    print(f"| ideal pool, unlimited threads (ThreadPoolExecutor({n})) | {t['ideal']:.3f} s | "
+          f"**{r:.2f}** [{lo:.2f}-{hi:.2f}] | ≤ 1.2 {'✓' if r <= 1.2 else '✗'} |")
+    r, lo, hi = blocked["unmanaged"]
+    print(f"| the same pool without managed blocking (max_spares=0) | "
+          f"{t['no managed blocking']:.3f} s | **{r:.2f}** [{lo:.2f}-{hi:.2f}] | |")
     print()
     print(f"ThreadPoolExecutor({w}) on the nested-wait tree (2**{args.depth} leaves): "
           f"{tpe_nested_hangs(args.depth, w, args.hang_timeout)}")

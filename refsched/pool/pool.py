@@ -51,12 +51,20 @@ Design:
   they cause) were most of the cost of a submission.
 - User code (task functions, done-callbacks, ``Future.cancel``'s callbacks) never runs under the
   pool lock.
+- Managed blocking (``blocking()``, ``managed_block()``; spec section "Managed blocking", code
+  in :mod:`refsched.pool.blocking`): a task that blocks inside ``blocking()`` is stood in for
+  by a spare thread, which serves as an extra worker with its own index and deque, so the pool
+  keeps ``workers`` threads taking tasks. At most ``max_spares`` spares are active at once;
+  past that a blocker blocks uncompensated. A spare whose blocker returned retires once it is
+  idle with its own deque empty, and its thread waits for the next blocker until the pool
+  terminates. A new blocker adopts a released spare before a new one is launched.
 - An optional :class:`PoolRecorder` is given each spec step where it takes effect, under the pool
   lock; without one, each step costs a single ``None`` check.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -65,7 +73,7 @@ import threading
 import time
 import types
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING, RUNNING
 from dataclasses import dataclass
@@ -73,6 +81,7 @@ from typing import Any, Final, Literal, ParamSpec, Protocol, TypeVar, cast
 
 from refsched import sync
 from refsched.errors import InvalidArgumentError, SchedulerClosedError
+from refsched.pool.blocking import DEFAULT_MAX_SPARES, Spares, SpareThread, new_spare_thread
 
 __all__ = ["PoolRecorder", "PoolStats", "PoolView", "WorkStealingPool"]
 
@@ -105,10 +114,16 @@ class PoolStats:
 
     executed: int  # tasks whose function was called and has returned or raised
     stolen: int  # Steal actions taken so far (a cancelled task stolen counts too)
-    queue_lengths: tuple[int, ...]  # per worker: tasks in its deque, cancelled ones included
+    # per worker, then per spare slot used so far (managed blocking): tasks in its deque,
+    # cancelled ones included
+    queue_lengths: tuple[int, ...]
     parked: int  # workers parked now: nothing to take (some of them waiting on a future)
     outstanding: int  # tasks queued or running: sum(queue_lengths) + running
     state: PoolState  # "accepting", "draining" or "terminated"
+    spares: int = 0  # spares active now (<= max_spares): launched, serving, or about to retire
+    blocked: int = 0  # tasks inside blocking() now
+    compensated: int = 0  # blocking() calls a spare stood in for
+    uncompensated: int = 0  # blocking() calls at the bound, that no spare stood in for
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +135,8 @@ class PoolView:
     """
 
     phase: PoolState  # "accepting", "draining" or "terminated"
-    deques: tuple[tuple[Future[Any], ...], ...]  # per worker index, top (thieves' end) first
+    # per worker index, then per spare slot used so far; top (thieves' end) first
+    deques: tuple[tuple[Future[Any], ...], ...]
     outstanding: int  # tasks queued or running
 
 
@@ -131,11 +147,13 @@ class PoolRecorder(Protocol):
     effect: the action's name in spec/WorkStealing.tla, its parameters named as there (``w``,
     ``thief`` and ``victim`` are worker indexes, ``t`` is the task's future) and the pool's
     state right after the step. ``Pop``, ``Steal`` and ``Finish`` are also given ``t``, the task
-    taken or finished (the spec reads it from ``running``). Calls that change nothing are no
-    step: a refused ``submit()``, a second ``shutdown()``, ``cancel_futures`` with nothing
-    queued. A worker that helps while it waits (``result()`` inside a task) runs a second task
-    before its first one finishes, which the spec has no step for. ``record`` must return
-    quickly, must not raise and must not call the pool: the lock is held.
+    taken or finished (the spec reads it from ``running``). Managed blocking gives ``Block``
+    (``x``, the blocked worker or spare index, and ``s``, the spare standing in for it or None),
+    ``StartSpare`` (``s``), ``Unblock`` (``x``) and ``Retire`` (``s``). Calls that change
+    nothing are no step: a refused ``submit()``, a second ``shutdown()``, ``cancel_futures``
+    with nothing queued. A worker that helps while it waits (``result()`` inside a task) runs a
+    second task before its first one finishes, which the spec has no step for. ``record`` must
+    return quickly, must not raise and must not call the pool: the lock is held.
     """
 
     def record(self, action: str, params: dict[str, Any], state: PoolView) -> None: ...
@@ -322,6 +340,7 @@ class _WorkerLocal(threading.local):
     # tasks running on the worker's earlier stack segments, each waiting on the next: 0 on the
     # worker's own thread; below + depth <= sys.getrecursionlimit() (as read when they started)
     below = 0
+    spare: SpareThread | None = None  # on a spare thread: its record; None on every other
 
 
 class WorkStealingPool(Executor):
@@ -341,15 +360,24 @@ class WorkStealingPool(Executor):
     The worker threads are daemons: call ``shutdown()`` (or use ``with``) to wait for the work.
     ``recorder=`` is given every spec step the pool takes, in the order the steps take effect
     (see :class:`PoolRecorder`); ``InvalidArgumentError`` if it has no ``record`` method.
+
+    A task that blocks (I/O, a lock, ``time.sleep``) inside ``with pool.blocking():`` or
+    ``pool.managed_block(fn)`` has a spare thread stand in for it, so ``workers`` threads keep
+    taking tasks. ``max_spares`` (default 256, ``0`` turns managed blocking off) bounds the
+    spares active at once; past it a blocker blocks without one.
     """
 
     def __init__(self, workers: int | None = None, *,
-                 recorder: PoolRecorder | None = None) -> None:
+                 recorder: PoolRecorder | None = None,
+                 max_spares: int = DEFAULT_MAX_SPARES) -> None:
         if workers is None:
             workers = os.cpu_count() or 1
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise InvalidArgumentError(
                 f"WorkStealingPool(workers={workers!r}): workers must be an int >= 1")
+        if isinstance(max_spares, bool) or not isinstance(max_spares, int) or max_spares < 0:
+            raise InvalidArgumentError(
+                f"WorkStealingPool(max_spares={max_spares!r}): max_spares must be an int >= 0")
         if recorder is not None and not callable(getattr(recorder, "record", None)):
             raise InvalidArgumentError(
                 f"WorkStealingPool(recorder={recorder!r}): recorder has no record() method")
@@ -358,11 +386,11 @@ class WorkStealingPool(Executor):
         self._local: Final = _WorkerLocal()
         # The pool lock guards every field below that is not Final.
         self._lock: Final = sync.Lock()
-        # One deque per worker: its owner pushes and pops at the right end (bottom), thieves
-        # take from the left end (top).
-        self._deques: Final[tuple[deque[_Task], ...]] = tuple(deque() for _ in range(workers))
-        # Worker w parks on _wake[w]; only worker w ever waits there.
-        self._wake: Final = tuple(sync.Condition(self._lock) for _ in range(workers))
+        # One deque per worker, then one per spare slot used so far: its owner pushes and pops
+        # at the right end (bottom), thieves take from the left end (top).
+        self._deques: Final[list[deque[_Task]]] = [deque() for _ in range(workers)]
+        # Worker w parks on _wake[w]; only worker w ever waits there. (As long as _deques.)
+        self._wake: Final = [sync.Condition(self._lock) for _ in range(workers)]
         self._terminated: Final = sync.Condition(self._lock)  # await_termination() waits here
         self._state: PoolState = _ACCEPTING
         self._outstanding = 0  # == sum(map(len, _deques)) + tasks taken and not yet Finished
@@ -379,6 +407,7 @@ class WorkStealingPool(Executor):
         self._searching = 0  # == _searching_flags.count(True)
         self._next = 0  # the deque the next external submission goes to (round-robin), < workers
         self._rng = random.Random()  # picks where a steal starts
+        self._spares: Final = Spares(workers, max_spares)  # the managed-blocking bookkeeping
         self._threads: Final = self._start_workers()
 
     def _start_workers(self) -> tuple[threading.Thread, ...]:
@@ -475,6 +504,9 @@ class WorkStealingPool(Executor):
                 self._terminated.wait_for(self._is_terminated)
             for thread in self._threads:
                 thread.join()
+            for spare in self._spares.threads:  # each leaves once the pool is terminated
+                assert spare.thread is not None
+                spare.thread.join()
 
     def await_termination(self, timeout: float | None = None) -> bool:
         """Block until the pool has terminated, or ``timeout`` seconds pass; True if it has.
@@ -499,6 +531,10 @@ class WorkStealingPool(Executor):
                 parked=len(self._parked),
                 outstanding=self._outstanding,
                 state=self._state,
+                spares=self._spares.active,
+                blocked=len(self._spares.blocked),
+                compensated=self._spares.compensated,
+                uncompensated=self._spares.uncompensated,
             )
 
     def __enter__(self) -> WorkStealingPool:
@@ -511,6 +547,137 @@ class WorkStealingPool(Executor):
 
     def __repr__(self) -> str:
         return f"<WorkStealingPool workers={self._workers} {self._state}>"
+
+    # -- managed blocking ------------------------------------------------------------------
+
+    @property
+    def max_spares(self) -> int:
+        """The most spares that may stand in for blocked tasks at once (0: managed blocking
+        is off)."""
+        return self._spares.bound
+
+    @contextlib.contextmanager
+    def blocking(self) -> Iterator[None]:
+        """Block inside the ``with`` block while a spare thread stands in for this task's.
+
+        Spec: Block(x) on entry, Unblock(x) on exit, x the worker (or spare) running the task.
+        On entry a spare takes over: one released by an earlier blocker and still serving, else
+        a new one (its thread reused from a retired spare when one waits), unless
+        ``max_spares`` spares are active: the task then blocks uncompensated
+        (``stats().uncompensated``). On exit the spare is released; it retires once idle with
+        its own deque empty. The spare has a deque of its own, so the blocked task's deque
+        stays its own: children it submits meanwhile go there, and thieves take them.
+        Outside this pool's tasks (another thread, another pool's task), inside another
+        ``blocking()`` of the same task, or with ``max_spares=0``, it does nothing: the code
+        in the block simply runs. Exceptions from the block propagate; the spare is released
+        either way.
+        """
+        x = self._local.worker
+        if x is None:
+            yield
+            return
+        with self._lock:
+            entered = x not in self._spares.blocked and self._spares.bound > 0
+            if entered:
+                self._block_locked(x)
+        try:
+            yield
+        finally:
+            if entered:
+                with self._lock:
+                    self._unblock_locked(x)
+
+    def managed_block(self, fn: Callable[_P, _T], /, *args: _P.args,
+                      **kwargs: _P.kwargs) -> _T:
+        """Call ``fn(*args, **kwargs)`` inside :meth:`blocking` and return what it returns.
+
+        ``InvalidArgumentError`` (a ``TypeError``), raised before anything changes, when
+        ``fn`` is not callable.
+        """
+        if not callable(fn):
+            raise InvalidArgumentError(
+                f"managed_block({fn!r}): fn must be callable, not {type(fn).__name__}")
+        with self.blocking():
+            return fn(*args, **kwargs)
+
+    def _block_locked(self, x: int) -> None:
+        """Spec: Block(x). A spare stands in for x if the bound allows; a new slot gets a
+        deque and a wake-up condition, and a thread: a waiting one, else a new one."""
+        spares = self._spares
+        spares.blocked.add(x)
+        taken = spares.take_slot(x)
+        s = None if taken is None else taken[0]
+        if taken is not None and taken[1]:  # a slot off until now: it needs a thread
+            assert s is not None
+            if s == len(self._deques):  # a slot never used: slots are numbered in order
+                self._deques.append(deque())
+                self._wake.append(sync.Condition(self._lock))
+                self._searching_flags.append(False)
+            spare = spares.idle_thread()
+            if spare is None:
+                spare = new_spare_thread(self._lock)
+                spare.slot = s
+                # daemon, as the workers are; it waits on the pool lock, held here
+                spare.thread = sync.Thread(target=self._spare_loop, args=(spare,), daemon=True,
+                                           name=f"refsched-pool-spare-{len(spares.threads)}")
+                spares.threads.append(spare)
+                spare.thread.start()
+            else:
+                spare.slot = s
+                spare.wake.notify()
+        if self._recorder is not None:
+            self._record("Block", {"x": x, "s": s})
+
+    def _unblock_locked(self, x: int) -> None:
+        """Spec: Unblock(x). The spare that stood in for x is released, and woken if parked
+        so that it retires."""
+        self._spares.blocked.discard(x)
+        s = self._spares.release(x)
+        if s is not None and s in self._parked:
+            del self._parked[s]
+            self._wake[s].notify()
+        if self._recorder is not None:
+            self._record("Unblock", {"x": x})
+
+    def _retire_locked(self, s: int) -> None:
+        """Spec: Retire(s), on the spare's thread: released, idle, its deque empty."""
+        spare = self._local.spare
+        assert spare is not None and spare.slot == s
+        self._spares.retire(s, spare)
+        if self._recorder is not None:
+            self._record("Retire", {"s": s})
+
+    def _spare_loop(self, spare: SpareThread) -> None:
+        """A spare thread: serve each slot it is given (Spec: StartSpare(s), then as worker
+        ``s`` until Retire(s)), until the pool terminates."""
+        local = self._local
+        local.spare = spare
+        lock = self._lock
+        lock.acquire()
+        try:
+            while True:
+                s = spare.slot
+                if s is None:
+                    if self._state is _TERMINATED:
+                        return
+                    spare.wake.wait()
+                    continue
+                self._spares.start(s)
+                if self._recorder is not None:
+                    self._record("StartSpare", {"s": s})
+                local.worker = s
+                lock.release()
+                try:
+                    self._serve(s, None, None)  # returns once it retired
+                finally:
+                    local.worker = None
+                    lock.acquire()
+                if spare.slot == s and self._spares.slots[s].state == "on":
+                    return  # it left its slot without retiring: the pool terminated
+                # else it retired; it may already have been given a slot again, while the
+                # lock was let go
+        finally:
+            lock.release()
 
     # -- the workers -----------------------------------------------------------------------
 
@@ -588,6 +755,15 @@ class WorkStealingPool(Executor):
                     if self._recorder is not None:
                         self._record("Finish", {"w": w, "t": finished})
                     finished = None
+                if (awaited is None and w >= self._workers and not self._deques[w]
+                        and self._spares.may_retire(w)):
+                    if searching:
+                        flags[w] = False
+                        self._searching -= 1
+                    self._retire_locked(w)
+                    # a push may have woken this spare to take its task: pass that on
+                    self._pass_wake_locked()
+                    return
                 if awaited is not None and (
                         awaited._state in _DONE
                         or (deadline is not None and time.monotonic() >= deadline)):
@@ -649,7 +825,7 @@ class WorkStealingPool(Executor):
     def _steal_locked(self, w: int, victim: int | None = None) -> _Task | None:
         """Take the oldest task of another worker's deque, trying ``victim`` first (None: a
         random one) and then the next ones in turn (Spec: Steal)."""
-        n = self._workers
+        n = len(self._deques)  # the workers' deques, then the spare slots'
         if n == 1:
             return None
         deques = self._deques
@@ -750,6 +926,7 @@ class WorkStealingPool(Executor):
             self._wake[w].notify()
         self._parked.clear()
         self._terminated.notify_all()
+        self._spares.wake_idle()
 
     def _is_terminated(self) -> bool:
         return self._state is _TERMINATED

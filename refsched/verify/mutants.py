@@ -116,6 +116,7 @@ _S, _R, _T, _TR, _P = "scheduler", "runner", "timer", "timer_runner", "pool"
 _D, _DS, _DP, _DF = "durable", "durable_store", "durable_postgres", "durable_steps"
 _SC, _E = "durable_schedules", "schedule"
 _SG = "signals"
+_PB = "pool_blocking"
 
 _SYSTEMS = {"dag": _dag, "timer": _timer, "pool": _pool, "durable": _durable}
 MODULES = {key: module for part in _SYSTEMS.values() for key, module in part.MODULES.items()}
@@ -145,7 +146,7 @@ class Layer:
 
 LAYERS: tuple[Layer, ...] = (
     Layer("unit", "pytest: the scheduler's and its runner's unit tests (the pool's)",
-          frozenset({_S, _R, _T, _TR, _P, _D, _DS, _DP, _DF, _SC, _E, _SG})),
+          frozenset({_S, _R, _T, _TR, _P, _D, _DS, _DP, _DF, _SC, _E, _SG, _PB})),
     Layer("lockstep", "Hypothesis lock-step machine vs the model (all but the runners)",
           frozenset({_S, _SG, _T, _P, _D, _DS})),
     Layer("replay", "ITF corpus replay (all but the runners)",
@@ -185,7 +186,8 @@ class Budget:
     timer_unit_files: tuple[str, ...] = ("tests/timer/test_wakeups.py",
                                          "tests/timer/test_scheduler.py",
                                          "tests/timer/test_runner.py")
-    pool_unit_files: tuple[str, ...] = ("tests/pool/test_wakeups.py", "tests/pool/test_pool.py")
+    pool_unit_files: tuple[str, ...] = ("tests/pool/test_wakeups.py", "tests/pool/test_pool.py",
+                                        "tests/pool/test_blocking.py")
     durable_unit_files: tuple[str, ...] = ("tests/durable/test_wakeups.py",
                                            "tests/durable/test_time.py",
                                            "tests/durable/test_worker.py",
@@ -384,6 +386,7 @@ def _unit_layer(payload: dict[str, Any]) -> tuple[str, str]:
 
     watch = Watch()
     key = {_T: "timer_unit_files", _TR: "timer_unit_files", _P: "pool_unit_files",
+           _PB: "pool_unit_files",
            _D: "durable_unit_files", _DS: "durable_unit_files", _DP: "durable_unit_files",
            _DF: "durable_unit_files", _SC: "schedule_unit_files",
            _E: "schedule_unit_files"}.get(payload["file"], "unit_files")

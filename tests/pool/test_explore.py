@@ -17,6 +17,7 @@ from refsched import WorkStealingPool
 from refsched.explore import SCENARIOS, ExploreConfig, explore, scenario
 from refsched.explore.discipline import guarded_fields
 from refsched.explore.pool import scenarios as pools
+from refsched.pool.blocking import SpareThread
 from refsched.pool.pool import _ACCEPTING, _DRAINING, _TERMINATED, _Task
 from tests.explore_support import (
     SeededBug,
@@ -129,6 +130,20 @@ class RegistersAJoinerUnlocked(WorkStealingPool):
         super()._help_until(awaited, timeout)
 
 
+class KeepsTheSpare(WorkStealingPool):
+    """Leaving blocking() does not release the spare: it never retires."""
+
+    def _unblock_locked(self, x: int) -> None:
+        self._spares.blocked.discard(x)
+
+
+class NeverStartsTheSpare(WorkStealingPool):
+    """The spare's thread is launched but never begins serving (no StartSpare)."""
+
+    def _spare_loop(self, spare: SpareThread) -> None:
+        return None
+
+
 BUGS: list[SeededBug] = [
     (pools.pool_pop_races_steal, PopsAfterACheck, "exception",
      "IndexError('pop from an empty deque')"),
@@ -145,6 +160,10 @@ BUGS: list[SeededBug] = [
     (pools.pool_nested_waits, ForgetsTheJoiners, "lost wake-up", "never notified"),
     (pools.pool_nested_waits, RegistersAJoinerUnlocked, "lock discipline",
      "wrote _Task._joiners at test_explore.py"),
+    (pools.pool_blocker_returns_while_its_spare_starts, KeepsTheSpare, "assertion",
+     "a spare did not retire"),
+    (pools.pool_shutdown_during_a_blocking_call, NeverStartsTheSpare, "assertion",
+     "a spare did not retire"),
 ]
 
 

@@ -553,7 +553,8 @@ def test_shutdown_from_inside_a_task_does_not_wait_for_itself(make_pool: MakePoo
 def test_stats_is_a_frozen_snapshot_of_the_counters(make_pool: MakePool) -> None:
     pool = make_pool(3)
     assert [f.name for f in dataclasses.fields(PoolStats)] == [
-        "executed", "stolen", "queue_lengths", "parked", "outstanding", "state"]
+        "executed", "stolen", "queue_lengths", "parked", "outstanding", "state", "spares",
+        "blocked", "compensated", "uncompensated"]
     for f in [pool.submit(lambda: None) for _ in range(10)]:
         f.result(timeout=LONG)
     wait_until(lambda: pool.stats().parked == 3, "every worker to park")

@@ -161,13 +161,13 @@ MUTANTS: dict[str, Mutant] = {
     ),
     # A running task may run forever.
     "no_fairness_on_finish": Mutant(
-        (("    /\\ \\A w \\in Workers : WF_vars(Finish(w))\n", ""),),
+        (("    /\\ \\A w \\in Workers : SF_vars(Finish(w))\n", ""),),
         ((L, "EverySubmittedTaskRuns"),),
     ),
     # Idle workers may stop taking work: a queued task may wait forever.
     "no_fairness_on_pop_and_steal": Mutant(
         (("    /\\ \\A w \\in Workers : WF_vars(Pop(w))\n", ""),
-         ("    /\\ \\A w \\in Workers : WF_vars(\\E v \\in Workers : Steal(w, v))\n", "")),
+         ("    /\\ \\A w \\in Workers : WF_vars(\\E v \\in Threads : Steal(w, v))\n", "")),
         ((L, "EverySubmittedTaskRuns"),),
     ),
     # shutdown() writes a phase that does not exist.

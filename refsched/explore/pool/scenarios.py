@@ -44,8 +44,10 @@ from refsched.pool.pool import WorkStealingPool
 
 __all__ = [
     "POOL_SCENARIOS",
+    "pool_blocker_returns_while_its_spare_starts",
     "pool_nested_waits",
     "pool_pop_races_steal",
+    "pool_shutdown_during_a_blocking_call",
     "pool_shutdown_races_child",
     "pool_two_thieves_one_victim",
 ]
@@ -54,15 +56,20 @@ PoolClass = type[WorkStealingPool]
 
 # The pool names worker w's thread "refsched-pool-worker-<w>": how a task tells where it runs.
 _WORKER_THREAD = re.compile(r"refsched-pool-worker-(\d+)")
+# and its n-th spare thread (managed blocking) "refsched-pool-spare-<n>"
+_SPARE_THREAD = re.compile(r"refsched-pool-spare-(\d+)")
 
 
 def _this_worker() -> int:
-    """The index of the pool worker whose thread calls this."""
+    """The index of the pool worker whose thread calls this; -1 - n on the n-th spare thread."""
     name = runtime.current_thread_name()
     match = _WORKER_THREAD.fullmatch(name)
-    if match is None:
-        raise AssertionError(f"a task ran on thread {name!r}, not on a pool worker")
-    return int(match.group(1))
+    if match is not None:
+        return int(match.group(1))
+    spare = _SPARE_THREAD.fullmatch(name)
+    if spare is not None:
+        return -1 - int(spare.group(1))
+    raise AssertionError(f"a task ran on thread {name!r}, not on a pool worker or spare")
 
 
 class _Ledger:
@@ -141,7 +148,7 @@ def _counters_agree(pool: WorkStealingPool, ledger: _Ledger) -> None:
         f"{stats.outstanding} - {queued} = {running}: {stats}")
     assert stats.executed <= ledger.returned, (
         f"executed {stats.executed}, yet only {ledger.returned} functions returned: {stats}")
-    assert 0 <= stats.parked <= pool.workers, stats
+    assert 0 <= stats.parked <= pool.workers + stats.spares, stats
     if stats.state == "draining":
         assert stats.outstanding > 0, f"draining with nothing outstanding: {stats}"
     if stats.state == "terminated":
@@ -279,9 +286,79 @@ def pool_nested_waits(cls: PoolClass = WorkStealingPool) -> Scenario:
     return Scenario("pool_nested_waits", body, pool_nested_waits.__doc__ or "", reduction=False)
 
 
+def _blocking_settled(pool: WorkStealingPool, ledger: _Ledger, names: tuple[str, ...],
+                      blocks: int) -> None:
+    """Every task in ``names`` ran exactly once; each of ``blocks`` blocking() calls had a spare,
+    which retired; terminated."""
+    stats = pool.stats()
+    assert sorted(ledger.runs) == sorted(names), f"tasks run: {ledger.runs}"
+    twice = {name: workers for name, workers in ledger.runs.items() if len(workers) != 1}
+    assert not twice, f"run more than once: {twice}"
+    assert stats.executed == len(names) == ledger.returned, (stats, ledger.runs)
+    assert (stats.compensated, stats.uncompensated) == (blocks, 0), stats
+    assert (stats.spares, stats.blocked) == (0, 0), f"a spare did not retire: {stats}"
+    assert (stats.state, stats.outstanding, sum(stats.queue_lengths)) == ("terminated", 0, 0), (
+        stats)
+
+
+def pool_blocker_returns_while_its_spare_starts(cls: PoolClass = WorkStealingPool) -> Scenario:
+    """A root enters blocking() and leaves it at once, racing the start of the spare launched
+    for it (Spec: Block, then Unblock and StartSpare in either order); main shuts down and
+    waits, spare thread included (1 worker, max_spares 1). The spare, released before or after
+    it starts, retires, and the pool terminates."""
+
+    def body(ctx: Context) -> None:
+        pool = cls(1, max_spares=1)
+        ledger = _Ledger()
+        _watch(ctx, pool, ledger, "root")
+
+        def root() -> None:
+            with pool.blocking():
+                pass
+
+        ledger.submit_root(pool, "root", root)
+        pool.shutdown()
+        ctx.at_end("the root ran once; its spare retired; terminated",
+                   partial(_blocking_settled, pool, ledger, ("root",), 1))
+
+    return Scenario("pool_blocker_returns_while_its_spare_starts", body,
+                    pool_blocker_returns_while_its_spare_starts.__doc__ or "")
+
+
+def pool_shutdown_during_a_blocking_call(cls: PoolClass = WorkStealingPool) -> Scenario:
+    """Inside blocking(), a root submits a child (onto its worker's deque, where the spare or,
+    once the root ends, the worker takes it) while main calls shutdown(wait=False) and awaits
+    termination (1 worker, max_spares 1). The child is taken whenever it comes, runs once, the
+    spare retires, and the pool terminates only after both ran."""
+
+    def body(ctx: Context) -> None:
+        pool = cls(1, max_spares=1)
+        ledger = _Ledger()
+        _watch(ctx, pool, ledger, "root")
+
+        def root() -> None:
+            with pool.blocking():
+                ledger.submit_child(pool, "child")
+
+        ledger.submit_root(pool, "root", root)
+        pool.shutdown(wait=False)
+        terminated = pool.await_termination()
+
+        def settled() -> None:
+            assert terminated, "await_termination() returned False without a timeout"
+            _blocking_settled(pool, ledger, ("root", "child"), 1)
+
+        ctx.at_end("both ran once; the spare retired; terminated", settled)
+
+    return Scenario("pool_shutdown_during_a_blocking_call", body,
+                    pool_shutdown_during_a_blocking_call.__doc__ or "")
+
+
 POOL_SCENARIOS: dict[str, Scenario] = by_name(
     pool_pop_races_steal(),
     pool_two_thieves_one_victim(),
     pool_shutdown_races_child(),
     pool_nested_waits(),
+    pool_blocker_returns_while_its_spare_starts(),
+    pool_shutdown_during_a_blocking_call(),
 )

@@ -9,10 +9,11 @@ from __future__ import annotations
 from refsched.verify.mutant import Mutant
 from refsched.verify.mutant import mutant as _m
 
-MODULES = {"pool": "refsched.pool.pool"}
+MODULES = {"pool": "refsched.pool.pool", "pool_blocking": "refsched.pool.blocking"}
 """The files this catalogue patches: a key (a mutant's ``file``) to its module."""
 
 _P = "pool"
+_PB = "pool_blocking"
 
 CATALOGUE: tuple[Mutant, ...] = (
     # -- WorkStealingPool ----------------------------------------------------------------------
@@ -95,6 +96,36 @@ CATALOGUE: tuple[Mutant, ...] = (
        "the workers",
        """                queue_lengths=tuple(len(dq) for dq in self._deques),""",
        """                queue_lengths=tuple(len(dq) for dq in self._deques if dq),"""),
+    # -- managed blocking ----------------------------------------------------------------------
+    _m("pool_spares_unbounded", _PB,
+       "Block launches a spare whatever the number already active: no max_spares bound",
+       """        elif self.active < self.bound:""",
+       """        elif True:"""),
+    _m("pool_spare_never_retires", _P,
+       "a released spare, idle with its deque empty, goes on serving instead of retiring",
+       """                if (awaited is None and w >= self._workers and not self._deques[w]
+                        and self._spares.may_retire(w)):""",
+       """                if (awaited is None and w >= self._workers and not self._deques[w]
+                        and self._spares.may_retire(w) and False):"""),
+    _m("pool_compensator_never_started", _P,
+       "Block gives a new spare slot a thread but never starts it: the blocker is not stood in "
+       "for",
+       """                spares.threads.append(spare)
+                spare.thread.start()""",
+       """                spares.threads.append(spare)"""),
+    _m("pool_retiring_spare_drops_its_deque", _P,
+       "a released spare retires as soon as it is idle, dropping the tasks left in its deque",
+       """                if (awaited is None and w >= self._workers and not self._deques[w]
+                        and self._spares.may_retire(w)):""",
+       """                if (awaited is None and w >= self._workers
+                        and self._spares.may_retire(w)):
+                    self._deques[w].clear()"""),
+    _m("pool_unblock_keeps_the_spare", _P,
+       "leaving blocking() does not release the spare: it stands in for a thread that runs",
+       """        self._spares.blocked.discard(x)
+        s = self._spares.release(x)""",
+       """        self._spares.blocked.discard(x)
+        s = None"""),
 )
 
 # Wake-ups and notifications: each bug leaves a thread waiting for an event that happened.

@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from refsched.model.pool.actions import Phase, PoolSnapshot, queued, running_tasks
+from refsched.model.pool.blocking import BlockingInstance, BlockingSnapshot, SpareState
 from refsched.model.pool.graph import Instance
 from refsched.verify import specstate, tlc
 from refsched.verify.specstate import NO_TASK, SpecStateError, task_id
 from refsched.verify.tla import Function
 
-__all__ = ["SPEC_VARIABLES", "TRACES_CONFIG", "read_instance", "show", "snapshot_of", "spec_state"]
+__all__ = ["SPEC_VARIABLES", "TRACES_CONFIG", "blocking_snapshot_of", "read_blocking_instance",
+           "read_instance", "show", "snapshot_of", "spec_state"]
 
 SPEC_VARIABLES = (
     "phase", "deque", "running", "outstanding", "submitted", "finished", "cancelled", "runs",
@@ -155,3 +157,39 @@ def show(snapshot: PoolSnapshot) -> str:
 
 def _by_name(mapping: Mapping[Hashable, Any]) -> list[tuple[Hashable, Any]]:
     return sorted(mapping.items(), key=lambda kv: str(kv[0]))
+
+
+# -- Managed blocking (spec section "Managed blocking") ------------------------------------------
+
+def read_blocking_instance(config: str | Path) -> tuple[Instance, BlockingInstance]:
+    """The constants of a config with managed blocking: the pool's, and Workers, Spares and
+    MaxSpares."""
+    path, _, read = tlc.read_config(config, ("Workers", "Spares", "MaxSpares"))
+    workers = specstate.model_values(path, "Workers", read["Workers"])
+    spares = specstate.model_values(path, "Spares", read["Spares"])
+    bound = read["MaxSpares"]
+    if not isinstance(bound, int) or isinstance(bound, bool) or bound < 0:
+        raise ValueError(f"{path}: MaxSpares must be a natural number")
+    return read_instance(config), BlockingInstance(frozenset(workers), frozenset(spares), bound)
+
+
+def blocking_snapshot_of(state: Mapping[str, Any]) -> BlockingSnapshot:
+    """The BlockingSnapshot a spec state stands for. Raises :class:`SpecStateError` if
+    malformed."""
+    pool = snapshot_of(state)
+    specstate.require_variables(state, ("blocked", "spare", "blocker"))
+    spare, blocker = _function(state, "spare"), _function(state, "blocker")
+    try:
+        states = {task_id(s): SpareState(v) for s, v in spare.items()}
+    except ValueError:
+        raise SpecStateError(f"spare is {spare!r}") from None
+    blocked = state["blocked"]
+    if not isinstance(blocked, frozenset) or not all(isinstance(b, frozenset)
+                                                     for b in blocker.values()):
+        raise SpecStateError(f"blocked {blocked!r} or blocker {blocker!r} holds no sets")
+    return BlockingSnapshot(
+        pool=pool,
+        blocked=frozenset(task_id(x) for x in blocked),
+        spare={s: v for s, v in states.items() if v is not SpareState.OFF},
+        blocker={task_id(s): frozenset(task_id(x) for x in b) for s, b in blocker.items() if b},
+    )
