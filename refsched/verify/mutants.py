@@ -188,6 +188,7 @@ class Budget:
     pool_unit_files: tuple[str, ...] = ("tests/pool/test_wakeups.py", "tests/pool/test_pool.py")
     durable_unit_files: tuple[str, ...] = ("tests/durable/test_wakeups.py",
                                            "tests/durable/test_time.py",
+                                           "tests/durable/test_edges.py",
                                            "tests/durable/test_worker.py",
                                            "tests/durable/test_scheduler.py",
                                            "tests/durable/test_faults.py",
