@@ -48,7 +48,9 @@ def test_durable_scheduler_agrees_with_the_model_and_takes_every_action() -> Non
 
 
 def test_the_postgresql_store_agrees_with_the_model(postgres_url: str) -> None:
-    ledger = run_durable_lockstep(postgres_factory(postgres_url), examples=40, steps=40, seed=0)
+    # (seed 1: its 40 walks take each action below; seed 0's took no Complete once the walks
+    # also drew submit_optional and add_deps)
+    ledger = run_durable_lockstep(postgres_factory(postgres_url), examples=40, steps=40, seed=1)
     # A report whose answer is lost writes what the answered one does: the store cannot tell them
     # apart, so either counts as the store's write taken.
     taken = ledger.actions + Counter({action: ledger.actions[f"{action}AnswerLost"]
