@@ -4,7 +4,7 @@ The durable scheduler's counterpart of :mod:`refsched.model.dag.counters`. The s
 are counts of spec steps of one kind, or of the versions a step moved into a state:
 
 ==================  ==========================================================================
-submitted           Submit steps
+submitted           Submit and SubmitOptional steps
 retried             versions a Retry step created (the retried id and those blocked by it)
 claimed             versions a Claim step moved from ready to running (its ``k``); a
                     ClaimAnswerLost too (the store's change is the same)
@@ -74,7 +74,7 @@ class Counts:
         renewed = sum(1 for t, v in new.items() if t in old
                       and old[t].generation != v.generation)
         return Counts(
-            submitted=self.submitted + (action == "Submit"),
+            submitted=self.submitted + (action in ("Submit", "SubmitOptional")),
             retried=self.retried + (renewed if action == "Retry" else 0),
             claimed=self.claimed + (became(TaskState.RUNNING)
                                     if action in ("Claim", "ClaimAnswerLost") else 0),

@@ -53,12 +53,14 @@ class DurableRunner:
         self.workers: list[subprocess.Popen[bytes]] = []
 
     def submit(self, task_id: str, fn: str | Callable[..., Any], deps: Iterable[str] = (),
-               args: dict[str, Any] | None = None, *, run_at: dt.datetime | None = None,
-               delay: float | None = None, priority: int = 0) -> int:
+               args: dict[str, Any] | None = None, *, optional: Iterable[str] = (),
+               run_at: dt.datetime | None = None, delay: float | None = None,
+               priority: int = 0) -> int:
         """Submit ``fn(**args)`` as a new version of ``task_id``; return its generation.
-        ``run_at``, ``delay`` and ``priority`` as ``DurableScheduler.submit`` (docs/time.md)."""
-        return self.db.submit(task_id, deps, fn=fn, args=args, run_at=run_at, delay=delay,
-                              priority=priority)
+        ``optional`` (the deps whose edge is optional), ``run_at``, ``delay`` and ``priority``
+        as ``DurableScheduler.submit`` (docs/semantics.md, docs/time.md)."""
+        return self.db.submit(task_id, deps, fn=fn, args=args, optional=optional,
+                              run_at=run_at, delay=delay, priority=priority)
 
     def start(self) -> None:
         """Seal the graph and start the worker processes."""

@@ -22,7 +22,7 @@ import re
 import time
 import traceback
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from refsched.cycles import find_cycles
@@ -44,7 +44,14 @@ from refsched.errors import (
 )
 from refsched.loading import UnusableName, import_callable
 from refsched.schedule import Policy, Timing
-from refsched.types import CloseReport, Snapshot, TaskState, VersionView
+from refsched.types import (
+    CloseReport,
+    OptionalDepsView,
+    ParentOutcome,
+    Snapshot,
+    TaskState,
+    VersionView,
+)
 
 __all__ = ["AGING", "MAX_ID_BYTES", "DurableInfo", "DurableScheduler", "DurableStats", "Lease",
            "LeaseView", "StoreView", "TimeView", "storable"]
@@ -53,6 +60,19 @@ _WAITING = ("pending", "ready")
 _DEAD = ("failed", "blocked", "cancelled")
 _TERMINAL = ("succeeded", *_DEAD)
 _STATES = frozenset(("pending", "ready", "running", *_TERMINAL))
+#: The input summary of one claimed version (``?``): a row per optional dep that ended.
+_KEEP_INPUTS = (
+    "INSERT INTO input_summary (task, dep, generation, state, result, error, blocked_by) "
+    "SELECT dep.task, d.id, d.generation, d.state, "
+    "CASE WHEN d.state = 'succeeded' THEN d.result END, "
+    "CASE WHEN d.state = 'failed' THEN d.error END, d.blocked_by "
+    "FROM dep JOIN task d ON d.id = dep.dep WHERE dep.task = ? AND dep.optional <> 0 "
+    "AND d.state IN ('succeeded', 'failed', 'blocked', 'cancelled')")
+#: Whether the edge of a dep row (``dep`` joined to its dep's version as ``d``) holds its
+#: version back (spec: ``~Settles``): a required edge until the dep succeeded, an optional one
+#: until it ended in any way; an edge to an id with no version always does.
+_UNSETTLED = ("(d.state IS NULL OR (dep.optional = 0 AND d.state != 'succeeded') OR "
+              "(dep.optional <> 0 AND d.state IN ('pending', 'ready', 'running')))")
 _FN = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*\Z")
 #: A new store's aging (docs/time.md): a waiting version gains one priority level a minute.
 AGING = 60.0
@@ -124,6 +144,9 @@ class DurableInfo:
     ended_at: float | None = None  # store clock: the version's end
     due: float = 0.0  # store clock: claimable from then on (docs/time.md)
     priority: int = 0  # higher first
+    optional: frozenset[str] = frozenset()  # the deps whose edge is optional (a subset of deps)
+    # how each optional dep ended (input_summary()): fixed when the version was claimed
+    input_summary: dict[str, ParentOutcome] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -395,6 +418,19 @@ def _traceback_text(error: object) -> str | None:
     return storable(text)
 
 
+def _edges(rows: Iterable[tuple[str, str, int]]) -> tuple[dict[str, set[str]],
+                                                          dict[str, set[str]]]:
+    """The deps of each id, and its optional deps (only ids that have some), from
+    ``(task, dep, optional)`` rows."""
+    deps: dict[str, set[str]] = {}
+    optional: dict[str, set[str]] = {}
+    for t, d, o in rows:
+        deps.setdefault(t, set()).add(d)
+        if o:
+            optional.setdefault(t, set()).add(d)
+    return deps, optional
+
+
 def _cycles(tasks: Iterable[tuple[str, int]],
             edges: Iterable[tuple[str, str]]) -> list[list[Hashable]]:
     """The cycles of the store's dependency graph, one per strongly connected component.
@@ -412,6 +448,37 @@ def _cycles(tasks: Iterable[tuple[str, int]],
         deps[node[t]].append(node[d])
         dependents[node[d]].append(node[t])
     return find_cycles(range(len(names)), deps, dependents, names)
+
+
+def _ids_of(call: str, task_id: str, what: str, ids: object) -> list[str]:
+    """The ids of ``deps`` or ``optional``, each checked; not an iterable of ids (a str
+    is refused too) -> ``InvalidArgumentError``."""
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, Iterable):
+        raise InvalidArgumentError(
+            f"{call}({task_id!r}, {what}={_r(ids)}): an iterable of task ids")
+    listed = list(ids)
+    for d in listed:
+        _check_id(f"{call}({task_id!r}) dependency", d)
+    return listed
+
+
+def _dep_list(call: str, task_id: str, deps: object,
+              optional: object) -> tuple[list[str], frozenset[str]]:
+    """Every dep of a call (required ones first, then the optional ones) and the optional
+    ones: an id given twice, in one list or in both, is an ``InvalidArgumentError``."""
+    dep_list = _ids_of(call, task_id, "deps", deps)
+    opt_list = _ids_of(call, task_id, "optional", optional) if optional != () else []
+    dep_list += opt_list
+    if len(set(dep_list)) != len(dep_list):
+        dup = next(d for i, d in enumerate(dep_list) if d in dep_list[:i])
+        raise InvalidArgumentError(f"{call}({task_id!r}): dependency {dup!r} given twice")
+    return dep_list, frozenset(opt_list)
+
+
+def _settles(state: str | None, optional: bool) -> bool:
+    """Whether a dep in ``state`` (None: no version) no longer holds its dependent back
+    (spec: Settles): through a required edge once it succeeded, an optional one once ended."""
+    return state in _TERMINAL if optional else state == "succeeded"
 
 
 class DurableScheduler:
@@ -624,17 +691,20 @@ class DurableScheduler:
         return row
 
     def _settle(self, tx: Tx, seeds: Iterable[str]) -> None:
-        """Settle: block every waiting version that reaches a dead version through waiting ones.
+        """Settle: block every waiting version that reaches a dead version through required
+        edges of waiting ones; then settle the optional edges to the versions it blocked.
 
-        Before a step the store has no waiting version with a dead dep (BlockedPropagated), so
-        only the dependents of what the step made dead or waiting can join B: ``seeds`` are
-        those versions; B grows from the seeds that are waiting with a dead dep, or from the
-        dead seeds, through waiting dependents. Each member is blamed on its dep with the
-        smallest seq among those dead or in B.
+        Before a step the store has no waiting version with a dead required dep
+        (BlockedPropagated), so only the dependents of what the step made dead or waiting can
+        join B: ``seeds`` are those versions; B grows from the seeds that are waiting with a
+        dead required dep, or from the dead seeds, through waiting dependents along required
+        edges. Each member is blamed on its required dep with the smallest seq among those dead
+        or in B. The versions of B have ended, which settles every optional edge to them
+        (:meth:`_settle_optional`); a step that ended a version itself settles the optional
+        edges to it next, with :meth:`_ended`.
         """
         seeds = list(seeds)
-        if not seeds:
-            return
+        members: dict[str, None] = {}
         frontier: list[str] = []
         for t in seeds:
             row = tx.one("SELECT state FROM task WHERE id = ?", (t,))
@@ -642,27 +712,53 @@ class DurableScheduler:
                 continue
             if row[0] in _DEAD or (row[0] in _WAITING and tx.one(
                     "SELECT 1 FROM dep JOIN task d ON d.id = dep.dep WHERE dep.task = ? "
-                    "AND d.state IN ('failed', 'blocked', 'cancelled') LIMIT 1", (t,))):
+                    "AND dep.optional = 0 AND d.state IN ('failed', 'blocked', 'cancelled') "
+                    "LIMIT 1", (t,))):
                 frontier.append(t)
-        members: dict[str, None] = {}
-        for t in frontier:
-            row = tx.one("SELECT state FROM task WHERE id = ?", (t,))
-            if row is not None and row[0] in _WAITING:
-                members[t] = None
-        _reach(tx, members, list(frontier),
-               "SELECT dep.task FROM dep JOIN task x ON x.id = dep.task "
-               "WHERE dep.dep = ? AND x.state IN ('pending', 'ready')")
-        if not members:
+                if row[0] in _WAITING:
+                    members[t] = None
+        if frontier:
+            _reach(tx, members, list(frontier),
+                   "SELECT dep.task FROM dep JOIN task x ON x.id = dep.task "
+                   "WHERE dep.dep = ? AND dep.optional = 0 AND x.state IN ('pending', 'ready')")
+        if members:
+            tx.many("UPDATE task SET state = 'blocked', ended_at = ? WHERE id = ?",
+                    ((tx.now(), x) for x in members))
+            for x in members:
+                (cause,) = tx.one(
+                    "SELECT d.id FROM dep JOIN task d ON d.id = dep.dep WHERE dep.task = ? AND "
+                    "dep.optional = 0 AND d.state IN ('failed', 'blocked', 'cancelled') "
+                    "ORDER BY d.seq LIMIT 1", (x,)) or (None,)
+                tx.later("UPDATE task SET blocked_by = ? WHERE id = ?", (cause, x))
+            self._count(tx, "blocked", len(members))
+        self._settle_optional(tx, list(members))
+
+    def _ended(self, tx: Tx, t: str) -> None:
+        """Spec: Settle after a step that put ``t`` in a dead state (Fail, AcknowledgeCancel,
+        Cancel, an Expire that gives up): blocking spreads from it, then its optional edges
+        are settled, as Settle's ``ended`` = {t}. (The order of the two does not matter to
+        the counts: each decrements its own edges, and B is blocked before either.)"""
+        self._settle(tx, [t])
+        self._settle_optional(tx, [t])
+
+    def _settle_optional(self, tx: Tx, ended: Sequence[str]) -> None:
+        """The rest of Settle (its ``freed``): each optional edge to a version of ``ended``
+        (each just ended) is settled: its pending dependent has one dep fewer to wait for, and
+        is ready when none is left. One statement per ended version; its dependents through
+        required edges are blocked already, and so out of reach."""
+        if not ended:
             return
-        tx.many("UPDATE task SET state = 'blocked', ended_at = ? WHERE id = ?",
-                ((tx.now(), x) for x in members))
-        for x in members:
-            (cause,) = tx.one(
-                "SELECT d.id FROM dep JOIN task d ON d.id = dep.dep WHERE dep.task = ? AND "
-                "d.state IN ('failed', 'blocked', 'cancelled') ORDER BY d.seq LIMIT 1",
-                (x,)) or (None,)
-            tx.later("UPDATE task SET blocked_by = ? WHERE id = ?", (cause, x))
-        self._count(tx, "blocked", len(members))
+        now = tx.now()
+        freed = 0
+        for e in ended:
+            freed += tx.run(
+                "UPDATE task SET remaining_deps = remaining_deps - 1, "
+                "became_ready_at = CASE WHEN remaining_deps = 1 THEN ? ELSE became_ready_at END, "
+                "state = CASE WHEN remaining_deps = 1 THEN 'ready' ELSE state END "
+                "WHERE state = 'pending' AND optional_deps > 0 AND id IN "
+                "(SELECT task FROM dep WHERE dep = ? AND optional <> 0)", (now, e))
+        if freed:
+            tx.wake(self._max)  # a dependent may be ready
 
     def _claim_key(self, priority: int, due: float) -> tuple[float, float]:
         """``(claim_key, claim_due)`` of a version: claims take the largest key first, then the
@@ -676,34 +772,31 @@ class DurableScheduler:
     # ------------------------------------------------------------------ Submit, Start
 
     def submit(self, task_id: str, deps: Iterable[str] = (), *, fn: str | Callable[..., Any],
-               args: dict[str, Any] | None = None, if_absent: bool = False,
-               run_at: dt.datetime | None = None, delay: float | None = None,
-               priority: int = 0) -> int:
+               args: dict[str, Any] | None = None, optional: Iterable[str] = (),
+               if_absent: bool = False, run_at: dt.datetime | None = None,
+               delay: float | None = None, priority: int = 0) -> int:
         """Submit a new version of ``task_id`` that runs ``fn(**args)``; return its generation.
 
-        Spec: Submit. As ``TaskScheduler.submit``; ``fn`` names a function as
-        ``"module:function"`` importable here, ``args`` is a dict of JSON-serialisable keyword
-        arguments. A known ``task_id`` gets a new version (its work runs again, whatever its
-        state) unless ``if_absent``: then the store keeps what it has, takes no step, and the
-        current generation is returned (an idempotent submit keyed by id, for a script that
-        may run twice). The version is due at ``run_at`` (an aware datetime; one in the past
-        means now), or ``delay`` seconds from now, or now, on the store's clock read in this
-        transaction, and claimed once ready and due, by ``priority`` (an int, higher first) and
-        the store's aging (docs/time.md). Errors (nothing is stored): a bad id, deps, fn, args,
-        run_at, delay or priority -> ``InvalidArgumentError``; closed ->
-        ``SchedulerClosedError``; running -> ``TaskRunningError``; after start, an unknown
-        dep -> ``UnknownDependencyError``, a cycle -> ``CycleError``.
+        Spec: Submit, or SubmitOptional when ``optional`` names an id. As
+        ``TaskScheduler.submit``: the edges to ``deps`` are required (the version waits for each
+        to succeed, and is blocked when one cannot), those to ``optional`` optional (it waits
+        for each to end, in any state, and is never blocked by it; docs/semantics.md); a
+        replaced version that had settled an edge of a waiting dependent makes it wait again.
+        ``fn`` names a function as ``"module:function"`` importable here, ``args`` is a dict of
+        JSON-serialisable keyword arguments. A known ``task_id`` gets a new version (its work
+        runs again, whatever its state) unless ``if_absent``: then the store keeps what it
+        has, takes no step, and the current generation is returned (an idempotent submit keyed
+        by id, for a script that may run twice). The version is due at ``run_at`` (an aware
+        datetime; one in the past means now), or ``delay`` seconds from now, or now, on the
+        store's clock read in this transaction, and claimed once ready and due, by
+        ``priority`` (an int, higher first) and the store's aging (docs/time.md). Errors
+        (nothing is stored): a bad id, deps, optional, fn, args, run_at, delay or priority, an
+        id in both ``deps`` and ``optional`` or twice in one -> ``InvalidArgumentError``;
+        closed -> ``SchedulerClosedError``; running -> ``TaskRunningError``; after start, an
+        unknown dep -> ``UnknownDependencyError``, a cycle -> ``CycleError``.
         """
         _check_id("submit", task_id)
-        if isinstance(deps, (str, bytes)) or not isinstance(deps, Iterable):
-            raise InvalidArgumentError(
-                f"submit({task_id!r}, {_r(deps)}): deps must be an iterable of task ids")
-        dep_list = list(deps)
-        for d in dep_list:
-            _check_id(f"submit({task_id!r}) dependency", d)
-        if len(set(dep_list)) != len(dep_list):
-            dup = next(d for i, d in enumerate(dep_list) if d in dep_list[:i])
-            raise InvalidArgumentError(f"submit({task_id!r}): dependency {dup!r} given twice")
+        dep_list, opt_set = _dep_list("submit", task_id, deps, optional)
         if task_id in dep_list:
             raise InvalidArgumentError(f"submit({task_id!r}): a task cannot depend on itself")
         fn = function_name(fn)
@@ -730,7 +823,8 @@ class DurableScheduler:
             seq = int(seq)
             if closed:
                 raise SchedulerClosedError(f"submit({task_id!r}): the scheduler is closed")
-            old = tx.one("SELECT generation, state FROM task WHERE id = ?", (task_id,))
+            old = tx.one("SELECT generation, state, optional_deps FROM task WHERE id = ?",
+                         (task_id,))
             if old is not None and if_absent:
                 return int(old[0])
             if old is not None and old[1] == "running":
@@ -748,41 +842,134 @@ class DurableScheduler:
                     raise CycleError(f"submit({task_id!r}): dependency cycle "
                                      + " -> ".join(repr(x) for x in path), [path])
             tx.meta_add("next_seq", 1)
-            remaining = sum(1 for d in dep_list if states.get(d) != "succeeded")
+            remaining = sum(1 for d in dep_list if not _settles(states.get(d), d in opt_set))
             state = "pending" if remaining else "ready"
             generation = 1 if old is None else old[0] + 1
             now = tx.now()
             due = max(at, now) if at is not None else now + (wait or 0.0)
             key, key_due = self._claim_key(priority, due)
-            if old is not None and old[1] == "succeeded":
-                # The replaced success no longer counts for the waiting dependents.
-                tx.later("UPDATE task SET remaining_deps = remaining_deps + 1, "
-                         "state = 'pending' WHERE state IN ('pending', 'ready') AND id IN "
-                         "(SELECT task FROM dep WHERE dep = ?)", (task_id,))
             if old is not None:
-                tx.later("DELETE FROM task WHERE id = ?", (task_id,))
+                self._replace(tx, task_id, old[1], old[2])
             tx.later("INSERT INTO task (id, generation, seq, state, fn, args, "
-                     "remaining_deps, became_ready_at, due, priority, claim_key, claim_due) "
-                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                     "remaining_deps, became_ready_at, due, priority, claim_key, claim_due, "
+                     "optional_deps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                      (task_id, generation, seq, state, fn, args_text, remaining,
-                      now if state == "ready" else None, due, priority, key, key_due))
-            if old is not None:
-                tx.later("DELETE FROM dep WHERE task = ?", (task_id,))
+                      now if state == "ready" else None, due, priority, key, key_due,
+                      len(opt_set)))
             if dep_list:
-                tx.many("INSERT INTO dep (task, dep) VALUES (?, ?)",
-                        ((task_id, d) for d in dep_list))
+                tx.many("INSERT INTO dep (task, dep, optional) VALUES (?, ?, ?)",
+                        ((task_id, d, int(d in opt_set)) for d in dep_list))
             self._count(tx, "submitted")
             # d: the delay as given (exact), or how far ahead a run_at put the due time
-            self._step(tx, "Submit", t=task_id, D=sorted(dep_list), p=priority,
-                       d=due - now if at is not None else wait or 0)
+            d_ = due - now if at is not None else wait or 0
+            if opt_set:
+                self._step(tx, "SubmitOptional", t=task_id, D=sorted(dep_list),
+                           O=sorted(opt_set), p=priority, d=d_)
+            else:
+                self._step(tx, "Submit", t=task_id, D=sorted(dep_list), p=priority, d=d_)
             if state == "ready":
                 # One not yet due wakes the idle workers to read the next due time again.
                 tx.wake(self._max, always=due > now)
-            if any(states.get(d) in _DEAD for d in dep_list):
-                # Only a dead dep can block the new version (and through it, the dependents
-                # its replaced success had): nothing else waiting has a dead dep.
+            if any(states.get(d) in _DEAD for d in dep_list if d not in opt_set):
+                # Only a dead required dep can block the new version (and through it, the
+                # dependents its replaced success had): nothing else waiting has one.
                 self._settle(tx, [task_id])
         return generation
+
+    def add_deps(self, task_id: str, deps: Iterable[str] = (),
+                 optional: Iterable[str] = ()) -> TaskState:
+        """Make the pending version of ``task_id`` depend on ``deps`` and ``optional`` too.
+
+        Spec: AddDeps. The edges to ``deps`` are required, those to ``optional`` optional, as
+        for :meth:`submit`. pending -> pending, its count raised by the new deps not settled;
+        or -> blocked when a new required dep can no longer succeed (then Settle). One
+        transaction, which reads the version's state: a version a claim took first (or that
+        was never pending) refuses the change, and a claim that commits after it sees the new
+        edges. Returns the state. Errors, in this order, with nothing changed: a bad id, deps
+        or optional not an iterable of ids, a dep twice (in one list or in both) ->
+        ``InvalidArgumentError``; unknown id -> ``UnknownTaskError``; no dep given,
+        ``task_id`` a dep, a dep that is one already -> ``InvalidArgumentError``; closed ->
+        ``SchedulerClosedError``; the version not pending (ready, running or ended: it keeps
+        its deps) -> ``InvalidTransitionError``; after start: a dep never submitted ->
+        ``UnknownDependencyError``, new edges that close a cycle -> ``CycleError``.
+        """
+        call = "add_deps"
+        _check_id(call, task_id)
+        new, opt_set = _dep_list(call, task_id, deps, optional)
+        with self._counting_cycles(), self._store.transaction() as tx:
+            row = tx.one("SELECT generation, state FROM task WHERE id = ?", (task_id,))
+            if row is None:
+                raise UnknownTaskError(f"{call}({task_id!r}): unknown task", task_id)
+            generation, state = row
+            if not new:
+                raise InvalidArgumentError(f"{call}({task_id!r}): no dependency given")
+            if task_id in new:
+                raise InvalidArgumentError(
+                    f"{call}({task_id!r}, {new!r}): a task cannot depend on itself")
+            already = self._already(tx, task_id, new)
+            if already:
+                raise InvalidArgumentError(f"{call}({task_id!r}, {new!r}): "
+                                           + ", ".join(map(repr, already))
+                                           + " already a dependency")
+            started, closed = tx.metas("started", "closed")
+            if closed:
+                raise SchedulerClosedError(f"{call}({task_id!r}): the scheduler is closed")
+            if state != "pending":
+                raise InvalidTransitionError(f"{call}({task_id!r}): version {generation} is "
+                                             f"{state}, not pending")
+            states = self._states_of(tx, new)
+            if started:
+                missing = [(task_id, d) for d in new if d not in states]
+                if missing:
+                    raise UnknownDependencyError(
+                        f"{call}({task_id!r}): unknown dependencies: "
+                        + ", ".join(repr(d) for _, d in missing), missing)
+                cycle = self._path_to(tx, new, task_id)
+                if cycle is not None:
+                    path = [task_id, *cycle]
+                    raise CycleError(f"{call}({task_id!r}): dependency cycle "
+                                     + " -> ".join(repr(x) for x in path), [path])
+            added = sum(1 for d in new if not _settles(states.get(d), d in opt_set))
+            tx.later("UPDATE task SET remaining_deps = remaining_deps + ?, "
+                     "optional_deps = optional_deps + ? WHERE id = ?",
+                     (added, len(opt_set), task_id))
+            tx.many("INSERT INTO dep (task, dep, optional) VALUES (?, ?, ?)",
+                    ((task_id, d, int(d in opt_set)) for d in new))
+            self._step(tx, "AddDeps", t=task_id, D=sorted(new), O=sorted(opt_set))
+            if any(states.get(d) in _DEAD for d in new if d not in opt_set):
+                self._settle(tx, [task_id])
+                (state,) = tx.one("SELECT state FROM task WHERE id = ?", (task_id,)) or (state,)
+            return TaskState(state)
+
+    def _already(self, tx: Tx, task_id: str, ids: Sequence[str]) -> list[str]:
+        """The ids of ``ids`` that are deps of ``task_id`` already, in the order given."""
+        found: set[str] = set()
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            found.update(d for (d,) in tx.all(
+                f"SELECT dep FROM dep WHERE task = ? AND dep IN ({marks})", (task_id, *chunk)))
+        return [d for d in ids if d in found]
+
+    def _replace(self, tx: Tx, task_id: str, old_state: str, old_optional: int) -> None:
+        """Take the current version of ``task_id`` (in ``old_state``, with ``old_optional``
+        optional edges) out of the store, for the new one the caller inserts. A replaced
+        version that had settled an edge of a waiting dependent (it succeeded; or it ended,
+        and the edge is optional) no longer does: that dependent waits again (spec:
+        NewVersion's bumped)."""
+        if old_state == "succeeded":
+            tx.later("UPDATE task SET remaining_deps = remaining_deps + 1, "
+                     "state = 'pending' WHERE state IN ('pending', 'ready') AND id IN "
+                     "(SELECT task FROM dep WHERE dep = ?)", (task_id,))
+        elif old_state in _DEAD:
+            tx.later("UPDATE task SET remaining_deps = remaining_deps + 1, "
+                     "state = 'pending' WHERE state IN ('pending', 'ready') AND optional_deps > 0 "
+                     "AND id IN (SELECT task FROM dep WHERE dep = ? AND optional <> 0)",
+                     (task_id,))
+        tx.later("DELETE FROM task WHERE id = ?", (task_id,))
+        tx.later("DELETE FROM dep WHERE task = ?", (task_id,))
+        if old_optional:
+            tx.later("DELETE FROM input_summary WHERE task = ?", (task_id,))
 
     def _states_of(self, tx: Tx, ids: Sequence[str]) -> dict[str, str]:
         return self._column_of(tx, "state", ids)
@@ -905,17 +1092,24 @@ class DurableScheduler:
                         "deadline = ?, lease_seconds = ?, claimed_at = ? WHERE id IN (SELECT id "
                         "FROM task WHERE state = 'ready' AND +due <= ? "
                         "ORDER BY claim_key DESC, claim_due, seq LIMIT ?) "
-                        "RETURNING -claim_key, claim_due, seq, id, generation, fn, args",
-                        (worker, deadline, lease, now, now, want)))
+                        "RETURNING -claim_key, claim_due, seq, id, generation, fn, args, "
+                        "optional_deps", (worker, deadline, lease, now, now, want)))
                     if rows:
                         self._count(tx, "claimed", len(rows))
                         self._step(tx, "Claim", w=worker, k=len(rows),
                                    chosen=sorted(row[3] for row in rows))
+                        self._keep_inputs(tx, [row[3] for row in rows if row[7]])
                     taken.extend(Lease(t, g, 1, deadline, fn, json.loads(args), worker)
-                                 for _, _, _, t, g, fn, args in rows)
+                                 for _, _, _, t, g, fn, args, _ in rows)
             if taken:
                 tx.wake(self._max)  # what it left is for the next idle worker
             return taken
+
+    def _keep_inputs(self, tx: Tx, claimed: Sequence[str]) -> None:
+        """Store the input summary of each version of ``claimed`` (just claimed; each has
+        optional edges): how each of its optional deps had ended, fixed from now on. (On
+        PostgreSQL, ``refsched_claim`` of steps_postgres.py writes the same rows.)"""
+        tx.many(_KEEP_INPUTS, ((t,) for t in claimed))
 
     def _claimable(self) -> bool:
         """Whether a claim now would take a step, read without the store's write lock: idle
@@ -979,7 +1173,7 @@ class DurableScheduler:
                 failed += 1
             self._step(tx, "Expire", t=t)
             if attempt >= self._max_attempts:
-                self._settle(tx, [t])
+                self._ended(tx, t)
         return failed
 
     # ------------------------------------------------------------------ Reports
@@ -1090,7 +1284,7 @@ class DurableScheduler:
                          "state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = ?)",
                          (now, t))
             else:
-                self._settle(tx, [t])
+                self._ended(tx, t)
             return TaskState(state)
 
     # ------------------------------------------------------------------ Cancel, Retry, Close
@@ -1109,7 +1303,7 @@ class DurableScheduler:
                          (tx.now(), task_id))
                 self._count(tx, "cancelled")
                 self._step(tx, "Cancel", t=task_id)
-                self._settle(tx, [task_id])
+                self._ended(tx, task_id)
                 return TaskState.CANCELLED
             if state == "running" and not requested:
                 tx.later("UPDATE task SET cancel_requested = 1 WHERE id = ?", (task_id,))
@@ -1138,13 +1332,26 @@ class DurableScheduler:
             seqs = self._column_of(tx, "seq", list(members))
             priorities = self._column_of(tx, "priority", list(members))
             ordered = sorted(members, key=seqs.__getitem__)
+            optionals = self._column_of(tx, "optional_deps", list(members))
             seq = int(self._meta(tx, "next_seq"))
             tx.meta_add("next_seq", len(ordered))
             now = tx.now()
+            # Each member ended, which settled the optional edges to it: a waiting dependent
+            # waits for its new version (read while every member is dead: none is bumped).
+            tx.many("UPDATE task SET remaining_deps = remaining_deps + 1, state = 'pending' "
+                    "WHERE state IN ('pending', 'ready') AND optional_deps > 0 AND id IN "
+                    "(SELECT task FROM dep WHERE dep = ? AND optional <> 0)",
+                    ((t,) for t in ordered))
+            kept = [t for t in ordered if optionals[t]]
+            if kept:
+                # Counted once every member is a new version, which has not ended: an optional
+                # edge from one member to another is not settled.
+                tx.many("UPDATE task SET state = 'pending' WHERE id = ?", ((t,) for t in ordered))
+                tx.many("DELETE FROM input_summary WHERE task = ?", ((t,) for t in kept))
             for i, t in enumerate(ordered):
                 (remaining,) = tx.one(
                     "SELECT COUNT(*) FROM dep LEFT JOIN task d ON d.id = dep.dep WHERE "
-                    "dep.task = ? AND (d.state IS NULL OR d.state != 'succeeded')", (t,)) or (0,)
+                    f"dep.task = ? AND {_UNSETTLED}", (t,)) or (0,)
                 tx.run("UPDATE task SET generation = generation + 1, seq = ?, state = ?, "
                        "remaining_deps = ?, blocked_by = NULL, cancel_requested = 0, attempt = 0, "
                        "holder = NULL, deadline = NULL, ended_attempt = NULL, result = NULL, "
@@ -1274,18 +1481,14 @@ class DurableScheduler:
         closed, seq = tx.metas("closed", "next_seq")
         if closed:
             return
-        old = tx.one("SELECT generation, state FROM task WHERE id = ?", (task_id,))
+        old = tx.one("SELECT generation, state, optional_deps FROM task WHERE id = ?",
+                     (task_id,))
         if old is not None and old[1] in ("pending", "ready", "running"):
             return  # the id is taken by an unfinished version: that version is the slot's run
         now = tx.now()
         tx.meta_add("next_seq", 1)
         if old is not None:
-            if old[1] == "succeeded":
-                tx.later("UPDATE task SET remaining_deps = remaining_deps + 1, "
-                         "state = 'pending' WHERE state IN ('pending', 'ready') AND id IN "
-                         "(SELECT task FROM dep WHERE dep = ?)", (task_id,))
-            tx.later("DELETE FROM task WHERE id = ?", (task_id,))
-            tx.later("DELETE FROM dep WHERE task = ?", (task_id,))
+            self._replace(tx, task_id, old[1], old[2])
         key, key_due = self._claim_key(priority, now)
         tx.later("INSERT INTO task (id, generation, seq, state, fn, args, remaining_deps, "
                  "became_ready_at, due, priority, claim_key, claim_due) VALUES "
@@ -1367,20 +1570,37 @@ class DurableScheduler:
         """The scheduler part of the state: ``spec/Scheduler.tla``'s variables under the
         refinement mapping (``claims`` is 1 once a version was claimed)."""
         dep_rows, task_rows, meta_rows = self._store.read([
-            ("SELECT task, dep FROM dep", ()),
+            (f"SELECT task, dep, {self._optional_column} FROM dep", ()),
             ("SELECT id, generation, state, remaining_deps, blocked_by, cancel_requested, "
              "attempt, seq FROM task", ()),
             ("SELECT key, value FROM meta WHERE key IN ('started', 'closed', 'next_seq')", ())])
-        deps: dict[str, set[str]] = {}
-        for t, d in dep_rows:
-            deps.setdefault(t, set()).add(d)
-        tasks = {
-            t: VersionView(g, TaskState(s), frozenset(deps.get(t, ())), rd, bb, bool(cr),
-                           1 if a else 0, seq)
-            for t, g, s, rd, bb, cr, a, seq in task_rows}
+        deps, optional = _edges(dep_rows)
+        tasks: dict[Hashable, VersionView] = {}
+        for t, g, s, rd, bb, cr, a, seq in task_rows:
+            fields = (g, TaskState(s), frozenset(deps.get(t, ())), rd, bb, bool(cr),
+                      1 if a else 0, seq)
+            opt = optional.get(t)
+            # a version with optional edges is an OptionalDepsView, as the model's
+            tasks[t] = VersionView(*fields) if opt is None else OptionalDepsView(
+                *fields, optional=frozenset(opt))
         meta: dict[str, Any] = dict(meta_rows)
         return Snapshot(bool(meta["started"]), bool(meta["closed"]), int(meta["next_seq"]),
                         tasks)
+
+    @property
+    def _optional_column(self) -> str:
+        """``dep.optional`` as a store of this schema has it (0: one older than edge kinds)."""
+        return "optional" if self._schema_version >= 4 else "0"
+
+    def input_summary(self, task_id: str) -> dict[str, ParentOutcome]:
+        """How each optional dependency of the current version of ``task_id`` ended.
+
+        For a version that was claimed: as they had ended when it was claimed (stored by the
+        claim's transaction: a dependency resubmitted since does not change it). For one not
+        claimed: those that have ended so far. An optional dependency's failure is here with
+        its error, never dropped. Errors: a bad id -> ``InvalidArgumentError``; unknown id ->
+        ``UnknownTaskError``."""
+        return self._view("input_summary", task_id).versions[0].input_summary
 
     def started(self) -> bool:
         """Whether :meth:`start` was called on the store (by any process)."""
@@ -1399,7 +1619,7 @@ class DurableScheduler:
         where, params = ("WHERE id = ?", (task_id,)) if task_id is not None else ("", ())
         trace = "traceback" if self._schema_version >= 2 else "NULL"
         times = "due, priority" if self._schema_version >= 3 else "0, 0"
-        now_rows, meta_rows, task_rows, dep_rows = self._store.read([
+        queries: list[tuple[str, Sequence[Any]]] = [
             (f"SELECT {self._store.clock_sql}", ()),
             ("SELECT key, value FROM meta", ()),
             ("SELECT id, generation, state, remaining_deps, blocked_by, cancel_requested, fn, "
@@ -1407,17 +1627,34 @@ class DurableScheduler:
              "lease_seconds, became_ready_at, claimed_at, ended_at, " + times + " FROM task "
              + where
              + " ORDER BY seq", params),
-            ("SELECT task, dep FROM dep " + where.replace("id", "task"), params)])
+            (f"SELECT task, dep, {self._optional_column} FROM dep "
+             + where.replace("id", "task"), params)]
+        if self._schema_version >= 4:
+            # the input summaries: stored for a claimed version, so far for the others
+            queries += [
+                ("SELECT task, dep, generation, state, result, error, blocked_by FROM "
+                 "input_summary " + where.replace("id", "task"), params),
+                ("SELECT dep.task, d.id, d.generation, d.state, d.result, d.error, "
+                 "d.blocked_by FROM dep JOIN task x ON x.id = dep.task JOIN task d ON "
+                 "d.id = dep.dep WHERE dep.optional <> 0 AND x.attempt = 0 AND d.state IN "
+                 "('succeeded', 'failed', 'blocked', 'cancelled')"
+                 + where.replace("WHERE id", " AND dep.task"), params)]
+        now_rows, meta_rows, task_rows, dep_rows, *input_rows = self._store.read(queries)
         if task_id is not None and not task_rows:
             raise UnknownTaskError(f"{call}({task_id!r}): unknown task", task_id)
-        deps: dict[str, set[str]] = {}
-        for t, d in dep_rows:
-            deps.setdefault(t, set()).add(d)
+        deps, optional = _edges(dep_rows)
+        inputs: dict[str, dict[str, ParentOutcome]] = {}
+        for rows in input_rows:
+            for t, d, g, st, res, err, bb in rows:
+                inputs.setdefault(t, {})[d] = ParentOutcome(
+                    d, int(g), TaskState(st),
+                    result=None if res is None or st != "succeeded" else json.loads(res),
+                    error=err if st == "failed" else None, blocked_by=bb)
         versions = tuple(
             DurableInfo(t, g, TaskState(st), frozenset(deps.get(t, ())), rd, bb, bool(cr), fn,
                         json.loads(args), seq, a, h, dl,
                         None if res is None else json.loads(res), err, tb, ls, br, ca, ea,
-                        float(due), int(p))
+                        float(due), int(p), frozenset(optional.get(t, ())), inputs.get(t, {}))
             for (t, g, st, rd, bb, cr, fn, args, seq, a, h, dl, res, err, tb, ls, br, ca, ea,
                  due, p) in task_rows)
         return StoreView(float(now_rows[0][0]), dict(meta_rows), versions)
@@ -1487,16 +1724,16 @@ class DurableScheduler:
              "'succeeded', 'failed', 'blocked', 'cancelled') OR generation < 1 LIMIT 1", ()),
             ("SELECT id, remaining_deps, n FROM (SELECT x.id, x.state, x.remaining_deps, "
              "(SELECT COUNT(*) FROM dep LEFT JOIN task d ON d.id = dep.dep WHERE dep.task = x.id "
-             "AND (d.state IS NULL OR d.state != 'succeeded')) AS n FROM task x WHERE x.state IN "
+             f"AND {_UNSETTLED}) AS n FROM task x WHERE x.state IN "
              "('pending', 'ready')) AS c WHERE c.remaining_deps != c.n OR "
              "(c.state = 'pending') != (c.n > 0) LIMIT 1", ()),
             ("SELECT COUNT(*) FROM task WHERE state = 'running'", ()),
             ("SELECT id FROM task x WHERE (x.state = 'blocked') != (x.blocked_by IS NOT NULL) OR "
              "(x.blocked_by IS NOT NULL AND NOT EXISTS (SELECT 1 FROM dep WHERE dep.task = x.id "
-             "AND dep.dep = x.blocked_by)) LIMIT 1", ()),
+             "AND dep.dep = x.blocked_by AND dep.optional = 0)) LIMIT 1", ()),
             ("SELECT x.id, d.id FROM task x JOIN dep ON dep.task = x.id JOIN task d ON "
-             "d.id = dep.dep WHERE x.state IN ('pending', 'ready') AND d.state IN "
-             "('failed', 'blocked', 'cancelled') LIMIT 1", ()),
+             "d.id = dep.dep WHERE x.state IN ('pending', 'ready') AND dep.optional = 0 AND "
+             "d.state IN ('failed', 'blocked', 'cancelled') LIMIT 1", ()),
             ("SELECT value FROM meta WHERE key = 'started'", ()),
             ("SELECT dep.task, dep.dep FROM dep LEFT JOIN task ON task.id = dep.dep "
              "WHERE task.id IS NULL LIMIT 1", ()),

@@ -1,7 +1,9 @@
--- The durable scheduler's schema, version 3: spec/DurableScheduler.tla's variables as rows.
+-- The durable scheduler's schema, version 4: spec/DurableScheduler.tla's variables as rows.
 -- Created by the code that reads it (refsched/durable/store.py), inside one transaction.
 -- Version 2 added task.traceback; version 3 the due times and priorities of docs/time.md
--- (task.due, priority, claim_key, claim_due and the index task_claim in place of task_ready).
+-- (task.due, priority, claim_key, claim_due and the index task_claim in place of task_ready);
+-- version 4 the edge kinds of docs/semantics.md (dep.optional, task.optional_deps) and the
+-- input summaries of claimed versions (the table input_summary).
 -- MIGRATIONS in store.py brings an older store up to date.
 -- schema_postgres.sql is the same tables in PostgreSQL's types: change both together.
 
@@ -42,7 +44,8 @@ CREATE TABLE IF NOT EXISTS task (
     -- then claim_due, then seq. With aging A: claim_key = priority * A - due, claim_due = 0;
     -- with strict priority: claim_key = priority, claim_due = due.
     claim_key        REAL NOT NULL DEFAULT 0,
-    claim_due        REAL NOT NULL DEFAULT 0
+    claim_due        REAL NOT NULL DEFAULT 0,
+    optional_deps    INTEGER NOT NULL DEFAULT 0   -- == its dep rows with optional = 1
 );
 -- The claim order, one index scan; and the ready versions by due time (the next one due).
 CREATE INDEX IF NOT EXISTS task_claim ON task (claim_key DESC, claim_due, seq)
@@ -51,13 +54,29 @@ CREATE INDEX IF NOT EXISTS task_due ON task (due) WHERE state = 'ready';
 CREATE INDEX IF NOT EXISTS task_running ON task (seq) WHERE state = 'running';
 CREATE INDEX IF NOT EXISTS task_blocked_by ON task (blocked_by) WHERE state = 'blocked';
 
--- One row per dependency edge of a current version: task depends on dep.
+-- One row per dependency edge of a current version: task depends on dep. A required edge
+-- (optional = 0) is settled once dep's version succeeded, an optional one (optional = 1) once
+-- it ended in any way; only a required edge carries blocking (spec: optional).
 CREATE TABLE IF NOT EXISTS dep (
-    task TEXT NOT NULL,
-    dep  TEXT NOT NULL,
+    task     TEXT NOT NULL,
+    dep      TEXT NOT NULL,
+    optional INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (task, dep)
 );
 CREATE INDEX IF NOT EXISTS dep_dependents ON dep (dep, task);
+
+-- The input summary of a claimed version with optional edges: how each of its optional deps
+-- had ended when the version was claimed (written by the Claim that took it, never after).
+CREATE TABLE IF NOT EXISTS input_summary (
+    task       TEXT NOT NULL,
+    dep        TEXT NOT NULL,
+    generation INTEGER NOT NULL,  -- the dep's version that ended
+    state      TEXT NOT NULL,     -- succeeded failed blocked cancelled
+    result     TEXT,              -- JSON given to its complete(), when it succeeded
+    error      TEXT,              -- what its fail() was given, when it failed
+    blocked_by TEXT,              -- the dep that blocked it, when blocked
+    PRIMARY KEY (task, dep)
+);
 
 -- The history: every accepted spec step, appended by the transaction that takes it, so the
 -- commit order is the order of the rows (only when meta.record = 1).

@@ -1,4 +1,4 @@
--- The durable scheduler's schema on PostgreSQL, version 3: schema.sql's tables, typed.
+-- The durable scheduler's schema on PostgreSQL, version 4: schema.sql's tables, typed.
 -- Created by refsched/durable/postgres.py inside one transaction, in the store's own schema
 -- (the `schema` URL parameter, "refsched" by default), so several stores share one database.
 --
@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS task (
     due              DOUBLE PRECISION NOT NULL DEFAULT 0,
     priority         BIGINT NOT NULL DEFAULT 0,
     claim_key        DOUBLE PRECISION NOT NULL DEFAULT 0,
-    claim_due        DOUBLE PRECISION NOT NULL DEFAULT 0
+    claim_due        DOUBLE PRECISION NOT NULL DEFAULT 0,
+    optional_deps    INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS task_claim ON task (claim_key DESC, claim_due, seq)
     WHERE state = 'ready';
@@ -50,11 +51,23 @@ CREATE INDEX IF NOT EXISTS task_running ON task (seq) WHERE state = 'running';
 CREATE INDEX IF NOT EXISTS task_blocked_by ON task (blocked_by) WHERE state = 'blocked';
 
 CREATE TABLE IF NOT EXISTS dep (
-    task TEXT NOT NULL,
-    dep  TEXT NOT NULL,
+    task     TEXT NOT NULL,
+    dep      TEXT NOT NULL,
+    optional INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (task, dep)
 );
 CREATE INDEX IF NOT EXISTS dep_dependents ON dep (dep, task);
+
+CREATE TABLE IF NOT EXISTS input_summary (
+    task       TEXT NOT NULL,
+    dep        TEXT NOT NULL,
+    generation BIGINT NOT NULL,
+    state      TEXT NOT NULL,
+    result     TEXT,
+    error      TEXT,
+    blocked_by TEXT,
+    PRIMARY KEY (task, dep)
+);
 
 -- Rows are numbered in commit order: every write transaction holds the store's lock.
 CREATE TABLE IF NOT EXISTS step (

@@ -81,6 +81,13 @@ def _version(view: StoreView, v: DurableInfo) -> dict[str, Any]:
         # docs/time.md: the store-clock time it may be claimed from, and its priority
         "due": v.due, "due_in_seconds": _seconds(max(0.0, v.due - now)),
         "priority": v.priority,
+        # docs/semantics.md: the deps whose edge is optional, and how each had ended when the
+        # version was claimed (so far, before)
+        "optional": sorted(v.optional),
+        "input_summary": {d: {"generation": o.generation, "state": o.state.value,
+                              "result": o.result, "error": o.error,
+                              "blocked_by": o.blocked_by}
+                          for d, o in sorted(v.input_summary.items())},
     }
 
 
@@ -182,10 +189,18 @@ def _show_text(row: dict[str, Any]) -> str:
              f"attempt {row['attempt']}"]
     lines.append(f"  due: {row['due']} (store clock; in {row['due_in_seconds']} s), priority "
                  f"{row['priority']}")
-    for key in ("fn", "args", "deps", "worker", "lease_seconds_left", "blocked_by",
+    for key in ("fn", "args", "deps", "optional", "worker", "lease_seconds_left", "blocked_by",
                 "cancel_requested", "waited_seconds", "ran_seconds"):
         if row[key] not in (None, [], {}, False):
             lines.append(f"  {key}: {row[key]}")
+    if row["input_summary"]:
+        lines.append("  input summary:")
+        for d, o in row["input_summary"].items():
+            how = (f"result {_cut(json.dumps(o['result']))}" if o["state"] == "succeeded"
+                   else f"error {_cut(str(o['error']))}" if o["state"] == "failed"
+                   else f"blocked by {o['blocked_by']!r}" if o["state"] == "blocked" else "")
+            lines.append(f"    {d!r}: {o['state']}, generation {o['generation']}"
+                         + (f", {how}" if how else ""))
     if row["result"] is not None:
         lines.append(f"  result: {json.dumps(row['result'])}")
     if row["error"] is not None:

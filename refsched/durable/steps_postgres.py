@@ -83,6 +83,7 @@ DECLARE
     seq_ bigint;
     old_generation bigint;
     old_state text;
+    old_optional bigint;
 BEGIN
     PERFORM pg_advisory_xact_lock(p_lock);
     now_ := refsched_now(p_virtual);
@@ -91,7 +92,8 @@ BEGIN
     IF (SELECT CAST(value AS integer) FROM meta WHERE key = 'closed') <> 0 THEN
         RETURN NULL;
     END IF;
-    SELECT generation, state INTO old_generation, old_state FROM task WHERE id = p_task;
+    SELECT generation, state, optional_deps INTO old_generation, old_state, old_optional
+        FROM task WHERE id = p_task;
     IF old_state = 'running' THEN
         RETURN NULL;
     END IF;
@@ -101,6 +103,11 @@ BEGIN
         -- The replaced success no longer counts for the waiting dependents.
         UPDATE task SET remaining_deps = remaining_deps + 1, state = 'pending'
             WHERE state IN ('pending', 'ready') AND id IN (SELECT task FROM dep WHERE dep = p_task);
+    ELSIF old_state IN ('failed', 'blocked', 'cancelled') THEN
+        -- The replaced end no longer settles the optional edges of the waiting dependents.
+        UPDATE task SET remaining_deps = remaining_deps + 1, state = 'pending'
+            WHERE state IN ('pending', 'ready') AND optional_deps > 0
+              AND id IN (SELECT task FROM dep WHERE dep = p_task AND optional <> 0);
     END IF;
     IF old_state IS NOT NULL THEN
         DELETE FROM task WHERE id = p_task;
@@ -113,6 +120,9 @@ BEGIN
                 CASE WHEN p_aging IS NULL THEN due_ ELSE 0 END);
     IF old_state IS NOT NULL THEN
         DELETE FROM dep WHERE task = p_task;
+    END IF;
+    IF old_optional > 0 THEN
+        DELETE FROM input_summary WHERE task = p_task;
     END IF;
     PERFORM refsched_count('count:submitted', 1);
     IF p_record THEN
@@ -148,6 +158,7 @@ DECLARE
     room bigint;
     taken bigint;
     chosen text[];
+    with_inputs boolean;
 BEGIN
     -- Looked at before the lock, as the client looked before calling: a claimer that lost the
     -- race for what woke it sees the winner's commit here, and does not queue for the lock.
@@ -176,9 +187,20 @@ BEGIN
                deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_
          WHERE id IN (SELECT id FROM task WHERE state = 'ready' AND due <= now_
                       ORDER BY claim_key DESC, claim_due, seq LIMIT room)
-        RETURNING id)
-    SELECT array_agg(id ORDER BY id COLLATE "C") INTO chosen FROM claimed;
+        RETURNING id, optional_deps)
+    SELECT array_agg(id ORDER BY id COLLATE "C"), bool_or(optional_deps > 0)
+        INTO chosen, with_inputs FROM claimed;
     taken := coalesce(cardinality(chosen), 0);
+    IF with_inputs THEN
+        -- The input summaries, fixed now (DurableScheduler._keep_inputs writes the same rows).
+        INSERT INTO input_summary (task, dep, generation, state, result, error, blocked_by)
+            SELECT dep.task, d.id, d.generation, d.state,
+                   CASE WHEN d.state = 'succeeded' THEN d.result END,
+                   CASE WHEN d.state = 'failed' THEN d.error END, d.blocked_by
+              FROM dep JOIN task d ON d.id = dep.dep
+             WHERE dep.task = ANY (chosen) AND dep.optional <> 0
+                   AND d.state IN ('succeeded', 'failed', 'blocked', 'cancelled');
+    END IF;
     RETURN QUERY
         SELECT false, t.seq, t.id, t.generation, t.fn, t.args, now_ + p_lease
           FROM task AS t WHERE t.id = ANY (chosen)

@@ -28,14 +28,16 @@ from refsched.errors import InvalidArgumentError, StoreError
 __all__ = ["FORMAT", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "Store", "Tx"]
 
 FORMAT = "refsched-durable"  # meta.format: this file is a refsched store
-SCHEMA_VERSION = 3  # meta.schema_version this code reads and writes
+SCHEMA_VERSION = 4  # meta.schema_version this code reads and writes
 
 #: What brings a store of schema version ``v - 1`` to ``v``, in both dialects (type names both
 #: read alike: DOUBLE PRECISION is SQLite's REAL, BIGINT its INTEGER); run by the first writer
 #: that opens an older store, inside the transaction that checks its version. Version 3: every
 #: version stored before is due at 0 with priority 0, so it keeps its place, by seq, ahead of
 #: the versions made since; the scheduler adds the meta key ``aging``. The schedule
-#: and slot tables start empty, and the scheduler adds ``slot_due`` (no slot owed).
+#: and slot tables start empty, and the scheduler adds ``slot_due`` (no slot owed). Version 4:
+#: every edge stored before is required, no version has optional edges, and no input summary
+#: is kept (no version with optional edges was ever claimed).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE task ADD COLUMN traceback TEXT",),
     3: ("ALTER TABLE task ADD COLUMN due DOUBLE PRECISION NOT NULL DEFAULT 0",
@@ -56,6 +58,12 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE TABLE IF NOT EXISTS slot (schedule TEXT NOT NULL, at DOUBLE PRECISION NOT NULL, "
         "decision TEXT NOT NULL, task TEXT, decided_at DOUBLE PRECISION NOT NULL, "
         "PRIMARY KEY (schedule, at))"),
+    4: ("ALTER TABLE dep ADD COLUMN optional INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE task ADD COLUMN optional_deps INTEGER NOT NULL DEFAULT 0",
+        # schema.sql's input_summary table
+        "CREATE TABLE IF NOT EXISTS input_summary (task TEXT NOT NULL, dep TEXT NOT NULL, "
+        "generation BIGINT NOT NULL, state TEXT NOT NULL, result TEXT, error TEXT, "
+        "blocked_by TEXT, PRIMARY KEY (task, dep))"),
 }
 
 Row = tuple[Any, ...]

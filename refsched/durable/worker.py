@@ -10,7 +10,9 @@ A heartbeat thread extends every lease held at a third of the lease's length; a 
 reports a cancel request, or that finds the lease lost while its function still runs, sets the
 function's :class:`refsched.CancelToken` (a function that declares a ``token`` parameter gets
 one; one that declares ``lease`` gets its :class:`~refsched.durable.scheduler.Lease`, whose
-``(task_id, generation, attempt)`` fences its effects). A report the store refuses (the lease
+``(task_id, generation, attempt)`` fences its effects; one that declares ``inputs`` gets its
+version's input summary, how each optional dep had ended when it was claimed, as
+``DurableScheduler.input_summary`` gives it). A report the store refuses (the lease
 expired and another attempt took the version) is logged, never fatal.
 
 Signals: the first SIGTERM or SIGINT stops claiming; the functions running finish and report,
@@ -274,6 +276,9 @@ class Worker:
                 kwargs["token"] = attempt.token
             if "lease" in parameters:
                 kwargs["lease"] = lease
+            if "inputs" in parameters:
+                # how its optional deps ended, fixed when the version was claimed
+                kwargs["inputs"] = self.db.input_summary(lease.task_id)
             return "complete", fn(**kwargs)
         except Cancelled:
             return "acknowledge_cancel", None

@@ -190,6 +190,7 @@ class Budget:
                                         "tests/pool/test_blocking.py")
     durable_unit_files: tuple[str, ...] = ("tests/durable/test_wakeups.py",
                                            "tests/durable/test_time.py",
+                                           "tests/durable/test_edges.py",
                                            "tests/durable/test_worker.py",
                                            "tests/durable/test_scheduler.py",
                                            "tests/durable/test_faults.py",

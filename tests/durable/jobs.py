@@ -99,3 +99,12 @@ def outlive_first(task: str, log: str, seconds: float = 2.0, lease: Any = None,
         time.sleep(seconds)
     _log(log, f"end{lease.attempt}", task)
     return int(lease.attempt)
+
+
+def summarise(inputs: dict[str, Any]) -> dict[str, Any]:
+    """Return the input summary it is given: how each optional dep ended, as JSON."""
+    return {d: [o.state.value, o.generation, o.result, o.error] for d, o in inputs.items()}
+
+
+def fail(**kwargs: Any) -> Any:
+    raise ValueError("failed on purpose")

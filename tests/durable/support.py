@@ -110,6 +110,8 @@ class ClaimRewritten(DurableScheduler):
 #: What takes a store of schema version ``v`` back to ``v - 1`` (the undoing of MIGRATIONS[v]),
 #: for the tests that show an older store read as it is and migrated by its first writer.
 DOWNGRADES: dict[int, tuple[str, ...]] = {
+    4: ("ALTER TABLE dep DROP COLUMN optional", "ALTER TABLE task DROP COLUMN optional_deps",
+        "DROP TABLE input_summary"),
     3: ("DROP INDEX task_claim", "DROP INDEX task_due",
         *(f"ALTER TABLE task DROP COLUMN {c}" for c in ("due", "priority", "claim_key",
                                                           "claim_due")),

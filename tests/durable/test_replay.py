@@ -1,10 +1,12 @@
 """The durable corpus: current with the spec, replayed edge for edge against DurableScheduler, and
 able to catch a store that fences, extends, expires or claims differently.
 
-The corpus has four instances, each covering every edge of TLC's state graph of its config:
+The corpus has six instances, each covering every edge of TLC's state graph of its config:
 traces/durable-cover.jsonl.gz (spec/MCDurableSchedulerTraces.cfg, one id), replayed whole here,
-and the claims, generations and diamond instances (spec/MCDurableSchedulerCorpus*.cfg), of which
-a stratified subset is replayed here and the whole by `refsched verify`. Replay takes each step
+and the claims, generations, diamond and time instances (spec/MCDurableSchedulerCorpus*.cfg)
+and the edges instance (spec/MCDurableSchedulerEdges.cfg: optional edges and AddDeps, replayed
+whole on both stores here), of which a stratified subset is replayed here and the whole by
+`refsched verify`. Replay takes each step
 through a fresh SQLite store on a virtual clock, the workers' leases held by the harness
 (refsched.verify.durable.system); each must-fail test breaks one thing in a DurableScheduler and
 asserts the replay names the first step where it shows.
@@ -34,8 +36,8 @@ from refsched.durable.store import Tx
 from refsched.errors import InvariantViolation
 from refsched.model.durable import ACTIONS, EDGE_ACTIONS, INITIAL, Instance
 from refsched.verify import corpus, system
-from refsched.verify.durable.system import TIME_CORPUS_CONFIG
-from refsched.verify.itf import Step, Trace, encode_bundle, write_traces
+from refsched.verify.durable.system import EDGES_CONFIG, TIME_CORPUS_CONFIG
+from refsched.verify.itf import Step, Trace, encode_bundle, read_traces, write_traces
 from refsched.verify.replay import format_divergence, replay
 from tests.conftest import postgres_factory
 from tests.durable.support import ClaimRewritten
@@ -58,7 +60,7 @@ def traces() -> list[Trace]:
 class TestDurableCorpus(CorpusTests):
     pytestmark = pytest.mark.slow
     system, config = DURABLE, "MCDurableSchedulerTraces.cfg"
-    # the stores keep no optional edges and no added deps yet: the instance's gates are off
+    # this instance's gates are off (the edges instance has them on: below)
     gated_off = EDGE_ACTIONS
 
 
@@ -70,6 +72,26 @@ def test_every_edge_of_the_durable_corpus_replays_cleanly_on_postgresql(
     # step on SQLite, and the lock-step machine at every call on PostgreSQL).
     assert_replays_every_edge(traces, DURABLE, EDGE_ACTIONS,
                               factory=postgres_factory(postgres_url), checks_each_step=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
+def test_every_edge_of_the_edges_corpus_replays_on_each_store(
+        kind: str, request: pytest.FixtureRequest) -> None:
+    # traces/durable-edges-cover.jsonl.gz (spec/MCDurableSchedulerEdges.cfg): optional edges
+    # and AddDeps, every edge of TLC's graph, on SQLite (each step checked) and on PostgreSQL
+    # (check_invariants() and the counters after each trace's last step).
+    traces = read_traces(corpus.traces_dir() / DURABLE.bundle_of(EDGES_CONFIG))
+    factory = (DurableScheduler if kind == "sqlite"
+               else postgres_factory(request.getfixturevalue("postgres_url")))
+    report = replay(traces, factory, system=DURABLE, checks_each_step=kind == "sqlite")
+    assert report.ok, format_divergence(report.divergences[0])
+    manifest = corpus.read_manifest(system=DURABLE, config=EDGES_CONFIG)
+    assert (report.traces, report.steps, report.edges) == (
+        manifest["traces"], manifest["steps"], manifest["edges"])
+    assert all(report.coverage[a].edges for a in EDGE_ACTIONS), report.coverage
+    print(f"{kind}: {report.traces} traces, {report.steps} steps, {report.edges} edges of "
+          f"{manifest['edges']}")
 
 
 # -- Broken stores ------------------------------------------------------------------------------

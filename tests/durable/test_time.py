@@ -21,6 +21,7 @@ from refsched.durable import DurableRunner, DurableScheduler
 from refsched.durable.scheduler import AGING, TimeView
 from refsched.durable.status import main as status_main
 from refsched.durable.status import show, status
+from refsched.durable.store import SCHEMA_VERSION
 from refsched.durable.worker import Worker
 from refsched.errors import InvalidArgumentError, StoreError
 from refsched.types import TaskState
@@ -249,7 +250,7 @@ def test_a_version_2_store_is_read_as_it_is_and_migrated_by_its_first_writer(
     assert reader.info("b").due == 0.0
     reader.release()
     writer = DurableScheduler(url)
-    assert writer.view().settings["schema_version"] == 3 and writer.aging == AGING
+    assert writer.view().settings["schema_version"] == SCHEMA_VERSION and writer.aging == AGING
     writer.tick(5)
     writer.submit("new", fn=NOOP)
     writer.submit("delayed", fn=NOOP, delay=2)

@@ -149,6 +149,49 @@ def test_a_history_with_give_up_cancel_retry_and_close_is_accepted(tmp_path: Pat
           f"{verdict.duration:.1f}s")
 
 
+def edges_history(tmp_path: Path) -> History:
+    """Optional edges and add_deps: c waits for a (required) and b (optional); b fails, a
+    succeeds, so c runs; d's edge to c is added while d is pending, and c's to b (optional)
+    is refused once c was claimed."""
+    db = DurableScheduler(f"sqlite:///{tmp_path / 'e.db'}", max_concurrency=1, max_attempts=1,
+                          clock="virtual", record=True)
+    db.submit("a", fn=SLEEP)
+    db.submit("b", fn=SLEEP)
+    db.submit("c", ["a"], fn=SLEEP, optional=["b"])
+    db.submit("d", ["a"], fn=SLEEP)
+    db.add_deps("d", optional=["c"])
+    db.start()
+    for end in ("complete", "fail"):  # a, then b
+        [lease] = db.claim("w", 1, 1)
+        getattr(db, end)(lease)
+    [c] = db.claim("w", 1, 1)
+    assert c.task_id == "c" and db.input_summary("c")["b"].state is TaskState.FAILED
+    db.complete(c)
+    [d] = db.claim("w", 1, 1)
+    db.complete(d)
+    history = db.history()
+    db.release()
+    return history
+
+
+@pytest.mark.slow
+def test_a_history_with_optional_edges_and_add_deps_is_accepted_and_a_late_add_rejected(
+        tmp_path: Path) -> None:
+    history = edges_history(tmp_path)
+    assert [e[0] for e in history].count("SubmitOptional") == 1
+    assert ("AddDeps", {"t": "d", "D": ["c"], "O": ["c"]}) in history
+    verdict = validate_history(history, max_concurrency=1, max_attempts=1, clock="virtual")
+    assert verdict.accepted, verdict
+    print(f"{len(history)} steps accepted, {verdict.distinct_states} states, "
+          f"{verdict.duration:.1f}s")
+    # An edge added to d after d was claimed: the spec's AddDeps needs a pending version.
+    claim_d = len(history) - 2
+    late: History = [*history[:claim_d + 1], ("AddDeps", {"t": "d", "D": ["b"], "O": []}),
+                     *history[claim_d + 1:]]
+    assert not validate_history(late, max_concurrency=1, max_attempts=1,
+                                clock="virtual").accepted
+
+
 @pytest.mark.slow
 def test_histories_of_lockstep_walks_are_accepted() -> None:
     from refsched.verify.durable.lockstep import LIMITS, Ledger, run_durable_lockstep
@@ -166,10 +209,15 @@ def test_histories_of_lockstep_walks_are_accepted() -> None:
         history, aging = walk
         return (aging is not None) + sum(e[0] == "Submit" and bool(e[1]["d"]) for e in history)
 
-    # The two walks whose leases expired and were re-claimed most, and the two with aging and
-    # the most delays.
+    def edges(walk: tuple[list[Any], float | None]) -> int:
+        return sum(e[0] in ("SubmitOptional", "AddDeps") for e in walk[0])
+
+    # The two walks whose leases expired and were re-claimed most, the two with aging and the
+    # most delays, and the one with the most optional edges and added deps.
     walks = (sorted(claimed, key=expiries, reverse=True)[:2]
-             + sorted(claimed, key=timed, reverse=True)[:2])
+             + sorted(claimed, key=timed, reverse=True)[:2]
+             + sorted(ledger.histories, key=edges, reverse=True)[:1])
+    assert any(e[0] == "SubmitOptional" for h, _ in walks for e in h), ledger.summary()
     assert any(e[0] == "Reclaim" for h, _ in walks for e in h), ledger.summary()
     assert any(aging is not None for _, aging in walks), ledger.summary()
     assert any(e[0] == "Submit" and e[1]["d"] for h, _ in walks for e in h), ledger.summary()

@@ -103,12 +103,16 @@ class HistoryCheck:
     def _step(self, action: str, p: Mapping[str, Any], where: str) -> None:
         m = self.model
         before = m.state_value.tasks
-        if action == "Submit":
+        if action in ("Submit", "SubmitOptional"):
             delay, priority = p.get("d", 0), p.get("p", 0)
-            m.submit(p["t"], p["D"])
+            optional = frozenset(p.get("O", ()))
+            m.submit(p["t"], frozenset(p["D"]) - optional, optional=optional)
             self.delayed = self.delayed or delay != 0
             self.priority[p["t"]] = priority
             self._new_versions(before, delay)
+        elif action == "AddDeps":
+            optional = frozenset(p["O"])
+            m.add_deps(p["t"], frozenset(p["D"]) - optional, optional=optional)
         elif action == "Start":
             m.start()
         elif action == "Claim":

@@ -5,7 +5,9 @@ A Hypothesis state machine makes each call on both sides: on the model
 (``refsched.model.durable``, ``spec/DurableScheduler.tla``'s actions as pure functions) and on a
 :class:`~refsched.durable.DurableScheduler` built by ``factory(url, max_concurrency=...,
 max_attempts=..., clock="virtual", record=True)`` over a fresh SQLite store in a temporary
-folder. The rules are the API calls and the worker's moves: ``submit``, ``start``,
+folder. The rules are the API calls and the worker's moves: ``submit``, ``submit_optional``
+(``submit(..., optional=...)``: SubmitOptional), ``add_deps`` (AddDeps, mostly on a pending
+version), ``start``,
 ``claim(worker, limit)`` (the model predicts the whole transaction with ``claim_transaction``:
 Expire, Reclaim, Claim), ``heartbeat`` / ``complete`` / ``fail`` / ``acknowledge_cancel`` with a
 lease the worker holds (current, or lost: a Refused step), with a lease it no longer holds (a
@@ -91,8 +93,9 @@ WORKERS = ("w1", "w2", "w3")
 # priority (the store's aging=None), where the order a claim takes changes with every priority
 # and due time; the others open a store with aging 1 (AGED), where a due version comes before a
 # priority-1 arrival once it has waited a tick, ticks that nothing else may wait for (spec: Lead).
+# Edge kinds and AddDeps are on (the spec's OptionalEdges and AddDepsAllowed).
 LIMITS = Limits(max_concurrency=2, max_attempts=2, lease_time=1, priorities=(0, 1),
-                delays=(0, 1, 2))
+                delays=(0, 1, 2), optional_edges=True, add_deps=True)
 AGED = dataclasses.replace(LIMITS, aging=1)
 FN = NOOP  # every version names it: the lock-step never runs a function
 _REPORTS = {"heartbeat": "Heartbeat", "complete": "Complete", "fail": "Fail",
@@ -120,7 +123,8 @@ class Disagreement(WalkDisagreement):
 _DURABLE = system.get("durable")
 # the instance the walks run over, as a trace of them states it
 INSTANCE = Instance(IDS, WORKERS, LIMITS.max_concurrency, LIMITS.max_attempts,
-                    LIMITS.lease_time, max_generation=0, max_time=0)
+                    LIMITS.lease_time, max_generation=0, max_time=0, optional_edges=True,
+                    add_deps=True)
 
 
 @dataclass
@@ -150,6 +154,11 @@ def as_recorded(step: Step, before: DurableSnapshot,
     if step.action == "Submit":
         params = {"t": params["t"], "D": sorted(params["D"]), "p": params.get("p", 0),
                   "d": params.get("d", 0)}
+    elif step.action == "SubmitOptional":
+        params = {"t": params["t"], "D": sorted(params["D"]), "O": sorted(params["O"]),
+                  "p": params.get("p", 0), "d": params.get("d", 0)}
+    elif step.action == "AddDeps":
+        params = {"t": params["t"], "D": sorted(params["D"]), "O": sorted(params["O"])}
     elif step.action.removesuffix(_LOST) == "Claim":
         params["chosen"] = sorted(str(t) for t, view in after.scheduler.tasks.items()
                                   if view.state is TaskState.RUNNING
@@ -168,6 +177,8 @@ class _Has:
     def __init__(self, profile: Any) -> None:
         for flag in self.FLAGS:
             setattr(self, flag, True if profile is None else bool(getattr(profile, flag)))
+        # edge kinds and add_deps: the full contract's, or a profile's that names them
+        self.edges = profile is None or bool(getattr(profile, "edges", False))
 
     deps: bool
     generations: bool
@@ -179,6 +190,7 @@ class _Has:
     snapshot: bool
     validates: bool
     time: bool
+    edges: bool
 
 
 class ModelRefused(Exception):
@@ -422,6 +434,70 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             else:
                 self.answer(got, None, refusal.error)
 
+        @precondition(lambda self: has.edges and len(self.calls) % 3 == 0)
+        @rule(t=st.sampled_from(IDS), deps=st.frozensets(st.sampled_from(IDS), max_size=2),
+              optional=st.frozensets(st.sampled_from(IDS), min_size=1, max_size=2),
+              p=st.sampled_from(LIMITS.priorities), d=st.sampled_from(LIMITS.delays))
+        def submit_optional(self, t: str, deps: frozenset[str], optional: frozenset[str],
+                            p: int = 0, d: int = 0) -> None:
+            """``submit(t, deps, optional=...)``: Spec: SubmitOptional (D the deps of both
+            kinds, O the optional ones)."""
+            optional = optional - {t}
+            deps = (deps | optional) - {t}
+            if not optional:
+                return
+            if not has.time:
+                p = d = 0
+            times: dict[str, Any] = {k: v for k, v in (("priority", p), ("delay", d)) if v}
+            refusal = ACTIONS["SubmitOptional"].refused(self.model, t, deps, optional, p, d,
+                                                        limits=self.limits)
+            required = sorted(deps - optional)
+            shown = "".join(f", {k}={v}" for k, v in times.items())
+            got = self.call(f"submit({t!r}, {required}, optional={sorted(optional)}{shown})",
+                            lambda: self.db.submit(t, required, fn=FN,
+                                                   optional=sorted(optional), **times))
+            if refusal is None:
+                self.take([Step("SubmitOptional", (("t", t), ("D", deps), ("O", optional),
+                                                   ("p", p), ("d", d)))])
+                self.enders.pop(t, None)
+                self.answer(got, self.model.scheduler.tasks[t].generation, None)
+            else:
+                self.answer(got, None, refusal.error)
+
+        @precondition(lambda self: has.edges and len(self.calls) % 3 == 0)
+        @rule(data=st.data(), deps=st.frozensets(st.sampled_from(IDS), max_size=2),
+              optional=st.frozensets(st.sampled_from(IDS), max_size=2))
+        def add_deps(self, data: st.DataObject, deps: frozenset[str],
+                     optional: frozenset[str]) -> None:
+            """``add_deps(t, deps, optional=...)``: Spec: AddDeps, most often on a pending
+            version (any other refuses it) with ids submitted that are not its deps yet (an
+            id already a dep, or t, is refused)."""
+            tasks = self.model.scheduler.tasks
+            pending = sorted(str(x) for x, view in tasks.items()
+                             if view.state is TaskState.PENDING)
+            if pending and data.draw(st.integers(0, 3), label="a pending one") > 0:
+                t = data.draw(st.sampled_from(pending), label="pending")
+                new = sorted(str(x) for x in tasks if x != t and x not in tasks[t].deps)
+                if new and data.draw(st.integers(0, 3), label="new deps") > 0:
+                    deps = data.draw(st.frozensets(st.sampled_from(new), min_size=1,
+                                                   max_size=2), label="deps")
+                    optional = data.draw(st.frozensets(st.sampled_from(sorted(deps))),
+                                         label="optional")
+                    deps = deps - optional
+            else:
+                t = self.known(data)
+            optional = optional - deps
+            both = deps | optional
+            refusal = ACTIONS["AddDeps"].refused(self.model, t, both, optional,
+                                                 limits=self.limits)
+            got = self.call(f"add_deps({t!r}, {sorted(deps)}, optional={sorted(optional)})",
+                            lambda: self.db.add_deps(t, sorted(deps), optional=sorted(optional)))
+            if refusal is None:
+                self.take([Step("AddDeps", (("t", t), ("D", both), ("O", optional)))])
+                self.answer(got, self.state_of(t), None)
+            else:
+                self.answer(got, None, refusal.error)
+
         @precondition(lambda self: has.start and not self.model.scheduler.started)
         @rule()
         def start(self) -> None:
@@ -502,9 +578,14 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 steps = [Step(s.action + _LOST, s.params) if s.action in ("Claim", "Reclaim")
                          else s for s in steps]
             # The store answers the new leases in the claim order (docs/time.md), read in the
-            # state the claim chose from: a claimed version's due time is dropped.
-            rank = {str(t): i for i, t in enumerate(claim_order(self.model, self.limits))}
-            self.take(steps)
+            # state the claim chose from (after the expiries, whose Settle may have made an
+            # optional edge's dependent ready): a claimed version's due time is dropped.
+            rank: dict[str, int] = {}
+            for step in steps:
+                if step.action.removesuffix(_LOST) == "Claim":
+                    rank = {str(t): i
+                            for i, t in enumerate(claim_order(self.model, self.limits))}
+                self.take([step])
             assert self.model == (after.replace(held=self.model.held) if lost else after)
             fresh = after.held.get(w, frozenset()) - before
             order = reclaimed + sorted((str(t) for t, _, _ in fresh if t not in reclaimed),

@@ -94,13 +94,13 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("durable_fail_does_not_block", _D,
        "a failure or an acknowledged cancel blocks none of its dependents",
        """            else:
-                self._settle(tx, [t])
+                self._ended(tx, t)
             return TaskState(state)""",
        """            return TaskState(state)"""),
     _m("durable_replaced_success_still_counts", _D,
        "resubmitting a succeeded task leaves its waiting dependents counting the old success",
-       """            if old is not None and old[1] == "succeeded":""",
-       """            if False:"""),
+       """        if old_state == "succeeded":""",
+       """        if False:"""),
     _m("durable_submit_skips_cycle_check", _D,
        "a submit after start() does not look for a cycle through the new version",
        """                cycle = self._path_to(tx, dep_list, task_id)""",
@@ -119,6 +119,47 @@ CATALOGUE: tuple[Mutant, ...] = (
        "stats().reclaimed does not count the attempts taken after an expiry",
        """            self._count(tx, "reclaimed", len(taken))""",
        """            self._count(tx, "reclaimed", 0)"""),
+    # -- DurableScheduler: edge kinds, add_deps, input summaries (tests/durable/test_edges.py,
+    # tests/durable/test_edge_mutants.py) --------------------------------------------------------
+    _m("durable_optional_failure_blocks", _D,
+       "blocking spreads along optional edges too: an optional parent's failure blocks the child",
+       """"WHERE dep.dep = ? AND dep.optional = 0 AND x.state IN ('pending', 'ready')")""",
+       """"WHERE dep.dep = ? AND x.state IN ('pending', 'ready')")"""),
+    _m("durable_optional_end_not_settled", _D,
+       "a parent's own end (fail, cancel, give-up) settles none of its optional edges: the "
+       "child waits for ever",
+       """        self._settle(tx, [t])
+        self._settle_optional(tx, [t])""",
+       """        self._settle(tx, [t])"""),
+    _m("durable_add_deps_on_claimed_version", _D,
+       "add_deps() is accepted on a ready or running version: edges are added to a version a "
+       "claim took (or may take) without them",
+       """            if state != "pending":
+                raise InvalidTransitionError(f"{call}""",
+       """            if state not in ("pending", "ready", "running"):
+                raise InvalidTransitionError(f"{call}"""),
+    _m("durable_add_deps_count_not_raised", _D,
+       "add_deps() adds the edges but does not raise the count: the version runs before its "
+       "new deps settle",
+       """                     (added, len(opt_set), task_id))""",
+       """                     (0, len(opt_set), task_id))"""),
+    _m("durable_inputs_read_at_completion", _D,
+       "the input summary of a claimed version is read from the store when asked, not kept "
+       "from its claim: a parent retried since changes what the function was given",
+       """"d.id = dep.dep WHERE dep.optional <> 0 AND x.attempt = 0 AND d.state IN \"""",
+       """"d.id = dep.dep WHERE dep.optional <> 0 AND x.attempt >= 0 AND d.state IN \""""),
+    _m("durable_replaced_end_keeps_optional_settled", _D,
+       "resubmitting a failed, blocked or cancelled parent leaves its optional children "
+       "counting the old end as settled",
+       """        elif old_state in _DEAD:
+            tx.later(""",
+       """        elif False:
+            tx.later("""),
+    _m("durable_steps_claim_keeps_no_inputs", _DF,
+       "the server-side claim keeps no input summary: a claimed version's function is told "
+       "none of its optional parents' ends",
+       """    IF with_inputs THEN""",
+       """    IF false THEN"""),
     # -- DurableScheduler: due times and priorities (docs/time.md; tests/durable/test_time.py) --
     _m("durable_claim_one_tick_early", _D,
        "a claim takes a version one second before its due time",

@@ -10,6 +10,8 @@ step fixes:
 ==============================  ===============================================================
 Submit(t, D, p, d)              ``submit(t, D, fn=noop, priority=p, delay=d)`` (without the two
                                 keywords when both are 0) returns the next generation of ``t``
+SubmitOptional(t, D, O, p, d)   ``submit(t, D \\ O, fn=noop, optional=O, ...)`` as Submit
+AddDeps(t, D, O)                ``add_deps(t, D \\ O, optional=O)`` returns the state after it
 Start                           ``start()`` returns
 Claim(w, k)                     ``claim(w, limit=k, lease=LeaseTime)`` returns ``k`` first
                                 attempts, the first eligible versions in the claim order
@@ -50,7 +52,9 @@ retention, failure by expiry blocking a dependent), two ids with two generations
 diamond with two slots (``MCDurableSchedulerCorpus.tla``'s ``FixedGraph``, which
 :meth:`DurableSystem.explore` applies to the model as TLC does to the spec), and two
 independent ids with priorities, delays and aging (``MCDurableSchedulerCorpusTime.cfg``, also a
-fixed graph). Its replay needs a store whose ``submit`` takes ``priority`` and ``delay``.
+fixed graph). Its replay needs a store whose ``submit`` takes ``priority`` and ``delay``. And
+edge kinds and AddDeps (``MCDurableSchedulerEdges.cfg``, ``LayeredGraph``): a and b, then c
+with edges of either kind to them, given at submission or added while c is pending.
 
 The implementation's state is ``snapshot()`` (the scheduler part), ``leases()`` (``attempt``,
 ``holder``, ``deadline``), ``now()`` and the harness's leases (``held``); ``ends`` is not stored:
@@ -115,7 +119,7 @@ checked by TLC, and its whole graph equal to the model's."""
 
 CORPUS_CONFIGS = (durablespec.TRACES_CONFIG, "MCDurableSchedulerCorpusClaims.cfg",
                   "MCDurableSchedulerCorpusGenerations.cfg",
-                  "MCDurableSchedulerCorpusDiamond.cfg", TIME_CORPUS_CONFIG)
+                  "MCDurableSchedulerCorpusDiamond.cfg", TIME_CORPUS_CONFIG, EDGES_CONFIG)
 """Every durable corpus instance, the traces config first."""
 
 
@@ -215,11 +219,13 @@ class DrivenStore:
 
 
 def limits_of(constants: Mapping[str, Any]) -> Limits:
-    """The model's :class:`Limits` for a trace's constants (no priorities, no delays and no
-    aging when it names none)."""
+    """The model's :class:`Limits` for a trace's constants (no priorities, no delays, no
+    aging, no optional edges and no AddDeps when it names none)."""
     return Limits(constants["MaxConcurrency"], constants["MaxAttempts"], constants["LeaseTime"],
                   priorities=tuple(constants.get("Priorities", (0,))),
-                  delays=tuple(constants.get("Delays", (0,))), aging=constants.get("Aging", 0))
+                  delays=tuple(constants.get("Delays", (0,))), aging=constants.get("Aging", 0),
+                  optional_edges=bool(constants.get("OptionalEdges", False)),
+                  add_deps=bool(constants.get("AddDepsAllowed", False)))
 
 
 def _remove(store: Any, folder: str) -> None:
@@ -311,7 +317,10 @@ class DurableSystem(System):
                 "MaxConcurrency": instance.max_concurrency,
                 "MaxAttempts": instance.max_attempts, "LeaseTime": instance.lease_time,
                 "Priorities": list(instance.priorities), "Delays": list(instance.delays),
-                "Aging": instance.aging}
+                "Aging": instance.aging,
+                # the gates, named only where one is on: a corpus without them is unchanged
+                **({"OptionalEdges": instance.optional_edges, "AddDepsAllowed": instance.add_deps}
+                   if instance.optional_edges or instance.add_deps else {})}
 
     def manifest_constants(self, instance: Instance) -> dict[str, Any]:
         constants = {**self.constants(instance), "MaxGeneration": instance.max_generation,
@@ -388,7 +397,7 @@ class DurableSystem(System):
             got = result
         if got != answer:
             raise StepMismatch(step, call, _show(answer), f"returned {_show(got)}")
-        if action == "Submit":
+        if action in ("Submit", "SubmitOptional"):
             implementation.times[params["t"]] = (before.now + params.get("d", 0),
                                                  params.get("p", 0))
         elif action == "Retry":
@@ -406,13 +415,22 @@ class DurableSystem(System):
         """The call that takes the step, and the answer it must give."""
         tasks = before.scheduler.tasks
         view = tasks.get(p.get("t"))
-        if action == "Submit":
-            deps = tuple(sorted(p["D"], key=repr))
+        if action in ("Submit", "SubmitOptional"):
+            optional = frozenset(p.get("O", ()))
+            deps = tuple(sorted(frozenset(p["D"]) - optional, key=repr))
             kwargs: dict[str, Any] = {"fn": NOOP}
+            if optional:
+                kwargs["optional"] = tuple(sorted(optional, key=repr))
             if p.get("p", 0) or p.get("d", 0):  # a store without due times takes neither
                 kwargs.update(priority=p.get("p", 0), delay=p.get("d", 0))
             return "submit", (p["t"], deps), kwargs, 1 if view is None else \
                 view.generation + 1
+        if action == "AddDeps":
+            optional = frozenset(p["O"])
+            after = ACTIONS["AddDeps"].step(before, p["t"], frozenset(p["D"]), optional,
+                                            limits=driven.limits)
+            return "add_deps", (p["t"], tuple(sorted(frozenset(p["D"]) - optional, key=repr))), \
+                {"optional": tuple(sorted(optional, key=repr))}, after.scheduler.tasks[p["t"]].state
         if action == "Start":
             return "start", (), {}, None
         if action == "Tick":

@@ -63,17 +63,22 @@ _LEASE_TIME = 1  # only the order of deadlines and now is read: one tick per lea
 
 # The parameters each recorded action names, in the spec's order, and what kind each is.
 _PARAMS: dict[str, tuple[str, ...]] = {
-    "Submit": ("t", "D", "p", "d"), "Start": (), "Claim": ("w", "k"), "Reclaim": ("w", "t"),
+    "Submit": ("t", "D", "p", "d"), "SubmitOptional": ("t", "D", "O", "p", "d"),
+    "AddDeps": ("t", "D", "O"), "Start": (), "Claim": ("w", "k"), "Reclaim": ("w", "t"),
     "Heartbeat": ("w", "t", "g", "a"), "Complete": ("w", "t", "g", "a"),
     "Fail": ("w", "t", "g", "a"), "AcknowledgeCancel": ("w", "t", "g", "a"),
     "Expire": ("t",), "Cancel": ("t",), "Retry": ("t",), "Close": ("c",), "Tick": (),
 }
+# The steps that make a version with a priority and a delay.
+_SUBMITS = ("Submit", "SubmitOptional")
 # Named when recorded: the ids a claim took (a history recorded before they were has none).
 _OPTIONAL: dict[str, tuple[str, ...]] = {"Claim": ("chosen",)}
 
 # How each action is taken from the record e of its step.
 _CALLS: dict[str, str] = {
     "Submit": "Submit(e.t, e.D, e.p, e.d)",
+    "SubmitOptional": "SubmitOptional(e.t, e.D, e.O, e.p, e.d)",
+    "AddDeps": "AddDeps(e.t, e.D, e.O)",
     "Start": "Start",
     # The ids the store took are the spec's: a claim out of the claim order is refused here.
     "Claim": "(\"chosen\" \\in DOMAIN e => Chosen(e.k) = e.chosen) /\\ Claim(e.w, e.k)",
@@ -132,7 +137,7 @@ def _check(history: Sequence[tuple[str, Mapping[str, Any]]], tasks: frozenset[st
                 ok = isinstance(value, str) and value in tasks
             elif name == "w":
                 ok = isinstance(value, str) and value in workers
-            elif name in ("D", "chosen"):
+            elif name in ("D", "O", "chosen"):
                 ok = (isinstance(value, (list, tuple, set, frozenset))
                       and all(isinstance(d, str) and d in tasks for d in value))
             elif name == "c":
@@ -190,21 +195,21 @@ def _in_ticks(history: Sequence[Any], clock: str, aging: float | None
                               or not aging > 0):
         raise HistoryError(f"aging={aging!r}: seconds > 0, or None for strict priority")
     entries = _entries(history)
-    priorities = sorted({p.get("p", 0) for a, p, _ in entries if a == "Submit"
+    priorities = sorted({p.get("p", 0) for a, p, _ in entries if a in _SUBMITS
                          if _is_int(p.get("p", 0))} | {0})
     rank = {q: i - priorities.index(0) for i, q in enumerate(priorities)}
     steps: list[tuple[str, dict[str, Any]]] = []
     last: float | None = None
     for n, (action, params, at) in enumerate(entries, start=1):
         params = dict(params)
-        if action == "Submit":
+        if action in _SUBMITS:
             delay = params.get("d", 0)
             if isinstance(delay, bool) or not isinstance(delay, (int, float)) or delay < 0:
-                raise HistoryError(f"step {n} Submit: d={delay!r} is not a delay >= 0")
+                raise HistoryError(f"step {n} {action}: d={delay!r} is not a delay >= 0")
             params.setdefault("p", 0)
             if clock == "virtual":
                 if delay != int(delay):
-                    raise HistoryError(f"step {n} Submit: d={delay!r} is not a whole number "
+                    raise HistoryError(f"step {n} {action}: d={delay!r} is not a whole number "
                                        "of ticks (seconds of a virtual clock)")
                 params["d"] = int(delay)
             else:
@@ -242,7 +247,7 @@ def _record(action: str, params: Mapping[str, Any]) -> str:
         if name not in params:
             continue
         value = params[name]
-        if name in ("D", "chosen"):
+        if name in ("D", "O", "chosen"):
             value = frozenset(value)
         fields.append(f"{name} |-> {render(value)}")
     return "[" + ", ".join(fields) + "]"
@@ -275,8 +280,8 @@ def history_module(history: Sequence[Any], *, max_concurrency: int, max_attempts
             raise HistoryError(f"{setting}={number!r}: an int >= 1")
     steps, spec_aging = _in_ticks(durable_steps(history), clock, aging)
     _check(steps, task_set, worker_set)
-    priorities = {p["p"] for a, p in steps if a == "Submit"} | {0}
-    delays = {p["d"] for a, p in steps if a == "Submit"} | {0}
+    priorities = {p["p"] for a, p in steps if a in _SUBMITS} | {0}
+    delays = {p["d"] for a, p in steps if a in _SUBMITS} | {0}
     records = ",\n    ".join(_record(a, p) for a, p in steps)
     calls = "\n".join(f"    \\/ e.action = {render(name)} /\\ {call}"
                       for name, call in _CALLS.items())
@@ -343,8 +348,9 @@ TraceSpec == TraceInit /\\ [][TraceNext]_<<vars, i>>
     Aging = {spec_aging}
     NoTask = NoTask
     NoWorker = NoWorker
-    OptionalEdges = FALSE
-    AddDepsAllowed = FALSE
+    \\* on: a recorded SubmitOptional or AddDeps is judged; a history without one takes neither
+    OptionalEdges = TRUE
+    AddDepsAllowed = TRUE
 
 INIT TraceInit
 NEXT TraceNext
