@@ -4,9 +4,9 @@ able to catch a store that fences, extends, expires or claims differently.
 The corpus has six instances, each covering every edge of TLC's state graph of its config:
 traces/durable-cover.jsonl.gz (spec/MCDurableSchedulerTraces.cfg, one id), replayed whole here,
 and the claims, generations, diamond and time instances (spec/MCDurableSchedulerCorpus*.cfg)
-and the edges instance (spec/MCDurableSchedulerEdges.cfg: optional edges and AddDeps, replayed
-whole on both stores here), of which a stratified subset is replayed here and the whole by
-`refsched verify`. Replay takes each step
+and the edges instance (spec/MCDurableSchedulerEdges.cfg: optional edges and AddDeps), of which
+a stratified subset is replayed here (the edges instance's on PostgreSQL too) and the whole by
+`refsched verify` (and, on both stores, with -m big_instance). Replay takes each step
 through a fresh SQLite store on a virtual clock, the workers' leases held by the harness
 (refsched.verify.durable.system); each must-fail test breaks one thing in a DurableScheduler and
 asserts the replay names the first step where it shows.
@@ -74,7 +74,7 @@ def test_every_edge_of_the_durable_corpus_replays_cleanly_on_postgresql(
                               factory=postgres_factory(postgres_url), checks_each_step=False)
 
 
-@pytest.mark.slow
+@pytest.mark.big_instance  # 310,968 steps: many minutes on each store (a subset: below)
 @pytest.mark.parametrize("kind", ["sqlite", "postgresql"])
 def test_every_edge_of_the_edges_corpus_replays_on_each_store(
         kind: str, request: pytest.FixtureRequest) -> None:
@@ -461,6 +461,18 @@ def test_a_stratified_subset_of_each_instance_replays_cleanly_through_every_acti
     assert {a for a, c in report.coverage.items() if c.edges} == stratified(config)[1]
     print(f"{config}: {report.traces} traces, {report.steps} steps, {report.edges} edges of "
           f"{corpus.read_manifest(system=DURABLE, config=config)['edges']}")
+
+
+def test_a_stratified_subset_of_the_edges_instance_replays_on_postgresql(
+        postgres_url: str) -> None:
+    # every action the edges instance takes, SubmitOptional and AddDeps included, through the
+    # PostgreSQL store's server-side submit and claim
+    traces = subset(EDGES_CONFIG)
+    report = replay(traces, postgres_factory(postgres_url), system=DURABLE,
+                    checks_each_step=False)
+    assert report.ok, format_divergence(report.divergences[0])
+    taken = {a for a, c in report.coverage.items() if c.edges}
+    assert taken == stratified(EDGES_CONFIG)[1] and set(EDGE_ACTIONS) <= taken
 
 
 @pytest.mark.parametrize("cls", broken_durable.BROKEN, ids=lambda c: c.__name__)
