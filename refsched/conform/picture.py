@@ -434,9 +434,9 @@ def branch_source(scheduler: Any, task_id: Hashable) -> str:
         for dep in _sorted(version.deps - _optional_of(version)):
             if dep not in names:
                 continue
-            attributes = (f' [color="{_PATH}", penwidth=4, class="provenance"]'
-                          if (dep, t) in steps else "")
-            lines.append(f"  {names[dep]} -> {names[t]}{attributes};")
+            style = (f' [color="{_PATH}", penwidth=4, class="provenance"]'
+                     if (dep, t) in steps else "")
+            lines.append(f"  {names[dep]} -> {names[t]}{style};")
     lines.append("}")
     return "\n".join(lines) + "\n"
 
