@@ -57,6 +57,10 @@ class Profile:
     optional_edges: bool = True
     # add_deps(task, deps, optional): edges added to a pending version (spec AddDeps)
     add_deps: bool = True
+    # the provenance of each blocked or cancelled version (``info(t).provenance``; on the wire
+    # the ``provenance`` op), and the ``actor`` and ``reason`` cancel(), fail() and
+    # acknowledge_cancel() take for it; False: neither is sent
+    provenance: bool = True
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -93,7 +97,8 @@ FULL: Final = Profile()
 # a static graph, run once: what graphlib.TopologicalSorter offers
 STATIC: Final = Profile(generations=False, cancel=False, retry=False, fail=False, dynamic=False,
                         close=False, limit=False, ready_order="any", snapshot=False,
-                        error_types=False, optional_edges=False, add_deps=False)
+                        error_types=False, optional_edges=False, add_deps=False,
+                        provenance=False)
 
 
 class _Flags:
@@ -214,7 +219,8 @@ def profile_from_json(system: str, data: Any) -> Any:
     return profile
 
 
-DECLARED: Final[Mapping[str, tuple[str, ...]]] = {"scheduler": ("optional_edges", "add_deps")}
+DECLARED: Final[Mapping[str, tuple[str, ...]]] = {
+    "scheduler": ("optional_edges", "add_deps", "provenance")}
 """Per system, the flags a hello must declare to have them: left out, they are false. They
 came after the protocol's first operations, so a program written before them, which declares
 nothing of them, is never sent their calls."""

@@ -97,11 +97,13 @@ VARIABLES
                      \* is answered, not refused
     due,             \* [Tasks -> Nat]: when the waiting version of t may be claimed, on now's
                      \* clock; 0 once it no longer waits (as a deadline is 0 with no live lease)
-    priority         \* [Tasks -> Int]: the priority of the current version of t; 0 = never
+    priority,        \* [Tasks -> Int]: the priority of the current version of t; 0 = never
                      \* submitted
+    provenance       \* [Tasks -> records \cup {NoRecord}]: how a blocked or cancelled version
+                     \* came to end, as Scheduler's (NoRecord always without RecordProvenance)
 
 schedulerVars == <<started, closed, nextSeq, generation, state, deps, optional, remainingDeps,
-                   blockedBy, cancelRequested, seq>>
+                   blockedBy, cancelRequested, seq, provenance>>
 \* Scheduler's variables but claims, which the mapping computes from attempt.
 
 leaseVars == <<attempt, holder, deadline, now, held, ends, endedAttempt>>
@@ -112,18 +114,25 @@ timeVars == <<due, priority>>
 
 vars == <<schedulerVars, leaseVars, timeVars>>
 
+RecordProvenance == FALSE
+\* Whether blocked and cancelled versions record their provenance (Scheduler's constant of that
+\* name).  A definition, where Scheduler has a CONSTANT, so that every configuration that does
+\* not name it keeps it FALSE (and its state counts); MCDurableSchedulerProvenance.cfg turns it
+\* on with RecordProvenance <- ProvenanceOn.
+
 Abs == INSTANCE Scheduler WITH claims <- [t \in Tasks |-> IF attempt[t] > 0 THEN 1 ELSE 0],
                                OldestFirst <- (Priorities = {0} /\ Delays = {0}),
-                               RecordProvenance <- FALSE,
-                               provenance <- [t \in Tasks |-> [root |-> NoTask, generation |-> 0,
-                                                               end |-> "none", path |-> <<>>]]
+                               RecordProvenance <- RecordProvenance,
+                               provenance <- provenance
 \* The TaskScheduler this scheduler implements: every variable is its own (optional and the
 \* constants OptionalEdges and AddDepsAllowed among them), and a version counts as claimed
 \* once it was given a lease.  With neither priorities nor delays the claim order is
 \* Scheduler's, oldest first (a version's due is the time it was submitted, so due and seq
 \* grow together); with them, Scheduler's Claim may take any ready versions, and this spec
-\* states its own order (ClaimsInKeyOrder).  It records no provenance (RecordProvenance is
-\* FALSE: every record is Scheduler's NoRecord).
+\* states its own order (ClaimsInKeyOrder).  Its provenance is Scheduler's, recorded by
+\* Scheduler's actions when RecordProvenance is TRUE; every other step leaves it unchanged with
+\* schedulerVars (a lease's loss, a heartbeat, a tick end no version by themselves; Expire
+\* that fails a version is Abs!Fail).
 
 -----------------------------------------------------------------------------
 (* Leases *)
@@ -647,6 +656,21 @@ EdgesAddedOnlyToPending == Abs!EdgesAddedOnlyToPending
 
 OptionalParentNeverBlocks == Abs!OptionalParentNeverBlocks
 \* Scheduler's action property: a version is blocked only by a dead required parent.
+
+ProvenanceRecorded == Abs!ProvenanceRecorded
+\* Scheduler's: with RecordProvenance, a version is blocked or cancelled exactly when it has a
+\* provenance record.
+
+ProvenanceRootEnded == Abs!ProvenanceRootEnded
+\* Scheduler's: a record's root, while it is the current version, ended as the record says.
+
+ProvenanceNeverRewritten == Abs!ProvenanceNeverRewritten
+\* Scheduler's action property: a record stays while its version does, whatever a lease, a
+\* tick or a report that loses its answer does.
+
+ProvenancePathsReal == Abs!ProvenancePathsReal
+\* Scheduler's action property: a record is set as a cancelled version's own, or as a dead
+\* required dep's path extended by the version.
 
 -----------------------------------------------------------------------------
 (* Invariants of the leases *)

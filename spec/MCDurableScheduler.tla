@@ -12,6 +12,10 @@ CONSTANTS
     MaxGeneration, \* no id gets more than this many versions (Submit and Retry both add one)
     MaxTime        \* TimeBound: the store's clock goes no further
 
+ProvenanceOn == TRUE
+\* What MCDurableSchedulerProvenance.cfg puts for RecordProvenance (RecordProvenance <-
+\* ProvenanceOn): a definition of DurableScheduler, FALSE wherever a config does not name it.
+
 GenerationBound == \A t \in Tasks : generation[t] <= MaxGeneration
 \* State constraint: stop exploring past MaxGeneration versions of any id.
 

@@ -40,12 +40,14 @@ BUGS = {
     "optional_failure_blocks": 1,
     "add_deps_on_ready": 1,
     "add_deps_keeps_count": 1,
+    "provenance_path_from_parent": 1,
 }
 # bug -> the clause the clauses phase alone names: the edge kinds' and add_deps's rules
 CLAUSE_BUGS = {
     "optional_failure_blocks": "dag.edge.optional-dead",
     "add_deps_on_ready": "dag.add_deps.not-pending",
     "add_deps_keeps_count": "dag.add_deps.ok",
+    "provenance_path_from_parent": "dag.provenance.blocked",
 }
 LONGEST_COUNTEREXAMPLE = 8  # calls: every bug above shows in a few
 
@@ -72,9 +74,11 @@ def test_it_conforms_with_every_clause_driven() -> None:
     status, report = _conform(None, "--max-traces", "2000", "--examples", "100")
     assert status == 0, report
     assert report["verdict"] == "conforms", report
-    # it declares edge kinds and add_deps, and is asked them
+    # it declares edge kinds, add_deps and provenance, and is asked them
     assert report["profile"]["optional_edges"] and report["profile"]["add_deps"], report
+    assert report["profile"]["provenance"], report
     assert report["coverage"]["driven"]["dag.add_deps.ok"] > 0, report["coverage"]
+    assert report["coverage"]["driven"]["dag.provenance.blocked"] > 0, report["coverage"]
     assert [phase["name"] for phase in report["phases"]] == ["corpus", "generated", "clauses"]
     assert report["coverage"]["not_driven"] == [], report["coverage"]
 

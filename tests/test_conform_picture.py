@@ -297,3 +297,60 @@ def test_cli_refuses_a_picture_it_cannot_write_before_checking(tmp_path: Path, w
     assert done.returncode == 2
     assert "--picture: cannot write" in done.stderr and why in done.stderr
     assert "conforms" not in done.stdout, "refused before the check ran"
+
+
+# -- a blocked branch with its provenance path --------------------------------------------------
+
+def _failed_branch() -> Any:
+    from refsched import TaskScheduler
+
+    scheduler = TaskScheduler(2)
+    for task, deps in (("fetch", []), ("parse", ["fetch"]), ("index", ["parse"]),
+                       ("report", ["parse", "index"]), ("other", [])):
+        scheduler.submit(task, deps)
+    scheduler.start()
+    scheduler.ready()
+    scheduler.fail("fetch", 1, actor="worker-3", reason="disk full")
+    return scheduler
+
+
+def _edges(source: str) -> dict[tuple[str, str], str]:
+    """Each edge of the DOT source by its nodes' labels' first lines, and its attributes."""
+    names = {m[1]: m[2] for m in re.finditer(r"^  (t\d+) \[label=<<b>([^<]*)</b>", source, re.M)}
+    return {(names[m[1]], names[m[2]]): m[3] or ""
+            for m in re.finditer(r"^  (t\d+) -> (t\d+)(?: \[(.*)\])?;$", source, re.M)}
+
+
+def test_a_blocked_branch_highlights_the_provenance_path_from_the_root() -> None:
+    from refsched.conform.picture import branch_source
+
+    source = branch_source(_failed_branch(), "report")
+    edges = _edges(source)
+    # the branch: the root and every version blocked from it; "other" is not on it
+    assert set(edges) == {("fetch", "parse"), ("parse", "index"), ("parse", "report"),
+                          ("index", "report")}
+    highlighted = {edge for edge, attributes in edges.items() if 'class="provenance"' in attributes}
+    assert highlighted == {("fetch", "parse"), ("parse", "report")}  # report's path, not index's
+    assert all("penwidth=4" in edges[edge] for edge in highlighted)
+    assert "worker-3" in source and "disk full" in source and ">other<" not in source
+
+
+def test_a_version_with_no_provenance_has_no_branch_to_draw() -> None:
+    from refsched.conform.picture import branch_source
+    from refsched.errors import InvalidArgumentError
+
+    with pytest.raises(InvalidArgumentError, match="neither blocked nor cancelled"):
+        branch_source(_failed_branch(), "fetch")  # a failed root keeps no record of its own
+
+
+@needs_dot
+def test_a_blocked_branch_renders_as_svg_with_its_path_classed(tmp_path: Path) -> None:
+    from refsched.conform.picture import write_branch
+
+    out = tmp_path / "branch.svg"
+    said = write_branch(_failed_branch(), "index", out)
+    assert said.startswith(f"wrote {out}"), said
+    svg = ET.parse(out).getroot()
+    classed = [g for g in svg.iter("{http://www.w3.org/2000/svg}g")
+               if "provenance" in (g.get("class") or "").split()]
+    assert len(classed) == 2  # fetch -> parse -> index

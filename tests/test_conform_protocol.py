@@ -33,7 +33,7 @@ from refsched.conform.dag import wire as dag_wire
 from refsched.conform.dag.graphlib_adapter import GraphlibScheduler
 from refsched.profile import FULL, STATIC, Profile
 from refsched.serve import serve
-from refsched.types import CloseReport, Snapshot, TaskState
+from refsched.types import CloseReport, Provenance, Snapshot, TaskState
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPLS = Path(__file__).resolve().parent / "conform_impls"
@@ -662,14 +662,15 @@ def test_a_hello_that_names_no_edge_flag_has_neither_and_is_never_sent_them(
     record = tmp_path / "record.jsonl"
     with ProtocolImplementation(script("written_before_edges.py", str(record)),
                                 cwd=ROOT) as impl:
-        assert impl.profile == Profile(optional_edges=False, add_deps=False)
+        assert impl.profile == Profile(optional_edges=False, add_deps=False, provenance=False)
         report = check(impl, corpus=False, examples=30)
     assert report.verdict == "conforms", report.format()
     assert "dag.add_deps.ok" in report.coverage.left_out(report.profile)
     requests = [json.loads(line) for line in record.read_text().splitlines()[0::2]]
     assert len(requests) > 500
-    assert not [r for r in requests if r["op"] in ("add_deps", "input_summary")
-                or "optional" in r]
+    assert not [r for r in requests if r["op"] in ("add_deps", "input_summary", "provenance")
+                or "optional" in r or "actor" in r or "reason" in r]
+    assert "dag.provenance.blocked" in report.coverage.left_out(report.profile)
 
 
 def test_the_generated_phase_drives_edge_kinds_and_add_deps_over_the_wire() -> None:
@@ -687,8 +688,10 @@ def test_the_generated_phase_drives_edge_kinds_and_add_deps_over_the_wire() -> N
 def test_profile_from_hello_defaults_the_declared_flags_to_false() -> None:
     from refsched.profile import profile_from_hello, profile_from_json
 
-    assert profile_from_hello("scheduler", {}) == Profile(optional_edges=False, add_deps=False)
-    assert profile_from_hello("scheduler", {"add_deps": True}) == Profile(optional_edges=False)
+    assert profile_from_hello("scheduler", {}) == Profile(optional_edges=False, add_deps=False,
+                                                          provenance=False)
+    assert profile_from_hello("scheduler", {"add_deps": True, "provenance": True}) == Profile(
+        optional_edges=False)
     assert profile_from_json("scheduler", {}) == FULL  # a --profile, in this process
     assert profile_from_hello("timer", {}) == profile_from_json("timer", {})
 
@@ -789,3 +792,29 @@ def test_every_verdict_is_a_harness_error() -> None:
         assert issubclass(cls, HarnessError)
         assert not issubclass(cls, errors.SchedulerError)
     assert str(ProtocolViolation("bad", "line 1\nline 2")).endswith("line 1\nline 2")
+
+
+def test_provenance_and_what_ended_the_root_over_the_wire(
+        served: ProtocolImplementation) -> None:
+    s = served.new(2)
+    assert s.submit("a") == 1 and s.submit("b", ["a"]) == 1 and s.submit("c", ["b"]) == 1
+    s.start()
+    assert [c.task_id for c in s.ready()] == ["a"]
+    assert s.fail("a", 1, actor="worker-3", reason="disk full") is TaskState.FAILED
+    assert s.provenance("a") is None  # a failed version is a root, with no record of its own
+    assert s.provenance("c") == Provenance("a", 1, TaskState.FAILED, ("a", "b", "c"),
+                                           "worker-3", "disk full")
+    assert s.cancel("a") is TaskState.FAILED
+    assert s.retry("a") == 2 and s.provenance("c") is None
+    assert s.cancel("c", None, actor="ops", reason="not needed") is TaskState.CANCELLED
+    assert s.provenance("c") == Provenance("c", 2, TaskState.CANCELLED, ("c",), "ops",
+                                           "not needed")
+    with pytest.raises(errors.UnknownTaskError):
+        s.provenance("z")
+
+
+def test_an_actor_that_is_not_text_is_refused_as_the_request_is_read() -> None:
+    with pytest.raises(protocol.WireError, match="actor must be a string or null"):
+        dag_wire.decode_request({"id": 1, "op": "cancel", "task": "a", "actor": 7})
+    request = dag_wire.decode_request({"id": 1, "op": "fail", "task": "a", "generation": 1})
+    assert request.args["actor"] is None and request.args["reason"] is None

@@ -14,6 +14,7 @@ from .actions import (
     ACTIONS,
     EDGE_ACTIONS,
     INITIAL,
+    RECORDING,
     Action,
     DurableSnapshot,
     Lease,
@@ -27,8 +28,8 @@ from .graph import *  # noqa: F403 (its __all__, added to this one below)
 from .invariants import *  # noqa: F403 (its __all__, added to this one below)
 
 __all__ = [
-    "ACTIONS", "EDGE_ACTIONS", "INITIAL", "Action", "DurableSnapshot", "Lease", "Limits",
-    "Refusal", "Step", "claim_transaction", "initial",
+    "ACTIONS", "EDGE_ACTIONS", "INITIAL", "RECORDING", "Action", "DurableSnapshot", "Lease",
+    "Limits", "Refusal", "Step", "claim_transaction", "initial",
 ]
 __all__ += invariants.__all__
 __all__ += graph.__all__

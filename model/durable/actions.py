@@ -45,6 +45,7 @@ __all__ = [
     "ANSWER_LOST",
     "EDGE_ACTIONS",
     "INITIAL",
+    "RECORDING",
     "Action",
     "DurableSnapshot",
     "Lease",
@@ -744,13 +745,20 @@ ANSWER_LOST = ("ClaimAnswerLost", "ReclaimAnswerLost", "CompleteAnswerLost", "Fa
 never reached its worker."""
 
 
-def initial() -> DurableSnapshot:
-    """Spec ``Init``: Scheduler's Init, no lease anywhere, the clock at 0."""
+def initial(record_provenance: bool = False) -> DurableSnapshot:
+    """Spec ``Init``: Scheduler's Init, no lease anywhere, the clock at 0; with
+    ``record_provenance`` (the spec's ``RecordProvenance``) the scheduler part records the
+    provenance, which Scheduler's steps keep from then on (else it is None, as it always was)."""
+    if record_provenance:
+        return DurableSnapshot(scheduler=scheduler.RECORDING)
     return DurableSnapshot()
 
 
 INITIAL = initial()
 """Spec ``Init``."""
+
+RECORDING = initial(record_provenance=True)
+"""Spec ``Init`` with ``RecordProvenance``: no record yet, and records kept."""
 
 
 # -- The claim transaction --------------------------------------------------------------------

@@ -24,7 +24,7 @@ from itertools import combinations
 from typing import Any
 
 from ..dag.graph import ModelGraph, search
-from .actions import ACTIONS, INITIAL, DurableSnapshot, Limits, generation_of
+from .actions import ACTIONS, INITIAL, RECORDING, DurableSnapshot, Limits, generation_of
 
 __all__ = ["Instance", "explore", "next_steps", "within_bound"]
 
@@ -46,6 +46,9 @@ class Instance:
     aging: int = 0  # Aging: ticks of waiting worth one priority level; 0 = none
     optional_edges: bool = False  # OptionalEdges: SubmitOptional and AddDeps make optional edges
     add_deps: bool = False  # AddDepsAllowed: AddDeps adds edges to a pending version
+    # RecordProvenance: blocked and cancelled versions record their provenance (the start
+    # state is RECORDING; every step keeps what the start state holds)
+    record_provenance: bool = False
 
     @property
     def limits(self) -> Limits:
@@ -147,6 +150,9 @@ def within_bound(s: DurableSnapshot, instance: Instance) -> bool:
 
 
 def explore(instance: Instance,
-            initial: DurableSnapshot = INITIAL) -> ModelGraph[DurableSnapshot]:
-    """Breadth-first search of ``Next`` under the bounds, as TLC explores the spec."""
-    return search(initial, lambda s: next_steps(s, instance), lambda s: within_bound(s, instance))
+            initial: DurableSnapshot | None = None) -> ModelGraph[DurableSnapshot]:
+    """Breadth-first search of ``Next`` under the bounds, as TLC explores the spec, from
+    ``initial`` (by default the spec's ``Init`` for the instance's ``RecordProvenance``)."""
+    start = initial if initial is not None else (
+        RECORDING if instance.record_provenance else INITIAL)
+    return search(start, lambda s: next_steps(s, instance), lambda s: within_bound(s, instance))

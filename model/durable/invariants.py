@@ -26,7 +26,9 @@ from ..dag.graph import next_steps as scheduler_steps
 from ..predicates import Violated
 from .actions import ACTIONS, DurableSnapshot, Limits, eligible
 
-__all__ = ["ACTION_PROPERTIES", "INVARIANTS", "violated", "violated_by_step"]
+__all__ = ["ACTION_PROPERTIES", "INVARIANTS", "PROVENANCE_ACTION_PROPERTIES",
+           "PROVENANCE_INVARIANTS", "violated", "violated_by_provenance_step", "violated_by_step",
+           "violated_provenance"]
 
 
 _ANY_WORKER = "any worker"
@@ -401,3 +403,18 @@ ACTION_PROPERTIES: dict[str, Callable[[DurableSnapshot, DurableSnapshot, Limits]
     "OptionalParentNeverBlocks": _step_on_scheduler(scheduler.optional_parent_never_blocks),
 }
 violated_by_step = Violated(ACTION_PROPERTIES)  # the names of those a step violates
+
+
+# -- Provenance (RecordProvenance): Scheduler's, on the scheduler part ---------------------------
+
+PROVENANCE_INVARIANTS: dict[str, Callable[[DurableSnapshot, Limits], bool]] = {
+    name: _on_scheduler(check) for name, check in scheduler.PROVENANCE_INVARIANTS.items()}
+violated_provenance = Violated(PROVENANCE_INVARIANTS)
+"""The names of the provenance invariants a state violates (only where it is recorded)."""
+
+PROVENANCE_ACTION_PROPERTIES: dict[
+    str, Callable[[DurableSnapshot, DurableSnapshot, Limits], bool]] = {
+    name: _step_on_scheduler(check)
+    for name, check in scheduler.PROVENANCE_ACTION_PROPERTIES.items()}
+violated_by_provenance_step = Violated(PROVENANCE_ACTION_PROPERTIES)
+"""The names of the provenance action properties a step violates."""

@@ -171,7 +171,21 @@ def _cron(args: Mapping[str, Any], _: Any) -> bool:
 _SCHEDULE_OPS: Final = ("schedule", "unschedule", "pause", "resume", "schedules")
 
 _NAMED: Final = ("complete", "fail", "acknowledge_cancel", "cancel", "retry", "state",
-                  "add_deps", "input_summary")
+                  "add_deps", "input_summary", "provenance")
+
+
+def _path_length(answer: Any) -> int:
+    """How many ids a provenance answer's path names (0: no provenance)."""
+    path = _field(answer, "path") if answer is not None else None
+    return len(path) if isinstance(path, list | tuple) else 0
+
+
+def _own_root(_: Mapping[str, Any], answer: Any) -> bool:
+    return _path_length(answer) == 1
+
+
+def _reached(_: Mapping[str, Any], answer: Any) -> bool:
+    return _path_length(answer) > 1
 
 _DAG: Final = (
     Clause("dag.new.ok", ("new",), "ok",
@@ -282,6 +296,20 @@ _DAG: Final = (
            "ended, with its generation, state and `blocked_by`, as they were when the version "
            "was claimed once it was; a dependency replaced by a new version has not ended, and "
            "its waiting dependents wait for the new one.", ("optional_edges", "snapshot")),
+    Clause("dag.provenance.cancelled", ("provenance",), "ok",
+           "`provenance` of a cancelled version answers it as its own `root`, its "
+           "`generation`, `end` `cancelled`, the `path` `[task]`, and the `actor` and `reason` "
+           "given to the `cancel` or `acknowledge_cancel` that cancelled it (`close` gives the "
+           "reason `close`).", ("provenance", "cancel"), _own_root),
+    Clause("dag.provenance.blocked", ("provenance",), "ok",
+           "`provenance` of a blocked version answers the version that failed or was "
+           "cancelled at the source of its blocking as `root`, with its `generation` and "
+           "`end`, the `path` of required edges from the root to it (each entry a dependency "
+           "of the next, through versions blocked with it), and the `actor` and `reason` given "
+           "to the call that ended the root.", ("provenance",), _reached),
+    Clause("dag.provenance.none", ("provenance",), "ok",
+           "`provenance` of a version that is neither blocked nor cancelled (a failed one, and "
+           "one renewed by `retry` or a new `submit`) answers `null`.", ("provenance",)),
     Clause("dag.add_deps.ok", ("add_deps",), "ok",
            "`add_deps` of a pending version adds the edges (optional ones to `optional`), "
            "raises its `remaining_deps` by those not settled, blocks it when a new required "
@@ -537,8 +565,10 @@ PARAMETERS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
         "new": ("max_concurrency",), "submit": ("task", "deps", "fn", "optional"),
         "add_deps": ("task", "deps", "optional"), "input_summary": ("task",), "start": (),
         "ready": ("limit",), "complete": ("task", "generation", "result"),
-        "fail": ("task", "generation", "error"), "cancel": ("task", "generation"),
-        "acknowledge_cancel": ("task", "generation"), "retry": ("task",),
+        "fail": ("task", "generation", "error", "actor", "reason"),
+        "cancel": ("task", "generation", "actor", "reason"),
+        "acknowledge_cancel": ("task", "generation", "actor", "reason"), "retry": ("task",),
+        "provenance": ("task",),
         "close": ("cancel_pending",), "snapshot": (), "state": ("task",),
     },
     "timer": {

@@ -30,7 +30,7 @@ from refsched.conform.wire import SYSTEMS
 from refsched.conform.wire import get as get_wire
 from refsched.loading import load_factory as load_factory
 from refsched.profile import Profile, ProfileError, full_profile, profile_from_hello
-from refsched.types import Claim, CloseReport, ParentOutcome, Snapshot, TaskState
+from refsched.types import Claim, CloseReport, ParentOutcome, Provenance, Snapshot, TaskState
 
 __all__ = [
     "ForeignError",
@@ -633,6 +633,13 @@ def _edges(call: str, task_id: Hashable, deps: Iterable[Hashable],
     return edges
 
 
+def _notes(actor: str | None, reason: str | None) -> dict[str, str]:
+    """A call's ``actor`` and ``reason``, sent only when given, so that an implementation
+    without provenance gets the requests it always got."""
+    return {name: value for name, value in (("actor", actor), ("reason", reason))
+            if value is not None}
+
+
 class ProtocolScheduler:
     """One scheduler instance inside a :class:`ProtocolImplementation`, with the TaskScheduler API.
 
@@ -694,20 +701,32 @@ class ProtocolScheduler:
         return self._call("complete", dag_wire.state_from_json,
                           task=_task("complete", task_id), generation=generation)
 
-    def fail(self, task_id: Hashable, generation: int, error: Any = None) -> TaskState:
+    def fail(self, task_id: Hashable, generation: int, error: Any = None, *,
+             actor: str | None = None, reason: str | None = None) -> TaskState:
         """Report the version ``generation`` of ``task_id`` failed (``error`` stays here)."""
         return self._call("fail", dag_wire.state_from_json,
-                          task=_task("fail", task_id), generation=generation)
+                          task=_task("fail", task_id), generation=generation,
+                          **_notes(actor, reason))
 
-    def cancel(self, task_id: Hashable, generation: int | None = None) -> TaskState:
+    def cancel(self, task_id: Hashable, generation: int | None = None, *,
+               actor: str | None = None, reason: str | None = None) -> TaskState:
         """Cancel the current version of ``task_id``, or ask a running one to stop."""
         return self._call("cancel", dag_wire.state_from_json,
-                          task=_task("cancel", task_id), generation=generation)
+                          task=_task("cancel", task_id), generation=generation,
+                          **_notes(actor, reason))
 
-    def acknowledge_cancel(self, task_id: Hashable, generation: int) -> TaskState:
+    def acknowledge_cancel(self, task_id: Hashable, generation: int, *,
+                           actor: str | None = None, reason: str | None = None) -> TaskState:
         """Report the running version ``generation`` of ``task_id`` stopped (cancelled)."""
         return self._call("acknowledge_cancel", dag_wire.state_from_json,
-                          task=_task("acknowledge_cancel", task_id), generation=generation)
+                          task=_task("acknowledge_cancel", task_id), generation=generation,
+                          **_notes(actor, reason))
+
+    def provenance(self, task_id: Hashable) -> Provenance | None:
+        """How the current version of ``task_id`` came to be blocked or cancelled (its time
+        is not compared: none travels), or None."""
+        return self._call("provenance", dag_wire.provenance_from_json,
+                          task=_task("provenance", task_id))
 
     def retry(self, task_id: Hashable) -> int:
         """Resubmit a failed, cancelled or blocked task with its blocked descendants."""

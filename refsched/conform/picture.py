@@ -1,4 +1,5 @@
-"""``refsched conform --picture``: the state at the first difference, drawn side by side.
+"""``refsched conform --picture``: the state at the first difference, drawn side by side; and a
+TaskScheduler's blocked branch with its provenance path (:func:`write_branch`).
 
 A counterexample's table says which fields differ; a reviewer still has to rebuild the state in
 their head to see why that is a bug. The picture draws the two states where the model and the
@@ -27,11 +28,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from refsched.conform.report import Counterexample
+from refsched.errors import InvalidArgumentError
 from refsched.model.durable import DurableSnapshot
 from refsched.model.pool import PoolSnapshot
-from refsched.types import Snapshot, TimerEntry, TimerSnapshot
+from refsched.types import Provenance, ProvenanceView, Snapshot, TimerEntry, TimerSnapshot
 
-__all__ = ["can_render", "dot_source", "write_picture"]
+__all__ = ["branch_source", "can_render", "dot_source", "write_branch", "write_picture"]
 
 # Paul Tol's "light" scheme: told apart with every common colour-vision deficiency, and light
 # enough for black text. The state is also written in each node: colour is never the only cue.
@@ -46,6 +48,7 @@ _PALETTES: Final[dict[str, dict[str, str]]] = {
              "submitted": _GREY},
 }
 _DIFFERS: Final = "#CC0000"  # the border and text of what differs from the other side
+_PATH: Final = "#004488"  # a provenance path's edges and nodes (Tol's dark blue)
 _WIDTH: Final = 80  # characters shown of an id or a value; a longer one is clipped
 
 
@@ -381,6 +384,87 @@ def dot_source(counterexample: Counterexample) -> str:
     return "\n".join(lines) + "\n"
 
 
+# -- a blocked branch and its provenance path ---------------------------------------------------
+
+def branch_source(scheduler: Any, task_id: Hashable) -> str:
+    """The Graphviz DOT source of the blocked branch ``task_id`` is on: the version at its
+    root (failed or cancelled) and every version whose provenance names that root, with
+    their required edges; the provenance path from the root to ``task_id`` is drawn thick and
+    dark blue, its edges with ``class="provenance"``, and the title says what ended the root.
+
+    ``scheduler`` is a ``TaskScheduler`` (or anything with ``snapshot(provenance=True)`` and
+    ``provenance(task_id)``). Errors: ``task_id`` has no provenance (neither blocked nor
+    cancelled) -> ``InvalidArgumentError``; unknown id -> ``UnknownTaskError``.
+    """
+    record: Provenance | None = scheduler.provenance(task_id)
+    if record is None:
+        raise InvalidArgumentError(f"branch_source({task_id!r}): it has no provenance: its "
+                                   f"version is neither blocked nor cancelled")
+    snapshot: Snapshot = scheduler.snapshot(provenance=True)
+    root = (record.root, record.generation)
+    branch = [t for t, r in snapshot.records.items() if (r.root, r.generation) == root]
+    members = _sorted({record.root, *branch, *record.path})
+    names = {t: f"t{i}" for i, t in enumerate(
+        sorted(members, key=lambda t: (snapshot.tasks[t].seq if t in snapshot.tasks else 0,
+                                       repr(t))))}
+    on_path = set(record.path)
+    steps = set(zip(record.path, record.path[1:], strict=False))
+    lines = ["digraph branch {",
+             f'  graph [label=<{_branch_title(task_id, record)}>, labelloc="t", '
+             'labeljust="l", fontname="Helvetica", fontsize=14, nodesep=0.3, ranksep=0.4];',
+             '  node [shape=box, fontname="Helvetica", fontsize=12, style="rounded,filled"];',
+             '  edge [color="#AAAAAA"];']
+    for t, name in names.items():
+        version = snapshot.tasks.get(t)
+        state = "not in the state" if version is None else version.state.value
+        text = [_line(_shown(t), bold=True), _line(f"state: {state}")]
+        if version is not None:
+            text.append(_line(f"generation: {version.generation}"))
+            if version.blocked_by is not None:
+                text.append(_line(f"blocked_by: {_shown(version.blocked_by)}"))
+        fill = _PALETTES["scheduler"].get(state, _WHITE)
+        attributes = [f'label=<{"<br/>".join(text)}>', f'fillcolor="{fill}"']
+        if t in on_path:
+            attributes += [f'color="{_PATH}"', "penwidth=4"]
+        lines.append(f"  {name} [{', '.join(attributes)}];")
+    for t in names:
+        version = snapshot.tasks.get(t)
+        if version is None:
+            continue
+        for dep in _sorted(version.deps - _optional_of(version)):
+            if dep not in names:
+                continue
+            style = (f' [color="{_PATH}", penwidth=4, class="provenance"]'
+                     if (dep, t) in steps else "")
+            lines.append(f"  {names[dep]} -> {names[t]}{style};")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _optional_of(version: Any) -> frozenset[Hashable]:
+    return frozenset(getattr(version, "optional", ()) or ())
+
+
+def _branch_title(task_id: Hashable, record: Provenance | ProvenanceView) -> str:
+    said = [f"actor {_shown(value)}" if name == "actor" else f"reason {_shown(value)}"
+            for name in ("actor", "reason")
+            if (value := getattr(record, name, None)) is not None]
+    lines = [_line(f"{_shown(task_id)}: the provenance of its version", bold=True),
+             _line(f"root: {_shown(record.root)}, generation {record.generation}, "
+                   f"{record.end.value}" + (f" ({', '.join(said)})" if said else "")),
+             _line("path: " + " -> ".join(_shown(t) for t in record.path))]
+    return "".join(f'{line}<br align="left"/>' for line in lines)
+
+
+def write_branch(scheduler: Any, task_id: Hashable, path: str | Path) -> str:
+    """Draw the blocked branch of ``task_id`` with its provenance path (:func:`branch_source`)
+    as SVG at ``path``; what to tell the user. Without Graphviz's ``dot`` the DOT source
+    goes next to ``path``, as with :func:`write_picture`. Errors: as :func:`branch_source`.
+    """
+    return _render(branch_source(scheduler, task_id), Path(path),
+                   "the blocked branch and its provenance path")
+
+
 # -- the file ---------------------------------------------------------------------------------
 
 def can_render() -> bool:
@@ -395,8 +479,12 @@ def write_picture(counterexample: Counterexample, path: str | Path) -> str:
     ``path`` instead, as ``FILE.dot``, and the message says how to render it. A file that
     cannot be written is said in the message too: the verdict stays the verdict.
     """
-    out = Path(path)
-    source = dot_source(counterexample)
+    return _render(dot_source(counterexample), Path(path),
+                   "the state at the first difference, drawn side by side")
+
+
+def _render(source: str, out: Path, what: str) -> str:
+    """``source`` rendered as SVG at ``out``, or else written next to it as DOT; the message."""
     dot = shutil.which("dot")
     problem = "Graphviz's dot is not on PATH"
     if dot is not None:
@@ -407,7 +495,7 @@ def write_picture(counterexample: Counterexample, path: str | Path) -> str:
             problem = f"dot failed: {e}"
         else:
             if done.returncode == 0:
-                return f"wrote {out}: the state at the first difference, drawn side by side"
+                return f"wrote {out}: {what}"
             said = done.stderr.decode(errors="replace").strip()
             problem = f"dot failed ({said or f'exit status {done.returncode}'})"
     fallback = out.with_suffix(".dot") if out.suffix != ".dot" else out

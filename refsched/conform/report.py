@@ -142,8 +142,8 @@ def wire_request(system: str, method: str, args: Sequence[Any],
     the system's wire, which also names the op of a method named otherwise)."""
     if system == "scheduler":
         # the API's parameters, of which the wire carries those its table names (a function,
-        # a result or an error stays in the process), and ``optional`` only when it names an
-        # id, as the client sends it
+        # a result or an error stays in the process), ``optional`` only when it names an
+        # id, and ``actor`` and ``reason`` only when given, as the client sends them
         required, optional = dag_wire.OPS.get(method, ((), {}))
         carried = (*required, *optional)
         names = clauses.PARAMETERS["scheduler"].get(method, carried)
@@ -151,7 +151,8 @@ def wire_request(system: str, method: str, args: Sequence[Any],
         given = {names[i] if i < len(names) else f"arg{i}": value
                  for i, value in enumerate(args)}
         for name, value in {**given, **kwargs}.items():
-            if name in _STAYS or (name == "optional" and not value):
+            if name in _STAYS or (name == "optional" and not value) or (
+                    name in ("actor", "reason") and value is None):
                 continue
             request[name] = _plain(value)
         return request

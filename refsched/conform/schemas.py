@@ -53,6 +53,8 @@ _SCHEDULER_ARGS: Final[Mapping[str, Any]] = {
     "limit": {"type": ["integer", "null"]},
     "generation": {"type": "integer"},
     "cancel_pending": {"type": "boolean"},
+    "actor": {"type": ["string", "null"]},
+    "reason": {"type": ["string", "null"]},
 }
 _SCHEDULER_RESULTS: Final[Mapping[str, Any]] = {
     "new": None, "start": None, "bye": None, "submit": int, "retry": int,
@@ -60,6 +62,17 @@ _SCHEDULER_RESULTS: Final[Mapping[str, Any]] = {
     "cancel": TaskState, "acknowledge_cancel": TaskState, "state": TaskState,
     "close": CloseReport, "snapshot": Snapshot, "add_deps": TaskState,
     "input_summary": dict[str, ParentOutcome],
+    "provenance": None,  # _PROVENANCE below: what travels of a Provenance
+}
+# a provenance as ``dag_wire.provenance_to_json`` sends it (its time stays in the process)
+_PROVENANCE: Final = {
+    "type": ["object", "null"],
+    "properties": {"root": {"type": "string"}, "generation": {"type": "integer"},
+                   "end": {"enum": [TaskState.FAILED.value, TaskState.CANCELLED.value]},
+                   "path": _ID_LIST, "actor": {"type": ["string", "null"]},
+                   "reason": {"type": ["string", "null"]}},
+    "required": ["root", "generation", "end", "path", "actor", "reason"],
+    "additionalProperties": False,
 }
 # The ``new`` arguments of the other systems (their served classes take them untyped)
 _NEW_ARGS: Final[Mapping[str, Mapping[str, Any]]] = {
@@ -175,6 +188,8 @@ def _scheduler_result(op: str) -> dict[str, Any]:
     """The schema of a TaskScheduler op's result as ``dag_wire.result_to_json`` sends it: a
     version's optional deps only when it has some; of a parent's outcome, what identifies it
     (a result or an error given to a callback does not travel)."""
+    if op == "provenance":
+        return dict(_PROVENANCE)
     schema = type_schema(_SCHEDULER_RESULTS[op])
     if op == "snapshot":
         schema["properties"]["tasks"]["additionalProperties"]["properties"]["optional"] = _ID_LIST

@@ -46,14 +46,23 @@ def _not_in_profile(profile: Profile, op: str, args: Mapping[str, Any]) -> str |
     """Why ``op`` is outside ``profile``, or None when the profile admits it."""
     flag = {"cancel": "cancel", "acknowledge_cancel": "cancel", "retry": "retry",
             "fail": "fail", "close": "close", "snapshot": "snapshot", "add_deps": "add_deps",
-            "input_summary": "optional_edges"}.get(op)
+            "input_summary": "optional_edges", "provenance": "provenance"}.get(op)
     if flag is not None and not getattr(profile, flag):
         return f"{op}: outside the profile ({flag} is false)"
     if args.get("optional") and not profile.optional_edges:
         return f"{op}: optional edges are outside the profile (optional_edges is false)"
+    if (args.get("actor") is not None or args.get("reason") is not None) and not getattr(
+            profile, "provenance", True):
+        return f"{op}: actor and reason are outside the profile (provenance is false)"
     if op == "ready" and args["limit"] is not None and not profile.limit:
         return "ready: a limit is outside the profile (limit is false)"
     return None
+
+
+def _notes(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``actor`` and ``reason`` a request gives, only those given: an adapter without
+    provenance need not take them."""
+    return {name: args[name] for name in ("actor", "reason") if args.get(name) is not None}
 
 
 # op -> the scheduler call it makes; arguments are positional so adapters may name them freely
@@ -64,12 +73,14 @@ _CALLS: dict[str, Callable[[Any, Mapping[str, Any]], Any]] = {
                             if a["optional"] else s.submit(a["task"], a["deps"])),
     "add_deps": lambda s, a: s.add_deps(a["task"], a["deps"], optional=a["optional"]),
     "input_summary": lambda s, a: s.input_summary(a["task"]),
+    "provenance": lambda s, a: s.provenance(a["task"]),
     "start": lambda s, a: s.start(),
     "ready": lambda s, a: s.ready(a["limit"]),
     "complete": lambda s, a: s.complete(a["task"], a["generation"]),
-    "fail": lambda s, a: s.fail(a["task"], a["generation"]),
-    "cancel": lambda s, a: s.cancel(a["task"], a["generation"]),
-    "acknowledge_cancel": lambda s, a: s.acknowledge_cancel(a["task"], a["generation"]),
+    "fail": lambda s, a: s.fail(a["task"], a["generation"], **_notes(a)),
+    "cancel": lambda s, a: s.cancel(a["task"], a["generation"], **_notes(a)),
+    "acknowledge_cancel": lambda s, a: s.acknowledge_cancel(a["task"], a["generation"],
+                                                            **_notes(a)),
     "retry": lambda s, a: s.retry(a["task"]),
     "close": lambda s, a: s.close(a["cancel_pending"]),
     "snapshot": lambda s, a: s.snapshot(),

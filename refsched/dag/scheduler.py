@@ -919,6 +919,8 @@ class TaskScheduler(LockChecked):
                 heap = self._heap
                 remaining = self._remaining
                 stamp = self._stamp
+                book = self._signals
+                released: list[int] | None = [] if book is not None else None
                 for x in dependents:
                     if state[x] == _PENDING:
                         left = remaining[x] - 1
@@ -928,6 +930,11 @@ class TaskScheduler(LockChecked):
                             stamp[x] = now
                             _heappush(heap, x)
                             newly_ready += 1
+                            if released is not None:
+                                released.append(x)
+                if released:
+                    assert book is not None
+                    self._signal_propagated(book, released, now)
                 if newly_ready:
                     self._ready_count += newly_ready
             if self._recorder is not None:
@@ -1579,6 +1586,10 @@ class TaskScheduler(LockChecked):
         append = order.append
         was_ready = 0
         seeds = list(dead)
+        book = self._signals
+        # the end of the versions of ``dead`` (just before this call), from which the
+        # propagation of what they block or release is timed
+        ended = _perf_counter() if book is not None and seeds else None
         for x in fresh:
             st = state[x]
             if st <= _READY:
@@ -1637,20 +1648,33 @@ class TaskScheduler(LockChecked):
                 endings = sorted(order)
                 gen = self._gen
                 self._endings.extend((ids[x], gen[x], TaskState.BLOCKED) for x in endings)
-        if optional:
-            self._settle_optional((*seeds, *order))
+        released = self._settle_optional((*seeds, *order)) if optional else []
+        if ended is not None:
+            assert book is not None
+            self._signal_propagated(book, [*order, *released], ended)
 
-    def _settle_optional(self, ended: Iterable[int]) -> None:
+    def _signal_propagated(self, book: SignalBook, rows: list[int], ended: float) -> None:
+        """Each version of ``rows`` was made ready or blocked now by a dependency's end at
+        ``ended`` (on the performance counter). Lock held."""
+        if not rows:
+            return
+        took = _perf_counter() - ended
+        key = self._key
+        for x in rows:
+            book.propagated(key(x), took)
+
+    def _settle_optional(self, ended: Iterable[int]) -> list[int]:
         """The rest of Settle: each optional edge to a version of ``ended`` is settled, so a
         pending version waiting on it has one dep fewer, and is ready when none is left.
         Lock held; runs after blocking has spread, so what is still pending/ready is outside
-        the spec's B."""
+        the spec's B. Returns the rows it made ready."""
         state = self._state
         dependents = self._dependents
         optional = self._optional
         remaining = self._remaining
         ids = self._ids
         now = _perf_counter()
+        made: list[int] = []
         for m in ended:
             tid = ids[m]
             for x in dependents[m] or ():
@@ -1662,6 +1686,8 @@ class TaskScheduler(LockChecked):
                         self._stamp[x] = now
                         _heappush(self._heap, x)
                         self._ready_count += 1
+                        made.append(x)
+        return made
 
     def _bump_optional(self, listed: Iterable[int], task_id: Hashable) -> None:
         """A version of ``task_id`` that ended is being replaced: the pending/ready versions of

@@ -6,7 +6,10 @@ keeps, for each of the first ``N`` keys it charges, the counters of ``stats()`` 
 and the ready-wait and run-time durations with a bounded histogram, so a tail shows where a
 mean would hide it. Every key charged once ``N`` are kept goes to the one :data:`OVERFLOW`
 partition, which counts like any other: memory is bounded by ``N + 1`` partitions whatever
-the callers name. Events that concern no version (a ``ready()`` cut short by the concurrency
+the callers name. A partition also times how its versions are reached by their dependencies'
+ends: ``propagation`` holds, for each version made ready or blocked by a dependency's end
+(``propagated`` of them), the time from that end to the moment the version became ready or
+blocked. Events that concern no version (a ``ready()`` cut short by the concurrency
 limit; ``start()`` refused for a cycle or an unknown dependency) are charged to
 :data:`UNLABELLED`.
 
@@ -122,6 +125,12 @@ class PartitionSignals:
     running: int = 0  # current versions running now
     ready_wait: DurationTail = DurationTail()  # became ready -> claimed
     run_time: DurationTail = DurationTail()  # claimed -> succeeded, failed or cancelled
+    # versions made ready or blocked by a dependency's end (complete(), fail(), cancel(),
+    # acknowledge_cancel(), close(), or the blocking they spread), one for each time
+    propagated: int = 0
+    # a dependency's end -> a version it made ready or blocked became so;
+    # propagation.count == propagated
+    propagation: DurationTail = DurationTail()
 
     @property
     def config_errors(self) -> int:
@@ -130,10 +139,13 @@ class PartitionSignals:
 
     def counters(self) -> dict[str, int]:
         """The counters by name (:data:`COUNTERS`), the gauges ``waiting`` and ``running``,
-        and the durations' counts as ``ready_wait.count`` and ``run_time.count``."""
-        shown = {name: getattr(self, name) for name in (*COUNTERS, "waiting", "running")}
+        ``propagated``, and the durations' counts as ``ready_wait.count``,
+        ``run_time.count`` and ``propagation.count``."""
+        shown = {name: getattr(self, name)
+                 for name in (*COUNTERS, "waiting", "running", "propagated")}
         return {**shown, "ready_wait.count": self.ready_wait.count,
-                "run_time.count": self.run_time.count}
+                "run_time.count": self.run_time.count,
+                "propagation.count": self.propagation.count}
 
 
 @dataclass(frozen=True)
@@ -182,12 +194,14 @@ class _Durations:
 class _Tally:
     """The counters and durations of one partition being gathered."""
 
-    __slots__ = ("counts", "ready_wait", "run_time")
+    __slots__ = ("counts", "propagated", "propagation", "ready_wait", "run_time")
 
     def __init__(self) -> None:
         self.counts = [0] * len(COUNTERS)
         self.ready_wait = _Durations()
         self.run_time = _Durations()
+        self.propagated = 0  # == propagation.count
+        self.propagation = _Durations()
 
 
 class SignalBook:
@@ -233,6 +247,13 @@ class SignalBook:
             tally.counts[_INDEX["cancelled"]] += 1
         tally.run_time.add(ran)
 
+    def propagated(self, key: Hashable, seconds: float) -> None:
+        """A version of ``key`` was made ready or blocked ``seconds`` after the end of the
+        dependency that settled it."""
+        tally = self._tally(key)
+        tally.propagated += 1
+        tally.propagation.add(seconds)
+
     def signals(self, gauges: Mapping[Hashable, tuple[int, int]]) -> Signals:
         """The partitions now; ``gauges``: key -> (waiting, running) of the current versions,
         each key sent where its charges go."""
@@ -249,5 +270,6 @@ class SignalBook:
             parts[key] = PartitionSignals(
                 **dict(zip(COUNTERS, tally.counts, strict=True)), waiting=waiting,
                 running=running, ready_wait=tally.ready_wait.frozen(),
-                run_time=tally.run_time.frozen())
+                run_time=tally.run_time.frozen(), propagated=tally.propagated,
+                propagation=tally.propagation.frozen())
         return Signals(self.max_partitions, parts)

@@ -126,12 +126,12 @@ def test_recorded_runner_runs_keep_the_laws(seed: int) -> None:
 SIGNAL_MUTANTS = tuple(m for m in CATALOGUE if m.name in {
     "retry_charges_renewed_to_first_tenant", "replaced_charged_to_new_tenant",
     "overflow_partition_not_counted", "failure_counted_as_config_error",
-    "config_error_counted_as_failure",
+    "config_error_counted_as_failure", "propagation_counted_without_its_time",
 })
 
 
 def test_the_signal_section_has_its_mutants() -> None:
-    assert len(SIGNAL_MUTANTS) == 5
+    assert len(SIGNAL_MUTANTS) == 6
 
 
 @pytest.mark.parametrize("mutant", SIGNAL_MUTANTS, ids=lambda m: m.name)
@@ -179,3 +179,38 @@ def test_partition_keys_follow_compaction_and_are_checked() -> None:
     s._labels[len(s._state)] = ("etl", None)  # a row that does not exist
     with pytest.raises(InvariantViolation, match="partition keys"):
         s.check_invariants()
+
+
+def test_propagation_times_each_version_a_dependency_s_end_readies_or_blocks() -> None:
+    s = TaskScheduler(4, max_partitions=4)
+    s.submit("a", task_type="etl", tenant="acme")
+    s.submit("b", ["a"], task_type="load", tenant="acme")
+    s.submit("c", ["a"], task_type="load", tenant="acme")
+    s.submit("d", ["b"], task_type="report", tenant="zenith")
+    s.submit("e", [], task_type="report", tenant="zenith", optional=["b"])
+    s.start()
+    s.complete("a", s.ready()[0].generation)  # readies b and c
+    assert [c.task_id for c in s.ready()] == ["b", "c"]
+    s.fail("b", 1)  # blocks d, readies e through its optional edge
+    parts = s.signals().partitions
+    load, report = parts[("load", "acme")], parts[("report", "zenith")]
+    assert (load.propagated, load.propagation.count) == (2, 2)
+    assert (report.propagated, report.propagation.count) == (2, 2)  # d blocked, e ready
+    assert parts[("etl", "acme")].propagated == 0  # a had no dependency
+    assert 0 <= report.propagation.max <= report.propagation.total
+    assert law_breaches(s.signals(), s.stats()) == []
+
+
+def test_a_propagation_without_its_time_breaks_a_law() -> None:
+    s = TaskScheduler(1, max_partitions=2)
+    s.submit("a")
+    s.submit("b", ["a"])
+    s.start()
+    s.ready()
+    s.complete("a", 1)
+    signals = s.signals()
+    key = (None, None)
+    parts = dict(signals.partitions)
+    parts[key] = dataclasses.replace(parts[key], propagation=DurationTail())
+    found = law_breaches(dataclasses.replace(signals, partitions=parts), s.stats())
+    assert any("propagation.count == propagated" in f for f in found), found

@@ -176,7 +176,7 @@ LEASE_REPORTS = "\\E w \\in Workers : \\E t \\in Tasks : {}(w, t, generation[t],
 HELD_REPORTS = "\\E w \\in Workers : \\E l \\in held[w] : {}(w, l[1], l[2], l[3])"
 SCHEDULER_UNCHANGED_BUT_STATE = (
     "UNCHANGED <<started, closed, nextSeq, generation, deps, optional, remainingDeps,\n"
-    "                         blockedBy, cancelRequested, seq>>\n")
+    "                         blockedBy, cancelRequested, seq, provenance>>\n")
 CLAIM_STEP = ("        /\\ UNCHANGED <<now, ends, endedAttempt>>\n"
               "        /\\ k <= Cardinality(Eligible)\n"
               "        /\\ UNCHANGED priority\n"
@@ -325,7 +325,7 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
           "        /\\ state' = [x \\in Tasks |-> IF x \\in C THEN \"running\" ELSE state[x]]\n"
           "        /\\ UNCHANGED <<started, closed, nextSeq, generation, deps, optional,"
           " remainingDeps,\n"
-          "                       blockedBy, cancelRequested, seq>>\n")],
+          "                       blockedBy, cancelRequested, seq, provenance>>\n")],
         {PAIRS: ("ConcurrencyBound", "invariant")},
     ),
     # The clock is moved by a signed step the wrong way: time goes below 0.
@@ -392,7 +392,7 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
           "    /\\ cancelRequested' = [cancelRequested EXCEPT ![t] = FALSE]\n"
           "    /\\ UNCHANGED <<started, closed, nextSeq, generation, state, deps, optional,"
           " remainingDeps,\n"
-          "                   blockedBy, seq>>\n")],
+          "                   blockedBy, seq, provenance>>\n")],
         dict.fromkeys(NOT_GENERATIONS, ("Refinement", "action property")),
     ),
     # A completion is fenced by attempt and live lease but not by generation: a worker that
@@ -444,7 +444,7 @@ MUTANTS: dict[str, tuple[list[tuple[str, str, str]], dict[str, tuple[str, str]]]
           "    /\\ cancelRequested' = [cancelRequested EXCEPT ![t] = FALSE]\n"
           "    /\\ UNCHANGED <<started, closed, nextSeq, generation, state, deps, optional,"
           " remainingDeps,\n"
-          "                   blockedBy, seq>>\n")],
+          "                   blockedBy, seq, provenance>>\n")],
         {GENERATIONS: ("Refinement", "action property")},
     ),
     # A completion records the attempt after its own as the one that ended the version: a

@@ -23,7 +23,7 @@ from refsched.errors import (
     UnknownDependencyError,
     UnknownTaskError,
 )
-from refsched.types import Claim, CloseReport, ParentOutcome, Snapshot, TaskState
+from refsched.types import Claim, CloseReport, ParentOutcome, Provenance, Snapshot, TaskState
 
 __all__ = [
     "BROKEN",
@@ -43,6 +43,9 @@ __all__ = [
     "MissingPairsCut",
     "NegativeConcurrencyAccepted",
     "NegativeGenerationInvalid",
+    "ProvenanceForgetsNotes",
+    "ProvenancePathSkipsBlocked",
+    "ProvenanceSurvivesRenewal",
     "StaleCallbackAccepted",
     "StartMissesCycle",
     "SummaryFollowsResubmission",
@@ -444,6 +447,74 @@ class SummaryFollowsResubmission(TaskScheduler):
             return self._outcomes_locked(self._lookup("input_summary", task_id))
 
 
+class ProvenanceForgetsNotes(TaskScheduler):
+    """Rule ``dag.provenance.cancelled``: a cancelled version's provenance carries the
+    ``actor`` and ``reason`` given to the call that cancelled it.
+
+    Bug: the record of a version cancelled by a call names no actor and no reason.
+    """
+
+    rule = "dag.provenance.cancelled"
+
+    def provenance(self, task_id: Hashable) -> Provenance | None:
+        record = super().provenance(task_id)
+        if record is None or len(record.path) != 1:
+            return record
+        return dataclasses.replace(record, actor=None, reason=None)
+
+
+class ProvenancePathSkipsBlocked(TaskScheduler):
+    """Rule ``dag.provenance.blocked``: a blocked version's path runs from the root through
+    every version blocked on the way to it.
+
+    Bug: the path names only the root and the version, as if every blocked version depended
+    on the root directly.
+    """
+
+    rule = "dag.provenance.blocked"
+
+    def provenance(self, task_id: Hashable) -> Provenance | None:
+        record = super().provenance(task_id)
+        if record is None or len(record.path) <= 2:
+            return record
+        return dataclasses.replace(record, path=(record.path[0], record.path[-1]))
+
+
+class ProvenanceSurvivesRenewal(TaskScheduler):
+    """Rule ``dag.provenance.none``: a version renewed by ``retry`` or a new ``submit`` has no
+    provenance until it is blocked or cancelled itself.
+
+    Bug: the renewed version answers the record of the one it replaced. (It keeps every
+    record it had before each renewal.)
+    """
+
+    rule = "dag.provenance.none"
+
+    def __init__(self, max_concurrency: int, **options: Any) -> None:
+        super().__init__(max_concurrency, **options)
+        self._old: dict[Hashable, Provenance] = {}
+
+    def _keep(self) -> None:
+        for task_id in self.snapshot(provenance=True).records:
+            record = super().provenance(task_id)
+            if record is not None:
+                self._old[task_id] = record
+
+    def submit(self, task_id: Hashable, deps: Iterable[Hashable] = (),
+               fn: Callable[..., Any] | None = None, optional: Iterable[Hashable] = (), *,
+               tenant: Hashable = None, task_type: str | None = None) -> int:
+        self._keep()
+        return super().submit(task_id, deps, fn, optional, tenant=tenant, task_type=task_type)
+
+    def retry(self, task_id: Hashable) -> int:
+        self._keep()
+        return super().retry(task_id)
+
+    def provenance(self, task_id: Hashable) -> Provenance | None:
+        record = super().provenance(task_id)
+        return record if record is not None else self._old.get(task_id)
+
+
 def _row_of(scheduler: TaskScheduler, task_id: Hashable) -> int | None:
     """The row of ``task_id``'s current version, or None (unknown or unhashable: the real
     call refuses it)."""
@@ -457,6 +528,7 @@ BROKEN_CLAUSES: tuple[type[TaskScheduler], ...] = (
     NegativeGenerationInvalid, CloseReportSortedById, MissingPairsCut, LimitNotChecked,
     NegativeConcurrencyAccepted, ZeroConcurrencyRefused, CancelBeforeStartRefused,
     DuplicateDepAccepted, AddDepsOnReady, AddDepsKeepsCount, SummaryFollowsResubmission,
+    ProvenanceForgetsNotes, ProvenancePathSkipsBlocked, ProvenanceSurvivesRenewal,
 )
 """The schedulers that break a clause random calls rarely reach; each names it as ``rule``,
 and the clauses phase rejects each with a verdict naming that rule. ``GenerationAsText``

@@ -23,8 +23,13 @@ from refsched.conform.client import HarnessError
 from refsched.conform.probes import Probe, differ, snapshots_differ
 from refsched.errors import CycleError, StaleGenerationError, UnknownDependencyError
 from refsched.profile import Profile
-from refsched.types import CloseReport, Snapshot
-from refsched.verify.dag.inputs import ReferenceWithInputs, show_summary, summary_rows
+from refsched.types import CloseReport, Provenance, Snapshot
+from refsched.verify.dag.inputs import (
+    ReferenceWithInputs,
+    show_provenance,
+    show_summary,
+    summary_rows,
+)
 from refsched.verify.dag.lockstep import IDS
 from refsched.verify.replay import format_rows, snapshot_rows
 
@@ -33,6 +38,9 @@ __all__ = ["PROBES", "adapt", "call", "judge", "needs_of", "new_implementation",
 
 _CLOSE: Final = tuple(f.name for f in dataclasses.fields(CloseReport))
 _ROW_HEADS: Final = ("id", "field", "model", "implementation")
+# the calls that take an actor and a reason (the provenance of what they end), by keyword,
+# after this many positional arguments
+_NOTED: Final = {"fail": 3, "cancel": 2, "acknowledge_cancel": 2}
 
 
 def _p(clause: str, *calls: tuple[str, tuple[Any, ...]], needs: tuple[str, ...] = (),
@@ -127,6 +135,27 @@ PROBES: Final[tuple[Probe, ...]] = (
        ("submit", ("a", [])), ("input_summary", ("b",)), ("ready", (None,)),
        ("complete", ("a", 2)), ("ready", (None,)), ("submit", ("a", [])),
        ("input_summary", ("b",)), ("input_summary", ("z",)), owns_state=True),
+    _p("dag.provenance.cancelled", _NEW, ("submit", ("a", [])), ("submit", ("b", [])),
+       ("cancel", ("a", None, "ops", "not needed")), ("provenance", ("a",)),
+       ("cancel", ("b", 1)), ("provenance", ("b",))),
+    _p("dag.provenance.cancelled", *_RUNNING_A, ("cancel", ("a", 1, "ops", "stop")),
+       ("provenance", ("a",)), ("acknowledge_cancel", ("a", 1, "worker", "stopped")),
+       ("provenance", ("a",))),
+    _p("dag.provenance.cancelled", _NEW, ("submit", ("a", [])), ("close", (True,)),
+       ("provenance", ("a",))),
+    _p("dag.provenance.blocked", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("submit", ("c", ["b"])), ("submit", ("d", ["a", "c"])), ("start", ()),
+       ("ready", (None,)), ("fail", ("a", 1, None, "worker", "disk full")),
+       ("provenance", ("b",)), ("provenance", ("d",)), ("provenance", ("c",))),
+    _p("dag.provenance.blocked", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("submit", ("c", ["b"])), ("cancel", ("a", None, None, "superseded")),
+       ("provenance", ("c",))),
+    _p("dag.provenance.none", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
+       ("provenance", ("a",)), ("start", ()), ("ready", (None,)),
+       ("fail", ("a", 1, None, "worker", "bad input")), ("provenance", ("a",)),
+       ("retry", ("a",)), ("provenance", ("b",)), ("cancel", ("a", None)),
+       ("submit", ("a", [])), ("provenance", ("a",))),
+    _p("dag.call.unknown-task", _NEW, ("submit", ("a", [])), ("provenance", ("z",))),
     _p("dag.add_deps.ok", _NEW, ("submit", ("a", [])), ("submit", ("b", ["a"])),
        ("submit", ("c", [])), ("add_deps", ("b", ["c"])), ("start", ()), ("ready", (None,)),
        ("complete", ("a", 1)), ("complete", ("c", 1)), ("ready", (None,)), owns_state=True),
@@ -182,10 +211,12 @@ def needs_of(probe: Probe) -> tuple[str, ...]:
     flags = {"cancel": ("cancel",), "acknowledge_cancel": ("cancel",), "retry": ("retry",),
              "fail": ("fail",), "close": ("close",), "snapshot": ("snapshot",),
              "state": ("snapshot",), "add_deps": ("add_deps",),
-             "input_summary": ("optional_edges", "snapshot")}
+             "input_summary": ("optional_edges", "snapshot"), "provenance": ("provenance",)}
     optional_at = {"submit": 3, "add_deps": 2}  # where a call's ``optional`` ids are
     for method, args in probe.calls:
         needs.update(flags.get(method, ()))
+        if len(args) > _NOTED.get(method, len(args)):  # an actor and a reason
+            needs.add("provenance")
         if method in optional_at and len(args) > optional_at[method] and args[
                 optional_at[method]]:
             needs.add("optional_edges")
@@ -226,8 +257,11 @@ def new_implementation(factory: Callable[..., Any], max_concurrency: Any) -> Any
 
 
 def call(instance: Any, method: str, args: tuple[Any, ...]) -> Any:
-    """One call of the API on either side."""
-    return getattr(instance, method)(*args)
+    """One call of the API on either side: a callback's or ``cancel``'s arguments after its
+    positional ones are its ``actor`` and ``reason``, which the API takes by keyword."""
+    at = _NOTED.get(method, len(args))
+    notes = dict(zip(("actor", "reason"), args[at:], strict=False))
+    return getattr(instance, method)(*args[:at], **notes)
 
 
 def show(value: Any) -> str:
@@ -239,6 +273,8 @@ def show(value: Any) -> str:
                                if getattr(value, name)) + "}"
     if isinstance(value, dict):  # an input summary
         return show_summary(value)
+    if isinstance(value, Provenance):
+        return show_provenance(value)
     return repr(value)
 
 

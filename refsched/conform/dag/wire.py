@@ -31,6 +31,9 @@ generation}``
 optional: []}``                             optional=optional)``
 ``input_summary {task}``                    ``input_summary(task)``         ``{parent: {generation,
                                                                             state, blocked_by}}``
+``provenance {task}``                       ``provenance(task)``            ``{root, generation,
+                                                                            end, path, actor,
+                                                                            reason}`` or ``null``
 ``snapshot {}``                             ``snapshot()``                  the spec's variables
 ``state {task}``                            ``state(task)``                 a state
 ==========================================  ==============================  ======================
@@ -38,7 +41,10 @@ optional: []}``                             optional=optional)``
 ``hello`` and ``bye`` are the protocol's own (:mod:`refsched.conform.protocol`); the table
 names them too, so that their arguments are checked as any other op's. ``optional``,
 ``add_deps`` and ``input_summary`` are the edge kinds': an implementation that does not
-declare ``optional_edges`` or ``add_deps`` in its hello is never sent them.
+declare ``optional_edges`` or ``add_deps`` in its hello is never sent them. Likewise
+``provenance``, and the ``actor`` and ``reason`` that ``fail``, ``cancel`` and
+``acknowledge_cancel`` may carry (text, for the provenance of what the call ends), are sent
+only to an implementation that declares ``provenance``.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ from refsched.types import (
     CloseReport,
     OptionalDepsView,
     ParentOutcome,
+    Provenance,
     Snapshot,
     TaskState,
     VersionView,
@@ -75,6 +82,8 @@ __all__ = [
     "input_summary_from_json",
     "input_summary_to_json",
     "null_from_json",
+    "provenance_from_json",
+    "provenance_to_json",
     "result_to_json",
     "snapshot_from_json",
     "snapshot_to_json",
@@ -89,13 +98,14 @@ OPS: Final[Mapping[str, tuple[tuple[str, ...], Mapping[str, Any]]]] = {
     "start": ((), {}),
     "ready": ((), {"limit": None}),
     "complete": (("task", "generation"), {}),
-    "fail": (("task", "generation"), {}),
-    "cancel": (("task",), {"generation": None}),
-    "acknowledge_cancel": (("task", "generation"), {}),
+    "fail": (("task", "generation"), {"actor": None, "reason": None}),
+    "cancel": (("task",), {"generation": None, "actor": None, "reason": None}),
+    "acknowledge_cancel": (("task", "generation"), {"actor": None, "reason": None}),
     "retry": (("task",), {}),
     "close": ((), {"cancel_pending": True}),
     "add_deps": (("task",), {"deps": [], "optional": []}),
     "input_summary": (("task",), {}),
+    "provenance": (("task",), {}),
     "snapshot": ((), {}),
     "state": (("task",), {}),
     "bye": ((), {}),
@@ -110,6 +120,10 @@ _SNAPSHOT_FIELDS: Final = ("started", "closed", "next_seq", "tasks")
 _OPTIONAL_FIELD: Final = "optional"
 _OUTCOME_FIELDS: Final = ("generation", "state", "blocked_by")
 _ID_LISTS: Final = ("deps", "optional")
+# what the call that ends a version says of it, which its provenance carries: text or null
+_NOTES: Final = ("actor", "reason")
+_PROVENANCE_FIELDS: Final = ("root", "generation", "end", "path", "actor", "reason")
+_ENDS: Final = (TaskState.FAILED.value, TaskState.CANCELLED.value)
 
 
 # ------------------------------------------------------------------ requests
@@ -144,6 +158,10 @@ def decode_request(message: Mapping[str, Any]) -> Request:
                                  and all(isinstance(d, str) for d in args[name])):
             raise WireError(f"{op}: {name} must be a list of strings, not "
                             f"{show_cut(args[name])}", request_id)
+    for name in _NOTES:
+        if args.get(name) is not None and not isinstance(args[name], str):
+            raise WireError(f"{op}: {name} must be a string or null, not "
+                            f"{show_cut(args[name])}", request_id)
     return Request(request_id, op, args)
 
 
@@ -163,6 +181,8 @@ def result_to_json(op: str, value: Any) -> Any:
         return TaskState(value).value
     if op == "input_summary":
         return input_summary_to_json(value)
+    if op == "provenance":
+        return provenance_to_json(value)
     if op == "close":
         return {name: list(getattr(value, name)) for name in _CLOSE_FIELDS}
     if op == "snapshot":
@@ -204,6 +224,17 @@ def input_summary_to_json(summary: Mapping[Hashable, ParentOutcome]) -> dict[str
     return {str(parent): {"generation": outcome.generation, "state": outcome.state.value,
                           "blocked_by": outcome.blocked_by}
             for parent, outcome in sorted(summary.items(), key=lambda item: repr(item[0]))}
+
+
+def provenance_to_json(record: Provenance | None) -> dict[str, Any] | None:
+    """A provenance as ``provenance`` answers it: its root, the root's generation, how the
+    root ended, the path from the root and what the call that ended it said; null for a
+    version that has none. Its time stays here: the protocol gives an implementation no
+    clock, so no two sides' times are comparable."""
+    if record is None:
+        return None
+    return {"root": record.root, "generation": record.generation, "end": record.end.value,
+            "path": list(record.path), "actor": record.actor, "reason": record.reason}
 
 
 # ------------------------------------------------------------------ results, driving side
@@ -336,3 +367,26 @@ def input_summary_from_json(op: str, value: Any) -> dict[Hashable, ParentOutcome
             state_from_json(f"{op}: {where}: state", outcome["state"]),
             blocked_by=outcome["blocked_by"])
     return summary
+
+
+def provenance_from_json(op: str, value: Any) -> Provenance | None:
+    """``provenance``'s object (or null) as the :class:`~refsched.types.Provenance` it stands
+    for, with no time (none travels)."""
+    if value is None:
+        return None
+    record = _exact_keys(op, "the provenance", value, _PROVENANCE_FIELDS)
+    if not isinstance(record["root"], str):
+        raise WireError(f"{op}: root must be a task id, not {cut_repr(repr(record['root']))}")
+    if not _is_int(record["generation"]):
+        raise WireError(f"{op}: generation must be an integer, not "
+                        f"{cut_repr(repr(record['generation']))}")
+    if record["end"] not in _ENDS:
+        raise WireError(f"{op}: end must be one of {', '.join(_ENDS)}, not "
+                        f"{cut_repr(repr(record['end']))}")
+    path = _ids(op, "path", record["path"])
+    for name in _NOTES:
+        if record[name] is not None and not isinstance(record[name], str):
+            raise WireError(f"{op}: {name} must be a string or null, not "
+                            f"{cut_repr(repr(record[name]))}")
+    return Provenance(record["root"], record["generation"], _STATES[record["end"]],
+                      tuple(path), record["actor"], record["reason"])

@@ -15,9 +15,10 @@ from typing import Any
 
 from refsched.model import ReferenceScheduler
 from refsched.model.dag.actions import optional_of
-from refsched.types import Claim, ParentOutcome, TaskState
+from refsched.types import Claim, ParentOutcome, Provenance, TaskState
 
-__all__ = ["ReferenceWithInputs", "show_summary", "summary_rows"]
+__all__ = ["ReferenceWithInputs", "provenance_rows", "show_provenance", "show_summary",
+           "summary_rows"]
 
 
 class ReferenceWithInputs(ReferenceScheduler):  # type: ignore[misc]  # model/ is Any to mypy
@@ -42,6 +43,11 @@ class ReferenceWithInputs(ReferenceScheduler):  # type: ignore[misc]  # model/ i
         view = self._view(f"input_summary({task_id!r})", task_id)
         kept = self._kept.get((task_id, view.generation))
         return dict(kept) if kept is not None else self._ended(task_id)
+
+    def provenance(self, task_id: Hashable) -> Provenance | None:
+        """How the current version of ``task_id`` came to be blocked or cancelled, or None:
+        ``info(task_id).provenance``, as the protocol's ``provenance`` answers it."""
+        return self.info(task_id).provenance  # type: ignore[no-any-return]
 
     def _ended(self, task_id: Hashable) -> dict[Hashable, ParentOutcome]:
         """The optional deps of ``task_id``'s current version whose current version ended."""
@@ -102,4 +108,42 @@ def summary_rows(model: ReferenceWithInputs, implementation: Any,
         if actual != expected:
             rows.append((str(task_id), "input_summary()", show_summary(expected),
                          show_summary(actual)))
+    return rows
+
+
+def show_provenance(record: Any) -> str:
+    """A provenance as a counterexample's row shows it: ``failed a 1 via a -> b, actor 'w',
+    reason 'r'`` (its time is not compared: it is not shown)."""
+    if record is None:
+        return "none"
+    try:
+        return (f"{record.end.value} {record.root} {record.generation} via "
+                f"{' -> '.join(map(str, record.path))}, actor {record.actor!r}, "
+                f"reason {record.reason!r}")
+    except AttributeError:
+        return repr(record)[:200]
+
+
+def provenance_rows(model: ReferenceWithInputs, implementation: Any,
+                    fatal: tuple[type[BaseException], ...] = ()
+                    ) -> list[tuple[str, str, str, str]]:
+    """Where the implementation's provenance differs from the model's: (id, field, model,
+    implementation) for each id whose current version is blocked or cancelled in the model
+    (the others have none to give). An exception of a ``fatal`` type goes through."""
+    rows = []
+    for task_id, view in model.snapshot().tasks.items():
+        if view.state not in (TaskState.BLOCKED, TaskState.CANCELLED):
+            continue
+        expected = model.provenance(task_id)
+        try:
+            actual = implementation.provenance(task_id)
+        except fatal:
+            raise
+        except Exception as error:
+            rows.append((str(task_id), "provenance()", show_provenance(expected),
+                         f"raised {type(error).__name__}: {error}"[:200]))
+            continue
+        if actual != expected:
+            rows.append((str(task_id), "provenance()", show_provenance(expected),
+                         show_provenance(actual)))
     return rows

@@ -41,7 +41,7 @@ from refsched.model.dag.counters import Counts
 from refsched.model.dag.invariants import violated_by_provenance_step, violated_provenance
 from refsched.profile import FULL, Profile
 from refsched.types import Snapshot, TaskState
-from refsched.verify.dag.inputs import ReferenceWithInputs, summary_rows
+from refsched.verify.dag.inputs import ReferenceWithInputs, provenance_rows, summary_rows
 from refsched.verify.dag.recording import TraceRecorder
 from refsched.verify.dag.signals import LABELS, SignalLedger, ledger_for
 from refsched.verify.itf import Trace
@@ -414,8 +414,11 @@ def lockstep_machine(factory: Callable[[int], Any],
                 counters = [r[1].removeprefix("stats().") for r in rows
                             if r[1].startswith("stats()")]
                 summaries = [r[0] for r in rows if r[1] == "input_summary()"]
+                records = [r[0] for r in rows if r[1] == "provenance()"]
                 problem = ("the snapshots differ after the call"
-                           if len(counters) + len(summaries) < len(rows)
+                           if len(counters) + len(summaries) + len(records) < len(rows)
+                           else f"provenance() is not what the model's steps record after "
+                                f"the call: {', '.join(records)}" if records
                            else f"input_summary() is not what the model's steps give after "
                                 f"the call: {', '.join(summaries)}" if summaries
                            else f"stats() is not what the model's steps count after the "
@@ -510,6 +513,10 @@ def lockstep_machine(factory: Callable[[int], Any],
                              _show_answer(records.get(t), None))
                             for t in sorted({*model_state.records, *records}, key=repr)
                             if model_state.records.get(t) != records.get(t)]
+            elif profile.provenance and not rows:  # over the protocol: each dead version's
+                assert self.model is not None
+                with _fatal_passes(fatal):
+                    rows = list(provenance_rows(self.model, self.impl, fatal))
             if profile.optional_edges:  # what each task's function is given
                 assert self.model is not None
                 with _fatal_passes(fatal):

@@ -236,6 +236,12 @@ CATALOGUE: tuple[Mutant, ...] = (
        """                key = OVERFLOW
                 tally = parts.get(key)""",
        """                return _Tally()"""),
+    _m("propagation_counted_without_its_time", _SG,
+       "a version made ready or blocked by a dependency's end is counted in propagated, its "
+       "time left out of propagation",
+       """        tally.propagated += 1
+        tally.propagation.add(seconds)""",
+       """        tally.propagated += 1"""),
     _m("failure_counted_as_config_error", _S,
        "fail() counts a function failure as a graph configuration error",
        """"failed" if to == _FAILED else "stopped", ran)""",
@@ -264,8 +270,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        """                        append(x)"""),
     _m("blocked_parent_settles_no_optional_edge", _S,
        "Settle settles the optional edges to the version that died, not to those it blocked",
-       """            self._settle_optional((*seeds, *order))""",
-       """            self._settle_optional(seeds)"""),
+       """        released = self._settle_optional((*seeds, *order)) if optional else []""",
+       """        released = self._settle_optional(seeds) if optional else []"""),
     _m("blocked_by_names_optional_parent", _S,
        "a blocked version may name an optional dependency as the one that blocked it",
        """                    if (r is not None and state[r] >= _FAILED and (cause < 0 or r < cause)

@@ -9,6 +9,8 @@ The laws hold in every partition at every moment:
 - versions: ``submitted + retried == succeeded + failed + cancelled + blocked + replaced +
   waiting + running`` (each version made ended once, was replaced while waiting, or is current
   and waiting or running);
+- propagation: ``propagation.count == propagated`` (each version made ready or blocked by a
+  dependency's end is timed once for it);
 - durations: each histogram adds up to its count, and ``0 <= max <= total``;
 
 and the partitions add up to ``stats()``, counter by counter. :func:`law_breaches` checks
@@ -61,10 +63,14 @@ def _partition_breaches(key: Hashable, p: PartitionSignals) -> list[str]:
         ("sum(ready_wait.buckets) == ready_wait.count", sum(p.ready_wait.buckets),
          p.ready_wait.count),
         ("sum(run_time.buckets) == run_time.count", sum(p.run_time.buckets), p.run_time.count),
+        ("propagation.count == propagated", p.propagation.count, p.propagated),
+        ("sum(propagation.buckets) == propagation.count", sum(p.propagation.buckets),
+         p.propagation.count),
     )
     out = [f"partition {key!r}: {law} does not hold ({left} != {right})"
            for law, left, right in laws if left != right]
-    for name, d in (("ready_wait", p.ready_wait), ("run_time", p.run_time)):
+    for name, d in (("ready_wait", p.ready_wait), ("run_time", p.run_time),
+                    ("propagation", p.propagation)):
         if not 0 <= d.max <= d.total:
             out.append(f"partition {key!r}: 0 <= {name}.max <= {name}.total does not hold")
     return out

@@ -22,6 +22,7 @@ const BUGS = new Set([
   "optional_failure_blocks",     // a failed optional dependency blocks its dependent
   "add_deps_on_ready",           // add_deps is accepted on a ready version (it becomes pending)
   "add_deps_keeps_count",        // add_deps adds the edges but does not raise remaining_deps
+  "provenance_path_from_parent", // a blocked version's provenance path starts at its blocking parent
 ]);
 const BUG = process.env.DAG_BUG || "";
 if (BUG && !BUGS.has(BUG)) {
@@ -56,6 +57,72 @@ class Scheduler {
     this.nextSeq = 1;
     this.tasks = new Map(); // id -> the current version's variables
     this.cancels = new Map(); // id -> cancel requests of the running version (third_cancel_ends)
+    this.records = new Map(); // id -> the provenance of its blocked or cancelled current version
+    this.notes = new Map(); // JSON [id, generation] of a version a call ended -> {actor, reason}
+  }
+
+  // The provenance of a version that ended itself (failed or cancelled): its own root.
+  endRecord(t, end) {
+    const v = this.tasks.get(t);
+    const note = this.notes.get(JSON.stringify([t, v.generation])) ?? { actor: null, reason: null };
+    return { root: t, generation: v.generation, end, path: [t], actor: note.actor, reason: note.reason };
+  }
+
+  // The version t was just ended by a call that said `actor` and `reason`.
+  note(t, actor, reason) {
+    this.notes.set(JSON.stringify([t, this.tasks.get(t).generation]), { actor, reason });
+  }
+
+  // The records of the versions Settle blocks (`blame`: each one's blamed dep): its blamed
+  // dep's path extended by itself, when the chain of blame leads to a dead version; where it
+  // loops (a cycle, before start), through the dep of smallest seq one edge nearer to a dead
+  // version.
+  blockedRecords(dead, blame) {
+    const sound = new Set(dead);
+    for (let grew = true; grew;) {
+      grew = false;
+      for (const [x, b] of blame) {
+        if (!sound.has(x) && sound.has(b)) {
+          sound.add(x);
+          grew = true;
+        }
+      }
+    }
+    const level = new Map([...dead].map((d) => [d, 0]));
+    const left = new Set(blame.keys());
+    for (let k = 1; left.size; k++) {
+      const near = [...left].filter((x) => this.blocking(this.tasks.get(x)).some((d) => level.has(d) && level.get(d) < k));
+      for (const x of near) {
+        level.set(x, k);
+        left.delete(x);
+      }
+    }
+    const seq = (d) => this.tasks.get(d).seq;
+    const via = (x) => {
+      if (sound.has(x)) return blame.get(x);
+      const nearer = this.blocking(this.tasks.get(x)).filter((d) => level.get(d) === level.get(x) - 1);
+      return nearer.sort((a, b) => seq(a) - seq(b))[0];
+    };
+    const made = new Map();
+    const record = (x) => {
+      if (!made.has(x)) {
+        const d = via(x);
+        let root;
+        if (blame.has(d)) root = record(d);
+        else if (this.tasks.get(d).state === "failed") root = this.endRecord(d, "failed");
+        else root = this.records.get(d);
+        const path = BUG === "provenance_path_from_parent" ? [d, x] : [...root.path, x];
+        made.set(x, { ...root, path });
+      }
+      return made.get(x);
+    };
+    for (const x of blame.keys()) record(x);
+    return made;
+  }
+
+  provenance(t) {
+    if (!this.tasks.has(t)) throw new ContractError("UnknownTaskError", `provenance(${JSON.stringify(t)}): unknown task`);
+    return this.records.get(t) ?? null;
   }
 
   dependents(t) {
@@ -83,6 +150,7 @@ class Scheduler {
   // versions that ended in this step (`ended`) and those it blocked settle their optional
   // edges: a waiting version has that many fewer deps to wait for, and is ready at none.
   settle(ended = []) {
+    const dead = new Set([...this.tasks].filter(([, v]) => DEAD.has(v.state)).map(([x]) => x));
     const inB = new Set();
     for (let grew = true; grew;) {
       grew = false;
@@ -101,6 +169,7 @@ class Scheduler {
       candidates.sort((a, b) => this.tasks.get(a).seq - this.tasks.get(b).seq);
       causes.set(x, candidates[0]);
     }
+    for (const [x, record] of this.blockedRecords(dead, causes)) this.records.set(x, record);
     for (const [x, cause] of causes) {
       const v = this.tasks.get(x);
       v.state = "blocked";
@@ -222,6 +291,7 @@ class Scheduler {
       }
     }
     this.tasks.set(t, version);
+    this.records.delete(t);
     this.cancels.delete(t);
     this.settle();
     return version.generation;
@@ -330,7 +400,7 @@ class Scheduler {
     return v;
   }
 
-  end(op, t, g, from, to) {
+  end(op, t, g, from, to, actor = null, reason = null) {
     const call = `${op}(${JSON.stringify(t)}, ${g})`;
     const v = this.callback(call, t, g);
     if (!DEAD.has(v.state) && v.state !== "succeeded" && v.state !== from) {
@@ -338,6 +408,8 @@ class Scheduler {
     }
     if (v.state !== from) return v.state;
     v.state = to;
+    if (to !== "succeeded") this.note(t, actor, reason);
+    if (to === "cancelled") this.records.set(t, this.endRecord(t, "cancelled"));
     if (to === "succeeded") {
       for (const x of this.dependents(t)) {
         const w = this.tasks.get(x);
@@ -349,18 +421,22 @@ class Scheduler {
     return v.state;
   }
 
-  cancel(t, g) {
+  cancel(t, g, actor = null, reason = null) {
     const call = `cancel(${JSON.stringify(t)}, ${g})`;
     const v = g === null ? this.tasks.get(t) : this.callback(call, t, g);
     if (v === undefined) throw new ContractError("UnknownTaskError", `${call}: unknown task`);
     if (WAITING.has(v.state)) {
       v.state = "cancelled";
+      this.note(t, actor, reason);
+      this.records.set(t, this.endRecord(t, "cancelled"));
       this.settle([t]);
     } else if (v.state === "running") {
       const requests = (this.cancels.get(t) || 0) + 1;
       this.cancels.set(t, requests);
       if (BUG === "third_cancel_ends" && requests >= 3) {
         v.state = "cancelled";
+        this.note(t, actor, reason);
+        this.records.set(t, this.endRecord(t, "cancelled"));
         this.settle([t]);
       } else {
         v.cancelRequested = true;
@@ -396,6 +472,7 @@ class Scheduler {
       const w = this.tasks.get(x);
       Object.assign(w, { generation: w.generation + 1, seq: this.nextSeq++, claims: 0,
         cancelRequested: false, blockedBy: null, state: "pending", inputs: null });
+      this.records.delete(x);
       this.cancels.delete(x);
     }
     for (const x of ordered) {
@@ -413,7 +490,12 @@ class Scheduler {
     if (!this.closed) {
       this.closed = true;
       if (cancelPending) {
-        for (const v of this.tasks.values()) if (WAITING.has(v.state)) v.state = "cancelled";
+        for (const [t, v] of this.tasks) {
+          if (!WAITING.has(v.state)) continue;
+          v.state = "cancelled";
+          this.note(t, null, "close");
+          this.records.set(t, this.endRecord(t, "cancelled"));
+        }
       }
     }
     const report = { succeeded: [], failed: [], blocked: [], cancelled: [], running: [],
@@ -448,8 +530,9 @@ let current = null;
 function answer(request) {
   const { op } = request;
   if (op === "hello") {
-    // edge kinds and add_deps are declared: a hello that leaves them out has neither asked
-    const profile = { optional_edges: true, add_deps: true };
+    // edge kinds, add_deps and provenance are declared: a hello that leaves them out is
+    // asked none of them
+    const profile = { optional_edges: true, add_deps: true, provenance: true };
     return { name: "dag_scheduler.mjs", protocol: 1, system: "scheduler", profile };
   }
   if (op === "new") {
@@ -466,10 +549,15 @@ function answer(request) {
     case "start": return s.start();
     case "ready": return s.ready(request.limit ?? null);
     case "complete": return s.end("complete", request.task, request.generation, "running", "succeeded");
-    case "fail": return s.end("fail", request.task, request.generation, "running", "failed");
+    case "fail":
+      return s.end("fail", request.task, request.generation, "running", "failed",
+        request.actor ?? null, request.reason ?? null);
     case "acknowledge_cancel":
-      return s.end("acknowledge_cancel", request.task, request.generation, "running", "cancelled");
-    case "cancel": return s.cancel(request.task, request.generation ?? null);
+      return s.end("acknowledge_cancel", request.task, request.generation, "running", "cancelled",
+        request.actor ?? null, request.reason ?? null);
+    case "cancel":
+      return s.cancel(request.task, request.generation ?? null, request.actor ?? null, request.reason ?? null);
+    case "provenance": return s.provenance(request.task);
     case "retry": return s.retry(request.task);
     case "close": return s.close(request.cancel_pending ?? true);
     case "snapshot": return s.snapshot();
