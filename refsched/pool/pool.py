@@ -76,7 +76,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING, RUNNING
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal, ParamSpec, Protocol, TypeVar, cast
 
 from refsched import sync
@@ -108,6 +108,10 @@ _BACKOFF_ROUNDS: Final = 2
 _LOGGER: Final = logging.getLogger("concurrent.futures")
 
 
+# The metadata of a field that stays off the conformance protocol's wire.
+_LOCAL: Final = types.MappingProxyType({"wire": False})
+
+
 @dataclass(frozen=True, slots=True)
 class PoolStats:
     """A consistent snapshot of a :class:`WorkStealingPool`'s counters."""
@@ -120,10 +124,15 @@ class PoolStats:
     parked: int  # workers parked now: nothing to take (some of them waiting on a future)
     outstanding: int  # tasks queued or running: sum(queue_lengths) + running
     state: PoolState  # "accepting", "draining" or "terminated"
-    spares: int = 0  # spares active now (<= max_spares): launched, serving, or about to retire
-    blocked: int = 0  # tasks inside blocking() now
-    compensated: int = 0  # blocking() calls a spare stood in for
-    uncompensated: int = 0  # blocking() calls at the bound, that no spare stood in for
+    # Managed blocking's figures. The protocol has no managed blocking (yet), so they stay off
+    # the wire: a remote pool's stats are what they were.
+    # spares active now (<= max_spares): launched, serving, or about to retire
+    spares: int = field(default=0, metadata=_LOCAL)
+    blocked: int = field(default=0, metadata=_LOCAL)  # tasks inside blocking() now
+    # blocking() calls a spare stood in for
+    compensated: int = field(default=0, metadata=_LOCAL)
+    # blocking() calls at the bound, that no spare stood in for
+    uncompensated: int = field(default=0, metadata=_LOCAL)
 
 
 @dataclass(frozen=True, slots=True)
