@@ -87,7 +87,7 @@ def _durable_lockstep(factory: Callable[..., Any]) -> Rejection | None:
     # the first few submissions
     try:
         durable_lockstep.run_durable_lockstep(
-            factory, examples=50, steps=10, seed=SEED,
+            factory, examples=100, steps=10, seed=SEED,
             hypothesis_settings={"phases": [Phase.explicit, Phase.reuse, Phase.generate]})
     except durable_lockstep.Disagreement as found:
         return Rejection("lockstep", _lines_after("calls", str(found)), str(found))

@@ -26,7 +26,10 @@ _NEEDS: Final = {"Fail": "fail", "Cancel": "cancel", "AcknowledgeCancel": "cance
 _DURABLE_NEEDS: Final = {"Cancel": ("cancel",), "AcknowledgeCancel": ("cancel",),
                          "AcknowledgeCancelAnswerLost": ("cancel",), "Retry": ("retry",),
                          "Close": ("close",), "Heartbeat": ("heartbeat",),
-                         "Expire": ("expire",), "RepeatedCallback": ("cancel",)}
+                         "Expire": ("expire",), "RepeatedCallback": ("cancel",),
+                         # the protocol has no durable edge kinds or add_deps (yet): no
+                         # durable profile has this flag, so these steps are never asked
+                         "SubmitOptional": ("edges",), "AddDeps": ("edges",)}
 
 _TIMER_NEEDS: Final = {"Complete": ("callbacks",), "Fail": ("callbacks",),
                        "RepeatedCallback": ("callbacks",),
@@ -91,7 +94,7 @@ def _admitted(needs: Mapping[str, tuple[str, ...]],
     flags ``needs`` names, and ``submitted(profile, step, before)`` says whether a submission
     (a Schedule, a Submit) is admitted in the state before it."""
     def admits(step: Step, before: Mapping[str, Any]) -> bool:
-        if not all(getattr(profile, flag) for flag in needs.get(step.action, ())):
+        if not all(getattr(profile, flag, False) for flag in needs.get(step.action, ())):
             return False
         return (step.action not in ("Schedule", "Submit")
                 or submitted(profile, step, before))
