@@ -831,16 +831,7 @@ class DurableScheduler:
                 raise TaskRunningError(f"submit({task_id!r}): its current version is running")
             states = self._states_of(tx, dep_list) if dep_list else {}
             if started:
-                missing = [(task_id, d) for d in dep_list if d not in states]
-                if missing:
-                    raise UnknownDependencyError(
-                        f"submit({task_id!r}): unknown dependencies: "
-                        + ", ".join(repr(d) for _, d in missing), missing)
-                cycle = self._path_to(tx, dep_list, task_id)
-                if cycle is not None:
-                    path = [task_id, *cycle]
-                    raise CycleError(f"submit({task_id!r}): dependency cycle "
-                                     + " -> ".join(repr(x) for x in path), [path])
+                self._check_deps_known_and_acyclic(tx, "submit", task_id, dep_list, states)
             tx.meta_add("next_seq", 1)
             remaining = sum(1 for d in dep_list if not _settles(states.get(d), d in opt_set))
             state = "pending" if remaining else "ready"
@@ -875,6 +866,23 @@ class DurableScheduler:
                 # dependents its replaced success had): nothing else waiting has one.
                 self._settle(tx, [task_id])
         return generation
+
+    def _check_deps_known_and_acyclic(self, tx: Tx, call: str, task_id: str,
+                                      deps: Iterable[str], states: dict[str, Any]) -> None:
+        """After start: a dep never submitted -> ``UnknownDependencyError``; edges from
+        ``task_id`` to ``deps`` that close a cycle -> ``CycleError`` (``states``: the deps'
+        states, as read in ``tx``)."""
+        deps = list(deps)
+        missing = [(task_id, d) for d in deps if d not in states]
+        if missing:
+            raise UnknownDependencyError(
+                f"{call}({task_id!r}): unknown dependencies: "
+                + ", ".join(repr(d) for _, d in missing), missing)
+        cycle = self._path_to(tx, deps, task_id)
+        if cycle is not None:
+            path = [task_id, *cycle]
+            raise CycleError(f"{call}({task_id!r}): dependency cycle "
+                             + " -> ".join(repr(x) for x in path), [path])
 
     def add_deps(self, task_id: str, deps: Iterable[str] = (),
                  optional: Iterable[str] = ()) -> TaskState:
@@ -919,16 +927,7 @@ class DurableScheduler:
                                              f"{state}, not pending")
             states = self._states_of(tx, new)
             if started:
-                missing = [(task_id, d) for d in new if d not in states]
-                if missing:
-                    raise UnknownDependencyError(
-                        f"{call}({task_id!r}): unknown dependencies: "
-                        + ", ".join(repr(d) for _, d in missing), missing)
-                cycle = self._path_to(tx, new, task_id)
-                if cycle is not None:
-                    path = [task_id, *cycle]
-                    raise CycleError(f"{call}({task_id!r}): dependency cycle "
-                                     + " -> ".join(repr(x) for x in path), [path])
+                self._check_deps_known_and_acyclic(tx, call, task_id, new, states)
             added = sum(1 for d in new if not _settles(states.get(d), d in opt_set))
             tx.later("UPDATE task SET remaining_deps = remaining_deps + ?, "
                      "optional_deps = optional_deps + ? WHERE id = ?",
