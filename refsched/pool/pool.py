@@ -53,6 +53,13 @@ Design:
   pool lock.
 - An optional :class:`PoolRecorder` is given each spec step where it takes effect, under the pool
   lock; without one, each step costs a single ``None`` check.
+- Batch steals (``steal="half"``, Spec: StealBatch): a thief takes half of the victim's deque,
+  rounded down and capped at ``steal_cap``, from the top, in the one critical section a single
+  steal takes. It runs the oldest and moves the others, in their order, to its own (empty)
+  deque: it pops the newest of them next, and the next thief takes the oldest. Below four
+  queued tasks half is at most one, so a short deque gives single steals (Spec: Steal): a
+  batch would take the victim's last tasks, the ones it is about to pop while they are warm
+  in its cache.
 """
 
 from __future__ import annotations
@@ -104,11 +111,13 @@ class PoolStats:
     """A consistent snapshot of a :class:`WorkStealingPool`'s counters."""
 
     executed: int  # tasks whose function was called and has returned or raised
-    stolen: int  # Steal actions taken so far (a cancelled task stolen counts too)
+    stolen: int  # steals so far, Steal and StealBatch (a cancelled task stolen counts too)
     queue_lengths: tuple[int, ...]  # per worker: tasks in its deque, cancelled ones included
     parked: int  # workers parked now: nothing to take (some of them waiting on a future)
     outstanding: int  # tasks queued or running: sum(queue_lengths) + running
     state: PoolState  # "accepting", "draining" or "terminated"
+    # tasks those steals took: 1 per single steal, k per batch of k; == stolen without batches
+    stolen_tasks: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +139,9 @@ class PoolRecorder(Protocol):
     ``record`` is called with the pool lock held, once per step and in the order the steps take
     effect: the action's name in spec/WorkStealing.tla, its parameters named as there (``w``,
     ``thief`` and ``victim`` are worker indexes, ``t`` is the task's future) and the pool's
-    state right after the step. ``Pop``, ``Steal`` and ``Finish`` are also given ``t``, the task
-    taken or finished (the spec reads it from ``running``). Calls that change nothing are no
+    state right after the step. ``Pop``, ``Steal``, ``StealBatch`` and ``Finish`` are also
+    given ``t``, the task taken (the one a batch's thief runs) or finished (the spec reads it
+    from ``running``). Calls that change nothing are no
     step: a refused ``submit()``, a second ``shutdown()``, ``cancel_futures`` with nothing
     queued. A worker that helps while it waits (``result()`` inside a task) runs a second task
     before its first one finishes, which the spec has no step for. ``record`` must return
@@ -341,10 +351,17 @@ class WorkStealingPool(Executor):
     The worker threads are daemons: call ``shutdown()`` (or use ``with``) to wait for the work.
     ``recorder=`` is given every spec step the pool takes, in the order the steps take effect
     (see :class:`PoolRecorder`); ``InvalidArgumentError`` if it has no ``record`` method.
+
+    ``steal=`` is how an idle worker steals: ``"single"`` (the default) takes the oldest task
+    of another worker's deque; ``"half"`` takes half of that deque, rounded down and at most
+    ``steal_cap`` (default 32) tasks, runs the oldest and keeps the others in its own deque.
+    A deque of fewer than four tasks still gives one (half of it is at most one).
+    ``InvalidArgumentError`` for another ``steal``, or a ``steal_cap`` that is not an int >= 1.
     """
 
     def __init__(self, workers: int | None = None, *,
-                 recorder: PoolRecorder | None = None) -> None:
+                 recorder: PoolRecorder | None = None, steal: str = "single",
+                 steal_cap: int = 32) -> None:
         if workers is None:
             workers = os.cpu_count() or 1
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -353,6 +370,7 @@ class WorkStealingPool(Executor):
         if recorder is not None and not callable(getattr(recorder, "record", None)):
             raise InvalidArgumentError(
                 f"WorkStealingPool(recorder={recorder!r}): recorder has no record() method")
+        cap = _steal_cap_of(steal, steal_cap)
         self._workers: Final = workers
         self._recorder: Final = recorder
         self._local: Final = _WorkerLocal()
@@ -379,6 +397,8 @@ class WorkStealingPool(Executor):
         self._searching = 0  # == _searching_flags.count(True)
         self._next = 0  # the deque the next external submission goes to (round-robin), < workers
         self._rng = random.Random()  # picks where a steal starts
+        self._steal_cap: Final = cap  # the most tasks one steal takes (Spec: StealCap); 1: single
+        self._stolen_tasks = 0  # == tasks taken by steals: 1 per Steal, k per StealBatch of k
         self._threads: Final = self._start_workers()
 
     def _start_workers(self) -> tuple[threading.Thread, ...]:
@@ -499,6 +519,7 @@ class WorkStealingPool(Executor):
                 parked=len(self._parked),
                 outstanding=self._outstanding,
                 state=self._state,
+                stolen_tasks=self._stolen_tasks,
             )
 
     def __enter__(self) -> WorkStealingPool:
@@ -657,13 +678,31 @@ class WorkStealingPool(Executor):
             victim = self._rng.randrange(n)
         for _ in range(n):
             if victim != w and deques[victim]:
+                if self._steal_cap > 1 and _steal_size(len(deques[victim]), self._steal_cap) > 1:
+                    return self._steal_batch_locked(w, victim)
                 self._stolen += 1
+                self._stolen_tasks += 1
                 task = deques[victim].popleft()  # Spec: Steal(w, victim)
                 if self._recorder is not None:
                     self._record("Steal", {"thief": w, "victim": victim, "t": task})
                 return task
             victim = victim + 1 if victim + 1 < n else 0
         return None
+
+    def _steal_batch_locked(self, w: int, victim: int) -> _Task:
+        """Take the oldest half (at most ``_steal_cap``) of ``victim``'s deque, of four tasks
+        or more, onto worker ``w``, whose deque is empty: run the first, keep the others in
+        their order (Spec: StealBatch)."""
+        source, own = self._deques[victim], self._deques[w]
+        k = _steal_size(len(source), self._steal_cap)
+        task = source.popleft()  # Spec: StealBatch(w, victim)
+        for _ in range(k - 1):
+            own.append(source.popleft())  # the oldest of them on top, as they were
+        self._stolen += 1
+        self._stolen_tasks += k
+        if self._recorder is not None:
+            self._record("StealBatch", {"thief": w, "victim": victim, "t": task})
+        return task
 
     def _finish_locked(self, task: _Task, ran: bool) -> None:
         """Record that a taken task is done (Spec: Finish(w)); wake the workers waiting on it."""
@@ -767,6 +806,29 @@ class WorkStealingPool(Executor):
         with self._lock:
             if task._joiners:
                 self._wake_joiners_locked(task)
+
+
+_STEAL_POLICIES: Final = ("single", "half")
+
+
+def _steal_cap_of(steal: object, steal_cap: object) -> int:
+    """The most tasks one steal takes under the constructor's ``steal`` policy and
+    ``steal_cap`` (Spec: StealCap): 1 for single steals. Validated before any state exists."""
+    if steal not in _STEAL_POLICIES:
+        raise InvalidArgumentError(
+            f"WorkStealingPool(steal={steal!r}): steal must be one of "
+            f"{', '.join(map(repr, _STEAL_POLICIES))}")
+    if isinstance(steal_cap, bool) or not isinstance(steal_cap, int) or steal_cap < 1:
+        raise InvalidArgumentError(
+            f"WorkStealingPool(steal_cap={steal_cap!r}): steal_cap must be an int >= 1")
+    return steal_cap if steal == "half" else 1
+
+
+def _steal_size(n: int, cap: int) -> int:
+    """How many tasks a steal takes from a deque of ``n`` > 0 (Spec: StealSize): half,
+    rounded down, at most ``cap``; 1 when half is 1 or less."""
+    half = n >> 1
+    return 1 if half <= 1 else min(half, cap)
 
 
 def _frames_left() -> int:
