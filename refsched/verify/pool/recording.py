@@ -152,7 +152,9 @@ def record_pool_run(seed: int, *, tasks: int = 6, workers: int = 3,
     roots = rng.randint(1, max(1, (tasks + 1) // 2))
     kids: list[list[int]] = [[] for _ in range(tasks)]
     for i in range(roots, tasks):
-        kids[rng.randrange(i)].append(i)
+        # with batch steals, a wide fan-out: a parent pushes children faster than the other
+        # workers, busy with their own, take them, so a deque grows long enough to halve
+        kids[0 if steal_cap > 1 and rng.random() < 0.7 else rng.randrange(i)].append(i)
     pauses = [rng.choice((0.0, 0.0, rng.uniform(0.0005, 0.003))) for _ in range(tasks)]
     fails = [rng.random() < 0.2 for _ in range(tasks)]
     cancel_one = rng.random() < 0.3
