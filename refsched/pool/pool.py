@@ -59,7 +59,9 @@ Design:
   deque: it pops the newest of them next, and the next thief takes the oldest. Below four
   queued tasks half is at most one, so a short deque gives single steals (Spec: Steal): a
   batch would take the victim's last tasks, the ones it is about to pop while they are warm
-  in its cache.
+  in its cache. A worker helping inside ``result()`` steals single tasks: a batch would pile the
+  kept tasks on top of its wait, running them before it returns to the awaited task, which
+  lengthened nested fork-join by a fifth (bench/pool.py). Helping is no spec step either.
 """
 
 from __future__ import annotations
@@ -355,7 +357,8 @@ class WorkStealingPool(Executor):
     ``steal=`` is how an idle worker steals: ``"single"`` (the default) takes the oldest task
     of another worker's deque; ``"half"`` takes half of that deque, rounded down and at most
     ``steal_cap`` (default 32) tasks, runs the oldest and keeps the others in its own deque.
-    A deque of fewer than four tasks still gives one (half of it is at most one).
+    A deque of fewer than four tasks still gives one (half of it is at most one), and so does a
+    steal by a worker helping inside ``result()``.
     ``InvalidArgumentError`` for another ``steal``, or a ``steal_cap`` that is not an int >= 1.
     """
 
@@ -669,7 +672,8 @@ class WorkStealingPool(Executor):
 
     def _steal_locked(self, w: int, victim: int | None = None) -> _Task | None:
         """Take the oldest task of another worker's deque, trying ``victim`` first (None: a
-        random one) and then the next ones in turn (Spec: Steal)."""
+        random one) and then the next ones in turn (Spec: Steal); with batch steals, from a
+        deque of four or more and outside a helping wait, half of it (Spec: StealBatch)."""
         n = self._workers
         if n == 1:
             return None
@@ -678,7 +682,8 @@ class WorkStealingPool(Executor):
             victim = self._rng.randrange(n)
         for _ in range(n):
             if victim != w and deques[victim]:
-                if self._steal_cap > 1 and _steal_size(len(deques[victim]), self._steal_cap) > 1:
+                if (self._steal_cap > 1 and not self._local.depth
+                        and _steal_size(len(deques[victim]), self._steal_cap) > 1):
                     return self._steal_batch_locked(w, victim)
                 self._stolen += 1
                 self._stolen_tasks += 1

@@ -776,3 +776,16 @@ def test_batch_steals_run_every_task_of_a_dense_fork_join_exactly_once(workers: 
         stats = pool.stats()
     assert stats.outstanding == 0 and stats.state == "terminated"
     assert stats.stolen <= stats.stolen_tasks <= 4 * stats.stolen
+
+
+def test_a_worker_helping_inside_result_steals_one_task_even_from_a_long_deque() -> None:
+    pool = _stepped_with_deque(8, 3)
+    local = pool.pool._local
+    local.depth = 1  # this thread runs a task and waits inside result(): it helps
+    try:
+        pool.steal("w2", "w1")
+    finally:
+        local.depth = 0
+    state = pool.snapshot()
+    assert state.running["w2"] == "t0" and "w2" not in state.deque
+    assert (pool.stats().stolen, pool.stats().stolen_tasks) == (1, 1)

@@ -131,6 +131,12 @@ CATALOGUE: tuple[Mutant, ...] = (
        "the tasks a thief keeps land in its deque newest on top: their order is lost",
        "            own.append(source.popleft())",
        "            own.appendleft(source.popleft())"),
+    _m("pool_batch_while_helping", _P,
+       "a worker helping inside result() steals a batch, piling tasks on top of its wait",
+       """                if (self._steal_cap > 1 and not self._local.depth
+                        and _steal_size""",
+       """                if (self._steal_cap > 1
+                        and _steal_size"""),
     _m("pool_batch_steals_from_short_deques", _P,
        "no fallback: a deque of two or three tasks gives a batch of two",
        """    half = n >> 1
