@@ -90,8 +90,10 @@ def type_schema(hint: Any) -> dict[str, Any]:
     if isinstance(hint, type) and (dataclasses.is_dataclass(hint) or (
             issubclass(hint, tuple) and hasattr(hint, "_fields"))):
         fields = values._fields(hint)
+        optional = values.absent_as(hint)
         return {"type": "object", "properties": {n: type_schema(h) for n, h in fields},
-                "required": [n for n, _ in fields], "additionalProperties": False}
+                "required": [n for n, _ in fields if n not in optional],
+                "additionalProperties": False}
     if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
         return {"type": "array", "prefixItems": [type_schema(a) for a in args],
                 "minItems": len(args), "maxItems": len(args)}

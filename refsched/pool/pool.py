@@ -85,7 +85,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from concurrent.futures._base import CANCELLED, CANCELLED_AND_NOTIFIED, FINISHED, PENDING, RUNNING
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal, ParamSpec, Protocol, TypeVar, cast
 
 from refsched import sync
@@ -117,6 +117,9 @@ _BACKOFF_ROUNDS: Final = 2
 _LOGGER: Final = logging.getLogger("concurrent.futures")
 
 
+_LOCAL: Final = {"wire": False}  # a field that stays off the protocol's wire (conform.values)
+
+
 @dataclass(frozen=True, slots=True)
 class PoolStats:
     """A consistent snapshot of a :class:`WorkStealingPool`'s counters."""
@@ -129,12 +132,17 @@ class PoolStats:
     parked: int  # workers parked now: nothing to take (some of them waiting on a future)
     outstanding: int  # tasks queued or running: sum(queue_lengths) + running
     state: PoolState  # "accepting", "draining" or "terminated"
-    spares: int = 0  # spares active now (<= max_spares): launched, serving, or about to retire
-    blocked: int = 0  # tasks inside blocking() now
-    compensated: int = 0  # blocking() calls a spare stood in for
-    uncompensated: int = 0  # blocking() calls at the bound, that no spare stood in for
-    # tasks those steals took: 1 per single steal, k per batch of k; == stolen without batches
-    stolen_tasks: int = 0
+    # Managed blocking's counters stay off the protocol's wire, which has no blocking call.
+    # spares active now (<= max_spares): launched, serving, or about to retire
+    spares: int = field(default=0, metadata=_LOCAL)
+    blocked: int = field(default=0, metadata=_LOCAL)  # tasks inside blocking() now
+    compensated: int = field(default=0, metadata=_LOCAL)  # blocking() calls a spare stood in for
+    # blocking() calls at the bound, that no spare stood in for
+    uncompensated: int = field(default=0, metadata=_LOCAL)
+    # tasks those steals took: 1 per single steal, k per batch of k; == stolen without batches.
+    # An implementation of the protocol may leave it out of its answer: it is then taken to
+    # be stolen (single steals only), as it was before batch steals.
+    stolen_tasks: int = field(default=0, metadata={"absent_as": "stolen"})
 
 
 @dataclass(frozen=True, slots=True)
