@@ -391,6 +391,8 @@ class _PoolSpec(TraceSpec):
     })
     id_sets = MappingProxyType({"Workers": "deque", "Tasks": "runs", "Children": ""})
     no_task = ("running", "parent")
+    # Managed blocking off: a recorded run's steps and states are the pool's without it.
+    fixed = MappingProxyType({"Spares": "{}", "MaxSpares": "0"})
 
     def numbers(self, trace: Trace) -> dict[str, int]:
         """``StealCap``, 1 (single steals) when the trace names none."""
