@@ -1,6 +1,7 @@
 """WorkStealingPool against ThreadPoolExecutor, measured side by side in one process.
 
     python bench/pool.py [--rounds N] [--workers W] [--flat N] [--depth D] [--hang-timeout S]
+                         [--burst N] [--only-steals]
 
 Workloads, each with ``W`` workers (default 4) on both sides:
 
@@ -24,6 +25,12 @@ Workloads, each with ``W`` workers (default 4) on both sides:
   threads sleep in turn). Ratios: pool / ideal (target <= 1.2) and pool / no managed blocking.
 - steals: an unbalanced tree (a long spine, each node forking one slow leaf) on the pool; its
   ``stats().stolen`` must be above 0.
+- batch steals: the pool with ``steal="half"`` (``steal_cap`` 32) against the same pool with
+  ``steal="single"`` and against ThreadPoolExecutor, three contenders in one run, on the
+  fork-join tree above (cheap leaves: batch stealing must be no slower) and on a burst (one
+  task submits ``--burst`` tasks of 100 µs each, I/O-like: they sleep, the GIL let go, then
+  waits on them all; the same code on both executors). Ratios are half / single and half /
+  ThreadPoolExecutor within one round.
 
 The contenders of a comparison run interleaved, round after round, their order alternated each
 round, with a full garbage collection before each run; the collector stays on while timing. Each
@@ -58,6 +65,9 @@ FLAT_SUBMISSIONS = 100_000
 TREE_DEPTH = 16  # fork-join: 2**TREE_DEPTH leaves
 HANG_TIMEOUT = 5.0  # seconds the deadlocking ThreadPoolExecutor gets before it is killed
 STEAL_SPINE = 64  # spine nodes of the unbalanced tree
+BURST_TASKS = 4_000  # tasks one task submits densely in the batch-steal burst
+BURST_COST = 0.0001  # seconds each burst task sleeps
+STEAL_CAP = 32  # the batch pool's steal_cap
 
 
 def _noop() -> None:
@@ -236,6 +246,80 @@ def steals_on_unbalanced_tree(depth: int, workers: int) -> tuple[int, int, int]:
     return leaves, stats.stolen, stats.executed
 
 
+# -- batch steals --------------------------------------------------------------------------
+
+def forkjoin_pool_steal(depth: int, workers: int, steal: str) -> int:
+    with WorkStealingPool(workers=workers, steal=steal, steal_cap=STEAL_CAP) as pool:
+        return pool.submit(tree_nested, pool, depth).result()
+
+
+def _burst_task(cost: float) -> int:
+    time.sleep(cost)
+    return 1
+
+
+def _burst_root(pool: Executor, tasks: int, cost: float) -> int:
+    futures = [pool.submit(_burst_task, cost) for _ in range(tasks)]
+    return sum(f.result() for f in futures)
+
+
+def burst_pool(tasks: int, cost: float, workers: int, steal: str) -> int:
+    with WorkStealingPool(workers=workers, steal=steal, steal_cap=STEAL_CAP) as pool:
+        return pool.submit(_burst_root, pool, tasks, cost).result()
+
+
+def burst_tpe(tasks: int, cost: float, workers: int) -> int:
+    # the root holds one worker while it waits; the other workers run the burst
+    with cf.ThreadPoolExecutor(max_workers=workers) as pool:
+        return pool.submit(_burst_root, pool, tasks, cost).result()
+
+
+def compare_steals(name: str, half: Callable[[], Any], single: Callable[[], Any],
+                   peer: Callable[[], Any], expected: Any, rounds: int) -> dict[str, Any]:
+    """Three contenders interleaved, the order rotated each round; per-round ratios."""
+    contenders = [("half", half), ("single", single), ("ThreadPoolExecutor", peer)]
+    times: dict[str, list[float]] = {label: [] for label, _ in contenders}
+    for r in range(rounds):
+        for label, fn in contenders[r % 3:] + contenders[:r % 3]:
+            took, value = _timed(fn)
+            if value != expected:
+                raise AssertionError(f"{name}: {label} got {value!r}, expected {expected!r}")
+            times[label].append(took)
+        print(f"  {name} round {r + 1}: "
+              + ", ".join(f"{label} {times[label][-1]:.3f} s" for label, _ in contenders),
+              flush=True)
+    vs_single = [a / b for a, b in zip(times["half"], times["single"], strict=True)]
+    vs_tpe = [a / b for a, b in zip(times["half"], times["ThreadPoolExecutor"], strict=True)]
+    return {"name": name, **{label: statistics.median(t) for label, t in times.items()},
+            "vs_single": statistics.median(vs_single), "single_range": (min(vs_single),
+                                                                        max(vs_single)),
+            "vs_tpe": statistics.median(vs_tpe), "tpe_range": (min(vs_tpe), max(vs_tpe))}
+
+
+def batch_steal_table(depth: int, burst: int, workers: int, rounds: int) -> list[str]:
+    """The batch-steal comparison, as Markdown table lines."""
+    rows = [
+        compare_steals(f"fork-join: 2**{depth} cheap leaves (ThreadPoolExecutor: restructured)",
+                       lambda: forkjoin_pool_steal(depth, workers, "half"),
+                       lambda: forkjoin_pool_steal(depth, workers, "single"),
+                       lambda: forkjoin_tpe(depth, workers), 2 ** depth, rounds),
+        compare_steals(f"burst: one task submits {burst:,} tasks of {BURST_COST * 1e6:g} µs "
+                       "(sleeping) and waits on them",
+                       lambda: burst_pool(burst, BURST_COST, workers, "half"),
+                       lambda: burst_pool(burst, BURST_COST, workers, "single"),
+                       lambda: burst_tpe(burst, BURST_COST, workers), burst, rounds),
+    ]
+    lines = ["| workload | half | single | ThreadPoolExecutor | half / single: median [range] "
+             "| half / ThreadPoolExecutor |", "|---|--:|--:|--:|--:|--:|"]
+    for row in rows:
+        lo, hi = row["single_range"]
+        tlo, thi = row["tpe_range"]
+        lines.append(f"| {row['name']} | {row['half']:.3f} s | {row['single']:.3f} s | "
+                     f"{row['ThreadPoolExecutor']:.3f} s | **{row['vs_single']:.2f}** "
+                     f"[{lo:.2f}-{hi:.2f}] | {row['vs_tpe']:.2f} [{tlo:.2f}-{thi:.2f}] |")
+    return lines
+
+
 # -- driver --------------------------------------------------------------------------------
 
 def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -280,12 +364,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="fork-join with blocking: tasks in the tree")
     parser.add_argument("--block-ms", type=float, default=BLOCK_MS,
                         help="fork-join with blocking: each task's sleep inside blocking()")
+    parser.add_argument("--burst", type=int, default=BURST_TASKS,
+                        help="tasks of the batch-steal burst")
+    parser.add_argument("--only-steals", action="store_true",
+                        help="run only the batch-steal comparison")
     args = parser.parse_args(argv)
     w = args.workers
     load = os.getloadavg() if hasattr(os, "getloadavg") else ()
     print(f"Python {platform.python_version()}, {os.cpu_count()} CPUs, {platform.platform()}; "
           f"load average {' / '.join(f'{x:.2f}' for x in load)}; {w} workers, "
           f"{args.rounds} rounds")
+    if args.only_steals:
+        print("\n".join(["", *batch_steal_table(args.depth, args.burst, w, args.rounds)]))
+        return 0
 
     rows = [
         compare(f"flat: {args.flat:,} no-op submissions",
@@ -326,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"Unbalanced tree ({STEAL_SPINE} spine nodes, each forking a slow leaf) on the pool: "
           f"{leaves} leaves, {executed} tasks, {stolen} steals "
           f"{'✓' if stolen > 0 else '✗ (expected > 0)'}")
+    print("\nBatch steals (steal=\"half\", steal_cap 32) against single steals and "
+          "ThreadPoolExecutor:")
+    print("\n".join(batch_steal_table(args.depth, args.burst, w, args.rounds)))
     return 0
 
 

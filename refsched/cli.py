@@ -183,6 +183,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
                              "refsched:TimerScheduler", checks.timer_lockstep_check)
     if args.system in ("all", "pool"):
         plan += _spec_checks(args, session, "pool", {"safety": "MCWorkStealing.cfg",
+                                                     "batch": "MCWorkStealingBatch.cfg",
                                                      "liveness": "MCWorkStealingLiveness.cfg"},
                              "refsched:WorkStealingPool", checks.pool_lockstep_check)
     if args.system in ("all", "durable"):

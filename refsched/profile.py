@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Self
 
-__all__ = ["DECLARED", "FULL", "STATIC", "TIMER_FULL", "WHOLE", "DurableProfile", "Profile",
-           "ProfileError", "TimerProfile", "WholeProfile", "full_profile", "profile_argument",
-           "profile_from_hello", "profile_from_json"]
+__all__ = ["DECLARED", "FULL", "STATIC", "TIMER_FULL", "WHOLE", "DurableProfile", "PoolProfile",
+           "Profile", "ProfileError", "TimerProfile", "WholeProfile", "full_profile",
+           "profile_argument", "profile_from_hello", "profile_from_json"]
 
 READY_ORDERS: Final = ("seq", "any")
 
@@ -192,7 +192,18 @@ class DurableProfile(_Flags):
 
 @dataclass(frozen=True)
 class WholeProfile(_Flags):
-    """A system checked whole (the pool's driven profile): no flags."""
+    """A system checked whole: no flags."""
+
+
+@dataclass(frozen=True)
+class PoolProfile(_Flags):
+    """The parts of the work-stealing pool's contract (``docs/pool.md``) an implementation
+    keeps."""
+
+    # batch steals (spec StealBatch): ``new`` takes ``steal_cap`` > 1, and a thief then takes
+    # half of a victim's deque of four or more, at most steal_cap tasks; False: single steals
+    # only, and no pool is asked for batches
+    batch_steals: bool = True
 
 
 def _known(cls: type, data: Any) -> dict[str, Any]:
@@ -209,18 +220,20 @@ def _known(cls: type, data: Any) -> dict[str, Any]:
 TIMER_FULL: Final = TimerProfile()
 WHOLE: Final = WholeProfile()
 _PROFILES: Final[Mapping[str, Any]] = {"scheduler": Profile, "timer": TimerProfile,
-                                       "pool": WholeProfile, "durable": DurableProfile}
+                                       "pool": PoolProfile, "durable": DurableProfile}
 
 
 def profile_from_json(system: str, data: Any) -> Any:
-    """The profile a hello declares for ``system`` (``Profile``, ``TimerProfile`` or
-    ``WholeProfile``). Errors: malformed, unknown keys, contradictions -> ``ProfileError``."""
+    """The profile a hello declares for ``system`` (``Profile``, ``TimerProfile``,
+    ``PoolProfile`` or ``DurableProfile``). Errors: malformed, unknown keys, contradictions ->
+    ``ProfileError``."""
     profile = _PROFILES[system].from_json(data)
     return profile
 
 
 DECLARED: Final[Mapping[str, tuple[str, ...]]] = {
-    "scheduler": ("optional_edges", "add_deps", "provenance")}
+    "scheduler": ("optional_edges", "add_deps", "provenance"),
+    "pool": ("batch_steals",)}
 """Per system, the flags a hello must declare to have them: left out, they are false. They
 came after the protocol's first operations, so a program written before them, which declares
 nothing of them, is never sent their calls."""

@@ -25,13 +25,15 @@ CONSTANTS
     NoTask,   \* running[w] of an idle worker, parent[t] of a root or unsubmitted task
     Spares,   \* the compensating threads managed blocking may start (section "Managed
               \* blocking" below); {} when the pool has none
-    MaxSpares \* Nat: how many spares may be started at once; 0 turns managed blocking off
+    MaxSpares, \* Nat: how many spares may be started at once; 0 turns managed blocking off
+    StealCap  \* the most tasks one steal takes; 1: single steals only (see Batch steals)
 
 ASSUME Workers # {}
 ASSUME Children \subseteq Tasks
 ASSUME NoTask \notin Tasks
 ASSUME Spares \cap Workers = {}
 ASSUME MaxSpares \in Nat
+ASSUME StealCap \in Nat \ {0}
 
 VARIABLES
     phase,       \* "accepting", "draining" or "terminated"; only ever moves forward
@@ -87,6 +89,45 @@ Slots == UNION {{<<w, i>> : i \in DOMAIN deque[w]} : w \in Threads}
 
 Copies(t) == Cardinality({s \in Slots : deque[s[1]][s[2]] = t})
 \* How many deque slots, over all deques, hold t.
+
+-----------------------------------------------------------------------------
+(* Batch steals *)
+
+(***************************************************************************)
+(* With StealCap > 1 a thief takes several tasks in one step: half of the  *)
+(* victim's deque, rounded down and capped at StealCap, from the top.  The *)
+(* first (the oldest) runs at once; the others go to the thief's own       *)
+(* deque, which was empty, in the order they had in the victim's: the      *)
+(* oldest on top, where the next thief takes, and the newest at the        *)
+(* bottom, which the thief pops next.  A victim with fewer than four tasks *)
+(* gives one (half of 2 or 3 is 1), by Steal: a batch leaves the victim at *)
+(* least as many as it takes.  With StealCap = 1 StealBatch is never       *)
+(* enabled and Steal is the single steal it always was.                    *)
+(***************************************************************************)
+
+StealSize(n) ==
+    IF n \div 2 <= 1 THEN 1 ELSE IF n \div 2 < StealCap THEN n \div 2 ELSE StealCap
+\* How many tasks a steal takes from a victim whose deque holds n > 0 tasks.
+
+StealBatch(thief, victim) ==
+    LET k     == StealSize(Len(deque[victim]))
+        taken == SubSeq(deque[victim], 1, k)
+    IN  /\ thief # victim
+        /\ Serving(thief)
+        /\ running[thief] = NoTask
+        /\ deque[thief] = <<>>
+        /\ deque[victim] # <<>>
+        /\ k > 1
+        /\ running' = [running EXCEPT ![thief] = taken[1]]
+        /\ deque' = [deque EXCEPT ![victim] = SubSeq(@, k + 1, Len(@)),
+                                  ![thief] = Tail(taken)]
+        /\ runs' = [runs EXCEPT ![taken[1]] = @ + 1]
+        /\ UNCHANGED <<phase, outstanding, submitted, finished, cancelled, parent>>
+        /\ UNCHANGED <<blocked, spare, blocker>>
+\* The idle thief, its own deque empty, takes the k oldest tasks of the victim's deque in
+\* one step: it runs the first and keeps the others, in their order, as its own deque.
+\* Taking them out is the claim of all k: an owner's Pop and another thief's steal find
+\* them gone.
 
 -----------------------------------------------------------------------------
 (* Initial state *)
@@ -157,6 +198,7 @@ Steal(thief, victim) ==
     /\ running[thief] = NoTask
     /\ deque[thief] = <<>>
     /\ deque[victim] # <<>>
+    /\ StealSize(Len(deque[victim])) = 1
     /\ running' = [running EXCEPT ![thief] = Head(deque[victim])]
     /\ deque' = [deque EXCEPT ![victim] = Tail(@)]
     /\ runs' = [runs EXCEPT ![Head(deque[victim])] = @ + 1]
@@ -164,7 +206,8 @@ Steal(thief, victim) ==
     /\ UNCHANGED <<blocked, spare, blocker>>
 \* The idle thief, its own deque empty, takes the task at the top of the victim's deque,
 \* the oldest there (FIFO), and runs it.  Taking it out is the claim: whoever loses the
-\* race for that task finds it gone.
+\* race for that task finds it gone.  A victim a batch steal would take several from is
+\* StealBatch's (see Batch steals).
 
 Finish(w) ==
     /\ running[w] # NoTask
@@ -279,6 +322,7 @@ Next ==
     \/ \E t \in Tasks, w \in Threads : SubmitChild(t, w)
     \/ \E w \in Threads : Pop(w)
     \/ \E thief, victim \in Threads : Steal(thief, victim)
+    \/ \E thief, victim \in Threads : StealBatch(thief, victim)
     \/ \E w \in Threads : Finish(w)
     \/ Shutdown
     \/ CancelQueued
@@ -292,10 +336,10 @@ Spec == Init /\ [][Next]_vars
 FairSpec ==
     /\ Spec
     /\ \A w \in Workers : WF_vars(Pop(w))
-    /\ \A w \in Workers : WF_vars(\E v \in Threads : Steal(w, v))
+    /\ \A w \in Workers : WF_vars(\E v \in Threads : Steal(w, v) \/ StealBatch(w, v))
     /\ \A w \in Workers : SF_vars(Finish(w))
     /\ \A s \in Spares : WF_vars(Pop(s))
-    /\ \A s \in Spares : WF_vars(\E v \in Threads : Steal(s, v))
+    /\ \A s \in Spares : WF_vars(\E v \in Threads : Steal(s, v) \/ StealBatch(s, v))
     /\ \A s \in Spares : SF_vars(Finish(s))
     /\ \A s \in Spares : WF_vars(StartSpare(s))
     /\ \A s \in Spares : WF_vars(Retire(s))
@@ -395,6 +439,31 @@ PhasesInOrder ==
               => UNCHANGED <<deque, running, outstanding>>]_vars
 \* accepting -> draining -> terminated, never back; and only shutdown(), which moves no task,
 \* ends accepting: the pool does not close itself when it runs out of work.
+
+-----------------------------------------------------------------------------
+(* Batch steals: action properties *)
+
+StolenInOrder ==
+    [][\A w \in Threads :
+          (StartsRunning(w) /\ deque[w] = <<>>)
+              => \E v \in Threads \ {w} : \E i \in 1..Len(deque[v]) :
+                     LET d == deque[v]
+                         j == i + Len(deque'[w])
+                     IN  /\ d[i] = running'[w]
+                         /\ j <= Len(d)
+                         /\ deque'[w] = SubSeq(d, i + 1, j)
+                         /\ deque'[v] = SubSeq(d, 1, i - 1) \o SubSeq(d, j + 1, Len(d))]_vars
+\* A thief takes consecutive tasks of one victim's deque and nothing else of it: it runs the
+\* first and keeps the others as its own deque, in the order they had.  (That the first is
+\* the victim's top is ThiefTakesTop.)
+
+StealTakesAtMostHalf ==
+    [][\A w \in Threads :
+          (StartsRunning(w) /\ deque[w] = <<>> /\ deque'[w] # <<>>)
+              => \E v \in Threads \ {w} : 2 * (1 + Len(deque'[w])) <= Len(deque[v])]_vars
+\* A steal of several tasks takes at most half of the victim's deque: a thief never leaves
+\* a victim with fewer tasks than it took.  (How many it takes, StealCap included, is
+\* StealSize's; the model's step is that number, and the lock-step walks hold the pool to it.)
 
 -----------------------------------------------------------------------------
 (* Liveness *)

@@ -454,3 +454,52 @@ def test_tlc_judges_a_timer_counterexample_as_a_behaviour_of_its_spec(tmp_path: 
                             capture_output=True, text=True, timeout=300)
     assert judged.returncode == 0, judged.stdout + judged.stderr
     assert "accepted" in judged.stdout and "TimerQueue" in judged.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("profile", "verdict"), [
+    (None, "diverges"), ('{"batch_steals": false}', "conforms"),
+], ids=["batch-steals", "single-steals-only"])
+def test_a_batch_steal_bug_is_caught_only_where_the_profile_has_batch_steals(
+        profile: str | None, verdict: str) -> None:
+    # the bug shows on a batch of three: 300 walks of seed 0 reach one
+    done = conform("--system", "pool", "--max-traces", "20", "--examples", "300", "--seed", "0",
+                   "--json", "--impl", "refsched.conform.pool.broken:BatchKeepsNewestOnTop",
+                   *(("--profile", profile) if profile else ()))
+    report = json.loads(done.stdout)
+    assert report["verdict"] == verdict, done.stdout
+    if verdict == "diverges":
+        assert report["counterexample"]["reason"].startswith("rule pool.steal.ok: ")
+
+
+def test_a_pool_profile_declares_batch_steals_or_is_not_asked_for_them() -> None:
+    from refsched.profile import PoolProfile, full_profile, profile_from_hello
+
+    assert full_profile("pool") == PoolProfile(batch_steals=True)
+    assert profile_from_hello("pool", {}) == PoolProfile(batch_steals=False)
+    assert profile_from_hello("pool", {"batch_steals": True}).batch_steals
+
+
+def test_a_pool_stats_answer_may_leave_out_stolen_tasks_and_never_carries_blocking() -> None:
+    from refsched.pool.pool import PoolStats
+
+    sent = {"executed": 4, "stolen": 2, "queue_lengths": [0, 1], "parked": 1, "outstanding": 1,
+            "state": "accepting"}
+    assert values.from_json(PoolStats, sent).stolen_tasks == 2  # absent: single steals
+    assert values.from_json(PoolStats, {**sent, "stolen_tasks": 5}).stolen_tasks == 5
+    with pytest.raises(WireError, match="may have"):
+        values.from_json(PoolStats, {**sent, "spares": 0})
+    with pytest.raises(WireError, match="exactly the keys"):
+        values.from_json(PoolStats, {k: v for k, v in sent.items() if k != "stolen"})
+    local = PoolStats(executed=4, stolen=2, queue_lengths=(0, 1), parked=1, outstanding=1,
+                      state="accepting", spares=1, blocked=1, compensated=1, stolen_tasks=3)
+    assert set(values.to_json(local)) == {*sent, "stolen_tasks"}
+
+
+def test_a_pool_that_answers_stats_without_stolen_tasks_conforms() -> None:
+    # an implementation written before batch steals: no batch_steals flag, no stolen_tasks
+    proxy = str(Path(__file__).parent / "conform_impls" / "stats_without_stolen_tasks.py")
+    done = conform("--system", "pool", "--max-traces", "20", "--examples", "20", "--json",
+                   "--", sys.executable, proxy, *serve("pool"))
+    report = json.loads(done.stdout)
+    assert (done.returncode, report["verdict"]) == (0, "conforms"), done.stdout

@@ -119,7 +119,38 @@ def test_recordings_over_the_seeds_take_every_action() -> None:
     timer = {s.action for seed in range(12) for s in record_timer_run(seed).steps}
     pool = {s.action for seed in range(12) for s in record_pool_run(seed).steps}
     assert timer == set(TIMER_ACTIONS)
-    assert pool == set(POOL_ACTIONS)
+    assert pool == set(POOL_ACTIONS) - {"StealBatch"}  # single steals by default
+    batch = {s.action for seed in range(12)
+             for s in record_pool_run(seed, tasks=12, steal_cap=3).steps}
+    assert batch == set(POOL_ACTIONS)
+
+
+def _batch_runs(count: int) -> list[Trace]:
+    """The first ``count`` recorded runs, from seed 0 on, in which a batch steal happened."""
+    runs: list[Trace] = []
+    for seed in range(200):
+        trace = record_pool_run(seed, tasks=12, steal_cap=3)
+        if any(s.action == "StealBatch" for s in trace.steps):
+            runs.append(trace)
+            if len(runs) == count:
+                return runs
+    raise AssertionError(f"{len(runs)} runs of 200 had a batch steal")
+
+
+def test_recorded_runs_with_batch_steals_are_behaviours_of_the_model_and_of_the_spec() -> None:
+    runs = _batch_runs(3)
+    for trace in runs:
+        assert trace.constants["StealCap"] == 3
+        replay_pool(trace)
+    verdict = check(runs[0])
+    assert verdict.accepted, format_validation(verdict)
+    # the same run, its first batch steal recorded as a single steal: TLC rejects that step
+    step = first(runs[0], "StealBatch")
+    renamed = list(runs[0].steps)
+    renamed[step - 1] = dataclasses.replace(renamed[step - 1], action="Steal")
+    verdict = check(dataclasses.replace(runs[0], steps=tuple(renamed)))
+    assert not verdict.accepted and verdict.first_rejected_step == step, (
+        format_validation(verdict))
 
 
 def test_a_time_off_the_tick_grid_is_refused_not_rounded() -> None:

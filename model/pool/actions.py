@@ -4,7 +4,9 @@ Each action is an :class:`Action`: ``refusal(s, ...)`` (``None`` when the action
 else why not: the error the API raises, or no error when there is simply no step to take) and
 ``step(s, ...)`` (the next state; only called when enabled). The two submit actions also take
 the instance's ``children`` (the spec's constant ``Children``: the ids only a running task
-submits); without it any id may be a root or a child, as in the pool's API. No threads, clocks
+submits); without it any id may be a root or a child, as in the pool's API. The two steal
+actions take the spec's ``StealCap`` as a last argument, ``steal_cap`` (1 when left out: single
+steals only). No threads, clocks
 or I/O: the same state and arguments always give the same result. The code favours being
 obviously the spec over being fast: every helper recomputes from the whole state.
 
@@ -33,6 +35,7 @@ __all__ = [
     "initial",
     "queued",
     "running_tasks",
+    "steal_size",
 ]
 
 
@@ -167,19 +170,25 @@ class Action:
     refusal: Callable[..., Refusal | None]
     effect: Callable[..., PoolSnapshot]
     takes_children: bool = False  # SubmitExternal, SubmitChild
+    takes_steal_cap: bool = False  # Steal, StealBatch: refusal and effect end with steal_cap
 
     def refused(self, s: PoolSnapshot, *args: Any,
-                children: Collection[Hashable] | None = None) -> Refusal | None:
-        """``refusal``, given ``children`` when the action takes it."""
+                children: Collection[Hashable] | None = None,
+                steal_cap: int = 1) -> Refusal | None:
+        """``refusal``, given ``children`` and ``steal_cap`` when the action takes them."""
         if self.takes_children:
             return self.refusal(s, *args, children=children)
+        if self.takes_steal_cap and len(args) == len(self.params):
+            return self.refusal(s, *args, steal_cap)
         return self.refusal(s, *args)
 
     def enabled(self, s: PoolSnapshot, *args: Any,
-                children: Collection[Hashable] | None = None) -> bool:
-        return self.refused(s, *args, children=children) is None
+                children: Collection[Hashable] | None = None, steal_cap: int = 1) -> bool:
+        return self.refused(s, *args, children=children, steal_cap=steal_cap) is None
 
-    def step(self, s: PoolSnapshot, *args: Any) -> PoolSnapshot:
+    def step(self, s: PoolSnapshot, *args: Any, steal_cap: int = 1) -> PoolSnapshot:
+        if self.takes_steal_cap and len(args) == len(self.params):
+            return self.effect(s, *args, steal_cap)
         return self.effect(s, *args)
 
 
@@ -233,7 +242,8 @@ def pop_effect(s: PoolSnapshot, worker: Hashable) -> PoolSnapshot:
     return _take(s, worker, d[-1], {**s.deque, worker: d[:-1]})
 
 
-def steal_refusal(s: PoolSnapshot, thief: Hashable, victim: Hashable) -> Refusal | None:
+def steal_refusal(s: PoolSnapshot, thief: Hashable, victim: Hashable,
+                  steal_cap: int = 1) -> Refusal | None:
     call = f"steal({thief!r}, {victim!r})"
     if thief == victim:
         return Refusal(None, f"{call}: a worker does not steal from itself")
@@ -243,12 +253,50 @@ def steal_refusal(s: PoolSnapshot, thief: Hashable, victim: Hashable) -> Refusal
         return Refusal(None, f"{call}: the thief's own deque is not empty")
     if not s.deque.get(victim):
         return Refusal(None, f"{call}: the victim's deque is empty")
+    if steal_size(len(s.deque[victim]), steal_cap) > 1:
+        return Refusal(None, f"{call}: a steal from {len(s.deque[victim])} tasks with "
+                             f"StealCap {steal_cap} takes several (StealBatch)")
     return None
 
 
-def steal_effect(s: PoolSnapshot, thief: Hashable, victim: Hashable) -> PoolSnapshot:
+def steal_effect(s: PoolSnapshot, thief: Hashable, victim: Hashable,
+                 steal_cap: int = 1) -> PoolSnapshot:
     d = s.deque[victim]
     return _take(s, thief, d[0], {**s.deque, victim: d[1:]})
+
+
+# -- Batch steals (the spec's section of that name) -------------------------------------------
+
+def steal_size(n: int, steal_cap: int) -> int:
+    """Spec ``StealSize(n)``: how many tasks a steal takes from a deque of ``n`` > 0 tasks:
+    half, rounded down, capped at ``steal_cap``, and 1 when half is 1 or less."""
+    half = n // 2
+    return 1 if half <= 1 else min(half, steal_cap)
+
+
+def steal_batch_refusal(s: PoolSnapshot, thief: Hashable, victim: Hashable,
+                        steal_cap: int = 1) -> Refusal | None:
+    call = f"steal_batch({thief!r}, {victim!r})"
+    if thief == victim:
+        return Refusal(None, f"{call}: a worker does not steal from itself")
+    if thief in s.running:
+        return Refusal(None, f"{call}: the thief runs {s.running[thief]!r}")
+    if s.deque.get(thief):
+        return Refusal(None, f"{call}: the thief's own deque is not empty")
+    if not s.deque.get(victim):
+        return Refusal(None, f"{call}: the victim's deque is empty")
+    if steal_size(len(s.deque[victim]), steal_cap) <= 1:
+        return Refusal(None, f"{call}: a steal from {len(s.deque[victim])} tasks with "
+                             f"StealCap {steal_cap} takes one (Steal)")
+    return None
+
+
+def steal_batch_effect(s: PoolSnapshot, thief: Hashable, victim: Hashable,
+                       steal_cap: int = 1) -> PoolSnapshot:
+    d = s.deque[victim]
+    k = steal_size(len(d), steal_cap)
+    # the first runs; the others are the thief's deque, in the order they had (top first)
+    return _take(s, thief, d[0], {**s.deque, victim: d[k:], thief: d[1:k]})
 
 
 def finish_refusal(s: PoolSnapshot, worker: Hashable) -> Refusal | None:
@@ -295,13 +343,16 @@ SubmitExternal = Action("SubmitExternal", ("t", "w"), submit_external_refusal,
 SubmitChild = Action("SubmitChild", ("t", "w"), submit_child_refusal, submit_child_effect,
                      takes_children=True)
 Pop = Action("Pop", ("w",), pop_refusal, pop_effect)
-Steal = Action("Steal", ("thief", "victim"), steal_refusal, steal_effect)
+Steal = Action("Steal", ("thief", "victim"), steal_refusal, steal_effect,
+               takes_steal_cap=True)
 Finish = Action("Finish", ("w",), finish_refusal, finish_effect)
 Shutdown = Action("Shutdown", (), shutdown_refusal, shutdown_effect)
 CancelQueued = Action("CancelQueued", (), cancel_queued_refusal, cancel_queued_effect)
+StealBatch = Action("StealBatch", ("thief", "victim"), steal_batch_refusal, steal_batch_effect,
+                    takes_steal_cap=True)
 
 ACTIONS: dict[str, Action] = {a.name: a for a in (
-    SubmitExternal, SubmitChild, Pop, Steal, Finish, Shutdown, CancelQueued,
+    SubmitExternal, SubmitChild, Pop, Steal, Finish, Shutdown, CancelQueued, StealBatch,
 )}
 
 

@@ -5,12 +5,14 @@ fixes are counts of spec steps of one kind, or counts of the state the steps rea
 
 ==========================  ===================================================================
 executed                    Finish steps (each runs the task's function once)
-stolen                      Steal steps
+stolen                      Steal and StealBatch steps
 queue_lengths               per worker, in the order of the instance's ``Workers``: the tasks
                             in its deque in the state reached
 outstanding                 ``outstanding`` in the state reached (queued or running tasks)
 state                       the phase of the state reached: "accepting", "draining" or
                             "terminated"
+stolen_tasks                the tasks those steps took: 1 per Steal, the k of each StealBatch
+                            (the one the thief runs and the k - 1 it keeps)
 ==========================  ===================================================================
 
 ``parked`` counts worker threads waiting for work, which the spec does not model: a pool whose
@@ -37,7 +39,8 @@ class Counts:
     """The counters of ``PoolStats`` that count steps, as the model's steps fix them."""
 
     executed: int = 0  # Finish steps
-    stolen: int = 0  # Steal steps
+    stolen: int = 0  # Steal and StealBatch steps
+    stolen_tasks: int = 0  # tasks those steps took: 1 per Steal, k per StealBatch of k
 
     def __add__(self, other: Counts) -> Counts:
         return Counts(*map(operator.add, _values(self), _values(other)))
@@ -45,15 +48,18 @@ class Counts:
     def step(self, action: str, args: tuple[Any, ...], before: PoolSnapshot,
              after: PoolSnapshot) -> Counts:
         """The counts after the step ``action(*args)`` from ``before`` to ``after``."""
+        steal = action in ("Steal", "StealBatch")
+        taken = 1 + len(after.deque.get(args[0], ())) if steal else 0  # args[0]: the thief
         return Counts(executed=self.executed + (action == "Finish"),
-                      stolen=self.stolen + (action == "Steal"))
+                      stolen=self.stolen + steal, stolen_tasks=self.stolen_tasks + taken)
 
     def expected(self, state: PoolSnapshot, workers: Sequence[Hashable]) -> dict[str, Any]:
         """What ``stats()`` must show in ``state``, the state the counted steps reached, over
         the instance's ``workers``, by field (every field of ``PoolStats`` but ``parked``)."""
         return {"executed": self.executed, "stolen": self.stolen,
                 "queue_lengths": tuple(len(state.deque.get(w, ())) for w in workers),
-                "outstanding": state.outstanding, "state": state.phase.value}
+                "outstanding": state.outstanding, "state": state.phase.value,
+                "stolen_tasks": self.stolen_tasks}
 
 
 _NAMES = tuple(f.name for f in fields(Counts))

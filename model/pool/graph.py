@@ -27,6 +27,7 @@ class Instance:
     workers: tuple[str, ...]  # Workers
     tasks: tuple[str, ...]  # Tasks
     children: tuple[str, ...]  # Children: the tasks only a running task submits; within tasks
+    steal_cap: int = 1  # StealCap: the most tasks one steal takes, >= 1; 1: single steals
 
     @property
     def roots(self) -> tuple[str, ...]:
@@ -49,6 +50,9 @@ def _instances(instance: Instance) -> Iterator[tuple[str, dict[str, Any]]]:
         yield "Finish", {"w": w}
     yield "Shutdown", {}
     yield "CancelQueued", {}
+    for thief in instance.workers:
+        for victim in instance.workers:
+            yield "StealBatch", {"thief": thief, "victim": victim}
 
 
 def next_steps(s: PoolSnapshot,
@@ -58,8 +62,8 @@ def next_steps(s: PoolSnapshot,
     for name, params in _instances(instance):
         action = ACTIONS[name]
         args = tuple(params[p] for p in action.params)
-        if action.enabled(s, *args, children=children):
-            yield name, params, action.step(s, *args)
+        if action.enabled(s, *args, children=children, steal_cap=instance.steal_cap):
+            yield name, params, action.step(s, *args, steal_cap=instance.steal_cap)
 
 
 def within_bound(s: PoolSnapshot, instance: Instance) -> bool:

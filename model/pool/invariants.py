@@ -135,6 +135,33 @@ def phases_in_order(before: PoolSnapshot, after: PoolSnapshot) -> bool:
     return True
 
 
+def _stolen(before: PoolSnapshot, after: PoolSnapshot) -> list[tuple[Hashable, int]]:
+    """The thieves of the step (idle, their deque empty, and taking a task), each with how
+    many tasks it took: the one it runs and those now in its deque."""
+    return [(w, 1 + len(after.deque.get(w, ()))) for w in _starts_running(before, after)
+            if not before.deque.get(w)]
+
+
+def stolen_in_order(before: PoolSnapshot, after: PoolSnapshot) -> bool:
+    """A thief takes consecutive tasks of one victim's deque and nothing else of it: it runs
+    the first and keeps the others as its own deque, in the order they had. (That the first
+    is the victim's top is ``thief_takes_top``.)"""
+    def took_run(w: Hashable, k: int, v: Hashable, d: tuple[Hashable, ...], i: int) -> bool:
+        return (d[i] == after.running[w] and i + k <= len(d)
+                and after.deque.get(w, ()) == d[i + 1:i + k]
+                and after.deque.get(v, ()) == d[:i] + d[i + k:])
+    return all(any(took_run(w, k, v, d, i) for v, d in before.deque.items() if v != w
+                   for i in range(len(d)))
+               for w, k in _stolen(before, after))
+
+
+def steal_takes_at_most_half(before: PoolSnapshot, after: PoolSnapshot) -> bool:
+    """A steal of several tasks takes at most half of the victim's deque: a thief never leaves
+    a victim with fewer tasks than it took."""
+    return all(any(v != w and 2 * k <= len(d) for v, d in before.deque.items())
+               for w, k in _stolen(before, after) if k > 1)
+
+
 INVARIANTS: dict[str, Callable[[PoolSnapshot], bool]] = {
     "TypeOK": type_ok,
     "ExecutedAtMostOnce": executed_at_most_once,
@@ -152,5 +179,7 @@ ACTION_PROPERTIES: dict[str, Callable[[PoolSnapshot, PoolSnapshot], bool]] = {
     "ThiefTakesTop": thief_takes_top,
     "RootsOnlyWhileAccepting": roots_only_while_accepting,
     "PhasesInOrder": phases_in_order,
+    "StolenInOrder": stolen_in_order,
+    "StealTakesAtMostHalf": steal_takes_at_most_half,
 }
 violated_by_step = Violated(ACTION_PROPERTIES)  # the names of those a step violates

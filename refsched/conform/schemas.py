@@ -77,7 +77,7 @@ _PROVENANCE: Final = {
 # The ``new`` arguments of the other systems (their served classes take them untyped)
 _NEW_ARGS: Final[Mapping[str, Mapping[str, Any]]] = {
     "timer": {"rebuild_floor": {"type": "integer"}, "now": {"type": "number"}},
-    "pool": {"workers": _ID_LIST},
+    "pool": {"workers": _ID_LIST, "steal_cap": {"type": "integer", "minimum": 1}},
     "durable": {"max_concurrency": {"type": "integer"}, "max_attempts": {"type": "integer"},
                 "aging": {"type": ["number", "null"]}},
 }
@@ -103,8 +103,10 @@ def type_schema(hint: Any) -> dict[str, Any]:
     if isinstance(hint, type) and (dataclasses.is_dataclass(hint) or (
             issubclass(hint, tuple) and hasattr(hint, "_fields"))):
         fields = values._fields(hint)
+        optional = values.absent_as(hint)
         return {"type": "object", "properties": {n: type_schema(h) for n, h in fields},
-                "required": [n for n, _ in fields], "additionalProperties": False}
+                "required": [n for n, _ in fields if n not in optional],
+                "additionalProperties": False}
     if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):
         return {"type": "array", "prefixItems": [type_schema(a) for a in args],
                 "minItems": len(args), "maxItems": len(args)}

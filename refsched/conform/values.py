@@ -10,7 +10,9 @@ annotations, so the wire form of a type is exactly its fields:
 Python                          JSON
 ==============================  ==============================================================
 dataclass, NamedTuple           an object of its fields (a field typed as a callable stays
-                                behind: a function cannot be sent, and decodes as None)
+                                behind: a function cannot be sent, and decodes as None; a
+                                dataclass field whose metadata names ``"absent_as"`` another
+                                field may be left out, and then decodes as that one's value)
 enum                            its value
 tuple, list                     a list
 frozenset, set                  a list, sorted (its order means nothing)
@@ -53,6 +55,26 @@ def _fields(cls: type) -> tuple[tuple[str, Any], ...]:
              else tuple(f.name for f in dataclasses.fields(cls)  # type: ignore[arg-type]
                         if f.metadata.get("wire", True)))
     return tuple((name, hints[name]) for name in names if not _is_callable(hints[name]))
+
+
+@cache
+def absent_as(cls: type) -> dict[str, str]:
+    """The fields of a record an answer may leave out, each with the field whose value it
+    then takes (dataclass metadata ``"absent_as"``): a field added to a value type after
+    implementations answered it without."""
+    if not dataclasses.is_dataclass(cls):
+        return {}
+    return {f.name: f.metadata["absent_as"] for f in dataclasses.fields(cls)
+            if f.metadata.get("wire", True) and "absent_as" in f.metadata}
+
+
+def _has_keys_of(cls: type, value: Any) -> bool:
+    """``value`` is an object with every field of ``cls`` that travels, the optional ones
+    (``absent_as``) aside, and no other key."""
+    if not isinstance(value, dict):
+        return False
+    names = {n for n, _ in _fields(cls)}
+    return names - set(absent_as(cls)) <= set(value) <= names
 
 
 def _is_callable(hint: Any) -> bool:
@@ -152,8 +174,7 @@ def _union(members: tuple[Any, ...], value: Any, where: str) -> Any:
     for member in members:
         if member is type(None):
             continue
-        if _is_record(member) and not (isinstance(value, dict)
-                                       and set(value) == {n for n, _ in _fields(member)}):
+        if _is_record(member) and not _has_keys_of(member, value):
             continue
         try:
             return from_json(member, value, where)
@@ -166,10 +187,14 @@ def _union(members: tuple[Any, ...], value: Any, where: str) -> Any:
 
 def _record(cls: type, value: Any, where: str) -> Any:
     fields = _fields(cls)
-    names = [n for n, _ in fields]
-    if not isinstance(value, dict) or set(value) != set(names):
-        raise _wrong(where, f"an object with exactly the keys {names}", value)
-    decoded = {n: from_json(t, value[n], f"{where}.{n}") for n, t in fields}
+    optional = absent_as(cls)
+    if not _has_keys_of(cls, value):
+        required = [n for n, _ in fields if n not in optional]
+        extra = f" (and may have {sorted(optional)})" if optional else ""
+        raise _wrong(where, f"an object with exactly the keys {required}{extra}", value)
+    decoded = {n: from_json(t, value[n], f"{where}.{n}") for n, t in fields if n in value}
+    for name, other in optional.items():
+        decoded.setdefault(name, decoded[other])
     missing = _left_behind(cls)
     return cls(**decoded, **missing)
 

@@ -60,6 +60,15 @@ Design:
   terminates. A new blocker adopts a released spare before a new one is launched.
 - An optional :class:`PoolRecorder` is given each spec step where it takes effect, under the pool
   lock; without one, each step costs a single ``None`` check.
+- Batch steals (``steal="half"``, Spec: StealBatch): a thief takes half of the victim's deque,
+  rounded down and capped at ``steal_cap``, from the top, in the one critical section a single
+  steal takes. It runs the oldest and moves the others, in their order, to its own (empty)
+  deque: it pops the newest of them next, and the next thief takes the oldest. Below four
+  queued tasks half is at most one, so a short deque gives single steals (Spec: Steal): a
+  batch would take the victim's last tasks, the ones it is about to pop while they are warm
+  in its cache. A worker helping inside ``result()`` steals single tasks: a batch would pile the
+  kept tasks on top of its wait, running them before it returns to the awaited task, which
+  lengthened nested fork-join by a fifth (bench/pool.py). Helping is no spec step either.
 """
 
 from __future__ import annotations
@@ -117,7 +126,7 @@ class PoolStats:
     """A consistent snapshot of a :class:`WorkStealingPool`'s counters."""
 
     executed: int  # tasks whose function was called and has returned or raised
-    stolen: int  # Steal actions taken so far (a cancelled task stolen counts too)
+    stolen: int  # steals so far, Steal and StealBatch (a cancelled task stolen counts too)
     # per worker, then per spare slot used so far (managed blocking): tasks in its deque,
     # cancelled ones included
     queue_lengths: tuple[int, ...]
@@ -133,6 +142,10 @@ class PoolStats:
     compensated: int = field(default=0, metadata=_LOCAL)
     # blocking() calls at the bound, that no spare stood in for
     uncompensated: int = field(default=0, metadata=_LOCAL)
+    # tasks those steals took: 1 per single steal, k per batch of k; == stolen without batches.
+    # An implementation of the protocol may leave it out of its answer: it is then taken to
+    # be stolen (single steals only), as it was before batch steals.
+    stolen_tasks: int = field(default=0, metadata={"absent_as": "stolen"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,14 +168,16 @@ class PoolRecorder(Protocol):
     ``record`` is called with the pool lock held, once per step and in the order the steps take
     effect: the action's name in spec/WorkStealing.tla, its parameters named as there (``w``,
     ``thief`` and ``victim`` are worker indexes, ``t`` is the task's future) and the pool's
-    state right after the step. ``Pop``, ``Steal`` and ``Finish`` are also given ``t``, the task
-    taken or finished (the spec reads it from ``running``). Managed blocking gives ``Block``
-    (``x``, the blocked worker or spare index, and ``s``, the spare standing in for it or None),
-    ``StartSpare`` (``s``), ``Unblock`` (``x``) and ``Retire`` (``s``). Calls that change
-    nothing are no step: a refused ``submit()``, a second ``shutdown()``, ``cancel_futures``
-    with nothing queued. A worker that helps while it waits (``result()`` inside a task) runs a
-    second task before its first one finishes, which the spec has no step for. ``record`` must
-    return quickly, must not raise and must not call the pool: the lock is held.
+    state right after the step. ``Pop``, ``Steal``, ``StealBatch`` and ``Finish`` are also
+    given ``t``, the task taken (the one a batch's thief runs) or finished (the spec reads it
+    from ``running``). Managed blocking gives ``Block`` (``x``, the blocked worker or spare
+    index, and ``s``, the spare standing in for it or None), ``StartSpare`` (``s``),
+    ``Unblock`` (``x``) and ``Retire`` (``s``); a spare's index is also a ``thief`` or a
+    ``victim`` when it steals or is stolen from. Calls that change nothing are no step: a
+    refused ``submit()``, a second ``shutdown()``, ``cancel_futures`` with nothing queued. A
+    worker that helps while it waits (``result()`` inside a task) runs a second task before its
+    first one finishes, which the spec has no step for. ``record`` must return quickly, must
+    not raise and must not call the pool: the lock is held.
     """
 
     def record(self, action: str, params: dict[str, Any], state: PoolView) -> None: ...
@@ -374,11 +389,19 @@ class WorkStealingPool(Executor):
     ``pool.managed_block(fn)`` has a spare thread stand in for it, so ``workers`` threads keep
     taking tasks. ``max_spares`` (default 256, ``0`` turns managed blocking off) bounds the
     spares active at once; past it a blocker blocks without one.
+
+    ``steal=`` is how an idle worker (or spare) steals: ``"single"`` (the default) takes the
+    oldest task of another deque; ``"half"`` takes half of that deque, rounded down and at most
+    ``steal_cap`` (default 32) tasks, runs the oldest and keeps the others in its own deque.
+    A deque of fewer than four tasks still gives one (half of it is at most one), and so does a
+    steal by a worker helping inside ``result()``.
+    ``InvalidArgumentError`` for another ``steal``, or a ``steal_cap`` that is not an int >= 1.
     """
 
     def __init__(self, workers: int | None = None, *,
                  recorder: PoolRecorder | None = None,
-                 max_spares: int = DEFAULT_MAX_SPARES) -> None:
+                 max_spares: int = DEFAULT_MAX_SPARES, steal: str = "single",
+                 steal_cap: int = 32) -> None:
         if workers is None:
             workers = os.cpu_count() or 1
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -390,6 +413,7 @@ class WorkStealingPool(Executor):
         if recorder is not None and not callable(getattr(recorder, "record", None)):
             raise InvalidArgumentError(
                 f"WorkStealingPool(recorder={recorder!r}): recorder has no record() method")
+        cap = _steal_cap_of(steal, steal_cap)
         self._workers: Final = workers
         self._recorder: Final = recorder
         self._local: Final = _WorkerLocal()
@@ -404,7 +428,7 @@ class WorkStealingPool(Executor):
         self._state: PoolState = _ACCEPTING
         self._outstanding = 0  # == sum(map(len, _deques)) + tasks taken and not yet Finished
         self._executed = 0  # == tasks whose function was called and has returned or raised
-        self._stolen = 0  # == Steal actions taken
+        self._stolen = 0  # == Steal and StealBatch actions taken
         # Parked workers, as an ordered set (the most recently parked last); a worker is in it
         # only while it waits on its _wake condition, and whoever wakes it removes it.
         self._parked: dict[int, None] = {}
@@ -417,6 +441,8 @@ class WorkStealingPool(Executor):
         self._next = 0  # the deque the next external submission goes to (round-robin), < workers
         self._rng = random.Random()  # picks where a steal starts
         self._spares: Final = Spares(workers, max_spares)  # the managed-blocking bookkeeping
+        self._steal_cap: Final = cap  # the most tasks one steal takes (Spec: StealCap); 1: single
+        self._stolen_tasks = 0  # == tasks taken by steals: 1 per Steal, k per StealBatch of k
         self._threads: Final = self._start_workers()
 
     def _start_workers(self) -> tuple[threading.Thread, ...]:
@@ -544,6 +570,7 @@ class WorkStealingPool(Executor):
                 blocked=len(self._spares.blocked),
                 compensated=self._spares.compensated,
                 uncompensated=self._spares.uncompensated,
+                stolen_tasks=self._stolen_tasks,
             )
 
     def __enter__(self) -> WorkStealingPool:
@@ -833,7 +860,10 @@ class WorkStealingPool(Executor):
 
     def _steal_locked(self, w: int, victim: int | None = None) -> _Task | None:
         """Take the oldest task of another worker's deque, trying ``victim`` first (None: a
-        random one) and then the next ones in turn (Spec: Steal)."""
+        random one) and then the next ones in turn (Spec: Steal); with batch steals, from a
+        deque of four or more and outside a helping wait, half of it (Spec: StealBatch). The
+        deques are the workers', then the spare slots': a spare steals and is stolen from as a
+        worker is."""
         n = len(self._deques)  # the workers' deques, then the spare slots'
         if n == 1:
             return None
@@ -842,13 +872,32 @@ class WorkStealingPool(Executor):
             victim = self._rng.randrange(n)
         for _ in range(n):
             if victim != w and deques[victim]:
+                if (self._steal_cap > 1 and not self._local.depth
+                        and _steal_size(len(deques[victim]), self._steal_cap) > 1):
+                    return self._steal_batch_locked(w, victim)
                 self._stolen += 1
+                self._stolen_tasks += 1
                 task = deques[victim].popleft()  # Spec: Steal(w, victim)
                 if self._recorder is not None:
                     self._record("Steal", {"thief": w, "victim": victim, "t": task})
                 return task
             victim = victim + 1 if victim + 1 < n else 0
         return None
+
+    def _steal_batch_locked(self, w: int, victim: int) -> _Task:
+        """Take the oldest half (at most ``_steal_cap``) of ``victim``'s deque, of four tasks
+        or more, onto worker ``w``, whose deque is empty: run the first, keep the others in
+        their order (Spec: StealBatch)."""
+        source, own = self._deques[victim], self._deques[w]
+        k = _steal_size(len(source), self._steal_cap)
+        task = source.popleft()  # Spec: StealBatch(w, victim)
+        for _ in range(k - 1):
+            own.append(source.popleft())  # the oldest of them on top, as they were
+        self._stolen += 1
+        self._stolen_tasks += k
+        if self._recorder is not None:
+            self._record("StealBatch", {"thief": w, "victim": victim, "t": task})
+        return task
 
     def _finish_locked(self, task: _Task, ran: bool) -> None:
         """Record that a taken task is done (Spec: Finish(w)); wake the workers waiting on it."""
@@ -953,6 +1002,29 @@ class WorkStealingPool(Executor):
         with self._lock:
             if task._joiners:
                 self._wake_joiners_locked(task)
+
+
+_STEAL_POLICIES: Final = ("single", "half")
+
+
+def _steal_cap_of(steal: object, steal_cap: object) -> int:
+    """The most tasks one steal takes under the constructor's ``steal`` policy and
+    ``steal_cap`` (Spec: StealCap): 1 for single steals. Validated before any state exists."""
+    if steal not in _STEAL_POLICIES:
+        raise InvalidArgumentError(
+            f"WorkStealingPool(steal={steal!r}): steal must be one of "
+            f"{', '.join(map(repr, _STEAL_POLICIES))}")
+    if isinstance(steal_cap, bool) or not isinstance(steal_cap, int) or steal_cap < 1:
+        raise InvalidArgumentError(
+            f"WorkStealingPool(steal_cap={steal_cap!r}): steal_cap must be an int >= 1")
+    return steal_cap if steal == "half" else 1
+
+
+def _steal_size(n: int, cap: int) -> int:
+    """How many tasks a steal takes from a deque of ``n`` > 0 (Spec: StealSize): half,
+    rounded down, at most ``cap``; 1 when half is 1 or less."""
+    half = n >> 1
+    return 1 if half <= 1 else min(half, cap)
 
 
 def _frames_left() -> int:

@@ -251,12 +251,16 @@ def timer_lockstep_check(session: Session, examples: int) -> Outcome:
 
 def pool_lockstep_check(session: Session, examples: int) -> Outcome:
     """Hypothesis drives the pool model and ``WorkStealingPool`` (its workers' moves stepped)
-    side by side."""
+    side by side: single steals, then batch steals (StealCap 3 on both sides)."""
     from refsched.pool.pool import WorkStealingPool
-    from refsched.verify.pool.lockstep import run_pool_lockstep
+    from refsched.verify.pool.lockstep import BATCH_STEAL_CAP, run_pool_lockstep
 
-    return _lockstep(session, "pool", "refsched:WorkStealingPool", examples,
-                     lambda: run_pool_lockstep(WorkStealingPool, examples=examples))
+    def run() -> Any:
+        ledger = run_pool_lockstep(WorkStealingPool, examples=examples)
+        return run_pool_lockstep(WorkStealingPool, examples=examples, ledger=ledger,
+                                 steal_cap=BATCH_STEAL_CAP)
+
+    return _lockstep(session, "pool", "refsched:WorkStealingPool", examples, run)
 
 
 def _lockstep(session: Session, model: str, impl_name: str, examples: int,

@@ -172,7 +172,8 @@ TIMER_RUNNER_SCENARIOS = ("timer_earlier_while_sleeping", "timer_cancel_races_ne
                           "timer_close_during_sleep", "timer_reschedule_races_claim")
 # Scenarios that drive a WorkStealingPool class.
 POOL_SCENARIOS = ("pool_pop_races_steal", "pool_two_thieves_one_victim",
-                  "pool_shutdown_races_child", "pool_nested_waits")
+                  "pool_shutdown_races_child", "pool_nested_waits",
+                  "pool_batch_steal_races_last_pop")
 
 
 @dataclass(frozen=True)
@@ -425,9 +426,13 @@ def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
                                steps=budget["lockstep_steps"], hypothesis_settings=unshrunk)
         elif payload["file"] == _P:
             from refsched.pool.pool import WorkStealingPool
-            from refsched.verify.pool.lockstep import run_pool_lockstep
+            from refsched.verify.pool.lockstep import BATCH_STEAL_CAP, run_pool_lockstep
             run_pool_lockstep(WorkStealingPool, examples=budget["lockstep_examples"],
                               steps=budget["lockstep_steps"], shrink=False)
+            # then with batch steals, a thief keeping up to two tasks in their order
+            run_pool_lockstep(WorkStealingPool, examples=budget["lockstep_examples"],
+                              steps=budget["lockstep_steps"], shrink=False,
+                              steal_cap=BATCH_STEAL_CAP)
         elif payload["file"] in (_D, _DS, _DP, _DF):
             from refsched.durable import DurableScheduler
             from refsched.verify.durable.lockstep import run_durable_lockstep

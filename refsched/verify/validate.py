@@ -394,6 +394,14 @@ class _PoolSpec(TraceSpec):
     # Managed blocking off: a recorded run's steps and states are the pool's without it.
     fixed = MappingProxyType({"Spares": "{}", "MaxSpares": "0"})
 
+    def numbers(self, trace: Trace) -> dict[str, int]:
+        """``StealCap``, 1 (single steals) when the trace names none."""
+        value = trace.constants.get("StealCap", 1)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise TraceError(f"{trace.name}: the constant StealCap is {value!r}; the spec "
+                             "assumes StealCap \\in Nat \\ {0}")
+        return {"StealCap": value}
+
     def check_ids(self, trace: Trace, ids: Ids) -> None:
         if not ids["Workers"]:
             raise TraceError(f"{trace.name}: the constant Workers is empty; the spec assumes "
@@ -409,7 +417,8 @@ class _PoolSpec(TraceSpec):
     def refusal(self, action: str, state: Any, args: tuple[Any, ...],
                 constants: Constants) -> Any:
         return self.system_object.actions[action].refused(
-            state, *args, children=constants.ids["Children"])
+            state, *args, children=constants.ids["Children"],
+            steal_cap=constants.numbers["StealCap"])
 
 
 TRACE_SPECS: Mapping[str, TraceSpec] = {

@@ -299,3 +299,123 @@ def test_the_recorder_is_given_each_blocking_step_in_the_spec_order() -> None:
     blocks = [p["x"] for a, p in log.steps if a == "Block"]
     unblocks = [p["x"] for a, p in log.steps if a == "Unblock"]
     assert len(blocks) == len(unblocks) == 20
+
+
+# -- managed blocking with batch steals (steal="half") ----------------------------------------
+
+class _Steps:
+    """A recorder that keeps every step with the deques right after it, and sets ``batch`` at
+    the first StealBatch."""
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[str, dict[str, Any], tuple[tuple[Future[Any], ...], ...]]] = []
+        self.batch = threading.Event()
+
+    def record(self, action: str, params: dict[str, Any], state: PoolView) -> None:
+        self.steps.append((action, dict(params), state.deques))
+        if action == "StealBatch":
+            self.batch.set()
+
+    def index(self, action: str, **params: Any) -> int:
+        """Where the only step ``action`` with these parameters is."""
+        found = [i for i, (a, p, _) in enumerate(self.steps)
+                 if a == action and all(p.get(k) is v or p.get(k) == v
+                                        for k, v in params.items())]
+        assert len(found) == 1, (action, params, found)
+        return found[0]
+
+
+class _Runs:
+    """How many times each named task ran."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.count: dict[str, int] = {}
+
+    def task(self, name: str, wait: threading.Event | None = None,
+             then: threading.Event | None = None) -> Callable[[], str]:
+        """A task that counts its run, waits on ``wait`` and then sets ``then``."""
+        def run() -> str:
+            with self.lock:
+                self.count[name] = self.count.get(name, 0) + 1
+            if wait is not None:
+                assert wait.wait(LONG)
+            if then is not None:
+                then.set()
+            return name
+        return run
+
+
+def test_a_spare_batch_steals_its_blockers_children_and_retires_only_with_its_deque_empty(
+        make_pool: MakePool) -> None:
+    steps, runs = _Steps(), _Runs()
+    pool = make_pool(1, steal="half", recorder=steps)
+    hold, unblocked, c1_ran = threading.Event(), threading.Event(), threading.Event()
+    children: list[Future[str]] = []
+
+    def root() -> None:
+        # c0 (top) .. c3 (bottom) on the worker's deque, then the worker blocks: the spare's
+        # first take is a batch of half of them, c0 to run (held) and c1 to keep
+        children.append(pool.submit(runs.task("c0", wait=hold)))
+        children.append(pool.submit(runs.task("c1", then=c1_ran)))
+        children.extend(pool.submit(runs.task(f"c{i}")) for i in (2, 3))
+        with pool.blocking():
+            assert steps.batch.wait(LONG)
+        unblocked.set()
+        # the worker stays busy: the spare, released with c1 in its deque, must run it
+        assert c1_ran.wait(LONG)
+
+    done = pool.submit(root)
+    assert unblocked.wait(LONG)
+    hold.set()
+    assert done.result(LONG) is None
+    assert [c.result(LONG) for c in children] == ["c0", "c1", "c2", "c3"]
+    assert runs.count == {"c0": 1, "c1": 1, "c2": 1, "c3": 1}
+    wait_until(lambda: pool.stats().spares == 0, "the spare to retire")
+
+    spare = pool.workers  # the first spare slot
+    batch = steps.index("StealBatch", thief=spare, victim=0)
+    _, params, deques = steps.steps[batch]
+    assert params["t"] is children[0]
+    assert deques[0] == (children[2], children[3]) and deques[spare] == (children[1],)
+    retire = steps.index("Retire", s=spare)
+    assert steps.index("Unblock", x=0) < steps.index("Pop", w=spare, t=children[1]) < retire
+    assert steps.steps[retire][2][spare] == ()
+    stats = pool.stats()
+    assert (stats.compensated, stats.stolen, stats.stolen_tasks) == (1, 1, 2)
+
+
+def test_a_worker_batch_steals_from_a_spares_deque_and_the_spare_retires_after(
+        make_pool: MakePool) -> None:
+    steps, runs = _Steps(), _Runs()
+    pool = make_pool(1, steal="half", recorder=steps)
+    gate, entered = threading.Event(), threading.Event()
+
+    def root() -> None:
+        with pool.blocking():
+            entered.set()
+            assert gate.wait(LONG)
+
+    def spawner() -> list[Future[str]]:
+        # on the spare (the worker blocks): the children go to the spare's own deque
+        children = [pool.submit(runs.task(f"d{i}")) for i in range(4)]
+        gate.set()  # the worker, idle again, finds its own deque empty and steals from here
+        assert steps.batch.wait(LONG)
+        return children
+
+    blocked = pool.submit(root)
+    assert entered.wait(LONG)
+    children = pool.submit(spawner).result(LONG)
+    assert [c.result(LONG) for c in children] == ["d0", "d1", "d2", "d3"]
+    assert blocked.result(LONG) is None
+    assert runs.count == {"d0": 1, "d1": 1, "d2": 1, "d3": 1}
+    wait_until(lambda: pool.stats().spares == 0, "the spare to retire")
+
+    spare = pool.workers
+    batch = steps.index("StealBatch", thief=0, victim=spare)
+    _, params, deques = steps.steps[batch]
+    assert params["t"] is children[0]
+    assert deques[0] == (children[1],) and deques[spare] == (children[2], children[3])
+    retire = steps.index("Retire", s=spare)
+    assert batch < retire and steps.steps[retire][2][spare] == ()
+    assert pool.stats().compensated == 1

@@ -144,6 +144,16 @@ class NeverStartsTheSpare(WorkStealingPool):
         return None
 
 
+class BatchLeavesAKeptTaskBehind(WorkStealingPool):
+    """A batch steal copies the task the thief keeps but leaves it in the victim's deque too:
+    its owner and the thief can each run it."""
+
+    def _steal_batch_locked(self, w: int, victim: int) -> _Task:
+        task = super()._steal_batch_locked(w, victim)
+        self._deques[victim].appendleft(self._deques[w][0])
+        return task
+
+
 BUGS: list[SeededBug] = [
     (pools.pool_pop_races_steal, PopsAfterACheck, "exception",
      "IndexError('pop from an empty deque')"),
@@ -164,6 +174,8 @@ BUGS: list[SeededBug] = [
      "a spare did not retire"),
     (pools.pool_shutdown_during_a_blocking_call, NeverStartsTheSpare, "assertion",
      "a spare did not retire"),
+    (pools.pool_batch_steal_races_last_pop, BatchLeavesAKeptTaskBehind, "invariant",
+     "tasks are inside their function, yet outstanding - queued"),
 ]
 
 
@@ -204,7 +216,7 @@ def test_a_broken_pool_is_caught_and_replays(case: SeededBug) -> None:
 def test_the_pool_lock_guards_the_fields_init_assigns_after_it() -> None:
     fields = guarded_fields(WorkStealingPool)
     assert {"_state", "_outstanding", "_executed", "_stolen", "_parked",
-            "_searching_flags", "_searching", "_next", "_rng"} <= fields
+            "_searching_flags", "_searching", "_next", "_rng", "_stolen_tasks"} <= fields
     assert not {"_workers", "_local", "_lock"} & fields
 
 

@@ -16,16 +16,21 @@ import pytest
 from refsched import WorkStealingPool
 from refsched.errors import SchedulerClosedError
 from refsched.pool.pool import PoolStats, _Task
-from refsched.verify.pool.lockstep import Disagreement, run_pool_lockstep
+from refsched.verify.pool.lockstep import BATCH_STEAL_CAP, Disagreement, run_pool_lockstep
 
 
 def test_the_pool_agrees_with_the_model_and_takes_every_action() -> None:
     started = time.perf_counter()
     ledger = run_pool_lockstep(WorkStealingPool, examples=300, steps=50)
+    assert ledger.actions["StealBatch"] == 0, ledger.summary()  # single steals by default
+    # and with batch steals: the same walks, StealCap 3 on both sides
+    run_pool_lockstep(WorkStealingPool, examples=200, steps=50, ledger=ledger,
+                      steal_cap=BATCH_STEAL_CAP)
     print(f"{ledger.summary()} in {time.perf_counter() - started:.1f}s")
     assert ledger.missing() == [], ledger.summary()
     for action in ("SubmitExternal", "SubmitChild", "Pop", "Steal", "Finish"):
         assert ledger.actions[action] >= 300, ledger.summary()
+    assert ledger.actions["StealBatch"] >= 20, ledger.summary()
     for refused in ("SubmitExternal refused", "submit(not callable) refused"):
         assert ledger.actions[refused] >= 20, ledger.summary()
 
@@ -88,6 +93,23 @@ class QueueLengthsSkipEmpty(WorkStealingPool):
         counted = super().stats()
         return dataclasses.replace(counted,
                                    queue_lengths=tuple(n for n in counted.queue_lengths if n))
+
+
+class BatchKeepsNewestOnTop(WorkStealingPool):
+    """A batch steal puts the tasks the thief keeps into its deque in reverse order."""
+
+    def _steal_batch_locked(self, w: int, victim: int) -> _Task:
+        task = super()._steal_batch_locked(w, victim)
+        self._deques[w].reverse()
+        return task
+
+
+def test_a_batch_steal_that_loses_the_order_is_caught() -> None:
+    with pytest.raises(Disagreement) as caught:
+        run_pool_lockstep(BatchKeepsNewestOnTop, examples=300, steps=50, shrink=False,
+                          steal_cap=BATCH_STEAL_CAP)
+    assert "the pool's state is not the model's" in str(caught.value)
+    assert "StealBatch" in str(caught.value)
 
 
 @pytest.mark.parametrize(("factory", "says"), [

@@ -30,6 +30,7 @@ from refsched.model.pool import (
     violated_by_step,
     within_bound,
 )
+from refsched.model.pool.actions import steal_size
 from refsched.model.pool.blocking import BLOCKING_ACTIONS
 from refsched.verify import system
 from refsched.verify.pool.spec import (
@@ -53,11 +54,11 @@ TRACES_STATES, TRACES_EDGES, TRACES_DEPTH = 3_231, 9_216, 14
 
 
 def step(s: PoolSnapshot, action: str, *args: Any,
-         children: frozenset[Hashable] | None = None) -> PoolSnapshot:
+         children: frozenset[Hashable] | None = None, steal_cap: int = 1) -> PoolSnapshot:
     """Take ``action`` in ``s``; it must be enabled."""
-    refusal = ACTIONS[action].refused(s, *args, children=children)
+    refusal = ACTIONS[action].refused(s, *args, children=children, steal_cap=steal_cap)
     assert refusal is None, refusal
-    return ACTIONS[action].step(s, *args)
+    return ACTIONS[action].step(s, *args, steal_cap=steal_cap)
 
 
 def run(*steps: tuple[Any, ...], s: PoolSnapshot = INITIAL) -> PoolSnapshot:
@@ -226,6 +227,8 @@ BAD_STATES: dict[str, PoolSnapshot] = {
 }
 
 _A_RAN = PoolSnapshot(submitted={"a"}, finished={"a"}, runs={"a": 1})
+_SIX = PoolSnapshot(deque={"w1": ("a", "b", "c", "d", "e", "f")}, submitted=set("abcdef"),
+                    outstanding=6)
 BAD_STEPS: dict[str, tuple[PoolSnapshot, PoolSnapshot]] = {
     # c submitted as a's child after a finished
     "ChildCountedBeforeParentCompletes": (
@@ -246,7 +249,50 @@ BAD_STEPS: dict[str, tuple[PoolSnapshot, PoolSnapshot]] = {
     "PhasesInOrder": (
         PoolSnapshot(phase=DRAINING, deque={"w1": ("a",)}, outstanding=1, submitted={"a"}),
         PoolSnapshot(phase=ACCEPTING, deque={"w1": ("a",)}, outstanding=1, submitted={"a"})),
+    # w2 steals a, b, c, d's top three but keeps them newest on top
+    "StolenInOrder": (
+        _SIX,
+        _SIX.replace(deque={"w1": ("d", "e", "f"), "w2": ("c", "b")}, running={"w2": "a"},
+                     runs={"a": 1})),
+    # w2 takes four of six
+    "StealTakesAtMostHalf": (
+        _SIX,
+        _SIX.replace(deque={"w1": ("e", "f"), "w2": ("b", "c", "d")}, running={"w2": "a"},
+                     runs={"a": 1})),
 }
+
+
+def test_a_batch_steal_takes_half_runs_the_oldest_and_keeps_the_rest_in_order() -> None:
+    s = _SIX.replace(deque={"w1": ("a", "b", "c", "d", "e", "f", "g", "h")},
+                     submitted=set("abcdefgh"), outstanding=8)
+    for cap, kept in ((1, ()), (2, ("b",)), (3, ("b", "c")), (4, ("b", "c", "d")),
+                      (32, ("b", "c", "d"))):
+        name = "Steal" if cap == 1 else "StealBatch"
+        other = "StealBatch" if cap == 1 else "Steal"
+        assert ACTIONS[other].refused(s, "w2", "w1", steal_cap=cap) is not None
+        after = ACTIONS[name].step(s, "w2", "w1", steal_cap=cap)
+        assert after.running == {"w2": "a"} and after.deque.get("w2", ()) == kept
+        assert after.deque["w1"] == ("b", "c", "d", "e", "f", "g", "h")[len(kept):]
+        assert violated(after) == [] and violated_by_step(s, after) == []
+        # the thief pops the newest it kept; another thief takes the oldest
+        if kept:
+            popped = ACTIONS["Pop"].step(step(after, "Finish", "w2"), "w2")
+            assert popped.running["w2"] == kept[-1]
+            stolen = ACTIONS["Steal"].step(after, "w3", "w2", steal_cap=cap)
+            assert stolen.running["w3"] == kept[0]
+
+
+@pytest.mark.parametrize(("length", "taken"), [(1, 1), (2, 1), (3, 1), (4, 2), (5, 2), (6, 3),
+                                               (7, 3), (8, 3), (40, 3)])
+def test_a_short_deque_gives_a_single_steal_and_the_cap_bounds_a_long_one(
+        length: int, taken: int) -> None:
+    tasks = tuple(f"t{i}" for i in range(length))
+    s = PoolSnapshot(deque={"w1": tasks}, submitted=tasks, outstanding=length)
+    assert steal_size(length, 3) == taken
+    name = "Steal" if taken == 1 else "StealBatch"
+    after = step(s, name, "w2", "w1", steal_cap=3)
+    assert (after.running["w2"], *after.deque.get("w2", ())) == tasks[:taken]
+    assert 2 * taken <= length or taken == 1
 
 
 def test_every_check_has_a_must_fail_case() -> None:
@@ -292,6 +338,8 @@ def test_read_instance_reads_every_config() -> None:
         ("w1", "w2", "w3"), ("a", "b", "c", "d", "e", "f", "g"), ("e", "f", "g"))
     assert read_instance("MCWorkStealingLiveness.cfg") == Instance(
         ("w1", "w2"), ("a", "b", "c", "d", "e"), ("c", "d", "e"))
+    assert read_instance("MCWorkStealingBatch.cfg") == Instance(
+        ("w1", "w2", "w3"), ("a", "b", "c", "d", "e", "f", "g"), ("e", "f", "g"), steal_cap=3)
     assert TRACES.roots == ("a", "b")
 
 
@@ -360,10 +408,14 @@ def test_spec_and_model_have_the_same_actions() -> None:
 
 
 def test_configs_check_the_models_invariants_and_properties() -> None:
-    for config in ("MCWorkStealing.cfg", TRACES_CONFIG, "MCWorkStealingLiveness.cfg"):
+    # the batch steals' properties where batch steals happen (StealCap > 1)
+    batch = {"StolenInOrder", "StealTakesAtMostHalf"}
+    for config in ("MCWorkStealing.cfg", TRACES_CONFIG, "MCWorkStealingLiveness.cfg",
+                   "MCWorkStealingBatch.cfg"):
         assert cfg_section(config, "INVARIANTS") == set(INVARIANTS)
         assert cfg_section(config, "PROPERTIES") - {
-            "EverySubmittedTaskRuns", "ShutdownTerminates"} == set(ACTION_PROPERTIES)
+            "EverySubmittedTaskRuns", "ShutdownTerminates"} == set(ACTION_PROPERTIES) - (
+            set() if read_instance(config).steal_cap > 1 else batch)
     assert cfg_section("MCWorkStealingLiveness.cfg", "PROPERTIES") >= {
         "EverySubmittedTaskRuns", "ShutdownTerminates"}
 
@@ -383,7 +435,7 @@ def test_the_pool_system_is_registered_for_the_verification_tools() -> None:
     assert pool.variables == SPEC_VARIABLES and pool.initial == INITIAL
     assert pool.read_instance(TRACES_CONFIG) == TRACES
     assert pool.constants(TRACES) == {"Workers": ["w1", "w2"], "Tasks": ["a", "b", "c", "d"],
-                                      "Children": ["c", "d"]}
+                                      "Children": ["c", "d"], "StealCap": 1}
     assert pool.describe("Steal", {"thief": "w2", "victim": "w1"}) == "Steal(thief=w2, victim=w1)"
     assert system.by_spec_variables(["deque", "outstanding"]) is pool
     assert pool.name in system.REPLAYABLE

@@ -554,13 +554,14 @@ def test_stats_is_a_frozen_snapshot_of_the_counters(make_pool: MakePool) -> None
     pool = make_pool(3)
     assert [f.name for f in dataclasses.fields(PoolStats)] == [
         "executed", "stolen", "queue_lengths", "parked", "outstanding", "state", "spares",
-        "blocked", "compensated", "uncompensated"]
+        "blocked", "compensated", "uncompensated", "stolen_tasks"]
     for f in [pool.submit(lambda: None) for _ in range(10)]:
         f.result(timeout=LONG)
     wait_until(lambda: pool.stats().parked == 3, "every worker to park")
     stats = pool.stats()
     assert stats == PoolStats(executed=10, stolen=stats.stolen, queue_lengths=(0, 0, 0),
-                              parked=3, outstanding=0, state="accepting")
+                              parked=3, outstanding=0, state="accepting",
+                              stolen_tasks=stats.stolen)
     with pytest.raises(dataclasses.FrozenInstanceError):
         stats.executed = 0  # type: ignore[misc]
 
@@ -694,3 +695,98 @@ def test_a_task_claimed_twice_raises_rather_than_hangs() -> None:
         assert len(outcome) == 1 and "claimed twice" in str(outcome[0])
     finally:
         pool.shutdown()
+
+
+# -- batch steals (steal="half") -----------------------------------------------------------------
+
+@pytest.mark.parametrize(("kwargs", "says"), [
+    ({"steal": "all"}, "steal must be one of 'single', 'half'"),
+    ({"steal": None}, "steal must be one of"),
+    ({"steal": "half", "steal_cap": 0}, "steal_cap must be an int >= 1"),
+    ({"steal": "half", "steal_cap": True}, "steal_cap must be an int >= 1"),
+    ({"steal": "half", "steal_cap": 2.0}, "steal_cap must be an int >= 1"),
+    ({"steal_cap": -1}, "steal_cap must be an int >= 1"),
+])
+def test_a_bad_steal_policy_is_refused_before_any_thread_starts(kwargs: dict[str, Any],
+                                                                 says: str) -> None:
+    before = threading.active_count()
+    with pytest.raises(InvalidArgumentError, match=says) as info:
+        WorkStealingPool(2, **kwargs)
+    assert isinstance(info.value, ValueError)
+    assert threading.active_count() == before
+
+
+def _stepped_with_deque(length: int, steal_cap: int) -> Any:
+    """A pool driven step by step: worker w1's deque holds t0 (top) .. t<length-1>."""
+    from refsched.verify.pool.driver import SteppedPool
+
+    pool = SteppedPool(WorkStealingPool, ("w1", "w2", "w3"), steal_cap)
+    for i in range(length):
+        pool.submit_external(f"t{i}", "w1")
+    return pool
+
+
+@pytest.mark.parametrize(("length", "cap", "taken"), [
+    (1, 3, 1), (2, 3, 1), (3, 3, 1), (4, 3, 2), (5, 3, 2), (6, 3, 3), (7, 3, 3), (8, 3, 3),
+    (10, 3, 3), (10, 32, 5), (64, 32, 32), (10, 1, 1),
+])
+def test_a_batch_steal_takes_half_capped_and_a_short_deque_gives_one(
+        length: int, cap: int, taken: int) -> None:
+    pool = _stepped_with_deque(length, cap)
+    pool.steal("w2", "w1")
+    state = pool.snapshot()
+    tasks = tuple(f"t{i}" for i in range(length))
+    # the oldest runs; the others taken keep their order, oldest on top; the victim keeps
+    # the rest, its newest still at its bottom
+    assert (state.running["w2"], *state.deque.get("w2", ())) == tasks[:taken]
+    assert state.deque.get("w1", ()) == tasks[taken:]
+    stats = pool.stats()
+    assert (stats.stolen, stats.stolen_tasks, stats.outstanding) == (1, taken, length)
+    pool.check_invariants()
+
+
+def test_the_thief_pops_the_newest_it_kept_and_the_next_thief_takes_the_oldest() -> None:
+    pool = _stepped_with_deque(8, 3)
+    pool.steal("w2", "w1")  # runs t0, keeps t1 t2
+    pool.steal("w3", "w2")  # w2's deque is short: a single steal of its oldest
+    assert pool.snapshot().running["w3"] == "t1"
+    pool.finish("w2")
+    pool.pop("w2")
+    assert pool.snapshot().running["w2"] == "t2"
+    assert pool.stats().stolen_tasks == 4
+    pool.check_invariants()
+
+
+def _dense_fork_join(pool: WorkStealingPool, lo: int, hi: int) -> int:
+    if hi - lo <= 4:
+        return sum(range(lo, hi))
+    mid = (lo + hi) // 2
+    forks = [pool.submit(_dense_fork_join, pool, a, b)
+             for a, b in ((lo, (lo + mid) // 2), ((lo + mid) // 2, mid), (mid, hi))]
+    return sum(f.result() for f in forks)
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_batch_steals_run_every_task_of_a_dense_fork_join_exactly_once(workers: int) -> None:
+    with WorkStealingPool(workers, steal="half", steal_cap=4) as pool:
+        assert pool.submit(_dense_fork_join, pool, 0, 4096).result(timeout=LONG) == sum(
+            range(4096))
+        for f in [pool.submit(lambda i=i: i) for i in range(500)]:
+            f.result(timeout=LONG)
+        pool.shutdown(wait=True)
+        stats = pool.stats()
+    assert stats.outstanding == 0 and stats.state == "terminated"
+    assert stats.stolen <= stats.stolen_tasks <= 4 * stats.stolen
+
+
+def test_a_worker_helping_inside_result_steals_one_task_even_from_a_long_deque() -> None:
+    pool = _stepped_with_deque(8, 3)
+    local = pool.pool._local
+    local.depth = 1  # this thread runs a task and waits inside result(): it helps
+    try:
+        pool.steal("w2", "w1")
+    finally:
+        local.depth = 0
+    state = pool.snapshot()
+    assert state.running["w2"] == "t0" and "w2" not in state.deque
+    assert (pool.stats().stolen, pool.stats().stolen_tasks) == (1, 1)

@@ -39,6 +39,9 @@ def traces() -> list[Trace]:
 
 class TestPoolCorpus(CorpusTests):
     system, config = POOL, "MCWorkStealingTraces.cfg"
+    # The corpus instance has StealCap = 1: batch steals are the lock-step walks', TLC's
+    # (MCWorkStealingBatch.cfg) and the recorded runs' (tests/test_validate_systems.py).
+    gated_off = ("StealBatch",)
 
 
 # -- Broken pools -------------------------------------------------------------------------------

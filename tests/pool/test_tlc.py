@@ -47,15 +47,19 @@ SPEC_MODULE = "WorkStealing.tla"
 POOL = system.get("pool")
 SAFETY = "MCWorkStealing.cfg"
 LIVENESS = "MCWorkStealingLiveness.cfg"
+BATCH = "MCWorkStealingBatch.cfg"
 LIVENESS_PROPERTIES = ("EverySubmittedTaskRuns", "ShutdownTerminates")
 
 # Measured with TLC 2.15. If the spec changes, update these and the comments in the cfg files.
 RECORDED_COUNTS = {  # (distinct states, depth)
     SAFETY: (34_084, 23),  # 3 workers, 4 roots, 3 children, symmetry
     LIVENESS: (40_809, 17),  # 2 workers, 2 roots, 3 children, no symmetry
+    BATCH: (38_882, 23),  # as SAFETY, StealCap = 3
 }
 # The traces instance: 2 workers, 2 roots, 2 children, no symmetry.
-TRACES_GRAPH = TracesGraph(POOL, states=3_231, edges=9_216, depth=14)
+# StealCap = 1 there: no batch steal (MCWorkStealingBatch.cfg checks those).
+TRACES_GRAPH = TracesGraph(POOL, states=3_231, edges=9_216, depth=14,
+                           disabled=frozenset({"StealBatch"}))
 
 
 def check(config: str, directory: Path | None = None, workers: int = 2) -> TLCResult:
@@ -69,7 +73,7 @@ def test_model_holds_with_recorded_state_count(config: str, counts: tuple[int, i
     assert_holds_with_recorded_count(check(config), counts)
 
 
-S, T, L = SAFETY, TRACES_CONFIG, LIVENESS
+S, T, L, B = SAFETY, TRACES_CONFIG, LIVENESS, BATCH
 
 # Each mutant, and the (config, check) pairs that must report it.
 MUTANTS: dict[str, Mutant] = {
@@ -77,7 +81,8 @@ MUTANTS: dict[str, Mutant] = {
     # and run it a second time.
     "steal_leaves_task_in_victim": Mutant(
         (("    /\\ deque' = [deque EXCEPT ![victim] = Tail(@)]\n", "    /\\ deque' = deque\n"),),
-        ((S, "ExecutedAtMostOnce"), (T, "ExecutedAtMostOnce"), (L, "ExecutedAtMostOnce")),
+        ((S, "ExecutedAtMostOnce"), (T, "ExecutedAtMostOnce"), (L, "ExecutedAtMostOnce"),
+         (B, "ExecutedAtMostOnce")),
     ),
     # The owner pops the top of its own deque, the oldest task (FIFO), not the bottom.
     "pop_takes_top": Mutant(
@@ -87,7 +92,8 @@ MUTANTS: dict[str, Mutant] = {
            "    /\\ running' = [running EXCEPT ![w] = Head(deque[w])]\n"
            "    /\\ deque' = [deque EXCEPT ![w] = Tail(@)]\n"
            "    /\\ runs' = [runs EXCEPT ![Head(deque[w])] = @ + 1]\n"),),
-        ((S, "OwnerTakesBottom"), (T, "OwnerTakesBottom"), (L, "OwnerTakesBottom")),
+        ((S, "OwnerTakesBottom"), (T, "OwnerTakesBottom"), (L, "OwnerTakesBottom"),
+         (B, "OwnerTakesBottom")),
     ),
     # A thief takes the victim's newest task, from the owner's end.
     "steal_takes_bottom": Mutant(
@@ -97,7 +103,8 @@ MUTANTS: dict[str, Mutant] = {
            "    /\\ running' = [running EXCEPT ![thief] = Bottom(deque[victim])]\n"
            "    /\\ deque' = [deque EXCEPT ![victim] = WithoutBottom(@)]\n"
            "    /\\ runs' = [runs EXCEPT ![Bottom(deque[victim])] = @ + 1]\n"),),
-        ((S, "ThiefTakesTop"), (T, "ThiefTakesTop"), (L, "ThiefTakesTop")),
+        ((S, "ThiefTakesTop"), (T, "ThiefTakesTop"), (L, "ThiefTakesTop"),
+         (B, "ThiefTakesTop")),
     ),
     # A spawned child is pushed at once but counted only when its parent finishes: the
     # count lags the deques (and could reach zero while the child waits).
@@ -108,7 +115,7 @@ MUTANTS: dict[str, Mutant] = {
            "    /\\ outstanding' = outstanding - 1\n"
            "                        + Cardinality({c \\in Tasks : parent[c] = running[w]})\n"),),
         ((S, "OutstandingIsQueuedPlusRunning"), (T, "OutstandingIsQueuedPlusRunning"),
-         (L, "OutstandingIsQueuedPlusRunning")),
+         (L, "OutstandingIsQueuedPlusRunning"), (B, "OutstandingIsQueuedPlusRunning")),
     ),
     # Children are buffered while their parent runs and submitted (pushed and counted)
     # after it finished: between the two, a draining pool may see nothing outstanding.
@@ -116,7 +123,7 @@ MUTANTS: dict[str, Mutant] = {
         (("    LET p == running[w]\n    IN  /\\ phase",
            "    \\E p \\in Running \\cup finished :\n        /\\ phase"),),
         ((S, "ChildCountedBeforeParentCompletes"), (T, "ChildCountedBeforeParentCompletes"),
-         (L, "ChildCountedBeforeParentCompletes")),
+         (L, "ChildCountedBeforeParentCompletes"), (B, "ChildCountedBeforeParentCompletes")),
     ),
     # shutdown() sees every deque empty and terminates the pool while a task still runs
     # (and might spawn a child).
@@ -125,19 +132,20 @@ MUTANTS: dict[str, Mutant] = {
            "    /\\ phase' = IF (\\A v \\in Workers : deque[v] = <<>>) THEN \"terminated\"\n"
            "                ELSE \"draining\"\n"),),
         ((S, "TerminatedOnlyWhenIdle"), (T, "TerminatedOnlyWhenIdle"),
-         (L, "TerminatedOnlyWhenIdle")),
+         (L, "TerminatedOnlyWhenIdle"), (B, "TerminatedOnlyWhenIdle")),
     ),
     # cancel_futures empties the deques without cancelling what it removed: those futures
     # never resolve.
     "cancel_forgets_removed_tasks": Mutant(
         (("    /\\ cancelled' = cancelled \\cup Queued\n", "    /\\ cancelled' = cancelled\n"),),
-        ((S, "NoTaskLost"), (T, "NoTaskLost"), (L, "NoTaskLost")),
+        ((S, "NoTaskLost"), (T, "NoTaskLost"), (L, "NoTaskLost"), (B, "NoTaskLost")),
     ),
     # cancel_futures marks the running tasks cancelled too.
     "cancel_marks_running_tasks": Mutant(
         (("    /\\ cancelled' = cancelled \\cup Queued\n",
            "    /\\ cancelled' = cancelled \\cup Queued \\cup Running\n"),),
-        ((S, "CancelledNeverRan"), (T, "CancelledNeverRan"), (L, "CancelledNeverRan")),
+        ((S, "CancelledNeverRan"), (T, "CancelledNeverRan"), (L, "CancelledNeverRan"),
+         (B, "CancelledNeverRan")),
     ),
     # submit() from outside is still taken while draining.
     "submit_while_draining": Mutant(
@@ -145,19 +153,21 @@ MUTANTS: dict[str, Mutant] = {
            "    /\\ phase \\in {\"accepting\", \"draining\"}\n"
            "    /\\ t \\in Tasks \\ Children\n"),),
         ((S, "RootsOnlyWhileAccepting"), (T, "RootsOnlyWhileAccepting"),
-         (L, "RootsOnlyWhileAccepting")),
+         (L, "RootsOnlyWhileAccepting"), (B, "RootsOnlyWhileAccepting")),
     ),
     # The pool terminates itself when it runs out of work, without a shutdown().
     "pool_closes_itself_when_idle": Mutant(
         (("IF phase = \"draining\" /\\ outstanding = 1 THEN", "IF outstanding = 1 THEN"),),
-        ((S, "PhasesInOrder"), (T, "PhasesInOrder"), (L, "PhasesInOrder")),
+        ((S, "PhasesInOrder"), (T, "PhasesInOrder"), (L, "PhasesInOrder"),
+         (B, "PhasesInOrder")),
     ),
     # The last task of a draining pool to finish does not terminate it: every task runs,
     # but the pool drains for ever, with nothing left to do (a halt that -deadlock hides).
     "last_finish_does_not_terminate": Mutant(
         (("IF phase = \"draining\" /\\ outstanding = 1 THEN", "IF FALSE THEN"),),
         ((S, "HaltsOnlyWhenTerminated"), (T, "HaltsOnlyWhenTerminated"),
-         (L, "HaltsOnlyWhenTerminated"), (L, "ShutdownTerminates")),
+         (L, "HaltsOnlyWhenTerminated"), (L, "ShutdownTerminates"),
+         (B, "HaltsOnlyWhenTerminated")),
     ),
     # A running task may run forever.
     "no_fairness_on_finish": Mutant(
@@ -167,13 +177,51 @@ MUTANTS: dict[str, Mutant] = {
     # Idle workers may stop taking work: a queued task may wait forever.
     "no_fairness_on_pop_and_steal": Mutant(
         (("    /\\ \\A w \\in Workers : WF_vars(Pop(w))\n", ""),
-         ("    /\\ \\A w \\in Workers : WF_vars(\\E v \\in Threads : Steal(w, v))\n", "")),
+         ("    /\\ \\A w \\in Workers : WF_vars(\\E v \\in Threads : Steal(w, v) \\/ "
+          "StealBatch(w, v))\n", "")),
         ((L, "EverySubmittedTaskRuns"),),
     ),
     # shutdown() writes a phase that does not exist.
     "shutdown_misspells_draining": Mutant(
         (("THEN \"terminated\" ELSE \"draining\"", "THEN \"terminated\" ELSE \"drainig\""),),
-        ((S, "TypeOK"), (T, "TypeOK"), (L, "TypeOK")),
+        ((S, "TypeOK"), (T, "TypeOK"), (L, "TypeOK"), (B, "TypeOK")),
+    ),
+    # -- Batch steals --
+    # A batch steal takes the victim's newest tasks, from the owner's end.
+    "batch_takes_owner_end": Mutant(
+        (("        taken == SubSeq(deque[victim], 1, k)\n",
+          "        taken == SubSeq(deque[victim], Len(deque[victim]) - k + 1,\n"
+          "                        Len(deque[victim]))\n"),
+         ("![victim] = SubSeq(@, k + 1, Len(@)),", "![victim] = SubSeq(@, 1, Len(@) - k),")),
+        ((B, "ThiefTakesTop"),),
+    ),
+    # A batch steal copies the tasks the thief keeps and leaves them in the victim's deque:
+    # each may run twice.
+    "batch_leaves_kept_tasks_in_victim": Mutant(
+        (("![victim] = SubSeq(@, k + 1, Len(@)),", "![victim] = SubSeq(@, 2, Len(@)),"),),
+        ((B, "ExecutedAtMostOnce"),),
+    ),
+    # A batch steal counts the tasks the thief keeps as new submissions.
+    "batch_double_counts": Mutant(
+        (("        /\\ runs' = [runs EXCEPT ![taken[1]] = @ + 1]\n"
+          "        /\\ UNCHANGED <<phase, outstanding, submitted, finished, cancelled, parent>>\n",
+          "        /\\ runs' = [runs EXCEPT ![taken[1]] = @ + 1]\n"
+          "        /\\ outstanding' = outstanding + k - 1\n"
+          "        /\\ UNCHANGED <<phase, submitted, finished, cancelled, parent>>\n"),),
+        ((B, "OutstandingIsQueuedPlusRunning"),),
+    ),
+    # A steal takes half rounded up: two of three tasks.
+    "batch_takes_more_than_half": Mutant(
+        (("    IF n \\div 2 <= 1 THEN 1 ELSE IF n \\div 2 < StealCap THEN n \\div 2 "
+          "ELSE StealCap\n",
+          "    IF (n + 1) \\div 2 <= 1 THEN 1\n"
+          "    ELSE IF (n + 1) \\div 2 < StealCap THEN (n + 1) \\div 2 ELSE StealCap\n"),),
+        ((B, "StealTakesAtMostHalf"),),
+    ),
+    # The tasks a thief keeps land in its deque in reverse order.
+    "batch_reverses_kept_tasks": Mutant(
+        (("![thief] = Tail(taken)]", "![thief] = [i \\in 1..(k - 1) |-> taken[k + 1 - i]]]"),),
+        ((B, "StolenInOrder"),),
     ),
 }
 
@@ -187,7 +235,7 @@ SPEC = SpecChecks(
 
 
 def test_every_check_of_every_config_has_a_mutant_it_reports() -> None:
-    assert_every_check_has_a_mutant(SPEC, [SAFETY, LIVENESS, TRACES_CONFIG])
+    assert_every_check_has_a_mutant(SPEC, [SAFETY, BATCH, LIVENESS, TRACES_CONFIG])
 
 
 @pytest.mark.parametrize(("name", "config", "check"), cases(SPEC))
@@ -237,7 +285,7 @@ def test_tlc_state_graph_equals_the_models(dumped: stategraph.TLCStateGraph) -> 
 
 def test_a_model_whose_steal_takes_the_bottom_differs_from_tlc(
         dumped: stategraph.TLCStateGraph, monkeypatch: pytest.MonkeyPatch) -> None:
-    def steal_bottom(s: PoolSnapshot, thief: str, victim: str) -> PoolSnapshot:
+    def steal_bottom(s: PoolSnapshot, thief: str, victim: str, steal_cap: int) -> PoolSnapshot:
         d = s.deque[victim]
         return s.replace(deque={**s.deque, victim: d[:-1]}, running={**s.running, thief: d[-1]},
                          runs={**s.runs, d[-1]: 1})

@@ -31,6 +31,7 @@ MODULE = "MCPoolBlocking.tla"
 B = "MCPoolBlocking.cfg"  # safety, MaxSpares 1 of 2 spares
 LIVE = "MCPoolBlockingLive.cfg"  # FairSpec: blocking calls may never return
 RETURNS = "MCPoolBlockingReturns.cfg"  # ReturningFairSpec: every blocking call returns
+BATCH = "MCPoolBlockingBatch.cfg"  # safety with batch steals: StealCap 2, 1 worker, 1 spare
 BLOCKING_INVARIANTS = ("RunnableBounded", "CompensationBounded", "SparesStandInForBlockers")
 TEMPORAL = ("QueuedTasksRunDespiteBlockers", "SparesRetire", "EverySubmittedTaskRuns",
             "ShutdownTerminates")
@@ -42,6 +43,7 @@ RECORDED_COUNTS = {  # (distinct states, depth)
 BIG_COUNTS = {
     LIVE: (28_069, 22),
     RETURNS: (1_491, 16),
+    BATCH: (2_187_285, 25),
 }
 
 
@@ -162,6 +164,42 @@ MUTANTS: dict[str, Mutant] = {
     ),
 }
 
+# Managed blocking with batch steals: a mutant for each check MCPoolBlockingBatch.cfg lists.
+MUTANTS["batch_steal_by_a_spare_not_serving"] = Mutant(
+    # StealBatch by a spare that is off: it runs a task with no blocker to stand in for.
+    (("    IN  /\\ thief # victim\n        /\\ Serving(thief)\n",
+      "    IN  /\\ thief # victim\n"),),
+    ((BATCH, "SparesStandInForBlockers"),),
+)
+# A batch leaves the victim's other tasks in reverse order (with StealCap 2 a batch keeps one
+# task: reversing it, test_tlc.py's mutant, changes nothing).
+MUTANTS["batch_reverses_what_the_victim_keeps"] = Mutant(
+    (("![victim] = SubSeq(@, k + 1, Len(@)),",
+      "![victim] = [i \\in 1..(Len(deque[victim]) - k) |->\n"
+      "                       deque[victim][Len(deque[victim]) + 1 - i]],"),),
+    ((BATCH, "StolenInOrder"),),
+)
+_IN_BATCH = {  # mutant -> the check it breaks in MCPoolBlockingBatch.cfg
+    "shutdown_misspells_draining": "TypeOK",
+    "batch_leaves_kept_tasks_in_victim": "ExecutedAtMostOnce",
+    "batch_double_counts": "OutstandingIsQueuedPlusRunning",
+    "shutdown_terminates_on_empty_deques": "TerminatedOnlyWhenIdle",
+    "cancel_forgets_removed_tasks": "NoTaskLost",
+    "cancel_marks_running_tasks": "CancelledNeverRan",
+    "last_finish_does_not_terminate": "HaltsOnlyWhenTerminated",
+    "unblock_releases_only_a_starting_spare": "RunnableBounded",
+    "child_submitted_after_parent_finished_by_a_running_thread":
+        "ChildCountedBeforeParentCompletes",
+    "pop_takes_top": "OwnerTakesBottom",
+    "batch_takes_owner_end": "ThiefTakesTop",
+    "pool_closes_itself_when_idle": "PhasesInOrder",
+    "batch_takes_more_than_half": "StealTakesAtMostHalf",
+}
+for _name, _check in _IN_BATCH.items():
+    _known = MUTANTS[_name] if _name in MUTANTS else POOL_MUTANTS[_name]
+    _caught = MUTANTS[_name].caught if _name in MUTANTS else ()
+    MUTANTS[_name] = Mutant(_known.substitutions, (*_caught, (BATCH, _check)))
+
 SPEC = SpecChecks(
     module="WorkStealing.tla", mc_module=MODULE, system=_BlockingSystem(),
     invariants=frozenset(INVARIANTS) | frozenset(BLOCKING_INVARIANTS),
@@ -171,7 +209,7 @@ SPEC = SpecChecks(
 
 
 def test_every_check_of_every_blocking_config_has_a_mutant_it_reports() -> None:
-    assert_every_check_has_a_mutant(SPEC, [B, LIVE, RETURNS])
+    assert_every_check_has_a_mutant(SPEC, [B, BATCH, LIVE, RETURNS])
 
 
 @pytest.mark.parametrize(("name", "config", "check"), cases(SPEC))

@@ -25,6 +25,7 @@ from refsched.pool.pool import WorkStealingPool
 
 __all__ = [
     "BROKEN",
+    "BatchKeepsNewestOnTop",
     "CancelFuturesLeavesQueued",
     "ChildGoesRoundRobin",
     "ChildRefusedAfterShutdown",
@@ -156,3 +157,19 @@ BROKEN: tuple[type[WorkStealingPool], ...] = (
 )
 """Every broken pool, in the order of the spec's actions (SubmitChild, Steal, Finish, Shutdown,
 CancelQueued)."""
+
+
+class BatchKeepsNewestOnTop(WorkStealingPool):
+    """StealBatch (``steal="half"``): the tasks a thief keeps go to its own deque in the order
+    they had, the oldest on top.
+
+    Bug: it keeps them newest on top, so its owner pops the oldest of them first and the next
+    thief takes the newest. Single steals are untouched: only a pool asked for batch steals
+    (the ``batch_steals`` profile flag, the generated phase's batch walks) shows it, so it is
+    not one of :data:`BROKEN`, whose every pool the single-steal corpus rejects.
+    """
+
+    def _steal_batch_locked(self, w: int, victim: int) -> Any:
+        task = super()._steal_batch_locked(w, victim)
+        self._deques[w].reverse()
+        return task

@@ -28,6 +28,7 @@ from typing import Any, Final
 from refsched.conform import values
 from refsched.conform.probes import Probe, snapshots_differ
 from refsched.model.pool import ACTIONS, Phase, PoolSnapshot, initial
+from refsched.model.pool.actions import steal_size
 from refsched.model.pool.counters import Counts
 from refsched.pool.pool import PoolStats
 from refsched.verify.pool.driver import StepRefused, driven_pool
@@ -93,8 +94,9 @@ class ModelPool:
     fallback with several deques to choose from) raises ``ValueError``: no probe makes one.
     """
 
-    def __init__(self, workers: Sequence[Hashable]) -> None:
+    def __init__(self, workers: Sequence[Hashable], steal_cap: int = 1) -> None:
         self.workers = tuple(workers)  # the spec's Workers, in the order stats() lists them
+        self.steal_cap = steal_cap  # the spec's StealCap: 1, single steals only
         self.state: PoolSnapshot = initial()
         self.counts = Counts()  # what the steps taken so far count
 
@@ -114,7 +116,7 @@ class ModelPool:
         if self.state.deque.get(worker):
             self._step("Pop", worker)
         else:
-            self._step("Steal", worker, self._fallback(worker, f"pop({worker!r})"))
+            self._steal(worker, self._fallback(worker, f"pop({worker!r})"))
 
     def steal(self, thief: Hashable, victim: Hashable) -> None:
         """The victim's oldest task, else the oldest of the one other non-empty deque."""
@@ -124,9 +126,9 @@ class ModelPool:
             raise ValueError(f"steal({thief!r}, {victim!r}): the thief's own deque is not "
                              "empty, which no clause speaks of")
         if victim != thief and self.state.deque.get(victim):
-            self._step("Steal", thief, victim)
+            self._steal(thief, victim)
         else:
-            self._step("Steal", thief, self._fallback(thief, f"steal({thief!r}, {victim!r})"))
+            self._steal(thief, self._fallback(thief, f"steal({thief!r}, {victim!r})"))
 
     def finish(self, worker: Hashable) -> None:
         self._worker(worker)
@@ -156,11 +158,17 @@ class ModelPool:
 
     # -- helpers -----------------------------------------------------------------------------
 
+    def _steal(self, thief: Hashable, victim: Hashable) -> None:
+        """Steal, or StealBatch where the victim's deque is long enough for a batch."""
+        batch = steal_size(len(self.state.deque[victim]), self.steal_cap) > 1
+        self._step("StealBatch" if batch else "Steal", thief, victim)
+
     def _step(self, action: str, *args: Hashable) -> None:
-        refusal = ACTIONS[action].refused(self.state, *args)
+        cap = self.steal_cap
+        refusal = ACTIONS[action].refused(self.state, *args, steal_cap=cap)
         if refusal is not None:
             raise (refusal.error or ValueError)(refusal.reason)
-        before, self.state = self.state, ACTIONS[action].step(self.state, *args)
+        before, self.state = self.state, ACTIONS[action].step(self.state, *args, steal_cap=cap)
         self.counts = self.counts.step(action, args, before, self.state)
 
     def _worker(self, worker: Hashable) -> None:

@@ -8,7 +8,10 @@ refsched's own pool. Tasks are named by the oracle; a task's function returns it
 ===================================  ==========================================================
 request                              the move
 ===================================  ==========================================================
-``new {workers: [names]}``           a fresh pool with these workers, none of them moving
+``new {workers: [names]}``           a fresh pool with these workers, none of them moving;
+                                     with ``steal_cap`` (an int above 1, sent only to an
+                                     implementation with the ``batch_steals`` profile flag),
+                                     taking batch steals of at most that many tasks
 ``submit {task, worker}``            ``submit()`` from outside the pool, the task going to
                                      ``worker``'s deque (SubmitExternal)
 ``submit_child {task, worker}``      ``submit()`` from inside the task ``worker`` runs
@@ -42,13 +45,15 @@ __all__ = ["WIRE", "RemotePool", "ServedPool", "paired"]
 class ServedPool:
     """A pool served over the wire, its workers' moves taken on request."""
 
-    def __init__(self, factory: Callable[..., Any], workers: Any) -> None:
+    def __init__(self, factory: Callable[..., Any], workers: Any, steal_cap: Any = 1) -> None:
         if not (isinstance(workers, list) and workers
                 and all(isinstance(w, str) for w in workers)
                 and len(set(workers)) == len(workers)):
             raise ValueError(f"new: workers must be a non-empty list of distinct names, not "
                              f"{workers!r}")
-        self.driven = SteppedPool(factory, workers)
+        if isinstance(steal_cap, bool) or not isinstance(steal_cap, int) or steal_cap < 1:
+            raise ValueError(f"new: steal_cap must be an int >= 1, not {steal_cap!r}")
+        self.driven = SteppedPool(factory, workers, steal_cap)
 
     def submit(self, task: str, worker: str) -> None:
         self.driven.submit_external(task, worker)
@@ -84,9 +89,12 @@ class RemotePool(Remote[PoolSnapshot, PoolStats]):
 
     drives_steps = True  # it takes each move itself: refsched.verify.pool.driver.driven_pool
 
-    def __init__(self, implementation: Any, workers: Sequence[Hashable]) -> None:
+    def __init__(self, implementation: Any, workers: Sequence[Hashable],
+                 steal_cap: int = 1) -> None:
         self.workers = tuple(workers)
-        super().__init__(implementation, workers=[str(w) for w in self.workers])
+        # steal_cap only when batch steals are asked: a pool without them never sees it
+        batch = {} if steal_cap == 1 else {"steal_cap": steal_cap}
+        super().__init__(implementation, workers=[str(w) for w in self.workers], **batch)
 
     def submit_external(self, task: Hashable, worker: Hashable) -> None:
         self._call("submit", task=str(task), worker=str(worker))
@@ -115,11 +123,11 @@ def paired(factory: Callable[..., Any], pair: Callable[..., Any],
     """Pools as the pool's checks drive them (:func:`driven_pool` of ``factory`` over the
     workers), each beside the model's pool of the same workers
     (:class:`~refsched.conform.pool.probes.ModelPool`). The pairs take each move
-    themselves, as a pool in another process does. (The pool has one profile.)"""
+    themselves, as a pool in another process does."""
     from refsched.conform.pool.probes import ModelPool  # which speaks this wire
 
-    def new(workers: Sequence[Hashable]) -> Any:
-        return pair(driven_pool(factory, workers), ModelPool(workers))
+    def new(workers: Sequence[Hashable], steal_cap: int = 1) -> Any:
+        return pair(driven_pool(factory, workers, steal_cap), ModelPool(workers, steal_cap))
     new.drives_steps = True  # type: ignore[attr-defined]
     return new
 
@@ -127,7 +135,7 @@ def paired(factory: Callable[..., Any], pair: Callable[..., Any],
 WIRE = Wire(
     system="pool",
     title="refsched.WorkStealingPool",
-    new=Op(("workers",)),
+    new=Op(("workers",), optional={"steal_cap": 1}),
     ops={
         "submit": Op(("task", "worker")),
         "submit_child": Op(("task", "worker")),

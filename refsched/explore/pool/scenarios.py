@@ -44,6 +44,7 @@ from refsched.pool.pool import WorkStealingPool
 
 __all__ = [
     "POOL_SCENARIOS",
+    "pool_batch_steal_races_last_pop",
     "pool_blocker_returns_while_its_spare_starts",
     "pool_nested_waits",
     "pool_pop_races_steal",
@@ -301,6 +302,51 @@ def _blocking_settled(pool: WorkStealingPool, ledger: _Ledger, names: tuple[str,
         stats)
 
 
+def _ran_once_and_batches_add_up(pool: WorkStealingPool, ledger: _Ledger,
+                                 names: tuple[str, ...]) -> None:
+    """Every task in ``names`` ran exactly once and nothing else ran; each steal took one task
+    or more, and every task that ran off the deque it was queued on was taken by some steal
+    (a task a batch moved may be stolen back, so only a bound holds); terminated."""
+    stats = pool.stats()
+    assert sorted(ledger.runs) == sorted(names), f"tasks run: {ledger.runs}"
+    twice = {name: workers for name, workers in ledger.runs.items() if len(workers) != 1}
+    assert not twice, f"run more than once: {twice}"
+    assert stats.executed == len(names) == ledger.returned, (stats, ledger.runs)
+    moved = [name for name in names if ledger.runs[name][0] != ledger.queued_on[name]]
+    assert stats.stolen <= stats.stolen_tasks and len(moved) <= stats.stolen_tasks, (
+        f"stolen {stats.stolen}, stolen_tasks {stats.stolen_tasks}, but {moved} ran off the "
+        f"deque they were queued on (queued on {ledger.queued_on}, ran on {ledger.runs})")
+    assert (stats.state, stats.outstanding, sum(stats.queue_lengths)) == ("terminated", 0, 0), (
+        stats)
+
+
+def pool_batch_steal_races_last_pop(cls: PoolClass = WorkStealingPool) -> Scenario:
+    """Batch steals (steal="half", steal_cap 2; 2 workers): a root pushes four children onto
+    its worker's deque and returns. The idle worker may take a batch of two (it runs the
+    oldest and keeps the next), or single steals once the deque is short; while it runs, the
+    root's worker pops the newest children and, its deque empty, steals the one task the
+    thief kept, racing the thief's pop of that last task of its deque. Each task runs once.
+    """
+
+    def body(ctx: Context) -> None:
+        pool = cls(2, steal="half", steal_cap=2)
+        ledger = _Ledger()
+        _watch(ctx, pool, ledger, "root")
+
+        def root() -> None:
+            for name in ("c0", "c1", "c2", "c3"):
+                ledger.submit_child(pool, name)
+            pool.shutdown(wait=False)
+
+        ledger.submit_root(pool, "root", root)
+        ctx.at_end("each task ran exactly once; the steals took every task that moved",
+                   partial(_ran_once_and_batches_add_up, pool, ledger,
+                           ("root", "c0", "c1", "c2", "c3")))
+
+    return Scenario("pool_batch_steal_races_last_pop", body,
+                    pool_batch_steal_races_last_pop.__doc__ or "")
+
+
 def pool_blocker_returns_while_its_spare_starts(cls: PoolClass = WorkStealingPool) -> Scenario:
     """A root enters blocking() and leaves it at once, racing the start of the spare launched
     for it (Spec: Block, then Unblock and StartSpare in either order); main shuts down and
@@ -361,4 +407,5 @@ POOL_SCENARIOS: dict[str, Scenario] = by_name(
     pool_nested_waits(),
     pool_blocker_returns_while_its_spare_starts(),
     pool_shutdown_during_a_blocking_call(),
+    pool_batch_steal_races_last_pop(),
 )

@@ -10,8 +10,9 @@ SubmitExternal(t, w)        ``submit()`` from outside the pool, its round-robin 
                             (with no worker parked, that is the deque an outside task goes to)
 SubmitChild(t, w)           ``submit()`` on a thread that the pool takes for worker ``w`` (its
                             thread-local worker index set, as inside a task ``w`` runs)
-Pop(w), Steal(thief, v)     ``_take_locked(w, v)`` under the pool lock: what a worker with
-                            nothing in hand calls, the steal trying ``v`` first
+Pop(w), Steal(thief, v),    ``_take_locked(w, v)`` under the pool lock: what a worker with
+StealBatch(thief, v)        nothing in hand calls, the steal trying ``v`` first (the pool's
+                            policy decides whether it takes one task or a batch)
 Finish(w)                   the task's function called and its future settled (``_run``), then
                             ``_finish_locked`` under the pool lock, as the worker loop does
 Shutdown                    ``shutdown(wait=False)``
@@ -66,30 +67,37 @@ def stepped_class(factory: PoolFactory) -> type[pool_module.WorkStealingPool]:
     return cls
 
 
-def driven_pool(factory: Callable[..., Any], workers: Sequence[Hashable]) -> Any:
+def driven_pool(factory: Callable[..., Any], workers: Sequence[Hashable],
+                steal_cap: int = 1) -> Any:
     """A pool driven by spec steps: :class:`SteppedPool` around ``factory`` (a pool class), or,
     for a factory marked ``drives_steps`` (a pool in another process, which takes each move
     itself when asked: :class:`refsched.conform.pool.wire.RemotePool`), what it makes of the
-    workers. Either has the moves and readings of :class:`SteppedPool`."""
+    workers. Either has the moves and readings of :class:`SteppedPool`. ``steal_cap`` above 1
+    (the spec's ``StealCap``) asks for batch steals of at most that many tasks."""
     if getattr(factory, "drives_steps", False):
-        return factory(workers)
-    return SteppedPool(factory, workers)
+        return factory(workers) if steal_cap == 1 else factory(workers, steal_cap=steal_cap)
+    return SteppedPool(factory, workers, steal_cap)
 
 
 class SteppedPool:
     """A pool without threads, driven by spec steps; workers and tasks named as in the spec."""
 
-    def __init__(self, factory: PoolFactory, workers: Sequence[Hashable]) -> None:
+    def __init__(self, factory: PoolFactory, workers: Sequence[Hashable],
+                 steal_cap: int = 1) -> None:
         self.workers = tuple(workers)  # the spec's Workers; worker i of the pool is workers[i]
         self._index = {w: i for i, w in enumerate(self.workers)}
-        self.pool = stepped_class(factory)(workers=len(self.workers))
+        # StealCap 1 leaves the policy to the factory's default (a single-steal pool's)
+        cls = stepped_class(factory)
+        self.pool = (cls(workers=len(self.workers)) if steal_cap == 1 else
+                     cls(workers=len(self.workers), steal="half", steal_cap=steal_cap))
         self.futures: dict[Hashable, Future[Any]] = {}  # task -> the future submit() returned
         self._name: dict[int, Hashable] = {}  # id(future) -> task; the futures keep them alive
         self.running: dict[Hashable, Future[Any]] = {}  # worker -> the task it took, not finished
         self.runs: Counter[Hashable] = Counter()  # task -> times a worker took it
         self.parent: dict[Hashable, Hashable] = {}  # child -> the task its worker ran
         self.calls: Counter[Hashable] = Counter()  # task -> times its function was called
-        self.steals = 0  # Steal steps taken
+        self.steals = 0  # Steal and StealBatch steps taken
+        self.stolen_tasks = 0  # the tasks they took: the one run, and those the thief keeps
 
     # -- the spec's actions ----------------------------------------------------------------
 
@@ -116,6 +124,8 @@ class SteppedPool:
     def steal(self, thief: Hashable, victim: Hashable) -> None:
         self._take(thief, victim)
         self.steals += 1
+        with self.pool._lock:
+            self.stolen_tasks += 1 + len(self.pool._deques[self._index[thief]])
 
     def finish(self, worker: Hashable) -> None:
         task = self.running.pop(worker, None)
@@ -170,6 +180,9 @@ class SteppedPool:
                                  "tasks have finished")
         if stats.stolen != self.steals:
             raise AssertionError(f"stats().stolen is {stats.stolen} after {self.steals} steals")
+        if stats.stolen_tasks != self.stolen_tasks:
+            raise AssertionError(f"stats().stolen_tasks is {stats.stolen_tasks}, but the steals "
+                                 f"took {self.stolen_tasks} tasks")
         wrong = {t: n for t, n in self.calls.items() if n != (t in finished)}
         if wrong or len(self.calls) != len(finished):
             raise AssertionError(f"functions called (task: times) {dict(self.calls)}, but the "

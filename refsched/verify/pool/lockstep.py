@@ -13,13 +13,14 @@ A few calls per walk must be refused: a root submitted once the pool is shut dow
 refusal names ``SchedulerClosedError``) and a submission of something that is not callable
 (``InvalidArgumentError``); the pool must raise that error, change nothing and count nothing.
 Unlike the trace corpus, whose instance TLC enumerates exhaustively, the random walks here run
-over more workers and tasks, and longer.
+over more workers and tasks, and longer. ``steal_cap`` above 1 drives a pool with batch steals
+(``steal="half"``) against the model with that ``StealCap``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hypothesis import strategies as st
@@ -36,12 +37,16 @@ from refsched.verify.lockstep import WalkDisagreement, WalkLedger, run_machine
 from refsched.verify.pool.driver import driven_pool
 from refsched.verify.replay import counter_rows, format_rows
 
-__all__ = ["WORKERS", "Disagreement", "Ledger", "pool_lockstep_machine", "run_pool_lockstep"]
+__all__ = ["BATCH_STEAL_CAP", "WORKERS", "Disagreement", "Ledger", "pool_lockstep_machine",
+           "run_pool_lockstep"]
 
 WORKERS = ("w1", "w2", "w3")
 ROOTS = ("a", "b", "c", "d", "e")
 CHILDREN = ("f", "g", "h", "i", "j", "k")
 INSTANCE = Instance(WORKERS, ROOTS + CHILDREN, CHILDREN)
+# The StealCap the batch walks run with: a thief keeps up to two tasks (their order shows),
+# and the cap binds on a deque of eight or more.
+BATCH_STEAL_CAP = 3
 
 _POOL = system.get("pool")
 
@@ -68,22 +73,23 @@ class Ledger(WalkLedger):
 
 
 def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
-                          python_api: bool = True,
-                          fatal: system.Fatal = ()) -> type[RuleBasedStateMachine]:
+                          python_api: bool = True, fatal: system.Fatal = (),
+                          steal_cap: int = 1) -> type[RuleBasedStateMachine]:
     """The state machine that drives ``factory`` (a WorkStealingPool class, or a factory of
     driven pools: :func:`~refsched.verify.pool.driver.driven_pool`) and the model.
 
     ``python_api`` false leaves out the call only Python can make (a submission of something
     that is not callable). An error of a ``fatal`` type (a harness failure, not an answer)
-    propagates as it is.
+    propagates as it is. ``steal_cap``: the spec's ``StealCap`` on both sides.
     """
+    instance = replace(INSTANCE, steal_cap=steal_cap)
 
     class PoolLockstep(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
             self.model: PoolSnapshot = INITIAL
             self.counts = Counts()  # what the model's steps so far count
-            self.pool = driven_pool(factory, WORKERS)
+            self.pool = driven_pool(factory, WORKERS, steal_cap)
             self.steps: list[str] = []
             self.taken: list[TraceStep] = []  # the model's spec steps, for the trace
             self.bad = 0  # calls made that must be refused: a few per walk, not most of it
@@ -91,8 +97,8 @@ def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
 
         def fail(self, reason: str) -> None:
             raise Disagreement(reason, self.steps, Trace(
-                "pool-lockstep", _POOL.constants(INSTANCE),
-                _POOL.spec_state(INITIAL, INSTANCE), tuple(self.taken),
+                "pool-lockstep", _POOL.constants(instance),
+                _POOL.spec_state(INITIAL, instance), tuple(self.taken),
                 {"source": "refsched.verify.pool.lockstep"}),
                 states_at(self.model, lambda: self.pool.snapshot()))
 
@@ -101,17 +107,17 @@ def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             self.steps.append(_POOL.describe(action, params))
             spec_action = ACTIONS[action]
             args = tuple(params[p] for p in spec_action.params)
-            after = spec_action.step(self.model, *args)
+            after = spec_action.step(self.model, *args, steal_cap=steal_cap)
             try:
                 _POOL.apply(self.pool, action, params, self.model, None, fatal)
             except AssertionError as error:  # StepMismatch
                 # the model took the step the pool answered wrongly: the trace ends with it
                 self.taken.append(TraceStep(action, dict(params),
-                                            _POOL.spec_state(after, INSTANCE)))
+                                            _POOL.spec_state(after, instance)))
                 self.fail(str(error))
             before, self.model = self.model, after
             self.taken.append(TraceStep(action, dict(params),
-                                        _POOL.spec_state(self.model, INSTANCE)))
+                                        _POOL.spec_state(self.model, instance)))
             self.counts = self.counts.step(action, args, before, self.model)
             ledger.actions[action] += 1
             self.agree()
@@ -155,7 +161,7 @@ def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         @rule(data=st.data())
         def step(self, data: st.DataObject) -> None:
             """One of the steps the spec enables here, each as likely as the others."""
-            enabled = [(name, params) for name, params, _ in next_steps(self.model, INSTANCE)]
+            enabled = [(name, params) for name, params, _ in next_steps(self.model, instance)]
             if enabled:
                 self.take(*data.draw(st.sampled_from(enabled), label="step"))
 
@@ -184,16 +190,17 @@ def run_pool_lockstep(factory: Callable[..., Any], examples: int = 200, steps: i
                       shrink: bool = True, seed: int | None = None,
                       ledger: Ledger | None = None, python_api: bool = True,
                       hypothesis_settings: Mapping[str, Any] | None = None,
-                      fatal: system.Fatal = ()) -> Ledger:
+                      fatal: system.Fatal = (), steal_cap: int = 1) -> Ledger:
     """Run ``examples`` random walks of up to ``steps`` steps; raise on the first disagreement,
     shrunk to a shortest walk that shows it unless ``shrink`` is False (a quicker verdict).
 
     ``seed`` fixes Hypothesis's choices; ``ledger`` accumulates into an existing ledger;
-    ``python_api`` as for :func:`pool_lockstep_machine`; ``hypothesis_settings`` overrides the
-    settings chosen here.
+    ``python_api`` and ``steal_cap`` as for :func:`pool_lockstep_machine`;
+    ``hypothesis_settings`` overrides the settings chosen here.
     """
     ledger = Ledger() if ledger is None else ledger
-    machine = pool_lockstep_machine(factory, ledger, python_api=python_api, fatal=fatal)
+    machine = pool_lockstep_machine(factory, ledger, python_api=python_api, fatal=fatal,
+                                    steal_cap=steal_cap)
     run_machine(machine, examples=examples, steps=steps, seed=seed,
                 overrides=hypothesis_settings, shrink=shrink)
     return ledger

@@ -126,6 +126,54 @@ CATALOGUE: tuple[Mutant, ...] = (
         s = self._spares.release(x)""",
        """        self._spares.blocked.discard(x)
         s = None"""),
+    # -- batch steals (steal="half") -------------------------------------------------------
+    _m("pool_batch_takes_owner_end", _P,
+       "a batch steal takes the victim's newest tasks, from the end its owner works at",
+       """        task = source.popleft()  # Spec: StealBatch(w, victim)
+        for _ in range(k - 1):
+            own.append(source.popleft())  # the oldest of them on top, as they were""",
+       """        task = source.pop()  # Spec: StealBatch(w, victim)
+        for _ in range(k - 1):
+            own.appendleft(source.pop())  # the oldest of them on top, as they were"""),
+    _m("pool_batch_counts_each_task_as_a_steal", _P,
+       "a batch steal of k tasks is counted as k steals in stats().stolen",
+       """        self._stolen += 1
+        self._stolen_tasks += k""",
+       """        self._stolen += k
+        self._stolen_tasks += k"""),
+    _m("pool_batch_counts_kept_tasks_again", _P,
+       "the tasks a thief keeps are counted in outstanding a second time, as if submitted",
+       """        self._stolen += 1
+        self._stolen_tasks += k""",
+       """        self._stolen += 1
+        self._stolen_tasks += k
+        self._outstanding += k - 1"""),
+    _m("pool_batch_takes_more_than_half", _P,
+       "a steal takes half rounded up: two of three tasks, three of five",
+       """    half = n >> 1
+    return 1 if half <= 1 else min(half, cap)""",
+       """    half = (n + 1) >> 1
+    return 1 if half <= 1 else min(half, cap)"""),
+    _m("pool_batch_ignores_cap", _P,
+       "a batch steal takes half of the victim's deque however long, past steal_cap",
+       """    return 1 if half <= 1 else min(half, cap)""",
+       """    return 1 if half <= 1 else half"""),
+    _m("pool_batch_reverses_kept_tasks", _P,
+       "the tasks a thief keeps land in its deque newest on top: their order is lost",
+       "            own.append(source.popleft())",
+       "            own.appendleft(source.popleft())"),
+    _m("pool_batch_while_helping", _P,
+       "a worker helping inside result() steals a batch, piling tasks on top of its wait",
+       """                if (self._steal_cap > 1 and not self._local.depth
+                        and _steal_size""",
+       """                if (self._steal_cap > 1
+                        and _steal_size"""),
+    _m("pool_batch_steals_from_short_deques", _P,
+       "no fallback: a deque of two or three tasks gives a batch of two",
+       """    half = n >> 1
+    return 1 if half <= 1 else min(half, cap)""",
+       """    half = n >> 1
+    return 1 if n <= 1 else min(max(half, 2), cap)"""),
 )
 
 # Wake-ups and notifications: each bug leaves a thread waiting for an event that happened.

@@ -80,7 +80,7 @@ class PoolTraceRecorder:
                 parent = self._running.get(w)
                 if parent is not None:
                     self._parent[t] = parent
-        elif action in ("Pop", "Steal"):
+        elif action in ("Pop", "Steal", "StealBatch"):
             w = worker_name(params["w" if action == "Pop" else "thief"])
             spec = ({"w": w} if action == "Pop"
                     else {"thief": w, "victim": worker_name(params["victim"])})
@@ -108,11 +108,12 @@ class PoolTraceRecorder:
         return [(action, params) for action, params, _ in self.steps]
 
     def trace(self, workers: int, *, name: str = "recorded",
-              meta: Mapping[str, Any] | None = None) -> Trace:
+              meta: Mapping[str, Any] | None = None, steal_cap: int = 1) -> Trace:
         """The recorded behaviour as a Trace over ``workers`` workers and the tasks submitted.
 
         Constants: ``Workers`` (``w1``, ...), ``Tasks`` (in submission order) and ``Children``
-        (those a running task submitted); the initial state is the spec's ``Init``.
+        (those a running task submitted), ``StealCap`` (``steal_cap``: the pool's); the
+        initial state is the spec's ``Init``.
         """
         worker_ids = [worker_name(i) for i in range(workers)]
         tasks = list(self._names.values())
@@ -120,14 +121,15 @@ class PoolTraceRecorder:
                       for action, params, state in self.steps)
         return Trace(name=name,
                      constants={"Workers": worker_ids, "Tasks": tasks,
-                                "Children": list(self.children)},
+                                "Children": list(self.children), "StealCap": steal_cap},
                      initial=poolspec.spec_state(PoolSnapshot(), worker_ids, tasks),
                      steps=steps, meta=dict(meta or {}))
 
 
 # -- random runs of the pool ----------------------------------------------------------------
 
-def record_pool_run(seed: int, *, tasks: int = 6, workers: int = 3) -> Trace:
+def record_pool_run(seed: int, *, tasks: int = 6, workers: int = 3,
+                    steal_cap: int = 1) -> Trace:
     """Record one random run of a :class:`WorkStealingPool` of ``workers`` threads.
 
     From the seed: a forest of ``tasks`` tasks (some roots, submitted from this thread; the
@@ -138,9 +140,11 @@ def record_pool_run(seed: int, *, tasks: int = 6, workers: int = 3) -> Trace:
     waits for the pool to terminate. Which worker takes what, and which steals from whom, is
     up to the threads. No task waits on another's future inside the pool: a worker helping
     while it waits runs two tasks at once, which the spec has no step for. The Trace is named
-    ``pool-seed-<seed>``; ``ValueError`` for ``tasks`` or ``workers`` below 1.
+    ``pool-seed-<seed>``; ``ValueError`` for ``tasks`` or ``workers`` below 1. ``steal_cap``
+    above 1 runs the pool with batch steals (``steal="half"``) of at most that many tasks; the
+    trace's constant ``StealCap`` is it.
     """
-    for label, value in (("tasks", tasks), ("workers", workers)):
+    for label, value in (("tasks", tasks), ("workers", workers), ("steal_cap", steal_cap)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"record_pool_run({seed!r}): {label}={value!r}: must be an integer "
                              ">= 1")
@@ -148,7 +152,9 @@ def record_pool_run(seed: int, *, tasks: int = 6, workers: int = 3) -> Trace:
     roots = rng.randint(1, max(1, (tasks + 1) // 2))
     kids: list[list[int]] = [[] for _ in range(tasks)]
     for i in range(roots, tasks):
-        kids[rng.randrange(i)].append(i)
+        # with batch steals, a wide fan-out: a parent pushes children faster than the other
+        # workers, busy with their own, take them, so a deque grows long enough to halve
+        kids[0 if steal_cap > 1 and rng.random() < 0.7 else rng.randrange(i)].append(i)
     pauses = [rng.choice((0.0, 0.0, rng.uniform(0.0005, 0.003))) for _ in range(tasks)]
     fails = [rng.random() < 0.2 for _ in range(tasks)]
     cancel_one = rng.random() < 0.3
@@ -156,7 +162,8 @@ def record_pool_run(seed: int, *, tasks: int = 6, workers: int = 3) -> Trace:
     deadline = time.monotonic() + _WAIT
 
     recorder = PoolTraceRecorder()
-    pool = WorkStealingPool(workers, recorder=recorder)
+    pool = WorkStealingPool(workers, recorder=recorder,
+                            steal="half" if steal_cap > 1 else "single", steal_cap=steal_cap)
 
     def body(i: int) -> Callable[[], int]:
         def run() -> int:
@@ -185,7 +192,7 @@ def record_pool_run(seed: int, *, tasks: int = 6, workers: int = 3) -> Trace:
         pool.await_termination(max(0.0, deadline - time.monotonic()))
     finally:
         pool.shutdown(wait=True)
-    return recorder.trace(workers, name=f"pool-seed-{seed}", meta={
+    return recorder.trace(workers, name=f"pool-seed-{seed}", steal_cap=steal_cap, meta={
         "source": "refsched.verify.pool.recording.record_pool_run",
-        "seed": seed, "tasks": tasks, "workers": workers,
+        "seed": seed, "tasks": tasks, "workers": workers, "steal_cap": steal_cap,
     })

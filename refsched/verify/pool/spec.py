@@ -49,8 +49,11 @@ def read_instance(config: str | Path) -> Instance:
         raise ValueError(f"{path}: Workers must not be empty")
     if not set(values["Children"]) <= set(values["Tasks"]):
         raise ValueError(f"{path}: Children must be a subset of Tasks")
+    cap = re.search(r"^\s*StealCap\s*=\s*(\d+)\s*$", text, re.M)
+    if cap is None or int(cap.group(1)) < 1:
+        raise ValueError(f"{path}: StealCap must be an integer >= 1")
     return Instance(workers=values["Workers"], tasks=values["Tasks"],
-                    children=values["Children"])
+                    children=values["Children"], steal_cap=int(cap.group(1)))
 
 
 def spec_state(snapshot: PoolSnapshot, workers: Iterable[Hashable],

@@ -39,7 +39,7 @@ class PoolSystem(System):
 
     def constants(self, instance: Instance) -> dict[str, Any]:
         return {"Workers": list(instance.workers), "Tasks": list(instance.tasks),
-                "Children": list(instance.children)}
+                "Children": list(instance.children), "StealCap": instance.steal_cap}
 
     def spec_state(self, state: PoolSnapshot, instance: Instance) -> dict[str, Any]:
         return poolspec.spec_state(state, instance.workers, instance.tasks)
@@ -55,8 +55,14 @@ class PoolSystem(System):
 
     def new_implementation(self, factory: Callable[..., Any],
                            constants: Mapping[str, Any]) -> SteppedPool:
-        driven: SteppedPool = driven_pool(factory, constants["Workers"])
+        driven: SteppedPool = driven_pool(factory, constants["Workers"], steal_cap_of(constants))
         return driven
+
+    def model_args(self, action: str, params: Mapping[str, Any],
+                   constants: Mapping[str, Any]) -> tuple[Any, ...]:
+        """The action's parameters, and the steal actions' ``StealCap`` after them."""
+        args = super().model_args(action, params, constants)
+        return (*args, steal_cap_of(constants)) if ACTIONS[action].takes_steal_cap else args
 
     def apply(self, implementation: SteppedPool, action: str, params: Mapping[str, Any],
               before: Any, profile: Any, fatal: Fatal) -> None:
@@ -90,12 +96,19 @@ _MOVES: dict[str, tuple[str, str]] = {
     "SubmitChild": ("submit_child", "submit() from worker {1}'s task"),
     "Pop": ("pop", "worker {0} takes a task"),
     "Steal": ("steal", "worker {0} takes a task, stealing from {1} first"),
+    "StealBatch": ("steal", "worker {0} takes tasks, stealing a batch from {1} first"),
     "Finish": ("finish", "worker {0} runs and finishes its task"),
     "Shutdown": ("shutdown", "shutdown()"),
     "CancelQueued": ("cancel_queued", "shutdown(cancel_futures=True)"),
 }
 """Per action: the driver's move that takes it (a method of :class:`SteppedPool`), and the
 call as a divergence names it."""
+
+
+def steal_cap_of(constants: Mapping[str, Any]) -> int:
+    """A trace's ``StealCap``: 1 (single steals) when the trace names none."""
+    cap = constants.get("StealCap", 1)
+    return cap if isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1 else 1
 
 
 def _cell(value: Any) -> str:
