@@ -25,6 +25,7 @@ from refsched.pool.pool import WorkStealingPool
 
 __all__ = [
     "BROKEN",
+    "BROKEN_PROFILED",
     "BatchKeepsNewestOnTop",
     "CancelFuturesLeavesQueued",
     "ChildGoesRoundRobin",
@@ -173,3 +174,8 @@ class BatchKeepsNewestOnTop(WorkStealingPool):
         task = super()._steal_batch_locked(w, victim)
         self._deques[w].reverse()
         return task
+
+
+BROKEN_PROFILED: tuple[type[WorkStealingPool], ...] = (BatchKeepsNewestOnTop,)
+"""The broken pools that only a pool whose profile has a flag on shows (here
+``batch_steals``): the phases of a profile without it must pass them."""
