@@ -11,11 +11,13 @@ variables of managed blocking. The instance's ``Workers``, ``Spares`` and ``MaxS
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import Any
 
 from .actions import PoolSnapshot
+from .graph import Instance, next_steps
 
 __all__ = [
     "BLOCKING_ACTIONS",
@@ -23,6 +25,7 @@ __all__ = [
     "BlockingInstance",
     "BlockingSnapshot",
     "SpareState",
+    "blocking_next_steps",
     "blocking_violated",
 ]
 
@@ -148,6 +151,35 @@ BLOCKING_ACTIONS: dict[str, tuple[Callable[..., bool], Callable[..., object]]] =
     "Retire": (retire_enabled, retire_step),
 }
 """Each action's (enabled, step); Block's step gives every state it may lead to."""
+
+
+def blocking_next_steps(s: BlockingSnapshot, instance: Instance, blocking: BlockingInstance
+                        ) -> Iterator[tuple[str, dict[str, Any], tuple[BlockingSnapshot, ...]]]:
+    """Every enabled instance of the spec's ``Next`` with managed blocking: (action name,
+    parameters, every state it may lead to). The pool's actions range over ``Threads``
+    (``instance.workers`` then the spares; ``SubmitExternal`` over the workers alone), a thief
+    or a popping thread must be ``Serving``, and a blocked thread does not ``Finish``.
+    ``Block(x)`` leads to one state per spare that may stand in for ``x`` (the spare the
+    spec's ``Block`` picks); every other action to one."""
+    spares: tuple[Any, ...] = tuple(sorted(blocking.spares, key=str))
+    threads = instance.workers + spares
+    for name, params, after in next_steps(s.pool, replace(instance, workers=threads)):
+        doer = params.get("thief", params.get("w"))
+        if ((name == "SubmitExternal" and doer not in instance.workers)
+                or (name in ("Pop", "Steal", "StealBatch") and not s.serving(doer, blocking))
+                or (name == "Finish" and doer in s.blocked)):
+            continue
+        yield name, params, (replace(s, pool=after),)
+    for x in threads:
+        if block_enabled(s, x, blocking):
+            yield "Block", {"x": x}, tuple(block_steps(s, x, blocking))
+        if unblock_enabled(s, x):
+            yield "Unblock", {"x": x}, (unblock_step(s, x),)
+    for sp in spares:
+        if start_spare_enabled(s, sp):
+            yield "StartSpare", {"s": sp}, (start_spare_step(s, sp),)
+        if retire_enabled(s, sp):
+            yield "Retire", {"s": sp}, (retire_step(s, sp),)
 
 
 def compensation_bounded(s: BlockingSnapshot, instance: BlockingInstance) -> bool:

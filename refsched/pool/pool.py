@@ -654,8 +654,7 @@ class WorkStealingPool(Executor):
                 spare = new_spare_thread(self._lock)
                 spare.slot = s
                 # daemon, as the workers are; it waits on the pool lock, held here
-                spare.thread = sync.Thread(target=self._spare_loop, args=(spare,), daemon=True,
-                                           name=f"refsched-pool-spare-{len(spares.threads)}")
+                spare.thread = self._spare_thread(spare)
                 spares.threads.append(spare)
                 spare.thread.start()
             else:
@@ -663,6 +662,13 @@ class WorkStealingPool(Executor):
                 spare.wake.notify()
         if self._recorder is not None:
             self._record("Block", {"x": x, "s": s})
+
+    def _spare_thread(self, spare: SpareThread) -> threading.Thread:
+        """The thread a new spare runs on, not yet started. (A pool driven step by step takes
+        the spares' moves itself: its thread does nothing.)"""
+        # daemon, as the workers are; it waits on the pool lock, held by whoever starts it
+        return sync.Thread(target=self._spare_loop, args=(spare,), daemon=True,
+                           name=f"refsched-pool-spare-{len(self._spares.threads)}")
 
     def _unblock_locked(self, x: int) -> None:
         """Spec: Unblock(x). The spare that stood in for x is released, and woken if parked
@@ -674,6 +680,11 @@ class WorkStealingPool(Executor):
             self._wake[s].notify()
         if self._recorder is not None:
             self._record("Unblock", {"x": x})
+
+    def _may_retire_locked(self, w: int) -> bool:
+        """Whether ``w``, idle, is a released spare that may retire: its own deque empty, so it
+        leaves no task behind (the enabling condition of Spec: Retire(s))."""
+        return w >= self._workers and not self._deques[w] and self._spares.may_retire(w)
 
     def _retire_locked(self, s: int) -> None:
         """Spec: Retire(s), on the spare's thread: released, idle, its deque empty."""
@@ -791,8 +802,7 @@ class WorkStealingPool(Executor):
                     if self._recorder is not None:
                         self._record("Finish", {"w": w, "t": finished})
                     finished = None
-                if (awaited is None and w >= self._workers and not self._deques[w]
-                        and self._spares.may_retire(w)):
+                if awaited is None and self._may_retire_locked(w):
                     if searching:
                         flags[w] = False
                         self._searching -= 1

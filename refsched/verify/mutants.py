@@ -148,7 +148,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("unit", "pytest: the scheduler's and its runner's unit tests (the pool's)",
           frozenset({_S, _R, _T, _TR, _P, _D, _DS, _DP, _DF, _SC, _E, _SG, _PB})),
     Layer("lockstep", "Hypothesis lock-step machine vs the model (all but the runners)",
-          frozenset({_S, _SG, _T, _P, _D, _DS})),
+          frozenset({_S, _SG, _T, _P, _PB, _D, _DS})),
     Layer("replay", "ITF corpus replay (all but the runners)",
           frozenset({_S, _T, _P, _D, _DS})),
     Layer("tlc", "TLC validation of recorded Runner runs and durable soak runs",
@@ -424,15 +424,24 @@ def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
             from refsched.verify.timer.lockstep import run_timer_lockstep
             run_timer_lockstep(TimerScheduler, examples=budget["lockstep_examples"],
                                steps=budget["lockstep_steps"], hypothesis_settings=unshrunk)
-        elif payload["file"] == _P:
+        elif payload["file"] in (_P, _PB):
             from refsched.pool.pool import WorkStealingPool
-            from refsched.verify.pool.lockstep import BATCH_STEAL_CAP, run_pool_lockstep
-            run_pool_lockstep(WorkStealingPool, examples=budget["lockstep_examples"],
-                              steps=budget["lockstep_steps"], shrink=False)
-            # then with batch steals, a thief keeping up to two tasks in their order
+            from refsched.verify.pool.lockstep import (
+                BATCH_STEAL_CAP,
+                BLOCKING_MAX_SPARES,
+                run_pool_lockstep,
+            )
+            if payload["file"] == _P:
+                run_pool_lockstep(WorkStealingPool, examples=budget["lockstep_examples"],
+                                  steps=budget["lockstep_steps"], shrink=False)
+                # then with batch steals, a thief keeping up to two tasks in their order
+                run_pool_lockstep(WorkStealingPool, examples=budget["lockstep_examples"],
+                                  steps=budget["lockstep_steps"], shrink=False,
+                                  steal_cap=BATCH_STEAL_CAP)
+            # then with managed blocking: tasks that block, spares that stand in and retire
             run_pool_lockstep(WorkStealingPool, examples=budget["lockstep_examples"],
                               steps=budget["lockstep_steps"], shrink=False,
-                              steal_cap=BATCH_STEAL_CAP)
+                              max_spares=BLOCKING_MAX_SPARES)
         elif payload["file"] in (_D, _DS, _DP, _DF):
             from refsched.durable import DurableScheduler
             from refsched.verify.durable.lockstep import run_durable_lockstep

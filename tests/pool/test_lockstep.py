@@ -16,7 +16,12 @@ import pytest
 from refsched import WorkStealingPool
 from refsched.errors import SchedulerClosedError
 from refsched.pool.pool import PoolStats, _Task
-from refsched.verify.pool.lockstep import BATCH_STEAL_CAP, Disagreement, run_pool_lockstep
+from refsched.verify.pool.lockstep import (
+    BATCH_STEAL_CAP,
+    BLOCKING_MAX_SPARES,
+    Disagreement,
+    run_pool_lockstep,
+)
 
 
 def test_the_pool_agrees_with_the_model_and_takes_every_action() -> None:
@@ -33,6 +38,18 @@ def test_the_pool_agrees_with_the_model_and_takes_every_action() -> None:
     assert ledger.actions["StealBatch"] >= 20, ledger.summary()
     for refused in ("SubmitExternal refused", "submit(not callable) refused"):
         assert ledger.actions[refused] >= 20, ledger.summary()
+
+
+def test_with_managed_blocking_the_pool_agrees_and_takes_every_action() -> None:
+    started = time.perf_counter()
+    ledger = run_pool_lockstep(WorkStealingPool, examples=120, steps=60,
+                               max_spares=BLOCKING_MAX_SPARES)
+    # and with a single spare: a second blocker blocks uncompensated more often
+    run_pool_lockstep(WorkStealingPool, examples=60, steps=60, ledger=ledger, max_spares=1)
+    print(f"{ledger.summary()} in {time.perf_counter() - started:.1f}s")
+    assert ledger.missing() == ["StealBatch"], ledger.summary()  # single steals here
+    for action in ("Block", "StartSpare", "Unblock", "Retire"):
+        assert ledger.actions[action] >= 100, ledger.summary()
 
 
 # -- Broken pools: each breaks one rule ----------------------------------------------------------
@@ -137,3 +154,49 @@ def test_a_disagreement_is_shrunk_to_a_short_walk() -> None:
     # a few roots, a Pop, then the child that lands on the wrong deque; not 50 steps
     assert len(walk) <= 10, walk
     assert "Pop" in " ".join(walk) and "SubmitChild" in walk[-1], walk
+
+
+# -- Broken pools with managed blocking ----------------------------------------------------------
+
+class UnblockKeepsTheSpare(WorkStealingPool):
+    """Leaving blocking() does not release the spare: it goes on standing in for a thread that
+    runs again."""
+
+    def _unblock_locked(self, x: int) -> None:
+        self._spares.blocked.discard(x)
+
+
+class SpareNeverRetires(WorkStealingPool):
+    """A released spare, idle with its deque empty, serves on instead of retiring."""
+
+    def _may_retire_locked(self, w: int) -> bool:
+        return False
+
+
+class SparesUnbounded(WorkStealingPool):
+    """Block launches a spare whatever the number already active: max_spares bounds nothing."""
+
+    def _block_locked(self, x: int) -> None:
+        spares, bound = self._spares, self._spares.bound
+        spares.bound = bound + len(spares.blocked) + 1  # type: ignore[misc]
+        try:
+            super()._block_locked(x)
+        finally:
+            spares.bound = bound  # type: ignore[misc]
+
+
+
+
+@pytest.mark.parametrize(("factory", "says"), [
+    (UnblockKeepsTheSpare, "the pool's managed blocking is not the model's"),
+    (SpareNeverRetires, "Retire"),
+    (SparesUnbounded, "the pool's managed blocking is not the model's"),
+], ids=["unblock-keeps-the-spare", "spare-never-retires", "spares-unbounded"])
+def test_a_broken_pool_with_managed_blocking_is_caught(factory: Callable[..., Any],
+                                                       says: str) -> None:
+    with pytest.raises(Disagreement) as caught:
+        run_pool_lockstep(factory, examples=300, steps=60, shrink=False,
+                          max_spares=BLOCKING_MAX_SPARES)
+    text = str(caught.value)
+    assert says in text, text
+    assert "Block" in text, text

@@ -17,7 +17,18 @@ Finish(w)                   the task's function called and its future settled (`
                             ``_finish_locked`` under the pool lock, as the worker loop does
 Shutdown                    ``shutdown(wait=False)``
 CancelQueued                ``shutdown(wait=False, cancel_futures=True)`` while draining
+Block(x)                    what entering ``blocking()`` does in the task ``x`` runs:
+                            ``_block_locked(x)`` under the pool lock (a new spare's thread is
+                            made but does nothing: its moves are the caller's)
+StartSpare(s)               what the spare's thread does when it begins to serve slot ``s``
+Unblock(x)                  what leaving ``blocking()`` does: ``_unblock_locked(x)``
+Retire(s)                   ``_may_retire_locked(s)`` and ``_retire_locked(s)``, as the spare's
+                            loop does, on behalf of the thread serving ``s``
 ==========================  ====================================================================
+
+With managed blocking on (``spares``, the spec's ``Spares``, and ``max_spares``, its
+``MaxSpares``), spare ``spares[i]`` is the pool's slot ``len(workers) + i``: the pool gives a
+blocker the lowest off slot, one of those the spec lets ``Block`` pick.
 
 :meth:`SteppedPool.snapshot` reads the pool's state as a
 :class:`~refsched.model.pool.PoolSnapshot`: phase, deques and ``outstanding`` from the pool,
@@ -31,13 +42,17 @@ machine and replay hold against the counts of the model's steps.
 from __future__ import annotations
 
 import inspect
+import threading
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import Future
+from types import MappingProxyType
 from typing import Any
 
 from refsched.model.pool import Phase, PoolSnapshot
+from refsched.model.pool.blocking import BlockingSnapshot, SpareState
 from refsched.pool import pool as pool_module
+from refsched.pool.blocking import SpareThread
 
 __all__ = ["StepRefused", "SteppedPool", "driven_pool", "stepped_class"]
 
@@ -62,9 +77,23 @@ def stepped_class(factory: PoolFactory) -> type[pool_module.WorkStealingPool]:
         def _start_workers(self: Any) -> tuple[Any, ...]:
             return ()  # the caller takes every worker's moves
 
+        def _spare_thread(self: Any, spare: SpareThread) -> threading.Thread:
+            return _IdleThread()  # the caller takes every spare's moves
+
         cls = _STEPPED[factory] = type(f"Stepped{factory.__name__}", (factory,),
-                                       {"_start_workers": _start_workers})
+                                       {"_start_workers": _start_workers,
+                                        "_spare_thread": _spare_thread})
     return cls
+
+
+class _IdleThread(threading.Thread):
+    """A spare's thread in a stepped pool: never runs, so starting and joining it do nothing."""
+
+    def start(self) -> None:
+        pass
+
+    def join(self, timeout: float | None = None) -> None:
+        pass
 
 
 def driven_pool(factory: Callable[..., Any], workers: Sequence[Hashable],
@@ -83,13 +112,20 @@ class SteppedPool:
     """A pool without threads, driven by spec steps; workers and tasks named as in the spec."""
 
     def __init__(self, factory: PoolFactory, workers: Sequence[Hashable],
-                 steal_cap: int = 1) -> None:
+                 steal_cap: int = 1, *, spares: Sequence[Hashable] = (),
+                 max_spares: int | None = None) -> None:
         self.workers = tuple(workers)  # the spec's Workers; worker i of the pool is workers[i]
-        self._index = {w: i for i, w in enumerate(self.workers)}
-        # StealCap 1 leaves the policy to the factory's default (a single-steal pool's)
+        self.spares = tuple(spares)  # the spec's Spares; slot len(workers) + i is spares[i]
+        self.threads = self.workers + self.spares  # the spec's Threads, by the pool's index
+        self._index = {w: i for i, w in enumerate(self.threads)}
+        # StealCap 1 leaves the policy to the factory's default (a single-steal pool's);
+        # max_spares None, the pool's default bound
         cls = stepped_class(factory)
-        self.pool = (cls(workers=len(self.workers)) if steal_cap == 1 else
-                     cls(workers=len(self.workers), steal="half", steal_cap=steal_cap))
+        kwargs: dict[str, Any] = {} if steal_cap == 1 else {"steal": "half",
+                                                             "steal_cap": steal_cap}
+        if max_spares is not None:
+            kwargs["max_spares"] = max_spares
+        self.pool = cls(workers=len(self.workers), **kwargs)
         self.futures: dict[Hashable, Future[Any]] = {}  # task -> the future submit() returned
         self._name: dict[int, Hashable] = {}  # id(future) -> task; the futures keep them alive
         self.running: dict[Hashable, Future[Any]] = {}  # worker -> the task it took, not finished
@@ -141,13 +177,73 @@ class SteppedPool:
     def cancel_queued(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
 
+    def block(self, thread: Hashable) -> None:
+        """Spec: Block(x): the task ``thread`` runs enters ``blocking()``."""
+        if thread not in self.running:
+            raise StepRefused(f"thread {thread!r} runs no task to block")
+        pool, x = self.pool, self._index[thread]
+        with pool._lock:
+            if x in pool._spares.blocked or pool._spares.bound == 0:
+                raise StepRefused(f"blocking() in the task {thread!r} runs did not block")
+            pool._block_locked(x)
+
+    def start_spare(self, spare: Hashable) -> None:
+        """Spec: StartSpare(s): the thread given slot ``s`` begins to serve it."""
+        pool, s = self.pool, self._index[spare]
+        with pool._lock:
+            slot = pool._spares.slots.get(s)
+            if slot is None or slot.state != "starting" or self._thread_of(s) is None:
+                raise StepRefused(f"spare {spare!r} has no thread starting")
+            pool._spares.start(s)
+            if pool._recorder is not None:
+                pool._record("StartSpare", {"s": s})
+
+    def unblock(self, thread: Hashable) -> None:
+        """Spec: Unblock(x): the blocking call in the task ``thread`` runs returns."""
+        pool, x = self.pool, self._index[thread]
+        with pool._lock:
+            if x not in pool._spares.blocked:
+                raise StepRefused(f"thread {thread!r} is not blocked")
+            pool._unblock_locked(x)
+
+    def retire(self, spare: Hashable) -> None:
+        """Spec: Retire(s): the spare, idle, retires if the pool lets it."""
+        if spare in self.running:
+            raise ValueError(f"spare {spare!r} runs a task")
+        pool, s = self.pool, self._index[spare]
+        local = pool._local
+        with pool._lock:
+            thread = self._thread_of(s)
+            if thread is None or not pool._may_retire_locked(s):
+                raise StepRefused(f"spare {spare!r} may not retire")
+            local.spare = thread  # the spare's own thread retires it
+            try:
+                pool._retire_locked(s)
+            finally:
+                local.spare = None
+
     # -- reading the pool ------------------------------------------------------------------
+
+    def blocking_snapshot(self) -> BlockingSnapshot:
+        """The pool's state as the model's, with managed blocking."""
+        pool, name = self.pool, self.threads
+        snapshot = self.snapshot()
+        with pool._lock:
+            spares = pool._spares
+            states = {name[s]: SpareState(slot.state) for s, slot in spares.slots.items()
+                      if slot.state != "off"}
+            blocker = {name[s]: frozenset({name[slot.blocker]})
+                       for s, slot in spares.slots.items() if slot.blocker is not None}
+            blocked = frozenset(name[x] for x in spares.blocked)
+        return BlockingSnapshot(pool=snapshot, blocked=blocked, spare=MappingProxyType(states),
+                                blocker=MappingProxyType(blocker))
+
 
     def snapshot(self) -> PoolSnapshot:
         """The pool's state as the model's."""
         pool, name = self.pool, self._name
         with pool._lock:
-            deques = {self.workers[i]: tuple(name[id(task)] for task in dq)
+            deques = {self.threads[i]: tuple(name[id(task)] for task in dq)
                       for i, dq in enumerate(pool._deques)}
             phase, outstanding = Phase(pool._state), pool._outstanding
         return PoolSnapshot(
@@ -195,6 +291,10 @@ class SteppedPool:
             self.calls[task] += 1
             return task
         return call
+
+    def _thread_of(self, s: int) -> SpareThread | None:
+        """The spare thread given slot ``s`` (with the pool lock held)."""
+        return next((t for t in self.pool._spares.threads if t.slot == s), None)
 
     def _submitted(self, task: Hashable, future: Future[Any]) -> Future[Any]:
         self.futures[task] = future

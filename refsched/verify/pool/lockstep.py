@@ -15,6 +15,16 @@ refusal names ``SchedulerClosedError``) and a submission of something that is no
 Unlike the trace corpus, whose instance TLC enumerates exhaustively, the random walks here run
 over more workers and tasks, and longer. ``steal_cap`` above 1 drives a pool with batch steals
 (``steal="half"``) against the model with that ``StealCap``.
+
+``max_spares`` above 0 turns managed blocking on, on both sides: the spec's ``Spares`` are
+:data:`SPARES` and its ``MaxSpares`` is ``max_spares``, so the walks also take ``Block``,
+``StartSpare``, ``Unblock`` and ``Retire`` (tasks entering ``blocking()`` and returning, spares
+starting, serving as workers and retiring). ``Block(x)`` may lead to several states, one per
+spare that may stand in for ``x``; the pool picks one (a released spare, else the lowest off
+one), which must be one of them. Then the managed-blocking variables must be the model's too,
+and ``stats()`` must also count the spares active, the threads blocked, and the ``Block`` steps
+a spare stood in for or none did. With ``max_spares`` 0 the machine is the one without managed
+blocking, rule for rule, so its walks are those it always took.
 """
 
 from __future__ import annotations
@@ -28,17 +38,24 @@ from hypothesis.stateful import RuleBasedStateMachine, precondition, rule
 
 from refsched.errors import InvalidArgumentError, SchedulerClosedError
 from refsched.model.pool import ACTIONS, INITIAL, Instance, Phase, PoolSnapshot, next_steps
+from refsched.model.pool.blocking import (
+    BLOCKING_ACTIONS,
+    BlockingInstance,
+    BlockingSnapshot,
+    blocking_next_steps,
+)
 from refsched.model.pool.counters import Counts
 from refsched.verify import system
 from refsched.verify.dag.lockstep import states_at
 from refsched.verify.itf import Step as TraceStep
 from refsched.verify.itf import Trace
 from refsched.verify.lockstep import WalkDisagreement, WalkLedger, run_machine
-from refsched.verify.pool.driver import driven_pool
+from refsched.verify.pool.driver import SteppedPool, StepRefused, driven_pool
+from refsched.verify.pool.spec import blocking_spec_state
 from refsched.verify.replay import counter_rows, format_rows
 
-__all__ = ["BATCH_STEAL_CAP", "WORKERS", "Disagreement", "Ledger", "pool_lockstep_machine",
-           "run_pool_lockstep"]
+__all__ = ["BATCH_STEAL_CAP", "BLOCKING_MAX_SPARES", "SPARES", "WORKERS", "BlockingLedger",
+           "Disagreement", "Ledger", "pool_lockstep_machine", "run_pool_lockstep"]
 
 WORKERS = ("w1", "w2", "w3")
 ROOTS = ("a", "b", "c", "d", "e")
@@ -47,6 +64,14 @@ INSTANCE = Instance(WORKERS, ROOTS + CHILDREN, CHILDREN)
 # The StealCap the batch walks run with: a thief keeps up to two tasks (their order shows),
 # and the cap binds on a deque of eight or more.
 BATCH_STEAL_CAP = 3
+# The spec's Spares with managed blocking on: spare i is the pool's slot len(WORKERS) + i.
+SPARES = ("s1", "s2", "s3")
+# The MaxSpares the walks with managed blocking run with: below len(SPARES), and below the
+# threads that may block at once, so blockers past the bound block uncompensated.
+BLOCKING_MAX_SPARES = 2
+# Each managed-blocking action: the driver's move that takes it.
+_BLOCKING_MOVES = {"Block": "block", "StartSpare": "start_spare", "Unblock": "unblock",
+                   "Retire": "retire"}
 
 _POOL = system.get("pool")
 
@@ -72,35 +97,87 @@ class Ledger(WalkLedger):
     ACTIONS = tuple(ACTIONS)
 
 
+@dataclass
+class BlockingLedger(Ledger):
+    """A ledger of walks with managed blocking on: its actions too."""
+
+    ACTIONS = (*ACTIONS, *BLOCKING_ACTIONS)
+
+
 def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                           python_api: bool = True, fatal: system.Fatal = (),
-                          steal_cap: int = 1) -> type[RuleBasedStateMachine]:
+                          steal_cap: int = 1, max_spares: int = 0
+                          ) -> type[RuleBasedStateMachine]:
     """The state machine that drives ``factory`` (a WorkStealingPool class, or a factory of
     driven pools: :func:`~refsched.verify.pool.driver.driven_pool`) and the model.
 
     ``python_api`` false leaves out the call only Python can make (a submission of something
     that is not callable). An error of a ``fatal`` type (a harness failure, not an answer)
-    propagates as it is. ``steal_cap``: the spec's ``StealCap`` on both sides.
+    propagates as it is. ``steal_cap``: the spec's ``StealCap`` on both sides; ``max_spares``
+    above 0: managed blocking on, with that ``MaxSpares`` (``factory`` a pool class then).
     """
     instance = replace(INSTANCE, steal_cap=steal_cap)
+    blocking = (BlockingInstance(frozenset(WORKERS), frozenset(SPARES), max_spares)
+                if max_spares > 0 else None)
 
     class PoolLockstep(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
             self.model: PoolSnapshot = INITIAL
             self.counts = Counts()  # what the model's steps so far count
-            self.pool = driven_pool(factory, WORKERS, steal_cap)
+            self.pool: Any = (driven_pool(factory, WORKERS, steal_cap) if blocking is None else
+                              SteppedPool(factory, WORKERS, steal_cap, spares=SPARES,
+                                          max_spares=max_spares))
+            self.blocking = BlockingSnapshot()  # the model's state, with managed blocking
+            self.blocks = {"compensated": 0, "uncompensated": 0}  # Block steps, by outcome
+            self.slots = 0  # spare slots the pool has used: the lowest first
             self.steps: list[str] = []
             self.taken: list[TraceStep] = []  # the model's spec steps, for the trace
             self.bad = 0  # calls made that must be refused: a few per walk, not most of it
             ledger.examples += 1
 
         def fail(self, reason: str) -> None:
+            constants = _POOL.constants(instance)
+            if blocking is not None:
+                constants.update(Spares=list(SPARES), MaxSpares=max_spares)
             raise Disagreement(reason, self.steps, Trace(
-                "pool-lockstep", _POOL.constants(instance),
-                _POOL.spec_state(INITIAL, instance), tuple(self.taken),
-                {"source": "refsched.verify.pool.lockstep"}),
+                "pool-lockstep", constants, self.spec_state(BlockingSnapshot()),
+                tuple(self.taken), {"source": "refsched.verify.pool.lockstep"}),
                 states_at(self.model, lambda: self.pool.snapshot()))
+
+        def spec_state(self, state: BlockingSnapshot) -> dict[str, Any]:
+            if blocking is None:
+                return _POOL.spec_state(state.pool, instance)
+            return blocking_spec_state(state, WORKERS, SPARES, instance.tasks)
+
+        def take_blocking(self, action: str, params: dict[str, Hashable],
+                          afters: tuple[BlockingSnapshot, ...]) -> None:
+            """An enabled step with managed blocking on, on both sides; of the states the
+            model's step may lead to, the one the pool reached."""
+            self.steps.append(_POOL.describe(action, params))
+            try:
+                if action in ACTIONS:
+                    _POOL.apply(self.pool, action, params, self.model, None, fatal)
+                else:
+                    getattr(self.pool, _BLOCKING_MOVES[action])(*params.values())
+            except fatal:
+                raise
+            except (AssertionError, StepRefused, ValueError) as error:  # StepMismatch
+                self.taken.append(TraceStep(action, dict(params), self.spec_state(afters[0])))
+                self.fail(str(error))
+            reached = self.pool.blocking_snapshot()
+            after = reached if reached in afters else afters[0]
+            before, self.blocking, self.model = self.blocking, after, after.pool
+            self.taken.append(TraceStep(action, dict(params), self.spec_state(after)))
+            self.counts = self.counts.step(action, tuple(params.values()), before.pool,
+                                           after.pool)
+            if action == "Block":
+                stood_in = any(params["x"] in b for b in after.blocker.values())
+                self.blocks["compensated" if stood_in else "uncompensated"] += 1
+            used = [i + 1 for i, sp in enumerate(SPARES) if sp in after.spare]
+            self.slots = max([self.slots, *used])
+            ledger.actions[action] += 1
+            self.agree()
 
         def take(self, action: str, params: dict[str, Hashable]) -> None:
             """An enabled step, on both sides."""
@@ -143,6 +220,14 @@ def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             if actual != self.model:
                 self.fail("the pool's state is not the model's:\n"
                           + _POOL.side_by_side(self.model, actual, "pool"))
+            if blocking is not None:
+                reached = self.pool.blocking_snapshot()
+                if reached != self.blocking:
+                    rows = [(name, repr(getattr(self.blocking, name)), repr(getattr(reached, name)))
+                            for name in ("blocked", "spare", "blocker")
+                            if getattr(self.blocking, name) != getattr(reached, name)]
+                    self.fail("the pool's managed blocking is not the model's:\n"
+                              + format_rows(("variable", "model", "pool"), rows))
             try:
                 self.pool.check_invariants()
             except AssertionError as error:
@@ -152,6 +237,12 @@ def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         def counted(self) -> None:
             """The pool's stats() show what the model's steps so far count."""
             expected = {**self.counts.expected(self.model, WORKERS), "parked": 0}
+            if blocking is not None:
+                threads = WORKERS + SPARES[:self.slots]  # a deque per spare slot used so far
+                expected.update(
+                    queue_lengths=tuple(len(self.model.deque.get(x, ())) for x in threads),
+                    spares=len(self.blocking.active()), blocked=len(self.blocking.blocked),
+                    **self.blocks)
             rows = counter_rows(expected, self.pool.stats())
             if rows:
                 names = ", ".join(r[0].removeprefix("stats().") for r in rows)
@@ -161,6 +252,12 @@ def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         @rule(data=st.data())
         def step(self, data: st.DataObject) -> None:
             """One of the steps the spec enables here, each as likely as the others."""
+            if blocking is not None:
+                steps = list(blocking_next_steps(self.blocking, instance, blocking))
+                if steps:
+                    i = data.draw(st.integers(0, len(steps) - 1), label="step")
+                    self.take_blocking(*steps[i])
+                return
             enabled = [(name, params) for name, params, _ in next_steps(self.model, instance)]
             if enabled:
                 self.take(*data.draw(st.sampled_from(enabled), label="step"))
@@ -190,17 +287,19 @@ def run_pool_lockstep(factory: Callable[..., Any], examples: int = 200, steps: i
                       shrink: bool = True, seed: int | None = None,
                       ledger: Ledger | None = None, python_api: bool = True,
                       hypothesis_settings: Mapping[str, Any] | None = None,
-                      fatal: system.Fatal = (), steal_cap: int = 1) -> Ledger:
+                      fatal: system.Fatal = (), steal_cap: int = 1,
+                      max_spares: int = 0) -> Ledger:
     """Run ``examples`` random walks of up to ``steps`` steps; raise on the first disagreement,
     shrunk to a shortest walk that shows it unless ``shrink`` is False (a quicker verdict).
 
     ``seed`` fixes Hypothesis's choices; ``ledger`` accumulates into an existing ledger;
-    ``python_api`` and ``steal_cap`` as for :func:`pool_lockstep_machine`;
+    ``python_api``, ``steal_cap`` and ``max_spares`` as for :func:`pool_lockstep_machine`;
     ``hypothesis_settings`` overrides the settings chosen here.
     """
-    ledger = Ledger() if ledger is None else ledger
+    if ledger is None:
+        ledger = BlockingLedger() if max_spares > 0 else Ledger()
     machine = pool_lockstep_machine(factory, ledger, python_api=python_api, fatal=fatal,
-                                    steal_cap=steal_cap)
+                                    steal_cap=steal_cap, max_spares=max_spares)
     run_machine(machine, examples=examples, steps=steps, seed=seed,
                 overrides=hypothesis_settings, shrink=shrink)
     return ledger

@@ -103,10 +103,9 @@ CATALOGUE: tuple[Mutant, ...] = (
        """        elif True:"""),
     _m("pool_spare_never_retires", _P,
        "a released spare, idle with its deque empty, goes on serving instead of retiring",
-       """                if (awaited is None and w >= self._workers and not self._deques[w]
-                        and self._spares.may_retire(w)):""",
-       """                if (awaited is None and w >= self._workers and not self._deques[w]
-                        and self._spares.may_retire(w) and False):"""),
+       """        return w >= self._workers and not self._deques[w] """
+       """and self._spares.may_retire(w)""",
+       """        return False"""),
     _m("pool_compensator_never_started", _P,
        "Block gives a new spare slot a thread but never starts it: the blocker is not stood in "
        "for",
@@ -115,11 +114,12 @@ CATALOGUE: tuple[Mutant, ...] = (
        """                spares.threads.append(spare)"""),
     _m("pool_retiring_spare_drops_its_deque", _P,
        "a released spare retires as soon as it is idle, dropping the tasks left in its deque",
-       """                if (awaited is None and w >= self._workers and not self._deques[w]
-                        and self._spares.may_retire(w)):""",
-       """                if (awaited is None and w >= self._workers
-                        and self._spares.may_retire(w)):
-                    self._deques[w].clear()"""),
+       """        return w >= self._workers and not self._deques[w] """
+       """and self._spares.may_retire(w)""",
+       """        if w >= self._workers and self._spares.may_retire(w):
+            self._deques[w].clear()
+            return True
+        return False"""),
     _m("pool_unblock_keeps_the_spare", _P,
        "leaving blocking() does not release the spare: it stands in for a thread that runs",
        """        self._spares.blocked.discard(x)

@@ -24,8 +24,8 @@ from refsched.verify import specstate, tlc
 from refsched.verify.specstate import NO_TASK, SpecStateError, task_id
 from refsched.verify.tla import Function
 
-__all__ = ["SPEC_VARIABLES", "TRACES_CONFIG", "blocking_snapshot_of", "read_blocking_instance",
-           "read_instance", "show", "snapshot_of", "spec_state"]
+__all__ = ["SPEC_VARIABLES", "TRACES_CONFIG", "blocking_snapshot_of", "blocking_spec_state",
+           "read_blocking_instance", "read_instance", "show", "snapshot_of", "spec_state"]
 
 SPEC_VARIABLES = (
     "phase", "deque", "running", "outstanding", "submitted", "finished", "cancelled", "runs",
@@ -196,3 +196,24 @@ def blocking_snapshot_of(state: Mapping[str, Any]) -> BlockingSnapshot:
         spare={s: v for s, v in states.items() if v is not SpareState.OFF},
         blocker={task_id(s): frozenset(task_id(x) for x in b) for s, b in blocker.items() if b},
     )
+
+
+def blocking_spec_state(snapshot: BlockingSnapshot, workers: Iterable[Hashable],
+                        spares: Iterable[Hashable], tasks: Iterable[Hashable]) -> dict[str, Any]:
+    """The spec's variables with managed blocking for ``snapshot``: those of
+    :func:`spec_state` over ``Threads`` (``workers`` then ``spares``), and ``blocked``,
+    ``spare`` (an off spare ``"off"``) and ``blocker`` (an empty set where none) over
+    ``spares``. The inverse of :func:`blocking_snapshot_of`."""
+    spare_ids, thread_ids = list(spares), [*workers, *spares]
+    state = spec_state(snapshot.pool, thread_ids, tasks)
+    by_name = specstate.by_name(thread_ids, snapshot.blocked, "threads", "Threads")
+
+    def threads(names: Iterable[Hashable]) -> frozenset[Hashable]:
+        return frozenset(by_name[x] for x in names)
+
+    state["blocked"] = threads(snapshot.blocked)
+    state["spare"] = Function({s: snapshot.spare.get(task_id(s), SpareState.OFF).value
+                               for s in spare_ids})
+    state["blocker"] = Function({s: threads(snapshot.blocker.get(task_id(s), ()))
+                                 for s in spare_ids})
+    return state
