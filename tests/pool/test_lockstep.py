@@ -15,6 +15,7 @@ import pytest
 
 from refsched import WorkStealingPool
 from refsched.errors import SchedulerClosedError
+from refsched.model.pool.blocking import BlockingSnapshot
 from refsched.pool.pool import PoolStats, _Task
 from refsched.verify.pool.lockstep import (
     BATCH_STEAL_CAP,
@@ -22,6 +23,7 @@ from refsched.verify.pool.lockstep import (
     Disagreement,
     run_pool_lockstep,
 )
+from refsched.verify.pool.spec import blocking_snapshot_of
 
 
 def test_the_pool_agrees_with_the_model_and_takes_every_action() -> None:
@@ -200,3 +202,18 @@ def test_a_broken_pool_with_managed_blocking_is_caught(factory: Callable[..., An
     text = str(caught.value)
     assert says in text, text
     assert "Block" in text, text
+
+
+def test_a_disagreement_with_managed_blocking_carries_a_spec_trace_of_the_walk() -> None:
+    with pytest.raises(Disagreement) as caught:
+        run_pool_lockstep(UnblockKeepsTheSpare, examples=300, steps=60, shrink=False,
+                          max_spares=BLOCKING_MAX_SPARES)
+    trace = caught.value.trace
+    assert trace.constants["MaxSpares"] == BLOCKING_MAX_SPARES, trace.constants
+    states = [blocking_snapshot_of(trace.initial)]
+    states += [blocking_snapshot_of(step.state) for step in trace.steps]
+    assert states[0] == BlockingSnapshot()
+    assert trace.steps[-1].action == "Unblock", [s.action for s in trace.steps]
+    x = trace.steps[-1].params["x"]
+    # the model's Unblock: x no longer blocked, and no spare stands in for it
+    assert x not in states[-1].blocked and not any(x in b for b in states[-1].blocker.values())
