@@ -3,10 +3,11 @@
 CPython's ``Lib/test/test_concurrent_futures.py`` (3.11, as Debian's ``libpython3.11-testsuite``
 installs it) writes the behaviour every ``concurrent.futures.Executor`` shares as mixins:
 ``ExecutorShutdownTest``, ``WaitTests``, ``AsCompletedTests``, ``ExecutorTest``. It runs each
-with an ``executor_type`` mixin; here that type is the pool, so the pool passes the tests
-``ThreadPoolExecutor`` and ``ProcessPoolExecutor`` pass. The file is loaded by its path: it is
-not on this interpreter's path, and only its mixins are used (its own test classes, which run
-CPython's executors, are not collected).
+with an ``executor_type`` mixin; here that type is the pool (:data:`POOLS`: with single steals,
+and with batch steals), so the pool passes the tests ``ThreadPoolExecutor`` and
+``ProcessPoolExecutor`` pass. The file is loaded by its path: it is not on this interpreter's
+path, and only its mixins are used (its own test classes, which run CPython's executors, are not
+collected).
 
 :data:`NOT_APPLICABLE` lists the tests of those mixins that do not apply to the pool, each with
 why. Without the file the tests are skipped, except under ``CI=true``, where they fail.
@@ -59,6 +60,18 @@ class PoolUnderTest(WorkStealingPool):
         super().__init__(workers=max_workers, **kwargs)
 
 
+class BatchStealingPoolUnderTest(PoolUnderTest):
+    """The same with batch steals (``steal="half"``)."""
+
+    def __init__(self, max_workers: int | None = None, **kwargs: Any) -> None:
+        super().__init__(max_workers, steal="half", **kwargs)
+
+
+POOLS: dict[str, type[WorkStealingPool]] = {"Pool": PoolUnderTest,
+                                            "BatchStealingPool": BatchStealingPoolUnderTest}
+"""The executors the mixins run against, by the name their test classes start with."""
+
+
 def _load() -> ModuleType | None:
     if not CPYTHON_TESTS.is_file():
         return None
@@ -79,22 +92,23 @@ def test_cpythons_executor_tests_are_installed() -> None:
     pytest.skip(message)
 
 
-def _pool_case(cpython: ModuleType, mixin_name: str) -> type[unittest.TestCase]:
+def _pool_case(cpython: ModuleType, pool_name: str, mixin_name: str) -> type[unittest.TestCase]:
     mixin = getattr(cpython, mixin_name)
 
     class PoolMixin(cpython.ExecutorMixin):  # type: ignore[name-defined,misc]
-        executor_type = PoolUnderTest
+        executor_type = POOLS[pool_name]
 
     skipped = {name: unittest.skip(f"not applicable to the pool: {reason}")(getattr(mixin, name))
                for name, reason in NOT_APPLICABLE.items() if hasattr(mixin, name)}
-    return type(f"TestPool{mixin_name}", (PoolMixin, mixin, cpython.BaseTestCase),
+    return type(f"Test{pool_name}{mixin_name}", (PoolMixin, mixin, cpython.BaseTestCase),
                 {**skipped, "__module__": __name__})
 
 
 _CPYTHON = _load()
 if _CPYTHON is not None:
-    for _name in MIXINS:
-        globals()[f"TestPool{_name}"] = _pool_case(_CPYTHON, _name)
+    for _pool in POOLS:
+        for _name in MIXINS:
+            globals()[f"Test{_pool}{_name}"] = _pool_case(_CPYTHON, _pool, _name)
 
 
 def test_every_test_listed_as_not_applicable_is_one_of_the_mixins() -> None:
