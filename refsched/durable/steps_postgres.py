@@ -168,11 +168,21 @@ DECLARE
     old_generation bigint;
     old_state text;
     old_optional bigint;
+    d_ text;
+    dep_state text;
     remaining bigint;
     due_ float8;
     generations bigint[] := '{}';
     ready boolean := false;
     ready_later boolean := false;
+    -- Local copies: a local array is kept expanded, so that its i-th element is found at once
+    -- (in a parameter's flat form, each subscript of a text[] walks from its start).
+    ids_ text[] := p_ids;
+    fns_ text[] := p_fns;
+    args_ text[] := p_args;
+    edge_items bigint[] := p_edge_items;
+    edge_deps text[] := p_edge_deps;
+    edge_optional boolean[] := p_edge_optional;
 BEGIN
     PERFORM pg_advisory_xact_lock(p_lock);
     now_ := refsched_now(p_virtual);
@@ -183,14 +193,14 @@ BEGIN
     SELECT CAST(value AS bigint) INTO seq_ FROM meta WHERE key = 'next_seq';
     -- A block of its own: an item left to the client rolls back the items before it.
     BEGIN
-        FOR i IN 1 .. coalesce(cardinality(p_ids), 0) LOOP
-            t := p_ids[i];
+        FOR i IN 1 .. coalesce(cardinality(ids_), 0) LOOP
+            t := ids_[i];
             deps_ := '{}';
             opts_ := '{}';
-            WHILE e <= cardinality(p_edge_items) AND p_edge_items[e] = i LOOP
-                deps_ := deps_ || p_edge_deps[e];
-                IF p_edge_optional[e] THEN
-                    opts_ := opts_ || p_edge_deps[e];
+            WHILE e <= cardinality(edge_items) AND edge_items[e] = i LOOP
+                deps_ := deps_ || edge_deps[e];
+                IF edge_optional[e] THEN
+                    opts_ := opts_ || edge_deps[e];
                 END IF;
                 e := e + 1;
             END LOOP;
@@ -200,31 +210,30 @@ BEGIN
                 RAISE SQLSTATE 'RSB01';
             END IF;
             remaining := 0;
-            IF cardinality(deps_) > 0 THEN
-                IF started_ AND EXISTS (SELECT 1 FROM unnest(deps_) AS x(d)
-                                        WHERE NOT EXISTS (SELECT 1 FROM task WHERE id = x.d)) THEN
+            -- Each dep by its key, one at a time: the plan of a join is made once per session,
+            -- when the table may have been small, and would scan it for every item.
+            FOREACH d_ IN ARRAY deps_ LOOP
+                SELECT state INTO dep_state FROM task WHERE id = d_;
+                IF started_ AND NOT FOUND THEN
                     RAISE SQLSTATE 'RSB01';  -- an unknown dep
                 END IF;
-                IF started_ AND EXISTS (
-                        WITH RECURSIVE reach(id) AS (
-                            SELECT unnest(deps_)
-                            UNION SELECT dep.dep FROM dep JOIN reach ON dep.task = reach.id)
-                        SELECT 1 FROM reach WHERE reach.id = t) THEN
-                    RAISE SQLSTATE 'RSB01';  -- a cycle through t
-                END IF;
-                IF EXISTS (SELECT 1 FROM unnest(deps_) AS x(d) JOIN task ON task.id = x.d
-                            WHERE x.d <> ALL (opts_)
-                              AND task.state IN ('failed', 'blocked', 'cancelled')) THEN
+                IF d_ <> ALL (opts_) AND dep_state IN ('failed', 'blocked', 'cancelled') THEN
                     RAISE SQLSTATE 'RSB01';  -- a dead required dep: Settle
                 END IF;
-                -- The deps not settled (spec: ~Settles): a required one until it succeeded, an
-                -- optional one until it ended; one with no version always.
-                SELECT count(*) INTO remaining FROM unnest(deps_) AS x(d)
-                    LEFT JOIN task ON task.id = x.d
-                    WHERE CASE WHEN x.d = ANY (opts_)
-                               THEN task.state IS NULL
-                                    OR task.state IN ('pending', 'ready', 'running')
-                               ELSE task.state IS DISTINCT FROM 'succeeded' END;
+                -- Not settled (spec: ~Settles): a required dep until it succeeded, an optional
+                -- one until it ended; one with no version always.
+                IF (d_ = ANY (opts_)
+                    AND (dep_state IS NULL OR dep_state IN ('pending', 'ready', 'running')))
+                   OR (d_ <> ALL (opts_) AND dep_state IS DISTINCT FROM 'succeeded') THEN
+                    remaining := remaining + 1;
+                END IF;
+            END LOOP;
+            IF started_ AND cardinality(deps_) > 0 AND EXISTS (
+                    WITH RECURSIVE reach(id) AS (
+                        SELECT unnest(deps_)
+                        UNION SELECT dep.dep FROM dep JOIN reach ON dep.task = reach.id)
+                    SELECT 1 FROM reach WHERE reach.id = t) THEN
+                RAISE SQLSTATE 'RSB01';  -- a cycle through t
             END IF;
             due_ := CASE WHEN p_run_ats[i] IS NOT NULL THEN greatest(p_run_ats[i], now_)
                          ELSE now_ + coalesce(p_delays[i], 0) END;
@@ -250,8 +259,8 @@ BEGIN
                               became_ready_at, due, priority, claim_key, claim_due,
                               optional_deps)
                 VALUES (t, coalesce(old_generation, 0) + 1, seq_,
-                        CASE WHEN remaining > 0 THEN 'pending' ELSE 'ready' END, p_fns[i],
-                        p_args[i], remaining, CASE WHEN remaining = 0 THEN now_ END, due_,
+                        CASE WHEN remaining > 0 THEN 'pending' ELSE 'ready' END, fns_[i],
+                        args_[i], remaining, CASE WHEN remaining = 0 THEN now_ END, due_,
                         p_priorities[i],
                         CASE WHEN p_aging IS NULL THEN p_priorities[i]
                              ELSE p_priorities[i] * p_aging - due_ END,
@@ -269,18 +278,18 @@ BEGIN
                                 ELSE 'Submit' END,
                            CASE WHEN cardinality(opts_) > 0
                                 THEN json_build_object('t', t, 'D', d_json, 'O', o_json,
-                                                       'p', p_priorities[i], 'd', d_)
+                                                       'p', p_priorities[i], 'd', delay_)
                                 ELSE json_build_object('t', t, 'D', d_json,
-                                                       'p', p_priorities[i], 'd', d_)
+                                                       'p', p_priorities[i], 'd', delay_)
                            END::text, now_
                       FROM (SELECT (SELECT coalesce(json_agg(x ORDER BY x COLLATE "C"), '[]')
                                       FROM unnest(deps_) AS x) AS d_json,
                                    (SELECT coalesce(json_agg(x ORDER BY x COLLATE "C"), '[]')
                                       FROM unnest(opts_) AS x) AS o_json,
                                    CASE WHEN p_run_ats[i] IS NOT NULL THEN due_ - now_
-                                        ELSE coalesce(p_delays[i], 0) END AS d_) AS params;
+                                        ELSE coalesce(p_delays[i], 0) END AS delay_) AS params;
             END IF;
-            generations := generations || (coalesce(old_generation, 0) + 1);
+            generations[i] := coalesce(old_generation, 0) + 1;
             IF remaining = 0 THEN
                 ready := true;
                 ready_later := ready_later OR due_ > now_;
