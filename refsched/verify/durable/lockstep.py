@@ -180,7 +180,8 @@ class _Has:
             setattr(self, flag, True if profile is None else bool(getattr(profile, flag)))
         # edge kinds and add_deps: the full contract's, or a profile's that names them
         self.edges = profile is None or bool(getattr(profile, "edges", False))
-        # submit_many: the full contract's (DurableScheduler's), or a profile's that names it
+        # submit_many: the full contract's, or a profile's that names it (the machine also asks
+        # that the factory have it: a remote implementation's adapter has no batch call)
         self.bulk = profile is None or bool(getattr(profile, "bulk", False))
 
     deps: bool
@@ -218,7 +219,7 @@ def model_takes(model: DurableSnapshot, step: Step,
 
 
 def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
-                             fatal: Fatal = (), profile: Any = None
+                             fatal: Fatal = (), profile: Any = None, bulk: bool | None = None
                              ) -> type[RuleBasedStateMachine]:
     """The state machine that drives ``factory`` (a DurableScheduler class) and the model.
 
@@ -229,8 +230,12 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
     model starts at once and ``start()`` is not called; without ``cancel``, ``retry``,
     ``close`` or ``heartbeat`` those calls are not made; without ``snapshot`` only the answers
     (and the leases the workers hold) are compared; without ``validates`` no bad call is made.
+    ``bulk``: whether walks call ``submit_many``; None: when the contract is the full one and
+    ``factory`` has it (a DurableScheduler class).
     """
     has = _Has(profile)
+    has.bulk = (has.bulk and callable(getattr(factory, "submit_many", None))
+                if bulk is None else bulk)
     reports = sorted(m for m in _REPORTS
                      if (m != "heartbeat" or has.heartbeat)
                      and (m != "acknowledge_cancel" or has.cancel))
@@ -545,6 +550,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 if bad == 0:
                     batch.append({"id": "a", "fn": "not a function"})
                 got = self.call(f"submit_many({batch!r})", lambda: self.db.submit_many(batch))
+                ledger.actions["submit_many (batches)"] += 1
                 if bad == 0:
                     self.answer(got, None, InvalidArgumentError)
                 elif refusal is None:
@@ -799,7 +805,8 @@ def run_durable_lockstep(factory: Callable[..., Any] = DurableScheduler, example
                          steps: int = 40, seed: int | None = None, *,
                          ledger: Ledger | None = None,
                          hypothesis_settings: Mapping[str, Any] | None = None,
-                         fatal: Fatal = (), profile: Any = None) -> Ledger:
+                         fatal: Fatal = (), profile: Any = None,
+                         bulk: bool | None = None) -> Ledger:
     """Run the lock-step machine for ``examples`` walks of up to ``steps`` calls each.
 
     Raises :class:`Disagreement` on the first failure, shrunk by Hypothesis to a shortest walk
@@ -807,7 +814,8 @@ def run_durable_lockstep(factory: Callable[..., Any] = DurableScheduler, example
     ``hypothesis_settings`` overrides the settings chosen here.
     """
     ledger = Ledger() if ledger is None else ledger
-    machine = durable_lockstep_machine(factory, ledger, fatal=fatal, profile=profile)
+    machine = durable_lockstep_machine(factory, ledger, fatal=fatal, profile=profile,
+                                       bulk=bulk)
     run_machine(machine, examples=examples, steps=steps, seed=seed,
                 overrides=hypothesis_settings, slow=True)
     return ledger
