@@ -14,13 +14,19 @@ import pytest
 from refsched.verify.durable.mutants import CATALOGUE
 from refsched.verify.mutants import Budget, run_mutant
 
-LOCKSTEP = ("durable_bulk_not_atomic", "durable_bulk_skips_cycle_check")
+LOCKSTEP = ("durable_bulk_not_atomic",)
+# (durable_bulk_skips_cycle_check survived the layer's 100 walks: a batch that closes a cycle
+# after start() needs a resubmission inside it, which the walks draw too rarely; the batch
+# tests kill it at once)
 EVIDENCE = {
     "durable_bulk_not_atomic": "test_a_refused_item_refuses_the_whole_batch",
     "durable_bulk_skips_cycle_check": "test_a_refused_item_refuses_the_whole_batch",
     "durable_steps_bulk_skips_cycle_check": "test_a_refused_item_refuses_the_whole_batch",
     "durable_steps_bulk_not_atomic": "test_a_refused_item_refuses_the_whole_batch",
-    "durable_steps_bulk_optional_as_required": "test_a_batch_counts_each_edge_as_the_table_says",
+    # (the first test to see it: its one-by-one side submits an optional child of a failed
+    # parent on the server)
+    "durable_steps_bulk_optional_as_required":
+        "test_a_batch_depending_on_a_dead_version_blocks_as_submit_does",
     "durable_steps_complete_fan_in_required_only":
         "test_a_success_counts_for_the_children_of_both_edge_kinds",
 }
