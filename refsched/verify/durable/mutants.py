@@ -220,8 +220,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        """        return priority * self._aging, 0.0"""),
     _m("durable_run_at_not_clamped", _D,
        "a run_at in the past is kept as the due time: the version jumps the queue",
-       """            due = max(at, now) if at is not None else now + (wait or 0.0)""",
-       """            due = at if at is not None else now + (wait or 0.0)"""),
+       """        due = max(at, now) if at is not None else now + (wait or 0.0)""",
+       """        due = at if at is not None else now + (wait or 0.0)"""),
     _m("durable_retry_keeps_old_due", _D,
        "retry() leaves the new versions with the old version's due time",
        """"ended_at = NULL, due = ?, claim_key = ?, claim_due = ? \"""",
@@ -336,8 +336,10 @@ CATALOGUE: tuple[Mutant, ...] = (
     PERFORM refsched_wake"""),
     _m("durable_steps_replaced_success_still_counts", _DF,
        "a submit on the server that replaces a success leaves the waiting dependents counting it",
-       """    IF old_state = 'succeeded' THEN""",
-       """    IF false THEN"""),
+       """    IF old_state = 'succeeded' THEN
+        -- The replaced success""",
+       """    IF false THEN
+        -- The replaced success"""),
     _m("durable_steps_claim_one_tick_early", _DF,
        "the server-side claim takes a version one second before its due time",
        """WHERE id IN (SELECT id FROM task WHERE state = 'ready' AND due <= now_""",
@@ -366,8 +368,8 @@ CATALOGUE: tuple[Mutant, ...] = (
 WAKEUPS: tuple[Mutant, ...] = (
     _m('durable_submit_no_wake', _D,
        'a client-side submit of a ready version after start wakes nobody',
-       """                tx.wake(self._max, always=due > now)""",
-       """                pass"""),
+       """            tx.wake(self._max, always=due > now)""",
+       """            pass"""),
     _m('durable_start_no_wake', _D, 'start() wakes nobody for the versions already ready',
        """            self._step(tx, "Start")
             tx.wake(self._max)""",
