@@ -59,7 +59,8 @@ def _kill_left(processes: Sequence[subprocess.Popen[Any]]) -> None:
 
 
 def _through_workers(tasks: dict[str, list[str]], processes: int,
-                     server: PostgresServer | None = None, start_first: bool = False) -> float:
+                     server: PostgresServer | None = None, start_first: bool = False,
+                     bulk: bool = False) -> float:
     """Seconds from the first submit of ``tasks`` (id -> deps) to the last completion, through
     ``processes`` worker processes started beforehand.
 
@@ -67,7 +68,8 @@ def _through_workers(tasks: dict[str, list[str]], processes: int,
     (``server``) when the bench process, polling the store every 5 ms, sees every version ended,
     which is how the Procrastinate side is timed; the workers exit after that, off the clock.
     ``start_first``: ``start()`` before the clock, so that each submit is claimable at once, as a
-    queue's enqueue is (otherwise the clock covers every submit, then ``start()``).
+    queue's enqueue is (otherwise the clock covers every submit, then ``start()``). ``bulk``: the
+    tasks go in with one ``submit_many()`` call (one transaction), not one ``submit()`` each.
     """
     from refsched.durable import DurableScheduler
 
@@ -91,8 +93,11 @@ def _through_workers(tasks: dict[str, list[str]], processes: int,
         else:
             server.wait_for_clients(url, processes)
         began = time.perf_counter()
-        for t, deps in tasks.items():
-            db.submit(t, deps, fn=NOOP)
+        if bulk:
+            db.submit_many([{"id": t, "deps": deps, "fn": NOOP} for t, deps in tasks.items()])
+        else:
+            for t, deps in tasks.items():
+                db.submit(t, deps, fn=NOOP)
         if not start_first:
             db.start()
         if server is None:
@@ -167,8 +172,9 @@ def _layered(n: int, width: int = 100) -> dict[str, list[str]]:
 
 
 def durable_dag(n: int, processes: int = 4) -> float:
-    """A layered DAG of ``n`` no-op tasks through durable worker processes: submit to done."""
-    return _through_workers(_layered(n), processes)
+    """A layered DAG of ``n`` no-op tasks through durable worker processes, submitted with one
+    ``submit_many()``: submit to done."""
+    return _through_workers(_layered(n), processes, bulk=True)
 
 
 def runner_dag(n: int, processes: int = 4) -> float:
@@ -315,8 +321,9 @@ def durable_flat_postgres(server: PostgresServer, n: int, processes: int = 4) ->
 
 
 def durable_dag_postgres(server: PostgresServer, n: int, processes: int = 4) -> float:
-    """The layered DAG of ``n`` tasks through ``processes`` ``refsched worker`` processes."""
-    return _through_workers(_layered(n), processes, server)
+    """The layered DAG of ``n`` tasks through ``processes`` ``refsched worker`` processes,
+    submitted with one ``submit_many()`` (one call of the server's function)."""
+    return _through_workers(_layered(n), processes, server, bulk=True)
 
 
 def procrastinate_flat(server: PostgresServer, n: int, processes: int = 4) -> float:

@@ -15,8 +15,9 @@ Every deadline is read and written on the server's clock (``clock_timestamp()``)
 clocks of the machines the workers run on say.
 
 Every writer waits for the one holding the lock, so what counts is how long each holds it. The
-common paths of Submit, Claim and Complete are server-side functions (:mod:`.steps_postgres`,
-installed by :meth:`PostgresStore.prepare`), one statement and one round trip each: the lock is
+common paths of Submit (a batch of ``submit_many``, and a submit with deps, too), Claim and
+Complete are server-side functions (:mod:`.steps_postgres`, installed by
+:meth:`PostgresStore.prepare`), one statement and one round trip each: the lock is
 held while the server works, not while a client waits for the CPU between statements. Other
 steps: the BEGIN that takes the lock also reads the clock, and statements whose result the step
 does not read (:meth:`Tx.later`: counters, the history, fan-in) go out in one pipeline with the

@@ -21,7 +21,7 @@ import math
 import re
 import time
 import traceback
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -331,24 +331,24 @@ def _aware_seconds(call: str, what: str, moment: object) -> float:
     return moment.timestamp()
 
 
-def _check_time(task_id: str, run_at: object, delay: object) -> tuple[float | None,
-                                                                     float | None]:
+def _check_time(task_id: str, run_at: object, delay: object,
+                call: str = "submit") -> tuple[float | None, float | None]:
     """``(run_at, delay)`` of a submit as seconds (run_at on the Unix epoch, the store
     clock's), checked: an aware datetime, a finite number >= 0, not both."""
     if run_at is not None and delay is not None:
-        raise InvalidArgumentError(f"submit({task_id!r}): give run_at or delay, not both")
+        raise InvalidArgumentError(f"{call}({task_id!r}): give run_at or delay, not both")
     if run_at is not None:
         if not isinstance(run_at, dt.datetime):
-            raise InvalidArgumentError(f"submit({task_id!r}, run_at={_r(run_at)}): an aware "
+            raise InvalidArgumentError(f"{call}({task_id!r}, run_at={_r(run_at)}): an aware "
                                        "datetime")
         if run_at.tzinfo is None or run_at.utcoffset() is None:
-            raise InvalidArgumentError(f"submit({task_id!r}, run_at={_r(run_at)}): a naive "
+            raise InvalidArgumentError(f"{call}({task_id!r}, run_at={_r(run_at)}): a naive "
                                        "datetime names no instant; give its tzinfo")
         return run_at.timestamp(), None
     if delay is not None:
         if (isinstance(delay, bool) or not isinstance(delay, (int, float))
                 or not math.isfinite(delay) or delay < 0):
-            raise InvalidArgumentError(f"submit({task_id!r}, delay={_r(delay)}): seconds >= 0")
+            raise InvalidArgumentError(f"{call}({task_id!r}, delay={_r(delay)}): seconds >= 0")
         return None, float(delay)
     return None, None
 
@@ -473,6 +473,68 @@ def _dep_list(call: str, task_id: str, deps: object,
         dup = next(d for i, d in enumerate(dep_list) if d in dep_list[:i])
         raise InvalidArgumentError(f"{call}({task_id!r}): dependency {dup!r} given twice")
     return dep_list, frozenset(opt_list)
+
+
+class _Submission(NamedTuple):
+    """One submit's arguments, checked: what :meth:`DurableScheduler.submit` stores."""
+
+    call: str  # how errors name the call: "submit", or "submit_many[i]"
+    task_id: str
+    deps: list[str]  # required ones first, then the optional ones
+    optional: frozenset[str]
+    fn: str  # "module:function"
+    args: str  # JSON text
+    at: float | None  # run_at on the store clock's epoch
+    wait: float | None  # delay in seconds
+    priority: int
+
+
+def _submission(call: str, task_id: object, deps: object, optional: object, fn: object,
+                args: object, run_at: object, delay: object, priority: object) -> _Submission:
+    """A submit's arguments checked, before anything changes (``InvalidArgumentError``)."""
+    task_id = _check_id(call, task_id)
+    dep_list, opt_set = _dep_list(call, task_id, deps, optional)
+    if task_id in dep_list:
+        raise InvalidArgumentError(f"{call}({task_id!r}): a task cannot depend on itself")
+    name = function_name(fn)  # type: ignore[arg-type]
+    args_text = _args_text(f"{call}({task_id!r})", args)
+    at, wait = _check_time(task_id, run_at, delay, call)
+    if not _is_int(priority) or priority not in PRIORITY_RANGE:
+        raise InvalidArgumentError(
+            f"{call}({task_id!r}, priority={_r(priority)}): an int in "
+            f"[{PRIORITY_RANGE.start}, {PRIORITY_RANGE.stop})")
+    assert isinstance(priority, int)
+    return _Submission(call, task_id, dep_list, opt_set, name, args_text, at, wait, priority)
+
+
+#: The keys an item of ``submit_many`` may have: ``id`` and ``fn`` are required.
+_ITEM_KEYS = frozenset(("id", "fn", "deps", "optional", "args", "run_at", "delay", "priority"))
+
+
+def _submissions(tasks: object) -> list[_Submission]:
+    """Every item of a ``submit_many`` checked, in order, before anything changes: a bad one is
+    an ``InvalidArgumentError`` that names its index (and id)."""
+    if isinstance(tasks, (str, bytes, Mapping)) or not isinstance(tasks, Iterable):
+        raise InvalidArgumentError(f"submit_many({_r(tasks)}): an iterable of mappings, each "
+                                   "with 'id' and 'fn'")
+    items: list[_Submission] = []
+    for i, task in enumerate(tasks):
+        call = f"submit_many[{i}]"
+        if not isinstance(task, Mapping):
+            raise InvalidArgumentError(f"{call}: {_r(task)} is not a mapping with 'id' and "
+                                       "'fn'")
+        unknown = sorted(map(str, set(task) - _ITEM_KEYS))
+        missing = sorted({"id", "fn"} - set(task))
+        if unknown or missing:
+            raise InvalidArgumentError(
+                f"{call}({_r(task.get('id'))}): "
+                + (f"unknown keys {unknown}" if unknown else f"missing {missing}")
+                + f"; the keys are {sorted(_ITEM_KEYS)}")
+        items.append(_submission(call, task["id"], task.get("deps", ()),
+                                 task.get("optional", ()), task["fn"], task.get("args"),
+                                 task.get("run_at"), task.get("delay"),
+                                 task.get("priority", 0)))
+    return items
 
 
 def _settles(state: str | None, optional: bool) -> bool:
@@ -795,76 +857,126 @@ class DurableScheduler:
         closed -> ``SchedulerClosedError``; running -> ``TaskRunningError``; after start, an
         unknown dep -> ``UnknownDependencyError``, a cycle -> ``CycleError``.
         """
-        _check_id("submit", task_id)
-        dep_list, opt_set = _dep_list("submit", task_id, deps, optional)
-        if task_id in dep_list:
-            raise InvalidArgumentError(f"submit({task_id!r}): a task cannot depend on itself")
-        fn = function_name(fn)
-        args_text = _args_text(f"submit({task_id!r})", args)
+        item = _submission("submit", task_id, deps, optional, fn, args, run_at, delay,
+                           priority)
         if not isinstance(if_absent, bool):
             raise InvalidArgumentError(f"submit({task_id!r}, if_absent={_r(if_absent)}): a bool")
-        at, wait = _check_time(task_id, run_at, delay)
-        if not _is_int(priority) or priority not in PRIORITY_RANGE:
-            raise InvalidArgumentError(
-                f"submit({task_id!r}, priority={_r(priority)}): an int in "
-                f"[{PRIORITY_RANGE.start}, {PRIORITY_RANGE.stop})")
         if if_absent:
             known = self._store.peek("SELECT generation FROM task WHERE id = ?", (task_id,))
             if known is not None:  # a version once stored is never removed: no race here
                 return int(known[0])
-        # The common path, on the server if it can (steps_postgres.py).
-        if not dep_list and not if_absent:
-            rows = self._store.call("submit", self._record, self._max, task_id, fn,
-                                    args_text, at, wait, priority, self._aging)
+        # The common paths, on the server if it can (steps_postgres.py): without deps, and
+        # with deps (the batch function, given a batch of one).
+        if not item.deps and not if_absent:
+            rows = self._store.call("submit", self._record, self._max, task_id, item.fn,
+                                    item.args, item.at, item.wait, item.priority, self._aging)
             if rows and rows[0][0] is not None:
                 return int(rows[0][0])
+        elif not if_absent:
+            generations = self._submit_on_server([item])
+            if generations is not None:
+                return generations[0]
         with self._counting_cycles(), self._store.transaction() as tx:
-            started, closed, seq = tx.metas("started", "closed", "next_seq")
-            seq = int(seq)
-            if closed:
-                raise SchedulerClosedError(f"submit({task_id!r}): the scheduler is closed")
-            old = tx.one("SELECT generation, state, optional_deps FROM task WHERE id = ?",
-                         (task_id,))
-            if old is not None and if_absent:
-                return int(old[0])
-            if old is not None and old[1] == "running":
-                raise TaskRunningError(f"submit({task_id!r}): its current version is running")
-            states = self._states_of(tx, dep_list) if dep_list else {}
-            if started:
-                self._check_deps_known_and_acyclic(tx, "submit", task_id, dep_list, states)
-            tx.meta_add("next_seq", 1)
-            remaining = sum(1 for d in dep_list if not _settles(states.get(d), d in opt_set))
-            state = "pending" if remaining else "ready"
-            generation = 1 if old is None else old[0] + 1
-            now = tx.now()
-            due = max(at, now) if at is not None else now + (wait or 0.0)
-            key, key_due = self._claim_key(priority, due)
-            if old is not None:
-                self._replace(tx, task_id, old[1], old[2])
-            tx.later("INSERT INTO task (id, generation, seq, state, fn, args, "
-                     "remaining_deps, became_ready_at, due, priority, claim_key, claim_due, "
-                     "optional_deps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                     (task_id, generation, seq, state, fn, args_text, remaining,
-                      now if state == "ready" else None, due, priority, key, key_due,
-                      len(opt_set)))
-            if dep_list:
-                tx.many("INSERT INTO dep (task, dep, optional) VALUES (?, ?, ?)",
-                        ((task_id, d, int(d in opt_set)) for d in dep_list))
-            self._count(tx, "submitted")
-            # d: the delay as given (exact), or how far ahead a run_at put the due time
-            d_ = due - now if at is not None else wait or 0
-            if opt_set:
-                self._step(tx, "SubmitOptional", t=task_id, D=sorted(dep_list),
-                           O=sorted(opt_set), p=priority, d=d_)
-            else:
-                self._step(tx, "Submit", t=task_id, D=sorted(dep_list), p=priority, d=d_)
-            if state == "ready":
-                # One not yet due wakes the idle workers to read the next due time again.
-                tx.wake(self._max, always=due > now)
-            if any(states.get(d) in _DEAD for d in dep_list if d not in opt_set):
-                # Only a dead required dep can block the new version (and through it, the
-                # dependents its replaced success had): nothing else waiting has one.
-                self._settle(tx, [task_id])
+            return self._submit_in(tx, item, if_absent)
+
+    def submit_many(self, tasks: Iterable[Mapping[str, Any]]) -> list[int]:
+        """Submit many versions in one transaction; return their generations, in order.
+
+        Spec: one Submit (or SubmitOptional) step per item, in the order given: the same as
+        calling :meth:`submit` for each item in turn inside one transaction, so an item may
+        depend on one before it in the batch, and an id given twice gets two versions. Each
+        item is a mapping with the keys ``id`` and ``fn`` and, optionally, ``deps``,
+        ``optional``, ``args``, ``run_at``, ``delay`` and ``priority``, each as
+        :meth:`submit` takes it (no ``if_absent``). All or nothing: every item's arguments
+        are checked before anything changes (a bad one -> ``InvalidArgumentError`` naming its
+        index and id), and a refusal of any item (closed -> ``SchedulerClosedError``, an id
+        running -> ``TaskRunningError``; after start, an unknown dep ->
+        ``UnknownDependencyError``, a cycle -> ``CycleError``, as :meth:`submit` raises them)
+        leaves the store as it was. A few round trips for the whole batch: SQLite runs it as
+        one transaction, PostgreSQL as one call of a server-side function
+        (steps_postgres.py's ``refsched_submit_many``).
+        """
+        items = _submissions(tasks)
+        if not items:
+            return []
+        generations = self._submit_on_server(items)
+        if generations is not None:
+            return generations
+        with self._counting_cycles(), self._store.transaction() as tx:
+            return self._submit_batch(tx, items)
+
+    def _submit_batch(self, tx: Tx, items: Sequence[_Submission]) -> list[int]:
+        """Each of ``items`` submitted in ``tx``, in order (Spec: Submit, SubmitOptional)."""
+        return [self._submit_in(tx, item) for item in items]
+
+    def _submit_on_server(self, items: Sequence[_Submission]) -> list[int] | None:
+        """``items`` submitted by one call of the store's server-side function (PostgreSQL):
+        their generations; None when the store has none, or when it left the batch to the
+        client's transaction (an error to raise, a dead dep to settle), having changed
+        nothing."""
+        edges = [(i, d, d in item.optional) for i, item in enumerate(items, 1)
+                 for d in item.deps]
+        rows = self._store.call(
+            "submit_many", self._record, self._max, self._aging,
+            [item.task_id for item in items], [item.fn for item in items],
+            [item.args for item in items], [item.at for item in items],
+            [item.wait for item in items], [item.priority for item in items],
+            [i for i, _, _ in edges], [d for _, d, _ in edges], [o for _, _, o in edges])
+        if not rows or rows[0][0] is None:
+            return None
+        return [int(g) for g in rows[0][0]]
+
+    def _submit_in(self, tx: Tx, item: _Submission, if_absent: bool = False) -> int:
+        """Spec: Submit (SubmitOptional) of ``item`` in ``tx``; the new generation (the
+        current one of a known id when ``if_absent``)."""
+        task_id, dep_list, opt_set = item.task_id, item.deps, item.optional
+        started, closed, seq = tx.metas("started", "closed", "next_seq")
+        seq = int(seq)
+        if closed:
+            raise SchedulerClosedError(f"{item.call}({task_id!r}): the scheduler is closed")
+        old = tx.one("SELECT generation, state, optional_deps FROM task WHERE id = ?",
+                     (task_id,))
+        if old is not None and if_absent:
+            return int(old[0])
+        if old is not None and old[1] == "running":
+            raise TaskRunningError(f"{item.call}({task_id!r}): its current version is running")
+        states = self._states_of(tx, dep_list) if dep_list else {}
+        if started:
+            self._check_deps_known_and_acyclic(tx, item.call, task_id, dep_list, states)
+        tx.meta_add("next_seq", 1)
+        remaining = sum(1 for d in dep_list if not _settles(states.get(d), d in opt_set))
+        state = "pending" if remaining else "ready"
+        generation = 1 if old is None else old[0] + 1
+        now = tx.now()
+        at, wait, priority = item.at, item.wait, item.priority
+        due = max(at, now) if at is not None else now + (wait or 0.0)
+        key, key_due = self._claim_key(priority, due)
+        if old is not None:
+            self._replace(tx, task_id, old[1], old[2])
+        tx.later("INSERT INTO task (id, generation, seq, state, fn, args, "
+                 "remaining_deps, became_ready_at, due, priority, claim_key, claim_due, "
+                 "optional_deps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 (task_id, generation, seq, state, item.fn, item.args, remaining,
+                  now if state == "ready" else None, due, priority, key, key_due,
+                  len(opt_set)))
+        if dep_list:
+            tx.many("INSERT INTO dep (task, dep, optional) VALUES (?, ?, ?)",
+                    ((task_id, d, int(d in opt_set)) for d in dep_list))
+        self._count(tx, "submitted")
+        # d: the delay as given (exact), or how far ahead a run_at put the due time
+        d_ = due - now if at is not None else wait or 0
+        if opt_set:
+            self._step(tx, "SubmitOptional", t=task_id, D=sorted(dep_list),
+                       O=sorted(opt_set), p=priority, d=d_)
+        else:
+            self._step(tx, "Submit", t=task_id, D=sorted(dep_list), p=priority, d=d_)
+        if state == "ready":
+            # One not yet due wakes the idle workers to read the next due time again.
+            tx.wake(self._max, always=due > now)
+        if any(states.get(d) in _DEAD for d in dep_list if d not in opt_set):
+            # Only a dead required dep can block the new version (and through it, the
+            # dependents its replaced success had): nothing else waiting has one.
+            self._settle(tx, [task_id])
         return generation
 
     def _check_deps_known_and_acyclic(self, tx: Tx, call: str, task_id: str,

@@ -1,12 +1,13 @@
-"""The common paths of three spec steps as server-side functions of a PostgreSQL store: Submit
-of a version without deps, Claim of ready versions, and Complete. Each call is one round trip
+"""The common paths of the spec's steps as server-side functions of a PostgreSQL store: Submit
+of a version without deps, Submit (and SubmitOptional) of a batch of versions with deps,
+Claim of ready versions, and Complete with its fan-in. Each call is one round trip
 and one transaction, so the store's lock is held while the server works, never while a
 client is descheduled between two of its statements.
 
 Each function mirrors a path of refsched/durable/scheduler.py statement for statement (same
 rows, counters, history rows and notification); whatever else a call meets (an error to
 report, a lease to expire, a stale report) it leaves to that code, having changed nothing:
-Submit returns NULL, Claim a row marked fallback, Complete false.
+Submit and a batch return NULL, Claim a row marked fallback, Complete false.
 
 Arguments every function takes first: the store's lock key, whether the clock is virtual,
 the notification channel, whether the store records its history, and max_concurrency.
@@ -140,6 +141,172 @@ BEGIN
         PERFORM pg_notify(p_channel, '');
     END IF;
     RETURN coalesce(old_generation, 0) + 1;
+END
+$$;
+
+-- Submit(t, D) / SubmitOptional(t, D, O) of each item of a batch, in order, as
+-- DurableScheduler._submit_in takes them one after another in one transaction: item i is
+-- p_ids[i] ... p_priorities[i]; its edges are the run of p_edge_items equal to i (in item
+-- order), to p_edge_deps, optional where p_edge_optional. The new generations, in order; NULL,
+-- having changed nothing, when an item meets what the caller's code does itself: the scheduler
+-- closed, an id running, after start an unknown dep or a cycle (errors to raise), a dead
+-- required dep (Settle).
+CREATE OR REPLACE FUNCTION refsched_submit_many(p_lock bigint, p_virtual boolean,
+        p_channel text, p_record boolean, p_max bigint, p_aging float8, p_ids text[],
+        p_fns text[], p_args text[], p_run_ats float8[], p_delays float8[],
+        p_priorities bigint[], p_edge_items bigint[], p_edge_deps text[],
+        p_edge_optional boolean[]) RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+DECLARE
+    now_ float8;
+    started_ boolean;
+    seq_ bigint;
+    e integer := 1;
+    t text;
+    deps_ text[];
+    opts_ text[];
+    old_generation bigint;
+    old_state text;
+    old_optional bigint;
+    d_ text;
+    dep_state text;
+    remaining bigint;
+    due_ float8;
+    generations bigint[] := '{}';
+    ready boolean := false;
+    ready_later boolean := false;
+    -- Local copies: a local array is kept expanded, so that its i-th element is found at once
+    -- (in a parameter's flat form, each subscript of a text[] walks from its start).
+    ids_ text[] := p_ids;
+    fns_ text[] := p_fns;
+    args_ text[] := p_args;
+    edge_items bigint[] := p_edge_items;
+    edge_deps text[] := p_edge_deps;
+    edge_optional boolean[] := p_edge_optional;
+BEGIN
+    PERFORM pg_advisory_xact_lock(p_lock);
+    now_ := refsched_now(p_virtual);
+    IF (SELECT CAST(value AS integer) FROM meta WHERE key = 'closed') <> 0 THEN
+        RETURN NULL;
+    END IF;
+    started_ := (SELECT CAST(value AS integer) FROM meta WHERE key = 'started') <> 0;
+    SELECT CAST(value AS bigint) INTO seq_ FROM meta WHERE key = 'next_seq';
+    -- A block of its own: an item left to the client rolls back the items before it.
+    BEGIN
+        FOR i IN 1 .. coalesce(cardinality(ids_), 0) LOOP
+            t := ids_[i];
+            deps_ := '{}';
+            opts_ := '{}';
+            WHILE e <= cardinality(edge_items) AND edge_items[e] = i LOOP
+                deps_ := deps_ || edge_deps[e];
+                IF edge_optional[e] THEN
+                    opts_ := opts_ || edge_deps[e];
+                END IF;
+                e := e + 1;
+            END LOOP;
+            SELECT generation, state, optional_deps INTO old_generation, old_state, old_optional
+                FROM task WHERE id = t;
+            IF old_state = 'running' THEN
+                RAISE SQLSTATE 'RSB01';
+            END IF;
+            remaining := 0;
+            -- Each dep by its key, one at a time: the plan of a join is made once per session,
+            -- when the table may have been small, and would scan it for every item.
+            FOREACH d_ IN ARRAY deps_ LOOP
+                SELECT state INTO dep_state FROM task WHERE id = d_;
+                IF started_ AND NOT FOUND THEN
+                    RAISE SQLSTATE 'RSB01';  -- an unknown dep
+                END IF;
+                IF d_ <> ALL (opts_) AND dep_state IN ('failed', 'blocked', 'cancelled') THEN
+                    RAISE SQLSTATE 'RSB01';  -- a dead required dep: Settle
+                END IF;
+                -- Not settled (spec: ~Settles): a required dep until it succeeded, an optional
+                -- one until it ended; one with no version always.
+                IF (d_ = ANY (opts_)
+                    AND (dep_state IS NULL OR dep_state IN ('pending', 'ready', 'running')))
+                   OR (d_ <> ALL (opts_) AND dep_state IS DISTINCT FROM 'succeeded') THEN
+                    remaining := remaining + 1;
+                END IF;
+            END LOOP;
+            IF started_ AND cardinality(deps_) > 0 AND EXISTS (
+                    WITH RECURSIVE reach(id) AS (
+                        SELECT unnest(deps_)
+                        UNION SELECT dep.dep FROM dep JOIN reach ON dep.task = reach.id)
+                    SELECT 1 FROM reach WHERE reach.id = t) THEN
+                RAISE SQLSTATE 'RSB01';  -- a cycle through t
+            END IF;
+            due_ := CASE WHEN p_run_ats[i] IS NOT NULL THEN greatest(p_run_ats[i], now_)
+                         ELSE now_ + coalesce(p_delays[i], 0) END;
+            IF old_state = 'succeeded' THEN
+                -- The replaced success no longer counts for the waiting dependents.
+                UPDATE task SET remaining_deps = remaining_deps + 1, state = 'pending'
+                    WHERE state IN ('pending', 'ready')
+                      AND id IN (SELECT task FROM dep WHERE dep = t);
+            ELSIF old_state IN ('failed', 'blocked', 'cancelled') THEN
+                -- The replaced end no longer settles the optional edges of waiting dependents.
+                UPDATE task SET remaining_deps = remaining_deps + 1, state = 'pending'
+                    WHERE state IN ('pending', 'ready') AND optional_deps > 0
+                      AND id IN (SELECT task FROM dep WHERE dep = t AND optional <> 0);
+            END IF;
+            IF old_state IS NOT NULL THEN
+                DELETE FROM task WHERE id = t;
+                DELETE FROM dep WHERE task = t;
+            END IF;
+            IF old_optional > 0 THEN
+                DELETE FROM input_summary WHERE task = t;
+            END IF;
+            INSERT INTO task (id, generation, seq, state, fn, args, remaining_deps,
+                              became_ready_at, due, priority, claim_key, claim_due,
+                              optional_deps)
+                VALUES (t, coalesce(old_generation, 0) + 1, seq_,
+                        CASE WHEN remaining > 0 THEN 'pending' ELSE 'ready' END, fns_[i],
+                        args_[i], remaining, CASE WHEN remaining = 0 THEN now_ END, due_,
+                        p_priorities[i],
+                        CASE WHEN p_aging IS NULL THEN p_priorities[i]
+                             ELSE p_priorities[i] * p_aging - due_ END,
+                        CASE WHEN p_aging IS NULL THEN due_ ELSE 0 END, cardinality(opts_));
+            seq_ := seq_ + 1;
+            IF cardinality(deps_) > 0 THEN
+                INSERT INTO dep (task, dep, optional)
+                    SELECT t, x.d, CASE WHEN x.d = ANY (opts_) THEN 1 ELSE 0 END
+                      FROM unnest(deps_) AS x(d);
+            END IF;
+            IF p_record THEN
+                -- D and O in code point order, as the client's sorted() writes them
+                INSERT INTO step (action, params, at)
+                    SELECT CASE WHEN cardinality(opts_) > 0 THEN 'SubmitOptional'
+                                ELSE 'Submit' END,
+                           CASE WHEN cardinality(opts_) > 0
+                                THEN json_build_object('t', t, 'D', d_json, 'O', o_json,
+                                                       'p', p_priorities[i], 'd', delay_)
+                                ELSE json_build_object('t', t, 'D', d_json,
+                                                       'p', p_priorities[i], 'd', delay_)
+                           END::text, now_
+                      FROM (SELECT (SELECT coalesce(json_agg(x ORDER BY x COLLATE "C"), '[]')
+                                      FROM unnest(deps_) AS x) AS d_json,
+                                   (SELECT coalesce(json_agg(x ORDER BY x COLLATE "C"), '[]')
+                                      FROM unnest(opts_) AS x) AS o_json,
+                                   CASE WHEN p_run_ats[i] IS NOT NULL THEN due_ - now_
+                                        ELSE coalesce(p_delays[i], 0) END AS delay_) AS params;
+            END IF;
+            generations[i] := coalesce(old_generation, 0) + 1;
+            IF remaining = 0 THEN
+                ready := true;
+                ready_later := ready_later OR due_ > now_;
+            END IF;
+        END LOOP;
+    EXCEPTION WHEN SQLSTATE 'RSB01' THEN
+        RETURN NULL;
+    END;
+    PERFORM refsched_count('next_seq', cardinality(generations));
+    PERFORM refsched_count('count:submitted', cardinality(generations));
+    IF ready_later THEN
+        -- One not yet due: the idle workers read the next due time again.
+        PERFORM pg_notify(p_channel, '');
+    ELSIF ready THEN
+        PERFORM refsched_wake(p_virtual, p_channel, p_max);
+    END IF;
+    RETURN generations;
 END
 $$;
 

@@ -195,7 +195,8 @@ class Budget:
                                            "tests/durable/test_worker.py",
                                            "tests/durable/test_scheduler.py",
                                            "tests/durable/test_faults.py",
-                                           "tests/durable/test_postgres.py")
+                                           "tests/durable/test_postgres.py",
+                                           "tests/durable/test_bulk.py")
     # The recurring schedules' tests, each store's history checked against the schedule's
     # model, then their faults: the unit layer of the schedule engine and the decision pass.
     schedule_unit_files: tuple[str, ...] = ("tests/durable/test_schedules.py",

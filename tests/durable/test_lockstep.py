@@ -47,6 +47,16 @@ def test_durable_scheduler_agrees_with_the_model_and_takes_every_action() -> Non
         assert ledger.actions[f"refused: {error}"] >= 1, ledger.summary()
 
 
+def test_the_postgresql_store_takes_batches_as_the_model(postgres_url: str) -> None:
+    # The batch rule on: its batches go through the server's refsched_submit_many, or (an item
+    # refused) through the client's transaction.
+    ledger = run_durable_lockstep(postgres_factory(postgres_url), examples=20, steps=40, seed=1,
+                                  bulk=True)
+    assert ledger.actions["submit_many (batches)"] >= 10, ledger.summary()
+    assert ledger.actions["Submit"] >= 1 and ledger.actions["refused: CycleError"] + \
+        ledger.actions["refused: UnknownDependencyError"] >= 1, ledger.summary()
+
+
 def test_the_postgresql_store_agrees_with_the_model(postgres_url: str) -> None:
     # (seed 1: its 40 walks take each action below; seed 0's took no Complete once the walks
     # also drew submit_optional and add_deps)

@@ -72,10 +72,11 @@ def test_the_common_steps_are_one_call_each_on_the_server(postgres_url: str) -> 
     (lease,) = db.claim("w")
     assert db.complete(lease, 7) is TaskState.SUCCEEDED
     assert seen == [("submit", True), ("claim", True), ("complete", True)]
-    # What the functions leave to the client: a repeated report, a submit with deps.
+    # What the functions leave to the client: a repeated report. A submit with deps is the
+    # batch function's, given a batch of one.
     assert db.complete(lease, 7) is TaskState.SUCCEEDED
     assert db.submit("b", ["a"], fn=NOOP) == 1
-    assert seen[3:] == [("complete", False)]
+    assert seen[3:] == [("complete", False), ("submit_many", True)]
     assert db.info("a").result == 7 and db.state("b") is TaskState.READY
     assert db.stats().succeeded == 1 and db.stats().duplicate_callbacks == 1
     db.release()

@@ -7,7 +7,8 @@ A Hypothesis state machine makes each call on both sides: on the model
 max_attempts=..., clock="virtual", record=True)`` over a fresh SQLite store in a temporary
 folder. The rules are the API calls and the worker's moves: ``submit``, ``submit_optional``
 (``submit(..., optional=...)``: SubmitOptional), ``add_deps`` (AddDeps, mostly on a pending
-version), ``start``,
+version), ``submit_many`` (a batch of a few items: their Submit steps in order, or the whole
+batch refused with the model unchanged), ``start``,
 ``claim(worker, limit)`` (the model predicts the whole transaction with ``claim_transaction``:
 Expire, Reclaim, Claim), ``heartbeat`` / ``complete`` / ``fail`` / ``acknowledge_cancel`` with a
 lease the worker holds (current, or lost: a Refused step), with a lease it no longer holds (a
@@ -179,6 +180,9 @@ class _Has:
             setattr(self, flag, True if profile is None else bool(getattr(profile, flag)))
         # edge kinds and add_deps: the full contract's, or a profile's that names them
         self.edges = profile is None or bool(getattr(profile, "edges", False))
+        # submit_many: the full contract's, or a profile's that names it (the machine also asks
+        # that the factory have it: a remote implementation's adapter has no batch call)
+        self.bulk = profile is None or bool(getattr(profile, "bulk", False))
 
     deps: bool
     generations: bool
@@ -191,6 +195,7 @@ class _Has:
     validates: bool
     time: bool
     edges: bool
+    bulk: bool
 
 
 class ModelRefused(Exception):
@@ -214,7 +219,7 @@ def model_takes(model: DurableSnapshot, step: Step,
 
 
 def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
-                             fatal: Fatal = (), profile: Any = None
+                             fatal: Fatal = (), profile: Any = None, bulk: bool | None = None
                              ) -> type[RuleBasedStateMachine]:
     """The state machine that drives ``factory`` (a DurableScheduler class) and the model.
 
@@ -225,8 +230,12 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
     model starts at once and ``start()`` is not called; without ``cancel``, ``retry``,
     ``close`` or ``heartbeat`` those calls are not made; without ``snapshot`` only the answers
     (and the leases the workers hold) are compared; without ``validates`` no bad call is made.
+    ``bulk``: whether walks call ``submit_many``; None: when the contract is the full one and
+    ``factory`` has it (a DurableScheduler class).
     """
     has = _Has(profile)
+    has.bulk = (has.bulk and callable(getattr(factory, "submit_many", None))
+                if bulk is None else bulk)
     reports = sorted(m for m in _REPORTS
                      if (m != "heartbeat" or has.heartbeat)
                      and (m != "acknowledge_cancel" or has.cancel))
@@ -502,6 +511,56 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 else:
                     self.answer(got, None, refusal.error)
 
+        # Only the full contract's machine has this rule (a profile's implementation may have
+        # no batch call), so that the walks of the profiles' checks stay as they were.
+        if has.bulk:
+            @precondition(lambda self: has.bulk and len(self.calls) % 3 == 0)
+            @rule(items=st.lists(st.tuples(st.sampled_from(IDS),
+                                           st.frozensets(st.sampled_from(IDS), max_size=2),
+                                           st.frozensets(st.sampled_from(IDS), max_size=1)),
+                                 min_size=1, max_size=3),
+                  bad=st.integers(0, 5))
+            def submit_many(self, items: list[tuple[str, frozenset[str], frozenset[str]]],
+                            bad: int) -> None:
+                """``submit_many`` of a few items: Spec: the Submit (SubmitOptional, for an
+                item with optional deps) of each item, in order. Refused whole, the model
+                unchanged, when the model refuses an item in the state the items before it
+                leave (the first such refusal's error), or when an item is bad (``bad == 0``:
+                one more item at the end names no function: InvalidArgumentError)."""
+                batch: list[dict[str, Any]] = []
+                steps: list[Step] = []
+                generations: list[int] = []
+                model, refusal = self.model, None
+                for t, deps, optional in items:
+                    optional = optional - {t} if has.edges else frozenset()
+                    deps = (deps | optional) - {t}
+                    batch.append({"id": t, "deps": sorted(deps - optional), "fn": FN,
+                                  **({"optional": sorted(optional)} if optional else {})})
+                    steps.append(
+                        Step("SubmitOptional", (("t", t), ("D", deps), ("O", optional),
+                                                ("p", 0), ("d", 0))) if optional else
+                        Step("Submit", (("t", t), ("D", deps), ("p", 0), ("d", 0))))
+                    if refusal is None:
+                        action = ACTIONS[steps[-1].action]
+                        args = action.arguments(steps[-1].param_map)
+                        refusal = action.refused(model, *args, limits=self.limits)
+                        if refusal is None:
+                            model = action.step(model, *args, limits=self.limits)
+                            generations.append(model.scheduler.tasks[t].generation)
+                if bad == 0:
+                    batch.append({"id": "a", "fn": "not a function"})
+                got = self.call(f"submit_many({batch!r})", lambda: self.db.submit_many(batch))
+                ledger.actions["submit_many (batches)"] += 1
+                if bad == 0:
+                    self.answer(got, None, InvalidArgumentError)
+                elif refusal is None:
+                    self.take(steps)
+                    for t, _, _ in items:
+                        self.enders.pop(t, None)
+                    self.answer(got, generations, None)
+                else:
+                    self.answer(got, None, refusal.error)
+
         @precondition(lambda self: has.start and not self.model.scheduler.started)
         @rule()
         def start(self) -> None:
@@ -746,7 +805,8 @@ def run_durable_lockstep(factory: Callable[..., Any] = DurableScheduler, example
                          steps: int = 40, seed: int | None = None, *,
                          ledger: Ledger | None = None,
                          hypothesis_settings: Mapping[str, Any] | None = None,
-                         fatal: Fatal = (), profile: Any = None) -> Ledger:
+                         fatal: Fatal = (), profile: Any = None,
+                         bulk: bool | None = None) -> Ledger:
     """Run the lock-step machine for ``examples`` walks of up to ``steps`` calls each.
 
     Raises :class:`Disagreement` on the first failure, shrunk by Hypothesis to a shortest walk
@@ -754,7 +814,8 @@ def run_durable_lockstep(factory: Callable[..., Any] = DurableScheduler, example
     ``hypothesis_settings`` overrides the settings chosen here.
     """
     ledger = Ledger() if ledger is None else ledger
-    machine = durable_lockstep_machine(factory, ledger, fatal=fatal, profile=profile)
+    machine = durable_lockstep_machine(factory, ledger, fatal=fatal, profile=profile,
+                                       bulk=bulk)
     run_machine(machine, examples=examples, steps=steps, seed=seed,
                 overrides=hypothesis_settings, slow=True)
     return ledger

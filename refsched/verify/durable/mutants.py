@@ -160,6 +160,51 @@ CATALOGUE: tuple[Mutant, ...] = (
        "none of its optional parents' ends",
        """    IF with_inputs THEN""",
        """    IF false THEN"""),
+    # -- DurableScheduler: the batch submit and the DAG path on the server (tests/durable/
+    # test_bulk.py, tests/durable/test_bulk_mutants.py) -----------------------------------------
+    _m("durable_bulk_not_atomic", _D,
+       "submit_many() commits each item in a transaction of its own: an item refused leaves "
+       "the items before it stored",
+       """        with self._counting_cycles(), self._store.transaction() as tx:
+            return self._submit_batch(tx, items)""",
+       """        with self._counting_cycles():
+            generations = []
+            for item in items:
+                with self._store.transaction() as tx:
+                    generations += self._submit_batch(tx, [item])
+            return generations"""),
+    _m("durable_bulk_skips_cycle_check", _D,
+       "submit_many() after start() looks for no cycle through its items: a batch closes one",
+       """        if started:
+            self._check_deps_known_and_acyclic(tx, item.call, task_id, dep_list, states)""",
+       """        if started and item.call == "submit":
+            self._check_deps_known_and_acyclic(tx, item.call, task_id, dep_list, states)
+        elif started and any(d not in states for d in dep_list):
+            raise UnknownDependencyError(f"{item.call}({task_id!r}): unknown dependencies",
+                                         [(task_id, d) for d in dep_list if d not in states])"""),
+    _m("durable_steps_bulk_skips_cycle_check", _DF,
+       "the server-side batch submit looks for no cycle: a batch (or a submit with deps) "
+       "after start() closes one",
+       """                RAISE SQLSTATE 'RSB01';  -- a cycle through t""",
+       """                NULL;  -- a cycle through t"""),
+    _m("durable_steps_bulk_not_atomic", _DF,
+       "the server-side batch submit hands an item it cannot take to the client without "
+       "undoing the items before it",
+       """                    RAISE SQLSTATE 'RSB01';  -- an unknown dep""",
+       """                    RETURN NULL;  -- an unknown dep"""),
+    _m("durable_steps_bulk_optional_as_required", _DF,
+       "the server-side batch submit counts an optional dep that ended otherwise than in "
+       "success as unsettled: the child waits for ever",
+       """                IF (d_ = ANY (opts_)
+                    AND (dep_state IS NULL OR dep_state IN ('pending', 'ready', 'running')))""",
+       """                IF (d_ = ANY (opts_)
+                    AND dep_state IS DISTINCT FROM 'succeeded')"""),
+    _m("durable_steps_complete_fan_in_required_only", _DF,
+       "the server-side complete counts its success for the dependents of its required edges "
+       "only: a child of an optional edge waits for ever",
+       """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);""",
+       """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task
+                                        AND optional = 0);"""),
     # -- DurableScheduler: due times and priorities (docs/time.md; tests/durable/test_time.py) --
     _m("durable_claim_one_tick_early", _D,
        "a claim takes a version one second before its due time",
@@ -175,8 +220,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        """        return priority * self._aging, 0.0"""),
     _m("durable_run_at_not_clamped", _D,
        "a run_at in the past is kept as the due time: the version jumps the queue",
-       """            due = max(at, now) if at is not None else now + (wait or 0.0)""",
-       """            due = at if at is not None else now + (wait or 0.0)"""),
+       """        due = max(at, now) if at is not None else now + (wait or 0.0)""",
+       """        due = at if at is not None else now + (wait or 0.0)"""),
     _m("durable_retry_keeps_old_due", _D,
        "retry() leaves the new versions with the old version's due time",
        """"ended_at = NULL, due = ?, claim_key = ?, claim_due = ? \"""",
@@ -291,8 +336,10 @@ CATALOGUE: tuple[Mutant, ...] = (
     PERFORM refsched_wake"""),
     _m("durable_steps_replaced_success_still_counts", _DF,
        "a submit on the server that replaces a success leaves the waiting dependents counting it",
-       """    IF old_state = 'succeeded' THEN""",
-       """    IF false THEN"""),
+       """    IF old_state = 'succeeded' THEN
+        -- The replaced success""",
+       """    IF false THEN
+        -- The replaced success"""),
     _m("durable_steps_claim_one_tick_early", _DF,
        "the server-side claim takes a version one second before its due time",
        """WHERE id IN (SELECT id FROM task WHERE state = 'ready' AND due <= now_""",
@@ -321,8 +368,8 @@ CATALOGUE: tuple[Mutant, ...] = (
 WAKEUPS: tuple[Mutant, ...] = (
     _m('durable_submit_no_wake', _D,
        'a client-side submit of a ready version after start wakes nobody',
-       """                tx.wake(self._max, always=due > now)""",
-       """                pass"""),
+       """            tx.wake(self._max, always=due > now)""",
+       """            pass"""),
     _m('durable_start_no_wake', _D, 'start() wakes nobody for the versions already ready',
        """            self._step(tx, "Start")
             tx.wake(self._max)""",

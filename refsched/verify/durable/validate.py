@@ -385,8 +385,10 @@ def validate_history(history: Sequence[Any], *, max_concurrency: int, max_attemp
     history = durable_steps(history)
     if not history:
         _check([], frozenset(), frozenset())
+    # (the deps of every step that names some: a dep never submitted is an id of the instance)
     task_set = set(tasks) if tasks is not None else _named(history, "t") | {
-        d for e in history if isinstance(e, (tuple, list)) and len(e) > 1 and e[0] == "Submit"
+        d for e in history if isinstance(e, (tuple, list)) and len(e) > 1
+        and e[0] in (*_SUBMITS, "AddDeps")
         and isinstance(e[1], Mapping) for d in e[1].get("D", ()) if isinstance(d, str)}
     worker_set = set(workers) if workers is not None else _named(history, "w") or {"w"}
     module_name = "DurableTraceCheck"
