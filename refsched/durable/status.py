@@ -86,7 +86,7 @@ def _path_text(path: list[str]) -> str:
 
 def _record_text(r: dict[str, Any]) -> str:
     """One line: how a version came to end."""
-    said = ", ".join(f"{k} {_cut(r[k])!r}" for k in ("actor", "reason") if r[k] is not None)
+    said = "; ".join(f"{k}: {_cut(r[k])}" for k in ("actor", "reason") if r[k] is not None)
     return (f"root {r['root']!r} generation {r['generation']} {r['end']} at {_moment(r['time'])}"
             + (f" ({said})" if said else "") + f", path {_path_text(r['path'])}")
 
