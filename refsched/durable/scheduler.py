@@ -492,12 +492,14 @@ def _record_dead(tx: Tx) -> None:
                   "('failed', 'blocked', 'cancelled') ORDER BY seq")
     causes = {t: json.loads(_own_record(t, int(g), s, None, None, float(at or 0.0)))
               for t, g, s, at, _ in rows if s != "blocked"}
-    # each blocked version's blamed dep first: the one Settle blamed
-    blame: dict[str, list[str]] = {t: [bb] for t, _, s, _, bb in rows if s == "blocked"}
+    # each blocked version's blamed dep first: the one Settle blamed (BlockedHasCause)
+    dead = {t for t, *_ in rows}
+    blame: dict[str, list[str]] = {t: [bb] if bb in dead else []
+                                   for t, _, s, _, bb in rows if s == "blocked"}
     for t, d in tx.all("SELECT dep.task, d.id FROM dep JOIN task x ON x.id = dep.task JOIN task "
                        "d ON d.id = dep.dep WHERE x.state = 'blocked' AND dep.optional = 0 AND "
                        "d.state IN ('failed', 'blocked', 'cancelled') ORDER BY d.seq"):
-        if d != blame[t][0]:
+        if d not in blame[t]:
             blame[t].append(d)
     made = {**causes, **_blocked_records({t: ds for t, ds in blame.items() if ds}, causes)}
     tx.many("UPDATE task SET provenance = ? WHERE id = ?",
