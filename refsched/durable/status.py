@@ -4,8 +4,7 @@
 ``status``: counts by state, the live leases (worker, attempt, seconds left on the store's
 clock), the ready versions not yet due (seconds left, priority), the versions whose lease ran
 out, the blocked and failed versions with their causes, and the provenance of the blocked and
-cancelled versions (the first :data:`PROVENANCE_LIMIT`, in seq order: root, path, actor,
-reason).
+cancelled versions (the first :data:`PROVENANCE_LIMIT`, in seq order: root and path).
 ``jobs``: one line per task id (state, generation, attempt, worker, timings, result or error).
 ``show ID``: everything the store keeps of one id (its due time and priority too), the
 failure's traceback and the provenance of a blocked or cancelled version included.
@@ -85,10 +84,9 @@ def _path_text(path: list[str]) -> str:
 
 
 def _record_text(r: dict[str, Any]) -> str:
-    """One line: how a version came to end."""
-    said = "; ".join(f"{k}: {_cut(r[k])}" for k in ("actor", "reason") if r[k] is not None)
-    return (f"root {r['root']!r} generation {r['generation']} {r['end']} at {_moment(r['time'])}"
-            + (f" ({said})" if said else "") + f", path {_path_text(r['path'])}")
+    """One line: the root and the path (``show`` gives the actor, the reason and the time)."""
+    return (f"root {r['root']!r} (generation {r['generation']}, {r['end']}), path "
+            f"{_path_text(r['path'])}")
 
 
 def _seconds(value: float | None) -> float | None:
