@@ -48,13 +48,16 @@ from refsched.types import (
     CloseReport,
     OptionalDepsView,
     ParentOutcome,
+    Provenance,
+    ProvenanceView,
     Snapshot,
     TaskState,
     VersionView,
 )
+from refsched.values import check_note
 
-__all__ = ["AGING", "MAX_ID_BYTES", "DurableInfo", "DurableScheduler", "DurableStats", "Lease",
-           "LeaseView", "StoreView", "TimeView", "storable"]
+__all__ = ["AGING", "MAX_ID_BYTES", "MAX_NOTE_CHARS", "DurableInfo", "DurableScheduler",
+           "DurableStats", "Lease", "LeaseView", "StoreView", "TimeView", "storable"]
 
 _WAITING = ("pending", "ready")
 _DEAD = ("failed", "blocked", "cancelled")
@@ -147,6 +150,8 @@ class DurableInfo:
     optional: frozenset[str] = frozenset()  # the deps whose edge is optional (a subset of deps)
     # how each optional dep ended (input_summary()): fixed when the version was claimed
     input_summary: dict[str, ParentOutcome] = field(default_factory=dict)
+    # when blocked or cancelled: how it came to end (root, path, actor, reason, store time)
+    provenance: Provenance | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,6 +402,117 @@ def _error_text(error: object) -> str | None:
         except InvalidArgumentError:
             text = _safe_repr(error)
     return storable(text)
+
+
+#: The longest ``actor`` or ``reason`` a provenance record keeps, in characters: ``cancel()``
+#: refuses a longer one, and a failure's error text is cut to it (:func:`_note_cut`).
+MAX_NOTE_CHARS = 1000
+
+
+def _check_note(call: str, task_id: str, actor: object, reason: object) -> None:
+    """``actor`` and ``reason`` of a call that ends a version: each None or a str (the
+    in-memory scheduler's rule), of at most :data:`MAX_NOTE_CHARS` characters."""
+    check_note(call, task_id, actor, reason)
+    for name, value in (("actor", actor), ("reason", reason)):
+        if isinstance(value, str) and len(value) > MAX_NOTE_CHARS:
+            raise InvalidArgumentError(f"{call}({task_id!r}, {name}=<{len(value)} characters>): "
+                                       f"{name} has at most {MAX_NOTE_CHARS} characters")
+
+
+def _note_cut(text: str | None) -> str | None:
+    """A text a record keeps as its reason (an error's, as ``fail()`` stored it): its first
+    :data:`MAX_NOTE_CHARS` characters, then how many were left out (the version's ``error``
+    has them all)."""
+    if text is None or len(text) <= MAX_NOTE_CHARS:
+        return text
+    return f"{text[:MAX_NOTE_CHARS]}... ({len(text) - MAX_NOTE_CHARS} more characters)"
+
+
+def _own_record(t: str, generation: int, end: str, actor: str | None, reason: str | None,
+                now: float) -> str:
+    """Spec: EndRecord: the provenance of a version that ended itself (``end`` 'failed' or
+    'cancelled'), as the store keeps it (JSON): its own root, its path itself alone, what the
+    call that ended it said, and the store's time. A failed version keeps it for the versions
+    its failure blocks, which extend it."""
+    return json.dumps({"root": t, "generation": generation, "end": end, "path": [t],
+                       "actor": actor, "reason": reason, "time": now}, separators=(",", ":"))
+
+
+def _blocked_records(blame: dict[str, list[str]],
+                     causes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Spec Settle's ``record``: the provenance of each version Settle blocks.
+
+    ``blame[x]``: the required deps of a blocked version ``x`` that are dead or blocked with
+    it, in seq order (the first is its ``blocked_by``); ``causes``: the record of each of them
+    that was dead before (a failed one's own). A path runs through the blamed dep when its
+    chain of blame leads to a version dead before; in an unstarted graph with a cycle it may
+    loop, and then it runs through the dep of smallest seq one edge nearer to a dead version
+    (``model.dag.actions.blocked_records``, which this mirrors).
+    """
+    sound = set(causes)
+    grew = True
+    while grew:
+        new = {x for x, ds in blame.items() if x not in sound and ds[0] in sound}
+        sound |= new
+        grew = bool(new)
+    level = dict.fromkeys(causes, 0)
+    left, k = set(blame), 0
+    while left:
+        k += 1
+        near = {x for x in left if any(level.get(d, k) < k for d in blame[x])}
+        if not near:  # cannot happen: each blocked version reaches a dead one
+            break
+        level.update(dict.fromkeys(near, k))
+        left -= near
+
+    def via(x: str) -> str:
+        if x in sound:
+            return blame[x][0]
+        return next(d for d in blame[x] if level.get(d, -2) == level[x] - 1)
+
+    made: dict[str, dict[str, Any]] = {}
+    for x in blame:
+        chain = []  # x, then the blocked versions its path runs back through, not yet made
+        y = x
+        while y in blame and y not in made:
+            chain.append(y)
+            y = via(y)
+        for z in reversed(chain):
+            d = via(z)
+            before = made[d] if d in blame else causes[d]
+            made[z] = {**before, "path": [*before["path"], z]}
+    return made
+
+
+def _record_dead(tx: Tx) -> None:
+    """Give the dead versions of a store older than provenance their records (schema version
+    5's migration): a failed or cancelled one its own, without actor or reason, timed at its
+    end; a blocked one its root's, along the edges Settle would have taken."""
+    rows = tx.all("SELECT id, generation, state, ended_at, blocked_by FROM task WHERE state IN "
+                  "('failed', 'blocked', 'cancelled') ORDER BY seq")
+    causes = {t: json.loads(_own_record(t, int(g), s, None, None, float(at or 0.0)))
+              for t, g, s, at, _ in rows if s != "blocked"}
+    # each blocked version's blamed dep first: the one Settle blamed (BlockedHasCause)
+    dead = {t for t, *_ in rows}
+    blame: dict[str, list[str]] = {t: [bb] if bb in dead else []
+                                   for t, _, s, _, bb in rows if s == "blocked"}
+    for t, d in tx.all("SELECT dep.task, d.id FROM dep JOIN task x ON x.id = dep.task JOIN task "
+                       "d ON d.id = dep.dep WHERE x.state = 'blocked' AND dep.optional = 0 AND "
+                       "d.state IN ('failed', 'blocked', 'cancelled') ORDER BY d.seq"):
+        if d not in blame[t]:
+            blame[t].append(d)
+    made = {**causes, **_blocked_records({t: ds for t, ds in blame.items() if ds}, causes)}
+    tx.many("UPDATE task SET provenance = ? WHERE id = ?",
+            ((json.dumps(r, separators=(",", ":")), t) for t, r in made.items()))
+
+
+def _provenance(text: str | None) -> Provenance | None:
+    """A record as the store keeps it, as ``info()`` gives it."""
+    if text is None:
+        return None
+    r = json.loads(text)
+    return Provenance(r["root"], int(r["generation"]), TaskState(r["end"]), tuple(r["path"]),
+                      r["actor"], r["reason"], float(r["time"]))
 
 
 def _safe_repr(value: object) -> str:
@@ -658,6 +774,8 @@ class DurableScheduler:
                 for v in range(version + 1, SCHEMA_VERSION + 1):
                     for statement in MIGRATIONS[v]:
                         tx.run(statement)
+                if version < 5:
+                    _record_dead(tx)
                 tx.meta_set("schema_version", SCHEMA_VERSION)
                 meta["schema_version"] = SCHEMA_VERSION
             if "aging" not in meta:  # a store older than due times: its migrating writer's
@@ -786,14 +904,29 @@ class DurableScheduler:
         if members:
             tx.many("UPDATE task SET state = 'blocked', ended_at = ? WHERE id = ?",
                     ((tx.now(), x) for x in members))
+            blame: dict[str, list[str]] = {}
             for x in members:
-                (cause,) = tx.one(
+                blame[x] = [d for (d,) in tx.all(
                     "SELECT d.id FROM dep JOIN task d ON d.id = dep.dep WHERE dep.task = ? AND "
                     "dep.optional = 0 AND d.state IN ('failed', 'blocked', 'cancelled') "
-                    "ORDER BY d.seq LIMIT 1", (x,)) or (None,)
-                tx.later("UPDATE task SET blocked_by = ? WHERE id = ?", (cause, x))
+                    "ORDER BY d.seq", (x,))]
+                tx.later("UPDATE task SET blocked_by = ? WHERE id = ?", (blame[x][0], x))
             self._count(tx, "blocked", len(members))
+            self._record_blocked(tx, blame)
         self._settle_optional(tx, list(members))
+
+    def _record_blocked(self, tx: Tx, blame: dict[str, list[str]]) -> None:
+        """Settle's provenance: each version it just blocked (``blame``, as
+        :func:`_blocked_records` takes it) records its root's record with its path extended,
+        in the transaction that blocked it. Only versions that were waiting are blocked, so no
+        record is ever written over: a second cause reaching a blocked version changes
+        nothing."""
+        dead = sorted({d for ds in blame.values() for d in ds} - blame.keys())
+        causes = {d: json.loads(r) for d, r in self._column_of(tx, "provenance", dead).items()
+                  if r is not None}
+        made = _blocked_records(blame, causes)
+        tx.many("UPDATE task SET provenance = ? WHERE id = ?",
+                ((json.dumps(r, separators=(",", ":")), x) for x, r in made.items()))
 
     def _ended(self, tx: Tx, t: str) -> None:
         """Spec: Settle after a step that put ``t`` in a dead state (Fail, AcknowledgeCancel,
@@ -1267,19 +1400,20 @@ class DurableScheduler:
     def _expire(self, tx: Tx, now: float) -> int:
         """Spec: Expire, for every live lease whose deadline is before ``now``, in seq order.
         Returns how many versions failed (out of attempts): slots freed."""
-        expired = tx.all("SELECT id, attempt FROM task WHERE state = 'running' AND "
+        expired = tx.all("SELECT id, attempt, generation FROM task WHERE state = 'running' AND "
                          "holder IS NOT NULL AND deadline < ? ORDER BY seq", (now,))
         failed = 0
-        for t, attempt in expired:
+        for t, attempt, generation in expired:
             self._count(tx, "expired")
             if attempt < self._max_attempts:
                 tx.later("UPDATE task SET holder = NULL, deadline = NULL WHERE id = ?", (t,))
             else:
+                why = (f"lease expired {attempt} times (max_attempts={self._max_attempts}): its "
+                       "workers died or stalled")
+                # its provenance: no actor (the store gave it up), the error as the reason
                 tx.later("UPDATE task SET state = 'failed', holder = NULL, deadline = NULL, "
-                         "ended_at = ?, error = ? WHERE id = ?",
-                         (now, f"lease expired {attempt} times "
-                          f"(max_attempts={self._max_attempts}): its workers died or stalled",
-                          t))
+                         "ended_at = ?, error = ?, provenance = ? WHERE id = ?",
+                         (now, why, _own_record(t, generation, "failed", None, why, now), t))
                 self._count(tx, "failed")
                 failed += 1
             self._step(tx, "Expire", t=t)
@@ -1355,13 +1489,19 @@ class DurableScheduler:
         return self._end(lease, "complete", "Complete", "succeeded", result=text)
 
     def fail(self, lease: Lease, error: Any = None) -> TaskState:
-        """Report failure (Spec: Fail); then blocking spreads (Settle). Errors as complete()."""
+        """Report failure (Spec: Fail); then blocking spreads (Settle). Errors as complete().
+
+        The provenance of each version it blocks names this version as root, the lease's worker
+        as actor and the error's text (as ``info().error`` has it, cut to
+        :data:`MAX_NOTE_CHARS`) as reason."""
         _check_lease("fail", lease)
         return self._end(lease, "fail", "Fail", "failed", error=_error_text(error),
                          trace=_traceback_text(error))
 
     def acknowledge_cancel(self, lease: Lease) -> TaskState:
-        """Report that the function stopped as cancelled (Spec: AcknowledgeCancel)."""
+        """Report that the function stopped as cancelled (Spec: AcknowledgeCancel). The
+        version records its provenance: itself as root, the lease's worker as actor, no
+        reason."""
         _check_lease("acknowledge_cancel", lease)
         return self._end(lease, "acknowledge_cancel", "AcknowledgeCancel", "cancelled")
 
@@ -1382,6 +1522,9 @@ class DurableScheduler:
                 return TaskState(self._row(tx, call, t)[1])
             if trace is not None:  # the version is running until this step: its row is ours
                 tx.later("UPDATE task SET traceback = ? WHERE id = ?", (trace, t))
+            if state != "succeeded":  # it ended itself: its own record, once
+                tx.later("UPDATE task SET provenance = ? WHERE id = ?", (_own_record(
+                    t, lease.generation, state, lease.worker, _note_cut(error), now), t))
             self._count(tx, state)
             self._step(tx, action, w=lease.worker, t=t, g=lease.generation, a=lease.attempt)
             tx.wake(self._max)  # a slot is free, and dependents may be ready
@@ -1400,18 +1543,26 @@ class DurableScheduler:
 
     # ------------------------------------------------------------------ Cancel, Retry, Close
 
-    def cancel(self, task_id: str) -> TaskState:
+    def cancel(self, task_id: str, *, actor: str | None = None,
+               reason: str | None = None) -> TaskState:
         """Cancel a waiting version, or ask a running one to stop (Spec: Cancel).
 
         Waiting -> cancelled, then Settle; running -> ``cancel_requested`` (the worker hears it
-        on its next heartbeat); otherwise no step. Returns the state after the call.
+        on its next heartbeat); otherwise no step. Returns the state after the call. A version
+        cancelled here records its provenance (itself as root, ``actor``, ``reason``, the
+        store's time), and so does each version Settle blocks. Errors: a bad id, or ``actor``
+        or ``reason`` neither None nor a str of at most :data:`MAX_NOTE_CHARS` characters ->
+        ``InvalidArgumentError``; unknown id -> ``UnknownTaskError``.
         """
         _check_id("cancel", task_id)
+        _check_note("cancel", task_id, actor, reason)
         with self._store.transaction() as tx:
-            _, state, _, _, requested, _, _ = self._row(tx, "cancel", task_id)
+            generation, state, _, _, requested, _, _ = self._row(tx, "cancel", task_id)
             if state in _WAITING:
-                tx.later("UPDATE task SET state = 'cancelled', ended_at = ? WHERE id = ?",
-                         (tx.now(), task_id))
+                now = tx.now()
+                tx.later("UPDATE task SET state = 'cancelled', ended_at = ?, provenance = ? "
+                         "WHERE id = ?", (now, _own_record(task_id, generation, "cancelled",
+                                                           actor, reason, now), task_id))
                 self._count(tx, "cancelled")
                 self._step(tx, "Cancel", t=task_id)
                 self._ended(tx, task_id)
@@ -1466,7 +1617,8 @@ class DurableScheduler:
                 tx.run("UPDATE task SET generation = generation + 1, seq = ?, state = ?, "
                        "remaining_deps = ?, blocked_by = NULL, cancel_requested = 0, attempt = 0, "
                        "holder = NULL, deadline = NULL, ended_attempt = NULL, result = NULL, "
-                       "error = NULL, traceback = NULL, became_ready_at = ?, claimed_at = NULL, "
+                       "error = NULL, traceback = NULL, provenance = NULL, became_ready_at = ?, "
+                       "claimed_at = NULL, "
                        "ended_at = NULL, due = ?, claim_key = ?, claim_due = ? "
                        "WHERE id = ?", (seq + i, "pending" if remaining else "ready", remaining,
                                         None if remaining else now, now,
@@ -1494,6 +1646,13 @@ class DurableScheduler:
                     n = tx.run("UPDATE task SET state = 'cancelled', ended_at = ? WHERE state IN "
                                "('pending', 'ready')", (tx.now(),))
                     self._count(tx, "cancelled", n)
+                    # Their records (reason "close", as TaskScheduler.close() gives): every
+                    # version cancelled before has one (ProvenanceRecorded).
+                    now = tx.now()
+                    tx.many("UPDATE task SET provenance = ? WHERE id = ?", (
+                        (_own_record(t, g, "cancelled", None, "close", now), t)
+                        for t, g in tx.all("SELECT id, generation FROM task WHERE state = "
+                                           "'cancelled' AND provenance IS NULL")))
                 self._step(tx, "Close", c=cancel_pending)
             by_state: dict[str, list[str]] = {}
             for t, s in tx.all("SELECT id, state FROM task ORDER BY seq"):
@@ -1677,17 +1836,23 @@ class DurableScheduler:
                                          f"{info.state.value}, not succeeded")
         return info.result
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, *, provenance: bool = False) -> Snapshot:
         """The scheduler part of the state: ``spec/Scheduler.tla``'s variables under the
-        refinement mapping (``claims`` is 1 once a version was claimed)."""
+        refinement mapping (``claims`` is 1 once a version was claimed). With ``provenance``,
+        the spec's provenance too (``Snapshot.provenance``: the record of each blocked and
+        cancelled version, without actor, reason or time)."""
+        records = "provenance" if provenance and self._schema_version >= 5 else "NULL"
         dep_rows, task_rows, meta_rows = self._store.read([
             (f"SELECT task, dep, {self._optional_column} FROM dep", ()),
             ("SELECT id, generation, state, remaining_deps, blocked_by, cancel_requested, "
-             "attempt, seq FROM task", ()),
+             f"attempt, seq, {records} FROM task", ()),
             ("SELECT key, value FROM meta WHERE key IN ('started', 'closed', 'next_seq')", ())])
         deps, optional = _edges(dep_rows)
         tasks: dict[Hashable, VersionView] = {}
-        for t, g, s, rd, bb, cr, a, seq in task_rows:
+        views: dict[Hashable, ProvenanceView] = {}
+        for t, g, s, rd, bb, cr, a, seq, pv in task_rows:
+            if s in ("blocked", "cancelled") and pv is not None:
+                views[t] = _provenance(pv).view()  # type: ignore[union-attr]
             fields = (g, TaskState(s), frozenset(deps.get(t, ())), rd, bb, bool(cr),
                       1 if a else 0, seq)
             opt = optional.get(t)
@@ -1696,7 +1861,7 @@ class DurableScheduler:
                 *fields, optional=frozenset(opt))
         meta: dict[str, Any] = dict(meta_rows)
         return Snapshot(bool(meta["started"]), bool(meta["closed"]), int(meta["next_seq"]),
-                        tasks)
+                        tasks, views if provenance else None)
 
     @property
     def _optional_column(self) -> str:
@@ -1730,6 +1895,7 @@ class DurableScheduler:
         where, params = ("WHERE id = ?", (task_id,)) if task_id is not None else ("", ())
         trace = "traceback" if self._schema_version >= 2 else "NULL"
         times = "due, priority" if self._schema_version >= 3 else "0, 0"
+        times += ", provenance" if self._schema_version >= 5 else ", NULL"
         queries: list[tuple[str, Sequence[Any]]] = [
             (f"SELECT {self._store.clock_sql}", ()),
             ("SELECT key, value FROM meta", ()),
@@ -1765,9 +1931,10 @@ class DurableScheduler:
             DurableInfo(t, g, TaskState(st), frozenset(deps.get(t, ())), rd, bb, bool(cr), fn,
                         json.loads(args), seq, a, h, dl,
                         None if res is None else json.loads(res), err, tb, ls, br, ca, ea,
-                        float(due), int(p), frozenset(optional.get(t, ())), inputs.get(t, {}))
+                        float(due), int(p), frozenset(optional.get(t, ())), inputs.get(t, {}),
+                        _provenance(pv) if st in ("blocked", "cancelled") else None)
             for (t, g, st, rd, bb, cr, fn, args, seq, a, h, dl, res, err, tb, ls, br, ca, ea,
-                 due, p) in task_rows)
+                 due, p, pv) in task_rows)
         return StoreView(float(now_rows[0][0]), dict(meta_rows), versions)
 
     def leases(self) -> dict[str, LeaseView]:
@@ -1829,8 +1996,12 @@ class DurableScheduler:
     def check_invariants(self) -> None:
         """Raise ``InvariantViolation`` if the store holds a state the spec forbids."""
         # Every query in one read of one state; the first invariant broken is reported.
+        recorded = ("SELECT id, state FROM task WHERE (state IN ('failed', 'blocked', "
+                    "'cancelled')) != (provenance IS NOT NULL) LIMIT 1"
+                    if self._schema_version >= 5 else "SELECT 1 WHERE 1 = 0")
         (type_ok, indegree, running, blocked_cause, blocked_propagated, started, dangling,
-         seqs, edges, attempts, lease_out_of_running, ended_by_other) = self._store.read([
+         seqs, edges, attempts, lease_out_of_running, ended_by_other,
+         unrecorded) = self._store.read([
             ("SELECT id, state FROM task WHERE state NOT IN ('pending', 'ready', 'running', "
              "'succeeded', 'failed', 'blocked', 'cancelled') OR generation < 1 LIMIT 1", ()),
             ("SELECT id, remaining_deps, n FROM (SELECT x.id, x.state, x.remaining_deps, "
@@ -1855,7 +2026,8 @@ class DurableScheduler:
             ("SELECT id FROM task WHERE (holder IS NOT NULL AND (state != 'running' OR "
              "deadline IS NULL)) OR (state = 'running' AND attempt < 1) LIMIT 1", ()),
             ("SELECT id FROM task WHERE ended_attempt IS NOT NULL AND (state NOT IN "
-             "('succeeded', 'failed', 'cancelled') OR ended_attempt != attempt) LIMIT 1", ())])
+             "('succeeded', 'failed', 'cancelled') OR ended_attempt != attempt) LIMIT 1", ()),
+            (recorded, ())])
 
         def fail(name: str, detail: str) -> None:
             raise InvariantViolation(name, detail)
@@ -1886,3 +2058,8 @@ class DurableScheduler:
         if ended_by_other:
             fail("OnlyCurrentAttemptEnds", f"{ended_by_other[0][0]!r} ended by an attempt not "
                  "its last")
+        if unrecorded:
+            # Spec: ProvenanceRecorded (the store keeps a failed version's own record too)
+            fail("ProvenanceRecorded", f"{unrecorded[0][0]!r} is {unrecorded[0][1]} "
+                 + ("without a provenance record" if unrecorded[0][1] in _DEAD
+                    else "with a provenance record"))

@@ -1,9 +1,10 @@
--- The durable scheduler's schema, version 4: spec/DurableScheduler.tla's variables as rows.
+-- The durable scheduler's schema, version 5: spec/DurableScheduler.tla's variables as rows.
 -- Created by the code that reads it (refsched/durable/store.py), inside one transaction.
 -- Version 2 added task.traceback; version 3 the due times and priorities of docs/time.md
 -- (task.due, priority, claim_key, claim_due and the index task_claim in place of task_ready);
 -- version 4 the edge kinds of docs/semantics.md (dep.optional, task.optional_deps) and the
--- input summaries of claimed versions (the table input_summary).
+-- input summaries of claimed versions (the table input_summary); version 5 the provenance
+-- of dead versions (task.provenance).
 -- MIGRATIONS in store.py brings an older store up to date.
 -- schema_postgres.sql is the same tables in PostgreSQL's types: change both together.
 
@@ -45,7 +46,12 @@ CREATE TABLE IF NOT EXISTS task (
     -- with strict priority: claim_key = priority, claim_due = due.
     claim_key        REAL NOT NULL DEFAULT 0,
     claim_due        REAL NOT NULL DEFAULT 0,
-    optional_deps    INTEGER NOT NULL DEFAULT 0   -- == its dep rows with optional = 1
+    optional_deps    INTEGER NOT NULL DEFAULT 0,  -- == its dep rows with optional = 1
+    -- JSON, set once when the version fails, is cancelled or is blocked, in that transaction:
+    -- {root, generation, end, path, actor, reason, time} (docs/durable.md, Provenance);
+    -- NULL while it is not dead. A failed version keeps its own (its blocked dependents
+    -- extend it); info() shows it for blocked and cancelled versions.
+    provenance       TEXT
 );
 -- The claim order, one index scan; and the ready versions by due time (the next one due).
 CREATE INDEX IF NOT EXISTS task_claim ON task (claim_key DESC, claim_due, seq)

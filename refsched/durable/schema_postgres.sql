@@ -1,4 +1,4 @@
--- The durable scheduler's schema on PostgreSQL, version 4: schema.sql's tables, typed.
+-- The durable scheduler's schema on PostgreSQL, version 5: schema.sql's tables, typed.
 -- Created by refsched/durable/postgres.py inside one transaction, in the store's own schema
 -- (the `schema` URL parameter, "refsched" by default), so several stores share one database.
 --
@@ -42,7 +42,8 @@ CREATE TABLE IF NOT EXISTS task (
     priority         BIGINT NOT NULL DEFAULT 0,
     claim_key        DOUBLE PRECISION NOT NULL DEFAULT 0,
     claim_due        DOUBLE PRECISION NOT NULL DEFAULT 0,
-    optional_deps    INTEGER NOT NULL DEFAULT 0
+    optional_deps    INTEGER NOT NULL DEFAULT 0,
+    provenance       TEXT
 );
 CREATE INDEX IF NOT EXISTS task_claim ON task (claim_key DESC, claim_due, seq)
     WHERE state = 'ready';

@@ -3,10 +3,11 @@
 
 ``status``: counts by state, the live leases (worker, attempt, seconds left on the store's
 clock), the ready versions not yet due (seconds left, priority), the versions whose lease ran
-out, and the blocked and failed versions with their causes.
+out, the blocked and failed versions with their causes, and the provenance of the blocked and
+cancelled versions (the first :data:`PROVENANCE_LIMIT`, in seq order: root and path).
 ``jobs``: one line per task id (state, generation, attempt, worker, timings, result or error).
 ``show ID``: everything the store keeps of one id (its due time and priority too), the
-failure's traceback included.
+failure's traceback and the provenance of a blocked or cancelled version included.
 ``retry ID`` / ``cancel ID``: the spec's Retry and Cancel.
 ``schedules``: each recurring schedule, its next slot, and its latest slots with their decision.
 
@@ -42,6 +43,11 @@ __all__ = ["cancel_main", "jobs", "jobs_main", "main", "retry_main", "schedules_
 #: ``--json`` give it whole).
 TEXT_LIMIT = 200
 
+#: How many blocked and cancelled versions ``status`` gives the provenance of, and how many ids
+#: of a path its text shows (``show`` and ``--json`` give each path whole).
+PROVENANCE_LIMIT = 20
+PATH_LIMIT = 8
+
 EXIT_CODES = ("Exit codes: 0 done, 1 the store refused (an unknown task id, a version not in a "
               "state that allows it), 2 usage or store error.")
 
@@ -55,6 +61,32 @@ def _cut(text: str | None, limit: int = TEXT_LIMIT) -> str | None:
         line = line[:limit]
     left = len(text) - len(line)
     return line if not left else f"{line}... ({left} more characters: refsched show)"
+
+
+def _record(v: DurableInfo) -> dict[str, Any] | None:
+    """A version's provenance as JSON values (None when it has none: not blocked or
+    cancelled)."""
+    p = v.provenance
+    if p is None:
+        return None
+    return {"root": p.root, "generation": p.generation, "end": p.end.value,
+            "path": list(p.path), "actor": p.actor, "reason": p.reason, "time": p.time}
+
+
+def _path_text(path: list[str]) -> str:
+    """A provenance path, root first, at most :data:`PATH_LIMIT` ids (the first and the last
+    ones, saying how many were left out)."""
+    shown = [repr(x) for x in path]
+    if len(shown) > PATH_LIMIT:
+        head, tail = PATH_LIMIT // 2, PATH_LIMIT - PATH_LIMIT // 2
+        shown = [*shown[:head], f"... ({len(shown) - PATH_LIMIT} more)", *shown[-tail:]]
+    return " -> ".join(shown)
+
+
+def _record_text(r: dict[str, Any]) -> str:
+    """One line: the root and the path (``show`` gives the actor, the reason and the time)."""
+    return (f"root {r['root']!r} (generation {r['generation']}, {r['end']}), path "
+            f"{_path_text(r['path'])}")
 
 
 def _seconds(value: float | None) -> float | None:
@@ -88,6 +120,8 @@ def _version(view: StoreView, v: DurableInfo) -> dict[str, Any]:
                               "result": o.result, "error": o.error,
                               "blocked_by": o.blocked_by}
                           for d, o in sorted(v.input_summary.items())},
+        # docs/durable.md: how a blocked or cancelled version came to end
+        "provenance": _record(v),
     }
 
 
@@ -100,7 +134,14 @@ def status(db: DurableScheduler) -> dict[str, Any]:
     awaiting: list[str] = []
     problems: list[dict[str, Any]] = []
     delayed: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
+    ended = 0  # blocked and cancelled versions: those with a record
     for v in view.versions:
+        record = _record(v)
+        if record is not None:
+            ended += 1
+            if len(records) < PROVENANCE_LIMIT:
+                records.append({"task": v.task_id, "state": v.state.value, **record})
         state = v.state.value
         by_state[state] = by_state.get(state, 0) + 1
         if state == "ready" and v.due > now:  # ready, waiting for its time
@@ -126,6 +167,8 @@ def status(db: DurableScheduler) -> dict[str, Any]:
             "by_state": by_state, "live_leases": live, "awaiting_reclaim": awaiting,
             "not_yet_due": delayed,
             "problems": problems,
+            # the first PROVENANCE_LIMIT blocked or cancelled versions, and how many more
+            "provenance": records, "provenance_left_out": ended - len(records),
             "counters": {k[len("count:"):]: int(v) for k, v in sorted(settings.items())
                          if k.startswith("count:") and k != "count:cycles_reported"}}
 
@@ -150,6 +193,13 @@ def _status_text(report: dict[str, Any]) -> str:
         lines.append(f"  {t!r}: lease expired, waiting for a worker to take it over")
     for p in report["problems"]:
         lines.append(f"  {p['state']} {p['task']!r}: {_cut(p['cause'])}")
+    if report["provenance"]:
+        lines.append("provenance of the blocked and cancelled versions:")
+    for r in report["provenance"]:
+        lines.append(f"  {r['state']} {r['task']!r}: {_record_text(r)}")
+    if report["provenance_left_out"]:
+        lines.append(f"  ... {report['provenance_left_out']} more (refsched show ID, or "
+                     "--json)")
     return "\n".join(lines)
 
 
@@ -205,6 +255,12 @@ def _show_text(row: dict[str, Any]) -> str:
         lines.append(f"  result: {json.dumps(row['result'])}")
     if row["error"] is not None:
         lines.append(f"  error: {row['error']}")
+    if row["provenance"] is not None:
+        r = row["provenance"]
+        said = "".join(f"\n    {k}: {r[k]}" for k in ("actor", "reason") if r[k] is not None)
+        lines.append(f"  provenance: root {r['root']!r} generation {r['generation']} {r['end']} "
+                     f"at {_moment(r['time'])}{said}\n    path: "
+                     + " -> ".join(repr(x) for x in r["path"]))
     if row["traceback"] is not None:
         lines.append("  traceback:")
         lines.extend("    " + line for line in row["traceback"].rstrip("\n").split("\n"))
@@ -303,13 +359,18 @@ def retry_main(argv: Sequence[str] | None = None) -> int:
 
 def cancel_main(argv: Sequence[str] | None = None) -> int:
     """``refsched cancel``."""
-    args = _task_args("cancel", "Cancel a waiting version, or ask a running one to stop (its "
-                                "worker hears it on its next heartbeat) (spec: Cancel).",
-                                argv)
+    parser = _parser("cancel", "Cancel a waiting version, or ask a running one to stop (its "
+                               "worker hears it on its next heartbeat) (spec: Cancel). The "
+                               "cancelled version, and each version it blocks, records "
+                               "--actor and --reason in its provenance.")
+    parser.add_argument("task_id", metavar="ID", help="the task id")
+    parser.add_argument("--actor", help="who cancels (recorded in the provenance)")
+    parser.add_argument("--reason", help="why (recorded in the provenance)")
+    args = parser.parse_args(argv)
 
     def act(db: DurableScheduler) -> tuple[Any, str]:
         before = db.state(args.task_id).value
-        state = db.cancel(args.task_id).value
+        state = db.cancel(args.task_id, actor=args.actor, reason=args.reason).value
         if before not in ("pending", "ready", "running"):  # Cancel takes no step
             raise InvalidTransitionError(f"cancel({args.task_id!r}): the version is {state}: "
                                          "nothing to cancel")

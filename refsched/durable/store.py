@@ -28,7 +28,7 @@ from refsched.errors import InvalidArgumentError, StoreError
 __all__ = ["FORMAT", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "Store", "Tx"]
 
 FORMAT = "refsched-durable"  # meta.format: this file is a refsched store
-SCHEMA_VERSION = 4  # meta.schema_version this code reads and writes
+SCHEMA_VERSION = 5  # meta.schema_version this code reads and writes
 
 #: What brings a store of schema version ``v - 1`` to ``v``, in both dialects (type names both
 #: read alike: DOUBLE PRECISION is SQLite's REAL, BIGINT its INTEGER); run by the first writer
@@ -37,7 +37,9 @@ SCHEMA_VERSION = 4  # meta.schema_version this code reads and writes
 #: the versions made since; the scheduler adds the meta key ``aging``. The schedule
 #: and slot tables start empty, and the scheduler adds ``slot_due`` (no slot owed). Version 4:
 #: every edge stored before is required, no version has optional edges, and no input summary
-#: is kept (no version with optional edges was ever claimed).
+#: is kept (no version with optional edges was ever claimed). Version 5: every version gains
+#: its provenance column; the scheduler then fills it for the versions already dead
+#: (``refsched.durable.scheduler``: a record without actor or reason, timed at its end).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE task ADD COLUMN traceback TEXT",),
     3: ("ALTER TABLE task ADD COLUMN due DOUBLE PRECISION NOT NULL DEFAULT 0",
@@ -64,6 +66,7 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE TABLE IF NOT EXISTS input_summary (task TEXT NOT NULL, dep TEXT NOT NULL, "
         "generation BIGINT NOT NULL, state TEXT NOT NULL, result TEXT, error TEXT, "
         "blocked_by TEXT, PRIMARY KEY (task, dep))"),
+    5: ("ALTER TABLE task ADD COLUMN provenance TEXT",),
 }
 
 Row = tuple[Any, ...]

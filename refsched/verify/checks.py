@@ -314,15 +314,16 @@ def recorded_runs_check(session: Session, runs: int) -> Outcome:
 
 def durable_lockstep_check(session: Session, examples: int) -> Outcome:
     """Hypothesis drives the durable model and ``DurableScheduler`` (a SQLite store on a
-    virtual clock) side by side; at most 100 examples, since every call is a transaction of a
-    store on disk."""
+    virtual clock) side by side, the provenance records compared too; at most 100 examples,
+    since every call is a transaction of a store on disk."""
     from refsched.durable import DurableScheduler
     from refsched.verify.durable.lockstep import run_durable_lockstep
 
     examples = min(examples, 100)
 
     return _lockstep(session, "durable", "refsched.durable:DurableScheduler", examples,
-                     lambda: run_durable_lockstep(DurableScheduler, examples=examples))
+                     lambda: run_durable_lockstep(DurableScheduler, examples=examples,
+                                                  provenance=True))
 
 
 def durable_worker_lockstep_check(session: Session, examples: int) -> Outcome:

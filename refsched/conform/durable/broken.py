@@ -140,10 +140,11 @@ class CancelDoesNotBlock(DurableScheduler):
 
     _cancelling = False  # True only inside cancel(): the constructor stays the real one's
 
-    def cancel(self, task_id: str) -> TaskState:
+    def cancel(self, task_id: str, *, actor: str | None = None,
+               reason: str | None = None) -> TaskState:
         self._cancelling = True
         try:
-            return super().cancel(task_id)
+            return super().cancel(task_id, actor=actor, reason=reason)
         finally:
             self._cancelling = False
 
@@ -159,14 +160,15 @@ class CancelIgnoresRunning(DurableScheduler):
     Bug: ``cancel()`` of a running version answers ``running`` and does nothing.
     """
 
-    def cancel(self, task_id: str) -> TaskState:
+    def cancel(self, task_id: str, *, actor: str | None = None,
+               reason: str | None = None) -> TaskState:
         try:
             running = self.state(task_id) is TaskState.RUNNING
         except SchedulerError:  # unknown or a bad id: let the real cancel() refuse it
             running = False
         if running:
             return TaskState.RUNNING
-        return super().cancel(task_id)
+        return super().cancel(task_id, actor=actor, reason=reason)
 
 
 class HeartbeatHidesCancel(DurableScheduler):

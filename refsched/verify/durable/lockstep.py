@@ -59,6 +59,7 @@ from refsched.errors import InvalidArgumentError, SchedulerError
 from refsched.model.durable import (
     ACTIONS,
     INITIAL,
+    RECORDING,
     DurableSnapshot,
     Instance,
     Limits,
@@ -69,6 +70,7 @@ from refsched.model.durable import (
 )
 from refsched.model.durable.actions import claim_order, current, eligible, repeat
 from refsched.model.durable.counters import Counts
+from refsched.model.durable.invariants import violated_by_provenance_step, violated_provenance
 from refsched.types import CloseReport, TaskState
 from refsched.verify import system
 from refsched.verify.dag.lockstep import states_at
@@ -213,13 +215,17 @@ def model_takes(model: DurableSnapshot, step: Step,
         raise ModelRefused(f"the model cannot take {step}: {refusal.reason}")
     after = action.step(model, *args, limits=limits)
     broken = violated(after, limits) + violated_by_step(model, after, limits)
+    if after.scheduler.provenance is not None:  # RecordProvenance: its invariants too
+        broken += violated_provenance(after, limits) + violated_by_provenance_step(
+            model, after, limits)
     if broken:
         raise ModelRefused(f"the model breaks {broken} at {step}")
     return args, after
 
 
 def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
-                             fatal: Fatal = (), profile: Any = None, bulk: bool | None = None
+                             fatal: Fatal = (), profile: Any = None, bulk: bool | None = None,
+                             provenance: bool = False
                              ) -> type[RuleBasedStateMachine]:
     """The state machine that drives ``factory`` (a DurableScheduler class) and the model.
 
@@ -232,6 +238,9 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
     (and the leases the workers hold) are compared; without ``validates`` no bad call is made.
     ``bulk``: whether walks call ``submit_many``; None: when the contract is the full one and
     ``factory`` has it (a DurableScheduler class).
+    With ``provenance`` the model records provenance (the spec's ``RecordProvenance``), and the
+    store's ``snapshot(provenance=True)`` must hold the model's records: the same walks (no
+    rule is added), one comparison more after each call.
     """
     has = _Has(profile)
     has.bulk = (has.bulk and callable(getattr(factory, "submit_many", None))
@@ -259,7 +268,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             self.folder = tempfile.mkdtemp(prefix="refsched-durable-lockstep-")
             self.limits = LIMITS  # AGED for a walk that draws aging (setup)
             self.db: DurableScheduler = self.open(None)
-            self.model: DurableSnapshot = INITIAL
+            self.model: DurableSnapshot = RECORDING if provenance else INITIAL
             self.held: dict[str, dict[LeaseKey, Any]] = {}  # worker -> its leases (the API's)
             self.old: dict[tuple[str, LeaseKey], Any] = {}  # every lease ever handed out
             self.enders: dict[str, Any] = {}  # task -> the lease whose report ended it
@@ -342,7 +351,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             if not has.snapshot:
                 self.agree_held()
                 return
-            actual = db.snapshot()
+            actual = db.snapshot(provenance=True) if provenance else db.snapshot()
             if actual != model.scheduler:
                 self.fail(f"the store's snapshot is not the model's:\n  model {model.scheduler}"
                           f"\n  store {actual}")
@@ -806,16 +815,17 @@ def run_durable_lockstep(factory: Callable[..., Any] = DurableScheduler, example
                          ledger: Ledger | None = None,
                          hypothesis_settings: Mapping[str, Any] | None = None,
                          fatal: Fatal = (), profile: Any = None,
-                         bulk: bool | None = None) -> Ledger:
+                         bulk: bool | None = None, provenance: bool = False) -> Ledger:
     """Run the lock-step machine for ``examples`` walks of up to ``steps`` calls each.
 
     Raises :class:`Disagreement` on the first failure, shrunk by Hypothesis to a shortest walk
     that shows it (the calls are in its message). ``seed`` fixes Hypothesis's choices;
-    ``hypothesis_settings`` overrides the settings chosen here.
+    ``hypothesis_settings`` overrides the settings chosen here; ``provenance`` compares the
+    provenance records too (:func:`durable_lockstep_machine`).
     """
     ledger = Ledger() if ledger is None else ledger
     machine = durable_lockstep_machine(factory, ledger, fatal=fatal, profile=profile,
-                                       bulk=bulk)
+                                       bulk=bulk, provenance=provenance)
     run_machine(machine, examples=examples, steps=steps, seed=seed,
                 overrides=hypothesis_settings, slow=True)
     return ledger

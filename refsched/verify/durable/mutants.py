@@ -205,6 +205,29 @@ CATALOGUE: tuple[Mutant, ...] = (
        """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);""",
        """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task
                                         AND optional = 0);"""),
+    # -- DurableScheduler: provenance (docs/durable.md; tests/durable/test_provenance.py,
+    # tests/durable/test_provenance_mutants.py) ---------------------------------------------------
+    _m("durable_provenance_path_skips_hops", _D,
+       "a blocked version's path runs from the root straight to it: the versions between are "
+       "left out",
+       """            made[z] = {**before, "path": [*before["path"], z]}""",
+       """            made[z] = {**before, "path": [before["path"][0], z]}"""),
+    _m("durable_provenance_rewritten_by_second_cause", _D,
+       "blocking spreads through versions already blocked: a second cause blocks them again, "
+       "and writes their provenance over",
+       """"WHERE dep.dep = ? AND dep.optional = 0 AND x.state IN ('pending', 'ready')")""",
+       """"WHERE dep.dep = ? AND dep.optional = 0 AND x.state IN ('pending', 'ready', "
+                   "'blocked')")"""),
+    _m("durable_provenance_fail_drops_actor", _D,
+       "a failure's record names no actor: the versions it blocks do not say which worker "
+       "reported it",
+       """t, lease.generation, state, lease.worker, _note_cut(error), now), t))""",
+       """t, lease.generation, state, None, _note_cut(error), now), t))"""),
+    _m("durable_provenance_kept_by_retry", _D,
+       "retry() leaves each new version the record of the old one: a version that has not "
+       "ended has a provenance",
+       """"error = NULL, traceback = NULL, provenance = NULL, became_ready_at = ?, \"""",
+       """"error = NULL, traceback = NULL, became_ready_at = ?, \""""),
     # -- DurableScheduler: due times and priorities (docs/time.md; tests/durable/test_time.py) --
     _m("durable_claim_one_tick_early", _D,
        "a claim takes a version one second before its due time",
