@@ -183,6 +183,10 @@ class DurableProfile(_Flags):
     time: bool = True
     # recurring schedules: schedule(), unschedule(), pause(), resume(), schedules()
     schedules: bool = True
+    # edge kinds and added dependencies (docs/dag.md): submit() takes ``optional`` (deps whose
+    # end, not success, the version waits for), add_deps() adds deps to a pending version;
+    # False: neither is sent, and no trace that takes either is replayed
+    edges: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -233,7 +237,8 @@ def profile_from_json(system: str, data: Any) -> Any:
 
 DECLARED: Final[Mapping[str, tuple[str, ...]]] = {
     "scheduler": ("optional_edges", "add_deps", "provenance"),
-    "pool": ("batch_steals",)}
+    "pool": ("batch_steals",),
+    "durable": ("edges",)}
 """Per system, the flags a hello must declare to have them: left out, they are false. They
 came after the protocol's first operations, so a program written before them, which declares
 nothing of them, is never sent their calls."""

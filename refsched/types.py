@@ -188,7 +188,9 @@ class OptionalDepsView(VersionView):
     before edge kinds existed (and a ``VersionView`` never equals an ``OptionalDepsView``).
     """
 
-    optional: frozenset[Hashable] = field(default=frozenset())  # a non-empty subset of deps
+    # a non-empty subset of deps; on the wire (refsched.conform.values) a version's object has
+    # this key only when the version is an OptionalDepsView
+    optional: frozenset[Hashable] = field(default=frozenset(), metadata={"extension": True})
 
 
 _NO_RECORDS: Mapping[Hashable, ProvenanceView] = MappingProxyType({})

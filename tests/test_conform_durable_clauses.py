@@ -252,6 +252,22 @@ def test_a_profile_without_time_sends_no_priority_delay_or_times() -> None:
                         "durable.submit.time-refused"}
 
 
+def test_a_profile_without_edges_sends_no_optional_edge_or_add_deps() -> None:
+    from refsched.profile import profile_from_hello
+
+    without = dataclasses.replace(FULL, edges=False)
+    # a store that adds optional deps as required ones keeps every other rule
+    report = check(InProcessImplementation(broken.AddDepsOptionalAsRequired, system="durable",
+                                           profile=without), corpus=False, examples=0)
+    assert report.exit_status == 0, report.format()
+    left_out = {p.clause for p in PROBES if "edges" in needs_of(p)}
+    assert left_out == {c.id for c in clauses.clauses("durable")
+                        if c.id.startswith("durable.add_deps.")} | {"durable.submit.optional"}
+    # a program that declares nothing of edge kinds in its hello is asked none of them
+    assert not profile_from_hello("durable", {}).edges
+    assert profile_from_hello("durable", {"edges": True}).edges
+
+
 # -- recurring schedules ------------------------------------------------------------------------
 
 SCHEDULE_CLAUSES = {c.id for c in clauses.clauses("durable") if "schedules" in c.needs}

@@ -427,6 +427,10 @@ _POOL: Final = (
 
 _DURABLE: Final = (
     Clause("durable.new.ok", ("new",), "ok", "`new` starts a fresh, empty store."),
+    Clause("durable.submit.optional", ("submit",), "ok",
+           "`submit` with `optional` ids stores a version whose edges to them are optional: "
+           "it waits for each to end, in any state, is never blocked by one, and its "
+           "`remaining_deps` counts both kinds.", ("deps", "edges"), _names_optional),
     Clause("durable.submit.ok", ("submit",), "ok",
            "`submit` stores a new version and answers its generation."),
     Clause("durable.submit.time-refused", ("submit",), "InvalidArgumentError",
@@ -446,6 +450,33 @@ _DURABLE: Final = (
            "`UnknownDependencyError`.", ("deps", "start")),
     Clause("durable.submit.cycle", ("submit",), "CycleError",
            "`submit` after `start` closing a cycle raises `CycleError`.", ("deps", "start")),
+    Clause("durable.add_deps.ok", ("add_deps",), "ok",
+           "`add_deps` of a pending version adds the edges (optional ones to `optional`) in "
+           "one transaction, raises its `remaining_deps` by those not settled, blocks it when "
+           "a new required dependency can no longer succeed, and answers its state.",
+           ("deps", "edges")),
+    Clause("durable.add_deps.twice", ("add_deps",), "InvalidArgumentError",
+           "`add_deps` naming an id twice, in one list or in both, raises "
+           "`InvalidArgumentError` and changes nothing.", ("deps", "edges", "validates"),
+           _duplicate_dep),
+    Clause("durable.add_deps.invalid", ("add_deps",), "InvalidArgumentError",
+           "`add_deps` naming no id, the task itself, or a dependency it has already raises "
+           "`InvalidArgumentError` and changes nothing.", ("deps", "edges", "validates")),
+    Clause("durable.add_deps.unknown-task", ("add_deps",), "UnknownTaskError",
+           "`add_deps` of an id never submitted raises `UnknownTaskError`.", ("deps", "edges")),
+    Clause("durable.add_deps.closed", ("add_deps",), "SchedulerClosedError",
+           "`add_deps` after `close` raises `SchedulerClosedError`.",
+           ("deps", "edges", "close")),
+    Clause("durable.add_deps.not-pending", ("add_deps",), "InvalidTransitionError",
+           "`add_deps` of a version that is ready, claimed or ended raises "
+           "`InvalidTransitionError` and changes nothing: an edge never lands on a version "
+           "a claim may have taken.", ("deps", "edges")),
+    Clause("durable.add_deps.unknown-dep", ("add_deps",), "UnknownDependencyError",
+           "`add_deps` after `start` naming an id never submitted raises "
+           "`UnknownDependencyError`.", ("deps", "edges", "start")),
+    Clause("durable.add_deps.cycle", ("add_deps",), "CycleError",
+           "`add_deps` after `start` whose new edges close a cycle raises `CycleError`.",
+           ("deps", "edges", "start")),
     Clause("durable.start.ok", ("start",), "ok", "`start` seals the stored graph.", ("start",)),
     Clause("durable.start.refused", ("start",), "InvalidTransitionError",
            "`start` a second time raises `InvalidTransitionError`.", ("start",)),
@@ -584,7 +615,8 @@ PARAMETERS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
         "stats": (),
     },
     "durable": {
-        "new": (), "submit": ("task", "deps", "fn", "priority", "delay"), "start": (),
+        "new": (), "submit": ("task", "deps", "fn", "priority", "delay", "optional"),
+        "add_deps": ("task", "deps", "optional"), "start": (),
         "claim": ("worker", "limit", "lease"), "heartbeat": ("lease",),
         "complete": ("lease",), "fail": ("lease",), "acknowledge_cancel": ("lease",),
         "cancel": ("task",), "retry": ("task",), "close": ("cancel_pending",),

@@ -104,7 +104,11 @@ def type_schema(hint: Any) -> dict[str, Any]:
             issubclass(hint, tuple) and hasattr(hint, "_fields"))):
         fields = values._fields(hint)
         optional = values.absent_as(hint)
-        return {"type": "object", "properties": {n: type_schema(h) for n, h in fields},
+        # the fields of an extension (values.extensions) may come too, never required
+        extra = [(n, h) for sub in values.extensions(hint) for n, h in values._fields(sub)
+                 if n not in dict(fields)]
+        return {"type": "object",
+                "properties": {n: type_schema(h) for n, h in [*fields, *extra]},
                 "required": [n for n, _ in fields if n not in optional],
                 "additionalProperties": False}
     if origin is tuple and not (len(args) == 2 and args[1] is Ellipsis):

@@ -12,7 +12,9 @@ Python                          JSON
 dataclass, NamedTuple           an object of its fields (a field typed as a callable stays
                                 behind: a function cannot be sent, and decodes as None; a
                                 dataclass field whose metadata names ``"absent_as"`` another
-                                field may be left out, and then decodes as that one's value)
+                                field may be left out, and then decodes as that one's value;
+                                an object with the fields a dataclass subclass adds, marked
+                                ``"extension"``, decodes as that subclass)
 enum                            its value
 tuple, list                     a list
 frozenset, set                  a list, sorted (its order means nothing)
@@ -30,6 +32,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import enum
+import sys
 import types
 import typing
 from collections.abc import Hashable, Mapping
@@ -66,6 +69,24 @@ def absent_as(cls: type) -> dict[str, str]:
         return {}
     return {f.name: f.metadata["absent_as"] for f in dataclasses.fields(cls)
             if f.metadata.get("wire", True) and "absent_as" in f.metadata}
+
+
+@cache
+def extensions(cls: type) -> tuple[type, ...]:
+    """The dataclass subclasses of ``cls`` that add only fields marked ``"extension"`` (with
+    defaults): a value of one travels with those fields, and an object that has them decodes
+    as it (a durable snapshot's version with optional edges, an ``OptionalDepsView``)."""
+    if not dataclasses.is_dataclass(cls):
+        return ()
+    names = {f.name for f in dataclasses.fields(cls)}
+    # (a dataclass with slots is a new class: the one it replaced is a subclass too, until
+    # collected; the one its module names is the type)
+    named: list[type] = [
+        sub for sub in cls.__subclasses__()
+        if getattr(sys.modules.get(sub.__module__), sub.__qualname__, None) is sub]
+    return tuple(sub for sub in named if dataclasses.is_dataclass(sub) and all(
+        f.metadata.get("extension", False) for f in dataclasses.fields(sub)
+        if f.name not in names))
 
 
 def _has_keys_of(cls: type, value: Any) -> bool:
@@ -188,6 +209,10 @@ def _union(members: tuple[Any, ...], value: Any, where: str) -> Any:
 def _record(cls: type, value: Any, where: str) -> Any:
     fields = _fields(cls)
     optional = absent_as(cls)
+    if isinstance(value, dict) and not set(value) <= {n for n, _ in fields}:
+        for sub in extensions(cls):
+            if _has_keys_of(sub, value):
+                return _record(sub, value, where)
     if not _has_keys_of(cls, value):
         required = [n for n, _ in fields if n not in optional]
         extra = f" (and may have {sorted(optional)})" if optional else ""

@@ -33,6 +33,8 @@ from refsched.types import TaskState
 __all__ = [
     "BROKEN",
     "BROKEN_CLAUSES",
+    "AddDepsIgnoredWhenNotPending",
+    "AddDepsOptionalAsRequired",
     "BufferDropsHeldSlot",
     "CancelDoesNotBlock",
     "CancelIgnoresRunning",
@@ -41,6 +43,7 @@ __all__ = [
     "DueOneSecondEarly",
     "HeartbeatExtendsFromDeadline",
     "HeartbeatHidesCancel",
+    "OptionalTakenAsRequired",
     "PriorityIgnored",
     "ReclaimKeepsAttempt",
     "RepeatedReportRefused",
@@ -342,12 +345,69 @@ class ZoneOffsetFixedAtCreation(DurableScheduler):
         return super().schedule(name, **options)
 
 
+class OptionalTakenAsRequired(DurableScheduler):
+    """SubmitOptional(t, D, O, p, d): the edges to ``optional`` are optional: the version
+    waits for each of those deps to end, in any state, and is never blocked by one
+    (docs/durable.md, "Edge kinds").
+
+    Bug: it stores every dep as required, so an optional dep's failure blocks the version.
+    """
+
+    rule = "durable.submit.optional"
+
+    def submit(self, task_id: str, deps: Iterable[str] = (), *,
+               optional: Iterable[str] = (), **options: Any) -> int:
+        listed = list(deps) if isinstance(deps, (list, tuple)) else deps
+        extra = list(optional) if isinstance(optional, (list, tuple)) else optional
+        if isinstance(listed, list) and isinstance(extra, list):
+            return super().submit(task_id, [*listed, *extra], **options)
+        return super().submit(task_id, deps, optional=optional, **options)
+
+
+class AddDepsIgnoredWhenNotPending(DurableScheduler):
+    """AddDeps(t, D, O): only a pending version takes new edges; a ready, running or ended
+    one refuses them with ``InvalidTransitionError``, so an edge never lands on a version a
+    claim may have taken (docs/durable.md, "Adding dependencies").
+
+    Bug: it answers the version's state and changes nothing, so the caller believes the
+    version waits for deps it will never wait for.
+    """
+
+    rule = "durable.add_deps.not-pending"
+
+    def add_deps(self, task_id: str, deps: Iterable[str] = (),
+                 optional: Iterable[str] = ()) -> TaskState:
+        try:
+            state = self.state(task_id)
+        except SchedulerError:
+            state = None
+        if state is not None and state is not TaskState.PENDING:
+            return state
+        return super().add_deps(task_id, deps, optional)
+
+
+class AddDepsOptionalAsRequired(DurableScheduler):
+    """AddDeps(t, D, O): the added edges to ``optional`` are optional, as at submit.
+
+    Bug: it adds them as required edges.
+    """
+
+    rule = "durable.add_deps.ok"
+
+    def add_deps(self, task_id: str, deps: Iterable[str] = (),
+                 optional: Iterable[str] = ()) -> TaskState:
+        if isinstance(deps, list) and isinstance(optional, list):
+            return super().add_deps(task_id, [*deps, *optional])
+        return super().add_deps(task_id, deps, optional)
+
+
 BROKEN_CLAUSES: tuple[type[DurableScheduler], ...] = (
     DueOneSecondEarly, PriorityIgnored, SkipRunsOverlapping, BufferDropsHeldSlot,
     CatchupOneSecondShort, CronStepsByItsFirstGap, ZoneOffsetFixedAtCreation,
+    OptionalTakenAsRequired, AddDepsIgnoredWhenNotPending, AddDepsOptionalAsRequired,
 )
-"""The broken stores of due times, priorities and schedules, each with the rule it breaks
-(``rule``)."""
+"""The broken stores of due times, priorities, schedules and edge kinds, each with the rule
+it breaks (``rule``)."""
 
 
 BROKEN: tuple[type[DurableScheduler], ...] = (

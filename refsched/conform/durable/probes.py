@@ -125,6 +125,15 @@ def _sub(task: str, *deps: str, fn: str = NOOP, priority: Any = 0, delay: Any = 
     return ("submit", (task, list(deps), fn, priority, delay))
 
 
+def _opt(task: str, deps: list[str], optional: list[str]) -> _Call:
+    """A submit with optional deps (profile ``edges``)."""
+    return ("submit", (task, deps, NOOP, 0, 0, optional))
+
+
+def _add(task: str, deps: list[str], optional: Any = ()) -> _Call:
+    return ("add_deps", (task, deps, list(optional)))
+
+
 def _claim(worker: str = "w1", limit: Any = 1, lease: Any = 1) -> _Call:
     return ("claim", (worker, limit, lease))
 
@@ -155,6 +164,10 @@ _RUNNING_A: Final[tuple[_Call, ...]] = (_NEW, _sub("a"), _START, _claim())  # a'
 
 PROBES: Final[tuple[Probe, ...]] = (
     _p("durable.new.ok", _NEW, _sub("a"), _START, _claim(), ("new", (1, 1))),
+    # b waits for a's end: a fails, and b is ready, not blocked; c's optional edge to b
+    _p("durable.submit.optional", _NEW, _sub("a"), _opt("b", [], ["a"]), _START, _claim(),
+       _report("fail", "a"), _opt("c", ["a"], ["b"]), _opt("d", [], ["b"]),
+       needs=("deps", "edges")),
     _p("durable.submit.ok", _NEW, _sub("a"), _sub("b", "a"), _sub("a")),
     _p("durable.submit.time-refused", _NEW, _sub("a", priority=1), _sub("b", priority=True),
        _sub("b", priority=1.5), _sub("b", priority=2**31), _sub("b", delay=-1),
@@ -165,6 +178,27 @@ PROBES: Final[tuple[Probe, ...]] = (
     _p("durable.submit.running", *_RUNNING_A, _sub("a")),
     _p("durable.submit.unknown-dep", _NEW, _sub("a"), _START, _sub("b", "x", "a", "y")),
     _p("durable.submit.cycle", _NEW, _sub("a", "b"), _sub("b"), _START, _sub("b", "a")),
+    # c gets a required edge to b and an optional one to d; e, pending on a, one to f, which
+    # failed: blocked at once
+    _p("durable.add_deps.ok", _NEW, _sub("a"), _sub("b"), _sub("d"), _sub("c", "a"),
+       _sub("e", "a"), _sub("f"), _START, _claim("w1", 2), _report("fail", "f", worker="w1"),
+       _add("c", ["b"], ["d"]), _add("e", ["f"]), needs=("deps", "edges")),
+    _p("durable.add_deps.twice", _NEW, _sub("a"), _sub("b"), _sub("c", "a"),
+       _add("c", ["b", "b"]), _add("c", ["b"], ["b"]), needs=("deps", "edges")),
+    _p("durable.add_deps.invalid", _NEW, _sub("a"), _sub("b"), _sub("c", "a"), _add("c", []),
+       _add("c", ["c"]), _add("c", ["a"]), needs=("deps", "edges")),
+    _p("durable.add_deps.unknown-task", _NEW, _sub("a"), _add("x", ["a"]),
+       needs=("deps", "edges")),
+    _p("durable.add_deps.closed", _NEW, _sub("a"), _sub("b"), _sub("c", "a"),
+       ("close", (False,)), _add("c", ["b"]), needs=("deps", "edges", "close")),
+    # a is claimed: its version takes no edge; b is ready, d succeeded
+    _p("durable.add_deps.not-pending", _NEW, _sub("a"), _sub("b"), _sub("d"), _START,
+       _claim("w1", 1), _add("a", ["b"]), _add("b", ["a"]), _claim("w2", 1),
+       _report("complete", "b", worker="w2"), _add("b", ["d"]), needs=("deps", "edges")),
+    _p("durable.add_deps.unknown-dep", _NEW, _sub("a"), _sub("c", "a"), _START,
+       _add("c", ["x", "y"]), needs=("deps", "edges", "start")),
+    _p("durable.add_deps.cycle", _NEW, _sub("x"), _sub("a", "x"), _sub("b", "a"), _START,
+       _add("a", ["b"]), needs=("deps", "edges", "start")),
     _p("durable.start.ok", _NEW, _sub("b", "a"), _sub("a"), _START),
     _p("durable.start.refused", _NEW, _sub("a"), _START, _START),
     _p("durable.start.closed", _NEW, _sub("a"), ("close", (False,)), _START),
@@ -518,6 +552,26 @@ class _Schedules:
         self.fns[task] = kept.fn
 
 
+def _dep_lists(call: str, task: object, deps: object,
+               optional: object) -> tuple[list[str], frozenset[str]]:
+    """Every dep of a call (required ones, then optional ones) and the optional ones, as the
+    store reads them: a task or dep that is not an id, or an id given twice (in one list or in
+    both) -> ``InvalidArgumentError``."""
+    if not isinstance(task, str) or not task:
+        raise InvalidArgumentError(f"{call}({task!r}): a task id is a non-empty string")
+    lists: dict[str, list[str]] = {}
+    for name, given in (("deps", deps), ("optional", optional)):
+        if isinstance(given, (str, bytes)) or not isinstance(given, Iterable):
+            raise InvalidArgumentError(f"{call}({task!r}): {name} must be a list of ids")
+        lists[name] = list(given)
+        if not all(isinstance(d, str) and d for d in lists[name]):
+            raise InvalidArgumentError(f"{call}({task!r}): {name} must be a list of ids")
+    both = lists["deps"] + lists["optional"]
+    if len(set(both)) != len(both):
+        raise InvalidArgumentError(f"{call}({task!r}): a dependency is given twice")
+    return both, frozenset(lists["optional"])
+
+
 class ReferenceStore(_Schedules):
     """The durable scheduler's API on the reference model, for one worker process that never
     loses an answer: each call checks its arguments as ``docs/durable.md`` says, then takes the
@@ -529,7 +583,8 @@ class ReferenceStore(_Schedules):
         # the claim key is priority * aging - due (docs/time.md); the model's 0 is strict
         # priority, the store's None
         self.limits = Limits(max_concurrency, max_attempts, lease_time=1, lose_answers=False,
-                             aging=aging or 0)  # seconds here, where the spec counts ticks
+                             aging=aging or 0,  # seconds here, where the spec counts ticks
+                             optional_edges=True, add_deps=True)
         self.state: DurableSnapshot = INITIAL
         self.fns: dict[Hashable, str] = {}  # task -> the function its versions run
         self.lengths: dict[Hashable, float] = {}  # task -> seconds of its lease, once claimed
@@ -559,10 +614,8 @@ class ReferenceStore(_Schedules):
             _raise(refusal)
 
     def submit(self, task: str, deps: Iterable[str] = (), *, fn: str = NOOP,
-               priority: Any = 0, delay: Any = 0) -> int:
-        listed = list(deps)
-        if len(set(listed)) != len(listed):
-            raise InvalidArgumentError(f"submit({task!r}): a dependency is given twice")
+               priority: Any = 0, delay: Any = 0, optional: Iterable[str] = ()) -> int:
+        listed, opt = _dep_lists("submit", task, deps, optional)
         if task in listed:
             raise InvalidArgumentError(f"submit({task!r}): a task cannot depend on itself")
         if not isinstance(fn, str) or _FUNCTION.fullmatch(fn) is None:
@@ -573,16 +626,34 @@ class ReferenceStore(_Schedules):
         if not (_seconds(delay) or (isinstance(delay, int | float)
                                     and not isinstance(delay, bool) and delay == 0)):
             raise InvalidArgumentError(f"submit({task!r}, delay={delay!r}): seconds >= 0")
-        # the spec's Submit(t, D, p, d), recorded as the store records it
-        step = Step("Submit", (("t", task), ("D", frozenset(listed)), ("p", priority),
-                               ("d", delay)))
-        refusal = ACTIONS["Submit"].refused(self.state, task, frozenset(listed),
-                                            limits=self.limits)
+        if opt:
+            # the spec's SubmitOptional(t, D, O, p, d), D the deps of both kinds
+            step = Step("SubmitOptional", (("t", task), ("D", frozenset(listed)), ("O", opt),
+                                           ("p", priority), ("d", delay)))
+            refusal = ACTIONS["SubmitOptional"].refused(self.state, task, frozenset(listed),
+                                                        opt, limits=self.limits)
+        else:
+            # the spec's Submit(t, D, p, d), recorded as the store records it
+            step = Step("Submit", (("t", task), ("D", frozenset(listed)), ("p", priority),
+                                   ("d", delay)))
+            refusal = ACTIONS["Submit"].refused(self.state, task, frozenset(listed),
+                                                limits=self.limits)
         self._refuse(refusal)
         self._take(step)
         self.fns[task] = fn
         generation: int = self.state.scheduler.tasks[task].generation
         return generation
+
+    def add_deps(self, task: str, deps: Iterable[str] = (),
+                 optional: Iterable[str] = ()) -> TaskState:
+        """Spec: AddDeps(t, D, O), D the new deps of both kinds; its refusal names the error
+        (an unknown task first, then no dep, a dep of itself or one already, closed, not
+        pending, an unknown dep or a cycle after start)."""
+        listed, opt = _dep_lists("add_deps", task, deps, optional)
+        self._refuse(ACTIONS["AddDeps"].refused(self.state, task, frozenset(listed), opt,
+                                                limits=self.limits))
+        self._take(Step("AddDeps", (("t", task), ("D", frozenset(listed)), ("O", opt))))
+        return self._state_of(task)
 
     def start(self) -> None:
         self._refuse(ACTIONS["Start"].refused(self.state, limits=self.limits))
@@ -826,9 +897,10 @@ def call(side: _Side, method: str, args: tuple[Any, ...]) -> Any:
                  for a in args)
     if method == "leases":
         return side.leases()
-    if method == "submit":  # the function, priority and delay are keyword arguments
-        task, deps, fn, priority, delay = sent
-        return side.store.submit(task, deps, fn=fn, **_time_keywords(priority, delay))
+    if method == "submit":  # the function, priority, delay and optional are keywords
+        task, deps, fn, priority, delay, *optional = sent
+        edges = {"optional": optional[0]} if optional else {}  # asked of a store with edges
+        return side.store.submit(task, deps, fn=fn, **_time_keywords(priority, delay), **edges)
     if method == "times":
         return {t: dataclasses.replace(v, due=v.due - side.origin)
                 for t, v in waiting_times(side.store).items()}
@@ -882,7 +954,10 @@ def needs_of(probe: Probe) -> tuple[str, ...]:
         if method == "new":
             submitted = set()
         elif method == "submit":
-            task, deps, fn, priority, delay = args
+            task, deps, fn, priority, delay, *optional = args
+            if optional and optional[0]:
+                needs.update(("deps", "edges"))
+                deps = [*deps, *optional[0]]
             if _time_keywords(priority, delay):
                 needs.add("time")
                 if not _is_int(priority) or not (_seconds(delay) or delay == 0):
@@ -893,6 +968,12 @@ def needs_of(probe: Probe) -> tuple[str, ...]:
                 needs.add("generations")
             submitted.add(task)
             if fn != NOOP or len(set(deps)) != len(deps) or task in deps:
+                needs.add("validates")
+        elif method == "add_deps":
+            needs.update(("deps", "edges"))
+            task, deps, optional = args
+            both = [*deps, *optional]
+            if not both or len(set(both)) != len(both) or task in both:
                 needs.add("validates")
         elif method == "claim":
             if not _is_int(args[1]) or args[1] < 1 or not _seconds(args[2]):

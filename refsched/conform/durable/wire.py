@@ -12,7 +12,10 @@ request                                 call                                    
 ``new {max_concurrency, max_attempts,   a fresh, empty store, claims aged by     ``null``
 aging: 60}``                            ``aging`` (null: strict priority)
 ``submit {task, deps: [], fn,           ``submit(task, deps, fn=fn,             the generation
-priority: 0, delay: 0}``                priority=priority, delay=delay)``
+priority: 0, delay: 0, optional: []}``  priority=priority, delay=delay,
+                                        optional=optional)``
+``add_deps {task, deps: [],             ``add_deps(task, deps,                  a state
+optional: []}``                         optional=optional)``
 ``start {}``                            ``start()``                             ``null``
 ``claim {worker, limit: 1, lease: 30}``  ``claim(worker, limit, lease)``        ``[lease]``
 ``heartbeat {lease}``                   ``heartbeat(lease)``                    cancel asked?
@@ -38,6 +41,12 @@ null, priority: 0}``                    catchup=catchup, priority=priority)``
 ``schedules {}``                        ``schedules()``                         ``{name:
                                                                                 schedule}``
 ======================================  ======================================  ===============
+
+``optional`` and ``add_deps`` need the profile's ``edges`` (docs/dag.md, "Edge kinds"): a
+submit's ``optional`` names deps whose end, not their success, the version waits for, sent
+only when it names one; a snapshot's version has the key ``optional`` (its optional deps)
+only when it has some. An implementation whose hello does not declare ``edges`` is sent
+neither.
 
 ``delay`` is seconds on the store's virtual clock (``run_at`` is not on the wire: on a virtual
 clock a delay says the same). ``times`` lists the versions that wait (pending or ready), as the
@@ -89,6 +98,12 @@ def _times(priority: Any, delay: Any) -> dict[str, Any]:
     neither, and a bad value is sent as it came, for the store to refuse)."""
     given = {"priority": priority, "delay": delay}
     return {k: v for k, v in given.items() if not (type(v) is int and v == 0)}
+
+
+def _optional(optional: Any) -> dict[str, Any]:
+    """The ``optional`` keyword of a submit, only when it names a dep (a store without edge
+    kinds is never sent it; a bad value is sent as it came, for the store to refuse)."""
+    return {} if isinstance(optional, (list, tuple)) and not optional else {"optional": optional}
 
 
 def _aged(aging: Any) -> dict[str, Any]:
@@ -171,9 +186,13 @@ class ServedDurable:
         finally:
             shutil.rmtree(self.folder, ignore_errors=True)
 
-    def submit(self, task: str, deps: list[str], fn: str, priority: int = 0,
-               delay: float = 0) -> int:
-        return int(self.db.submit(task, deps, fn=fn, **_times(priority, delay)))
+    def submit(self, task: str, deps: list[str], fn: str, priority: int, delay: float,
+               optional: list[str]) -> int:
+        return int(self.db.submit(task, deps, fn=fn, **_times(priority, delay),
+                                  **_optional(optional)))
+
+    def add_deps(self, task: str, deps: list[str], optional: list[str]) -> TaskState:
+        return TaskState(self.db.add_deps(task, deps, optional=optional))
 
     def times(self) -> dict[str, TimeView]:
         return waiting_times(self.db)
@@ -269,10 +288,17 @@ class RemoteDurable(Remote[Snapshot, DurableStats]):
         """Nothing: the implementation's next ``new`` replaces this store."""
 
     def submit(self, task_id: str, deps: Iterable[str] = (), *, fn: Any = NOOP,
-               args: dict[str, Any] | None = None, priority: Any = 0, delay: Any = 0) -> int:
+               args: dict[str, Any] | None = None, priority: Any = 0, delay: Any = 0,
+               optional: Iterable[str] = ()) -> int:
         generation: int = self._call("submit", task=task_id, deps=list(deps), fn=fn,
-                                     **_times(priority, delay))
+                                     **_times(priority, delay), **_optional(list(optional)))
         return generation
+
+    def add_deps(self, task_id: str, deps: Iterable[str] = (),
+                 optional: Iterable[str] = ()) -> TaskState:
+        state: TaskState = self._call("add_deps", task=task_id, deps=list(deps),
+                                      optional=list(optional))
+        return state
 
     def times(self) -> dict[str, TimeView]:
         times: dict[str, TimeView] = self._call("times")
@@ -406,7 +432,9 @@ WIRE = Wire(
     title="refsched.DurableScheduler",
     new=Op(("max_concurrency", "max_attempts"), {"aging": AGING}),
     ops={
-        "submit": Op(("task",), {"deps": [], "fn": NOOP, "priority": 0, "delay": 0}, int),
+        "submit": Op(("task",), {"deps": [], "fn": NOOP, "priority": 0, "delay": 0,
+                                 "optional": []}, int),
+        "add_deps": Op(("task",), {"deps": [], "optional": []}, TaskState, flag="edges"),
         "start": Op(flag="start"),
         "claim": Op(("worker",), {"limit": 1, "lease": 30.0}, list[Lease]),
         "heartbeat": Op(("lease",), result=bool, flag="heartbeat"),

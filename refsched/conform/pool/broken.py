@@ -95,6 +95,7 @@ class ThiefLeavesLastTask(WorkStealingPool):
         for _ in range(n):
             if victim != w and len(self._deques[victim]) > 1:
                 self._stolen += 1
+                self._stolen_tasks += 1
                 return self._deques[victim].popleft()
             victim = (victim + 1) % n
         return None

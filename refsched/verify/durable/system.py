@@ -518,9 +518,12 @@ class DurableSystem(System):
             leases = store.leases()
             now = store.now()
             # The store's own due times and priorities, where it reports them; else the
-            # harness's record of its calls.
+            # harness's record of its calls. A store may report the waiting versions only
+            # (the protocol's times does): nothing reads another's priority, which the spec
+            # keeps, unchanged, until a Retry or a Submit, so for those the record stands.
             reported = getattr(store, "times", None)
-            times = ({t: (_number(v.due), v.priority) for t, v in reported().items()}
+            times = ({**implementation.times,
+                      **{t: (_number(v.due), v.priority) for t, v in reported().items()}}
                      if reported is not None else implementation.times)
         except fatal:
             raise
