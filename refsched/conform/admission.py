@@ -27,9 +27,9 @@ _DURABLE_NEEDS: Final = {"Cancel": ("cancel",), "AcknowledgeCancel": ("cancel",)
                          "AcknowledgeCancelAnswerLost": ("cancel",), "Retry": ("retry",),
                          "Close": ("close",), "Heartbeat": ("heartbeat",),
                          "Expire": ("expire",), "RepeatedCallback": ("cancel",),
-                         # the protocol has no durable edge kinds or add_deps (yet): no
-                         # durable profile has this flag, so these steps are never asked
-                         "SubmitOptional": ("edges",), "AddDeps": ("edges",)}
+                         # edge kinds and add_deps: a profile's with deps and edges
+                         "SubmitOptional": ("deps", "edges"),
+                         "AddDeps": ("deps", "edges")}
 
 _TIMER_NEEDS: Final = {"Complete": ("callbacks",), "Fail": ("callbacks",),
                        "RepeatedCallback": ("callbacks",),

@@ -51,7 +51,7 @@ __all__ = ["PROFILE", "HueyQueue", "main"]
 # store. So neither time nor schedules are declared.
 PROFILE = DurableProfile(deps=False, generations=False, start=False, cancel=False, retry=False,
                          close=False, heartbeat=False, expire=False, snapshot=False,
-                         validates=False, time=False, schedules=False)
+                         validates=False, time=False, schedules=False, edges=False)
 """What a Huey queue offers of the durable scheduler's contract."""
 
 

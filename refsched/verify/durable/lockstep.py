@@ -181,7 +181,8 @@ class _Has:
         for flag in self.FLAGS:
             setattr(self, flag, True if profile is None else bool(getattr(profile, flag)))
         # edge kinds and add_deps: the full contract's, or a profile's that names them
-        self.edges = profile is None or bool(getattr(profile, "edges", False))
+        # (an edge kind is a dependency's: a profile without deps has none)
+        self.edges = profile is None or (self.deps and bool(getattr(profile, "edges", False)))
         # submit_many: the full contract's, or a profile's that names it (the machine also asks
         # that the factory have it: a remote implementation's adapter has no batch call)
         self.bulk = profile is None or bool(getattr(profile, "bulk", False))
