@@ -254,8 +254,8 @@ class RefusedStealAnsweredNull(SteppedPool):
 
     drives_steps = True  # RefusedStealAnsweredNull(workers): it takes its moves itself
 
-    def __init__(self, workers: list[str]) -> None:
-        super().__init__(WorkStealingPool, workers)
+    def __init__(self, workers: list[str], steal_cap: int = 1) -> None:
+        super().__init__(WorkStealingPool, workers, steal_cap)
 
     def steal(self, thief: Hashable, victim: Hashable) -> None:
         with contextlib.suppress(StepRefused):
