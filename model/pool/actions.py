@@ -242,9 +242,9 @@ def pop_effect(s: PoolSnapshot, worker: Hashable) -> PoolSnapshot:
     return _take(s, worker, d[-1], {**s.deque, worker: d[:-1]})
 
 
-def steal_refusal(s: PoolSnapshot, thief: Hashable, victim: Hashable,
-                  steal_cap: int = 1) -> Refusal | None:
-    call = f"steal({thief!r}, {victim!r})"
+def _thief_refusal(s: PoolSnapshot, call: str, thief: Hashable,
+                   victim: Hashable) -> Refusal | None:
+    """What keeps ``thief`` from stealing from ``victim`` at all, single or batch steal."""
     if thief == victim:
         return Refusal(None, f"{call}: a worker does not steal from itself")
     if thief in s.running:
@@ -253,6 +253,15 @@ def steal_refusal(s: PoolSnapshot, thief: Hashable, victim: Hashable,
         return Refusal(None, f"{call}: the thief's own deque is not empty")
     if not s.deque.get(victim):
         return Refusal(None, f"{call}: the victim's deque is empty")
+    return None
+
+
+def steal_refusal(s: PoolSnapshot, thief: Hashable, victim: Hashable,
+                  steal_cap: int = 1) -> Refusal | None:
+    call = f"steal({thief!r}, {victim!r})"
+    refusal = _thief_refusal(s, call, thief, victim)
+    if refusal is not None:
+        return refusal
     if steal_size(len(s.deque[victim]), steal_cap) > 1:
         return Refusal(None, f"{call}: a steal from {len(s.deque[victim])} tasks with "
                              f"StealCap {steal_cap} takes several (StealBatch)")
@@ -277,14 +286,9 @@ def steal_size(n: int, steal_cap: int) -> int:
 def steal_batch_refusal(s: PoolSnapshot, thief: Hashable, victim: Hashable,
                         steal_cap: int = 1) -> Refusal | None:
     call = f"steal_batch({thief!r}, {victim!r})"
-    if thief == victim:
-        return Refusal(None, f"{call}: a worker does not steal from itself")
-    if thief in s.running:
-        return Refusal(None, f"{call}: the thief runs {s.running[thief]!r}")
-    if s.deque.get(thief):
-        return Refusal(None, f"{call}: the thief's own deque is not empty")
-    if not s.deque.get(victim):
-        return Refusal(None, f"{call}: the victim's deque is empty")
+    refusal = _thief_refusal(s, call, thief, victim)
+    if refusal is not None:
+        return refusal
     if steal_size(len(s.deque[victim]), steal_cap) <= 1:
         return Refusal(None, f"{call}: a steal from {len(s.deque[victim])} tasks with "
                              f"StealCap {steal_cap} takes one (Steal)")
