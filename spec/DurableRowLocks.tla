@@ -50,6 +50,7 @@ CONSTANTS
     Submitter,    \* the client that submits: one transaction at a time
     Slots,        \* the slot rows: MaxConcurrency of them
     MaxAttempts,  \* a version is re-claimed after an expiry while attempt < MaxAttempts
+    LeaseTime,    \* how long a lease lasts on the store's clock
     NoTask,       \* a model value: the task of a free slot
     NoWorker,     \* a model value: the holder of a version with no live lease
     Nobody        \* a model value: the holder of a row lock nobody holds
@@ -58,17 +59,23 @@ ASSUME Submitter \notin Workers
 ASSUME NoTask \notin Tasks
 ASSUME Slots # {}
 ASSUME MaxAttempts \in Nat \ {0}
+ASSUME LeaseTime \in Nat \ {0}
 
 Agents == Workers \cup {Submitter}
 
 States == {"absent", "pending", "ready", "running", "succeeded"}
 
-Row == [st : States, rem : Nat, att : Nat, hold : Workers \cup {NoWorker}, seq : Nat]
-\* A task row: state, remaining deps, attempt (the fencing token), lease holder, seq.
+Row == [st : States, rem : Nat, att : Nat, hold : Workers \cup {NoWorker}, seq : Nat,
+        deadline : Nat, due : Nat]
+\* A task row: state, remaining deps, attempt (the fencing token), lease holder, seq, the
+\* live lease's deadline (0: none) and when the version was submitted (its due time).
 
-Absent == [st |-> "absent", rem |-> 0, att |-> 0, hold |-> NoWorker, seq |-> 0]
+Absent == [st |-> "absent", rem |-> 0, att |-> 0, hold |-> NoWorker, seq |-> 0, deadline |-> 0,
+           due |-> 0]
 
 VARIABLES
+    started,   \* BOOLEAN: start() has committed
+    now,       \* the store's clock
     row,       \* [Tasks -> Row]: the committed task rows
     slot,      \* [Slots -> Tasks \cup {NoTask}]: the committed slot rows
     nextSeq,   \* the sequence a submit draws its seq from (not transactional)
@@ -87,7 +94,7 @@ VARIABLES
     ends,      \* [Tasks -> Nat]: committed ends of each version (history)
     endedAttempt \* [Tasks -> Nat]: the attempt whose report ended the version
 
-vars == <<row, slot, nextSeq, lock, share, slotLock, writes, slotWrites, pc, target, lease,
+vars == <<started, now, row, slot, nextSeq, lock, share, slotLock, writes, slotWrites, pc, target, lease,
           todo, unsettled, held, claims, ends, endedAttempt>>
 
 localVars == <<writes, slotWrites, pc, target, lease, todo, unsettled>>
@@ -133,6 +140,8 @@ Seen(a, t) == IF t \in DOMAIN writes[a] THEN writes[a][t] ELSE row[t]
 (* Initial state *)
 
 Init ==
+    /\ started = FALSE
+    /\ now = 0
     /\ row = [t \in Tasks |-> Absent]
     /\ slot = [s \in Slots |-> NoTask]
     /\ nextSeq = 1
@@ -156,14 +165,15 @@ Init ==
 
 ClaimTake(w) ==
     LET open == {t \in Tasks : Claimable(t) /\ Unlocked(w, t)}
-    IN  /\ pc[w] = "idle"
+    IN  /\ started
+        /\ pc[w] = "idle"
         /\ open # {}
         /\ LET t == CHOOSE x \in open : \A y \in open : row[x].seq <= row[y].seq
            IN  /\ lock' = [lock EXCEPT ![t] = w]
                /\ target' = [target EXCEPT ![w] = t]
                /\ pc' = [pc EXCEPT ![w] = IF row[t].st = "ready" THEN "claimSlot"
                                                                 ELSE "claimWrite"]
-        /\ UNCHANGED <<row, slot, nextSeq, share, slotLock, writes, slotWrites, lease, todo,
+        /\ UNCHANGED <<row, slot, nextSeq, started, now, share, slotLock, writes, slotWrites, lease, todo,
                        unsettled, held, claims, ends, endedAttempt>>
 \* SELECT id FROM task WHERE <claimable> ORDER BY seq LIMIT 1 FOR UPDATE SKIP LOCKED: the
 \* first claimable version no other transaction has locked, taken with its lock.  Claimable
@@ -181,7 +191,7 @@ ClaimSlot(w) ==
                    /\ slotWrites' = [slotWrites EXCEPT ![w] = (s :> target[w]) @@ @]
                    /\ pc' = [pc EXCEPT ![w] = "claimWrite"]
                    /\ UNCHANGED <<lock, share, writes, target, todo, unsettled, lease>>
-        /\ UNCHANGED <<row, slot, nextSeq, held, claims, ends, endedAttempt>>
+        /\ UNCHANGED <<row, slot, nextSeq, started, now, held, claims, ends, endedAttempt>>
 \* SELECT id FROM slot WHERE task IS NULL LIMIT 1 FOR UPDATE SKIP LOCKED: a free slot row no
 \* other claim holds, locked and written with the version.  None: every slot is taken or
 \* being taken, and the claim ends with nothing (a rollback).
@@ -191,23 +201,25 @@ ClaimWrite(w) ==
     IN  /\ pc[w] = "claimWrite"
         /\ Stage(w, t, [row[t] EXCEPT !.st = "running", !.att = @ + 1, !.hold = w])
         /\ pc' = [pc EXCEPT ![w] = "claimCommit"]
-        /\ UNCHANGED <<row, slot, nextSeq, lock, share, slotLock, slotWrites, target, lease,
+        /\ UNCHANGED <<row, slot, nextSeq, started, now, lock, share, slotLock, slotWrites, target, lease,
                        todo, unsettled, held, claims, ends, endedAttempt>>
 \* UPDATE task SET state = 'running', attempt = attempt + 1, holder = w WHERE id = t.
 
 ClaimCommit(w) ==
     LET t == target[w]
     IN  /\ pc[w] = "claimCommit"
-        /\ row' = [x \in Tasks |-> Seen(w, x)]
+        /\ row' = [x \in Tasks |-> IF x = t THEN [Seen(w, t) EXCEPT !.deadline = now + LeaseTime]
+                                          ELSE Seen(w, x)]
         /\ slot' = [s \in Slots |-> IF s \in DOMAIN slotWrites[w] THEN slotWrites[w][s]
                                                                   ELSE slot[s]]
         /\ claims' = [claims EXCEPT ![t] = IF writes[w][t].att = 1 THEN @ + 1 ELSE @]
         /\ held' = [held EXCEPT ![w] = @ \cup {<<t, writes[w][t].att>>}]
         /\ Release(w)
         /\ Close(w)
-        /\ UNCHANGED <<nextSeq, lease, ends, endedAttempt>>
+        /\ UNCHANGED <<nextSeq, started, now, lease, ends, endedAttempt>>
 \* COMMIT: the version is w's, under the lease of its new attempt (its first claim when the
-\* attempt is 1).
+\* attempt is 1), whose deadline is LeaseTime from the clock read by the claim's last
+\* statement (modelled as read at the commit: a clock read earlier only shortens the lease).
 
 -----------------------------------------------------------------------------
 (* complete: the fenced UPDATE, the slot row, then fan-in row by row *)
@@ -218,14 +230,14 @@ CompleteFence(w, t, a) ==
     /\ Unlocked(w, t)
     /\ IF row[t].st = "running" /\ row[t].att = a /\ row[t].hold = w
        THEN /\ lock' = [lock EXCEPT ![t] = w]
-            /\ Stage(w, t, [row[t] EXCEPT !.st = "succeeded", !.hold = NoWorker])
+            /\ Stage(w, t, [row[t] EXCEPT !.st = "succeeded", !.hold = NoWorker, !.deadline = 0])
             /\ target' = [target EXCEPT ![w] = t]
             /\ lease' = [lease EXCEPT ![w] = a]
             /\ pc' = [pc EXCEPT ![w] = "completeSlot"]
             /\ UNCHANGED <<held, todo, unsettled, slotWrites>>
        ELSE /\ held' = [held EXCEPT ![w] = @ \ {<<t, a>>}]
             /\ UNCHANGED <<lock, writes, target, lease, pc, todo, unsettled, slotWrites>>
-    /\ UNCHANGED <<row, slot, nextSeq, share, slotLock, claims, ends, endedAttempt>>
+    /\ UNCHANGED <<row, slot, nextSeq, started, now, share, slotLock, claims, ends, endedAttempt>>
 \* UPDATE task SET state = 'succeeded', holder = NULL WHERE id = t AND attempt = a AND
 \* state = 'running' AND holder = w: it waits for the row's lock, then reads the condition
 \* on the latest committed row.  No row matched: the report is refused (its lease was lost)
@@ -240,7 +252,7 @@ CompleteSlot(w) ==
         /\ slotWrites' = [slotWrites EXCEPT ![w] = [s \in mine |-> NoTask] @@ @]
         /\ todo' = [todo EXCEPT ![w] = {d \in Tasks : t \in Deps[d] /\ row[d].st = "pending"}]
         /\ pc' = [pc EXCEPT ![w] = "completeFanIn"]
-        /\ UNCHANGED <<row, slot, nextSeq, lock, share, writes, target, lease, unsettled,
+        /\ UNCHANGED <<row, slot, nextSeq, started, now, lock, share, writes, target, lease, unsettled,
                        held, claims, ends, endedAttempt>>
 \* UPDATE slot SET task = NULL WHERE task = t; then the fan-in statement starts: the pending
 \* dependents it will visit are those committed now.
@@ -255,7 +267,7 @@ CompleteFanIn(w, d) ==
                                           !.st = IF row[d].rem = 1 THEN "ready" ELSE "pending"])
        ELSE UNCHANGED <<lock, writes>>
     /\ todo' = [todo EXCEPT ![w] = @ \ {d}]
-    /\ UNCHANGED <<row, slot, nextSeq, share, slotLock, slotWrites, pc, target, lease,
+    /\ UNCHANGED <<row, slot, nextSeq, started, now, share, slotLock, slotWrites, pc, target, lease,
                    unsettled, held, claims, ends, endedAttempt>>
 \* UPDATE task SET remaining_deps = remaining_deps - 1, state = CASE ... WHERE state =
 \* 'pending' AND id IN (the dependents of t), at dependent d: it waits for d's lock, then
@@ -274,7 +286,7 @@ CompleteCommit(w) ==
         /\ lease' = [lease EXCEPT ![w] = 0]
         /\ Release(w)
         /\ Close(w)
-        /\ UNCHANGED <<nextSeq, claims>>
+        /\ UNCHANGED <<nextSeq, started, now, claims>>
 \* COMMIT: the version succeeded, its slot is free, its dependents count one dep fewer.
 
 -----------------------------------------------------------------------------
@@ -286,23 +298,24 @@ Expire(w, t) ==
     /\ row[t].st = "running"
     /\ row[t].hold # NoWorker
     /\ row[t].att < MaxAttempts
+    /\ row[t].deadline < now
     /\ lock' = [lock EXCEPT ![t] = w]
-    /\ Stage(w, t, [row[t] EXCEPT !.hold = NoWorker])
+    /\ Stage(w, t, [row[t] EXCEPT !.hold = NoWorker, !.deadline = 0])
     /\ target' = [target EXCEPT ![w] = t]
     /\ pc' = [pc EXCEPT ![w] = "expireCommit"]
-    /\ UNCHANGED <<row, slot, nextSeq, share, slotLock, slotWrites, lease, todo, unsettled,
+    /\ UNCHANGED <<row, slot, nextSeq, started, now, share, slotLock, slotWrites, lease, todo, unsettled,
                    held, claims, ends, endedAttempt>>
 \* UPDATE task SET holder = NULL WHERE id = t AND state = 'running' AND holder IS NOT NULL
-\* AND deadline < now(), in a claimer's transaction: any live lease may be past its deadline
-\* (its worker paused), so the deadline is not modelled.  The condition is read on the
-\* latest committed row once the lock is free.
+\* AND deadline < now(), in a claimer's transaction (with attempts left: the give-up after
+\* the last one is not modelled here).  The condition is read on the latest committed row
+\* once the lock is free; a deadline once past stays past.
 
 ExpireCommit(w) ==
     /\ pc[w] = "expireCommit"
     /\ row' = [x \in Tasks |-> Seen(w, x)]
     /\ Release(w)
     /\ Close(w)
-    /\ UNCHANGED <<slot, nextSeq, lease, held, claims, ends, endedAttempt>>
+    /\ UNCHANGED <<slot, nextSeq, started, now, lease, held, claims, ends, endedAttempt>>
 \* COMMIT: the version waits to be re-claimed, in its slot.
 
 -----------------------------------------------------------------------------
@@ -315,7 +328,7 @@ SubmitBegin(t) ==
     /\ target' = [target EXCEPT ![Submitter] = t]
     /\ todo' = [todo EXCEPT ![Submitter] = Deps[t]]
     /\ pc' = [pc EXCEPT ![Submitter] = "submitDeps"]
-    /\ UNCHANGED <<row, slot, nextSeq, lock, share, slotLock, writes, slotWrites, lease,
+    /\ UNCHANGED <<row, slot, nextSeq, started, now, lock, share, slotLock, writes, slotWrites, lease,
                    unsettled, held, claims, ends, endedAttempt>>
 \* submit(t, deps): every dependency is known (a submitted row is never deleted).
 
@@ -327,7 +340,7 @@ SubmitDep(d) ==
     /\ unsettled' = [unsettled EXCEPT ![Submitter] =
                         IF row[d].st = "succeeded" THEN @ ELSE @ \cup {d}]
     /\ todo' = [todo EXCEPT ![Submitter] = @ \ {d}]
-    /\ UNCHANGED <<row, slot, nextSeq, lock, slotLock, writes, slotWrites, pc, target, lease,
+    /\ UNCHANGED <<row, slot, nextSeq, started, now, lock, slotLock, writes, slotWrites, pc, target, lease,
                    held, claims, ends, endedAttempt>>
 \* SELECT state FROM task WHERE id = d FOR SHARE: waits while a report holds d's row, then
 \* reads its latest committed state; the share lock keeps d's state until this commits.
@@ -339,13 +352,33 @@ SubmitInsert ==
         /\ todo[Submitter] = {}
         /\ row' = [row EXCEPT ![t] = [st |-> IF n = 0 THEN "ready" ELSE "pending",
                                       rem |-> n, att |-> 0, hold |-> NoWorker,
-                                      seq |-> nextSeq]]
+                                      seq |-> nextSeq, deadline |-> 0, due |-> now]]
         /\ nextSeq' = nextSeq + 1
         /\ Release(Submitter)
         /\ Close(Submitter)
-        /\ UNCHANGED <<slot, lease, held, claims, ends, endedAttempt>>
+        /\ UNCHANGED <<started, now, slot, lease, held, claims, ends, endedAttempt>>
 \* INSERT the version (and its edges) and COMMIT, as one step: the new rows are nobody
 \* else's to see or lock before the commit.
+
+-----------------------------------------------------------------------------
+(* start, and the clock *)
+
+Start ==
+    /\ ~started
+    /\ pc[Submitter] = "idle"
+    /\ started' = TRUE
+    /\ UNCHANGED <<now, row, slot, nextSeq, lock, share, slotLock, writes, slotWrites, pc,
+                   target, lease, todo, unsettled, held, claims, ends, endedAttempt>>
+\* start(): one transaction of the submitter, which writes the store's started flag.
+
+Tick ==
+    /\ \E t \in Tasks : row[t].st = "running" /\ row[t].hold # NoWorker /\ row[t].deadline >= now
+    /\ now' = now + 1
+    /\ UNCHANGED <<started, row, slot, nextSeq, lock, share, slotLock, writes, slotWrites, pc,
+                   target, lease, todo, unsettled, held, claims, ends, endedAttempt>>
+\* The store's clock moves on while some live lease has yet to pass its deadline: the only
+\* moments a tick can be noticed (DurableScheduler's Tick; every version here is due when
+\* it is submitted).
 
 -----------------------------------------------------------------------------
 (* Aborts *)
@@ -355,7 +388,7 @@ Abort(a) ==
     /\ Release(a)
     /\ Close(a)
     /\ lease' = IF a \in Workers THEN [lease EXCEPT ![a] = 0] ELSE lease
-    /\ UNCHANGED <<row, slot, nextSeq, held, claims, ends, endedAttempt>>
+    /\ UNCHANGED <<row, slot, nextSeq, started, now, held, claims, ends, endedAttempt>>
 \* a's client dies, or its connection drops, inside the transaction: the server rolls it
 \* back.  Nothing it wrote is kept; its locks are released.  (A worker that lost a report
 \* keeps its lease and may report again.)
@@ -371,6 +404,8 @@ Next ==
                               \/ \E a \in 1..MaxAttempts : CompleteFence(w, t, a)
     \/ \E t \in Tasks : SubmitBegin(t) \/ SubmitDep(t)
     \/ SubmitInsert
+    \/ Start
+    \/ Tick
     \/ \E a \in Agents : Abort(a)
 
 Spec == Init /\ [][Next]_vars
@@ -438,5 +473,77 @@ SkipOnlyLocked ==
 \* holds that version's row: a claim that commits or aborts soon after.  If it commits, the
 \* version was that transaction's to take, and the two claims are in key order in the order
 \* of their locks; if it aborts (its client died mid-claim), the version was passed over once.
+
+-----------------------------------------------------------------------------
+(* The refinement: every commit is one step of DurableScheduler *)
+
+Waiting == {"pending", "ready"}
+
+mGeneration == [t \in Tasks |-> IF row[t].st = "absent" THEN 0 ELSE 1]
+mState == [t \in Tasks |-> row[t].st]
+mDeps == [t \in Tasks |-> IF row[t].st = "absent" THEN {} ELSE Deps[t]]
+mAttempt == [t \in Tasks |-> row[t].att]
+mHolder == [t \in Tasks |-> row[t].hold]
+mDeadline == [t \in Tasks |-> row[t].deadline]
+mHeld == [w \in Workers |-> {<<l[1], 1, l[2]>> : l \in held[w]}]
+mDue == [t \in Tasks |-> IF row[t].st \in Waiting THEN row[t].due ELSE 0]
+\* DurableScheduler's variables, as the committed rows give them: each id has one version
+\* (generation 1), a lease <<t, a>> of a worker is DurableScheduler's <<t, 1, a>>, and a
+\* version's due time is kept while it waits.
+
+Atomic == INSTANCE DurableScheduler WITH
+    MaxConcurrency <- Cardinality(Slots),
+    LoseAnswers <- FALSE,
+    Priorities <- {-1, 0},
+    Delays <- {0},
+    Aging <- 0,
+    OptionalEdges <- FALSE,
+    AddDepsAllowed <- FALSE,
+    closed <- FALSE,
+    generation <- mGeneration,
+    state <- mState,
+    deps <- mDeps,
+    optional <- [t \in Tasks |-> {}],
+    remainingDeps <- [t \in Tasks |-> row[t].rem],
+    blockedBy <- [t \in Tasks |-> NoTask],
+    cancelRequested <- [t \in Tasks |-> FALSE],
+    seq <- [t \in Tasks |-> row[t].seq],
+    attempt <- mAttempt,
+    holder <- mHolder,
+    deadline <- mDeadline,
+    held <- mHeld,
+    due <- mDue,
+    priority <- [t \in Tasks |-> 0],
+    provenance <- [t \in Tasks |-> [root |-> NoTask, generation |-> 0, end |-> "none",
+                                     path |-> <<>>]]
+\* The atomic store this one implements.  Priorities holds a priority no submit gives, so
+\* that Scheduler's Claim, under DurableScheduler's, may take any ready version: the claim
+\* order is DurableScheduler's own (Chosen), and ClaimPassingOver below is the one way a
+\* commit may depart from it.
+
+ClaimPassingOver ==
+    \E w \in Workers : \E t \in Tasks :
+        /\ row[t].st = "ready"
+        /\ mAttempt' = [mAttempt EXCEPT ![t] = 1]
+        /\ mHolder' = [mHolder EXCEPT ![t] = w]
+        /\ mDeadline' = [mDeadline EXCEPT ![t] = now + LeaseTime]
+        /\ mHeld' = [mHeld EXCEPT ![w] = @ \cup {<<t, 1, 1>>}]
+        /\ UNCHANGED <<now, ends, endedAttempt>>
+        /\ mDue' = [x \in Tasks |-> IF mState'[x] \in Waiting THEN mDue[x] ELSE 0]
+        /\ Atomic!Abs!Claim(1)
+\* Atomic!Claim(w, 1) of a ready version that need not be the first in the claim order:
+\* a claim whose SELECT passed over the first (SkipOnlyLocked: another transaction held
+\* it), or whose SELECT came before the first became ready (a fan-in committed since).
+
+Refinement == [][Atomic!Next \/ ClaimPassingOver]_(Atomic!vars)
+\* Every commit is a step of DurableScheduler (a claim possibly out of the claim order), and
+\* every other step (a statement, an abort) changes nothing DurableScheduler has.  Checked
+\* as a property: a commit that writes the wrong rows is a violation, not a step TLC
+\* would silently leave out.
+
+AtomicInit == Atomic!Init
+\* The committed rows of the initial state are DurableScheduler's initial state: with
+\* Refinement, Atomic!Spec.  A state predicate among a config's PROPERTIES, which TLC
+\* checks on the initial states.
 
 =============================================================================
