@@ -17,29 +17,30 @@ from refsched.verify.itf import Trace, read_traces
 from refsched.verify.replay import Divergence, ReplayReport, format_divergence, replay
 
 
-def corpus_traces(system: Any) -> list[Trace]:
-    """The traces of ``system``'s corpus (a refsched.verify.system.System)."""
-    return read_traces(corpus.traces_dir() / system.bundle)
+def corpus_traces(system: Any, config: str | None = None) -> list[Trace]:
+    """The traces of ``system``'s corpus (a refsched.verify.system.System) of the instance
+    ``config`` (default: its traces config)."""
+    return read_traces(corpus.traces_dir() / system.bundle_of(config or system.traces_config))
 
 
 def assert_corpus_is_current(system: Any, config: str) -> None:
     """TLC's graph of ``config``, dumped now, is the graph the corpus was made from (so the
     spec and the model have not moved since)."""
-    graph = stategraph.tlc_graph(system=system, workers=1)
+    graph = stategraph.tlc_graph(config, system=system, workers=1)
     check = corpus.check_corpus(graph)
     assert check.manifest["edges"] == graph.edge_count == check.fresh["edges"]
     assert check.manifest["config"] == config
 
 
 def assert_replays_every_edge(traces: list[Trace], system: Any, gated_off: Collection[str] = (),
-                              **options: Any) -> ReplayReport:
+                              config: str | None = None, **options: Any) -> ReplayReport:
     """Every trace replays without a divergence (``options`` go to ``replay``), the replay went
-    through as many traces, steps and edges as the manifest records, and every action was
-    taken on some edge, but those of ``gated_off`` (actions whose constant the corpus
-    instance leaves FALSE). Returns the report."""
+    through as many traces, steps and edges as the manifest of the instance ``config``
+    (default: the traces config) records, and every action was taken on some edge, but those
+    of ``gated_off`` (actions the corpus instance's constants disable). Returns the report."""
     report = replay(traces, system=system, **options)
     assert report.ok, format_divergence(report.divergences[0])
-    manifest = corpus.read_manifest(system=system)
+    manifest = corpus.read_manifest(system=system, config=config)
     assert (report.traces, report.steps, report.edges) == (
         manifest["traces"], manifest["steps"], manifest["edges"])
     assert {name for name, c in report.coverage.items() if c.edges == 0} == set(gated_off)
@@ -49,7 +50,7 @@ def assert_replays_every_edge(traces: list[Trace], system: Any, gated_off: Colle
 class CorpusTests:
     """The tests of every system's corpus: a system's test_replay.py subclasses this as
     ``Test<System>Corpus``, naming the system and the config its corpus is made from, beside a
-    module fixture ``traces`` (:func:`corpus_traces`)."""
+    fixture ``traces`` (:func:`corpus_traces`) of that instance."""
 
     system: Any  # the refsched.verify.system.System whose corpus it is
     config: str  # the traces instance the manifest must name: "MCTimerQueueTraces.cfg"
@@ -59,7 +60,7 @@ class CorpusTests:
         assert_corpus_is_current(self.system, self.config)
 
     def test_every_edge_of_the_corpus_replays_cleanly(self, traces: list[Trace]) -> None:
-        assert_replays_every_edge(traces, self.system, self.gated_off)
+        assert_replays_every_edge(traces, self.system, self.gated_off, self.config)
 
 
 def first_divergence(traces: list[Trace], factory: Callable[..., Any],

@@ -37,8 +37,10 @@ def test_verify_of_the_pool_replays_its_corpus(capsys: pytest.CaptureFixture[str
     report = json.loads(capsys.readouterr().out)
     assert [r["name"] for r in report["results"]] == [
         "corpus replay vs refsched:WorkStealingPool",
+        "corpus replay vs refsched:WorkStealingPool (pool-blocking-cover.jsonl.gz)",
         "lock-step pool model vs refsched:WorkStealingPool"]
     assert report["results"][0]["figures"]["edges_replayed"] == 9216
+    assert report["results"][1]["figures"]["edges_replayed"] == 15174  # with managed blocking
 
 
 def test_verify_fails_for_a_broken_scheduler(capsys: pytest.CaptureFixture[str]) -> None:

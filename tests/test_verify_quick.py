@@ -23,13 +23,20 @@ def test_quick_runs_the_small_instance_checks_and_no_big_tlc_run() -> None:
     report = json.loads(done.stdout)
     assert done.returncode == 0, done.stdout + done.stderr
     names = [r["name"] for r in report["results"]]
+    # each corpus instance: without managed blocking, then with it
     assert names == ["model = spec (MCWorkStealingTraces.cfg)",
                      "corpus is current (traces/pool-cover.jsonl.gz)",
+                     "model = spec (MCWorkStealingCorpusBlocking.cfg)",
+                     "corpus is current (traces/pool-blocking-cover.jsonl.gz)",
                      "corpus replay vs refsched:WorkStealingPool (one trace in 20)",
+                     "corpus replay vs refsched:WorkStealingPool (pool-blocking-cover.jsonl.gz)"
+                     " (one trace in 20)",
                      "lock-step pool model vs refsched:WorkStealingPool"]
-    replay = report["results"][2]["figures"]
+    replay = report["results"][4]["figures"]
     assert replay["traces"] == len(range(0, 2841, 20)) and replay["edges_replayed"] > 0
-    assert report["results"][3]["figures"]["examples"] >= 20
+    blocking = report["results"][5]["figures"]
+    assert blocking["traces"] == len(range(0, 4673, 20)) and blocking["edges_replayed"] > 0
+    assert report["results"][6]["figures"]["examples"] >= 20
 
 
 def test_quick_fails_when_the_corpus_was_made_from_another_spec(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from .actions import PoolSnapshot
+from ..dag.graph import ModelGraph, search
+from .actions import ACTIONS, PoolSnapshot, Refusal
 from .graph import Instance, next_steps
 
 __all__ = [
@@ -25,7 +26,10 @@ __all__ = [
     "BlockingInstance",
     "BlockingSnapshot",
     "SpareState",
+    "blocking_explore",
     "blocking_next_steps",
+    "blocking_refusal",
+    "blocking_step",
     "blocking_violated",
 ]
 
@@ -51,7 +55,7 @@ def _empty() -> Mapping[Hashable, frozenset[Hashable]]:
     return MappingProxyType({})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BlockingSnapshot:
     """The pool's variables, and ``blocked``, ``spare``, ``blocker``. Off spares (with no
     blocker) are left out of ``spare`` and ``blocker``, as idle workers are of ``running``."""
@@ -62,6 +66,18 @@ class BlockingSnapshot:
         default_factory=lambda: MappingProxyType({}))  # active spare -> STARTING or ON
     blocker: Mapping[Hashable, frozenset[Hashable]] = field(
         default_factory=_empty)  # spare -> the blocked thread it stands in for; never empty
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.pool, self.blocked, frozenset(self.spare.items()),
+                frozenset(self.blocker.items()))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, BlockingSnapshot):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:  # a state of a graph: its variables' values
+        return hash(self._key())
 
     def active(self) -> frozenset[Hashable]:
         """Spec ``ActiveSpares``."""
@@ -153,6 +169,50 @@ BLOCKING_ACTIONS: dict[str, tuple[Callable[..., bool], Callable[..., object]]] =
 """Each action's (enabled, step); Block's step gives every state it may lead to."""
 
 
+def _thread_refusal(s: BlockingSnapshot, name: str, params: Mapping[str, Any],
+                    blocking: BlockingInstance) -> str | None:
+    """Why the pool's action ``name`` may not be taken by its thread with managed blocking,
+    or None: ``SubmitExternal`` goes to a worker, a thief or a popping thread is ``Serving``,
+    and a blocked thread does not ``Finish``."""
+    doer = params.get("thief", params.get("w"))
+    if name == "SubmitExternal" and doer not in blocking.workers:
+        return f"{doer} is not a worker: submit() from outside goes to a worker"
+    if name in ("Pop", "Steal", "StealBatch") and not s.serving(doer, blocking):
+        return f"{doer} does not serve: only a worker or a started spare takes tasks"
+    if name == "Finish" and doer in s.blocked:
+        return f"{doer} is blocked inside blocking(): its task cannot finish"
+    return None
+
+
+def blocking_refusal(s: BlockingSnapshot, name: str, args: tuple[Any, ...],
+                     blocking: BlockingInstance) -> Refusal | None:
+    """Why the step ``name(*args)`` of ``Next`` with managed blocking is not enabled in
+    ``s`` (None: it is). ``args``: the action's parameters in its order, and for a steal
+    the ``StealCap`` after them."""
+    if name in BLOCKING_ACTIONS:
+        enabled, _ = BLOCKING_ACTIONS[name]
+        if enabled(s, args[0], blocking) if name == "Block" else enabled(s, args[0]):
+            return None
+        return Refusal(None, f"{name}({', '.join(map(str, args))}) is not enabled")
+    action = ACTIONS[name]
+    why = _thread_refusal(s, name, dict(zip(action.params, args, strict=False)), blocking)
+    if why is not None:
+        return Refusal(None, why)
+    return action.refused(s.pool, *args)
+
+
+def blocking_step(s: BlockingSnapshot, name: str, args: tuple[Any, ...],
+                  blocking: BlockingInstance) -> tuple[BlockingSnapshot, ...]:
+    """Every state the enabled step ``name(*args)`` may lead to (more than one only for a
+    ``Block`` with several spares free to stand in)."""
+    if name == "Block":
+        return tuple(block_steps(s, args[0], blocking))
+    if name in BLOCKING_ACTIONS:
+        _, step = BLOCKING_ACTIONS[name]
+        return (step(s, *args),)  # type: ignore[return-value]
+    return (replace(s, pool=ACTIONS[name].step(s.pool, *args)),)
+
+
 def blocking_next_steps(s: BlockingSnapshot, instance: Instance, blocking: BlockingInstance
                         ) -> Iterator[tuple[str, dict[str, Any], tuple[BlockingSnapshot, ...]]]:
     """Every enabled instance of the spec's ``Next`` with managed blocking: (action name,
@@ -164,12 +224,8 @@ def blocking_next_steps(s: BlockingSnapshot, instance: Instance, blocking: Block
     spares: tuple[Any, ...] = tuple(sorted(blocking.spares, key=str))
     threads = instance.workers + spares
     for name, params, after in next_steps(s.pool, replace(instance, workers=threads)):
-        doer = params.get("thief", params.get("w"))
-        if ((name == "SubmitExternal" and doer not in instance.workers)
-                or (name in ("Pop", "Steal", "StealBatch") and not s.serving(doer, blocking))
-                or (name == "Finish" and doer in s.blocked)):
-            continue
-        yield name, params, (replace(s, pool=after),)
+        if _thread_refusal(s, name, params, blocking) is None:
+            yield name, params, (replace(s, pool=after),)
     for x in threads:
         if block_enabled(s, x, blocking):
             yield "Block", {"x": x}, tuple(block_steps(s, x, blocking))
@@ -180,6 +236,17 @@ def blocking_next_steps(s: BlockingSnapshot, instance: Instance, blocking: Block
             yield "StartSpare", {"s": sp}, (start_spare_step(s, sp),)
         if retire_enabled(s, sp):
             yield "Retire", {"s": sp}, (retire_step(s, sp),)
+
+
+def blocking_explore(instance: Instance,
+                     blocking: BlockingInstance) -> ModelGraph[BlockingSnapshot]:
+    """Breadth-first search of ``Next`` with managed blocking, as TLC explores the spec: one
+    edge per state a step may lead to."""
+    return search(BlockingSnapshot(),
+                  lambda s: ((name, params, after)
+                             for name, params, afters in blocking_next_steps(s, instance, blocking)
+                             for after in afters),
+                  lambda s: True)
 
 
 def compensation_bounded(s: BlockingSnapshot, instance: BlockingInstance) -> bool:

@@ -95,7 +95,7 @@ def corpus_hash(system: str) -> str | None:
     digest = hashlib.sha256()
     spec = system_registry.get(system)
     try:
-        for config in spec.instances:
+        for config in spec.protocol_instances:
             digest.update((corpus_files.traces_dir() / spec.manifest_of(config)).read_bytes())
     except OSError:
         return None

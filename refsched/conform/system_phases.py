@@ -63,17 +63,19 @@ class CorpusUnreadable(RuntimeError):
 
 def _read_corpus(system: systems.System, limit: int | None = None,
                  counts: Callable[[Trace], bool] = lambda _: True) -> tuple[list[Trace], int]:
-    """The traces of every corpus instance of ``system``, in the order of its instances and
-    of each bundle, and how many traces the corpus has (its manifests say); with a ``limit``,
-    only up to the trace that makes ``limit`` of those that ``counts``: a bundle's later lines
-    are not even parsed (the durable scheduler's first bundle alone takes half a minute to
-    decode)."""
+    """The traces of every corpus instance of ``system`` the protocol carries, in the order of
+    its instances and of each bundle, and how many traces the corpus has (its manifests say);
+    with a ``limit``, only up to the trace that makes ``limit`` of those that ``counts``: a
+    bundle's later lines are not even parsed (the durable scheduler's first bundle alone takes
+    half a minute to decode)."""
     traces: list[Trace] = []
     counted = 0
     try:
-        instances = corpus_files.instance_bundles(system)
+        configs = system.protocol_instances
+        instances = corpus_files.instance_bundles(system, configs=configs)
         size = sum(int(manifest.get("traces", 0)) for _, _, manifest in instances)
-        for trace in corpus_files.instance_traces(system, lazy=limit is not None):
+        for trace in corpus_files.instance_traces(system, lazy=limit is not None,
+                                                  configs=configs):
             traces.append(trace)
             counted += counts(trace)
             if limit is not None and counted >= limit:

@@ -181,8 +181,9 @@ def corpus_traces(system: str, max_traces: int | None) -> list[Trace]:
     order: instance after instance."""
     traces: list[Trace] = []
     try:
-        for trace in corpus_files.instance_traces(system_registry.get(system),
-                                                  lazy=max_traces is not None):
+        spec = system_registry.get(system)
+        for trace in corpus_files.instance_traces(spec, lazy=max_traces is not None,
+                                                  configs=spec.protocol_instances):
             if len(traces) == max_traces:  # only the first ones are parsed
                 return traces
             traces.append(trace)

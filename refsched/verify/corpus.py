@@ -204,15 +204,17 @@ def read_manifest(directory: Path | None = None, system: systems.System | None =
     return data
 
 
-def instance_bundles(system: systems.System, directory: Path | None = None
+def instance_bundles(system: systems.System, directory: Path | None = None, *,
+                     configs: Sequence[str] | None = None
                      ) -> list[tuple[str, Path, dict[str, Any]]]:
-    """(config, bundle, manifest) of every corpus instance of ``system``, in its order.
+    """(config, bundle, manifest) of every corpus instance of ``system`` (or of those of
+    ``configs``), in its order.
 
     Raises :class:`CorpusMismatch` when a manifest is missing.
     """
     where = directory or traces_dir()
     found = []
-    for config in system.instances:
+    for config in system.instances if configs is None else configs:
         manifest = read_manifest(where, system, config)
         found.append((config, where / str(manifest.get("bundle", system.bundle_of(config))),
                       manifest))
@@ -220,8 +222,10 @@ def instance_bundles(system: systems.System, directory: Path | None = None
 
 
 def instance_traces(system: systems.System, directory: Path | None = None, *,
-                    lazy: bool = False) -> Iterator[Trace]:
-    """The traces of every corpus instance of ``system``, instance after instance; ``lazy``
+                    lazy: bool = False, configs: Sequence[str] | None = None
+                    ) -> Iterator[Trace]:
+    """The traces of every corpus instance of ``system`` (or of those of ``configs``),
+    instance after instance; ``lazy``
     parses a bundle only as far as it is read (and keeps nothing for the next reader), else
     each bundle is read whole, once per process. Every bundle numbers its traces from
     ``cover-00001``, so a trace of any instance but the first is named after its instance
@@ -230,7 +234,7 @@ def instance_traces(system: systems.System, directory: Path | None = None, *,
     Raises :class:`CorpusMismatch` when a manifest is missing, and what reading a bundle
     raises (:class:`~refsched.verify.itf.TraceFormatError`, :class:`OSError`).
     """
-    for config, bundle, _ in instance_bundles(system, directory):
+    for config, bundle, _ in instance_bundles(system, directory, configs=configs):
         name = system.instance_name(config)
         for trace in iter_traces(bundle) if lazy else read_traces(bundle):
             yield replace(trace, name=f"{name}-{trace.name}") if name else trace

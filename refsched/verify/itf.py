@@ -61,11 +61,12 @@ __all__ = [
 ACTION_TAKEN = "mbt::actionTaken"
 NONDET_PICKS = "mbt::nondetPicks"
 PARAMETERS = ("t", "D", "k", "g", "cancelPending", "r", "p", "v", "w", "thief", "victim", "a",
-              "d", "O")
+              "d", "O", "x", "s")
 """Every parameter name the specs' actions take (``spec/Scheduler.tla``, then
 ``spec/TimerQueue.tla``, then ``spec/WorkStealing.tla``, then ``spec/DurableScheduler.tla``: its
 Submit's ``p`` and ``d`` are a priority and a delay; then ``O``, the optional edges of
-Scheduler.tla's SubmitOptional and AddDeps)."""
+Scheduler.tla's SubmitOptional and AddDeps; then ``x`` and ``s``, the thread and the spare of
+WorkStealing.tla's managed blocking)."""
 
 
 _SAFE_INTEGER = 2**53
@@ -256,7 +257,9 @@ def trace_to_itf(trace: Trace, cache: dict[int, dict[str, Any]] | None = None) -
     states = [_state_json(0, trace.initial, "init", {}, cache)]
     states += [_state_json(i, step.state, step.action, step.params, cache)
                for i, step in enumerate(trace.steps, start=1)]
-    variables = spec_variables(trace.initial)
+    # the spec's variables the trace's states hold: a pool's without managed blocking leave
+    # out its variables
+    variables = [v for v in spec_variables(trace.initial) if v in trace.initial]
     return {"#meta": meta, "params": [], "vars": [*variables, ACTION_TAKEN, NONDET_PICKS],
             "states": states, "loop": None}
 

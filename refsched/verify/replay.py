@@ -610,10 +610,14 @@ class _PoolTally(_Tally):
 
     def __init__(self, constants: Mapping[str, Any]) -> None:
         super().__init__(constants)
-        self.zero = pool_counters.Counts()
+        self.spares = tuple(constants.get("Spares") or ())  # managed blocking on: its counts
+        self.zero = pool_counters.BlockingCounts() if self.spares else pool_counters.Counts()
 
     def expected(self, counts: Any, state: Any) -> Mapping[str, Any]:
-        return {**counts.expected(state, self.constants["Workers"]), "parked": 0}
+        workers = self.constants["Workers"]
+        shown = (counts.expected(state, workers, self.spares) if self.spares
+                 else counts.expected(state, workers))
+        return {**shown, "parked": 0}
 
 
 class _DurableTally(_Tally):
@@ -663,8 +667,12 @@ class _Replayer:
         self.report = report
         self.profile = profile
         self.fatal = fatal
-        self.values_of: Callable[[Mapping[str, Any]], tuple[Any, ...]] = operator.itemgetter(
-            *system.variables)
+        required = operator.itemgetter(
+            *(v for v in system.variables if v not in system.optional_variables))
+        optional = system.optional_variables
+        self.values_of: Callable[[Mapping[str, Any]], tuple[Any, ...]] = (
+            (lambda values: (*required(values), *(values.get(v) for v in optional)))
+            if optional else required)
         # a trace state's values (in the spec's variable order) -> (state number, model state):
         # corpus traces share most of their states, and converting one costs more than
         # hashing it
@@ -686,7 +694,8 @@ class _Replayer:
         try:
             key = self.values_of(values)
             known = self.by_values.get(key)
-        except (KeyError, TypeError):  # not a state, or an unhashable value: let snapshot_of say
+        except (KeyError, TypeError, AttributeError):  # not a state, or an unhashable value:
+            # let snapshot_of say
             try:
                 snapshot = snapshot_of(values)
             except KeyError as missing:
@@ -729,15 +738,16 @@ class _Replayer:
         except (ValueError, TypeError) as error:  # SpecStateError is a ValueError
             raise diverge(0, "init", {}, "model", f"the initial state is not a state of the "
                           f"spec: {error}", None, None, None) from None
-        if source != system.initial:
+        initial = system.initial_state(constants)
+        if source != initial:
             raise diverge(0, "init", {}, "model", "the initial state is not Init",
-                          None, source, system.initial)
+                          None, source, initial)
         impl = system.new_implementation(self.factory, constants)
         if profile.snapshot:
             actual = system.snapshot(impl, constants, fatal)
-            if actual != system.initial:
+            if actual != initial:
                 raise diverge(0, "init", {}, "implementation",
-                              f"a new {system.title} is not in Init", None, system.initial,
+                              f"a new {system.title} is not in Init", None, initial,
                               actual)
         check = getattr(impl, "check_invariants", None)
         report, coverage = self.report, self.report.coverage
@@ -771,7 +781,7 @@ class _Replayer:
                            target, target, diff=table)
 
         if stats is not None:
-            miscount = miscounted(0, "init", {}, None, system.initial)
+            miscount = miscounted(0, "init", {}, None, initial)
             if miscount is not None:
                 raise miscount
 
@@ -794,9 +804,8 @@ class _Replayer:
                               source, None, None) from None
 
             if (constants_key, edge) not in model_checked:
-                spec_action = actions[action]
                 args = system.model_args(action, params, constants)
-                refusal = spec_action.refusal(source, *args)
+                refusal = system.model_refusal(action, source, args, constants)
                 if refusal is not None:
                     raise diverge(index, action, params, "model",
                                   f"the model does not enable the step: {refusal.reason}",

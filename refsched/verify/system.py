@@ -62,6 +62,9 @@ class System(ABC):
     id_parameters: tuple[str, ...] = ("t",)
     # what the implementation's snapshot() must return to be compared (else it cannot say)
     snapshot_type: type = object
+    # variables some instances' states leave out (the pool's managed blocking, off): a state's
+    # value of one is None where it has none
+    optional_variables: tuple[str, ...] = ()
 
     @property
     def title(self) -> str:
@@ -110,6 +113,12 @@ class System(ABC):
     def instances(self) -> tuple[str, ...]:
         """The configs of every corpus instance, :attr:`traces_config` first."""
         return self.corpus_configs or (self.traces_config,)
+
+    @property
+    def protocol_instances(self) -> tuple[str, ...]:
+        """The corpus instances the conformance protocol carries (an implementation in another
+        language is replayed on): by default every one."""
+        return self.instances
 
     def instance_name(self, config: str) -> str:
         """``""`` for :attr:`traces_config`, else the config's own part of its name:
@@ -220,6 +229,16 @@ class System(ABC):
         """The arguments of the model's ``refusal`` / ``step`` for the step: by default the
         action's parameters, in its order."""
         return tuple(params[name] for name in self.actions[action].params)
+
+    def initial_state(self, constants: Mapping[str, Any]) -> Hashable:
+        """The model's initial state for a trace with ``constants``: by default
+        :attr:`initial`."""
+        return self.initial
+
+    def model_refusal(self, action: str, source: Any, args: tuple[Any, ...],
+                      constants: Mapping[str, Any]) -> Any:
+        """Why the model does not enable the step (its ``Refusal``), or None."""
+        return self.actions[action].refusal(source, *args)
 
     def model_step(self, action: str, source: Any, args: tuple[Any, ...],
                    constants: Mapping[str, Any]) -> Any:

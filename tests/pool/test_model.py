@@ -34,6 +34,7 @@ from refsched.model.pool.actions import steal_size
 from refsched.model.pool.blocking import BLOCKING_ACTIONS
 from refsched.verify import system
 from refsched.verify.pool.spec import (
+    BLOCKING_VARIABLES,
     SPEC_VARIABLES,
     TRACES_CONFIG,
     read_instance,
@@ -432,7 +433,8 @@ def test_every_named_check_is_defined_in_the_spec() -> None:
 def test_the_pool_system_is_registered_for_the_verification_tools() -> None:
     pool = system.get("pool")
     assert pool.name == "pool" and pool.mc_module == "MCWorkStealing.tla"
-    assert pool.variables == SPEC_VARIABLES and pool.initial == INITIAL
+    assert pool.variables == (*SPEC_VARIABLES, *BLOCKING_VARIABLES) and pool.initial == INITIAL
+    assert pool.optional_variables == BLOCKING_VARIABLES
     assert pool.read_instance(TRACES_CONFIG) == TRACES
     assert pool.constants(TRACES) == {"Workers": ["w1", "w2"], "Tasks": ["a", "b", "c", "d"],
                                       "Children": ["c", "d"], "StealCap": 1}

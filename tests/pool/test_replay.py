@@ -2,9 +2,12 @@
 WorkStealingPool, and able to catch a pool that moves differently.
 
 The corpus (traces/pool-cover.jsonl.gz) covers every edge of TLC's state graph of
-spec/MCWorkStealingTraces.cfg. Replay takes each step through the production pool with its
-workers' moves driven one at a time (refsched.verify.pool.driver); each must-fail test breaks
-one thing in a WorkStealingPool and asserts the replay names the first step where it shows.
+spec/MCWorkStealingTraces.cfg; its instance with managed blocking
+(traces/pool-blocking-cover.jsonl.gz) every edge of spec/MCWorkStealingCorpusBlocking.cfg's,
+one spare with MaxSpares 1. Replay takes each step through the production pool with its
+workers' and its spare's moves driven one at a time (refsched.verify.pool.driver); each
+must-fail test breaks one thing in a WorkStealingPool and asserts the replay names the first
+step where it shows.
 """
 
 from __future__ import annotations
@@ -20,8 +23,12 @@ from refsched.cli import main
 from refsched.pool.pool import PoolStats, _Task
 from refsched.verify import corpus, system
 from refsched.verify.itf import Trace, read_traces
+from refsched.verify.mutants import Budget, run_mutant
 from refsched.verify.pool.driver import SteppedPool, stepped_class
-from refsched.verify.replay import format_divergence
+from refsched.verify.pool.mutants import CATALOGUE
+from refsched.verify.pool.system import BLOCKING_CONFIG
+from refsched.verify.replay import format_divergence, replay
+from tests.pool.test_lockstep import SpareNeverRetires, UnblockKeepsTheSpare
 from tests.replay_support import (
     CorpusTests,
     assert_wrong_state_after,
@@ -41,7 +48,22 @@ class TestPoolCorpus(CorpusTests):
     system, config = POOL, "MCWorkStealingTraces.cfg"
     # The corpus instance has StealCap = 1: batch steals are the lock-step walks', TLC's
     # (MCWorkStealingBatch.cfg) and the recorded runs' (tests/test_validate_systems.py).
+    # Nor managed blocking (Spares = {}): the instance below takes its actions.
+    gated_off = ("StealBatch", "Block", "StartSpare", "Unblock", "Retire")
+
+
+@pytest.fixture(scope="module")
+def blocking_traces() -> list[Trace]:
+    return corpus_traces(POOL, BLOCKING_CONFIG)
+
+
+class TestPoolBlockingCorpus(CorpusTests):
+    system, config = POOL, BLOCKING_CONFIG
     gated_off = ("StealBatch",)
+
+    @pytest.fixture
+    def traces(self, blocking_traces: list[Trace]) -> list[Trace]:
+        return blocking_traces
 
 
 # -- Broken pools -------------------------------------------------------------------------------
@@ -108,6 +130,39 @@ def test_a_broken_pool_is_named_at_its_first_wrong_step(
                              field, column=0)
 
 
+# -- Broken pools with managed blocking ----------------------------------------------------------
+
+def test_a_pool_whose_spare_stands_in_after_its_blocker_returned_is_named_at_unblock(
+        blocking_traces: list[Trace]) -> None:
+    d = first_divergence(blocking_traces, UnblockKeepsTheSpare, POOL).divergences[0]
+    assert_wrong_state_after(d, "Unblock", "blocker", column=0)
+    # the trace's spare released, the pool's still standing in for the thread that returned
+    assert d.diff.splitlines()[1].split()[1:] == ["{}", "{s1:", f"{{{d.params['x']}}}}}"], d.diff
+
+
+def test_a_pool_whose_spare_never_retires_is_named_by_the_move(
+        blocking_traces: list[Trace]) -> None:
+    d = first_divergence(blocking_traces, SpareNeverRetires, POOL).divergences[0]
+    assert (d.side, d.action) == ("implementation", "Retire"), format_divergence(d)
+    assert "spare s1 retires spare 's1' may not retire, expected the move taken" in d.reason
+
+
+def test_the_replay_layer_kills_the_seeded_spare_that_unblock_keeps() -> None:
+    (mutant,) = (m for m in CATALOGUE if m.name == "pool_unblock_keeps_the_spare")
+    (layer,) = run_mutant(mutant, ["replay"], budget=Budget()).layers
+    assert layer.status == "killed", layer.evidence
+    # only the instance with managed blocking takes Unblock
+    assert "Unblock" in layer.evidence and "blocker" in layer.evidence, layer.evidence
+
+
+def test_a_trace_of_more_spares_than_one_is_refused(blocking_traces: list[Trace]) -> None:
+    trace = blocking_traces[0]
+    two = dataclasses.replace(trace, constants={**trace.constants, "Spares": ["s1", "s2"]})
+    d = replay([two], system=POOL).divergences[0]
+    assert (d.side, d.step) == ("model", 0), format_divergence(d)
+    assert "a replay drives one spare" in d.reason
+
+
 class TakesNothing(WorkStealingPool):
     """A worker with a task in its own deque finds nothing to take."""
 
@@ -167,6 +222,8 @@ def test_replay_cli_replays_the_pool_corpus(capsys: pytest.CaptureFixture[str]) 
     assert main(["replay", "-q", str(bundle)]) == 0  # the spec is read off the traces
     assert "no divergence" in capsys.readouterr().err
     assert main(["replay", "-q", "--system", "pool"]) == 0
-    assert "edges replayed: 9,216 of 9,216 (100.0%)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "edges replayed (MCWorkStealingTraces.cfg): 9,216 of 9,216 (100.0%)" in out
+    assert "edges replayed (MCWorkStealingCorpusBlocking.cfg): 15,174 of 15,174 (100.0%)" in out
     assert main(["replay", "-q", "--system", "pool",
                  "--impl", "tests.pool.test_replay:OwnerTakesTop"]) == 1

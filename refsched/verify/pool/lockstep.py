@@ -44,14 +44,15 @@ from refsched.model.pool.blocking import (
     BlockingSnapshot,
     blocking_next_steps,
 )
-from refsched.model.pool.counters import Counts
+from refsched.model.pool.counters import BlockingCounts, Counts
 from refsched.verify import system
 from refsched.verify.dag.lockstep import states_at
 from refsched.verify.itf import Step as TraceStep
 from refsched.verify.itf import Trace
 from refsched.verify.lockstep import WalkDisagreement, WalkLedger, run_machine
-from refsched.verify.pool.driver import SteppedPool, StepRefused, driven_pool
+from refsched.verify.pool.driver import SteppedPool, driven_pool
 from refsched.verify.pool.spec import blocking_spec_state
+from refsched.verify.pool.system import difference_rows
 from refsched.verify.replay import counter_rows, format_rows
 
 __all__ = ["BATCH_STEAL_CAP", "BLOCKING_MAX_SPARES", "SPARES", "WORKERS", "BlockingLedger",
@@ -69,10 +70,6 @@ SPARES = ("s1", "s2", "s3")
 # The MaxSpares the walks with managed blocking run with: below len(SPARES), and below the
 # threads that may block at once, so blockers past the bound block uncompensated.
 BLOCKING_MAX_SPARES = 2
-# Each managed-blocking action: the driver's move that takes it.
-_BLOCKING_MOVES = {"Block": "block", "StartSpare": "start_spare", "Unblock": "unblock",
-                   "Retire": "retire"}
-
 _POOL = system.get("pool")
 
 
@@ -129,8 +126,7 @@ def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                               SteppedPool(factory, WORKERS, steal_cap, spares=SPARES,
                                           max_spares=max_spares))
             self.blocking = BlockingSnapshot()  # the model's state, with managed blocking
-            self.blocks = {"compensated": 0, "uncompensated": 0}  # Block steps, by outcome
-            self.slots = 0  # spare slots the pool has used: the lowest first
+            self.blocking_counts = BlockingCounts()  # what its steps so far count
             self.steps: list[str] = []
             self.taken: list[TraceStep] = []  # the model's spec steps, for the trace
             self.bad = 0  # calls made that must be refused: a few per walk, not most of it
@@ -156,26 +152,16 @@ def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             model's step may lead to, the one the pool reached."""
             self.steps.append(_POOL.describe(action, params))
             try:
-                if action in ACTIONS:
-                    _POOL.apply(self.pool, action, params, self.model, None, fatal)
-                else:
-                    getattr(self.pool, _BLOCKING_MOVES[action])(*params.values())
-            except fatal:
-                raise
-            except (AssertionError, StepRefused, ValueError) as error:  # StepMismatch
+                _POOL.apply(self.pool, action, params, self.model, None, fatal)
+            except AssertionError as error:  # StepMismatch
                 self.taken.append(TraceStep(action, dict(params), self.spec_state(afters[0])))
                 self.fail(str(error))
             reached = self.pool.blocking_snapshot()
             after = reached if reached in afters else afters[0]
             before, self.blocking, self.model = self.blocking, after, after.pool
             self.taken.append(TraceStep(action, dict(params), self.spec_state(after)))
-            self.counts = self.counts.step(action, tuple(params.values()), before.pool,
-                                           after.pool)
-            if action == "Block":
-                stood_in = any(params["x"] in b for b in after.blocker.values())
-                self.blocks["compensated" if stood_in else "uncompensated"] += 1
-            used = [i + 1 for i, sp in enumerate(SPARES) if sp in after.spare]
-            self.slots = max([self.slots, *used])
+            self.blocking_counts = self.blocking_counts.step(
+                action, _POOL.model_args(action, params, {"StealCap": steal_cap}), before, after)
             ledger.actions[action] += 1
             self.agree()
 
@@ -223,11 +209,9 @@ def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             if blocking is not None:
                 reached = self.pool.blocking_snapshot()
                 if reached != self.blocking:
-                    rows = [(name, repr(getattr(self.blocking, name)), repr(getattr(reached, name)))
-                            for name in ("blocked", "spare", "blocker")
-                            if getattr(self.blocking, name) != getattr(reached, name)]
                     self.fail("the pool's managed blocking is not the model's:\n"
-                              + format_rows(("variable", "model", "pool"), rows))
+                              + format_rows(("variable", "model", "pool"),
+                                            difference_rows(self.blocking, reached)))
             try:
                 self.pool.check_invariants()
             except AssertionError as error:
@@ -236,13 +220,9 @@ def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
 
         def counted(self) -> None:
             """The pool's stats() show what the model's steps so far count."""
-            expected = {**self.counts.expected(self.model, WORKERS), "parked": 0}
-            if blocking is not None:
-                threads = WORKERS + SPARES[:self.slots]  # a deque per spare slot used so far
-                expected.update(
-                    queue_lengths=tuple(len(self.model.deque.get(x, ())) for x in threads),
-                    spares=len(self.blocking.active()), blocked=len(self.blocking.blocked),
-                    **self.blocks)
+            expected = {**(self.counts.expected(self.model, WORKERS) if blocking is None else
+                           self.blocking_counts.expected(self.blocking, WORKERS, SPARES)),
+                        "parked": 0}
             rows = counter_rows(expected, self.pool.stats())
             if rows:
                 names = ", ".join(r[0].removeprefix("stats().") for r in rows)

@@ -24,14 +24,18 @@ from refsched.verify import specstate, tlc
 from refsched.verify.specstate import NO_TASK, SpecStateError, task_id
 from refsched.verify.tla import Function
 
-__all__ = ["SPEC_VARIABLES", "TRACES_CONFIG", "blocking_snapshot_of", "blocking_spec_state",
-           "read_blocking_instance", "read_instance", "show", "snapshot_of", "spec_state"]
+__all__ = ["BLOCKING_VARIABLES", "SPEC_VARIABLES", "TRACES_CONFIG", "blocking_snapshot_of",
+           "blocking_spec_state", "read_blocking_instance", "read_instance", "show", "snapshot_of",
+           "spec_state"]
 
 SPEC_VARIABLES = (
     "phase", "deque", "running", "outstanding", "submitted", "finished", "cancelled", "runs",
     "parent",
 )
-"""The spec's variables, in the order of its ``VARIABLES`` declaration."""
+"""The spec's variables of the pool, in the order of its ``VARIABLES`` declaration."""
+BLOCKING_VARIABLES = ("blocked", "spare", "blocker")
+"""The spec's variables of managed blocking, declared after the pool's: a state of an instance
+without it (``Spares = {}``) may leave them out."""
 
 TRACES_CONFIG = "MCWorkStealingTraces.cfg"
 """The model-checking instance whose whole state graph a work-stealing trace corpus covers."""
@@ -180,7 +184,7 @@ def blocking_snapshot_of(state: Mapping[str, Any]) -> BlockingSnapshot:
     """The BlockingSnapshot a spec state stands for. Raises :class:`SpecStateError` if
     malformed."""
     pool = snapshot_of(state)
-    specstate.require_variables(state, ("blocked", "spare", "blocker"))
+    specstate.require_variables(state, BLOCKING_VARIABLES)
     spare, blocker = _function(state, "spare"), _function(state, "blocker")
     try:
         states = {task_id(s): SpareState(v) for s, v in spare.items()}
