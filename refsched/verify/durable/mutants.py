@@ -93,10 +93,10 @@ CATALOGUE: tuple[Mutant, ...] = (
        """"state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = ? AND 0)","""),
     _m("durable_fail_does_not_block", _D,
        "a failure or an acknowledged cancel blocks none of its dependents",
-       """            else:
-                self._ended(tx, t)
-            return TaskState(state)""",
-       """            return TaskState(state)"""),
+       """        else:
+            self._ended(tx, t)
+        return TaskState(state)""",
+       """        return TaskState(state)"""),
     _m("durable_replaced_success_still_counts", _D,
        "resubmitting a succeeded task leaves its waiting dependents counting the old success",
        """        if old_state == "succeeded":""",
@@ -407,8 +407,8 @@ WAKEUPS: tuple[Mutant, ...] = (
             tx.wake(self._max)  # what expired can be re-claimed""",
        """            self._expire(tx, tx.now())"""),
     _m('durable_end_no_wake', _D, 'a client-side complete/fail wakes nobody',
-       """            tx.wake(self._max)  # a slot is free, and dependents may be ready""",
-       """            pass"""),
+       """        tx.wake(self._max)  # a slot is free, and dependents may be ready""",
+       """        pass"""),
     _m('durable_retry_no_wake', _D, 'retry() wakes nobody',
        """            self._step(tx, "Retry", t=task_id)
             tx.wake(self._max)""",
