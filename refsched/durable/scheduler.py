@@ -699,6 +699,15 @@ def _reports(reports: object) -> list[_Report]:
     return items
 
 
+def storable_result(result: object) -> bool:
+    """Whether ``complete()`` (and ``report_many``) can store ``result``: JSON-serialisable."""
+    try:
+        _dumps(result, "result")
+    except InvalidArgumentError:
+        return False
+    return True
+
+
 def _settles(state: str | None, optional: bool) -> bool:
     """Whether a dep in ``state`` (None: no version) no longer holds its dependent back
     (spec: Settles): through a required edge once it succeeded, an optional one once ended."""
