@@ -584,8 +584,7 @@ class Worker:
             with self._reports:
                 self._reports.notify_all()
             if reporter.is_alive():
-                reporter.join()
-            self.held.wait_empty()  # every report answered (and the leases heartbeated)
+                reporter.join()  # with it, every lease held was dropped
             beats_done.set()
             beats.join()
             self.db.release()

@@ -13,8 +13,7 @@ from refsched.durable import DurableScheduler
 from refsched.durable.scheduler import Lease
 from refsched.errors import InvalidArgumentError, StaleLeaseError, UnknownTaskError
 from refsched.types import TaskState
-from refsched.verify.durable.lockstep import run_durable_lockstep
-from tests.conftest import StoreURL, postgres_factory
+from tests.conftest import StoreURL
 from tests.durable.support import JOBS
 from tests.durable.test_bulk import count_transactions, everything
 
@@ -156,19 +155,3 @@ def test_a_batch_of_live_completes_is_one_server_call_on_postgresql(postgres_url
     db.check_invariants()
     db.release()
 
-
-@pytest.mark.slow
-def test_the_batches_agree_with_the_model_on_sqlite() -> None:
-    ledger = run_durable_lockstep(DurableScheduler, examples=60, steps=40, seed=0)
-    assert ledger.actions["report_many (batches)"] >= 5, ledger.summary()
-    assert ledger.actions["report_many (refused reports)"] >= 1, ledger.summary()
-
-
-@pytest.mark.slow
-def test_the_batches_agree_with_the_model_on_postgresql(postgres_url: str) -> None:
-    # Batches of live completes go through the server's refsched_complete_many; the others
-    # (a fail, a stale or repeated report among them) through the client's transaction.
-    ledger = run_durable_lockstep(postgres_factory(postgres_url), examples=40, steps=40,
-                                  seed=0, bulk=True)
-    assert ledger.actions["report_many (batches)"] >= 5, ledger.summary()
-    assert ledger.actions["report_many (refused reports)"] >= 1, ledger.summary()
