@@ -489,6 +489,16 @@ class Worker:
                     log.warning("worker %s: store error, retrying a batch of %d reports: %s",
                                 self.name, len(reports), e)
                     time.sleep(delay)
+                except SchedulerError as e:  # one report the batch refuses whole: each alone
+                    log.warning("worker %s: a batch of %d reports refused (%s): reporting "
+                                "each alone", self.name, len(reports), e)
+                    for kind, lease, value in reports:
+                        try:
+                            self._report(lease, kind, value)
+                        except BaseException:
+                            log.exception("worker %s: reporting %s failed", self.name,
+                                          lease_text(key_of(lease)))
+                    return
             for (kind, lease, _), answer in zip(reports, answers, strict=True):
                 if isinstance(answer, StaleLeaseError):
                     log.warning("worker %s: report refused (%s %s), the version was taken "

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from refsched.durable import DurableScheduler
-from refsched.durable.worker import Worker
+from refsched.durable.worker import Attempt, Worker
+from refsched.runners import CancelToken
 from refsched.types import TaskState
 from tests.conftest import StoreURL
 from tests.durable.support import JOBS, accepted_ends, log_lines, start_worker, wait_for
@@ -145,5 +146,20 @@ def test_a_finished_attempts_slot_is_free_while_its_report_is_pending(tmp_path: 
     worker.send([(attempt, "complete", 1, 0.0), (attempt, "complete", 1, 0.0)])  # + a repeat
     assert db.state(attempt.lease.task_id) is TaskState.SUCCEEDED
     assert worker.held.keys() == {other.key}
+    db.release()
+    worker.db.release()
+
+
+def test_a_batch_the_store_refuses_whole_is_reported_report_by_report(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    db = DurableScheduler(url, max_concurrency=8)
+    db.submit("a", fn=f"{JOBS}:noop")
+    db.start()
+    worker = Worker(url, name="w", lease=5, report_delay=600)
+    (attempt,) = worker.claim(1)
+    unknown = Attempt(attempt.lease._replace(task_id="nobody"), CancelToken("nobody", 1))
+    worker.send([(unknown, "fail", "x", 0.0), (attempt, "complete", 7, 0.0)])
+    assert db.state("a") is TaskState.SUCCEEDED and db.result("a") == 7
+    assert len(worker.held) == 0
     db.release()
     worker.db.release()
