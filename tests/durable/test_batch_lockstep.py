@@ -20,9 +20,10 @@ def test_the_batches_agree_with_the_model_on_sqlite() -> None:
 
 @pytest.mark.slow
 def test_the_batches_agree_with_the_model_on_postgresql(postgres_url: str) -> None:
+    # (seed 1: its 40 walks make 11 batches, 4 of their reports refused; seed 0's made 2)
     # Batches of live completes go through the server's refsched_complete_many; the others
     # (a fail, a stale or repeated report among them) through the client's transaction.
     ledger = run_durable_lockstep(postgres_factory(postgres_url), examples=40, steps=40,
-                                  seed=0, bulk=True)
+                                  seed=1, bulk=True)
     assert ledger.actions["report_many (batches)"] >= 5, ledger.summary()
     assert ledger.actions["report_many (refused reports)"] >= 1, ledger.summary()
