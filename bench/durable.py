@@ -60,7 +60,8 @@ def _kill_left(processes: Sequence[subprocess.Popen[Any]]) -> None:
 
 def _through_workers(tasks: dict[str, list[str]], processes: int,
                      server: PostgresServer | None = None, start_first: bool = False,
-                     bulk: bool = False) -> float:
+                     bulk: bool = False, worker_args: Sequence[str] = (),
+                     max_concurrency: int | None = None) -> float:
     """Seconds from the first submit of ``tasks`` (id -> deps) to the last completion, through
     ``processes`` worker processes started beforehand.
 
@@ -70,6 +71,8 @@ def _through_workers(tasks: dict[str, list[str]], processes: int,
     ``start_first``: ``start()`` before the clock, so that each submit is claimable at once, as a
     queue's enqueue is (otherwise the clock covers every submit, then ``start()``). ``bulk``: the
     tasks go in with one ``submit_many()`` call (one transaction), not one ``submit()`` each.
+    ``worker_args``: more options of each ``refsched worker``; ``max_concurrency``: the store's
+    (default ``processes``).
     """
     from refsched.durable import DurableScheduler
 
@@ -79,11 +82,11 @@ def _through_workers(tasks: dict[str, list[str]], processes: int,
         url = f"sqlite:///{folder / 'store.db'}"
     else:
         url = server.database("refsched")
-    db = DurableScheduler(url, max_concurrency=processes)
+    db = DurableScheduler(url, max_concurrency=max_concurrency or processes)
     # Started first, an empty store is done at once: those workers run until SIGTERM instead.
     until_done = [] if start_first else ["--until-done"]
     workers = [subprocess.Popen([sys.executable, "-m", "refsched", "worker", "--db", url,
-                                 *until_done, "--poll", "0.02"], cwd=ROOT)
+                                 *until_done, "--poll", "0.02", *worker_args], cwd=ROOT)
                for _ in range(processes)]
     try:
         if start_first:

@@ -82,7 +82,7 @@ def test_the_catalogue_has_named_one_line_mutants_of_every_production_module() -
     assert {m.file for m in CATALOGUE} == {"scheduler", "runner", "timer", "timer_runner", "pool",
                                            "durable", "durable_store", "durable_postgres",
                                            "durable_steps", "durable_schedules", "schedule",
-                                           "signals", "pool_blocking"}
+                                           "signals", "pool_blocking", "durable_worker"}
     assert all(m.description and "\n" not in m.description for m in CATALOGUE)
 
 

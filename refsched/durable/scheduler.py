@@ -653,6 +653,61 @@ def _submissions(tasks: object) -> list[_Submission]:
     return items
 
 
+#: The kinds of report ``report_many`` takes: each one's spec action and the state it ends in.
+REPORT_KINDS: dict[str, tuple[str, str]] = {
+    "complete": ("Complete", "succeeded"), "fail": ("Fail", "failed"),
+    "acknowledge_cancel": ("AcknowledgeCancel", "cancelled")}
+
+
+class _Report(NamedTuple):
+    """One report of a ``report_many`` batch, checked: what :meth:`DurableScheduler._end_in`
+    takes."""
+
+    call: str  # how errors name it: "report_many[i]"
+    action: str  # Complete, Fail, AcknowledgeCancel
+    state: str  # the state it ends the version in
+    lease: Lease
+    result: str | None  # JSON text (complete)
+    error: str | None  # the error's text (fail)
+    trace: str | None  # its traceback (fail)
+
+
+def _reports(reports: object) -> list[_Report]:
+    """Every report of a ``report_many`` checked, in order, before anything changes: a bad one
+    is an ``InvalidArgumentError`` that names its index."""
+    if isinstance(reports, (str, bytes, Mapping)) or not isinstance(reports, Iterable):
+        raise InvalidArgumentError(f"report_many({_r(reports)}): an iterable of (kind, lease, "
+                                   "value) tuples")
+    items: list[_Report] = []
+    for i, report in enumerate(reports):
+        call = f"report_many[{i}]"
+        if not isinstance(report, tuple) or len(report) != 3:
+            raise InvalidArgumentError(f"{call}: {_r(report)} is not a (kind, lease, value) "
+                                       "tuple")
+        kind, lease, value = report
+        if not isinstance(kind, str) or kind not in REPORT_KINDS:
+            raise InvalidArgumentError(f"{call}: kind {_r(kind)} is not one of "
+                                       f"{sorted(REPORT_KINDS)}")
+        _check_lease(call, lease)
+        action, state = REPORT_KINDS[kind]
+        result = error = trace = None
+        if kind == "complete":
+            result = _dumps(value, f"{call}({lease.task_id!r}) result")
+        elif kind == "fail":
+            error, trace = _error_text(value), _traceback_text(value)
+        items.append(_Report(call, action, state, lease, result, error, trace))
+    return items
+
+
+def storable_result(result: object) -> bool:
+    """Whether ``complete()`` (and ``report_many``) can store ``result``: JSON-serialisable."""
+    try:
+        _dumps(result, "result")
+    except InvalidArgumentError:
+        return False
+    return True
+
+
 def _settles(state: str | None, optional: bool) -> bool:
     """Whether a dep in ``state`` (None: no version) no longer holds its dependent back
     (spec: Settles): through a required edge once it succeeded, an optional one once ended."""
@@ -1505,41 +1560,105 @@ class DurableScheduler:
         _check_lease("acknowledge_cancel", lease)
         return self._end(lease, "acknowledge_cancel", "AcknowledgeCancel", "cancelled")
 
+    def report_many(self, reports: Iterable[tuple[str, Lease, Any]]
+                    ) -> list[TaskState | StaleLeaseError]:
+        """Make many reports in one transaction; return, for each in order, the state it left
+        its version in, or the ``StaleLeaseError`` that refused it.
+
+        Each report is a tuple ``(kind, lease, value)``: ``("complete", lease, result)``,
+        ``("fail", lease, error)`` or ``("acknowledge_cancel", lease, None)`` (the value is
+        ignored), as :meth:`complete`, :meth:`fail` and :meth:`acknowledge_cancel` take them.
+        Spec: one Complete, Fail or AcknowledgeCancel step per report, in the order given, each
+        fenced on its own version's row as the single report is: a report whose lease is not
+        its version's live one changes nothing and does not undo the others (its entry is the
+        ``StaleLeaseError``), and a repeat of an accepted report is answered with the state
+        (so a batch whose answer was lost is sent again, and each of its reports is then a
+        repeat). Every report is checked before anything changes (a bad one ->
+        ``InvalidArgumentError`` naming its index; a task the store does not know ->
+        ``UnknownTaskError``, and nothing changes). One commit for the whole batch: SQLite runs
+        it as one transaction; PostgreSQL as one call of a server-side function when every
+        report is a complete of a live lease (steps_postgres.py's
+        ``refsched_complete_many``), else as one transaction of the client.
+        """
+        items = _reports(reports)
+        if not items:
+            return []
+        if self._complete_on_server(items):
+            return [TaskState.SUCCEEDED] * len(items)
+        with self._store.transaction() as tx:
+            return self._report_batch(tx, items)
+
+    def _report_batch(self, tx: Tx, items: Sequence[_Report]
+                      ) -> list[TaskState | StaleLeaseError]:
+        """Each report of ``items`` in ``tx``, in order; a refused one is its entry, and the
+        reports after it are still made."""
+        answers: list[TaskState | StaleLeaseError] = []
+        for item in items:
+            try:
+                answers.append(self._end_in(tx, item.lease, item.call, item.action,
+                                            item.state, result=item.result, error=item.error,
+                                            trace=item.trace))
+            except StaleLeaseError as refused:  # its fence changed nothing: go on
+                answers.append(refused)
+        return answers
+
+    def _complete_on_server(self, items: Sequence[_Report]) -> bool:
+        """Whether one call of the store's server-side function (PostgreSQL) completed every
+        report of ``items``; False when the store has none, when a report is not a complete,
+        or when the function left the batch to the client's transaction (a lease not live: a
+        stale report or a repeat), having changed nothing."""
+        if any(item.action != "Complete" for item in items):
+            return False
+        rows = self._store.call(
+            "complete_many", self._record, self._max, [item.lease.task_id for item in items],
+            [item.lease.generation for item in items], [item.lease.attempt for item in items],
+            [item.lease.worker for item in items], [item.result for item in items])
+        return rows == [(True,)]
+
     def _end(self, lease: Lease, call: str, action: str, state: str, *,
              result: str | None = None, error: str | None = None,
              trace: str | None = None) -> TaskState:
         with self._store.transaction() as tx:
-            t = lease.task_id
-            now = tx.now()
-            # The fence: the row changes only while this lease is the version's live one.
-            if not tx.run("UPDATE task SET state = ?, holder = NULL, deadline = NULL, "
-                          "ended_attempt = ?, ended_at = ?, result = ?, error = ? WHERE id = ? "
-                          "AND generation = ? AND attempt = ? AND state = 'running' AND "
-                          "holder = ?", (state, lease.attempt, now, result, error, t,
-                                         lease.generation, lease.attempt, lease.worker)):
-                self._current(tx, call, lease)  # raises StaleLeaseError unless a repeat
-                self._duplicates += 1
-                return TaskState(self._row(tx, call, t)[1])
-            if trace is not None:  # the version is running until this step: its row is ours
-                tx.later("UPDATE task SET traceback = ? WHERE id = ?", (trace, t))
-            if state != "succeeded":  # it ended itself: its own record, once
-                tx.later("UPDATE task SET provenance = ? WHERE id = ?", (_own_record(
-                    t, lease.generation, state, lease.worker, _note_cut(error), now), t))
-            self._count(tx, state)
-            self._step(tx, action, w=lease.worker, t=t, g=lease.generation, a=lease.attempt)
-            tx.wake(self._max)  # a slot is free, and dependents may be ready
-            if state == "succeeded":
-                # Fan-in: the count of each pending dependent is decremented by this one
-                # statement, under the write lock, so two parents ending at once both count.
-                tx.later("UPDATE task SET remaining_deps = remaining_deps - 1, "
-                         "became_ready_at = CASE WHEN remaining_deps = 1 THEN ? ELSE "
-                         "became_ready_at END, state = CASE WHEN remaining_deps = 1 THEN 'ready' "
-                         "ELSE state END WHERE "
-                         "state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = ?)",
-                         (now, t))
-            else:
-                self._ended(tx, t)
-            return TaskState(state)
+            return self._end_in(tx, lease, call, action, state, result=result, error=error,
+                                trace=trace)
+
+    def _end_in(self, tx: Tx, lease: Lease, call: str, action: str, state: str, *,
+                result: str | None = None, error: str | None = None,
+                trace: str | None = None) -> TaskState:
+        """Spec: ``action`` (Complete, Fail, AcknowledgeCancel) of ``lease`` in ``tx``; a
+        repeat is answered with the state, a lease not live -> ``StaleLeaseError``, and
+        neither changes anything."""
+        t = lease.task_id
+        now = tx.now()
+        # The fence: the row changes only while this lease is the version's live one.
+        if not tx.run("UPDATE task SET state = ?, holder = NULL, deadline = NULL, "
+                      "ended_attempt = ?, ended_at = ?, result = ?, error = ? WHERE id = ? "
+                      "AND generation = ? AND attempt = ? AND state = 'running' AND "
+                      "holder = ?", (state, lease.attempt, now, result, error, t,
+                                     lease.generation, lease.attempt, lease.worker)):
+            self._current(tx, call, lease)  # raises StaleLeaseError unless a repeat
+            self._duplicates += 1
+            return TaskState(self._row(tx, call, t)[1])
+        if trace is not None:  # the version is running until this step: its row is ours
+            tx.later("UPDATE task SET traceback = ? WHERE id = ?", (trace, t))
+        if state != "succeeded":  # it ended itself: its own record, once
+            tx.later("UPDATE task SET provenance = ? WHERE id = ?", (_own_record(
+                t, lease.generation, state, lease.worker, _note_cut(error), now), t))
+        self._count(tx, state)
+        self._step(tx, action, w=lease.worker, t=t, g=lease.generation, a=lease.attempt)
+        tx.wake(self._max)  # a slot is free, and dependents may be ready
+        if state == "succeeded":
+            # Fan-in: the count of each pending dependent is decremented by this one
+            # statement, under the write lock, so two parents ending at once both count.
+            tx.later("UPDATE task SET remaining_deps = remaining_deps - 1, "
+                     "became_ready_at = CASE WHEN remaining_deps = 1 THEN ? ELSE "
+                     "became_ready_at END, state = CASE WHEN remaining_deps = 1 THEN 'ready' "
+                     "ELSE state END WHERE "
+                     "state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = ?)",
+                     (now, t))
+        else:
+            self._ended(tx, t)
+        return TaskState(state)
 
     # ------------------------------------------------------------------ Cancel, Retry, Close
 

@@ -1,8 +1,8 @@
 """The common paths of the spec's steps as server-side functions of a PostgreSQL store: Submit
 of a version without deps, Submit (and SubmitOptional) of a batch of versions with deps,
-Claim of ready versions, and Complete with its fan-in. Each call is one round trip
-and one transaction, so the store's lock is held while the server works, never while a
-client is descheduled between two of its statements.
+Claim of ready versions, and Complete with its fan-in (one report, or a batch of them). Each
+call is one round trip and one transaction, so the store's lock is held while the server works,
+never while a client is descheduled between two of its statements.
 
 Each function mirrors a path of refsched/durable/scheduler.py statement for statement (same
 rows, counters, history rows and notification); whatever else a call meets (an error to
@@ -415,6 +415,60 @@ BEGIN
            became_ready_at = CASE WHEN remaining_deps = 1 THEN now_ ELSE became_ready_at END,
            state = CASE WHEN remaining_deps = 1 THEN 'ready' ELSE state END
      WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);
+    PERFORM refsched_wake(p_virtual, p_channel, p_max);
+    RETURN true;
+END
+$$;
+-- Complete of each report of a batch, in order, as DurableScheduler._report_batch takes them
+-- one after another in one transaction: report i is the lease <<p_tasks[i], p_generations[i],
+-- p_attempts[i]>> of p_workers[i], with p_results[i]. True once every one was accepted; false,
+-- having changed nothing, when one lease is not its version's live one (a stale report or a
+-- repeat: the caller's transaction answers each).
+CREATE OR REPLACE FUNCTION refsched_complete_many(p_lock bigint, p_virtual boolean,
+        p_channel text, p_record boolean, p_max bigint, p_tasks text[], p_generations bigint[],
+        p_attempts bigint[], p_workers text[], p_results text[]) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+    now_ float8;
+    t text;
+    n bigint := coalesce(cardinality(p_tasks), 0);
+    -- Local copies, kept expanded (refsched_submit_many says why).
+    tasks_ text[] := p_tasks;
+    workers_ text[] := p_workers;
+    results_ text[] := p_results;
+BEGIN
+    PERFORM pg_advisory_xact_lock(p_lock);
+    now_ := refsched_now(p_virtual);
+    -- A block of its own: a report left to the client rolls back the reports before it.
+    BEGIN
+        FOR i IN 1 .. n LOOP
+            t := tasks_[i];
+            -- The fence, on each report's own row: it changes only while that lease is live.
+            UPDATE task SET state = 'succeeded', holder = NULL, deadline = NULL,
+                   ended_attempt = p_attempts[i], ended_at = now_, result = results_[i],
+                   error = NULL
+             WHERE id = t AND generation = p_generations[i] AND attempt = p_attempts[i]
+                   AND state = 'running' AND holder = workers_[i];
+            IF NOT FOUND THEN
+                RAISE SQLSTATE 'RSB02';  -- stale or repeated: the client's transaction
+            END IF;
+            IF p_record THEN
+                INSERT INTO step (action, params, at)
+                    VALUES ('Complete', json_build_object('w', workers_[i], 't', t,
+                                                          'g', p_generations[i],
+                                                          'a', p_attempts[i])::text, now_);
+            END IF;
+            -- Fan-in, as refsched_complete.
+            UPDATE task SET remaining_deps = remaining_deps - 1,
+                   became_ready_at = CASE WHEN remaining_deps = 1 THEN now_
+                                          ELSE became_ready_at END,
+                   state = CASE WHEN remaining_deps = 1 THEN 'ready' ELSE state END
+             WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = t);
+        END LOOP;
+    EXCEPTION WHEN SQLSTATE 'RSB02' THEN
+        RETURN false;
+    END;
+    PERFORM refsched_count('count:succeeded', n);
     PERFORM refsched_wake(p_virtual, p_channel, p_max);
     RETURN true;
 END

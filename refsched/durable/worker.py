@@ -1,6 +1,7 @@
 """A durable worker process: claims versions from a store, runs their functions, reports.
 
-``refsched worker --db URL [--concurrency N] [--lease S] [--time-limit S] [--until-done]``.
+``refsched worker --db URL [--concurrency N] [--lease S] [--time-limit S] [--report-delay S]
+[--report-batch N] [--prefetch N] [--until-done]``.
 The process runs up to N functions at once on threads of its own. What it holds is spec
 ``held[w]``: a set of leases ``<<t, g, a>>`` (:class:`Held`, keyed by task, generation and
 attempt), so that an attempt it lost and the attempt that re-claimed the same version, both
@@ -15,11 +16,25 @@ version's input summary, how each optional dep had ended when it was claimed, as
 ``DurableScheduler.input_summary`` gives it). A report the store refuses (the lease
 expired and another attempt took the version) is logged, never fatal.
 
+Batched reports (``--report-delay S``, ``--report-batch N``): a finished attempt's report joins
+a pending batch, sent with one ``DurableScheduler.report_many`` (one transaction, one commit:
+each report its own spec step, fenced on its own row) once N reports wait or the oldest has
+waited S seconds. The attempt's slot is free at once for the next claim; its lease stays held,
+and heartbeated, until the batch's answer comes. A batch whose answer is lost is sent again,
+and each of its reports is then answered as a repeat. ``--report-delay 0`` reports each at once,
+in a transaction of its own (the ``Worker`` class's default).
+
+Prefetch (``--prefetch N``): the worker claims up to concurrency + N versions; the ones without a
+slot wait in a local queue, held and heartbeated as the running ones are, and run as slots free.
+
 Signals: the first SIGTERM or SIGINT stops claiming; the functions running finish and report,
-then the process exits 0. A second one exits at once with 128 + the signal's number, reporting
-nothing: its leases expire as after a crash. With ``--time-limit S`` an attempt whose function
-runs longer than S seconds has its token set and is reported failed at once ("time limit of S s
-passed"); its thread, which Python cannot stop, is abandoned: its slot is free again at once
+the queued ones (prefetched) run and report too (they are held: the spec has no step that
+gives a lease back, and leaving them to expire would hold their versions back for a lease's
+length), the pending batch is sent, then the process exits 0. A second one exits at once
+with 128 + the signal's number, reporting nothing (the pending batch included): its leases
+expire as after a crash. With ``--time-limit S`` an attempt whose function runs longer than S
+seconds has its token set and is reported failed at once ("time limit of S s passed"); its
+thread, which Python cannot stop, is abandoned: its slot is free again at once
 and whatever it returns later is discarded.
 
 Idle, a worker waits before it claims again: a wait that doubles from 1 ms up to ``--poll``,
@@ -38,6 +53,7 @@ and the thread that ran it carries on; only ``refsched.Cancelled`` is an acknowl
 from __future__ import annotations
 
 import argparse
+import collections
 import inspect
 import logging
 import math
@@ -52,7 +68,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from refsched.arguments import positive_int, positive_seconds
-from refsched.durable.scheduler import DurableScheduler, Lease, resolve
+from refsched.durable.scheduler import DurableScheduler, Lease, resolve, storable_result
 from refsched.errors import (
     Cancelled,
     InvalidArgumentError,
@@ -63,7 +79,8 @@ from refsched.errors import (
 )
 from refsched.runners import CancelToken
 
-__all__ = ["MIN_LEASE", "STORE_TRIES", "Attempt", "Held", "LeaseKey", "Worker", "main"]
+__all__ = ["MIN_LEASE", "REPORT_BATCH", "REPORT_DELAY", "STORE_TRIES", "Attempt", "Held",
+           "LeaseKey", "Worker", "main"]
 
 log = logging.getLogger("refsched.worker")
 
@@ -81,6 +98,13 @@ PostgreSQL): a server restart is ridden out, a store that stays broken ends the 
 DUE_MARGIN = 0.002
 """Seconds an idle worker waits past the next due time, so that the claim it then makes finds
 the version due on the store's clock (SQLite's reads the time in milliseconds)."""
+
+REPORT_BATCH = 64
+"""The most reports a worker sends in one batch (``--report-batch``)."""
+
+REPORT_DELAY = 0.01
+"""The longest a finished attempt's report waits in the batch by default, in seconds
+(``--report-delay``; 0 reports each at once)."""
 
 _PERMISSION = ("read-only", "readonly", "permission denied")  # a store that will never let us write
 
@@ -112,6 +136,9 @@ class Attempt:
     reporting: bool = False  # True once its function returned or its time limit passed; the
     # one who set it makes the attempt's one report
     lost: bool = False  # True once a heartbeat found the lease lost (and set the token)
+    started: bool = False  # True once its function was called (a prefetched one waits)
+    pending: bool = False  # True once its report waits in the batch: its slot is free, the
+    # lease still held (and heartbeated) until the batch's answer comes
 
     @property
     def key(self) -> LeaseKey:
@@ -166,6 +193,15 @@ class Held:
             attempt.lost = True
             return True
 
+    def report_pending(self, key: LeaseKey) -> None:
+        """The report of ``key`` joined the pending batch: its slot is free, the lease still
+        held until the batch's answer comes."""
+        with self._lock:
+            attempt = self._attempts.get(key)
+            if attempt is not None:
+                attempt.pending = True
+            self.changed.notify_all()
+
     def drop(self, key: LeaseKey) -> None:
         """The report of ``key`` was made: the lease leaves (Spec: Complete, Fail,
         AcknowledgeCancel when accepted, Refused when refused)."""
@@ -196,13 +232,25 @@ class Held:
         with self._lock:
             return len(self._attempts)
 
+    def _taken(self) -> int:
+        """The slots taken: the leases held whose report is not pending in a batch."""
+        return sum(1 for attempt in self._attempts.values() if not attempt.pending)
+
     def wait_for_slot(self, concurrency: int, stop: threading.Event) -> int:
-        """Block until fewer than ``concurrency`` leases are held or ``stop`` is set; return
-        the free slots (0 once stopped). Woken by drop(), crash() and wake()."""
+        """Block until fewer than ``concurrency`` slots are taken (leases held, less those
+        whose report waits in a batch) or ``stop`` is set; return the free slots (0 once
+        stopped). Woken by drop(), report_pending(), crash() and wake()."""
         with self.changed:
-            while len(self._attempts) >= concurrency and not stop.is_set():
+            while self._taken() >= concurrency and not stop.is_set():
                 self.changed.wait()
-            return 0 if stop.is_set() else concurrency - len(self._attempts)
+            return 0 if stop.is_set() else concurrency - self._taken()
+
+    def wait_idle(self) -> None:
+        """Block until no slot is taken: every lease held is one whose report is pending.
+        Woken by drop(), report_pending() and crash()."""
+        with self.changed:
+            while self._taken():
+                self.changed.wait()
 
     def wait_empty(self) -> None:
         """Block until no lease is held. Woken by drop() and crash()."""
@@ -224,9 +272,17 @@ class Worker:
 
     def __init__(self, url: str, *, name: str | None = None, concurrency: int = 1,
                  lease: float = 30.0, until_done: bool = False, poll: float = 0.2,
-                 time_limit: float | None = None, store_tries: int = STORE_TRIES) -> None:
+                 time_limit: float | None = None, store_tries: int = STORE_TRIES,
+                 report_delay: float = 0.0, report_batch: int = REPORT_BATCH,
+                 prefetch: int = 0) -> None:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
             raise InvalidArgumentError(f"Worker(concurrency={concurrency!r}): an int >= 1")
+        if isinstance(report_batch, bool) or not isinstance(report_batch, int) or report_batch < 1:
+            raise InvalidArgumentError(f"Worker(report_batch={report_batch!r}): an int >= 1")
+        if isinstance(prefetch, bool) or not isinstance(prefetch, int) or prefetch < 0:
+            raise InvalidArgumentError(f"Worker(prefetch={prefetch!r}): an int >= 0")
+        if report_delay != 0:
+            report_delay = _check_seconds("report_delay", report_delay)
         if isinstance(store_tries, bool) or not isinstance(store_tries, int) or store_tries < 1:
             raise InvalidArgumentError(f"Worker(store_tries={store_tries!r}): an int >= 1")
         self.lease = _check_seconds("lease", lease, MIN_LEASE)
@@ -240,9 +296,21 @@ class Worker:
         self.held = Held()
         self._stopping = threading.Event()  # SIGTERM: claim nothing more
         self._functions: dict[str, tuple[Callable[..., Any], frozenset[str]]] = {}
+        self.report_delay = float(report_delay)
+        self.report_batch = report_batch
+        self.prefetch = prefetch
+        # The reports waiting in the batch, oldest first, each with when it joined; guarded
+        # by _reports, which the reporter thread waits on.
+        self._pending: list[tuple[Attempt, str, Any, float]] = []
+        self._reports = threading.Condition(threading.Lock())
+        # The functions running and the claimed attempts queued for a slot (prefetched).
+        self._slots = threading.Lock()
+        self._running = 0
+        self._queue: collections.deque[Attempt] = collections.deque()
 
     def stop(self) -> None:
-        """Stop claiming; the functions running now finish and report."""
+        """Stop claiming; the functions running now and those queued finish and report, and
+        the reports pending in the batch are sent before the worker exits."""
         self._stopping.set()
         self.held.wake()  # the claim loop may wait for a slot
 
@@ -286,6 +354,16 @@ class Worker:
             return "fail", e
 
     def _run(self, attempt: Attempt) -> None:
+        """Run ``attempt``, then each queued one while this thread keeps its slot."""
+        next_: Attempt | None = attempt
+        while next_ is not None:
+            if not self._run_one(next_):
+                return  # its time limit passed: time_up handed the slot on
+            next_ = self._slot_free()
+
+    def _run_one(self, attempt: Attempt) -> bool:
+        """Run one attempt and report it; whether this thread still has the slot."""
+        attempt.started = True
         timer = None
         if self.time_limit is not None:
             timer = threading.Timer(self.time_limit, self.time_up, (attempt.key,))
@@ -296,18 +374,19 @@ class Worker:
         finally:
             if timer is not None:
                 timer.cancel()
-        self.returned(attempt.key, *outcome)
+        return self.returned(attempt.key, *outcome)
 
-    def returned(self, key: LeaseKey, kind: str, value: Any) -> None:
+    def returned(self, key: LeaseKey, kind: str, value: Any) -> bool:
         """The function of ``key`` returned: report (``kind`` is ``complete``, ``fail`` or
         ``acknowledge_cancel``) and drop the lease; nothing when it was abandoned at its time
-        limit (already reported)."""
+        limit (already reported). Whether it reported."""
         attempt = self.held.returned(key)
         if attempt is None:
             log.info("worker %s: %s returned after its time limit; discarded", self.name,
                      lease_text(key))
-            return
+            return False
         self.finish(attempt, kind, value)
+        return True
 
     def time_up(self, key: LeaseKey) -> None:
         """The time limit of ``key`` passed: set its token, report it failed, drop it; nothing
@@ -320,9 +399,22 @@ class Worker:
                     "failed; its thread is abandoned", self.name, lease_text(key),
                     self.time_limit)
         self.finish(attempt, "fail", f"time limit of {self.time_limit} s passed")
+        queued = self._slot_free()  # the abandoned thread's slot goes to the next queued
+        if queued is not None:
+            self._start(queued)
 
     def finish(self, attempt: Attempt, kind: str, value: Any) -> None:
-        """Report ``attempt`` and drop its lease, whatever the report did."""
+        """Report ``attempt`` and drop its lease, whatever the report did; with a report delay,
+        its report joins the pending batch (its slot free at once) and the reporter thread
+        sends it and drops the lease."""
+        if self.report_delay:
+            if kind == "complete" and not storable_result(value):
+                kind, value = "fail", "the result cannot be stored: not JSON-serialisable"
+            with self._reports:
+                self._pending.append((attempt, kind, value, time.monotonic()))
+                self._reports.notify_all()
+            self.held.report_pending(attempt.key)
+            return
         try:
             self._report(attempt.lease, kind, value)
         except BaseException:  # a broken report must not take the thread's slot with it
@@ -357,6 +449,68 @@ class Worker:
                 log.warning("worker %s: store error, retrying the report %s %s: %s",
                             self.name, kind, key, e)
                 time.sleep(delay)
+
+    # -- batched reports -------------------------------------------------------------------
+
+    def _reporter(self, done: threading.Event) -> None:
+        """Send the pending reports in batches: when ``report_batch`` wait, or when the oldest
+        has waited ``report_delay``; once ``done`` (no function runs or waits to run any
+        more: the worker exits), every report still pending, then return."""
+        while True:
+            with self._reports:
+                while True:
+                    now = time.monotonic()
+                    if done.is_set():  # the exit: what is pending goes now
+                        if not self._pending:
+                            return
+                        break
+                    if self._pending and (len(self._pending) >= self.report_batch
+                                          or now - self._pending[0][3] >= self.report_delay):
+                        break
+                    self._reports.wait(None if not self._pending
+                                       else self._pending[0][3] + self.report_delay - now)
+                batch = self._pending[:self.report_batch]
+                del self._pending[:self.report_batch]
+            self.send(batch)
+
+    def send(self, batch: Sequence[tuple[Attempt, str, Any, float]]) -> None:
+        """Report ``batch`` in one ``report_many`` and drop its leases, whatever the answer
+        (Spec: each report's own step). A store error is retried; a lost answer means each
+        report may have committed, and the batch sent again is then answered as repeats."""
+        reports = [(kind, attempt.lease, value) for attempt, kind, value, _ in batch]
+        try:
+            for delay in (0.05, 0.2, 1.0, 2.0, None):
+                try:
+                    answers = self.db.report_many(reports)
+                    break
+                except StoreError as e:
+                    if delay is None:
+                        raise
+                    log.warning("worker %s: store error, retrying a batch of %d reports: %s",
+                                self.name, len(reports), e)
+                    time.sleep(delay)
+                except SchedulerError as e:  # one report the batch refuses whole: each alone
+                    log.warning("worker %s: a batch of %d reports refused (%s): reporting "
+                                "each alone", self.name, len(reports), e)
+                    for kind, lease, value in reports:
+                        try:
+                            self._report(lease, kind, value)
+                        except BaseException:
+                            log.exception("worker %s: reporting %s failed", self.name,
+                                          lease_text(key_of(lease)))
+                    return
+            for (kind, lease, _), answer in zip(reports, answers, strict=True):
+                if isinstance(answer, StaleLeaseError):
+                    log.warning("worker %s: report refused (%s %s), the version was taken "
+                                "over: %s", self.name, kind, lease_text(key_of(lease)), answer)
+                else:
+                    log.info("worker %s: reported %s %s: accepted, the version is %s",
+                             self.name, kind, lease_text(key_of(lease)), answer.value)
+        except BaseException:  # a broken batch must not take the reporter with it
+            log.exception("worker %s: reporting a batch of %d failed", self.name, len(batch))
+        finally:
+            for attempt, _, _, _ in batch:
+                self.held.drop(attempt.key)
 
     # -- heartbeats ----------------------------------------------------------------------
 
@@ -396,11 +550,17 @@ class Worker:
         beats = threading.Thread(target=self._heartbeats, args=(beats_done,),
                                  name=f"{self.name}-heartbeat", daemon=True)
         beats.start()
+        reports_done = threading.Event()
+        reporter = threading.Thread(target=self._reporter, args=(reports_done,),
+                                    name=f"{self.name}-reports", daemon=True)
+        if self.report_delay:
+            reporter.start()
         idle = 0.001
         failures = 0
         try:
             while not self._stopping.is_set():
-                free = self.held.wait_for_slot(self.concurrency, self._stopping)
+                free = self.held.wait_for_slot(self.concurrency + self.prefetch,
+                                               self._stopping)
                 if not free:
                     break
                 try:
@@ -429,7 +589,12 @@ class Worker:
                     self._stopping.wait(wait)
                 idle = min(idle * 2, self.poll)
         finally:
-            self.held.wait_empty()
+            self.held.wait_idle()  # every function run, the queued ones too
+            reports_done.set()  # the reporter sends what is pending, then returns
+            with self._reports:
+                self._reports.notify_all()
+            if reporter.is_alive():
+                reporter.join()  # with it, every lease held was dropped
             beats_done.set()
             beats.join()
             self.db.release()
@@ -472,14 +637,53 @@ class Worker:
             return False
 
     def _launch(self, attempt: Attempt) -> None:
+        """Run ``attempt`` on a thread of its own if a slot is free, else queue it (claimed
+        ahead, ``prefetch``): held and heartbeated, run when a slot frees."""
+        with self._slots:
+            if self._running >= self.concurrency:
+                self._queue.append(attempt)
+                return
+            self._running += 1
+        self._start(attempt)
+
+    def _start(self, attempt: Attempt) -> None:
         threading.Thread(target=self._run, args=(attempt,), daemon=True,
                          name=f"{self.name}-{attempt.lease.task_id}").start()
+
+    def _slot_free(self) -> Attempt | None:
+        """A slot came free: the next queued attempt, which takes it, or None (the slot is
+        free)."""
+        with self._slots:
+            if self._queue:
+                return self._queue.popleft()
+            self._running = max(0, self._running - 1)
+            return None
 
 
 def _lease(text: str) -> float:
     value = positive_seconds(text)
     if value < MIN_LEASE:
         raise argparse.ArgumentTypeError(f"{text!r}: a lease must be at least {MIN_LEASE} s")
+    return value
+
+
+def _delay(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: seconds >= 0")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: an int >= 0")
     return value
 
 
@@ -502,6 +706,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--store-tries", type=positive_int, default=STORE_TRIES, metavar="N",
                         help="failed claims in a row before giving up with status 2 (default "
                              f"{STORE_TRIES}); a refused permission gives up at once")
+    parser.add_argument("--report-delay", type=_delay, default=REPORT_DELAY, metavar="S",
+                        help="a finished function's report waits up to S seconds to be sent "
+                             "with others in one transaction (report_many); its slot is free "
+                             "at once, its lease held and heartbeated until the batch's answer "
+                             f"(default {REPORT_DELAY}; 0 reports each at once)")
+    parser.add_argument("--report-batch", type=positive_int, default=REPORT_BATCH, metavar="N",
+                        help=f"the most reports in one batch (default {REPORT_BATCH}): a full "
+                             "batch is sent at once")
+    parser.add_argument("--prefetch", type=_count, default=0, metavar="N",
+                        help="claim up to N versions beyond --concurrency, queued here, "
+                             "heartbeated, run as slots free (default 0). On SIGTERM the "
+                             "queued ones are run too before exit: they are held, and the "
+                             "store has no step to give a lease back")
     parser.add_argument("--until-done", action="store_true",
                         help="exit 0 once the store is started and every version ended")
     parser.add_argument("--name", help="the worker's name in leases (default host:pid)")
@@ -521,7 +738,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         worker = Worker(args.db, name=args.name, concurrency=args.concurrency,
                         lease=args.lease, until_done=args.until_done, poll=args.poll,
-                        time_limit=args.time_limit, store_tries=args.store_tries)
+                        time_limit=args.time_limit, store_tries=args.store_tries,
+                        report_delay=args.report_delay, report_batch=args.report_batch,
+                        prefetch=args.prefetch)
     except SchedulerError as e:
         print(f"refsched worker: {e}", file=sys.stderr)
         return 2

@@ -115,6 +115,7 @@ from refsched.verify.timer import mutants as _timer  # noqa: E402
 _S, _R, _T, _TR, _P = "scheduler", "runner", "timer", "timer_runner", "pool"
 _D, _DS, _DP, _DF = "durable", "durable_store", "durable_postgres", "durable_steps"
 _SC, _E = "durable_schedules", "schedule"
+_DW = "durable_worker"
 _SG = "signals"
 _PB = "pool_blocking"
 
@@ -146,7 +147,7 @@ class Layer:
 
 LAYERS: tuple[Layer, ...] = (
     Layer("unit", "pytest: the scheduler's and its runner's unit tests (the pool's)",
-          frozenset({_S, _R, _T, _TR, _P, _D, _DS, _DP, _DF, _SC, _E, _SG, _PB})),
+          frozenset({_S, _R, _T, _TR, _P, _D, _DS, _DP, _DF, _DW, _SC, _E, _SG, _PB})),
     Layer("lockstep", "Hypothesis lock-step machine vs the model (all but the runners)",
           frozenset({_S, _SG, _T, _P, _PB, _D, _DS})),
     Layer("replay", "ITF corpus replay (all but the runners)",
@@ -196,7 +197,9 @@ class Budget:
                                            "tests/durable/test_scheduler.py",
                                            "tests/durable/test_faults.py",
                                            "tests/durable/test_postgres.py",
-                                           "tests/durable/test_bulk.py")
+                                           "tests/durable/test_bulk.py",
+                                           "tests/durable/test_batch_reports.py",
+                                           "tests/durable/test_batch_worker.py")
     # The recurring schedules' tests, each store's history checked against the schedule's
     # model, then their faults: the unit layer of the schedule engine and the decision pass.
     schedule_unit_files: tuple[str, ...] = ("tests/durable/test_schedules.py",
@@ -391,7 +394,7 @@ def _unit_layer(payload: dict[str, Any]) -> tuple[str, str]:
     key = {_T: "timer_unit_files", _TR: "timer_unit_files", _P: "pool_unit_files",
            _PB: "pool_unit_files",
            _D: "durable_unit_files", _DS: "durable_unit_files", _DP: "durable_unit_files",
-           _DF: "durable_unit_files", _SC: "schedule_unit_files",
+           _DF: "durable_unit_files", _DW: "durable_unit_files", _SC: "schedule_unit_files",
            _E: "schedule_unit_files"}.get(payload["file"], "unit_files")
     files = [str(_PROJECT / f) for f in payload["budget"][key]]
     # In this process, where the watch sees each result (the project's pytest settings spread

@@ -108,3 +108,11 @@ def summarise(inputs: dict[str, Any]) -> dict[str, Any]:
 
 def fail(**kwargs: Any) -> Any:
     raise ValueError("failed on purpose")
+
+
+def wait_for_file(path: str, timeout: float = 60.0) -> str:
+    """Return once the file ``path`` exists (the test creates it), or after ``timeout``."""
+    end = time.monotonic() + timeout
+    while not os.path.exists(path) and time.monotonic() < end:
+        time.sleep(0.02)
+    return path

@@ -8,7 +8,9 @@ max_attempts=..., clock="virtual", record=True)`` over a fresh SQLite store in a
 folder. The rules are the API calls and the worker's moves: ``submit``, ``submit_optional``
 (``submit(..., optional=...)``: SubmitOptional), ``add_deps`` (AddDeps, mostly on a pending
 version), ``submit_many`` (a batch of a few items: their Submit steps in order, or the whole
-batch refused with the model unchanged), ``start``,
+batch refused with the model unchanged), ``report_many`` (a batch of a few reports with
+leases held and, sometimes, one no longer held: each report's own step in order, a refused one
+alone), ``start``,
 ``claim(worker, limit)`` (the model predicts the whole transaction with ``claim_transaction``:
 Expire, Reclaim, Claim), ``heartbeat`` / ``complete`` / ``fail`` / ``acknowledge_cancel`` with a
 lease the worker holds (current, or lost: a Refused step), with a lease it no longer holds (a
@@ -55,7 +57,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 
 from refsched.durable import DurableScheduler
 from refsched.durable.jobs import NOOP
-from refsched.errors import InvalidArgumentError, SchedulerError
+from refsched.errors import InvalidArgumentError, SchedulerError, StaleLeaseError
 from refsched.model.durable import (
     ACTIONS,
     INITIAL,
@@ -728,6 +730,92 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         report_complete = held_report("complete")
         report_fail = held_report("fail")
         report_acknowledge_cancel = held_report("acknowledge_cancel")
+
+        # Only the full contract's machine has this rule, as submit_many's.
+        if has.bulk:
+            @precondition(lambda self: has.bulk and any(self.held.values()))
+            @rule(data=st.data(), lose=st.booleans())
+            def report_many(self, data: st.DataObject, lose: bool) -> None:
+                """``report_many`` of a few reports with leases the workers hold (live, lost
+                without their knowing, or whose answer was lost) and, sometimes, one with a
+                lease no longer held, anywhere in the batch. Spec: each report's own step, in
+                order, as report_on takes a single one: Complete / Fail / AcknowledgeCancel
+                (their AnswerLost variants when the batch's answer is lost: the worker keeps
+                every lease of it), RepeatedReport, RepeatedCallback, or refused (Refused when
+                held) without undoing the others; the answers, one per report, the state each
+                left or a StaleLeaseError."""
+                choices = sorted((w, key) for w, keys in self.held.items() for key in keys)
+                picks: st.SearchStrategy[list[tuple[str, LeaseKey]]] = st.lists(
+                    st.sampled_from(choices), min_size=1, max_size=3, unique=True)
+                chosen = [(w, key, True) for w, key in data.draw(picks, label="leases")]
+                olds = sorted(k for k in self.old if k[1] not in self.held.get(k[0], {}))
+                another: bool = data.draw(st.booleans(), label="an old lease too")
+                if olds and another:
+                    w, key = data.draw(st.sampled_from(olds), label="old lease")
+                    chosen.insert(data.draw(st.integers(0, len(chosen)), label="at"),
+                                  (w, key, False))
+                kinds = [m for m in reports if m != "heartbeat"]
+                batch: list[tuple[str, Any, None]] = []
+                expected: list[Any] = []
+                for w, key, held in chosen:
+                    method = data.draw(st.sampled_from(kinds), label="kind")
+                    lease = self.held[w][key] if held else self.old[(w, key)]
+                    answer = self.batch_step(w, key, lease, method, held, lose)
+                    if answer is not None:
+                        batch.append((method, lease, None))
+                        expected.append(answer)
+                if not batch:
+                    return
+                value, raised = self.call(f"report_many({batch!r})",
+                                          lambda: self.db.report_many(batch))
+                ledger.actions["report_many (batches)"] += 1
+                got = None if value is None else [
+                    type(v) if isinstance(v, Exception) else v for v in value]
+                if raised is not None or got != expected:
+                    self.fail(f"report_many: expected {expected!r}, the store "
+                              + (f"raised {raised!r}" if raised else f"answered {value!r}"))
+                self.agree()
+
+        def batch_step(self, w: str, key: LeaseKey, lease: Any, method: str, held: bool,
+                       lost: bool) -> Any:
+            """The model's step for one report of a batch (as report_on, the store not yet
+            called): the answer the store must give it (a state, or StaleLeaseError), or None
+            for a report no worker could make (a live lease its worker forgot)."""
+            action = _REPORTS[method]
+            t, g, a = key
+            params = (("w", w), ("t", t), ("g", g), ("a", a))
+            if held and current(self.model, w, t, g, a):
+                self.take([Step(action + _LOST if lost else action, params)])
+                if not lost:
+                    del self.held[w][key]
+                self.enders[t] = (w, key, lease)
+                return self.state_of(t)
+            if held and repeat(self.model, t, g, a):
+                if not lost:  # heard: the worker drops the lease
+                    self.take([Step("RepeatedReport", params)])
+                    del self.held[w][key]
+                self.refusals["repeated"] += 1
+                return self.state_of(t)
+            ender = self.enders.get(t)
+            if ender is not None and ender[1] == key:
+                refusal = ACTIONS["RepeatedCallback"].refused(self.model, t, limits=self.limits)
+                if refusal is not None:
+                    self.fail(f"the model refuses the repeat: {refusal.reason}")
+                self.take([Step("RepeatedCallback", (("t", t),))])
+                self.refusals["repeated"] += 1
+                return self.state_of(t)
+            refusal = ACTIONS[action].refused(self.model, w, t, g, a, limits=self.limits)
+            if refusal is None or refusal.error is None:
+                return None
+            if refusal.error is not StaleLeaseError:
+                self.fail(f"a report of a batch refused with {refusal.error.__name__}")
+            if held and not lost:  # heard: the worker drops the lease
+                self.take([Step("Refused", params)])
+                del self.held[w][key]
+            ledger.actions["refused: StaleLeaseError"] += 1
+            ledger.actions["report_many (refused reports)"] += 1
+            self.refusals["StaleLeaseError"] += 1
+            return StaleLeaseError
 
         @precondition(lambda self: bool(self.old))
         @rule(data=st.data(), method=st.sampled_from(reports))

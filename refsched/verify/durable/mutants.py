@@ -13,11 +13,13 @@ from refsched.verify.mutant import mutant as _m
 MODULES = {"durable": "refsched.durable.scheduler", "durable_store": "refsched.durable.store",
            "durable_postgres": "refsched.durable.postgres",
            "durable_steps": "refsched.durable.steps_postgres",
-           "durable_schedules": "refsched.durable.schedules", "schedule": "refsched.schedule"}
+           "durable_schedules": "refsched.durable.schedules", "schedule": "refsched.schedule",
+           "durable_worker": "refsched.durable.worker"}
 """The files this catalogue patches: a key (a mutant's ``file``) to its module."""
 
 _D, _DS, _DP, _DF = "durable", "durable_store", "durable_postgres", "durable_steps"
 _SC, _E = "durable_schedules", "schedule"
+_DW = "durable_worker"
 
 CATALOGUE: tuple[Mutant, ...] = (
     # -- DurableScheduler: fencing ---------------------------------------------------------------
@@ -93,10 +95,10 @@ CATALOGUE: tuple[Mutant, ...] = (
        """"state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = ? AND 0)","""),
     _m("durable_fail_does_not_block", _D,
        "a failure or an acknowledged cancel blocks none of its dependents",
-       """            else:
-                self._ended(tx, t)
-            return TaskState(state)""",
-       """            return TaskState(state)"""),
+       """        else:
+            self._ended(tx, t)
+        return TaskState(state)""",
+       """        return TaskState(state)"""),
     _m("durable_replaced_success_still_counts", _D,
        "resubmitting a succeeded task leaves its waiting dependents counting the old success",
        """        if old_state == "succeeded":""",
@@ -182,6 +184,43 @@ CATALOGUE: tuple[Mutant, ...] = (
         elif started and any(d not in states for d in dep_list):
             raise UnknownDependencyError(f"{item.call}({task_id!r}): unknown dependencies",
                                          [(task_id, d) for d in dep_list if d not in states])"""),
+    # -- DurableScheduler: the batch report and the worker's batches and prefetch (tests/durable/
+    # test_batch_reports.py, tests/durable/test_batch_worker.py, tests/durable/
+    # test_batch_mutants.py) -------------------------------------------------------------------
+    _m("durable_batch_stops_at_refused_report", _D,
+       "report_many() stops at the first refused report: the reports after a stale one are "
+       "never made, and their leases are dropped unreported",
+       """                answers.append(refused)
+        return answers""",
+       """                answers.append(refused)
+                break
+        return answers"""),
+    _m("durable_steps_batch_fenced_on_first_lease", _DF,
+       "the server-side batch complete fences only its first report: a stale lease later in "
+       "the batch ends the version another attempt holds",
+       """             WHERE id = t AND generation = p_generations[i] AND attempt = p_attempts[i]
+                   AND state = 'running' AND holder = workers_[i];""",
+       """             WHERE id = t AND (i > 1 OR (generation = p_generations[i]
+                   AND attempt = p_attempts[i] AND state = 'running'
+                   AND holder = workers_[i]));"""),
+    _m("durable_worker_batch_lost_on_exit", _DW,
+       "a worker exiting drops the reports still pending in its batch: accepted work is lost, "
+       "its leases expire and the versions run again",
+       """                    if done.is_set():  # the exit: what is pending goes now
+                        if not self._pending:
+                            return
+                        break""",
+       """                    if done.is_set():  # the exit: what is pending goes now
+                        return"""),
+    _m("durable_worker_prefetched_not_heartbeated", _DW,
+       "a worker heartbeats only the leases whose function started: a prefetched lease "
+       "waiting in the queue expires and its version runs twice",
+       """        for attempt in self.held.attempts():
+            try:
+                if self.db.heartbeat(attempt.lease):""",
+       """        for attempt in [a for a in self.held.attempts() if a.started or a.pending]:
+            try:
+                if self.db.heartbeat(attempt.lease):"""),
     _m("durable_steps_bulk_skips_cycle_check", _DF,
        "the server-side batch submit looks for no cycle: a batch (or a submit with deps) "
        "after start() closes one",
@@ -407,8 +446,8 @@ WAKEUPS: tuple[Mutant, ...] = (
             tx.wake(self._max)  # what expired can be re-claimed""",
        """            self._expire(tx, tx.now())"""),
     _m('durable_end_no_wake', _D, 'a client-side complete/fail wakes nobody',
-       """            tx.wake(self._max)  # a slot is free, and dependents may be ready""",
-       """            pass"""),
+       """        tx.wake(self._max)  # a slot is free, and dependents may be ready""",
+       """        pass"""),
     _m('durable_retry_no_wake', _D, 'retry() wakes nobody',
        """            self._step(tx, "Retry", t=task_id)
             tx.wake(self._max)""",

@@ -21,6 +21,9 @@ each move must be:
 - ``time_up(w, lease)``: its time limit passes (``Worker.time_up``): Fail, or Refused;
 - ``tick`` (the store's clock moves one second: Tick), ``cancel(t)`` (Cancel) and
   ``crash(w)`` (``Held.crash()``: Crash; its functions are gone).
+- with ``batched``, ``send(w)``: the reports a worker queued (its slots free, the leases still
+  held and heartbeated) go in one batch (``Worker.send``: ``report_many``), each report's step
+  in order.
 
 Some answers are lost, as a dropped connection loses them: the store's call commits, then raises
 ``StoreError`` in the worker instead of answering. A report's (every second report with a
@@ -66,7 +69,7 @@ from refsched.model.durable import (
     Step,
     claim_transaction,
 )
-from refsched.model.durable.actions import current
+from refsched.model.durable.actions import current, repeat
 from refsched.verify.durable.lockstep import ModelRefused, as_recorded, model_takes
 from refsched.verify.lockstep import WalkLedger, run_machine
 from refsched.verify.stable import stable_labels
@@ -130,9 +133,15 @@ class Ledger(WalkLedger):
         return f"{self.examples:,} examples; {taken}"
 
 
-def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] = Held
-                                    ) -> type[RuleBasedStateMachine]:
-    """The state machine that drives two Workers' bookkeeping (made by ``held``) and the model."""
+def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] = Held,
+                                    batched: bool = False) -> type[RuleBasedStateMachine]:
+    """The state machine that drives two Workers' bookkeeping (made by ``held``) and the model.
+
+    ``batched``: the workers batch their reports (``report_delay``): a function's return (or its
+    time limit) only queues its report, its slot free and its lease still held; a ``send(w)``
+    move sends the worker's pending batch (``Worker.send``: one ``report_many``), whose reports
+    take their steps then, in order (every second batch loses its answer: its reports' AnswerLost
+    steps, then the batch sent again, each report a RepeatedReport, or Refused)."""
 
     class WorkerLockstep(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -152,6 +161,9 @@ def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] 
             self.reports = 0  # reports made with a current lease: every second loses it
             self.expected: list[tuple[str, dict[str, Any]]] = []  # what history() must be
             self.moves: list[str] = []
+            # batched: each worker's queued reports, in order: (lease, the report's action)
+            self.pending: dict[str, list[tuple[LeaseKey, str]]] = {w: [] for w in WORKERS}
+            self.sends = 0  # batches sent: every second loses its answer
             ledger.examples += 1
 
         def teardown(self) -> None:
@@ -205,7 +217,8 @@ def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] 
             self.take([Step("Start", ())])
             for w in WORKERS:
                 worker = Worker(self.url, name=w, concurrency=CONCURRENCY,
-                                lease=LIMITS.lease_time, time_limit=60)
+                                lease=LIMITS.lease_time, time_limit=60,
+                                report_delay=600 if batched else 0)
                 worker.held = held()
                 self.workers[w] = worker
             self.agree()
@@ -213,7 +226,8 @@ def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] 
         @rule(w=st.sampled_from(WORKERS))
         def claim(self, w: str) -> None:
             worker = self.workers[w]
-            free = CONCURRENCY - len(worker.held)
+            # (a lease whose report waits in the batch holds no slot)
+            free = CONCURRENCY - sum(1 for x in worker.held.attempts() if not x.pending)
             self.moves.append(f"claim({w!r}) with {free} free slots")
             if free < 1:
                 return  # the claim loop waits for a slot
@@ -259,8 +273,8 @@ def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] 
                        for t, g, a in beats])
             for attempt in worker.held.attempts():
                 t, g, a = attempt.key
-                if attempt.key in self.abandoned_of(w):
-                    continue
+                if attempt.key in self.abandoned_of(w) or attempt.pending:
+                    continue  # (a pending report's function has returned: nothing to tell)
                 told = not current(self.model, w, t, g, a) or (
                     self.model.scheduler.tasks[t].cancel_requested)
                 if told and not attempt.token.cancelled:
@@ -301,6 +315,9 @@ def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] 
             lost = False
             if (w, key) in self.abandoned:
                 self.abandoned.discard((w, key))
+            elif batched:
+                if key in self.held_by(w):  # queued: its step comes with the batch
+                    self.pending[w].append((key, _OUTCOMES[outcome]))
             elif key in self.held_by(w):
                 # Every second report with a current lease loses its answer: the report
                 # commits, the worker hears a store error and makes it again.
@@ -331,10 +348,50 @@ def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] 
             self.moves.append(f"{lease_text(key)} of {w!r}: time limit")
             self.abandoned.add((w, key))
             if key in self.held_by(w):
-                self.end(w, key, "Fail")
+                if batched:
+                    self.pending[w].append((key, "Fail"))
+                else:
+                    self.end(w, key, "Fail")
                 ledger.actions["abandoned at its time limit"] += 1
             self.workers[w].time_up(key)
             self.agree()
+
+        # Only the batched machine has this rule, so that the walks of the other stay as they
+        # were.
+        if batched:
+            @precondition(lambda self: batched and any(self.pending.values()))
+            @rule(w=st.sampled_from(WORKERS))
+            def send(self, w: str) -> None:
+                """The worker's pending batch is sent (``Worker.send``): each report's step, in
+                order; every second batch loses its answer and is sent again."""
+                worker, queued = self.workers[w], self.pending[w]
+                batch = list(worker._pending)
+                worker._pending.clear()
+                if [attempt.key for attempt, _, _, _ in batch] != [key for key, _ in queued]:
+                    self.fail(f"send({w!r}): the worker's batch {[a.key for a, *_ in batch]} is "
+                              f"not the reports queued, in order: {[key for key, _ in queued]}")
+                self.sends += bool(batch)
+                lost = bool(batch) and self.sends % 2 == 0
+                self.moves.append(f"send({w!r}) of {len(batch)} reports"
+                                  + (", its answer lost" if lost else ""))
+                for key, action in queued:
+                    t, g, a = key
+                    params = (("w", w), ("t", t), ("g", g), ("a", a))
+                    if not lost:
+                        self.end(w, key, action)
+                    elif current(self.model, w, t, g, a):
+                        self.take([Step(action + _LOST, params)])
+                if lost:  # the batch again: each accepted report a repeat, the others refused
+                    for key, _ in queued:
+                        t, g, a = key
+                        params = (("w", w), ("t", t), ("g", g), ("a", a))
+                        self.take([Step("RepeatedReport" if repeat(self.model, t, g, a)
+                                        else "Refused", params)])
+                queued.clear()
+                ledger.actions["batches sent"] += 1
+                with answer_lost(worker.db, "report_many") if lost else contextlib.nullcontext():
+                    worker.send(batch)
+                self.agree()
 
         @rule()
         def tick(self) -> None:
@@ -374,6 +431,8 @@ def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] 
             if ACTIONS["Crash"].enabled(self.model, w, limits=LIMITS):
                 self.take([Step("Crash", (("w", w),))])
             self.workers[w].held.crash()
+            self.workers[w]._pending.clear()  # its pending batch too
+            self.pending[w].clear()
             self.running[w].clear()  # the process and its threads are gone
             self.abandoned = {(x, key) for x, key in self.abandoned if x != w}
             self.agree()
@@ -383,14 +442,16 @@ def durable_worker_lockstep_machine(ledger: Ledger, *, held: Callable[[], Held] 
 
 def run_durable_worker_lockstep(examples: int = 100, steps: int = 40, seed: int | None = None,
                                 *, held: Callable[[], Held] = Held, ledger: Ledger | None = None,
-                                hypothesis_settings: Mapping[str, Any] | None = None) -> Ledger:
+                                hypothesis_settings: Mapping[str, Any] | None = None,
+                                batched: bool = False) -> Ledger:
     """Run the machine for ``examples`` walks of up to ``steps`` moves each.
 
     Raises :class:`WorkerDisagreement` on the first failure, shrunk by Hypothesis to a shortest
-    walk that shows it. ``seed`` fixes Hypothesis's choices.
+    walk that shows it. ``seed`` fixes Hypothesis's choices; ``batched``: the workers batch
+    their reports (:func:`durable_worker_lockstep_machine`).
     """
     ledger = Ledger() if ledger is None else ledger
-    machine = durable_worker_lockstep_machine(ledger, held=held)
+    machine = durable_worker_lockstep_machine(ledger, held=held, batched=batched)
     quiet = logging.getLogger("refsched.worker")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # the walks lose leases and pass time limits on purpose
