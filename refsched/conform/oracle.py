@@ -60,7 +60,7 @@ from refsched.verify.dag.lockstep import (
     lockstep_machine,
     run_lockstep,
 )
-from refsched.verify.itf import Trace, TraceFormatError
+from refsched.verify.itf import Trace
 from refsched.verify.replay import Divergence, step_call
 from refsched.verify.specstate import snapshot_of
 from refsched.verify.stable import stable_labels
@@ -102,14 +102,20 @@ def corpus_hash(system: str) -> str | None:
     return digest.hexdigest()
 
 
-def _read_corpus() -> list[Trace]:
+def _read_corpus(profile: Profile, max_traces: int | None) -> tuple[list[Trace], int]:
     """Every corpus instance's traces, in the order of the system's instances: the plain
     graph's, then those with optional edges and with AddDeps (a profile's admission then
-    keeps what the implementation declares it takes)."""
+    keeps what the implementation declares it takes); and how many traces the corpus has.
+    With ``max_traces``, only up to the trace that makes ``max_traces`` of those ``profile``
+    admits whole: the replay takes the whole ones first, in corpus order, so later traces
+    change nothing it replays, and their lines are not even parsed."""
+    def whole(trace: Trace) -> bool:
+        return admitted_steps(profile, trace) == len(trace.steps)
+
     try:
-        return list(corpus_files.instance_traces(system_registry.get("scheduler")))
-    except (corpus_files.CorpusMismatch, TraceFormatError, OSError) as e:
-        raise OracleError(f"cannot read the trace corpus: {e}") from None
+        return system_phases.read_corpus(system_registry.get("scheduler"), max_traces, whole)
+    except system_phases.CorpusUnreadable as e:
+        raise OracleError(str(e)) from None
 
 
 def _corpus_counterexample(trace: Trace, divergence: Divergence, profile: Profile,
@@ -144,12 +150,16 @@ def _corpus_phase(impl: Implementation, profile: Profile, phase: PhaseResult,
                   progress: Progress | None, max_traces: int | None,
                   given: Sequence[Trace] | None = None,
                   all_divergences: bool = False) -> Counterexample | None:
-    everything = _read_corpus() if given is None else list(given)
+    if given is None:
+        everything, size = _read_corpus(profile, max_traces)
+    else:
+        everything = list(given)
+        size = len(everything)
     traces, whole = admitted_traces(profile, everything)
     system = system_registry.get("scheduler")
     try:
         found = system_phases.replay_admitted(
-            system, len(everything), traces, whole, impl.new, profile, phase, progress,
+            system, size, traces, whole, impl.new, profile, phase, progress,
             max_traces, all_divergences)
     except system_phases.CorpusUnreadable as e:
         raise OracleError(str(e)) from None

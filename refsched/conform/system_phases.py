@@ -61,7 +61,7 @@ class CorpusUnreadable(RuntimeError):
     """The system's corpus cannot be read, or disagrees with its model."""
 
 
-def _read_corpus(system: systems.System, limit: int | None = None,
+def read_corpus(system: systems.System, limit: int | None = None,
                  counts: Callable[[Trace], bool] = lambda _: True) -> tuple[list[Trace], int]:
     """The traces of every corpus instance of ``system`` the protocol carries, in the order of
     its instances and of each bundle, and how many traces the corpus has (its manifests say);
@@ -300,7 +300,7 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
         return admits is None or admits(profile, trace) == len(trace.steps)
 
     if given is None:
-        everything, size = _read_corpus(system, max_traces, replayed_whole)
+        everything, size = read_corpus(system, max_traces, replayed_whole)
     else:
         everything = list(given)
         size = len(everything)

@@ -89,6 +89,8 @@ EDGES_DISTINCT_STATES = 19_410  # a, b, then c with edges to them; OptionalEdges
 EDGES_DEPTH = 15
 
 
+EdgesRun = tuple[stategraph.TLCStateGraph, TLCResult]  # the edges instance's graph and run
+
 DURABLE: Any = systems.get("durable")  # what stategraph needs to read and match its graph
 
 
@@ -150,8 +152,9 @@ def test_time_views_are_the_same_without_symmetry(tmp_path: Path) -> None:
     assert (result.distinct_states, result.depth) == (TIME_VIEWS_WITHOUT_SYMMETRY, TIME_DEPTH)
 
 
-def test_edges_model_holds_with_recorded_state_count() -> None:
-    result = check(EDGES, workers=1)
+def test_edges_model_holds_with_recorded_state_count(edges_run: EdgesRun) -> None:
+    # the run that dumps the graph (below): the same config and TLC options, checked alike
+    _, result = edges_run
     assert result.ok, result.output[-4000:]
     assert (result.distinct_states, result.depth) == (EDGES_DISTINCT_STATES, EDGES_DEPTH), (
         "the state space changed: update EDGES_DISTINCT_STATES/EDGES_DEPTH and the cfg")
@@ -956,9 +959,19 @@ EDGES_EDGES = 93_518
 
 
 @pytest.fixture(scope="module")
-def edges_dumped() -> stategraph.TLCStateGraph:
-    """TLC's whole state graph of the edges instance (OptionalEdges, AddDepsAllowed)."""
+def edges_run() -> EdgesRun:
+    """TLC's run of the edges instance (OptionalEdges, AddDepsAllowed), as :func:`check` runs
+    it (its invariants and properties, -deadlock), its state graph dumped: one run for the
+    check of its counts and the graph's tests (the dump raises ``GraphMismatch`` unless the
+    run is clean)."""
     graph, result, _ = stategraph.dump_state_graph(EDGES, system=DURABLE, workers=1)
+    return graph, result
+
+
+@pytest.fixture(scope="module")
+def edges_dumped(edges_run: EdgesRun) -> stategraph.TLCStateGraph:
+    """TLC's whole state graph of the edges instance."""
+    graph, result = edges_run
     assert (result.distinct_states, result.depth) == (EDGES_DISTINCT_STATES, EDGES_DEPTH)
     return graph
 
