@@ -165,13 +165,13 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("durable_bulk_not_atomic", _D,
        "submit_many() commits each item in a transaction of its own: an item refused leaves "
        "the items before it stored",
-       """        with self._counting_cycles(), self._store.transaction() as tx:
-            return self._submit_batch(tx, items)""",
-       """        with self._counting_cycles():
+       """        with self._counting_refusals(at), self._store.transaction() as tx:
+            return self._submit_batch(tx, items, at)""",
+       """        with self._counting_refusals(at):
             generations = []
             for item in items:
                 with self._store.transaction() as tx:
-                    generations += self._submit_batch(tx, [item])
+                    generations += self._submit_batch(tx, [item], at)
             return generations"""),
     _m("durable_bulk_skips_cycle_check", _D,
        "submit_many() after start() looks for no cycle through its items: a batch closes one",
