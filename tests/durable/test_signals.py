@@ -6,6 +6,7 @@ stats(), and an older store is read as it is and migrated by its first writer.""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 
 from refsched.dag.signals import OVERFLOW, UNLABELLED, PartitionSignals, Signals
 from refsched.durable import DurableScheduler
+from refsched.durable.status import _status_text, status
 from refsched.durable.store import SCHEMA_VERSION
 from refsched.errors import (
     CycleError,
@@ -22,7 +24,8 @@ from refsched.errors import (
     UnknownDependencyError,
 )
 from refsched.verify.dag.signals import DURABLE_SHARED, law_breaches
-from tests.conftest import StoreURL
+from refsched.verify.durable.lockstep import run_durable_lockstep
+from tests.conftest import StoreURL, postgres_factory
 from tests.durable.support import JOBS, downgrade
 
 NOOP = f"{JOBS}:noop"
@@ -206,3 +209,37 @@ def test_a_version_5_store_is_read_as_it_is_and_its_first_writer_migrates_it(
     assert lawful(writer) == signals
     writer.submit("c", fn=NOOP, tenant="acme")
     assert part(lawful(writer), (None, "acme")).submitted == 1
+
+
+def test_status_gives_each_partition_in_text_and_json(durable_url: StoreURL) -> None:
+    db = store(durable_url, max_partitions=1)
+    db.submit("a", fn=NOOP, task_type="etl", tenant="acme")
+    db.submit("b", fn=NOOP, tenant=3)
+    db.start()
+    (a,) = db.claim("w", 1)
+    db.tick(2)
+    db.complete(a)
+    report = status(db)
+    etl, overflow = report["signals"]
+    assert (etl["task_type"], etl["tenant"]) == ETL_ACME
+    assert etl["counters"] == {"submitted": 1, "claimed": 1, "succeeded": 1}
+    assert etl["run_time"]["count"] == 1 and etl["run_time"]["max"] == 2
+    assert overflow == {**overflow, "overflow": True,
+                        "counters": {"submitted": 1, "waiting": 1}}
+    text = _status_text(report)
+    assert "etl/acme: 1 submitted, 1 claimed, 1 succeeded" in text
+    assert "(overflow): 1 submitted, 1 waiting" in text
+    assert json.loads(json.dumps(report))["signals"] == report["signals"]
+
+
+def test_the_lockstep_machine_checks_the_laws_and_the_models_counts_per_partition() -> None:
+    ledger = run_durable_lockstep(DurableScheduler, examples=100, steps=40, seed=0,
+                                  signals=True)
+    for action in ("Cancel", "Fail", "Expire", "Retry", "Close", "Claim", "Reclaim"):
+        assert ledger.actions[action] >= 1, ledger.summary()
+
+
+def test_the_postgresql_store_keeps_the_laws_and_the_models_counts(postgres_url: str) -> None:
+    ledger = run_durable_lockstep(postgres_factory(postgres_url), examples=25, steps=40, seed=1,
+                                  signals=True)
+    assert ledger.actions["Expire"] >= 1, ledger.summary()
