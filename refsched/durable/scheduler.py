@@ -1692,6 +1692,8 @@ class DurableScheduler:
             priorities = self._column_of(tx, "priority", list(members))
             ordered = sorted(members, key=seqs.__getitem__)
             optionals = self._column_of(tx, "optional_deps", list(members))
+            # the dead versions' signals, kept before any statement below changes their rows
+            tx.many(signal_rows.ARCHIVE, ((t,) for t in ordered))
             seq = int(self._meta(tx, "next_seq"))
             tx.meta_add("next_seq", len(ordered))
             now = tx.now()
@@ -1707,7 +1709,6 @@ class DurableScheduler:
                 # edge from one member to another is not settled.
                 tx.many("UPDATE task SET state = 'pending' WHERE id = ?", ((t,) for t in ordered))
                 tx.many("DELETE FROM input_summary WHERE task = ?", ((t,) for t in kept))
-            tx.many(signal_rows.ARCHIVE, ((t,) for t in ordered))  # the dead versions' signals
             for i, t in enumerate(ordered):
                 (remaining,) = tx.one(
                     "SELECT COUNT(*) FROM dep LEFT JOIN task d ON d.id = dep.dep WHERE "

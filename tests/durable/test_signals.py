@@ -102,6 +102,16 @@ def test_an_expiry_a_retry_and_a_give_up_are_counted(durable_url: StoreURL) -> N
     assert (report.submitted, report.retried, report.blocked, report.waiting) == (1, 1, 1, 1)
 
 
+def test_a_retried_version_with_optional_edges_keeps_its_end(durable_url: StoreURL) -> None:
+    db = store(durable_url)
+    db.submit("a", fn=NOOP)
+    db.submit("c", fn=NOOP, optional=["a"], task_type="etl")
+    db.cancel("c")
+    db.retry("c")  # its row is waited again before it is renewed: its end is kept first
+    etl = part(lawful(db), ("etl", None))
+    assert (etl.cancelled, etl.replaced, etl.retried, etl.waiting) == (1, 0, 1, 1)
+
+
 def test_a_replaced_version_stays_counted_in_its_own_partition(
         durable_url: StoreURL) -> None:
     db = store(durable_url)
