@@ -233,7 +233,6 @@ def _status_text(report: dict[str, Any]) -> str:
     if report["provenance_left_out"]:
         lines.append(f"  ... {report['provenance_left_out']} more (refsched show ID, or "
                      "--json)")
-    lines += _signals_text(report.get("signals", []))
     return "\n".join(lines)
 
 
@@ -349,9 +348,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser("status", "Show a durable store: versions by state, live leases, blocked "
                                "and failed versions with their causes (cut to "
                                f"{TEXT_LIMIT} characters; --json gives them whole).")
+    parser.add_argument("--signals", action="store_true",
+                        help="a line per task type and tenant too (--json always has them)")
     args = parser.parse_args(argv)
 
-    return _run("status", args, True, _shown(status, _status_text))
+    def text(report: dict[str, Any]) -> str:
+        shown = _status_text(report)
+        return "\n".join([shown, *_signals_text(report["signals"])]) if args.signals else shown
+
+    return _run("status", args, True, _shown(status, text))
 
 
 def jobs_main(argv: Sequence[str] | None = None) -> int:

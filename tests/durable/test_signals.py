@@ -7,6 +7,8 @@ stats(), and an older store is read as it is and migrated by its first writer.""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ import pytest
 
 from refsched.dag.signals import OVERFLOW, UNLABELLED, PartitionSignals, Signals
 from refsched.durable import DurableScheduler
-from refsched.durable.status import _status_text, status
+from refsched.durable.status import _signals_text, _status_text, status
 from refsched.durable.store import SCHEMA_VERSION
 from refsched.errors import (
     CycleError,
@@ -236,10 +238,15 @@ def test_status_gives_each_partition_in_text_and_json(durable_url: StoreURL) -> 
     assert etl["run_time"]["count"] == 1 and etl["run_time"]["max"] == 2
     assert overflow == {**overflow, "overflow": True,
                         "counters": {"submitted": 1, "waiting": 1}}
-    text = _status_text(report)
+    assert "per task type and tenant" not in _status_text(report)
+    text = "\n".join(_signals_text(report["signals"]))  # what --signals adds
     assert "etl/acme: 1 submitted, 1 claimed, 1 succeeded" in text
     assert "(overflow): 1 submitted, 1 waiting" in text
     assert json.loads(json.dumps(report))["signals"] == report["signals"]
+    db.release()
+    shown = subprocess.run([sys.executable, "-m", "refsched", "status", "--db", db.url,
+                            "--signals"], capture_output=True, text=True, check=True)
+    assert "etl/acme: 1 submitted, 1 claimed, 1 succeeded" in shown.stdout
 
 
 def test_the_lockstep_machine_checks_the_laws_and_the_models_counts_per_partition() -> None:
