@@ -151,7 +151,8 @@ def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> StoreURL:
     return postgres_stores(request.getfixturevalue("postgres_url"))
 
 
-_STORE_TABLES = ("meta", "task", "dep", "step", "schedule", "slot", "input_summary")
+_STORE_TABLES = ("meta", "task", "dep", "step", "schedule", "slot", "input_summary",
+                 "past_version", "refusal")
 
 
 def postgres_factory(database_url: str) -> Callable[..., Any]:

@@ -66,7 +66,7 @@ _BUCKETS: Final = len(BUCKET_BOUNDS) + 1
 COUNTERS: Final = (
     "submitted", "retried", "claimed", "succeeded", "failed", "cancelled", "blocked",
     "cycles_reported", "claim_conflicts", "duplicate_callbacks", "stale_callbacks",
-    "stopped", "replaced", "unknown_deps", "edges_refused",
+    "stopped", "replaced", "unknown_deps", "edges_refused", "lease_expiries",
 )
 _INDEX: Final = {name: i for i, name in enumerate(COUNTERS)}
 
@@ -121,6 +121,7 @@ class PartitionSignals:
     replaced: int = 0  # pending or ready versions replaced by a resubmission
     unknown_deps: int = 0  # calls refused with UnknownDependencyError
     edges_refused: int = 0  # add_deps() refused: the version was no longer pending
+    lease_expiries: int = 0  # leases that expired (a durable store's; 0 in memory)
     waiting: int = 0  # current versions pending or ready now
     running: int = 0  # current versions running now
     ready_wait: DurationTail = DurationTail()  # became ready -> claimed
@@ -205,7 +206,8 @@ class _Tally:
 
 
 class SignalBook:
-    """The partitions of one TaskScheduler, charged under its lock.
+    """The partitions of one scheduler being charged: a TaskScheduler's, under its lock, as
+    its steps happen; a DurableScheduler's, from the rows of one read transaction.
 
     A key is given a partition the first time it is charged while fewer than
     ``max_partitions`` are kept, and keeps it; any other key is charged to :data:`OVERFLOW`.

@@ -26,7 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from refsched.cycles import find_cycles
+from refsched.dag.signals import Signals
 from refsched.durable import schedules
+from refsched.durable import signals as signal_rows
 from refsched.durable.store import FORMAT, MIGRATIONS, SCHEMA_VERSION, Store, Tx
 from refsched.durable.urls import open_store
 from refsched.errors import (
@@ -603,10 +605,34 @@ class _Submission(NamedTuple):
     at: float | None  # run_at on the store clock's epoch
     wait: float | None  # delay in seconds
     priority: int
+    task_type: str | None = None  # the version's partition (docs/durable.md, Signals)
+    tenant: str | None = None  # JSON of the version's tenant
+
+
+#: The ints a durable tenant may be: what both stores' JSON text keeps and reads back alike.
+TENANT_INT_RANGE = range(-2**63, 2**63)
+
+
+def _check_labels(call: str, task_id: str, task_type: object,
+                  tenant: object) -> tuple[str | None, str | None]:
+    """A version's ``task_type`` (None or a str, as an id) and ``tenant`` (None, a str as an
+    id, or an int in :data:`TENANT_INT_RANGE`), checked: ``(task_type, tenant as JSON)``.
+    Anything else -> ``InvalidArgumentError``."""
+    if task_type is not None:
+        _check_name(f"{call}({task_id!r}, task_type=...)", task_type, "a task type")
+    if tenant is None or isinstance(tenant, str):
+        if tenant is not None:
+            _check_name(f"{call}({task_id!r}, tenant=...)", tenant, "a tenant")
+    elif not _is_int(tenant) or tenant not in TENANT_INT_RANGE:
+        raise InvalidArgumentError(
+            f"{call}({task_id!r}, tenant={_r(tenant)}): a tenant is None, a str, or an int "
+            f"in [-2**63, 2**63)")
+    return task_type, signal_rows.encode_tenant(tenant)  # type: ignore[return-value,arg-type]
 
 
 def _submission(call: str, task_id: object, deps: object, optional: object, fn: object,
-                args: object, run_at: object, delay: object, priority: object) -> _Submission:
+                args: object, run_at: object, delay: object, priority: object,
+                task_type: object = None, tenant: object = None) -> _Submission:
     """A submit's arguments checked, before anything changes (``InvalidArgumentError``)."""
     task_id = _check_id(call, task_id)
     dep_list, opt_set = _dep_list(call, task_id, deps, optional)
@@ -620,11 +646,14 @@ def _submission(call: str, task_id: object, deps: object, optional: object, fn: 
             f"{call}({task_id!r}, priority={_r(priority)}): an int in "
             f"[{PRIORITY_RANGE.start}, {PRIORITY_RANGE.stop})")
     assert isinstance(priority, int)
-    return _Submission(call, task_id, dep_list, opt_set, name, args_text, at, wait, priority)
+    labels = _check_labels(call, task_id, task_type, tenant)
+    return _Submission(call, task_id, dep_list, opt_set, name, args_text, at, wait, priority,
+                       *labels)
 
 
 #: The keys an item of ``submit_many`` may have: ``id`` and ``fn`` are required.
-_ITEM_KEYS = frozenset(("id", "fn", "deps", "optional", "args", "run_at", "delay", "priority"))
+_ITEM_KEYS = frozenset(("id", "fn", "deps", "optional", "args", "run_at", "delay", "priority",
+                        "task_type", "tenant"))
 
 
 def _submissions(tasks: object) -> list[_Submission]:
@@ -649,7 +678,8 @@ def _submissions(tasks: object) -> list[_Submission]:
         items.append(_submission(call, task["id"], task.get("deps", ()),
                                  task.get("optional", ()), task["fn"], task.get("args"),
                                  task.get("run_at"), task.get("delay"),
-                                 task.get("priority", 0)))
+                                 task.get("priority", 0), task.get("task_type"),
+                                 task.get("tenant")))
     return items
 
 
@@ -737,7 +767,8 @@ class DurableScheduler:
                  record: bool | None = None, create: bool = True,
                  synchronous: str = "normal", schema: str | None = None,
                  read_only: bool = False,
-                 aging: float | Literal[_Given.STORE] | None = _Given.STORE) -> None:
+                 aging: float | Literal[_Given.STORE] | None = _Given.STORE,
+                 max_partitions: int = 64) -> None:
         if max_concurrency is not None and (not _is_int(max_concurrency) or max_concurrency < 1):
             raise InvalidArgumentError(
                 f"DurableScheduler(max_concurrency={_r(max_concurrency)}): an int >= 1")
@@ -752,6 +783,10 @@ class DurableScheduler:
             raise InvalidArgumentError(f"DurableScheduler(create={_r(create)}): a bool")
         if not isinstance(read_only, bool):
             raise InvalidArgumentError(f"DurableScheduler(read_only={_r(read_only)}): a bool")
+        if not _is_int(max_partitions) or max_partitions < 1:
+            raise InvalidArgumentError(
+                f"DurableScheduler(max_partitions={_r(max_partitions)}): an int >= 1")
+        self.max_partitions = max_partitions
         if aging is not _Given.STORE and aging is not None and (
                 isinstance(aging, bool) or not isinstance(aging, (int, float))
                 or not math.isfinite(aging) or aging <= 0):
@@ -903,15 +938,45 @@ class DurableScheduler:
             tx.meta_add(f"count:{counter}", n)
 
     @contextlib.contextmanager
-    def _counting_cycles(self) -> Iterator[None]:
-        """Count a refusal for a cycle in a transaction of its own: the refused call's
-        transaction is rolled back, and the count must not go with it."""
+    def _counting_refusals(self, of: list[_Submission] | str | None,
+                           edges: bool = False) -> Iterator[None]:
+        """Count a graph configuration error (a cycle, an unknown dependency, and with
+        ``edges`` an ``add_deps()`` on a version no longer pending) in a transaction of its
+        own: the refused call's transaction is rolled back, and the count must not go with it.
+        It is charged to the partition ``of`` names: the submission refused (a list holding
+        it), the version of a task id, or none (None: unlabelled)."""
         try:
             yield
-        except CycleError:
+        except (CycleError, UnknownDependencyError, InvalidTransitionError) as error:
+            if isinstance(error, CycleError):
+                kind = "cycles_reported"
+            elif isinstance(error, UnknownDependencyError):
+                kind = "unknown_deps"
+            elif edges and type(error) is InvalidTransitionError:
+                kind = "edges_refused"
+            else:
+                raise
             with self._store.transaction() as tx:
-                self._count(tx, "cycles_reported")
+                if kind == "cycles_reported":
+                    self._count(tx, kind)
+                if isinstance(of, list):
+                    labels = (of[0].task_type, of[0].tenant) if of else (None, None)
+                elif of is None:
+                    labels = (None, None)
+                else:
+                    labels = self._labels(tx, of)
+                self._refused(tx, labels, kind)
             raise
+
+    def _labels(self, tx: Tx, task_id: str) -> tuple[str | None, str | None]:
+        """The ``task_type`` and ``tenant`` columns of a task's version ((None, None): none)."""
+        row = tx.one("SELECT task_type, tenant FROM task WHERE id = ?", (task_id,))
+        return (None, None) if row is None else (row[0], row[1])
+
+    def _refused(self, tx: Tx, labels: tuple[str | None, str | None], kind: str) -> None:
+        """Count a call that changed no version in the partition of ``labels`` (the
+        ``refusal`` table: written only on such paths)."""
+        tx.run(signal_rows.UPSERT_REFUSAL, (*signal_rows.refusal_key(*labels), kind, 1))
 
     def _step(self, tx: Tx, action: str, **params: Any) -> None:
         if self._record:
@@ -1024,7 +1089,8 @@ class DurableScheduler:
     def submit(self, task_id: str, deps: Iterable[str] = (), *, fn: str | Callable[..., Any],
                args: dict[str, Any] | None = None, optional: Iterable[str] = (),
                if_absent: bool = False, run_at: dt.datetime | None = None,
-               delay: float | None = None, priority: int = 0) -> int:
+               delay: float | None = None, priority: int = 0, task_type: str | None = None,
+               tenant: str | int | None = None) -> int:
         """Submit a new version of ``task_id`` that runs ``fn(**args)``; return its generation.
 
         Spec: Submit, or SubmitOptional when ``optional`` names an id. As
@@ -1043,10 +1109,12 @@ class DurableScheduler:
         (nothing is stored): a bad id, deps, optional, fn, args, run_at, delay or priority, an
         id in both ``deps`` and ``optional`` or twice in one -> ``InvalidArgumentError``;
         closed -> ``SchedulerClosedError``; running -> ``TaskRunningError``; after start, an
-        unknown dep -> ``UnknownDependencyError``, a cycle -> ``CycleError``.
+        unknown dep -> ``UnknownDependencyError``, a cycle -> ``CycleError``. ``task_type``
+        (None or a str) and ``tenant`` (None, a str or an int in ``TENANT_INT_RANGE``; any
+        other -> ``InvalidArgumentError``) name the version's partition of :meth:`signals`.
         """
         item = _submission("submit", task_id, deps, optional, fn, args, run_at, delay,
-                           priority)
+                           priority, task_type, tenant)
         if not isinstance(if_absent, bool):
             raise InvalidArgumentError(f"submit({task_id!r}, if_absent={_r(if_absent)}): a bool")
         if if_absent:
@@ -1055,16 +1123,19 @@ class DurableScheduler:
                 return int(known[0])
         # The common paths, on the server if it can (steps_postgres.py): without deps, and
         # with deps (the batch function, given a batch of one).
-        if not item.deps and not if_absent:
+        labelled = item.task_type is not None or item.tenant is not None
+        if labelled or if_absent:
+            pass  # the server-side functions store no partition: the client's transaction
+        elif not item.deps:
             rows = self._store.call("submit", self._record, self._max, task_id, item.fn,
                                     item.args, item.at, item.wait, item.priority, self._aging)
             if rows and rows[0][0] is not None:
                 return int(rows[0][0])
-        elif not if_absent:
+        else:
             generations = self._submit_on_server([item])
             if generations is not None:
                 return generations[0]
-        with self._counting_cycles(), self._store.transaction() as tx:
+        with self._counting_refusals([item]), self._store.transaction() as tx:
             return self._submit_in(tx, item, if_absent)
 
     def submit_many(self, tasks: Iterable[Mapping[str, Any]]) -> list[int]:
@@ -1087,15 +1158,24 @@ class DurableScheduler:
         items = _submissions(tasks)
         if not items:
             return []
-        generations = self._submit_on_server(items)
-        if generations is not None:
-            return generations
-        with self._counting_cycles(), self._store.transaction() as tx:
-            return self._submit_batch(tx, items)
+        if all(item.task_type is None and item.tenant is None for item in items):
+            generations = self._submit_on_server(items)
+            if generations is not None:
+                return generations
+        at: list[_Submission] = []  # the item being submitted: a refusal is charged to it
+        with self._counting_refusals(at), self._store.transaction() as tx:
+            return self._submit_batch(tx, items, at)
 
-    def _submit_batch(self, tx: Tx, items: Sequence[_Submission]) -> list[int]:
-        """Each of ``items`` submitted in ``tx``, in order (Spec: Submit, SubmitOptional)."""
-        return [self._submit_in(tx, item) for item in items]
+    def _submit_batch(self, tx: Tx, items: Sequence[_Submission],
+                      at: list[_Submission] | None = None) -> list[int]:
+        """Each of ``items`` submitted in ``tx``, in order (Spec: Submit, SubmitOptional);
+        ``at`` holds the item being submitted."""
+        generations = []
+        for item in items:
+            if at is not None:
+                at[:] = [item]
+            generations.append(self._submit_in(tx, item))
+        return generations
 
     def _submit_on_server(self, items: Sequence[_Submission]) -> list[int] | None:
         """``items`` submitted by one call of the store's server-side function (PostgreSQL):
@@ -1143,10 +1223,11 @@ class DurableScheduler:
             self._replace(tx, task_id, old[1], old[2])
         tx.later("INSERT INTO task (id, generation, seq, state, fn, args, "
                  "remaining_deps, became_ready_at, due, priority, claim_key, claim_due, "
-                 "optional_deps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 "optional_deps, task_type, tenant) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                  (task_id, generation, seq, state, item.fn, item.args, remaining,
                   now if state == "ready" else None, due, priority, key, key_due,
-                  len(opt_set)))
+                  len(opt_set), item.task_type, item.tenant))
         if dep_list:
             tx.many("INSERT INTO dep (task, dep, optional) VALUES (?, ?, ?)",
                     ((task_id, d, int(d in opt_set)) for d in dep_list))
@@ -1204,7 +1285,7 @@ class DurableScheduler:
         call = "add_deps"
         _check_id(call, task_id)
         new, opt_set = _dep_list(call, task_id, deps, optional)
-        with self._counting_cycles(), self._store.transaction() as tx:
+        with self._counting_refusals(task_id, edges=True), self._store.transaction() as tx:
             row = tx.one("SELECT generation, state FROM task WHERE id = ?", (task_id,))
             if row is None:
                 raise UnknownTaskError(f"{call}({task_id!r}): unknown task", task_id)
@@ -1265,6 +1346,7 @@ class DurableScheduler:
                      "state = 'pending' WHERE state IN ('pending', 'ready') AND optional_deps > 0 "
                      "AND id IN (SELECT task FROM dep WHERE dep = ? AND optional <> 0)",
                      (task_id,))
+        tx.later(signal_rows.ARCHIVE, (task_id,))  # its signals outlive its row
         tx.later("DELETE FROM task WHERE id = ?", (task_id,))
         tx.later("DELETE FROM dep WHERE task = ?", (task_id,))
         if old_optional:
@@ -1301,7 +1383,7 @@ class DurableScheduler:
 
     def start(self) -> None:
         """Seal the initial graph and allow claims (Spec: Start); errors as ``TaskScheduler``."""
-        with self._counting_cycles(), self._store.transaction() as tx:
+        with self._counting_refusals(None), self._store.transaction() as tx:
             if self._meta(tx, "closed"):
                 raise SchedulerClosedError("start(): the scheduler is closed")
             if self._meta(tx, "started"):
@@ -1388,11 +1470,12 @@ class DurableScheduler:
                     # task_due instead, which sorted every due version at each claim.
                     rows = sorted(tx.all(
                         "UPDATE task SET state = 'running', attempt = 1, holder = ?, "
-                        "deadline = ?, lease_seconds = ?, claimed_at = ? WHERE id IN (SELECT id "
+                        "deadline = ?, lease_seconds = ?, claimed_at = ?, first_claimed_at = ? "
+                        "WHERE id IN (SELECT id "
                         "FROM task WHERE state = 'ready' AND +due <= ? "
                         "ORDER BY claim_key DESC, claim_due, seq LIMIT ?) "
                         "RETURNING -claim_key, claim_due, seq, id, generation, fn, args, "
-                        "optional_deps", (worker, deadline, lease, now, now, want)))
+                        "optional_deps", (worker, deadline, lease, now, now, now, want)))
                     if rows:
                         self._count(tx, "claimed", len(rows))
                         self._step(tx, "Claim", w=worker, k=len(rows),
@@ -1461,13 +1544,15 @@ class DurableScheduler:
         for t, attempt, generation in expired:
             self._count(tx, "expired")
             if attempt < self._max_attempts:
-                tx.later("UPDATE task SET holder = NULL, deadline = NULL WHERE id = ?", (t,))
+                tx.later("UPDATE task SET holder = NULL, deadline = NULL, expiries = expiries + 1 "
+                         "WHERE id = ?", (t,))
             else:
                 why = (f"lease expired {attempt} times (max_attempts={self._max_attempts}): its "
                        "workers died or stalled")
                 # its provenance: no actor (the store gave it up), the error as the reason
                 tx.later("UPDATE task SET state = 'failed', holder = NULL, deadline = NULL, "
-                         "ended_at = ?, error = ?, provenance = ? WHERE id = ?",
+                         "ended_at = ?, error = ?, provenance = ?, expiries = expiries + 1 "
+                         "WHERE id = ?",
                          (now, why, _own_record(t, generation, "failed", None, why, now), t))
                 self._count(tx, "failed")
                 failed += 1
@@ -1599,6 +1684,7 @@ class DurableScheduler:
                                             item.state, result=item.result, error=item.error,
                                             trace=item.trace))
             except StaleLeaseError as refused:  # its fence changed nothing: go on
+                self._refused(tx, self._labels(tx, item.lease.task_id), "stale_callbacks")
                 answers.append(refused)
         return answers
 
@@ -1618,16 +1704,23 @@ class DurableScheduler:
     def _end(self, lease: Lease, call: str, action: str, state: str, *,
              result: str | None = None, error: str | None = None,
              trace: str | None = None) -> TaskState:
-        with self._store.transaction() as tx:
-            return self._end_in(tx, lease, call, action, state, result=result, error=error,
-                                trace=trace)
+        try:
+            with self._store.transaction() as tx:
+                return self._end_in(tx, lease, call, action, state, result=result, error=error,
+                                    trace=trace)
+        except StaleLeaseError:
+            # refused by the fence: counted in a transaction of its own (the refused one is
+            # rolled back), in the partition of the task's current version
+            with self._store.transaction() as tx:
+                self._refused(tx, self._labels(tx, lease.task_id), "stale_callbacks")
+            raise
 
     def _end_in(self, tx: Tx, lease: Lease, call: str, action: str, state: str, *,
                 result: str | None = None, error: str | None = None,
                 trace: str | None = None) -> TaskState:
         """Spec: ``action`` (Complete, Fail, AcknowledgeCancel) of ``lease`` in ``tx``; a
         repeat is answered with the state, a lease not live -> ``StaleLeaseError``, and
-        neither changes anything."""
+        neither changes anything but the count of refused calls."""
         t = lease.task_id
         now = tx.now()
         # The fence: the row changes only while this lease is the version's live one.
@@ -1638,6 +1731,7 @@ class DurableScheduler:
                                      lease.generation, lease.attempt, lease.worker)):
             self._current(tx, call, lease)  # raises StaleLeaseError unless a repeat
             self._duplicates += 1
+            self._refused(tx, self._labels(tx, t), "duplicate_callbacks")
             return TaskState(self._row(tx, call, t)[1])
         if trace is not None:  # the version is running until this step: its row is ours
             tx.later("UPDATE task SET traceback = ? WHERE id = ?", (trace, t))
@@ -1714,6 +1808,8 @@ class DurableScheduler:
             priorities = self._column_of(tx, "priority", list(members))
             ordered = sorted(members, key=seqs.__getitem__)
             optionals = self._column_of(tx, "optional_deps", list(members))
+            # the dead versions' signals, kept before any statement below changes their rows
+            tx.many(signal_rows.ARCHIVE, ((t,) for t in ordered))
             seq = int(self._meta(tx, "next_seq"))
             tx.meta_add("next_seq", len(ordered))
             now = tx.now()
@@ -1737,7 +1833,7 @@ class DurableScheduler:
                        "remaining_deps = ?, blocked_by = NULL, cancel_requested = 0, attempt = 0, "
                        "holder = NULL, deadline = NULL, ended_attempt = NULL, result = NULL, "
                        "error = NULL, traceback = NULL, provenance = NULL, became_ready_at = ?, "
-                       "claimed_at = NULL, "
+                       "claimed_at = NULL, retried = 1, first_claimed_at = NULL, expiries = 0, "
                        "ended_at = NULL, due = ?, claim_key = ?, claim_due = ? "
                        "WHERE id = ?", (seq + i, "pending" if remaining else "ready", remaining,
                                         None if remaining else now, now,
@@ -2089,6 +2185,26 @@ class DurableScheduler:
         live = live_rows[0][0] if live_rows else 0
         return DurableStats(**counts, by_state=by_state, live_leases=live,
                             stale_callbacks=self._stale, duplicate_callbacks=self._duplicates)
+
+    def signals(self, max_partitions: int | None = None) -> Signals:
+        """The counters and durations of :meth:`stats` per (task type, tenant) partition, with
+        the versions each has waiting and running now, read from the store's rows in one read
+        transaction (docs/durable.md, Signals; the type of :mod:`refsched.dag.signals`).
+
+        The first ``max_partitions`` keys (this object's setting when None) in the order
+        their first versions were made keep a partition; the rest go to ``OVERFLOW``. Ready
+        wait runs from a version's becoming ready to its first claim, run time from its first
+        claim to its end, on the store's clock. Errors: ``max_partitions`` not an int >= 1 ->
+        ``InvalidArgumentError``."""
+        if max_partitions is None:
+            max_partitions = self.max_partitions
+        elif not _is_int(max_partitions) or max_partitions < 1:
+            raise InvalidArgumentError(f"signals(max_partitions={_r(max_partitions)}): an int "
+                                       ">= 1")
+        queries = (signal_rows.QUERIES if self._schema_version >= 6
+                   else signal_rows.OLD_QUERIES)
+        results = self._store.read([(sql, ()) for sql in queries])
+        return signal_rows.read_signals(results, max_partitions)
 
     def done(self) -> bool:
         """Whether the store is started and every version is terminal."""

@@ -1,10 +1,11 @@
--- The durable scheduler's schema, version 5: spec/DurableScheduler.tla's variables as rows.
+-- The durable scheduler's schema, version 6: spec/DurableScheduler.tla's variables as rows.
 -- Created by the code that reads it (refsched/durable/store.py), inside one transaction.
 -- Version 2 added task.traceback; version 3 the due times and priorities of docs/time.md
 -- (task.due, priority, claim_key, claim_due and the index task_claim in place of task_ready);
 -- version 4 the edge kinds of docs/semantics.md (dep.optional, task.optional_deps) and the
 -- input summaries of claimed versions (the table input_summary); version 5 the provenance
--- of dead versions (task.provenance).
+-- of dead versions (task.provenance); version 6 the signals of docs/durable.md (task.task_type,
+-- tenant, retried, first_claimed_at, expiries and the tables past_version and refusal).
 -- MIGRATIONS in store.py brings an older store up to date.
 -- schema_postgres.sql is the same tables in PostgreSQL's types: change both together.
 
@@ -51,7 +52,13 @@ CREATE TABLE IF NOT EXISTS task (
     -- {root, generation, end, path, actor, reason, time} (docs/durable.md, Provenance);
     -- NULL while it is not dead. A failed version keeps its own (its blocked dependents
     -- extend it); info() shows it for blocked and cancelled versions.
-    provenance       TEXT
+    provenance       TEXT,
+    -- Signals (docs/durable.md, Signals), written by the steps that write the row anyway:
+    task_type        TEXT,              -- the version's task type, as submit() was given it
+    tenant           TEXT,              -- JSON of the version's tenant (a str or an int)
+    retried          INTEGER NOT NULL DEFAULT 0,  -- 1: the version was made by retry()
+    first_claimed_at REAL,              -- store clock: the version's first claim
+    expiries         INTEGER NOT NULL DEFAULT 0   -- leases of this version expired
 );
 -- The claim order, one index scan; and the ready versions by due time (the next one due).
 CREATE INDEX IF NOT EXISTS task_claim ON task (claim_key DESC, claim_due, seq)
@@ -122,4 +129,32 @@ CREATE TABLE IF NOT EXISTS slot (
     task       TEXT,              -- the run's task id, for run
     decided_at REAL NOT NULL,     -- store clock
     PRIMARY KEY (schedule, at)
+);
+
+-- Signals: one row per version taken out of the task table (replaced by a resubmission, or
+-- given a new version by retry()), with its signal columns as they were; inserted by that
+-- step, never changed.
+CREATE TABLE IF NOT EXISTS past_version (
+    task_type        TEXT,
+    tenant           TEXT,
+    seq              INTEGER NOT NULL,
+    retried          INTEGER NOT NULL,
+    state            TEXT NOT NULL,
+    attempt          INTEGER NOT NULL,
+    ended_attempt    INTEGER,
+    expiries         INTEGER NOT NULL,
+    became_ready_at  REAL,
+    first_claimed_at REAL,
+    ended_at         REAL
+);
+
+-- Signals of the calls that change no version (a report refused by fencing or repeated, a
+-- graph configuration error), per partition: task_type '' for none, tenant 'null' for none.
+-- Written only on those paths.
+CREATE TABLE IF NOT EXISTS refusal (
+    task_type TEXT NOT NULL,
+    tenant    TEXT NOT NULL,
+    kind      TEXT NOT NULL,  -- a counter of refsched.dag.signals.COUNTERS
+    n         INTEGER NOT NULL,
+    PRIMARY KEY (task_type, tenant, kind)
 );

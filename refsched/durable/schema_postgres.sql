@@ -1,4 +1,4 @@
--- The durable scheduler's schema on PostgreSQL, version 5: schema.sql's tables, typed.
+-- The durable scheduler's schema on PostgreSQL, version 6: schema.sql's tables, typed.
 -- Created by refsched/durable/postgres.py inside one transaction, in the store's own schema
 -- (the `schema` URL parameter, "refsched" by default), so several stores share one database.
 --
@@ -43,7 +43,12 @@ CREATE TABLE IF NOT EXISTS task (
     claim_key        DOUBLE PRECISION NOT NULL DEFAULT 0,
     claim_due        DOUBLE PRECISION NOT NULL DEFAULT 0,
     optional_deps    INTEGER NOT NULL DEFAULT 0,
-    provenance       TEXT
+    provenance       TEXT,
+    task_type        TEXT,
+    tenant           TEXT,
+    retried          INTEGER NOT NULL DEFAULT 0,
+    first_claimed_at DOUBLE PRECISION,
+    expiries         BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS task_claim ON task (claim_key DESC, claim_due, seq)
     WHERE state = 'ready';
@@ -104,4 +109,26 @@ CREATE TABLE IF NOT EXISTS slot (
     task       TEXT,
     decided_at DOUBLE PRECISION NOT NULL,
     PRIMARY KEY (schedule, at)
+);
+
+CREATE TABLE IF NOT EXISTS past_version (
+    task_type        TEXT,
+    tenant           TEXT,
+    seq              BIGINT NOT NULL,
+    retried          INTEGER NOT NULL,
+    state            TEXT NOT NULL,
+    attempt          BIGINT NOT NULL,
+    ended_attempt    BIGINT,
+    expiries         BIGINT NOT NULL,
+    became_ready_at  DOUBLE PRECISION,
+    first_claimed_at DOUBLE PRECISION,
+    ended_at         DOUBLE PRECISION
+);
+
+CREATE TABLE IF NOT EXISTS refusal (
+    task_type TEXT NOT NULL,
+    tenant    TEXT NOT NULL,
+    kind      TEXT NOT NULL,
+    n         BIGINT NOT NULL,
+    PRIMARY KEY (task_type, tenant, kind)
 );

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from refsched.dag.signals import OVERFLOW, DurationTail, Signals
 from refsched.durable.scheduler import DurableInfo, DurableScheduler, StoreView
 from refsched.errors import (
     InvalidTransitionError,
@@ -37,7 +38,7 @@ from refsched.errors import (
 )
 
 __all__ = ["cancel_main", "jobs", "jobs_main", "main", "retry_main", "schedules_main", "show",
-           "show_main", "status"]
+           "show_main", "signals_json", "status"]
 
 #: How much of a result or an error the text of ``status`` and ``jobs`` shows (``show`` and
 #: ``--json`` give it whole).
@@ -170,7 +171,39 @@ def status(db: DurableScheduler) -> dict[str, Any]:
             # the first PROVENANCE_LIMIT blocked or cancelled versions, and how many more
             "provenance": records, "provenance_left_out": ended - len(records),
             "counters": {k[len("count:"):]: int(v) for k, v in sorted(settings.items())
-                         if k.startswith("count:") and k != "count:cycles_reported"}}
+                         if k.startswith("count:") and k != "count:cycles_reported"},
+            # per (task type, tenant), read next (docs/durable.md, Signals)
+            "signals": signals_json(db.signals())}
+
+
+def _tail(d: DurationTail) -> dict[str, Any]:
+    return {"count": d.count, "mean": d.mean, "p99": d.quantile(0.99), "max": d.max,
+            "buckets": list(d.buckets)}
+
+
+def signals_json(signals: Signals) -> list[dict[str, Any]]:
+    """Each partition of ``signals`` as plain JSON values: its key (``overflow`` true for the
+    partition past ``max_partitions``), its nonzero counters, its durations."""
+    out = []
+    for key, p in signals.partitions.items():
+        where = ({"overflow": True} if key is OVERFLOW
+                 else {"task_type": key[0], "tenant": key[1]})  # type: ignore[index]
+        counts = {name: n for name, n in p.counters().items() if n and "." not in name}
+        out.append({**where, "counters": counts, "config_errors": p.config_errors,
+                    "ready_wait": _tail(p.ready_wait), "run_time": _tail(p.run_time)})
+    return out
+
+
+def _signals_text(rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["per task type and tenant:"] if rows else []
+    for r in rows:
+        name = ("(overflow)" if r.get("overflow") else
+                f"{r['task_type'] or '-'}/{'-' if r['tenant'] is None else r['tenant']}")
+        counts = ", ".join(f"{n} {k}" for k, n in r["counters"].items())
+        wait, run = r["ready_wait"], r["run_time"]
+        lines.append(f"  {name}: {counts or 'nothing'}; ready wait p99 {wait['p99']:.3g} s, "
+                     f"run time p99 {run['p99']:.3g} s")
+    return lines
 
 
 def _status_text(report: dict[str, Any]) -> str:
@@ -315,9 +348,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser("status", "Show a durable store: versions by state, live leases, blocked "
                                "and failed versions with their causes (cut to "
                                f"{TEXT_LIMIT} characters; --json gives them whole).")
+    parser.add_argument("--signals", action="store_true",
+                        help="a line per task type and tenant too (--json always has them)")
     args = parser.parse_args(argv)
 
-    return _run("status", args, True, _shown(status, _status_text))
+    def text(report: dict[str, Any]) -> str:
+        shown = _status_text(report)
+        return "\n".join([shown, *_signals_text(report["signals"])]) if args.signals else shown
+
+    return _run("status", args, True, _shown(status, text))
 
 
 def jobs_main(argv: Sequence[str] | None = None) -> int:

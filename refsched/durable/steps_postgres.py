@@ -111,6 +111,12 @@ BEGIN
               AND id IN (SELECT task FROM dep WHERE dep = p_task AND optional <> 0);
     END IF;
     IF old_state IS NOT NULL THEN
+        -- its signals outlive its row (DurableScheduler._replace archives the same row)
+        INSERT INTO past_version (task_type, tenant, seq, retried, state, attempt,
+                                  ended_attempt, expiries, became_ready_at, first_claimed_at,
+                                  ended_at)
+            SELECT task_type, tenant, seq, retried, state, attempt, ended_attempt, expiries,
+                   became_ready_at, first_claimed_at, ended_at FROM task WHERE id = p_task;
         DELETE FROM task WHERE id = p_task;
     END IF;
     INSERT INTO task (id, generation, seq, state, fn, args, remaining_deps, became_ready_at,
@@ -249,6 +255,12 @@ BEGIN
                       AND id IN (SELECT task FROM dep WHERE dep = t AND optional <> 0);
             END IF;
             IF old_state IS NOT NULL THEN
+                INSERT INTO past_version (task_type, tenant, seq, retried, state, attempt,
+                                          ended_attempt, expiries, became_ready_at,
+                                          first_claimed_at, ended_at)
+                    SELECT task_type, tenant, seq, retried, state, attempt, ended_attempt,
+                           expiries, became_ready_at, first_claimed_at, ended_at
+                      FROM task WHERE id = t;
                 DELETE FROM task WHERE id = t;
                 DELETE FROM dep WHERE task = t;
             END IF;
@@ -351,7 +363,8 @@ BEGIN
     END IF;
     WITH claimed AS (
         UPDATE task SET state = 'running', attempt = 1, holder = p_worker,
-               deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_
+               deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_,
+               first_claimed_at = now_
          WHERE id IN (SELECT id FROM task WHERE state = 'ready' AND due <= now_
                       ORDER BY claim_key DESC, claim_due, seq LIMIT room)
         RETURNING id, optional_deps)

@@ -28,7 +28,7 @@ from refsched.errors import InvalidArgumentError, StoreError
 __all__ = ["FORMAT", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "Store", "Tx"]
 
 FORMAT = "refsched-durable"  # meta.format: this file is a refsched store
-SCHEMA_VERSION = 5  # meta.schema_version this code reads and writes
+SCHEMA_VERSION = 6  # meta.schema_version this code reads and writes
 
 #: What brings a store of schema version ``v - 1`` to ``v``, in both dialects (type names both
 #: read alike: DOUBLE PRECISION is SQLite's REAL, BIGINT its INTEGER); run by the first writer
@@ -40,6 +40,10 @@ SCHEMA_VERSION = 5  # meta.schema_version this code reads and writes
 #: is kept (no version with optional edges was ever claimed). Version 5: every version gains
 #: its provenance column; the scheduler then fills it for the versions already dead
 #: (``refsched.durable.scheduler``: a record without actor or reason, timed at its end).
+#: Version 6: the signal columns and tables; every version stored before is unlabelled and
+#: counted as submitted, its first claim taken as its current attempt's, its expiries as the
+#: attempts before the current one; no earlier version is kept in past_version, so the
+#: partitions count only the versions the store still holds (docs/durable.md, Signals).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE task ADD COLUMN traceback TEXT",),
     3: ("ALTER TABLE task ADD COLUMN due DOUBLE PRECISION NOT NULL DEFAULT 0",
@@ -67,6 +71,20 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "generation BIGINT NOT NULL, state TEXT NOT NULL, result TEXT, error TEXT, "
         "blocked_by TEXT, PRIMARY KEY (task, dep))"),
     5: ("ALTER TABLE task ADD COLUMN provenance TEXT",),
+    6: ("ALTER TABLE task ADD COLUMN task_type TEXT",
+        "ALTER TABLE task ADD COLUMN tenant TEXT",
+        "ALTER TABLE task ADD COLUMN retried INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE task ADD COLUMN first_claimed_at DOUBLE PRECISION",
+        "ALTER TABLE task ADD COLUMN expiries BIGINT NOT NULL DEFAULT 0",
+        "UPDATE task SET first_claimed_at = claimed_at, expiries = attempt - 1 "
+        "WHERE attempt > 0",
+        # schema.sql's past_version and refusal tables
+        "CREATE TABLE IF NOT EXISTS past_version (task_type TEXT, tenant TEXT, seq BIGINT NOT "
+        "NULL, retried INTEGER NOT NULL, state TEXT NOT NULL, attempt BIGINT NOT NULL, "
+        "ended_attempt BIGINT, expiries BIGINT NOT NULL, became_ready_at DOUBLE PRECISION, "
+        "first_claimed_at DOUBLE PRECISION, ended_at DOUBLE PRECISION)",
+        "CREATE TABLE IF NOT EXISTS refusal (task_type TEXT NOT NULL, tenant TEXT NOT NULL, "
+        "kind TEXT NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (task_type, tenant, kind))"),
 }
 
 Row = tuple[Any, ...]

@@ -449,10 +449,11 @@ def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
         elif payload["file"] in (_D, _DS, _DP, _DF):
             from refsched.durable import DurableScheduler
             from refsched.verify.durable.lockstep import run_durable_lockstep
-            # with the model's provenance records compared too (spec: RecordProvenance)
+            # with the model's provenance records compared too (spec: RecordProvenance), and
+            # the store's signals: their laws and the model's counts per partition
             run_durable_lockstep(DurableScheduler, examples=budget["durable_lockstep_examples"],
                                  steps=budget["lockstep_steps"], hypothesis_settings=unshrunk,
-                                 provenance=True)
+                                 provenance=True, signals=True)
         else:
             run_lockstep(TaskScheduler, examples=budget["lockstep_examples"],
                          steps=budget["lockstep_steps"], hypothesis_settings=unshrunk)

@@ -110,6 +110,9 @@ class ClaimRewritten(DurableScheduler):
 #: What takes a store of schema version ``v`` back to ``v - 1`` (the undoing of MIGRATIONS[v]),
 #: for the tests that show an older store read as it is and migrated by its first writer.
 DOWNGRADES: dict[int, tuple[str, ...]] = {
+    6: (*(f"ALTER TABLE task DROP COLUMN {c}" for c in ("task_type", "tenant", "retried",
+                                                         "first_claimed_at", "expiries")),
+        "DROP TABLE past_version", "DROP TABLE refusal"),
     5: ("ALTER TABLE task DROP COLUMN provenance",),
     4: ("ALTER TABLE dep DROP COLUMN optional", "ALTER TABLE task DROP COLUMN optional_deps",
         "DROP TABLE input_summary"),

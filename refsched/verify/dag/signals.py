@@ -13,8 +13,9 @@ The laws hold in every partition at every moment:
   dependency's end is timed once for it);
 - durations: each histogram adds up to its count, and ``0 <= max <= total``;
 
-and the partitions add up to ``stats()``, counter by counter. :func:`law_breaches` checks
-them; the lock-step machine (:class:`SignalLedger`) after every call, and
+and the partitions add up to ``stats()``, counter by counter (a DurableScheduler's: the
+counters of :data:`DURABLE_SHARED`, its stored ones). :func:`law_breaches` checks them;
+the lock-step machine (:class:`SignalLedger`) after every call, and
 :func:`check_recorded_signals` on a recorded Runner run.
 """
 
@@ -33,7 +34,8 @@ from refsched.model.dag.counters import (
 )
 from refsched.types import Snapshot
 
-__all__ = ["LABELS", "SignalLedger", "check_recorded_signals", "law_breaches", "ledger_for"]
+__all__ = ["DURABLE_SHARED", "LABELS", "SignalLedger", "check_recorded_signals", "law_breaches",
+           "ledger_for"]
 
 # the counters of stats() a partition of signals() counts too
 _STATS_COUNTERS = (
@@ -41,6 +43,14 @@ _STATS_COUNTERS = (
     "cycles_reported", "claim_conflicts", "duplicate_callbacks", "stale_callbacks",
 )
 _ZERO = PartitionSignals()
+
+#: The counters of a DurableScheduler's partitions that add up to its ``stats()``: a signal
+#: counter -> the field of ``DurableStats`` (its stale and duplicate reports are this
+#: process's, the partitions' the store's: not compared).
+DURABLE_SHARED: Mapping[str, str] = {
+    **{name: name for name in ("submitted", "retried", "claimed", "succeeded", "failed",
+                               "cancelled", "blocked", "cycles_reported")},
+    "lease_expiries": "expired"}
 
 # The (task type, tenant) pairs the lock-step machine gives submissions (None: neither): more
 # than the partitions it keeps, so the overflow partition fills too.
@@ -76,9 +86,12 @@ def _partition_breaches(key: Hashable, p: PartitionSignals) -> list[str]:
     return out
 
 
-def law_breaches(signals: Signals, stats: Any) -> list[str]:
+def law_breaches(signals: Signals, stats: Any,
+                 shared: Mapping[str, str] | None = None) -> list[str]:
     """The conservation laws ``signals`` breaks, in words (``[]``: none); ``stats`` is the
-    same scheduler's ``stats()`` at the same moment."""
+    same scheduler's ``stats()`` at the same moment, and ``shared`` maps each counter that
+    must add up to it to its field of ``stats`` (None: a TaskScheduler's, every counter of
+    ``stats()`` by its own name; :data:`DURABLE_SHARED` for a DurableScheduler)."""
     out: list[str] = []
     named = [k for k in signals.partitions if k is not OVERFLOW]
     if len(named) > signals.max_partitions:
@@ -86,12 +99,14 @@ def law_breaches(signals: Signals, stats: Any) -> list[str]:
                    f"max_partitions={signals.max_partitions}")
     for key, p in signals.partitions.items():
         out += _partition_breaches(key, p)
-    for name in _STATS_COUNTERS:
+    for name, field in (shared or {n: n for n in _STATS_COUNTERS}).items():
         total = signals.total(name)
-        if total != getattr(stats, name):
+        if total != getattr(stats, field):
             out.append(f"the partitions' {name} add up to {total}, stats() says "
-                       f"{getattr(stats, name)}")
+                       f"{field}={getattr(stats, field)}")
     for name in ("ready_wait", "run_time"):
+        if not hasattr(stats, name):  # a DurableStats keeps no durations
+            continue
         total = signals.total(f"{name}.count")
         if total != getattr(stats, name).count:
             out.append(f"the partitions' {name}.count add up to {total}, stats() says "

@@ -47,7 +47,7 @@ import dataclasses
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
@@ -76,6 +76,7 @@ from refsched.model.durable.invariants import violated_by_provenance_step, viola
 from refsched.types import CloseReport, TaskState
 from refsched.verify import system
 from refsched.verify.dag.lockstep import states_at
+from refsched.verify.durable.signals import DurableSignalLedger
 from refsched.verify.itf import Step as TraceStep
 from refsched.verify.itf import Trace
 from refsched.verify.lockstep import WalkDisagreement, WalkLedger, run_machine
@@ -228,7 +229,7 @@ def model_takes(model: DurableSnapshot, step: Step,
 
 def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                              fatal: Fatal = (), profile: Any = None, bulk: bool | None = None,
-                             provenance: bool = False
+                             provenance: bool = False, signals: bool = False
                              ) -> type[RuleBasedStateMachine]:
     """The state machine that drives ``factory`` (a DurableScheduler class) and the model.
 
@@ -244,6 +245,9 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
     With ``provenance`` the model records provenance (the spec's ``RecordProvenance``), and the
     store's ``snapshot(provenance=True)`` must hold the model's records: the same walks (no
     rule is added), one comparison more after each call.
+    With ``signals`` each submission is given a task type and tenant in turn (no draw is
+    added), and after each call the store's ``signals()`` must keep the conservation laws and
+    hold, per partition, what the model's steps count (:mod:`refsched.verify.durable.signals`).
     """
     has = _Has(profile)
     has.bulk = (has.bulk and callable(getattr(factory, "submit_many", None))
@@ -282,6 +286,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             self.bad = 0  # calls made that must be refused
             self.counts = Counts()  # what stats() must count, from the model's steps
             self.refusals: Counter[str] = Counter()  # refused and repeated reports, cycles
+            self.signals = DurableSignalLedger() if signals else None
             ledger.examples += 1
 
         def open(self, aging: int | None) -> DurableScheduler:
@@ -310,8 +315,14 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 {"source": "refsched.verify.durable.lockstep"}),
                 states_at(self.model.scheduler, lambda: self.db.snapshot()))
 
-        def take(self, steps: list[Step]) -> None:
-            """The model takes ``steps`` (already chosen as enabled)."""
+        def labels(self) -> dict[str, Any]:
+            """The partition keywords of the next submission (none without ``signals``)."""
+            return {} if self.signals is None else self.signals.next_labels()
+
+        def take(self, steps: list[Step], given: Sequence[dict[str, Any]] = ()) -> None:
+            """The model takes ``steps`` (already chosen as enabled); ``given``: the
+            partition keywords of their submissions, in order."""
+            labelled = iter(given)
             for step in steps:
                 try:
                     args, after = model_takes(self.model, step, self.limits)
@@ -321,6 +332,11 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 self.taken.append(TraceStep(step.action, dict(step.param_map),
                                             _DURABLE.spec_state(self.model, INSTANCE)))
                 self.counts = self.counts.step(step.action, args, before, self.model)
+                if self.signals is not None:
+                    self.signals.step(
+                        step.action, step.param_map, before.scheduler, self.model.scheduler,
+                        next(labelled, None) if step.action in ("Submit", "SubmitOptional")
+                        else None)
                 if step.action not in _UNRECORDED:
                     self.expected.append(as_recorded(step, before, self.model))
                 ledger.actions[step.action] += 1
@@ -379,6 +395,11 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             if wrong:
                 self.fail("stats() is not what the model's steps count (field: model, store): "
                           + ", ".join(f"{k}: {a!r}, {b!r}" for k, (a, b) in wrong.items()))
+            if self.signals is not None:
+                broken = self.signals.problems(db.signals(), stats, model.scheduler)
+                if broken:
+                    self.fail("signals() is not what the laws and the model's steps say: "
+                              + "; ".join(broken))
             self.agree_held()
             try:
                 db.check_invariants()
@@ -445,11 +466,13 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 p = d = 0
             times: dict[str, Any] = {k: v for k, v in (("priority", p), ("delay", d)) if v}
             refusal = ACTIONS["Submit"].refused(self.model, t, deps, p, d, limits=self.limits)
-            shown = "".join(f", {k}={v}" for k, v in times.items())
+            given = self.labels()
+            shown = "".join(f", {k}={v!r}" for k, v in {**times, **given}.items())
             got = self.call(f"submit({t!r}, {sorted(deps)}{shown})",
-                            lambda: self.db.submit(t, sorted(deps), fn=FN, **times))
+                            lambda: self.db.submit(t, sorted(deps), fn=FN, **times, **given))
             if refusal is None:
-                self.take([Step("Submit", (("t", t), ("D", deps), ("p", p), ("d", d)))])
+                self.take([Step("Submit", (("t", t), ("D", deps), ("p", p), ("d", d)))],
+                          [given])
                 self.enders.pop(t, None)
                 self.answer(got, self.model.scheduler.tasks[t].generation, None)
             else:
@@ -476,13 +499,15 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 refusal = ACTIONS["SubmitOptional"].refused(self.model, t, deps, optional, p, d,
                                                             limits=self.limits)
                 required = sorted(deps - optional)
-                shown = "".join(f", {k}={v}" for k, v in times.items())
+                given = self.labels()
+                shown = "".join(f", {k}={v!r}" for k, v in {**times, **given}.items())
                 got = self.call(f"submit({t!r}, {required}, optional={sorted(optional)}{shown})",
                                 lambda: self.db.submit(t, required, fn=FN,
-                                                       optional=sorted(optional), **times))
+                                                       optional=sorted(optional), **times,
+                                                       **given))
                 if refusal is None:
                     self.take([Step("SubmitOptional", (("t", t), ("D", deps), ("O", optional),
-                                                       ("p", p), ("d", d)))])
+                                                       ("p", p), ("d", d)))], [given])
                     self.enders.pop(t, None)
                     self.answer(got, self.model.scheduler.tasks[t].generation, None)
                 else:
@@ -543,11 +568,14 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 steps: list[Step] = []
                 generations: list[int] = []
                 model, refusal = self.model, None
+                labels: list[dict[str, Any]] = []
                 for t, deps, optional in items:
                     optional = optional - {t} if has.edges else frozenset()
                     deps = (deps | optional) - {t}
+                    labels.append(self.labels())
                     batch.append({"id": t, "deps": sorted(deps - optional), "fn": FN,
-                                  **({"optional": sorted(optional)} if optional else {})})
+                                  **({"optional": sorted(optional)} if optional else {}),
+                                  **labels[-1]})
                     steps.append(
                         Step("SubmitOptional", (("t", t), ("D", deps), ("O", optional),
                                                 ("p", 0), ("d", 0))) if optional else
@@ -566,7 +594,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 if bad == 0:
                     self.answer(got, None, InvalidArgumentError)
                 elif refusal is None:
-                    self.take(steps)
+                    self.take(steps, labels)
                     for t, _, _ in items:
                         self.enders.pop(t, None)
                     self.answer(got, generations, None)
@@ -904,17 +932,18 @@ def run_durable_lockstep(factory: Callable[..., Any] = DurableScheduler, example
                          ledger: Ledger | None = None,
                          hypothesis_settings: Mapping[str, Any] | None = None,
                          fatal: Fatal = (), profile: Any = None,
-                         bulk: bool | None = None, provenance: bool = False) -> Ledger:
+                         bulk: bool | None = None, provenance: bool = False,
+                         signals: bool = False) -> Ledger:
     """Run the lock-step machine for ``examples`` walks of up to ``steps`` calls each.
 
     Raises :class:`Disagreement` on the first failure, shrunk by Hypothesis to a shortest walk
     that shows it (the calls are in its message). ``seed`` fixes Hypothesis's choices;
     ``hypothesis_settings`` overrides the settings chosen here; ``provenance`` compares the
-    provenance records too (:func:`durable_lockstep_machine`).
+    provenance records too, ``signals`` the store's signals (:func:`durable_lockstep_machine`).
     """
     ledger = Ledger() if ledger is None else ledger
     machine = durable_lockstep_machine(factory, ledger, fatal=fatal, profile=profile,
-                                       bulk=bulk, provenance=provenance)
+                                       bulk=bulk, provenance=provenance, signals=signals)
     run_machine(machine, examples=examples, steps=steps, seed=seed,
                 overrides=hypothesis_settings, slow=True)
     return ledger

@@ -61,8 +61,8 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("durable_expiry_keeps_holder", _D,
        "an expired lease keeps its holder: the version is never re-claimed, and the old "
        "attempt's report is still accepted",
-       """tx.later("UPDATE task SET holder = NULL, deadline = NULL WHERE id = ?", (t,))""",
-       """tx.later("UPDATE task SET deadline = NULL WHERE id = ?", (t,))"""),
+       """tx.later("UPDATE task SET holder = NULL, deadline = NULL, expiries = expiries + 1 \"""",
+       """tx.later("UPDATE task SET deadline = NULL, expiries = expiries + 1 \""""),
     _m("durable_reclaim_past_max_attempts", _D,
        "an expiry never fails the version: a task that kills its workers is re-claimed for ever",
        """            if attempt < self._max_attempts:
@@ -167,13 +167,13 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("durable_bulk_not_atomic", _D,
        "submit_many() commits each item in a transaction of its own: an item refused leaves "
        "the items before it stored",
-       """        with self._counting_cycles(), self._store.transaction() as tx:
-            return self._submit_batch(tx, items)""",
-       """        with self._counting_cycles():
+       """        with self._counting_refusals(at), self._store.transaction() as tx:
+            return self._submit_batch(tx, items, at)""",
+       """        with self._counting_refusals(at):
             generations = []
             for item in items:
                 with self._store.transaction() as tx:
-                    generations += self._submit_batch(tx, [item])
+                    generations += self._submit_batch(tx, [item], at)
             return generations"""),
     _m("durable_bulk_skips_cycle_check", _D,
        "submit_many() after start() looks for no cycle through its items: a batch closes one",
@@ -267,6 +267,41 @@ CATALOGUE: tuple[Mutant, ...] = (
        "ended has a provenance",
        """"error = NULL, traceback = NULL, provenance = NULL, became_ready_at = ?, \"""",
        """"error = NULL, traceback = NULL, became_ready_at = ?, \""""),
+    # -- DurableScheduler: signals per task type and tenant (docs/durable.md, Signals;
+    # tests/durable/test_signals.py, tests/durable/test_signals_mutants.py) ----------------------
+    _m("durable_signals_expiry_not_counted", _D,
+       "an expiry that leaves the version running is not counted in its partition: the "
+       "partitions' lease expiries fall short of stats().expired",
+       """"UPDATE task SET holder = NULL, deadline = NULL, expiries = expiries + 1 \"""",
+       """"UPDATE task SET holder = NULL, deadline = NULL, expiries = expiries \""""),
+    _m("durable_signals_retry_drops_partition", _D,
+       "retry() gives the new version no task type or tenant: its counts are charged to the "
+       "unlabelled partition",
+       """"claimed_at = NULL, retried = 1, first_claimed_at = NULL, expiries = 0, \"""",
+       """"claimed_at = NULL, retried = 1, first_claimed_at = NULL, expiries = 0, "
+                       "task_type = NULL, tenant = NULL, \""""),
+    _m("durable_signals_replaced_version_forgotten", _D,
+       "a version replaced by a resubmission leaves no row of its signals: the partitions "
+       "count fewer submissions than stats()",
+       """        tx.later(signal_rows.ARCHIVE, (task_id,))  # its signals outlive its row""",
+       """        pass"""),
+    _m("durable_signals_reclaim_moves_first_claim", _D,
+       "a re-claim after an expiry moves the version's first claim: its run time is measured "
+       "from the last attempt, and its ready wait grows by the lost attempts",
+       """"lease_seconds = ?, claimed_at = ? WHERE id = ?",
+                         (a + 1, worker, deadline, lease, now, t))""",
+       """"lease_seconds = ?, claimed_at = ?, first_claimed_at = ? WHERE id = ?",
+                         (a + 1, worker, deadline, lease, now, now, t))"""),
+    _m("durable_signals_stale_report_not_counted", _D,
+       "a report refused by the fence is not counted in the store",
+       """                self._refused(tx, self._labels(tx, lease.task_id), "stale_callbacks")""",
+       """                pass"""),
+    _m("durable_steps_signals_claim_keeps_no_first_claim", _DF,
+       "the server-side claim does not write the first claim's time: ready wait and run time "
+       "of the versions it claims are lost",
+       """               deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_,
+               first_claimed_at = now_""",
+       """               deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_"""),
     # -- DurableScheduler: due times and priorities (docs/time.md; tests/durable/test_time.py) --
     _m("durable_claim_one_tick_early", _D,
        "a claim takes a version one second before its due time",
