@@ -199,7 +199,9 @@ class Budget:
                                            "tests/durable/test_postgres.py",
                                            "tests/durable/test_bulk.py",
                                            "tests/durable/test_batch_reports.py",
-                                           "tests/durable/test_batch_worker.py")
+                                           "tests/durable/test_batch_worker.py",
+                                           "tests/durable/test_provenance.py",
+                                           "tests/durable/test_signals.py")
     # The recurring schedules' tests, each store's history checked against the schedule's
     # model, then their faults: the unit layer of the schedule engine and the decision pass.
     schedule_unit_files: tuple[str, ...] = ("tests/durable/test_schedules.py",
