@@ -28,9 +28,15 @@ class Mutant:
     equivalent: str = ""
     # non-empty: a known survivor of every layer, and the check that would kill it
     wanted_check: str = ""
+    # test files the unit layer runs before its budget's others: the tests written for this
+    # part of the code, so that a long list of unit files does not run out the layer's time
+    # before it reaches them
+    unit_tests: tuple[str, ...] = ()
 
 
 def mutant(name: str, file: str, description: str, original: str, replacement: str,
-           equivalent: str = "", wanted_check: str = "") -> Mutant:
+           equivalent: str = "", wanted_check: str = "",
+           unit_tests: tuple[str, ...] = ()) -> Mutant:
     """A :class:`Mutant`, its arguments in the order a catalogue reads best: what, then how."""
-    return Mutant(name, file, original, replacement, description, equivalent, wanted_check)
+    return Mutant(name, file, original, replacement, description, equivalent, wanted_check,
+                  unit_tests)

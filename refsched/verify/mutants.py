@@ -199,9 +199,7 @@ class Budget:
                                            "tests/durable/test_postgres.py",
                                            "tests/durable/test_bulk.py",
                                            "tests/durable/test_batch_reports.py",
-                                           "tests/durable/test_batch_worker.py",
-                                           "tests/durable/test_provenance.py",
-                                           "tests/durable/test_signals.py")
+                                           "tests/durable/test_batch_worker.py")
     # The recurring schedules' tests, each store's history checked against the schedule's
     # model, then their faults: the unit layer of the schedule engine and the decision pass.
     schedule_unit_files: tuple[str, ...] = ("tests/durable/test_schedules.py",
@@ -398,7 +396,9 @@ def _unit_layer(payload: dict[str, Any]) -> tuple[str, str]:
            _D: "durable_unit_files", _DS: "durable_unit_files", _DP: "durable_unit_files",
            _DF: "durable_unit_files", _DW: "durable_unit_files", _SC: "schedule_unit_files",
            _E: "schedule_unit_files"}.get(payload["file"], "unit_files")
-    files = [str(_PROJECT / f) for f in payload["budget"][key]]
+    first = payload.get("unit_tests", [])
+    files = [str(_PROJECT / f) for f in [*first, *(f for f in payload["budget"][key]
+                                                  if f not in first)]]
     # In this process, where the watch sees each result (the project's pytest settings spread
     # the tests over worker processes when pytest-xdist is installed).
     in_process = ["-n", "0"] if importlib.util.find_spec("xdist") is not None else []
@@ -736,6 +736,7 @@ def _run_layer(mutant: Mutant | None, layer: str, source: Path | None, workdir: 
     payload = {
         "module": MODULES[mutant.file] if mutant else "", "file": mutant.file if mutant else _S,
         "layer": layer, "result": str(result_file), "budget": asdict(budget), "traces": traces,
+        "unit_tests": list(mutant.unit_tests) if mutant else [],
     }
     site = workdir / "site"
     site.mkdir(exist_ok=True)

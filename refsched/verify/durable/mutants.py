@@ -261,7 +261,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        "a failure's record names no actor: the versions it blocks do not say which worker "
        "reported it",
        """t, lease.generation, state, lease.worker, _note_cut(error), now), t))""",
-       """t, lease.generation, state, None, _note_cut(error), now), t))"""),
+       """t, lease.generation, state, None, _note_cut(error), now), t))""",
+       unit_tests=("tests/durable/test_provenance.py",)),
     _m("durable_provenance_kept_by_retry", _D,
        "retry() leaves each new version the record of the old one: a version that has not "
        "ended has a provenance",
@@ -273,35 +274,41 @@ CATALOGUE: tuple[Mutant, ...] = (
        "an expiry that leaves the version running is not counted in its partition: the "
        "partitions' lease expiries fall short of stats().expired",
        """"UPDATE task SET holder = NULL, deadline = NULL, expiries = expiries + 1 \"""",
-       """"UPDATE task SET holder = NULL, deadline = NULL, expiries = expiries \""""),
+       """"UPDATE task SET holder = NULL, deadline = NULL, expiries = expiries \"""",
+       unit_tests=("tests/durable/test_signals.py",)),
     _m("durable_signals_retry_drops_partition", _D,
        "retry() gives the new version no task type or tenant: its counts are charged to the "
        "unlabelled partition",
        """"claimed_at = NULL, retried = 1, first_claimed_at = NULL, expiries = 0, \"""",
        """"claimed_at = NULL, retried = 1, first_claimed_at = NULL, expiries = 0, "
-                       "task_type = NULL, tenant = NULL, \""""),
+                       "task_type = NULL, tenant = NULL, \"""",
+       unit_tests=("tests/durable/test_signals.py",)),
     _m("durable_signals_replaced_version_forgotten", _D,
        "a version replaced by a resubmission leaves no row of its signals: the partitions "
        "count fewer submissions than stats()",
        """        tx.later(signal_rows.ARCHIVE, (task_id,))  # its signals outlive its row""",
-       """        pass"""),
+       """        pass""",
+       unit_tests=("tests/durable/test_signals.py",)),
     _m("durable_signals_reclaim_moves_first_claim", _D,
        "a re-claim after an expiry moves the version's first claim: its run time is measured "
        "from the last attempt, and its ready wait grows by the lost attempts",
        """"lease_seconds = ?, claimed_at = ? WHERE id = ?",
                          (a + 1, worker, deadline, lease, now, t))""",
        """"lease_seconds = ?, claimed_at = ?, first_claimed_at = ? WHERE id = ?",
-                         (a + 1, worker, deadline, lease, now, now, t))"""),
+                         (a + 1, worker, deadline, lease, now, now, t))""",
+       unit_tests=("tests/durable/test_signals.py",)),
     _m("durable_signals_stale_report_not_counted", _D,
        "a report refused by the fence is not counted in the store",
        """                self._refused(tx, self._labels(tx, lease.task_id), "stale_callbacks")""",
-       """                pass"""),
+       """                pass""",
+       unit_tests=("tests/durable/test_signals.py",)),
     _m("durable_steps_signals_claim_keeps_no_first_claim", _DF,
        "the server-side claim does not write the first claim's time: ready wait and run time "
        "of the versions it claims are lost",
        """               deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_,
                first_claimed_at = now_""",
-       """               deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_"""),
+       """               deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_""",
+       unit_tests=("tests/durable/test_signals.py",)),
     # -- DurableScheduler: due times and priorities (docs/time.md; tests/durable/test_time.py) --
     _m("durable_claim_one_tick_early", _D,
        "a claim takes a version one second before its due time",
