@@ -67,7 +67,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from refsched.arguments import positive_int, positive_seconds
+from refsched.arguments import non_negative_int, positive_int, positive_seconds
 from refsched.durable.scheduler import DurableScheduler, Lease, resolve, storable_result
 from refsched.errors import (
     Cancelled,
@@ -677,16 +677,6 @@ def _delay(text: str) -> float:
     return value
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: an int >= 0")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="refsched worker",
@@ -714,7 +704,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--report-batch", type=positive_int, default=REPORT_BATCH, metavar="N",
                         help=f"the most reports in one batch (default {REPORT_BATCH}): a full "
                              "batch is sent at once")
-    parser.add_argument("--prefetch", type=_count, default=0, metavar="N",
+    parser.add_argument("--prefetch", type=non_negative_int, default=0, metavar="N",
                         help="claim up to N versions beyond --concurrency, queued here, "
                              "heartbeated, run as slots free (default 0). On SIGTERM the "
                              "queued ones are run too before exit: they are held, and the "
