@@ -187,6 +187,9 @@ class DurableProfile(_Flags):
     # end, not success, the version waits for), add_deps() adds deps to a pending version;
     # False: neither is sent, and no trace that takes either is replayed
     edges: bool = True
+    # provenance(): how a blocked or cancelled version came to end (docs/durable.md), and the
+    # actor and reason cancel() takes for it; False: neither is sent
+    provenance: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -238,7 +241,7 @@ def profile_from_json(system: str, data: Any) -> Any:
 DECLARED: Final[Mapping[str, tuple[str, ...]]] = {
     "scheduler": ("optional_edges", "add_deps", "provenance"),
     "pool": ("batch_steals",),
-    "durable": ("edges",)}
+    "durable": ("edges", "provenance")}
 """Per system, the flags a hello must declare to have them: left out, they are false. They
 came after the protocol's first operations, so a program written before them, which declares
 nothing of them, is never sent their calls."""

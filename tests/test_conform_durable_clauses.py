@@ -262,10 +262,46 @@ def test_a_profile_without_edges_sends_no_optional_edge_or_add_deps() -> None:
     assert report.exit_status == 0, report.format()
     left_out = {p.clause for p in PROBES if "edges" in needs_of(p)}
     assert left_out == {c.id for c in clauses.clauses("durable")
-                        if c.id.startswith("durable.add_deps.")} | {"durable.submit.optional"}
+                        if c.id.startswith("durable.add_deps.")} | {
+        "durable.submit.optional", "durable.input_summary.ok"}
     # a program that declares nothing of edge kinds in its hello is asked none of them
     assert not profile_from_hello("durable", {}).edges
     assert profile_from_hello("durable", {"edges": True}).edges
+
+
+def test_a_profile_without_provenance_sends_no_provenance_actor_or_reason() -> None:
+    from refsched.profile import profile_from_hello
+
+    without = dataclasses.replace(FULL, provenance=False)
+    # a store that drops what cancel() is told keeps every other rule
+    report = check(InProcessImplementation(broken.CancelNotesDropped, system="durable",
+                                           profile=without), corpus=False, examples=0)
+    assert report.exit_status == 0, report.format()
+    left_out = {p.clause for p in PROBES if "provenance" in needs_of(p)}
+    assert left_out == {c.id for c in clauses.clauses("durable")
+                        if c.id.startswith("durable.provenance.")}
+    # with it, the same store is caught where the record lost what cancel() was told
+    report = check(InProcessImplementation(broken.CancelNotesDropped, system="durable"),
+                   corpus=False, examples=0)
+    assert report.exit_status == 1 and report.counterexample is not None
+    assert report.counterexample.wire_reason.startswith("rule durable.provenance.cancelled: ")
+    # a program that declares nothing of provenance in its hello is asked none of it
+    assert not profile_from_hello("durable", {}).provenance
+    assert profile_from_hello("durable", {"provenance": True}).provenance
+
+
+def test_a_given_up_versions_reason_is_the_stores_own_words_on_the_model() -> None:
+    # x is given up after its second lease expired: y's record names x, with no actor and
+    # whatever words the store chose (the model's reason is equal to any text, and only to
+    # text)
+    probe = next(p for p in PROBES if p.clause == "durable.provenance.blocked")
+    *_, (method, args, record) = model_answers("durable", probe)
+    assert (method, args) == ("provenance", ("y",))
+    assert (record.root, record.end.value, record.path, record.actor) == (
+        "x", "failed", ("x", "y"), None)
+    assert record.reason == "lease expired 2 times" and record.reason != None  # noqa: E711
+    assert record._replace(reason="any words") == record
+    assert record._replace(reason=None) != record
 
 
 # -- recurring schedules ------------------------------------------------------------------------

@@ -530,6 +530,27 @@ _DURABLE: Final = (
     Clause("durable.cancel.ok", ("cancel",), "ok",
            "`cancel` of a waiting version cancels it; of a running one asks it to stop; of an "
            "ended one it answers its state.", ("cancel",)),
+    Clause("durable.input_summary.ok", ("input_summary",), "ok",
+           "`input_summary` answers each optional dependency of the current version that "
+           "has ended, with its generation, state and `blocked_by`: as they were at the "
+           "version's first claim once it was claimed (a dependency renewed since does not "
+           "change it), else as they are now.", ("deps", "edges", "snapshot")),
+    Clause("durable.provenance.cancelled", ("provenance",), "ok",
+           "`provenance` of a cancelled version answers it as its own `root`, its "
+           "`generation`, `end` `cancelled`, the `path` `[task]`, and what the call that "
+           "cancelled it said: the `actor` and `reason` given to `cancel`, the reporting "
+           "lease's worker as `actor` for `acknowledge_cancel`, the `reason` `close` for "
+           "`close`.", ("provenance", "cancel"), _own_root),
+    Clause("durable.provenance.blocked", ("provenance",), "ok",
+           "`provenance` of a blocked version answers the version that failed or was "
+           "cancelled at the source of its blocking as `root`, with its `generation` and "
+           "`end`, the `path` of required edges from the root to it, and what the call that "
+           "ended the root said (for `fail`, the reporting lease's worker as `actor`; for a "
+           "version given up after its last lease expired, no `actor` and a `reason` in the "
+           "store's own words).", ("provenance", "deps"), _reached),
+    Clause("durable.provenance.none", ("provenance",), "ok",
+           "`provenance` of a version that is neither blocked nor cancelled (a failed one, and "
+           "one renewed by `retry` or a new `submit`) answers `null`.", ("provenance",)),
     Clause("durable.retry.ok", ("retry",), "ok",
            "`retry` of a failed, cancelled or blocked task renews it with the versions it "
            "blocked, and answers its new generation.", ("retry",)),
@@ -538,7 +559,8 @@ _DURABLE: Final = (
     Clause("durable.retry.refused", ("retry",), "InvalidTransitionError",
            "`retry` of a version that is not failed, cancelled or blocked raises "
            "`InvalidTransitionError`.", ("retry",)),
-    Clause("durable.call.unknown-task", ("cancel", "retry", "heartbeat", *_CALLBACKS),
+    Clause("durable.call.unknown-task", ("cancel", "retry", "heartbeat", "input_summary",
+                                         "provenance", *_CALLBACKS),
            "UnknownTaskError",
            "a call naming an id never submitted, by itself or in a lease, raises "
            "`UnknownTaskError`."),
@@ -619,7 +641,8 @@ PARAMETERS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
         "add_deps": ("task", "deps", "optional"), "start": (),
         "claim": ("worker", "limit", "lease"), "heartbeat": ("lease",),
         "complete": ("lease",), "fail": ("lease",), "acknowledge_cancel": ("lease",),
-        "cancel": ("task",), "retry": ("task",), "close": ("cancel_pending",),
+        "cancel": ("task", "actor", "reason"), "retry": ("task",),
+        "input_summary": ("task",), "provenance": ("task",), "close": ("cancel_pending",),
         "tick": ("seconds",), "expire": (), "now": (), "snapshot": (), "leases": (),
         "stats": (), "history": (),
         "schedule": ("name", "fn", "every", "cron", "overlap", "catchup", "priority",

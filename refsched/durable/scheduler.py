@@ -2093,6 +2093,14 @@ class DurableScheduler:
         ``UnknownTaskError``."""
         return self._view("input_summary", task_id).versions[0].input_summary
 
+    def provenance(self, task_id: str) -> Provenance | None:
+        """How the current version of ``task_id`` came to be blocked or cancelled (the
+        version that failed or was cancelled at its source, the path of required edges from
+        it, what the call that ended it said, the store's time then), or None for a version
+        neither blocked nor cancelled: ``info(task_id).provenance``. Errors: a bad id ->
+        ``InvalidArgumentError``; unknown id -> ``UnknownTaskError``."""
+        return self._view("provenance", task_id).versions[0].provenance
+
     def started(self) -> bool:
         """Whether :meth:`start` was called on the store (by any process)."""
         row = self._store.peek("SELECT value FROM meta WHERE key = 'started'")

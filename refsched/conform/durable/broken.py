@@ -28,7 +28,7 @@ from refsched.durable.scheduler import PRIORITY_RANGE
 from refsched.durable.store import Tx
 from refsched.errors import LeaseLostError, SchedulerError, StaleLeaseError, UnknownTaskError
 from refsched.schedule import Timing
-from refsched.types import TaskState
+from refsched.types import ParentOutcome, TaskState
 
 __all__ = [
     "BROKEN",
@@ -38,6 +38,7 @@ __all__ = [
     "BufferDropsHeldSlot",
     "CancelDoesNotBlock",
     "CancelIgnoresRunning",
+    "CancelNotesDropped",
     "CatchupOneSecondShort",
     "CronStepsByItsFirstGap",
     "DueOneSecondEarly",
@@ -49,6 +50,7 @@ __all__ = [
     "RepeatedReportRefused",
     "SkipRunsOverlapping",
     "StaleAttemptAccepted",
+    "SummaryReadAtTheCall",
     "ZoneOffsetFixedAtCreation",
 ]
 
@@ -401,13 +403,51 @@ class AddDepsOptionalAsRequired(DurableScheduler):
         return super().add_deps(task_id, deps, optional)
 
 
+class SummaryReadAtTheCall(DurableScheduler):
+    """The input summary of a claimed version is how its optional deps had ended at its
+    first claim, fixed from then on: the function that ran was given that (docs/durable.md,
+    "Edge kinds").
+
+    Bug: it reads the deps as they are at the call, so a dep renewed after the claim vanishes
+    from the summary of the version that already ran on its outcome.
+    """
+
+    rule = "durable.input_summary.ok"
+
+    def input_summary(self, task_id: str) -> dict[str, ParentOutcome]:
+        super().input_summary(task_id)  # its checks and errors
+        tasks = self.snapshot().tasks
+        summary = {}
+        for dep in sorted(getattr(tasks[task_id], "optional", ())):
+            parent = tasks.get(dep)
+            if parent is not None and parent.state.is_terminal:
+                summary[dep] = ParentOutcome(dep, parent.generation, parent.state,
+                                             blocked_by=parent.blocked_by)
+        return summary
+
+
+class CancelNotesDropped(DurableScheduler):
+    """Cancel(t): the record of a version cancelled while it waits keeps the ``actor`` and
+    ``reason`` given to ``cancel()`` (docs/durable.md, "Provenance").
+
+    Bug: it cancels without them, so the record says nobody cancelled it, for no reason.
+    """
+
+    rule = "durable.provenance.cancelled"
+
+    def cancel(self, task_id: str, *, actor: str | None = None,
+               reason: str | None = None) -> TaskState:
+        return super().cancel(task_id)
+
+
 BROKEN_CLAUSES: tuple[type[DurableScheduler], ...] = (
     DueOneSecondEarly, PriorityIgnored, SkipRunsOverlapping, BufferDropsHeldSlot,
     CatchupOneSecondShort, CronStepsByItsFirstGap, ZoneOffsetFixedAtCreation,
     OptionalTakenAsRequired, AddDepsIgnoredWhenNotPending, AddDepsOptionalAsRequired,
+    SummaryReadAtTheCall, CancelNotesDropped,
 )
-"""The broken stores of due times, priorities, schedules and edge kinds, each with the rule
-it breaks (``rule``)."""
+"""The broken stores of due times, priorities, schedules, edge kinds, input summaries and
+provenance, each with the rule it breaks (``rule``)."""
 
 
 BROKEN: tuple[type[DurableScheduler], ...] = (

@@ -48,10 +48,12 @@ __all__ = ["PROFILE", "HueyQueue", "main"]
 # not the claim key's; and a delayed message waits in Huey's schedule until a consumer's
 # scheduler moves it to the queue, on the consumer's wall clock, where a dequeue cannot see it.
 # Its periodic tasks are validated by a consumer's clock each minute: no slot is decided by the
-# store. So neither time nor schedules are declared.
+# store. So neither time nor schedules are declared. Without dependencies or cancellation no
+# version is blocked or cancelled, so there is no provenance to give.
 PROFILE = DurableProfile(deps=False, generations=False, start=False, cancel=False, retry=False,
                          close=False, heartbeat=False, expire=False, snapshot=False,
-                         validates=False, time=False, schedules=False, edges=False)
+                         validates=False, time=False, schedules=False, edges=False,
+                         provenance=False)
 """What a Huey queue offers of the durable scheduler's contract."""
 
 

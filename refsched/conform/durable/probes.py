@@ -46,12 +46,23 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from refsched.conform.client import HarnessError
 from refsched.conform.dag.probes import refusal_differs as dag_refusal_differs
-from refsched.conform.durable.wire import ScheduleView, SlotView, schedule_views, waiting_times
+from refsched.conform.durable.wire import (
+    ParentView,
+    ProvenanceRecord,
+    ScheduleView,
+    SlotView,
+    provenance_record,
+    schedule_views,
+    summary_views,
+    waiting_times,
+)
 from refsched.conform.probes import Probe, differ, snapshots_differ
 from refsched.durable import DurableStats, Lease, LeaseView
 from refsched.durable.jobs import NOOP
 from refsched.durable.scheduler import AGING, PRIORITY_RANGE, TimeView
+from refsched.durable.scheduler import MAX_NOTE_CHARS as MAX_NOTE
 from refsched.errors import (
     CycleError,
     InvalidArgumentError,
@@ -61,6 +72,7 @@ from refsched.errors import (
     UnknownTaskError,
 )
 from refsched.model import schedule as schedule_model
+from refsched.model.dag.actions import optional_of
 from refsched.model.durable import (
     ACTIONS,
     INITIAL,
@@ -70,7 +82,7 @@ from refsched.model.durable import (
     Step,
     claim_transaction,
 )
-from refsched.model.durable.actions import current, repeat
+from refsched.model.durable.actions import RECORDING, current, repeat
 from refsched.model.durable.counters import Counts
 from refsched.schedule import slot_task_id
 from refsched.types import CloseReport, Snapshot, TaskState
@@ -235,6 +247,35 @@ PROBES: Final[tuple[Probe, ...]] = (
        ("complete", ("lease",))),
     _p("durable.cancel.ok", _NEW, _sub("a"), _sub("b", "a"), _START, _claim(),
        ("cancel", ("b",)), ("cancel", ("a",)), ("cancel", ("a",)), ("cancel", ("b",))),
+    # b waits for a's end: nothing ended, then a succeeded; claimed, b keeps what it was
+    # given when a is renewed; c, waiting on the renewed a, has nothing yet; e fails, and
+    # f, blocked by e, shows in d's summary as blocked by e
+    _p("durable.input_summary.ok", _NEW, _sub("a"), _opt("b", [], ["a"]), _START, _claim(),
+       ("input_summary", ("b",)), _report("complete", "a"), ("input_summary", ("b",)),
+       _claim("w2"), _sub("a"), ("input_summary", ("b",)), _opt("c", [], ["a"]),
+       ("input_summary", ("c",)), _sub("e"), _sub("f", "e"), _opt("d", [], ["e", "f"]),
+       _claim("w3"), _claim("w3"), _report("complete", "b", worker="w2"), _claim("w3"),
+       _report("fail", "e", worker="w3"), ("input_summary", ("z",)), ("input_summary", ("d",)),
+       needs=("deps", "edges"), owns_state=True),
+    # a cancelled while it waits; b while it runs (its worker acknowledges); c by close
+    _p("durable.provenance.cancelled", _NEW, _sub("a"), _sub("b"), _sub("c"),
+       ("cancel", ("a", "ops", "not needed")), ("provenance", ("a",)), _START, _claim(),
+       ("cancel", ("b", None, "stop")), ("provenance", ("b",)),
+       _report("acknowledge_cancel", "b"), ("provenance", ("b",)), ("close", (True,)),
+       ("provenance", ("c",))),
+    # a fails: b, c and d are blocked through it; x is given up after its last lease expired
+    # (max_attempts 2): y is blocked by x, in the store's words
+    _p("durable.provenance.blocked", _NEW, _sub("a"), _sub("b", "a"), _sub("c", "b"),
+       _sub("d", "a", "c"), _sub("x"), _sub("y", "x"), _START, _claim("w1", 2),
+       _report("fail", "a"), ("provenance", ("b",)), ("provenance", ("d",)),
+       ("provenance", ("c",)), _tick(2), _claim("w2"), _tick(2), ("expire", ()),
+       ("provenance", ("y",))),
+    # a waiting, then failed (its own record is no provenance), renewed by retry with b; a
+    # cancelled, then submitted again
+    _p("durable.provenance.none", _NEW, _sub("a"), _sub("b", "a"), ("provenance", ("a",)),
+       _START, _claim(), _report("fail", "a"), ("provenance", ("a",)), ("retry", ("a",)),
+       ("provenance", ("b",)), ("provenance", ("z",)), ("cancel", ("a",)), _sub("a"),
+       ("provenance", ("a",))),
     _p("durable.retry.ok", _NEW, _sub("a"), _sub("b", "a"), ("cancel", ("a",)),
        ("retry", ("a",)), _START, _claim("w1", 2), _report("fail", "a", 2),
        ("retry", ("a",))),
@@ -572,6 +613,26 @@ def _dep_lists(call: str, task: object, deps: object,
     return both, frozenset(lists["optional"])
 
 
+class _AnyText(str):
+    """The reason a model's record names where the store words its own (a version the store
+    gave up on after its last lease expired): equal to any text, shown as what it stands for."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, str)
+
+    def __ne__(self, other: object) -> bool:
+        return not isinstance(other, str)
+
+    def __hash__(self) -> int:
+        return 0
+
+
+#: The reason of a give-up after the last lease expired: the store's own words, any text.
+STORES_OWN_WORDS: Final = _AnyText("<the store's own words>")
+
+
 class ReferenceStore(_Schedules):
     """The durable scheduler's API on the reference model, for one worker process that never
     loses an answer: each call checks its arguments as ``docs/durable.md`` says, then takes the
@@ -585,7 +646,9 @@ class ReferenceStore(_Schedules):
         self.limits = Limits(max_concurrency, max_attempts, lease_time=1, lose_answers=False,
                              aging=aging or 0,  # seconds here, where the spec counts ticks
                              optional_edges=True, add_deps=True)
-        self.state: DurableSnapshot = INITIAL
+        # the spec's RecordProvenance: provenance() reads the records (snapshot() leaves them
+        # out, as the store's snapshot() does unless asked)
+        self.state: DurableSnapshot = RECORDING
         self.fns: dict[Hashable, str] = {}  # task -> the function its versions run
         self.lengths: dict[Hashable, float] = {}  # task -> seconds of its lease, once claimed
         self.counts = Counts()  # the store-wide counters of the steps taken
@@ -594,6 +657,13 @@ class ReferenceStore(_Schedules):
         self.duplicates = 0  # repeated reports answered
         self.recorded: list[tuple[str, dict[str, Any]]] = []  # what history() answers
         self.kept: dict[str, _Kept] = {}  # name -> a schedule, on refsched.model.schedule
+        # (task, generation) of each claimed version with optional deps -> its input summary
+        # at the claim, fixed from then on
+        self.inputs: dict[tuple[Hashable, int], dict[str, ParentView]] = {}
+        # (task, generation) of each version that failed or was cancelled -> the actor and
+        # reason the call that ended it gave, which the records rooted at it carry
+        self.notes: dict[tuple[Hashable, int], tuple[str | None, str | None]] = {}
+        self._cancel_notes: tuple[str | None, str | None] = (None, None)  # of a cancel() now
 
     def _take(self, step: Step, limits: Limits | None = None) -> None:
         action = ACTIONS[step.action]
@@ -602,6 +672,28 @@ class ReferenceStore(_Schedules):
         self.state = action.step(before, *args, limits=limits or self.limits)
         self.counts = self.counts.step(step.action, args, before, self.state)
         self.recorded.append(as_recorded(step, before, self.state))
+        self._note_ends(step, before)
+
+    def _note_ends(self, step: Step, before: DurableSnapshot) -> None:
+        """What the call behind ``step`` said of each version it failed or cancelled (the
+        records of the versions blocked by it carry it), as docs/durable.md says the store
+        keeps it: a report's worker as actor (no reason: no error travels), a cancel's actor
+        and reason, a close's reason "close", and the store's own words for a version given
+        up after its last lease expired."""
+        was = before.scheduler.tasks
+        for t, v in self.state.scheduler.tasks.items():
+            if v.state not in (TaskState.FAILED, TaskState.CANCELLED) or (
+                    t in was and was[t].state is v.state and was[t].generation == v.generation):
+                continue
+            if step.action in ("Fail", "AcknowledgeCancel"):
+                note: tuple[str | None, str | None] = (str(step.param_map["w"]), None)
+            elif step.action == "Cancel":
+                note = self._cancel_notes
+            elif step.action == "Close":
+                note = (None, "close")
+            else:  # Expire of its last attempt
+                note = (None, STORES_OWN_WORDS)
+            self.notes[(t, v.generation)] = note
 
     def _state_of(self, task: Hashable) -> TaskState:
         state: TaskState = self.state.scheduler.tasks[task].state
@@ -677,9 +769,13 @@ class ReferenceStore(_Schedules):
             if step.action == "Reclaim":
                 taken.append(step.param_map["t"])
             elif step.action == "Claim":
-                taken.extend(sorted((t for t, v in after.items() if v.state is TaskState.RUNNING
-                                     and before[t].state is TaskState.READY),
-                                    key=lambda t: after[t].seq))
+                claimed = sorted((t for t, v in after.items() if v.state is TaskState.RUNNING
+                                  and before[t].state is TaskState.READY),
+                                 key=lambda t: after[t].seq)
+                for t in claimed:  # its summary is fixed from its first claim on
+                    if optional_of(after[t]):
+                        self.inputs[(t, after[t].generation)] = self._ended(t)
+                taken.extend(claimed)
         for t in taken:
             self.lengths[t] = float(lease)
         return [Lease(str(t), self.state.scheduler.tasks[t].generation, self.state.attempt[t],
@@ -739,12 +835,55 @@ class ReferenceStore(_Schedules):
     def acknowledge_cancel(self, lease: Lease) -> TaskState:
         return self._end("AcknowledgeCancel", "acknowledge_cancel", lease)
 
-    def cancel(self, task: str) -> TaskState:
+    def cancel(self, task: str, actor: Any = None, reason: Any = None) -> TaskState:
+        for name, value in (("actor", actor), ("reason", reason)):
+            if value is not None and (not isinstance(value, str) or len(value) > MAX_NOTE):
+                raise InvalidArgumentError(f"cancel({task!r}, {name}={value!r:.60}): None or "
+                                           f"a str of at most {MAX_NOTE} characters")
         refusal = ACTIONS["Cancel"].refused(self.state, task, limits=self.limits)
         self._refuse(refusal)
         if refusal is None:
+            self._cancel_notes = (actor, reason)
             self._take(Step("Cancel", (("t", task),)))
         return self._state_of(task)
+
+    def _version(self, call: str, task: object) -> Any:
+        if not isinstance(task, str) or not task:
+            raise InvalidArgumentError(f"{call}({task!r}): a task id is a non-empty string")
+        version = self.state.scheduler.tasks.get(task)
+        if version is None:
+            raise UnknownTaskError(f"{call}({task!r}): no such task", task)
+        return version
+
+    def _ended(self, task: Hashable) -> dict[str, ParentView]:
+        """The optional deps of ``task``'s current version whose current version ended."""
+        tasks = self.state.scheduler.tasks
+        ended = {}
+        for dep in optional_of(tasks[task]):
+            parent = tasks.get(dep)
+            if parent is not None and parent.state.is_terminal:
+                ended[str(dep)] = ParentView(parent.generation, parent.state,
+                                             None if parent.blocked_by is None
+                                             else str(parent.blocked_by))
+        return ended
+
+    def input_summary(self, task: str) -> dict[str, ParentView]:
+        """How each optional dep of ``task``'s current version ended: as at its first claim
+        once it was claimed, else those that have ended so far."""
+        version = self._version("input_summary", task)
+        kept = self.inputs.get((task, version.generation))
+        return dict(kept) if kept is not None else self._ended(task)
+
+    def provenance(self, task: str) -> ProvenanceRecord | None:
+        """The record of ``task``'s current version, with what the call that ended its root
+        said; None for a version neither blocked nor cancelled."""
+        self._version("provenance", task)
+        view = self.state.scheduler.records.get(task)
+        if view is None:
+            return None
+        actor, reason = self.notes.get((view.root, view.generation), (None, None))
+        return ProvenanceRecord(str(view.root), view.generation, view.end,
+                                tuple(str(x) for x in view.path), actor, reason)
 
     def retry(self, task: str) -> int:
         self._refuse(ACTIONS["Retry"].refused(self.state, task, limits=self.limits))
@@ -781,7 +920,7 @@ class ReferenceStore(_Schedules):
         return float(self.state.now)
 
     def snapshot(self) -> Snapshot:
-        snapshot: Snapshot = self.state.scheduler
+        snapshot: Snapshot = self.state.scheduler.replace(provenance=None)
         return snapshot
 
     def leases(self) -> dict[str, LeaseView]:
@@ -878,7 +1017,7 @@ def align(model: _Side, impl: _Side) -> None:
     every time, a cron timing's slots and the run ids named by them too, wherever the
     implementation's virtual clock begins (refsched's at 0)."""
     store = model.store
-    if isinstance(store, ReferenceStore) and store.state == INITIAL:
+    if isinstance(store, ReferenceStore) and store.state == RECORDING:
         store.state = store.state.replace(now=impl.origin)
         model.origin = impl.origin
 
@@ -901,6 +1040,16 @@ def call(side: _Side, method: str, args: tuple[Any, ...]) -> Any:
         task, deps, fn, priority, delay, *optional = sent
         edges = {"optional": optional[0]} if optional else {}  # asked of a store with edges
         return side.store.submit(task, deps, fn=fn, **_time_keywords(priority, delay), **edges)
+    if method == "cancel":  # actor and reason are keywords, given only when they say something
+        task, *notes = sent
+        given = {k: v for k, v in zip(("actor", "reason"), notes, strict=False) if v is not None}
+        return side.store.cancel(task, **given)
+    if method == "input_summary":
+        return summary_views(side.store.input_summary(*sent))
+    if method == "provenance":  # a DurableScheduler keeps it in info()
+        ask = getattr(side.store, "provenance", None)
+        return provenance_record(ask(*sent) if ask is not None
+                                 else side.store.info(*sent).provenance)
     if method == "times":
         return {t: dataclasses.replace(v, due=v.due - side.origin)
                 for t, v in waiting_times(side.store).items()}
@@ -936,7 +1085,8 @@ def _flag(method: str) -> str | None:
             "acknowledge_cancel": "cancel", "retry": "retry", "close": "close",
             "expire": "expire", "snapshot": "snapshot", "leases": "snapshot",
             "stats": "snapshot", "history": "snapshot", "now": "snapshot",
-            "times": "time", "schedule": "schedules", "unschedule": "schedules",
+            "times": "time", "input_summary": "edges", "provenance": "provenance",
+            "schedule": "schedules", "unschedule": "schedules",
             "pause": "schedules", "resume": "schedules", "schedules": "schedules"}.get(method)
 
 
@@ -983,6 +1133,8 @@ def needs_of(probe: Probe) -> tuple[str, ...]:
                 needs.add("validates")
         elif method == "close" and not isinstance(args[0], bool):
             needs.add("validates")
+        elif method == "cancel" and any(note is not None for note in args[1:]):
+            needs.add("provenance")  # an actor or a reason for the record
         elif method == "schedule":
             try:
                 name, fn, every, cron, overlap, catchup, priority, timezone = args
@@ -1044,13 +1196,62 @@ def judge(method: str, args: tuple[Any, ...], before: Snapshot | None, expected:
                                    else None))
 
 
+_ROW_HEADS: Final = ("id", "field", "model", "implementation")
+
+
 def states(model: _Side, impl: _Side) -> tuple[str | None, str]:
-    """How the implementation's snapshot, then its ``leases()``, differ from the model's: a
-    sentence and the rows, or None and ""."""
+    """How the implementation's snapshot, then its ``leases()``, then the input summaries of
+    the versions with optional deps differ from the model's: a sentence and the rows, or None
+    and ""."""
     problem, diff = snapshots_differ(model, impl, lambda m, i: format_rows(
-        ("id", "field", "model", "implementation"), snapshot_rows(m, i)))
+        _ROW_HEADS, snapshot_rows(m, i)))
     if problem is not None:
         return problem, diff
-    return snapshots_differ(model, impl, lambda m, i: f"model {m}\nimplementation {i}",
-                            read="leases")
+    problem, diff = snapshots_differ(model, impl, lambda m, i: f"model {m}\nimplementation {i}",
+                                     read="leases")
+    if problem is not None:
+        return problem, diff
+    rows = summary_rows(model, impl)
+    if rows:
+        return ("input_summary() is not what the model's steps give after the call",
+                format_rows(_ROW_HEADS, rows))
+    return None, ""
+
+
+def summary_rows(model: _Side, impl: _Side) -> list[tuple[str, str, str, str]]:
+    """(id, field, model, implementation) for each version with optional deps in the model
+    whose input summary the implementation gives otherwise (the others have none to give)."""
+    rows = []
+    for task, view in model.store.snapshot().tasks.items():
+        if not optional_of(view):
+            continue
+        expected = call(model, "input_summary", (task,))
+        try:
+            actual = call(impl, "input_summary", (task,))
+        except HarnessError:  # the run cannot go on: not a difference of the implementation
+            raise
+        except Exception as error:  # what it raised is the difference
+            rows.append((str(task), "input_summary()", _shown_summary(expected),
+                         f"raised {type(error).__name__}: {error}"[:200]))
+            continue
+        if actual != expected:
+            rows.append((str(task), "input_summary()", _shown_summary(expected),
+                         _shown_summary(actual)))
+    return rows
+
+
+def _shown_summary(summary: Any) -> str:
+    """``{a: failed 1, b: blocked 2 by c}``: each parent with its state and generation."""
+    if not isinstance(summary, dict):
+        return repr(summary)[:200]
+    parts = []
+    for parent, outcome in sorted(summary.items(), key=lambda item: str(item[0])):
+        try:
+            text = f"{parent}: {outcome.state.value} {outcome.generation}"
+            if outcome.blocked_by is not None:
+                text += f" by {outcome.blocked_by}"
+        except AttributeError:
+            text = f"{parent}: {outcome!r:.60}"
+        parts.append(text)
+    return "{" + ", ".join(parts) + "}"
 

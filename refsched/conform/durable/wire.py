@@ -21,8 +21,12 @@ optional: []}``                         optional=optional)``
 ``heartbeat {lease}``                   ``heartbeat(lease)``                    cancel asked?
 ``complete`` / ``fail`` /               ``complete`` / ``fail`` /               a state
 ``acknowledge_cancel {lease}``          ``acknowledge_cancel(lease)``
-``cancel {task}``, ``retry {task}``     ``cancel(task)``, ``retry(task)``       a state, the
-                                                                                generation
+``cancel {task, actor: null,           ``cancel(task, actor=actor,             a state, the
+reason: null}``, ``retry {task}``       reason=reason)``, ``retry(task)``       generation
+``input_summary {task}``                ``input_summary(task)``                 ``{parent:
+                                                                                outcome}``
+``provenance {task}``                   ``info(task).provenance``               a record or
+                                                                                ``null``
 ``close {cancel_pending: true}``        ``close(cancel_pending)``               the report
 ``tick {seconds: 1}``                   ``tick(seconds)``                       the new time
 ``expire {}``                           ``expire()``                            ``null``
@@ -46,7 +50,14 @@ null, priority: 0}``                    catchup=catchup, priority=priority)``
 submit's ``optional`` names deps whose end, not their success, the version waits for, sent
 only when it names one; a snapshot's version has the key ``optional`` (its optional deps)
 only when it has some. An implementation whose hello does not declare ``edges`` is sent
-neither.
+neither, nor ``input_summary``: how each optional dep of the current version had ended when it
+was claimed (for one not claimed: those that have ended so far), as a :class:`ParentView` per
+dep (a result or an error does not travel: no report on the wire carries one).
+
+``provenance`` answers how a blocked or cancelled version came to end, as a
+:class:`ProvenanceRecord` (null for any other); ``cancel``'s ``actor`` and ``reason``, which the
+record of what it cancels keeps, are sent only when given. Both need the profile's
+``provenance``, which a hello must declare to have.
 
 ``delay`` is seconds on the store's virtual clock (``run_at`` is not on the wire: on a virtual
 clock a delay says the same). ``times`` lists the versions that wait (pending or ready), as the
@@ -77,10 +88,11 @@ from refsched.conform.protocol import WireError
 from refsched.conform.wire import Op, Remote, Wire, lazy
 from refsched.durable.jobs import NOOP
 from refsched.durable.scheduler import AGING, DurableStats, Lease, LeaseView, TimeView
-from refsched.types import CloseReport, Snapshot, TaskState
+from refsched.types import CloseReport, Provenance, Snapshot, TaskState
 
-__all__ = ["NOOP", "WIRE", "RemoteDurable", "ScheduleView", "ServedDurable", "SlotView", "paired",
-           "schedule_views", "waiting_times"]
+__all__ = ["NOOP", "WIRE", "ParentView", "ProvenanceRecord", "RemoteDurable", "ScheduleView",
+           "ServedDurable", "SlotView", "paired", "provenance_record", "schedule_views",
+           "summary_views", "waiting_times"]
 # NOOP: the function a submit names when the oracle does not say (the checks never run one)
 
 
@@ -104,6 +116,50 @@ def _optional(optional: Any) -> dict[str, Any]:
     """The ``optional`` keyword of a submit, only when it names a dep (a store without edge
     kinds is never sent it; a bad value is sent as it came, for the store to refuse)."""
     return {} if isinstance(optional, (list, tuple)) and not optional else {"optional": optional}
+
+
+def _notes(actor: Any, reason: Any) -> dict[str, Any]:
+    """The ``actor`` and ``reason`` of a cancel, only those given (an implementation without
+    provenance is never sent them; a bad value is sent as it came, for the store to refuse)."""
+    return {k: v for k, v in (("actor", actor), ("reason", reason)) if v is not None}
+
+
+class ParentView(NamedTuple):
+    """One optional dependency's entry of ``input_summary``: how its version had ended."""
+
+    generation: int
+    state: TaskState  # succeeded, failed, blocked or cancelled
+    blocked_by: str | None  # the dependency that blocked it, when it is blocked
+
+
+class ProvenanceRecord(NamedTuple):
+    """``provenance``'s answer: how a blocked or cancelled version came to end (its time
+    stays behind: each side keeps its own clock)."""
+
+    root: str  # the version that failed or was cancelled
+    generation: int  # the root's generation
+    end: TaskState  # failed or cancelled
+    path: tuple[str, ...]  # from the root to the version, each a required dep of the next
+    actor: str | None  # what the call that ended the root said of it
+    reason: str | None
+
+
+def summary_views(summary: Any) -> dict[str, ParentView]:
+    """An input summary as the wire answers it: a ``DurableScheduler``'s
+    :class:`~refsched.types.ParentOutcome` per dep, without its result and error (an
+    implementation over the wire answers the views themselves)."""
+    return {str(parent): (outcome if isinstance(outcome, ParentView) else ParentView(
+        outcome.generation, outcome.state,
+        None if outcome.blocked_by is None else str(outcome.blocked_by)))
+        for parent, outcome in summary.items()}
+
+
+def provenance_record(record: Provenance | ProvenanceRecord | None) -> ProvenanceRecord | None:
+    """A version's provenance as the wire answers it, its time left behind."""
+    if record is None or isinstance(record, ProvenanceRecord):
+        return record
+    return ProvenanceRecord(str(record.root), record.generation, record.end,
+                            tuple(str(x) for x in record.path), record.actor, record.reason)
 
 
 def _aged(aging: Any) -> dict[str, Any]:
@@ -215,11 +271,17 @@ class ServedDurable:
     def acknowledge_cancel(self, lease: Any) -> TaskState:
         return TaskState(self.db.acknowledge_cancel(_lease(lease)))
 
-    def cancel(self, task: str) -> TaskState:
-        return TaskState(self.db.cancel(task))
+    def cancel(self, task: str, actor: Any = None, reason: Any = None) -> TaskState:
+        return TaskState(self.db.cancel(task, **_notes(actor, reason)))
 
     def retry(self, task: str) -> int:
         return int(self.db.retry(task))
+
+    def input_summary(self, task: str) -> dict[str, ParentView]:
+        return summary_views(self.db.input_summary(task))
+
+    def provenance(self, task: str) -> ProvenanceRecord | None:
+        return provenance_record(self.db.info(task).provenance)
 
     def close(self, cancel_pending: bool) -> CloseReport:
         report: CloseReport = self.db.close(cancel_pending)
@@ -331,9 +393,17 @@ class RemoteDurable(Remote[Snapshot, DurableStats]):
         state: TaskState = self._report("acknowledge_cancel", lease)
         return state
 
-    def cancel(self, task_id: str) -> TaskState:
-        state: TaskState = self._call("cancel", task=task_id)
+    def cancel(self, task_id: str, *, actor: Any = None, reason: Any = None) -> TaskState:
+        state: TaskState = self._call("cancel", task=task_id, **_notes(actor, reason))
         return state
+
+    def input_summary(self, task_id: str) -> dict[str, ParentView]:
+        summary: dict[str, ParentView] = self._call("input_summary", task=task_id)
+        return summary
+
+    def provenance(self, task_id: str) -> ProvenanceRecord | None:
+        record: ProvenanceRecord | None = self._call("provenance", task=task_id)
+        return record
 
     def retry(self, task_id: str) -> int:
         generation: int = self._call("retry", task=task_id)
@@ -441,7 +511,7 @@ WIRE = Wire(
         "complete": Op(("lease",), result=TaskState),
         "fail": Op(("lease",), result=TaskState),
         "acknowledge_cancel": Op(("lease",), result=TaskState, flag="cancel"),
-        "cancel": Op(("task",), result=TaskState, flag="cancel"),
+        "cancel": Op(("task",), {"actor": None, "reason": None}, TaskState, flag="cancel"),
         "retry": Op(("task",), result=int, flag="retry"),
         "close": Op((), {"cancel_pending": True}, CloseReport, flag="close"),
         "tick": Op((), {"seconds": 1.0}, float),
@@ -453,6 +523,8 @@ WIRE = Wire(
         "stats": Op(result=DurableStats, flag="snapshot"),
         "history": Op(result=list[tuple[str, dict[str, Any]]], flag="snapshot"),
         "times": Op(result=dict[str, TimeView], flag="time"),
+        "input_summary": Op(("task",), result=dict[str, ParentView], flag="edges"),
+        "provenance": Op(("task",), result=ProvenanceRecord | None, flag="provenance"),
         "schedule": Op(("name",), {"fn": NOOP, "every": None, "cron": None, "overlap": "skip",
                                    "catchup": None, "priority": 0, "timezone": "UTC"}, bool,
                        flag="schedules"),
