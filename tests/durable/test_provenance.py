@@ -17,7 +17,7 @@ from refsched.durable import DurableScheduler
 from refsched.durable.scheduler import MAX_NOTE_CHARS
 from refsched.durable.status import _show_text, _status_text, show, status
 from refsched.durable.store import SCHEMA_VERSION
-from refsched.errors import InvalidArgumentError, InvariantViolation
+from refsched.errors import InvalidArgumentError, InvariantViolation, UnknownTaskError
 from refsched.types import Provenance, ProvenanceView, TaskState
 from refsched.verify.durable.lockstep import run_durable_lockstep
 from tests.conftest import StoreURL, postgres_factory
@@ -80,6 +80,21 @@ def test_cancel_records_its_actor_and_reason_on_itself_and_what_it_blocks(
     db.cancel("a")  # no actor, no reason: both None
     assert db.info("b").provenance == Provenance("a", 1, CANCELLED, ("a", "b"))
     db.check_invariants()
+
+
+def test_provenance_answers_the_record_info_keeps_and_refuses_as_info_does(
+        durable_url: StoreURL) -> None:
+    db = store(durable_url)
+    chain(db)
+    db.cancel("x", actor="ops", reason="gone")
+    for t in ("x", "y", "c", "a", "b"):
+        assert db.provenance(t) == db.info(t).provenance
+    assert db.provenance("c") == Provenance("x", 1, CANCELLED, ("x", "y", "c"), "ops", "gone")
+    assert db.provenance("a") is None
+    with pytest.raises(UnknownTaskError):
+        db.provenance("nobody")
+    with pytest.raises(InvalidArgumentError):
+        db.provenance(7)  # type: ignore[arg-type]
 
 
 def test_a_second_cause_reaching_a_blocked_version_changes_nothing(
