@@ -154,6 +154,8 @@ class DurableInfo:
     input_summary: dict[str, ParentOutcome] = field(default_factory=dict)
     # when blocked or cancelled: how it came to end (root, path, actor, reason, store time)
     provenance: Provenance | None = None
+    task_type: str | None = None  # the version's partition of the signals (docs/durable.md)
+    tenant: str | int | None = None  # and its tenant, as submit() was given them
 
 
 @dataclass(frozen=True, slots=True)
@@ -2119,6 +2121,7 @@ class DurableScheduler:
         trace = "traceback" if self._schema_version >= 2 else "NULL"
         times = "due, priority" if self._schema_version >= 3 else "0, 0"
         times += ", provenance" if self._schema_version >= 5 else ", NULL"
+        times += ", task_type, tenant" if self._schema_version >= 6 else ", NULL, NULL"
         queries: list[tuple[str, Sequence[Any]]] = [
             (f"SELECT {self._store.clock_sql}", ()),
             ("SELECT key, value FROM meta", ()),
@@ -2155,9 +2158,10 @@ class DurableScheduler:
                         json.loads(args), seq, a, h, dl,
                         None if res is None else json.loads(res), err, tb, ls, br, ca, ea,
                         float(due), int(p), frozenset(optional.get(t, ())), inputs.get(t, {}),
-                        _provenance(pv) if st in ("blocked", "cancelled") else None)
+                        _provenance(pv) if st in ("blocked", "cancelled") else None, tt,
+                        None if tn is None else json.loads(tn))
             for (t, g, st, rd, bb, cr, fn, args, seq, a, h, dl, res, err, tb, ls, br, ca, ea,
-                 due, p, pv) in task_rows)
+                 due, p, pv, tt, tn) in task_rows)
         return StoreView(float(now_rows[0][0]), dict(meta_rows), versions)
 
     def leases(self) -> dict[str, LeaseView]:

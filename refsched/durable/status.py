@@ -114,6 +114,8 @@ def _version(view: StoreView, v: DurableInfo) -> dict[str, Any]:
         # docs/time.md: the store-clock time it may be claimed from, and its priority
         "due": v.due, "due_in_seconds": _seconds(max(0.0, v.due - now)),
         "priority": v.priority,
+        # docs/durable.md, Signals: the version's task type and tenant
+        "task_type": v.task_type, "tenant": v.tenant,
         # docs/semantics.md: the deps whose edge is optional, and how each had ended when the
         # version was claimed (so far, before)
         "optional": sorted(v.optional),
@@ -272,7 +274,8 @@ def _show_text(row: dict[str, Any]) -> str:
              f"attempt {row['attempt']}"]
     lines.append(f"  due: {row['due']} (store clock; in {row['due_in_seconds']} s), priority "
                  f"{row['priority']}")
-    for key in ("fn", "args", "deps", "optional", "worker", "lease_seconds_left", "blocked_by",
+    for key in ("task_type", "tenant", "fn", "args", "deps", "optional", "worker",
+                "lease_seconds_left", "blocked_by",
                 "cancel_requested", "waited_seconds", "ran_seconds"):
         if row[key] not in (None, [], {}, False):
             lines.append(f"  {key}: {row[key]}")

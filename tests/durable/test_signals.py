@@ -16,7 +16,7 @@ import pytest
 
 from refsched.dag.signals import OVERFLOW, UNLABELLED, PartitionSignals, Signals
 from refsched.durable import DurableScheduler
-from refsched.durable.status import _signals_text, _status_text, status
+from refsched.durable.status import _show_text, _signals_text, _status_text, show, status
 from refsched.durable.store import SCHEMA_VERSION
 from refsched.errors import (
     CycleError,
@@ -78,6 +78,21 @@ def test_each_tenant_is_counted_apart_with_its_times_on_the_store_clock(
     # an int tenant and its digits as a str are two tenants
     db.submit("q", fn=NOOP, tenant="7")
     assert part(db.signals(), (None, "7")).submitted == 1
+
+
+def test_info_and_show_give_each_versions_task_type_and_tenant(durable_url: StoreURL) -> None:
+    db = store(durable_url)
+    db.submit("a", fn=NOOP, task_type="etl", tenant="acme")
+    db.submit("z", fn=NOOP, tenant=7)
+    db.submit("q", fn=NOOP, tenant="7")
+    db.submit("u", fn=NOOP)
+    labels = {t: (db.info(t).task_type, db.info(t).tenant) for t in "azqu"}
+    assert labels == {"a": ("etl", "acme"), "z": (None, 7), "q": (None, "7"), "u": (None, None)}
+    assert [(v.task_type, v.tenant) for v in db.view().versions] == list(labels.values())
+    row = show(db, "a")
+    assert (row["task_type"], row["tenant"]) == ("etl", "acme")
+    assert "  task_type: etl\n  tenant: acme\n" in _show_text(row)
+    assert show(db, "z")["tenant"] == 7 and show(db, "q")["tenant"] == "7"
 
 
 def test_an_expiry_a_retry_and_a_give_up_are_counted(durable_url: StoreURL) -> None:
