@@ -58,6 +58,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from refsched.durable import DurableScheduler
 from refsched.durable.jobs import NOOP
 from refsched.errors import InvalidArgumentError, SchedulerError, StaleLeaseError
+from refsched.model.dag.actions import optional_of
 from refsched.model.durable import (
     ACTIONS,
     INITIAL,
@@ -287,6 +288,9 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             self.counts = Counts()  # what stats() must count, from the model's steps
             self.refusals: Counter[str] = Counter()  # refused and repeated reports, cycles
             self.signals = DurableSignalLedger() if signals else None
+            # (task, generation) of each claimed version with optional deps -> how they had
+            # ended at its first claim, which its input summary keeps from then on
+            self.inputs: dict[tuple[Hashable, int], dict[Hashable, Any]] = {}
             ledger.examples += 1
 
         def open(self, aging: int | None) -> DurableScheduler:
@@ -395,6 +399,8 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             if wrong:
                 self.fail("stats() is not what the model's steps count (field: model, store): "
                           + ", ".join(f"{k}: {a!r}, {b!r}" for k, (a, b) in wrong.items()))
+            if has.edges:
+                self.agree_inputs()
             if self.signals is not None:
                 broken = self.signals.problems(db.signals(), stats, model.scheduler)
                 if broken:
@@ -413,6 +419,26 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                 self.fail(f"the store's history differs from the model's steps at step "
                           f"{first + 1}:\n  model {self.expected[first:first + 3]}\n  store "
                           f"{history[first:first + 3]}")
+
+        def agree_inputs(self) -> None:
+            """The input summary of each version with optional deps: how they had ended at
+            its first claim once it was claimed (after the call that claimed it: a ready
+            version's deps have all ended, and only a later call renews one), else how they
+            have ended so far; each dep by generation, state and ``blocked_by``."""
+            tasks = self.model.scheduler.tasks
+            for t, v in tasks.items():
+                optional = optional_of(v)
+                if not optional:
+                    continue
+                ended = {d: (tasks[d].generation, tasks[d].state, tasks[d].blocked_by)
+                         for d in optional if d in tasks and tasks[d].state.is_terminal}
+                if self.model.attempt.get(t, 0) > 0:
+                    ended = self.inputs.setdefault((t, v.generation), ended)
+                got = {d: (o.generation, o.state, o.blocked_by)
+                       for d, o in self.db.input_summary(str(t)).items()}
+                if got != ended:
+                    self.fail(f"input_summary({t!r}) is not what the model's steps give:\n"
+                              f"  model {ended}\n  store {got}")
 
         def agree_held(self) -> None:
             """The leases the workers hold are the model's ``held``."""
