@@ -1,11 +1,11 @@
 """Real faults against the PostgreSQL store: the server restarted and crashed under running
 workers, a worker's backends terminated while it holds a lease, sixteen worker processes on one
-ready queue, a statement timeout inside a step, and a worker on another network namespace cut
-off mid-task.
+ready queue, a statement timeout inside a step, a worker on another network namespace cut
+off mid-task, and sixteen workers on two other namespaces, one cut off mid-run.
 
 Everything is real: worker processes (``python -m refsched worker``), the throwaway server of
 ``tests/pgserver.py`` (the ``postgres_cluster`` / ``postgres_url`` fixtures of conftest.py), and
-for the last test a second throwaway server listening on a veth pair. Every wait is bounded; a
+for the last tests a second throwaway server listening on veth pairs. Every wait is bounded; a
 regression fails instead of hanging. Task functions log their starts and ends with the pid and
 the time (``tests/durable/jobs.py``), and every store is made with ``record=True`` so that
 ``check_history`` can check each accepted step against the spec.
@@ -415,10 +415,25 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 @pytest.fixture
 def other_host() -> Iterator[dict[str, str]]:
     """A network namespace joined to this one by a veth pair (needs root and ``ip netns``)."""
+    with _host(0) as host:
+        yield host
+
+
+@pytest.fixture
+def two_hosts() -> Iterator[list[dict[str, str]]]:
+    """Two network namespaces, each joined to this one by a veth pair of its own."""
+    with _host(1) as first, _host(2) as second:
+        yield [first, second]
+
+
+@contextlib.contextmanager
+def _host(index: int) -> Iterator[dict[str, str]]:
+    """The ``index``-th network namespace of this process, joined to this one by a veth pair
+    on a subnet of its own (skips the test where that cannot be made)."""
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("network namespaces need root and the ip command")
-    tag = f"rsf{os.getpid() % 100000}"
-    net = f"10.{200 + os.getpid() % 50}.{os.getpid() % 250}"
+    tag = f"rsf{os.getpid() % 100000}{'abc'[index]}"
+    net = f"10.{200 + os.getpid() % 50}.{(os.getpid() + 83 * index) % 250}"
     ns, here, there = tag, f"{tag}a", f"{tag}b"
     made = _ip("netns", "add", ns, check=False)
     if made.returncode != 0:
@@ -449,16 +464,28 @@ def tcp_cluster(postgres_cluster: PostgresCluster,
                 other_host: dict[str, str]) -> Iterator[PostgresCluster]:
     """A second throwaway server that also listens on the veth's address (trust for its
     subnet), with no setting of its own for idle transactions: the store's sessions bring one."""
+    with _listening(postgres_cluster, [other_host]) as cluster:
+        yield cluster
+
+
+@contextlib.contextmanager
+def _listening(postgres_cluster: PostgresCluster,
+               hosts: list[dict[str, str]]) -> Iterator[PostgresCluster]:
+    """A throwaway server listening on the veth address of each of ``hosts`` (trust for their
+    subnets), beside the unix socket."""
     cls = type(postgres_cluster)
     base = tempfile.mkdtemp(prefix="refsched-pgnet-")
     cluster = cls(base)
     try:
         cluster.init()
         with (cluster.datadir / "postgresql.conf").open("a") as f:
-            f.write("\n# tests/durable/test_postgres_faults.py: a worker on another host\n"
-                    f"listen_addresses = '{other_host['server']}'\n")
+            f.write("\n# tests/durable/test_postgres_faults.py: workers on other hosts\n"
+                    f"listen_addresses = '{','.join(h['server'] for h in hosts)}'\n"
+                    # sixteen workers, each with a connection pool, and the test's own
+                    "max_connections = 200\n")
         with (cluster.datadir / "pg_hba.conf").open("a") as f:
-            f.write(f"host all all {other_host['subnet']} trust\n")
+            for host in hosts:
+                f.write(f"host all all {host['subnet']} trust\n")
         cluster.start()
         yield cluster
     finally:
@@ -580,3 +607,66 @@ def test_a_worker_cut_off_inside_a_step_holds_the_store_lock_until_the_server_en
     print(f"\nthe store's writers waited {freed_after:.2f} s behind the client cut off inside "
           "its step (the store's idle_in_transaction_session_timeout is 10 s)")
     db.release()
+
+
+# -- 6. sixteen workers on two other hosts, one host cut off mid-run ---------------------------
+
+def test_sixteen_workers_on_two_hosts_one_cut_off_mid_run_end_each_version_once(
+        postgres_cluster: PostgresCluster, two_hosts: list[dict[str, str]], tmp_path: Path,
+        workers: list[subprocess.Popen[str]]) -> None:
+    n_tasks, per_host = 320, 8
+    with _listening(postgres_cluster, two_hosts) as cluster:
+        local_url = cluster.create_database("twohosts")
+        log = tmp_path / "log"
+        log.touch()
+        log.chmod(0o666)
+        db = DurableScheduler(local_url, max_concurrency=16, record=True)
+        db.submit_many([{"id": f"t{i:03d}", "fn": f"{JOBS}:work",
+                         "args": {"task": f"t{i:03d}", "log": str(log), "seconds": 0.3}}
+                        for i in range(n_tasks)])
+        db.start()
+        hosts: dict[str, list[subprocess.Popen[str]]] = {"h0": [], "h1": []}
+        for name, host in zip(hosts, two_hosts, strict=True):
+            url = f"postgresql://postgres@{host['server']}:5432/twohosts?connect_timeout=5"
+            for k in range(per_host):
+                worker = start_worker(url, "--lease", "2", "--until-done", name=f"{name}w{k}",
+                                      prefix=("ip", "netns", "exec", host["ns"]))
+                hosts[name].append(worker)
+                workers.append(worker)
+
+        def holders() -> set[str]:
+            return {v.holder[:2] for v in db.view().versions
+                    if v.state is TaskState.RUNNING and v.holder is not None}
+        # both hosts at work, and a part of the work done
+        wait_for(lambda: holders() == {"h0", "h1"} and db.stats().succeeded >= n_tasks // 8,
+                 timeout=120, what="both hosts running versions")
+        _ip("link", "set", two_hosts[1]["link"], "down")  # h1's cable is cut: only silence
+        cut_at = time.time()
+        held_at_cut = {v.task_id for v in db.view().versions
+                       if v.state is TaskState.RUNNING and (v.holder or "").startswith("h1")}
+        # h0's workers take over h1's versions once their leases run out, and finish all
+        outcomes = [finish(p, timeout=240) for p in hosts["h0"]]
+        assert [code for code, _ in outcomes] == [0] * per_host, "".join(e for _, e in outcomes)
+        done_after = time.time() - cut_at
+        _ip("link", "set", two_hosts[1]["link"], "up")  # h1 hears again: its reports refused
+        outcomes = [finish(p, timeout=240) for p in hosts["h1"]]
+        assert [code for code, _ in outcomes] == [0] * per_host, "".join(e for _, e in outcomes)
+        assert db.stats().succeeded == n_tasks
+        ended = accepted_ends(db)
+        assert len(ended) == n_tasks and set(ended.values()) == {1}, "a version ended twice"
+        claims = claims_per_version(db)  # every step of the history checked against the spec
+        first = {t: c[0] for t, c in claims.items()}
+        assert set(first) == {f"t{i:03d}" for i in range(n_tasks)}
+        assert all(action == "Claim" for action, _ in first.values())
+        assert all(sum(1 for action, _ in c if action == "Claim") == 1 for c in claims.values())
+        # the cut mattered: h1's versions were taken over by h0, each after its lease expired
+        taken_over = {t for t, c in claims.items()
+                      if c[0][1].startswith("h1") and any(a == "Reclaim" and w.startswith("h0")
+                                                          for a, w in c)}
+        assert held_at_cut and taken_over, (held_at_cut, taken_over)
+        db.check_invariants()
+        per_host_claims = collections.Counter(w[:2] for c in claims.values() for _, w in c)
+        print(f"\n{n_tasks} versions on 16 workers of two hosts; h1 cut off holding "
+              f"{len(held_at_cut)}, {len(taken_over)} taken over by h0; h0 done "
+              f"{done_after:.1f} s after the cut; claims per host {dict(per_host_claims)}")
+        db.release()
