@@ -288,6 +288,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             self.counts = Counts()  # what stats() must count, from the model's steps
             self.refusals: Counter[str] = Counter()  # refused and repeated reports, cycles
             self.signals = DurableSignalLedger() if signals else None
+            self.clock = 0.0  # the store's virtual clock: the seconds of every tick() so far
             # (task, generation) of each claimed version with optional deps -> how they had
             # ended at its first claim, which its input summary keeps from then on
             self.inputs: dict[tuple[Hashable, int], dict[Hashable, Any]] = {}
@@ -340,7 +341,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                     self.signals.step(
                         step.action, step.param_map, before.scheduler, self.model.scheduler,
                         next(labelled, None) if step.action in ("Submit", "SubmitOptional")
-                        else None)
+                        else None, self.clock)
                 if step.action not in _UNRECORDED:
                     self.expected.append(as_recorded(step, before, self.model))
                 ledger.actions[step.action] += 1
@@ -896,6 +897,8 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
         @rule()
         def tick(self) -> None:
             got = self.call("tick(1)", lambda: self.db.tick(1))
+            if got[1] is None:
+                self.clock += 1
             if ACTIONS["Tick"].enabled(self.model, limits=self.limits):
                 self.take([Step("Tick", ())])
             else:
