@@ -7,15 +7,21 @@
   many threads: the cost of durability;
 - claims: claims per second of the store, one process claiming and completing in a loop.
 
-On PostgreSQL (one server for both sides: a throwaway cluster of tests/pgserver.py, or the server
-whose base URL REFSCHED_BENCH_POSTGRES gives), each run in a database of its own:
+On PostgreSQL (one server for every contender: a throwaway cluster of tests/pgserver.py, or the
+server whose base URL REFSCHED_BENCH_POSTGRES gives), each run in a database of its own:
 
-- flat: the same N no-op tasks, refsched's PostgreSQL store with ``refsched worker`` against
-  Procrastinate (bench/procrastinate_tasks.py, a ``PsycopgConnector``) with 4
-  ``procrastinate worker`` processes of ``--concurrency 1``; both clocks stop when the bench
-  process, polling the store, sees the last job done;
-- dag: the layered DAG through 4 ``refsched worker`` processes against the in-memory Runner;
-- claims: claims per second over a whole run of 16 processes claiming 8 at a time and completing.
+- flat: the same N no-op jobs through 4 worker processes running 4 at once each: refsched's
+  PostgreSQL store with ``refsched worker --concurrency 4`` against Procrastinate
+  (bench/procrastinate_tasks.py, ``procrastinate worker --concurrency 4``), PgQueuer
+  (bench/pgqueuer_tasks.py, ``max_concurrent_tasks=4``) and Graphile Worker
+  (bench/graphile/worker.js, ``concurrency: 4``), each completion written alone, and again with
+  each side's batching (refsched: ``--report-delay 0.01 --prefetch 4``; PgQueuer: dequeue and
+  completion-log batches of 2; Graphile Worker: a local queue of 5 and batched completions);
+  every clock stops when the bench process, polling the store, sees the last job done;
+- dag: the layered DAG through 4 ``refsched worker`` processes, on PostgreSQL and on SQLite,
+  against the in-memory Runner;
+- claims: claims per second over a whole run of 4, 8 or 16 processes claiming 8 at a time and
+  completing.
 
 Each contender starts its workers before the clock starts and stops them after it stops.
 """
