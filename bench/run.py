@@ -825,13 +825,15 @@ def _durable_postgres_section(results: Results) -> list[str]:
         "--app=procrastinate_tasks.app worker --concurrency 4` (LISTEN/NOTIFY on, its defaults "
         "otherwise; schema from `procrastinate schema --apply`); `noop.defer()` each job; done: "
         "`procrastinate_jobs` rows `succeeded`;",
-        f"- PgQueuer {env.get('pgqueuer', '?')}: `pgq run pgqueuer_tasks:main "
-        "--max-concurrent-tasks 4` (its per-process cap; schema from `pgq install`, durable "
-        f"tables), `--batch-size {durable.PGQUEUER_BATCH_EACH}` in the first row (each job "
-        "dequeued and its completion logged alone), `--batch-size "
-        f"{durable.PGQUEUER_BATCH_BATCHED}` in the batched row (jobs dequeued two at a time, "
-        "completions flushed every two or after 0.1 s: PgQueuer requires "
-        "`--max-concurrent-tasks` to be at least twice the batch size, so 2 is the largest batch "
+        f"- PgQueuer {env.get('pgqueuer', '?')}: `PgQueuer.run(batch_size=B, "
+        "max_concurrent_tasks=4)` in each process (`bench/pgqueuer_tasks.py`, the call `pgq run "
+        "pgqueuer_tasks:main --batch-size B --max-concurrent-tasks 4` makes: that command of "
+        "PgQueuer 1.6.0 exits at start-up in its log set-up; `max_concurrent_tasks` is its "
+        "per-process cap; schema from `pgq install`, durable tables), "
+        f"B = {durable.PGQUEUER_BATCH_EACH} in the first row (each job dequeued and its "
+        f"completion logged alone), B = {durable.PGQUEUER_BATCH_BATCHED} in the batched row (jobs "
+        "dequeued two at a time, completions flushed every two or after 0.1 s: PgQueuer requires "
+        "`max_concurrent_tasks` to be at least twice the batch size, so 2 is the largest batch "
         "that keeps 4 jobs at once per process); `SyncQueries.enqueue('noop', None)` each job; "
         "done: the `pgqueuer` table empty;",
         f"- Graphile Worker {env.get('graphile-worker', '?')} (Node.js, `bench/graphile`): "
@@ -937,7 +939,7 @@ def write_plot(results: Results, out: Path) -> bool:
 
 
 PEER_LABELS = {"procrastinate_flat": "Procrastinate, 4 worker processes",
-               "pgqueuer_flat": "PgQueuer, 4 pgq run processes",
+               "pgqueuer_flat": "PgQueuer, 4 worker processes",
                "graphile_flat": "Graphile Worker, 4 Node processes"}
 
 
@@ -947,7 +949,7 @@ def write_durable_plot(results: Results, out: Path) -> bool:
     flat = [c for c in results.comparisons
             if c.section == "durable-postgres" and c.ours == "durable_flat_postgres"
             and c.ratios]
-    if not flat and not results.postgres_claims_per_s:
+    if not flat and not results.postgres_claims_by_processes:
         return False
     try:
         import matplotlib
@@ -971,13 +973,19 @@ def write_durable_plot(results: Results, out: Path) -> bool:
         left.set_title(flat[0].workload)
         left.set_ylim(0, max(t for _, times in bars for t in times) * 1.45)  # room for the legend
         left.legend(fontsize="small", loc="upper left")
-    claims = results.postgres_claims_per_s
+    claims = results.postgres_claims_by_processes
     if claims:
-        right.bar(range(1, len(claims) + 1), claims, 0.5, color="tab:blue")
-        right.set_xticks(range(1, len(claims) + 1))
-        right.set_xlabel("round")
-        right.set_ylabel("claims per second")
-        right.set_title(f"{POSTGRES_CLAIMERS[-1]} processes claiming 8 at a time and completing")
+        processes = list(claims)
+        right.bar(range(len(processes)), [statistics.median(c) for c in claims.values()], 0.5,
+                  color="tab:blue")
+        right.errorbar(range(len(processes)), [statistics.median(c) for c in claims.values()],
+                       yerr=[[statistics.median(c) - min(c) for c in claims.values()],
+                             [max(c) - statistics.median(c) for c in claims.values()]],
+                       fmt="none", color="black", capsize=4)
+        right.set_xticks(range(len(processes)), processes)
+        right.set_xlabel("processes, each claiming 8 at a time and completing")
+        right.set_ylabel("claims per second (median; bars: range over rounds)")
+        right.set_title("The store's claims per second")
     fig.savefig(out / "durable-postgres.png", dpi=110)
     plt.close(fig)
     return True
