@@ -7,15 +7,21 @@
   many threads: the cost of durability;
 - claims: claims per second of the store, one process claiming and completing in a loop.
 
-On PostgreSQL (one server for both sides: a throwaway cluster of tests/pgserver.py, or the server
-whose base URL REFSCHED_BENCH_POSTGRES gives), each run in a database of its own:
+On PostgreSQL (one server for every contender: a throwaway cluster of tests/pgserver.py, or the
+server whose base URL REFSCHED_BENCH_POSTGRES gives), each run in a database of its own:
 
-- flat: the same N no-op tasks, refsched's PostgreSQL store with ``refsched worker`` against
-  Procrastinate (bench/procrastinate_tasks.py, a ``PsycopgConnector``) with 4
-  ``procrastinate worker`` processes of ``--concurrency 1``; both clocks stop when the bench
-  process, polling the store, sees the last job done;
-- dag: the layered DAG through 4 ``refsched worker`` processes against the in-memory Runner;
-- claims: claims per second over a whole run of 16 processes claiming 8 at a time and completing.
+- flat: the same N no-op jobs through 4 worker processes running 4 at once each: refsched's
+  PostgreSQL store with ``refsched worker --concurrency 4`` against Procrastinate
+  (bench/procrastinate_tasks.py, ``procrastinate worker --concurrency 4``), PgQueuer
+  (bench/pgqueuer_tasks.py, ``max_concurrent_tasks=4``) and Graphile Worker
+  (bench/graphile/worker.js, ``concurrency: 4``), each completion written alone, and again with
+  each side's batching (refsched: ``--report-delay 0.01 --prefetch 4``; PgQueuer: dequeue and
+  completion-log batches of 2; Graphile Worker: a local queue of 5 and batched completions);
+  every clock stops when the bench process, polling the store, sees the last job done;
+- dag: the layered DAG through 4 ``refsched worker`` processes, on PostgreSQL and on SQLite,
+  against the in-memory Runner;
+- claims: claims per second over a whole run of 4, 8 or 16 processes claiming 8 at a time and
+  completing.
 
 Each contender starts its workers before the clock starts and stops them after it stops.
 """
@@ -30,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -40,6 +46,11 @@ ROOT = HERE.parent
 NOOP = "refsched.durable.jobs:noop"
 POLL = 0.005  # how often the bench process asks a PostgreSQL store whether the last job is done
 ENV_POSTGRES = "REFSCHED_BENCH_POSTGRES"
+# The longest one run of a contender may take, from its first submit; past it the run fails with
+# TimeoutError (its row says so) instead of holding up the benchmark.
+RUN_TIMEOUT = 900.0
+# The longest worker processes may take to come up, or to exit once asked.
+START_TIMEOUT = 120.0
 
 
 def _wait_until(condition, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
@@ -103,17 +114,23 @@ def _through_workers(tasks: dict[str, list[str]], processes: int,
                 db.submit(t, deps, fn=NOOP)
         if not start_first:
             db.start()
+        end = time.monotonic() + RUN_TIMEOUT
         if server is None:
             for w in workers:
-                w.wait(1800)
-        elif not db.wait(1800, poll=POLL):
-            raise TimeoutError("the durable workers did not finish")
+                try:
+                    w.wait(max(0.1, end - time.monotonic()))
+                except subprocess.TimeoutExpired as e:
+                    raise TimeoutError(f"the durable workers did not finish {len(tasks)} tasks "
+                                       f"in {RUN_TIMEOUT:g} s") from e
+        elif not db.wait(RUN_TIMEOUT, poll=POLL):
+            raise TimeoutError(f"the durable workers did not finish {len(tasks)} tasks in "
+                               f"{RUN_TIMEOUT:g} s")
         elapsed = time.perf_counter() - began
         for w in workers:
             if start_first:
                 w.send_signal(signal.SIGTERM)
         for w in workers:
-            w.wait(60)
+            w.wait(START_TIMEOUT)
         assert db.stats().succeeded == len(tasks)
         return elapsed
     finally:
@@ -131,7 +148,17 @@ def durable_flat(n: int, processes: int = 4) -> float:
 
 
 def huey_flat(n: int, processes: int = 4) -> float:
-    """The same through Huey's SQLite storage and its process consumer."""
+    """The same through Huey's SQLite storage and its process consumer.
+
+    Huey's worker loses a task it has taken off the queue when its store answers "database is
+    locked" before the task runs (it logs "Unhandled error during execution of task"): that
+    task never runs and its result never comes. Its storage is given the busy timeout of
+    refsched's store (60 s, not its 5 s) so that it waits for the lock as refsched does, and the
+    wait for the results shares one deadline (RUN_TIMEOUT): a lost task fails the run with a
+    TimeoutError saying how many results are missing, instead of a wait of 600 s per result.
+    """
+    from huey.exceptions import HueyException
+
     folder = Path(tempfile.mkdtemp(prefix="refsched-bench-huey-"))
     env = {**os.environ, "HUEY_DB": str(folder / "huey.db"), "PYTHONPATH": str(HERE)}
     os.environ["HUEY_DB"] = env["HUEY_DB"]
@@ -140,24 +167,40 @@ def huey_flat(n: int, processes: int = 4) -> float:
 
     import huey_tasks
     huey_tasks = importlib.reload(huey_tasks)
+    # Its own process group: the consumer's worker processes are stopped with it.
     consumer = subprocess.Popen(
         [str(Path(sys.executable).parent / "huey_consumer"), "huey_tasks.huey", "-w",
          str(processes), "-k", "process", "-d", "0.01", "-m", "0.05", "-q"],
-        cwd=folder, env=env)
+        cwd=folder, env=env, start_new_session=True)
     try:
         time.sleep(1.0)
+        _check_alive([consumer], "Huey")
         began = time.perf_counter()
         results = [huey_tasks.noop() for _ in range(n)]
-        for r in results:
-            r.get(blocking=True, timeout=600)
+        end = time.monotonic() + RUN_TIMEOUT
+        for i, r in enumerate(results):
+            try:
+                r.get(blocking=True, timeout=max(0.1, end - time.monotonic()))
+            except HueyException as e:
+                missing = sum(1 for r in results[i:] if r.get() is None)
+                raise TimeoutError(f"{missing} of {n} Huey results missing after "
+                                   f"{RUN_TIMEOUT:g} s ({type(e).__name__})") from e
         return time.perf_counter() - began
     finally:
-        consumer.send_signal(signal.SIGINT)
-        try:
-            consumer.wait(30)
-        except subprocess.TimeoutExpired:
-            consumer.kill()
+        _stop_group(consumer)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _stop_group(leader: subprocess.Popen[Any]) -> None:
+    """SIGINT the process group ``leader`` heads (Huey's consumer stops gracefully on it), then
+    SIGKILL the group after 30 s; reap the leader."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(leader.pid, signal.SIGINT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        leader.wait(30)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(leader.pid, signal.SIGKILL)
+    leader.wait()
 
 
 def _layered(n: int, width: int = 100) -> dict[str, list[str]]:
@@ -306,21 +349,42 @@ class PostgresServer:
         with contextlib.suppress(Exception):
             self._query(self.base_url, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
-    def wait_for_clients(self, url: str, clients: int, timeout: float = 60.0) -> None:
+    def wait_for_clients(self, url: str, clients: int, timeout: float = START_TIMEOUT,
+                         workers: Sequence[subprocess.Popen[Any]] = ()) -> None:
         """Until ``clients`` other connections are open on ``url``'s database (the workers are up
-        and waiting for work), then a second more for them to settle into it."""
+        and waiting for work), then a second more for them to settle into it. One of ``workers``
+        exiting meanwhile fails the wait at once."""
         name = urlsplit(url).path.lstrip("/")
         sql = ("SELECT count(DISTINCT pid) FROM pg_stat_activity WHERE datname = %s "
                "AND backend_type = 'client backend' AND pid <> pg_backend_pid()")
-        _wait_until(lambda: self._query(self.base_url, sql, (name,))[0][0] >= clients, timeout)
+
+        def up() -> bool:
+            _check_alive(workers, "starting")
+            return bool(self._query(self.base_url, sql, (name,))[0][0] >= clients)
+
+        _wait_until(up, timeout)
         time.sleep(1.0)
 
 
-def durable_flat_postgres(server: PostgresServer, n: int, processes: int = 4) -> float:
-    """``n`` independent no-op tasks through ``processes`` ``refsched worker`` processes; the
-    store is started before the clock, so that each submit is claimable at once, as each of
-    Procrastinate's ``defer()`` calls is."""
-    return _through_workers({f"t{i}": [] for i in range(n)}, processes, server, start_first=True)
+# The worker options of the two flat PostgreSQL rows: every report its own transaction, or the
+# worker's batching (reports sent together within 10 ms, 4 claimed ahead into a local queue).
+EACH_REPORT = ("--report-delay", "0")
+BATCHED = ("--report-delay", "0.01", "--prefetch", "4")
+
+
+def durable_flat_postgres(server: PostgresServer, n: int, processes: int = 4,
+                          concurrency: int = 4, options: Sequence[str] = EACH_REPORT) -> float:
+    """``n`` independent no-op tasks through ``processes`` ``refsched worker --concurrency
+    concurrency`` processes with ``options``; the store is started before the clock, so that
+    each submit is claimable at once, as each of the peers' enqueues is."""
+    prefetch = int(options[options.index("--prefetch") + 1]) if "--prefetch" in options else 0
+    return _through_workers({f"t{i}": [] for i in range(n)}, processes, server, start_first=True,
+                            worker_args=("--concurrency", str(concurrency), *options),
+                            max_concurrency=processes * (concurrency + prefetch))
+
+
+def durable_flat_postgres_batched(server: PostgresServer, n: int) -> float:
+    return durable_flat_postgres(server, n, options=BATCHED)
 
 
 def durable_dag_postgres(server: PostgresServer, n: int, processes: int = 4) -> float:
@@ -329,10 +393,12 @@ def durable_dag_postgres(server: PostgresServer, n: int, processes: int = 4) -> 
     return _through_workers(_layered(n), processes, server, bulk=True)
 
 
-def procrastinate_flat(server: PostgresServer, n: int, processes: int = 4) -> float:
+def procrastinate_flat(server: PostgresServer, n: int, processes: int = 4,
+                       concurrency: int = 4) -> float:
     """``n`` no-op jobs through Procrastinate: ``noop.defer()`` each from a synchronously opened
-    app, ``processes`` ``procrastinate worker --concurrency 1`` processes (LISTEN/NOTIFY on, as
-    by default); the clock stops when the job table says the last one succeeded."""
+    app, ``processes`` ``procrastinate worker --concurrency concurrency`` processes
+    (LISTEN/NOTIFY on, as by default); the clock stops when the job table says the last one
+    succeeded."""
     import importlib
 
     import psycopg
@@ -348,28 +414,30 @@ def procrastinate_flat(server: PostgresServer, n: int, processes: int = 4) -> fl
     subprocess.run([*cli, "schema", "--apply"], env=env, cwd=HERE, check=True,
                    stdout=subprocess.DEVNULL)
     # Its CLI logs every job at INFO on stderr by default; that stays on, sent nowhere.
-    workers = [subprocess.Popen([*cli, "worker", "--concurrency", "1"], env=env, cwd=HERE,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers = [subprocess.Popen([*cli, "worker", "--concurrency", str(concurrency)], env=env,
+                                cwd=HERE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                for _ in range(processes)]
     watch = psycopg.connect(url, autocommit=True)
     done_sql = ("SELECT count(*) FILTER (WHERE status = 'succeeded'), "
                 "count(*) FILTER (WHERE status IN ('failed', 'cancelled', 'aborted')) "
                 "FROM procrastinate_jobs")
     try:
-        server.wait_for_clients(url, processes)
+        server.wait_for_clients(url, processes, workers=workers)
         with tasks.app.open():
             began = time.perf_counter()
             for _ in range(n):
                 tasks.noop.defer()
-            end = time.monotonic() + 1800
+            end = time.monotonic() + RUN_TIMEOUT
             while True:
                 succeeded, failed = watch.execute(done_sql).fetchone() or (0, 0)
                 if failed:
                     raise RuntimeError(f"{failed} Procrastinate jobs did not succeed")
                 if succeeded >= n:
                     break
+                _check_alive(workers, "Procrastinate")
                 if time.monotonic() > end:
-                    raise TimeoutError("the Procrastinate workers did not finish")
+                    raise TimeoutError(f"the Procrastinate workers did not finish {n} jobs in "
+                                       f"{RUN_TIMEOUT:g} s ({succeeded} done)")
                 time.sleep(POLL)
             elapsed = time.perf_counter() - began
         return elapsed
@@ -377,6 +445,157 @@ def procrastinate_flat(server: PostgresServer, n: int, processes: int = 4) -> fl
         watch.close()
         stop(workers)
         server.drop(url)
+
+
+def _drain_peer(server: PostgresServer, url: str, n: int, processes: int,
+                workers: list[subprocess.Popen[Any]], enqueue: Callable[[Any], None],
+                done_sql: str, name: str) -> float:
+    """Seconds from the first of ``n`` enqueues (``enqueue(connection)``, one statement each on
+    one autocommit connection) to the moment the bench process, polling the store every 5 ms,
+    sees ``done_sql`` (``(jobs left, jobs failed)``) give no job left. The ``workers`` are up and
+    connected before the clock; a worker that exits, a failed job or RUN_TIMEOUT fails the run."""
+    import psycopg
+
+    server.wait_for_clients(url, processes, workers=workers)
+    with psycopg.connect(url, autocommit=True) as conn, \
+            psycopg.connect(url, autocommit=True) as watch:
+        began = time.perf_counter()
+        for _ in range(n):
+            enqueue(conn)
+        end = time.monotonic() + RUN_TIMEOUT
+        while True:
+            left, failed = watch.execute(done_sql).fetchone() or (0, 0)
+            if failed:
+                raise RuntimeError(f"{failed} {name} jobs failed")
+            if not left:
+                return time.perf_counter() - began
+            _check_alive(workers, name)
+            if time.monotonic() > end:
+                raise TimeoutError(f"the {name} workers did not finish {n} jobs in "
+                                   f"{RUN_TIMEOUT:g} s ({left} left)")
+            time.sleep(POLL)
+
+
+def _check_alive(workers: Sequence[subprocess.Popen[Any]], name: str) -> None:
+    for w in workers:
+        if w.poll() is not None:
+            raise RuntimeError(f"a {name} worker process exited with status {w.returncode}")
+
+
+# PgQueuer: the most jobs a worker process runs at once (--max-concurrent-tasks, a hard cap
+# enforced by its dequeue query), and the batch sizes of its two rows. PgQueuer requires the cap
+# to be at least twice the batch size, so 4 at once allows batches of at most 2.
+PGQUEUER_BATCH_EACH = 1
+PGQUEUER_BATCH_BATCHED = 2
+
+
+def pgqueuer_flat(server: PostgresServer, n: int, processes: int = 4, concurrency: int = 4,
+                  batched: bool = False) -> float:
+    """``n`` no-op jobs through PgQueuer (bench/pgqueuer_tasks.py): ``processes`` processes of
+    ``PgQueuer.run(max_concurrent_tasks=concurrency)``; ``Queries.enqueue`` each job from the
+    bench process (``SyncQueries`` on a psycopg connection). Its completion log is flushed every
+    ``--batch-size`` completions or 0.1 s: ``--batch-size 1`` (each job fetched and its
+    completion written alone), or ``--batch-size 2`` when ``batched``."""
+    from pgqueuer.db import SyncPsycopgDriver
+    from pgqueuer.queries import SyncQueries
+
+    url = server.database("pgqueuer")
+    env = {**os.environ, "PGQUEUER_BENCH_DSN": url, "PYTHONPATH": str(HERE)}
+    pgq = str(Path(sys.executable).parent / "pgq")
+    batch = PGQUEUER_BATCH_BATCHED if batched else PGQUEUER_BATCH_EACH
+    workers: list[subprocess.Popen[Any]] = []
+    try:
+        subprocess.run([pgq, "--pg-dsn", url, "install"], env=env, cwd=HERE, check=True,
+                       stdout=subprocess.DEVNULL, timeout=120)
+        # ``pgq run pgqueuer_tasks:main --batch-size B --max-concurrent-tasks C``, as its module
+        # says; its stdout (a line per job at INFO) is sent nowhere.
+        workers = [subprocess.Popen([sys.executable, "pgqueuer_tasks.py", str(batch),
+                                     str(concurrency)],
+                                    env=env, cwd=HERE, stdout=subprocess.DEVNULL)
+                   for _ in range(processes)]
+
+        queries: dict[int, Any] = {}
+
+        def enqueue_cached(conn: Any) -> None:
+            q = queries.get(id(conn))
+            if q is None:
+                q = queries[id(conn)] = SyncQueries(SyncPsycopgDriver(conn))
+            q.enqueue("noop", None)
+
+        return _drain_peer(server, url, n, processes, workers, enqueue_cached,
+                           "SELECT (SELECT count(*) FROM pgqueuer), (SELECT count(*) FROM "
+                           "pgqueuer_log WHERE status IN ('exception', 'failed', 'canceled'))",
+                           "PgQueuer")
+    finally:
+        stop(workers)
+        server.drop(url)
+
+
+def pgqueuer_flat_batched(server: PostgresServer, n: int) -> float:
+    return pgqueuer_flat(server, n, batched=True)
+
+
+GRAPHILE = HERE / "graphile"
+
+
+def graphile_version() -> str:
+    """The Graphile Worker version bench/graphile/package.json pins."""
+    import json
+
+    pinned = json.loads((GRAPHILE / "package.json").read_text())
+    return str(pinned["dependencies"]["graphile-worker"])
+
+
+def ensure_graphile() -> None:
+    """Install Graphile Worker into bench/graphile (``npm ci``, from its package-lock.json) when
+    that folder has no node_modules; RuntimeError saying why it cannot."""
+    if (GRAPHILE / "node_modules" / "graphile-worker").is_dir():
+        return
+    npm, node = shutil.which("npm"), shutil.which("node")
+    if npm is None or node is None:
+        raise RuntimeError("Node.js and npm are needed for Graphile Worker")
+    try:
+        subprocess.run([npm, "ci", "--no-audit", "--no-fund"], cwd=GRAPHILE, check=True,
+                       stdout=subprocess.DEVNULL, timeout=600)
+    except (subprocess.SubprocessError, OSError) as e:
+        raise RuntimeError(f"npm ci in {GRAPHILE} failed: {e}") from e
+
+
+def graphile_flat(server: PostgresServer, n: int, processes: int = 4, concurrency: int = 4,
+                  batched: bool = False) -> float:
+    """``n`` no-op jobs through Graphile Worker (bench/graphile/worker.js): ``processes`` Node
+    processes of ``concurrency`` jobs each, its schema migrated first (``graphile-worker
+    --schema-only``); ``SELECT graphile_worker.add_job('noop')`` each job from the bench process
+    (its SQL API). Graphile Worker deletes a job once it succeeds: the clock stops when its job
+    table is empty. ``batched``: a local queue of ``concurrency + 1`` and completions batched
+    (``completeJobBatchDelay``/``failJobBatchDelay`` 0)."""
+    ensure_graphile()
+    url = server.database("graphile")
+    node = shutil.which("node") or "node"
+    cli = GRAPHILE / "node_modules" / "graphile-worker" / "dist" / "cli.js"
+    workers: list[subprocess.Popen[Any]] = []
+    try:
+        subprocess.run([node, str(cli), "--connection", url, "--schema-only"], cwd=GRAPHILE,
+                       check=True, stdout=subprocess.DEVNULL, timeout=120)
+        # It logs every job at INFO on stdout by default; that stays on, sent nowhere.
+        workers = [subprocess.Popen([node, "worker.js", url, str(concurrency),
+                                     "batched" if batched else "each"],
+                                    cwd=GRAPHILE, stdout=subprocess.DEVNULL)
+                   for _ in range(processes)]
+
+        def enqueue(conn: Any) -> None:
+            conn.execute("SELECT graphile_worker.add_job('noop')")
+
+        return _drain_peer(server, url, n, processes, workers, enqueue,
+                           "SELECT count(*), count(*) FILTER (WHERE last_error IS NOT NULL) "
+                           "FROM graphile_worker.jobs", "Graphile Worker")
+    finally:
+        stop(workers)
+        server.drop(url)
+
+
+def graphile_flat_batched(server: PostgresServer, n: int) -> float:
+    return graphile_flat(server, n, batched=True)
 
 
 def stop(workers: Sequence[subprocess.Popen[Any]]) -> None:

@@ -4,7 +4,9 @@ import os
 
 from huey import SqliteHuey
 
-huey = SqliteHuey(filename=os.environ.get("HUEY_DB", "huey.db"))
+# The busy timeout of refsched's SQLite store (60 s; Huey's default is 5 s): each side waits as
+# long for the other processes' write locks.
+huey = SqliteHuey(filename=os.environ.get("HUEY_DB", "huey.db"), timeout=60)
 
 
 @huey.task()

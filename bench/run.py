@@ -4,7 +4,13 @@
 
 (the sections durable and durable-postgres too; durable-postgres starts a throwaway PostgreSQL
 server of tests/pgserver.py, or uses the one whose base URL REFSCHED_BENCH_POSTGRES gives, and is
-skipped when there is none).
+skipped when there is none; its peers are Procrastinate and PgQueuer, from `pip install -e
+".[bench]"`, and Graphile Worker, which it installs into bench/graphile with `npm ci` when that
+folder has no node_modules).
+
+The durable sections' contenders run worker processes; each run has a deadline
+(bench/durable.py RUN_TIMEOUT), and a run that fails or passes it ends its row's rounds, the
+row saying why, so that a run of the benchmark always ends.
 
 Every contender gets the same graph objects (bench/graphs.py: fixed seeds) in one process. The
 contenders of a comparison run interleaved, round after round, their order rotated each round,
@@ -30,6 +36,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 import tracemalloc
@@ -61,6 +68,7 @@ class Comparison:
     ours_s: list[float]
     peer_s: list[float]
     target: float | None = None  # the ratio ours / peer must not exceed this
+    failed: str = ""  # why a run of the row failed (its times then stop there)
 
     @property
     def ratios(self) -> list[float]:
@@ -136,9 +144,13 @@ class Results:
     # The durable store on PostgreSQL: claims/s of 16 processes over a whole run, the server it
     # ran on, or why the section was skipped.
     postgres_claims_per_s: list[float] = field(default_factory=list)
+    # The same with 4, 8 and 16 processes (keys: the number of processes), and why one failed.
+    postgres_claims_by_processes: dict[str, list[float]] = field(default_factory=dict)
+    postgres_claims_failed: dict[str, str] = field(default_factory=dict)
     postgres_server: str = ""
     postgres_skipped: str = ""
     sections: list[str] = field(default_factory=list)  # as given to --only, for the report
+    durable_rounds: int | None = None  # as given to --durable-rounds, for the report
 
 
 # -- measuring -----------------------------------------------------------------------------
@@ -377,36 +389,67 @@ def run_durable(results: Results, flat: int, dag: int, rounds: int) -> None:
           f"{statistics.median(results.claims_per_s):,.0f}", flush=True)
 
 
+# What a run of a contender that starts processes may raise for a reason of its own (a timeout,
+# a worker that exited, a failed job, a tool missing): the row records it and the run goes on.
+RUN_FAILURES = (TimeoutError, RuntimeError, OSError, AssertionError, subprocess.SubprocessError)
+
+Timed = Callable[[int], float]
+
+
 def _alternate(results: Results, section: str,
-               rows: Sequence[tuple[str, int, Callable[[int], float], Callable[[int], float],
-                                    float | None]],
+               rows: Sequence[tuple[str, int, Timed, Timed | Sequence[Timed], float | None]],
                rounds: int) -> None:
-    """Each row's two contenders, ``rounds`` times, the order alternating; each returns the
-    seconds it measured itself."""
-    for workload, n, ours, peer, target in rows:
-        ours_s: list[float] = []
-        peer_s: list[float] = []
+    """Each row's contenders, ``rounds`` times, the order rotated each round; each returns the
+    seconds it measured itself. A row of several peers gives one comparison per peer, of the
+    rounds both ran. A peer whose run fails sits out the later rounds, and its comparison says
+    why; ours failing ends the row's rounds."""
+    for workload, n, ours, peers, target in rows:
+        peers = [peers] if callable(peers) else list(peers)
+        fns = [ours, *peers]
+        paired: list[tuple[list[float], list[float]]] = [([], []) for _ in peers]
+        failed = ["" for _ in fns]
         for r in range(rounds):
-            turns = [(ours, ours_s), (peer, peer_s)]
-            for fn, into in turns if r % 2 == 0 else turns[::-1]:
-                into.append(fn(n))
-        row = Comparison(section, workload, n, 0, ours.__name__, peer.__name__, ours_s,
-                         peer_s, target)
-        results.comparisons.append(row)
-        print(f"  {workload:<30} {row.ours} / {row.peer}: {row.ratio:.2f} "
-              f"[{min(row.ratios):.2f}-{max(row.ratios):.2f}] (median "
-              f"{statistics.median(ours_s):.2f}s vs {statistics.median(peer_s):.2f}s)",
-              flush=True)
+            got: dict[int, float] = {}
+            for i in range(len(fns)):
+                k = (i + r) % len(fns)
+                if failed[k]:
+                    continue
+                try:
+                    got[k] = fns[k](n)
+                except RUN_FAILURES as e:
+                    failed[k] = f"{type(e).__name__}: {e}".splitlines()[0]
+                    print(f"  {workload}: round {r + 1}: {fns[k].__name__} failed: {failed[k]}",
+                          flush=True)
+            if 0 in got:
+                for k in got.keys() - {0}:
+                    paired[k - 1][0].append(got[0])
+                    paired[k - 1][1].append(got[k])
+            if failed[0]:
+                break
+        for i, peer in enumerate(peers):
+            why = "; ".join(f"{fns[k].__name__}: {failed[k]}" for k in (0, i + 1) if failed[k])
+            row = Comparison(section, workload, n, 0, ours.__name__, peer.__name__,
+                             paired[i][0], paired[i][1], target, why)
+            results.comparisons.append(row)
+            if not row.ratios:
+                print(f"  {workload:<30} {row.ours} / {row.peer}: failed ({why})", flush=True)
+                continue
+            print(f"  {workload:<30} {row.ours} / {row.peer}: {row.ratio:.2f} "
+                  f"[{min(row.ratios):.2f}-{max(row.ratios):.2f}] (median "
+                  f"{statistics.median(row.ours_s):.2f}s vs "
+                  f"{statistics.median(row.peer_s):.2f}s)", flush=True)
 
 
-POSTGRES_CLAIMERS = 16
+POSTGRES_CLAIMERS = (4, 8, 16)  # the claims/s rows' numbers of processes
 
 
 def run_durable_postgres(results: Results, flat: int, dag: int, claims: int,
                          rounds: int, dag_rounds: int) -> None:
-    """The durable store on PostgreSQL against Procrastinate (flat), against the in-memory
-    Runner (a DAG), and its claims/s with 16 processes; all on one PostgreSQL server, started
-    here (tests/pgserver.py) unless REFSCHED_BENCH_POSTGRES names one. No server: skipped."""
+    """The durable store on PostgreSQL against Procrastinate, PgQueuer and Graphile Worker (flat,
+    each report alone and batched), a layered DAG on PostgreSQL and on SQLite against the
+    in-memory Runner, and its claims/s with 4, 8 and 16 processes; all on one PostgreSQL server,
+    started here (tests/pgserver.py) unless REFSCHED_BENCH_POSTGRES names one. No server:
+    skipped."""
     try:
         server = durable.PostgresServer.up()
     except RuntimeError as e:
@@ -415,34 +458,77 @@ def run_durable_postgres(results: Results, flat: int, dag: int, claims: int,
         return
     try:
         results.postgres_server = server.describe()
-        print(f"durable-postgres: {results.postgres_server}; 4 worker processes; {rounds} rounds, "
-              "order alternating", flush=True)
+        results.environment.update(peer_versions())
+        print(f"durable-postgres: {results.postgres_server}; 4 worker processes x 4; {rounds} "
+              "rounds, order rotated", flush=True)
 
+        # Named as the report shows them.
         def durable_flat_postgres(n: int) -> float:
             return durable.durable_flat_postgres(server, n)
+
+        def durable_flat_postgres_batched(n: int) -> float:
+            return durable.durable_flat_postgres_batched(server, n)
 
         def procrastinate_flat(n: int) -> float:
             return durable.procrastinate_flat(server, n)
 
+        def pgqueuer_flat(n: int) -> float:
+            return durable.pgqueuer_flat(server, n)
+
+        def pgqueuer_flat_batched(n: int) -> float:
+            return durable.pgqueuer_flat_batched(server, n)
+
+        def graphile_flat(n: int) -> float:
+            return durable.graphile_flat(server, n)
+
+        def graphile_flat_batched(n: int) -> float:
+            return durable.graphile_flat_batched(server, n)
+
         def durable_dag_postgres(n: int) -> float:
             return durable.durable_dag_postgres(server, n)
 
-        _alternate(results, "durable-postgres", [(f"flat, {flat:,} no-op tasks", flat,
-                                                   durable_flat_postgres, procrastinate_flat,
-                                                   1.0)], rounds)
+        _alternate(results, "durable-postgres", [
+            (f"flat, {flat:,} no-op jobs, each completion alone", flat, durable_flat_postgres,
+             [procrastinate_flat, pgqueuer_flat, graphile_flat], 1.0),
+            (f"flat, {flat:,} no-op jobs, batched", flat, durable_flat_postgres_batched,
+             [pgqueuer_flat_batched, graphile_flat_batched], 1.0)], rounds)
         # A 10,000-task DAG takes minutes through this store on 2 shared cores: fewer rounds.
-        _alternate(results, "durable-postgres", [(f"layered DAG, {dag:,} tasks", dag,
-                                                   durable_dag_postgres, durable.runner_dag,
-                                                   None)], dag_rounds)
-        results.postgres_claims_per_s = [
-            durable.claims_per_second_postgres(server, claims, POSTGRES_CLAIMERS)
-            for _ in range(rounds)]
-        print(f"  claims/s, {POSTGRES_CLAIMERS} processes claiming 8 at a time and completing, "
-              f"{claims:,} tasks: {statistics.median(results.postgres_claims_per_s):,.0f} "
-              f"[{min(results.postgres_claims_per_s):,.0f}-"
-              f"{max(results.postgres_claims_per_s):,.0f}]", flush=True)
+        _alternate(results, "durable-postgres", [
+            (f"layered DAG, {dag:,} tasks, PostgreSQL", dag, durable_dag_postgres,
+             durable.runner_dag, None),
+            (f"layered DAG, {dag:,} tasks, SQLite", dag, durable.durable_dag,
+             durable.runner_dag, None)], dag_rounds)
+        for processes in POSTGRES_CLAIMERS:
+            try:
+                got = [durable.claims_per_second_postgres(server, claims, processes)
+                       for _ in range(rounds)]
+            except RUN_FAILURES as e:
+                results.postgres_claims_failed[str(processes)] = str(e).splitlines()[0]
+                print(f"  claims/s, {processes} processes: failed: {e}", flush=True)
+                continue
+            results.postgres_claims_by_processes[str(processes)] = got
+            print(f"  claims/s, {processes} processes claiming 8 at a time and completing, "
+                  f"{claims:,} tasks: {statistics.median(got):,.0f} "
+                  f"[{min(got):,.0f}-{max(got):,.0f}]", flush=True)
+        results.postgres_claims_per_s = results.postgres_claims_by_processes.get(
+            str(POSTGRES_CLAIMERS[-1]), [])
     finally:
         server.down()
+
+
+def peer_versions() -> dict[str, str]:
+    """The versions of the PostgreSQL section's peers, as installed (Graphile Worker: as pinned
+    in bench/graphile/package.json)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in ("procrastinate", "pgqueuer"):
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "not installed"
+    found["graphile-worker"] = durable.graphile_version()
+    return found
 
 
 # -- the report ----------------------------------------------------------------------------
@@ -465,11 +551,16 @@ def _comparison_table(rows: Sequence[Comparison]) -> list[str]:
         "|---|---|--:|--:|---|--:|--:|--:|--:|---|",
     ]
     for r in rows:
+        if not r.ratios:
+            lines.append(f"| {r.workload} | `{r.ours}` | | | `{r.peer}` | | | failed: "
+                         f"{r.failed} | 0 | |")
+            continue
         lines.append(
             f"| {r.workload} | `{r.ours}` | {_s(min(r.ours_s))} | "
             f"{_s(statistics.median(r.ours_s))} | `{r.peer}` | {_s(min(r.peer_s))} | "
             f"{_s(statistics.median(r.peer_s))} | **{r.ratio:.2f}** "
-            f"[{min(r.ratios):.2f}-{max(r.ratios):.2f}] | {len(r.ratios)} | {_verdict(r)} |")
+            f"[{min(r.ratios):.2f}-{max(r.ratios):.2f}] | {len(r.ratios)} | {_verdict(r)}"
+            f"{'; a round failed: ' + r.failed if r.failed else ''} |")
     return lines
 
 
@@ -555,7 +646,8 @@ def write_markdown(results: Results, out: Path) -> None:
 
 def _command(results: Results) -> str:
     only = "" if set(results.sections) == set(SECTIONS) else f" --only {','.join(results.sections)}"
-    return f"python bench/run.py{' --quick' if results.quick else ''}{only}"
+    rounds = f" --durable-rounds {results.durable_rounds}" if results.durable_rounds else ""
+    return f"python bench/run.py{' --quick' if results.quick else ''}{only}{rounds}"
 
 
 def _header(results: Results) -> list[str]:
@@ -706,32 +798,68 @@ def _durable_section(results: Results) -> list[str]:
 def _durable_postgres_section(results: Results) -> list[str]:
     if "durable-postgres" not in results.sections:
         return []
-    title = ("## Durable scheduler on PostgreSQL: `DurableScheduler` against Procrastinate, and "
-             "against the in-memory `Runner`")
+    title = ("## Durable scheduler on PostgreSQL: `DurableScheduler` against Procrastinate, "
+             "PgQueuer and Graphile Worker, and against the in-memory `Runner`")
     if results.postgres_skipped:
         return [title, "", f"Skipped: {results.postgres_skipped}.", ""]
-    claims = results.postgres_claims_per_s
+    env = results.environment
+    claims = [
+        f"| {p} | **{statistics.median(got):,.0f}** | {min(got):,.0f}-{max(got):,.0f} |"
+        for p, got in results.postgres_claims_by_processes.items()]
+    claims += [f"| {p} | failed: {why} | |" for p, why in results.postgres_claims_failed.items()]
     return _comparison_section(
         results, "durable-postgres", title,
-        f"One server for both sides: {results.postgres_server}; each run in a fresh database. "
-        "Four worker processes each side, started before the clock: `refsched worker` "
-        "(`--until-done` in the DAG row) against `procrastinate "
-        "--app=procrastinate_tasks.app worker "
-        "--concurrency 1` (four processes of one job each, LISTEN/NOTIFY on, its defaults "
-        "otherwise; its schema applied to its database with `procrastinate schema --apply`). "
-        "A time runs from the first submit (`noop.defer()`) to the moment the bench process, "
-        "polling the store (the `procrastinate_jobs` table) every 5 ms, sees the last job done. "
-        "refsched's store is started before the clock in the flat row, so that each submit is "
-        "claimable at once, as a deferred job is; the DAG row submits every task, then starts, "
-        "as the SQLite row does, against `Runner(4)` in memory. Workloads: `bench/durable.py`, "
-        "`bench/procrastinate_tasks.py`.",
+        f"One server for every contender: {results.postgres_server}; each run in a fresh "
+        "database. Four worker processes each, started (and seen connected) before the clock, "
+        "each running 4 jobs at once; each job is a no-op. A flat time runs from the first "
+        "enqueue (one statement each, autocommit, from the bench process) to the moment the "
+        "bench process, polling the store every 5 ms, sees the last job done; refsched's store is "
+        "started before the clock, so that each submit is claimable at once, as an enqueued job "
+        "is. The contenders:",
+        "",
+        "- refsched: `refsched worker --concurrency 4`, with `--report-delay 0` (each completion "
+        "its own transaction) in the first flat row, `--report-delay 0.01 --prefetch 4` (reports "
+        "batched within 10 ms, 4 claimed ahead) in the batched row; `DurableScheduler.submit()` "
+        "each task;",
+        f"- Procrastinate {env.get('procrastinate', '?')}: `procrastinate "
+        "--app=procrastinate_tasks.app worker --concurrency 4` (LISTEN/NOTIFY on, its defaults "
+        "otherwise; schema from `procrastinate schema --apply`); `noop.defer()` each job; done: "
+        "`procrastinate_jobs` rows `succeeded`;",
+        f"- PgQueuer {env.get('pgqueuer', '?')}: `PgQueuer.run(batch_size=B, "
+        "max_concurrent_tasks=4)` in each process (`bench/pgqueuer_tasks.py`, the call `pgq run "
+        "pgqueuer_tasks:main --batch-size B --max-concurrent-tasks 4` makes: that command of "
+        "PgQueuer 1.6.0 exits at start-up in its log set-up; `max_concurrent_tasks` is its "
+        "per-process cap; schema from `pgq install`, durable tables), "
+        f"B = {durable.PGQUEUER_BATCH_EACH} in the first row (each job dequeued and its "
+        f"completion logged alone), B = {durable.PGQUEUER_BATCH_BATCHED} in the batched row (jobs "
+        "dequeued two at a time, completions flushed every two or after 0.1 s: PgQueuer requires "
+        "`max_concurrent_tasks` to be at least twice the batch size, so 2 is the largest batch "
+        "that keeps 4 jobs at once per process); `SyncQueries.enqueue('noop', None)` each job; "
+        "done: the `pgqueuer` table empty;",
+        f"- Graphile Worker {env.get('graphile-worker', '?')} (Node.js, `bench/graphile`): "
+        "`run({concurrency: 4})` in each process, `pollInterval` at its default 2 s (LISTEN/NOTIFY "
+        "wakes the workers), in the batched row `localQueue: {size: 5}` (concurrency + 1, as its "
+        "docs suggest) and `completeJobBatchDelay: 0`, `failJobBatchDelay: 0` (completions of "
+        "the same tick sent in one statement); schema from `graphile-worker --schema-only`; "
+        "`SELECT graphile_worker.add_job('noop')` each job; done: `graphile_worker.jobs` empty "
+        "(a job that succeeds is deleted).",
+        "",
+        "The DAG rows submit the layered DAG (each task depends on two of the layer before) with "
+        "one `submit_many()`, then start, through 4 `refsched worker --until-done` processes (one "
+        "function at a time each), on PostgreSQL and on SQLite, against `Runner(4)` in memory. "
+        "A run that fails or passes its time limit (`durable.RUN_TIMEOUT`) ends its row's rounds "
+        "and the row says why. Workloads: `bench/durable.py`, `bench/procrastinate_tasks.py`, "
+        "`bench/pgqueuer_tasks.py`, `bench/graphile/worker.js`.",
         after=[
-            f"Claims per second of the store, {POSTGRES_CLAIMERS} processes each claiming 8 at a "
-            "time and completing each until a claim comes back empty, over the whole run: "
-            f"**{statistics.median(claims):,.0f}** (median; "
-            f"[{min(claims):,.0f}-{max(claims):,.0f}]).",
+            "Claims per second of the store, N processes each claiming 8 at a time and "
+            "completing each until a claim comes back empty, over the whole run (median over "
+            "the rounds, and the range):",
             "",
-            "![the flat row by round, and claims per second](durable-postgres.png)",
+            "| processes | claims/s | range |",
+            "|--:|--:|--:|",
+            *claims,
+            "",
+            "![the first flat row by round, and claims per second](durable-postgres.png)",
             "",
         ])
 
@@ -810,12 +938,18 @@ def write_plot(results: Results, out: Path) -> bool:
     return True
 
 
+PEER_LABELS = {"procrastinate_flat": "Procrastinate, 4 worker processes",
+               "pgqueuer_flat": "PgQueuer, 4 worker processes",
+               "graphile_flat": "Graphile Worker, 4 Node processes"}
+
+
 def write_durable_plot(results: Results, out: Path) -> bool:
     """durable-postgres.png: the flat row's time in each round, both sides, and the claims per
     second of each claims round."""
     flat = [c for c in results.comparisons
-            if c.section == "durable-postgres" and c.peer == "procrastinate_flat"]
-    if not flat and not results.postgres_claims_per_s:
+            if c.section == "durable-postgres" and c.ours == "durable_flat_postgres"
+            and c.ratios]
+    if not flat and not results.postgres_claims_by_processes:
         return False
     try:
         import matplotlib
@@ -826,25 +960,32 @@ def write_durable_plot(results: Results, out: Path) -> bool:
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), constrained_layout=True)
     if flat:
-        row = flat[0]
-        rounds = range(1, len(row.ours_s) + 1)
-        left.bar([r - 0.2 for r in rounds], row.ours_s, 0.4, color="tab:blue",
-                 label="refsched DurableScheduler, 4 refsched worker processes")
-        left.bar([r + 0.2 for r in rounds], row.peer_s, 0.4, color="tab:orange",
-                 label="Procrastinate, 4 worker processes")
+        rounds = range(1, len(flat[0].ours_s) + 1)
+        bars = [("refsched, 4 refsched worker processes", flat[0].ours_s)]
+        bars += [(PEER_LABELS.get(row.peer, row.peer), row.peer_s) for row in flat]
+        width = 0.8 / len(bars)
+        for i, (label, times) in enumerate(bars):
+            left.bar([r - 0.4 + width * (i + 0.5) for r in rounds[:len(times)]], times, width,
+                     label=label)
         left.set_xticks(list(rounds))
         left.set_xlabel("round (contenders interleaved)")
-        left.set_ylabel("seconds, first submit to last job done")
-        left.set_title(f"{row.workload}: median ratio {row.ratio:.2f}")
-        left.set_ylim(0, max(row.ours_s + row.peer_s) * 1.35)  # room for the legend
+        left.set_ylabel("seconds, first enqueue to last job done")
+        left.set_title(flat[0].workload)
+        left.set_ylim(0, max(t for _, times in bars for t in times) * 1.45)  # room for the legend
         left.legend(fontsize="small", loc="upper left")
-    claims = results.postgres_claims_per_s
+    claims = results.postgres_claims_by_processes
     if claims:
-        right.bar(range(1, len(claims) + 1), claims, 0.5, color="tab:blue")
-        right.set_xticks(range(1, len(claims) + 1))
-        right.set_xlabel("round")
-        right.set_ylabel("claims per second")
-        right.set_title(f"{POSTGRES_CLAIMERS} processes claiming 8 at a time and completing")
+        processes = list(claims)
+        right.bar(range(len(processes)), [statistics.median(c) for c in claims.values()], 0.5,
+                  color="tab:blue")
+        right.errorbar(range(len(processes)), [statistics.median(c) for c in claims.values()],
+                       yerr=[[statistics.median(c) - min(c) for c in claims.values()],
+                             [max(c) - statistics.median(c) for c in claims.values()]],
+                       fmt="none", color="black", capsize=4)
+        right.set_xticks(range(len(processes)), processes)
+        right.set_xlabel("processes, each claiming 8 at a time and completing")
+        right.set_ylabel("claims per second (median; bars: range over rounds)")
+        right.set_title("The store's claims per second")
     fig.savefig(out / "durable-postgres.png", dpi=110)
     plt.close(fig)
     return True
@@ -889,6 +1030,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "prints its report and writes nothing without --out)")
     parser.add_argument("--only", default=",".join(SECTIONS),
                         help="comma-separated sections to run (default: all)")
+    parser.add_argument("--durable-rounds", type=int, default=None, metavar="N",
+                        help="rounds of the durable sections' rows (default 3, 1 with --quick; "
+                             "their DAG rows take one round)")
     args = parser.parse_args(argv)
     sections = list(dict.fromkeys(args.only.split(",")))
     unknown = set(sections) - set(SECTIONS)
@@ -901,7 +1045,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         out.mkdir(parents=True, exist_ok=True)
     quick = bool(args.quick)
-    results = Results(quick, environment(), sections=sections)
+    results = Results(quick, environment(), sections=sections,
+                      durable_rounds=args.durable_rounds)
     started = time.perf_counter()
     if quick:
         sizes, others, memory_sizes = [1_000, 10_000, 100_000], 100_000, [100_000]
@@ -925,11 +1070,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_pool(results, 20_000 if quick else pool.FLAT_SUBMISSIONS,
                  12 if quick else pool.TREE_DEPTH, 3 if quick else pool.ROUNDS,
                  2.0 if quick else pool.HANG_TIMEOUT)
+    durable_rounds = args.durable_rounds or (1 if quick else 3)
     if "durable" in sections:
-        run_durable(results, 2_000, 2_000 if quick else 10_000, 1 if quick else 3)
+        run_durable(results, 2_000, 2_000 if quick else 10_000, durable_rounds)
     if "durable-postgres" in sections:
-        run_durable_postgres(results, 2_000, 2_000 if quick else 10_000,
-                             2_000 if quick else 5_000, 1 if quick else 3, 1)
+        run_durable_postgres(results, 2_000 if quick else 10_000, 2_000 if quick else 10_000,
+                             2_000 if quick else 5_000, durable_rounds, 1)
     results.environment["load_after"] = " / ".join(f"{x:.2f}" for x in os.getloadavg())
     if out is None:
         print(render_markdown(results))
