@@ -153,13 +153,19 @@ class PoolView:
     """The spec variables a :class:`WorkStealingPool` holds itself, as a recorder is given them.
 
     The others (``running``, ``submitted``, ``finished``, ``cancelled``, ``runs``, ``parent``)
-    are no state of the pool: they follow from the steps a recorder is given.
+    are no state of the pool: they follow from the steps a recorder is given. Managed
+    blocking's ``blocked``, ``spare`` and ``blocker`` are the pool's: ``blocked`` and ``spares``.
     """
 
     phase: PoolState  # "accepting", "draining" or "terminated"
     # per worker index, then per spare slot used so far; top (thieves' end) first
     deques: tuple[tuple[Future[Any], ...], ...]
     outstanding: int  # tasks queued or running
+    # Managed blocking: the worker (or spare) indexes whose task blocks inside blocking()
+    blocked: frozenset[int] = frozenset()
+    # per spare slot used so far (index ``len(deques) - len(spares) + i``): its state ("off",
+    # "starting", "on") and the index of the blocked thread it stands in for (None: none)
+    spares: tuple[tuple[str, int | None], ...] = ()
 
 
 class PoolRecorder(Protocol):
@@ -1002,8 +1008,12 @@ class WorkStealingPool(Executor):
     def _record(self, action: str, params: dict[str, Any]) -> None:
         """Give the step just taken to the recorder. Lock held, recorder set."""
         assert self._recorder is not None
+        spares = self._spares
         self._recorder.record(action, params, PoolView(
-            self._state, tuple(tuple(dq) for dq in self._deques), self._outstanding))
+            self._state, tuple(tuple(dq) for dq in self._deques), self._outstanding,
+            frozenset(spares.blocked),
+            tuple((spares.slots[s].state, spares.slots[s].blocker)
+                  for s in range(spares.first, spares.first + len(spares.slots)))))
 
     # -- outside the pool lock -------------------------------------------------------------
 
