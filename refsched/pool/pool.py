@@ -133,8 +133,8 @@ class PoolStats:
     parked: int  # workers parked now: nothing to take (some of them waiting on a future)
     outstanding: int  # tasks queued or running: sum(queue_lengths) + running
     state: PoolState  # "accepting", "draining" or "terminated"
-    # Managed blocking's figures. The protocol has no managed blocking (yet), so they stay off
-    # the wire: a remote pool's stats are what they were.
+    # Managed blocking's figures. They stay off the wire: a remote pool's stats are what they
+    # were, and its blocking_snapshot (the protocol's managed_blocking) says what they count.
     # spares active now (<= max_spares): launched, serving, or about to retire
     spares: int = field(default=0, metadata=_LOCAL)
     blocked: int = field(default=0, metadata=_LOCAL)  # tasks inside blocking() now
