@@ -211,6 +211,10 @@ class PoolProfile(_Flags):
     # half of a victim's deque of four or more, at most steal_cap tasks; False: single steals
     # only, and no pool is asked for batches
     batch_steals: bool = True
+    # managed blocking (spec Block, StartSpare, Unblock, Retire): ``new`` takes ``spares`` and
+    # ``max_spares``, and the moves block, start_spare, unblock, retire and the reading
+    # blocking_snapshot are asked; False: no pool is asked for spares
+    managed_blocking: bool = True
 
 
 def _known(cls: type, data: Any) -> dict[str, Any]:
@@ -240,7 +244,7 @@ def profile_from_json(system: str, data: Any) -> Any:
 
 DECLARED: Final[Mapping[str, tuple[str, ...]]] = {
     "scheduler": ("optional_edges", "add_deps", "provenance"),
-    "pool": ("batch_steals",),
+    "pool": ("batch_steals", "managed_blocking"),
     "durable": ("edges", "provenance")}
 """Per system, the flags a hello must declare to have them: left out, they are false. They
 came after the protocol's first operations, so a program written before them, which declares

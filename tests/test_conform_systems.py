@@ -476,7 +476,8 @@ def test_a_pool_profile_declares_batch_steals_or_is_not_asked_for_them() -> None
     from refsched.profile import PoolProfile, full_profile, profile_from_hello
 
     assert full_profile("pool") == PoolProfile(batch_steals=True)
-    assert profile_from_hello("pool", {}) == PoolProfile(batch_steals=False)
+    assert profile_from_hello("pool", {}) == PoolProfile(batch_steals=False,
+                                                         managed_blocking=False)
     assert profile_from_hello("pool", {"batch_steals": True}).batch_steals
 
 

@@ -88,14 +88,15 @@ class OracleError(RuntimeError):
 
 # -- the corpus phase -------------------------------------------------------------------------
 
-def corpus_hash(system: str) -> str | None:
-    """SHA-256 of the manifests of ``system``'s corpus instances, in their order: each names
-    its bundle's SHA-256 and the spec's, so this names the corpus replayed (None: a manifest
-    is missing, and the corpus phase will say so)."""
+def corpus_hash(system: str, profile: Any = None) -> str | None:
+    """SHA-256 of the manifests of ``system``'s corpus instances replayed for ``profile``
+    (None: the full contract), in their order: each names its bundle's SHA-256 and the spec's,
+    so this names the corpus replayed (None: a manifest is missing, and the corpus phase will
+    say so)."""
     digest = hashlib.sha256()
     spec = system_registry.get(system)
     try:
-        for config in spec.protocol_instances:
+        for config in spec.protocol_instances_for(profile):
             digest.update((corpus_files.traces_dir() / spec.manifest_of(config)).read_bytes())
     except OSError:
         return None
@@ -264,7 +265,7 @@ def check(impl: Implementation, *, examples: int = 200, steps: int = 40, corpus:
         system = getattr(impl, "system", "scheduler")
         report = ConformanceReport(implementation=impl.name, profile=profile, seed=seed,
                                    system=system,
-                                   corpus_sha256=corpus_hash(system) if corpus else None)
+                                   corpus_sha256=corpus_hash(system, profile) if corpus else None)
         report.coverage = Coverage(system)
         observed = ObservedImplementation(impl, report.coverage, (HarnessError,))
         current: PhaseResult | None = None

@@ -77,7 +77,8 @@ _PROVENANCE: Final = {
 # The ``new`` arguments of the other systems (their served classes take them untyped)
 _NEW_ARGS: Final[Mapping[str, Mapping[str, Any]]] = {
     "timer": {"rebuild_floor": {"type": "integer"}, "now": {"type": "number"}},
-    "pool": {"workers": _ID_LIST, "steal_cap": {"type": "integer", "minimum": 1}},
+    "pool": {"workers": _ID_LIST, "steal_cap": {"type": "integer", "minimum": 1},
+             "spares": _ID_LIST, "max_spares": {"type": "integer", "minimum": 1}},
     "durable": {"max_concurrency": {"type": "integer"}, "max_attempts": {"type": "integer"},
                 "aging": {"type": ["number", "null"]}},
 }

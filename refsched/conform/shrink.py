@@ -267,21 +267,23 @@ class TraceJudge:
         self.fatal = fatal
         self.name = name
         self.instance = SimpleNamespace(tasks=tuple(constants.get("Tasks", ())),
-                                        workers=tuple(constants.get("Workers", ())))
-        self.initial_values = system.spec_state(system.initial, self.instance)
+                                        workers=tuple(constants.get("Workers", ())),
+                                        spares=tuple(constants.get("Spares", ())))
+        self.initial_values = system.spec_state(system.initial_state(self.constants),
+                                                self.instance)
 
     def trace(self, steps: Sequence[Step], meta: Mapping[str, Any] | None = None
               ) -> Trace | None:
         """The trace of ``steps`` from ``Init`` as the model takes them; None when the model
         does not enable one of them."""
         system, constants = self.system, self.constants
-        source = system.initial
+        source = system.initial_state(constants)
         taken: list[Step] = []
         for step in steps:
             try:
                 params = system.spec_params(step.action, step.params, source)
                 args = system.model_args(step.action, params, constants)
-                if system.actions[step.action].refusal(source, *args) is not None:
+                if system.model_refusal(step.action, source, args, constants) is not None:
                     return None
                 source = system.model_step(step.action, source, args, constants)
             except (ValueError, TypeError, KeyError):

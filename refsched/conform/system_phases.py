@@ -62,8 +62,10 @@ class CorpusUnreadable(RuntimeError):
 
 
 def read_corpus(system: systems.System, limit: int | None = None,
-                 counts: Callable[[Trace], bool] = lambda _: True) -> tuple[list[Trace], int]:
-    """The traces of every corpus instance of ``system`` the protocol carries, in the order of
+                counts: Callable[[Trace], bool] = lambda _: True,
+                profile: Any = None) -> tuple[list[Trace], int]:
+    """The traces of every corpus instance of ``system`` the protocol carries for ``profile``
+    (:meth:`~refsched.verify.system.System.protocol_instances_for`), in the order of
     its instances and of each bundle, and how many traces the corpus has (its manifests say);
     with a ``limit``, only up to the trace that makes ``limit`` of those that ``counts``: a
     bundle's later lines are not even parsed (the durable scheduler's first bundle alone takes
@@ -71,7 +73,7 @@ def read_corpus(system: systems.System, limit: int | None = None,
     traces: list[Trace] = []
     counted = 0
     try:
-        configs = system.protocol_instances
+        configs = system.protocol_instances_for(profile)
         instances = corpus_files.instance_bundles(system, configs=configs)
         size = sum(int(manifest.get("traces", 0)) for _, _, manifest in instances)
         for trace in corpus_files.instance_traces(system, lazy=limit is not None,
@@ -300,7 +302,7 @@ def corpus_phase(name: str, factory: Callable[..., Any], phase: PhaseResult,
         return admits is None or admits(profile, trace) == len(trace.steps)
 
     if given is None:
-        everything, size = read_corpus(system, max_traces, replayed_whole)
+        everything, size = read_corpus(system, max_traces, replayed_whole, profile)
     else:
         everything = list(given)
         size = len(everything)

@@ -133,8 +133,8 @@ class PoolStats:
     parked: int  # workers parked now: nothing to take (some of them waiting on a future)
     outstanding: int  # tasks queued or running: sum(queue_lengths) + running
     state: PoolState  # "accepting", "draining" or "terminated"
-    # Managed blocking's figures. The protocol has no managed blocking (yet), so they stay off
-    # the wire: a remote pool's stats are what they were.
+    # Managed blocking's figures. They stay off the wire: a remote pool's stats are what they
+    # were, and its blocking_snapshot (the protocol's managed_blocking) says what they count.
     # spares active now (<= max_spares): launched, serving, or about to retire
     spares: int = field(default=0, metadata=_LOCAL)
     blocked: int = field(default=0, metadata=_LOCAL)  # tasks inside blocking() now
@@ -153,13 +153,19 @@ class PoolView:
     """The spec variables a :class:`WorkStealingPool` holds itself, as a recorder is given them.
 
     The others (``running``, ``submitted``, ``finished``, ``cancelled``, ``runs``, ``parent``)
-    are no state of the pool: they follow from the steps a recorder is given.
+    are no state of the pool: they follow from the steps a recorder is given. Managed
+    blocking's ``blocked``, ``spare`` and ``blocker`` are the pool's: ``blocked`` and ``spares``.
     """
 
     phase: PoolState  # "accepting", "draining" or "terminated"
     # per worker index, then per spare slot used so far; top (thieves' end) first
     deques: tuple[tuple[Future[Any], ...], ...]
     outstanding: int  # tasks queued or running
+    # Managed blocking: the worker (or spare) indexes whose task blocks inside blocking()
+    blocked: frozenset[int] = frozenset()
+    # per spare slot used so far (index ``len(deques) - len(spares) + i``): its state ("off",
+    # "starting", "on") and the index of the blocked thread it stands in for (None: none)
+    spares: tuple[tuple[str, int | None], ...] = ()
 
 
 class PoolRecorder(Protocol):
@@ -1002,8 +1008,12 @@ class WorkStealingPool(Executor):
     def _record(self, action: str, params: dict[str, Any]) -> None:
         """Give the step just taken to the recorder. Lock held, recorder set."""
         assert self._recorder is not None
+        spares = self._spares
         self._recorder.record(action, params, PoolView(
-            self._state, tuple(tuple(dq) for dq in self._deques), self._outstanding))
+            self._state, tuple(tuple(dq) for dq in self._deques), self._outstanding,
+            frozenset(spares.blocked),
+            tuple((spares.slots[s].state, spares.slots[s].blocker)
+                  for s in range(spares.first, spares.first + len(spares.slots)))))
 
     # -- outside the pool lock -------------------------------------------------------------
 

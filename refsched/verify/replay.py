@@ -31,12 +31,13 @@ trace, since its state is built call by call.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import operator
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Any, Final, Literal, NamedTuple
 
 from refsched.errors import StaleGenerationError
 from refsched.model.dag import counters as scheduler_counters
@@ -45,6 +46,7 @@ from refsched.model.dag.graph import describe
 from refsched.model.durable import counters as durable_counters
 from refsched.model.pool import counters as pool_counters
 from refsched.model.timer import counters as timer_counters
+from refsched.pool.pool import PoolStats
 from refsched.profile import FULL, Profile
 from refsched.types import Snapshot, TaskState, VersionView
 from refsched.verify import system as systems
@@ -612,12 +614,24 @@ class _PoolTally(_Tally):
         super().__init__(constants)
         self.spares = tuple(constants.get("Spares") or ())  # managed blocking on: its counts
         self.zero = pool_counters.BlockingCounts() if self.spares else pool_counters.Counts()
+        self.remote = False  # a pool over the protocol: its stats() leave some counters out
+
+    def stats(self, implementation: Any) -> Callable[[], Any] | None:
+        self.remote = bool(getattr(implementation, "drives_steps", False))
+        return super().stats(implementation)
 
     def expected(self, counts: Any, state: Any) -> Mapping[str, Any]:
         workers = self.constants["Workers"]
         shown = (counts.expected(state, workers, self.spares) if self.spares
                  else counts.expected(state, workers))
+        if self.remote:  # managed blocking's counters stay off the wire (PoolStats)
+            shown = {name: value for name, value in shown.items() if name not in _OFF_WIRE}
         return {**shown, "parked": 0}
+
+
+# The PoolStats fields the conformance protocol does not carry.
+_OFF_WIRE: Final = frozenset(f.name for f in dataclasses.fields(PoolStats)
+                             if f.metadata.get("wire") is False)
 
 
 class _DurableTally(_Tally):

@@ -120,6 +120,11 @@ class System(ABC):
         language is replayed on): by default every one."""
         return self.instances
 
+    def protocol_instances_for(self, profile: Any) -> tuple[str, ...]:
+        """The corpus instances replayed on an implementation with ``profile`` (None: the
+        full contract): by default :attr:`protocol_instances`."""
+        return self.protocol_instances
+
     def instance_name(self, config: str) -> str:
         """``""`` for :attr:`traces_config`, else the config's own part of its name:
         ``MCDurableSchedulerCorpusClaims.cfg`` -> ``claims``."""

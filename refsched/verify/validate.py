@@ -40,7 +40,16 @@ from typing import Any, Final
 
 from refsched.model.dag import invariants as dag_invariants
 from refsched.model.dag.graph import describe
+from refsched.model.pool import INITIAL, Refusal
 from refsched.model.pool import INVARIANTS as POOL_INVARIANTS
+from refsched.model.pool.blocking import (
+    BLOCKING_ACTIONS,
+    BLOCKING_INVARIANTS,
+    BlockingInstance,
+    BlockingSnapshot,
+    blocking_refusal,
+    blocking_step,
+)
 from refsched.model.timer import INVARIANTS as TIMER_INVARIANTS
 from refsched.verify import specstate, tlc
 from refsched.verify import system as systems
@@ -141,6 +150,10 @@ def _string(value: Any, ids: Ids) -> bool:
     return isinstance(value, str)
 
 
+def _spare_state(value: Any, ids: Ids) -> bool:
+    return value in ("off", "starting", "on")
+
+
 def _id(of: str) -> Kind:
     return lambda value, ids: _is_id(value, ids[of])
 
@@ -229,6 +242,8 @@ class TraceSpec:
     counts: Mapping[str, tuple[int, str]] = MappingProxyType({})
     # constant of the config no trace records -> its value in TLA+ (the implementation's)
     fixed: Mapping[str, str] = MappingProxyType({})
+    # constants of ids that are empty when the trace names none (nor has their variable)
+    optional_ids: tuple[str, ...] = ()
 
     def numbers(self, trace: Trace) -> dict[str, int]:
         """The integer constants of the config (:attr:`counts`), checked."""
@@ -247,6 +262,22 @@ class TraceSpec:
 
     def check_ids(self, trace: Trace, ids: Ids) -> None:
         """Refuse ids the spec's ASSUMEs refuse."""
+
+    def id_unions(self, ids: Ids) -> dict[str, frozenset[Hashable]]:
+        """Sets of ids the spec defines from its constants (no constants themselves), which
+        parameters and variables may range over."""
+        return {}
+
+    def initial_model(self, constants: Constants) -> Any:
+        """The model's initial state."""
+        return self.system_object.initial
+
+    def model_successor(self, action: str, state: Any, args: tuple[Any, ...],
+                        constants: Constants, recorded: Mapping[str, Any],
+                        given: Mapping[str, Sequence[Hashable]]) -> Any:
+        """The model's state after the step: where the spec leaves a choice, the one closest
+        to the ``recorded`` state."""
+        return self.system_object.model_step(action, state, args, constants.given)
 
     def param_value(self, name: str, value: Any) -> Any:
         """A recorded parameter as the spec's value."""
@@ -373,34 +404,52 @@ class _TimerSpec(TraceSpec):
 
 class _PoolSpec(TraceSpec):
     system = "pool"
-    invariants = tuple(POOL_INVARIANTS)
+    invariants = (*POOL_INVARIANTS, *BLOCKING_INVARIANTS)
     params = MappingProxyType({
         "t": TASK,
-        **{name: (_id("Workers"), "is not in Workers")
-           for name in ("w", "thief", "victim")},
+        **{name: (_id("Threads"), "is not in Workers \\cup Spares")
+           for name in ("w", "thief", "victim", "x")},
+        "s": (_id("Spares"), "is not in Spares"),
     })
     types = MappingProxyType({
         "phase": _Variable(_string),
-        "deque": _Variable(_sequence_of(_id("Tasks")), "Workers"),
-        "running": _Variable(_id_or_no_task("Tasks"), "Workers"),
+        "deque": _Variable(_sequence_of(_id("Tasks")), "Threads"),
+        "running": _Variable(_id_or_no_task("Tasks"), "Threads"),
         "outstanding": _Variable(_integer),
         **{name: _Variable(_set_of(_id("Tasks")))
            for name in ("submitted", "finished", "cancelled")},
         "runs": _Variable(_integer, "Tasks"),
         "parent": _Variable(_id_or_no_task("Tasks"), "Tasks"),
+        "blocked": _Variable(_set_of(_id("Threads"))),
+        "spare": _Variable(_spare_state, "Spares"),
+        "blocker": _Variable(_set_of(_id("Threads")), "Spares"),
     })
-    id_sets = MappingProxyType({"Workers": "deque", "Tasks": "runs", "Children": ""})
+    # Managed blocking is off (Spares = {}, MaxSpares = 0) unless the trace names spares.
+    id_sets = MappingProxyType({"Workers": "deque", "Tasks": "runs", "Children": "",
+                                "Spares": "spare"})
+    optional_ids = ("Spares",)
     no_task = ("running", "parent")
-    # Managed blocking off: a recorded run's steps and states are the pool's without it.
-    fixed = MappingProxyType({"Spares": "{}", "MaxSpares": "0"})
+
+    @property
+    def calls(self) -> dict[str, str]:
+        """The spec's operators, and SubmitExternal to a worker only: Next takes it for
+        ``w \\in Workers``, which the operator leaves to Next (a spare is a thread too)."""
+        calls = super().calls
+        calls["SubmitExternal"] = f"p.w \\in Workers /\\ {calls['SubmitExternal']}"
+        return calls
 
     def numbers(self, trace: Trace) -> dict[str, int]:
-        """``StealCap``, 1 (single steals) when the trace names none."""
-        value = trace.constants.get("StealCap", 1)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise TraceError(f"{trace.name}: the constant StealCap is {value!r}; the spec "
-                             "assumes StealCap \\in Nat \\ {0}")
-        return {"StealCap": value}
+        """``StealCap``, 1 (single steals) when the trace names none; ``MaxSpares``, 0 (managed
+        blocking off) when it names none."""
+        out = {}
+        for name, default, least, assumed in (("StealCap", 1, 1, "StealCap \\in Nat \\ {0}"),
+                                              ("MaxSpares", 0, 0, "MaxSpares \\in Nat")):
+            value = trace.constants.get(name, default)
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise TraceError(f"{trace.name}: the constant {name} is {value!r}; the spec "
+                                 f"assumes {assumed}")
+            out[name] = value
+        return out
 
     def check_ids(self, trace: Trace, ids: Ids) -> None:
         if not ids["Workers"]:
@@ -410,15 +459,57 @@ class _PoolSpec(TraceSpec):
         if outside:
             raise TraceError(f"{trace.name}: the constant Children names "
                              f"{sorted(map(repr, outside))}, not in Tasks")
+        both = ids["Workers"] & ids["Spares"]
+        if both:
+            raise TraceError(f"{trace.name}: {sorted(map(repr, both))} are both in Workers and "
+                             "in Spares; the spec assumes Spares \\cap Workers = {} (a trace "
+                             "with spares names its Workers)")
+
+    def id_unions(self, ids: Ids) -> dict[str, frozenset[Hashable]]:
+        return {"Threads": ids["Workers"] | ids["Spares"]}
+
+    def _blocking(self, constants: Constants) -> BlockingInstance | None:
+        """The trace's managed blocking; None when it names no spare."""
+        if not constants.ids["Spares"]:
+            return None
+        return BlockingInstance(constants.ids["Workers"], constants.ids["Spares"],
+                                constants.numbers["MaxSpares"])
+
+    def initial_model(self, constants: Constants) -> Any:
+        return INITIAL if self._blocking(constants) is None else BlockingSnapshot()
 
     def model_state(self, state: Any, ids: Mapping[str, Sequence[Hashable]]) -> dict[str, Any]:
+        if isinstance(state, BlockingSnapshot):
+            return poolspec.blocking_spec_state(state, ids["Workers"], ids["Spares"],
+                                                ids["Tasks"])
         return poolspec.spec_state(state, ids["Workers"], ids["Tasks"])
 
     def refusal(self, action: str, state: Any, args: tuple[Any, ...],
                 constants: Constants) -> Any:
+        blocking = self._blocking(constants)
+        if blocking is None and action in BLOCKING_ACTIONS:
+            return Refusal(None, f"{action}: the trace names no Spares: managed blocking is off")
+        if blocking is not None:
+            refused = blocking_refusal(state, action, args, blocking)
+            if refused is not None or action in BLOCKING_ACTIONS:
+                return refused
+            state = state.pool
         return self.system_object.actions[action].refused(
             state, *args, children=constants.ids["Children"],
             steal_cap=constants.numbers["StealCap"])
+
+    def model_successor(self, action: str, state: Any, args: tuple[Any, ...],
+                        constants: Constants, recorded: Mapping[str, Any],
+                        given: Mapping[str, Sequence[Hashable]]) -> Any:
+        """With managed blocking, Block may start any free spare: the one recorded, if it is
+        one of them."""
+        blocking = self._blocking(constants)
+        if blocking is None:
+            return super().model_successor(action, state, args, constants, recorded, given)
+        afters = blocking_step(state, action, args, blocking)
+        return next((after for after in afters
+                     if not _differences(self, recorded, self.model_state(after, given))),
+                    afters[0])
 
 
 TRACE_SPECS: Mapping[str, TraceSpec] = {
@@ -450,6 +541,8 @@ def _id_list(trace: Trace, spec: TraceSpec, name: str) -> list[Hashable]:
     variable = spec.id_sets[name]
     if given is None:
         keys = trace.initial.get(variable) if variable else None
+        if not isinstance(keys, Mapping) and name in spec.optional_ids:
+            return []
         if not isinstance(keys, Mapping):
             source = f" and no '{variable}' in the initial state to read the ids from" \
                 if variable else ""
@@ -477,11 +570,13 @@ def _constants(trace: Trace, spec: TraceSpec) -> tuple[Constants, dict[str, list
     ids = {name: frozenset(values) for name, values in given.items()}
     spec.check_ids(trace, ids)
     numbers = spec.numbers(trace)
+    defined = dict(ids)
+    ids = {**ids, **spec.id_unions(ids)}
     for name, values in given.items():
         _check_ints(f"{trace.name}, the constant {name}", values)
     for name, number in numbers.items():
         _check_ints(f"{trace.name}, the constant {name}", number)
-    return Constants(ids=ids, defined=dict(ids), numbers=numbers,
+    return Constants(ids=ids, defined=defined, numbers=numbers,
                      given=trace.constants), given
 
 
@@ -803,7 +898,7 @@ def _explain(spec: TraceSpec, trace: Trace, step: int) -> str:
     system = spec.system_object
     try:
         constants, given = _constants(trace, spec)
-        state: Any = system.initial
+        state: Any = spec.initial_model(constants)
         if step == 0:
             diff = _differences(spec, trace.initial, spec.model_state(state, given))
             if not diff:
@@ -819,13 +914,14 @@ def _explain(spec: TraceSpec, trace: Trace, step: int) -> str:
                 if refusal is not None:
                     return (f"the model refuses the earlier step {index} "
                             f"{describe(taken.action, taken.params)}: {refusal.reason}")
-                state = system.model_step(taken.action, state, args, trace.constants)
+                state = spec.model_successor(taken.action, state, args, constants, taken.state,
+                                             given)
                 continue
             call = describe(taken.action, taken.params)
             if refusal is not None:
                 return f"{call} is not enabled: {refusal.reason}"
-            after = spec.model_state(
-                system.model_step(taken.action, state, args, trace.constants), given)
+            after = spec.model_state(spec.model_successor(
+                taken.action, state, args, constants, taken.state, given), given)
             diff = _differences(spec, taken.state, after)
             if not diff:
                 return (f"{call} reaches the recorded state in the model, yet TLC rejects it: "

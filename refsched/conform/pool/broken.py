@@ -21,6 +21,7 @@ from concurrent.futures import Future
 from typing import Any, ParamSpec, TypeVar
 
 from refsched.errors import SchedulerClosedError
+from refsched.pool.blocking import Spares
 from refsched.pool.pool import WorkStealingPool
 
 __all__ = [
@@ -32,6 +33,8 @@ __all__ = [
     "ChildRefusedAfterShutdown",
     "FinishLeavesOutstanding",
     "IdleShutdownNeverTerminates",
+    "SpareNeverRetires",
+    "SparesBeyondTheBound",
     "ThiefLeavesLastTask",
 ]
 
@@ -177,6 +180,40 @@ class BatchKeepsNewestOnTop(WorkStealingPool):
         return task
 
 
-BROKEN_PROFILED: tuple[type[WorkStealingPool], ...] = (BatchKeepsNewestOnTop,)
-"""The broken pools that only a pool whose profile has a flag on shows (here
-``batch_steals``): the phases of a profile without it must pass them."""
+class SpareNeverRetires(WorkStealingPool):
+    """Retire(s): a spare whose blocker returned gives its thread back once it is idle with its
+    own deque empty.
+
+    Bug: a spare never retires: it stays active after its blocker returned, so it counts
+    against ``max_spares`` for ever and the next blocker past the bound has none. Only a pool
+    asked for spares (the ``managed_blocking`` profile flag) shows it. (Internals: the
+    retirement check, ``_may_retire_locked``.)
+    """
+
+    def _may_retire_locked(self, w: int) -> bool:
+        return False
+
+
+class SparesBeyondTheBound(WorkStealingPool):
+    """Block(x): a spare stands in for a blocker only while fewer than ``max_spares`` are
+    active (CompensationBounded); past the bound the blocker blocks uncompensated.
+
+    Bug: the bound is checked with ``<=``, so one spare more than ``max_spares`` is started.
+    Only a pool asked for spares (the ``managed_blocking`` profile flag) shows it.
+    (Internals: the spares' bookkeeping, ``_spares``, is given a bound one higher.)
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        spares = self._spares
+        object.__setattr__(self, "_spares", Spares(spares.first, spares.bound + 1))
+
+    @property
+    def max_spares(self) -> int:
+        return self._spares.bound - 1
+
+
+BROKEN_PROFILED: tuple[type[WorkStealingPool], ...] = (
+    BatchKeepsNewestOnTop, SpareNeverRetires, SparesBeyondTheBound)
+"""The broken pools that only a pool whose profile has a flag on shows (``batch_steals``,
+``managed_blocking``): the phases of a profile without it must pass them."""

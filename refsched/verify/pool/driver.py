@@ -97,15 +97,20 @@ class _IdleThread(threading.Thread):
 
 
 def driven_pool(factory: Callable[..., Any], workers: Sequence[Hashable],
-                steal_cap: int = 1) -> Any:
+                steal_cap: int = 1, *, spares: Sequence[Hashable] = (),
+                max_spares: int | None = None) -> Any:
     """A pool driven by spec steps: :class:`SteppedPool` around ``factory`` (a pool class), or,
     for a factory marked ``drives_steps`` (a pool in another process, which takes each move
     itself when asked: :class:`refsched.conform.pool.wire.RemotePool`), what it makes of the
     workers. Either has the moves and readings of :class:`SteppedPool`. ``steal_cap`` above 1
-    (the spec's ``StealCap``) asks for batch steals of at most that many tasks."""
+    (the spec's ``StealCap``) asks for batch steals of at most that many tasks; ``spares``
+    (the spec's ``Spares``) and ``max_spares`` (its ``MaxSpares``), for managed blocking."""
     if getattr(factory, "drives_steps", False):
-        return factory(workers) if steal_cap == 1 else factory(workers, steal_cap=steal_cap)
-    return SteppedPool(factory, workers, steal_cap)
+        extra: dict[str, Any] = {} if steal_cap == 1 else {"steal_cap": steal_cap}
+        if spares:
+            extra.update(spares=spares, max_spares=max_spares)
+        return factory(workers, **extra)
+    return SteppedPool(factory, workers, steal_cap, spares=spares, max_spares=max_spares)
 
 
 class SteppedPool:

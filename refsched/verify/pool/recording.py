@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -28,12 +29,14 @@ from typing import Any
 
 from refsched.errors import SchedulerClosedError
 from refsched.model.pool import Phase, PoolSnapshot
+from refsched.model.pool.blocking import BlockingSnapshot, SpareState
 from refsched.pool.pool import PoolView, WorkStealingPool
 from refsched.verify.itf import Step as TraceStep
 from refsched.verify.itf import Trace
 from refsched.verify.pool import spec as poolspec
 
-__all__ = ["PoolTraceRecorder", "record_pool_run", "worker_name"]
+__all__ = ["BLOCKING_STEPS", "PoolTraceRecorder", "record_blocking_run", "record_pool_run",
+           "spare_name", "thread_name", "worker_name"]
 
 _WAIT = 30.0  # seconds: a run that needs this long is stuck, not slow
 
@@ -41,6 +44,22 @@ _WAIT = 30.0  # seconds: a run that needs this long is stuck, not slow
 def worker_name(index: int) -> str:
     """The spec's name of the pool's worker ``index``: ``w1`` for worker 0, as in the corpus."""
     return f"w{index + 1}"
+
+
+def spare_name(slot: int) -> str:
+    """The spec's name of the pool's spare slot ``slot`` (counted from the first spare slot):
+    ``s1`` for the first, as in the corpus."""
+    return f"s{slot + 1}"
+
+
+def thread_name(index: int, workers: int) -> str:
+    """The spec's name of the thread (worker or spare slot) of index ``index`` in a pool of
+    ``workers`` workers: its spare slots come after its workers."""
+    return worker_name(index) if index < workers else spare_name(index - workers)
+
+
+BLOCKING_STEPS = frozenset({"Block", "StartSpare", "Unblock", "Retire"})
+"""The steps of managed blocking: a trace that takes one states its spares."""
 
 
 class PoolTraceRecorder:
@@ -51,7 +70,7 @@ class PoolTraceRecorder:
 
     def __init__(self) -> None:
         # Everything below is changed under the recording pool's lock: one pool per recorder.
-        self.steps: list[tuple[str, dict[str, Any], PoolSnapshot]] = []  # spec steps, in order
+        self.steps: list[tuple[str, dict[str, Any], BlockingSnapshot]] = []  # spec steps, in order
         self.children: list[str] = []  # the tasks submitted by SubmitChild
         self._names: dict[int, str] = {}  # id(future) -> its task's name
         self._futures: list[Future[Any]] = []  # kept alive, so that no id(future) is reused
@@ -61,6 +80,8 @@ class PoolTraceRecorder:
         self._finished: set[str] = set()  # spec: finished
         self._cancelled: set[str] = set()  # spec: cancelled
         self._queued: tuple[str, ...] = ()  # every task in a deque after the last step
+        self.blocking = False  # a step of managed blocking was recorded
+        self.spares_used = 0  # spare slots the pool used so far
 
     def _name(self, task: Future[Any]) -> str:
         name = self._names.get(id(task))
@@ -71,9 +92,19 @@ class PoolTraceRecorder:
 
     def record(self, action: str, params: dict[str, Any], state: PoolView) -> None:
         """Keep one step (called by the pool, lock held)."""
+        workers = len(state.deques) - len(state.spares)
+
+        def named(index: int) -> str:  # a worker's or a spare slot's
+            return thread_name(index, workers)
+
         spec: dict[str, Any] = {}
-        if action in ("SubmitExternal", "SubmitChild"):
-            t, w = self._name(params["t"]), worker_name(params["w"])
+        if action in BLOCKING_STEPS:
+            # Block's spare is no parameter of the spec's: the state says which one it took
+            self.blocking = True
+            name = "x" if action in ("Block", "Unblock") else "s"
+            spec = {name: named(params[name])}
+        elif action in ("SubmitExternal", "SubmitChild"):
+            t, w = self._name(params["t"]), named(params["w"])
             spec = {"t": t, "w": w}
             if action == "SubmitChild":
                 self.children.append(t)
@@ -81,49 +112,78 @@ class PoolTraceRecorder:
                 if parent is not None:
                     self._parent[t] = parent
         elif action in ("Pop", "Steal", "StealBatch"):
-            w = worker_name(params["w" if action == "Pop" else "thief"])
+            w = named(params["w" if action == "Pop" else "thief"])
             spec = ({"w": w} if action == "Pop"
-                    else {"thief": w, "victim": worker_name(params["victim"])})
+                    else {"thief": w, "victim": named(params["victim"])})
             t = self._name(params["t"])
             self._running[w] = t
             self._runs[t] = self._runs.get(t, 0) + 1
         elif action == "Finish":
-            w = worker_name(params["w"])
+            w = named(params["w"])
             spec = {"w": w}
             self._running.pop(w, None)
             self._finished.add(self._name(params["t"]))
         elif action == "CancelQueued":
             self._cancelled.update(self._queued)
-        deques = {worker_name(i): tuple(map(self._name, dq))
+        deques = {named(i): tuple(map(self._name, dq))
                   for i, dq in enumerate(state.deques)}
         self._queued = tuple(t for dq in deques.values() for t in dq)
-        self.steps.append((action, spec, PoolSnapshot(
-            phase=Phase(state.phase), deque=deques, running=dict(self._running),
-            outstanding=state.outstanding, submitted=frozenset(self._names.values()),
-            finished=frozenset(self._finished), cancelled=frozenset(self._cancelled),
-            runs=dict(self._runs), parent=dict(self._parent))))
+        self.spares_used = max(self.spares_used, len(state.spares))
+        # managed blocking's variables, read from the pool as it holds them
+        self.steps.append((action, spec, BlockingSnapshot(
+            pool=PoolSnapshot(
+                phase=Phase(state.phase), deque=deques, running=dict(self._running),
+                outstanding=state.outstanding, submitted=frozenset(self._names.values()),
+                finished=frozenset(self._finished), cancelled=frozenset(self._cancelled),
+                runs=dict(self._runs), parent=dict(self._parent)),
+            blocked=frozenset(map(named, state.blocked)),
+            spare={spare_name(i): SpareState(on) for i, (on, _) in enumerate(state.spares)
+                   if on != "off"},
+            blocker={spare_name(i): frozenset({named(x)})
+                     for i, (_, x) in enumerate(state.spares) if x is not None})))
 
     def actions(self) -> list[tuple[str, dict[str, Any]]]:
         """The recorded steps without their states: ``(action, params)`` in order."""
         return [(action, params) for action, params, _ in self.steps]
 
     def trace(self, workers: int, *, name: str = "recorded",
-              meta: Mapping[str, Any] | None = None, steal_cap: int = 1) -> Trace:
+              meta: Mapping[str, Any] | None = None, steal_cap: int = 1,
+              max_spares: int | None = None) -> Trace:
         """The recorded behaviour as a Trace over ``workers`` workers and the tasks submitted.
 
         Constants: ``Workers`` (``w1``, ...), ``Tasks`` (in submission order) and ``Children``
         (those a running task submitted), ``StealCap`` (``steal_cap``: the pool's); the
-        initial state is the spec's ``Init``.
+        initial state is the spec's ``Init``. A run that took a step of managed blocking also
+        has ``MaxSpares`` (``max_spares``: the pool's; ``ValueError`` without it) and
+        ``Spares`` (``s1``, ...: spare slot i is ``s<i+1>``), and its states the variables
+        ``blocked``, ``spare`` and ``blocker``. ``Spares`` names each slot the run used and
+        one more while ``MaxSpares`` allows it, so that a ``Block`` below the bound always has
+        an off spare to start: a pool that blocked uncompensated there is refused.
         """
         worker_ids = [worker_name(i) for i in range(workers)]
         tasks = list(self._names.values())
-        steps = tuple(TraceStep(action, params, poolspec.spec_state(state, worker_ids, tasks))
-                      for action, params, state in self.steps)
+        constants: dict[str, Any] = {"Workers": worker_ids, "Tasks": tasks,
+                                     "Children": list(self.children), "StealCap": steal_cap}
+        if not self.blocking:
+            steps = tuple(TraceStep(action, params,
+                                    poolspec.spec_state(state.pool, worker_ids, tasks))
+                          for action, params, state in self.steps)
+            return Trace(name=name, constants=constants,
+                         initial=poolspec.spec_state(PoolSnapshot(), worker_ids, tasks),
+                         steps=steps, meta=dict(meta or {}))
+        if isinstance(max_spares, bool) or not isinstance(max_spares, int) or max_spares < 1:
+            raise ValueError(f"trace({name!r}): the run blocked: max_spares must be the pool's, "
+                             f"an int >= 1, not {max_spares!r}")
+        spare_ids = [spare_name(i) for i in range(min(max_spares, self.spares_used + 1))]
+        blocking_steps = tuple(
+            TraceStep(action, params,
+                      poolspec.blocking_spec_state(state, worker_ids, spare_ids, tasks))
+            for action, params, state in self.steps)
         return Trace(name=name,
-                     constants={"Workers": worker_ids, "Tasks": tasks,
-                                "Children": list(self.children), "StealCap": steal_cap},
-                     initial=poolspec.spec_state(PoolSnapshot(), worker_ids, tasks),
-                     steps=steps, meta=dict(meta or {}))
+                     constants={**constants, "Spares": spare_ids, "MaxSpares": max_spares},
+                     initial=poolspec.blocking_spec_state(BlockingSnapshot(), worker_ids,
+                                                          spare_ids, tasks),
+                     steps=blocking_steps, meta=dict(meta or {}))
 
 
 # -- random runs of the pool ----------------------------------------------------------------
@@ -196,3 +256,109 @@ def record_pool_run(seed: int, *, tasks: int = 6, workers: int = 3,
         "source": "refsched.verify.pool.recording.record_pool_run",
         "seed": seed, "tasks": tasks, "workers": workers, "steal_cap": steal_cap,
     })
+
+
+# -- random runs of the pool with managed blocking -----------------------------------------
+
+class _SparesWatch(PoolTraceRecorder):
+    """A recorder that also tells, as the steps come, whether every spare is off."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = threading.Condition()
+        self.all_off = True  # no spare slot starting or on after the last step
+
+    def record(self, action: str, params: dict[str, Any], state: PoolView) -> None:
+        super().record(action, params, state)
+        with self.changed:
+            self.all_off = all(on == "off" for on, _ in state.spares)
+            self.changed.notify_all()
+
+
+def record_blocking_run(seed: int, *, workers: int = 2, max_spares: int = 1,
+                        blockers: int | None = None) -> Trace:
+    """Record one random run of a :class:`WorkStealingPool` whose tasks block inside
+    ``pool.blocking()``, on real threads.
+
+    ``blockers`` roots (default: ``workers + max_spares``, so that every thread the pool may
+    run ends up blocked, and the blockers past the bound block uncompensated) each enter
+    ``pool.blocking()``, may submit a child or two from inside it (to the blocked thread's
+    deque: another thread steals them), and wait there until this thread releases them, in an
+    order drawn from the seed; one may raise inside the block. Once the first is released one
+    more root that blocks is submitted (it adopts a released spare, or starts one). Once every
+    task ended, the run waits for every spare to retire, then shuts the pool down. So the run
+    takes ``Block`` (compensated and not), ``StartSpare``, ``Unblock`` and ``Retire``, and
+    spares run tasks. The Trace is named ``pool-blocking-seed-<seed>``; ``ValueError`` for
+    ``workers`` or ``max_spares`` below 1, or ``blockers`` not in 1..``workers + max_spares``
+    (more would wait for ever for a thread to run them).
+    """
+    for label, value in (("workers", workers), ("max_spares", max_spares)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"record_blocking_run({seed!r}): {label}={value!r}: must be an "
+                             "integer >= 1")
+    most = workers + max_spares
+    count = most if blockers is None else blockers
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= most:
+        raise ValueError(f"record_blocking_run({seed!r}): blockers={blockers!r}: must be an "
+                         f"integer in 1..{most}")
+    rng = random.Random(seed)
+    total = count + 1  # and the late blocker
+    kids = [rng.choice((0, 0, 1, 2)) for _ in range(total)]
+    failing = rng.randrange(total) if rng.random() < 0.5 else None
+    order = rng.sample(range(count), count)
+    waits = [rng.random() < 0.5 for _ in range(count)]
+    entered = [threading.Event() for _ in range(total)]
+    release = [threading.Event() for _ in range(total)]
+    deadline = time.monotonic() + _WAIT
+
+    def left() -> float:
+        return max(0.0, deadline - time.monotonic())
+
+    def wait(event: threading.Event) -> None:
+        if not event.wait(left()):
+            raise RuntimeError(f"record_blocking_run({seed!r}): stuck")
+
+    recorder = _SparesWatch()
+    pool = WorkStealingPool(workers, recorder=recorder, max_spares=max_spares)
+    children: list[Future[Any]] = []
+
+    def blocker(i: int) -> Callable[[], int]:
+        def run() -> int:
+            with pool.blocking():
+                children.extend(pool.submit(int, i) for _ in range(kids[i]))
+                entered[i].set()
+                wait(release[i])
+                if i == failing:
+                    raise RuntimeError(f"blocker {i} failed")
+            return i
+        return run
+
+    try:
+        futures = [pool.submit(blocker(i)) for i in range(count)]
+        for i in range(count):
+            wait(entered[i])
+        for n, i in enumerate(order):
+            release[i].set()
+            if n == 0:
+                futures.append(pool.submit(blocker(count)))
+                wait(entered[count])
+                release[count].set()
+            if waits[n]:
+                with contextlib.suppress(Exception):
+                    futures[i].exception(left())
+        for future in [*futures, *children]:
+            with contextlib.suppress(Exception):
+                future.exception(left())
+        with recorder.changed:
+            if not recorder.changed.wait_for(lambda: recorder.all_off, left()):
+                raise RuntimeError(f"record_blocking_run({seed!r}): a spare never retired")
+        pool.shutdown(wait=False)
+        pool.await_termination(left())
+    finally:
+        for event in release:  # a run that failed leaves no task blocked
+            event.set()
+        pool.shutdown(wait=True)
+    return recorder.trace(workers, name=f"pool-blocking-seed-{seed}", max_spares=max_spares,
+                          meta={"source": "refsched.verify.pool.recording.record_blocking_run",
+                                "seed": seed, "workers": workers, "max_spares": max_spares,
+                                "blockers": count})

@@ -110,8 +110,16 @@ class PoolSystem(System):
 
     @property
     def protocol_instances(self) -> tuple[str, ...]:
-        """The instance without managed blocking: the protocol carries no blocking moves."""
+        """The instance without managed blocking: every implementation takes its moves."""
         return (poolspec.TRACES_CONFIG,)
+
+    def protocol_instances_for(self, profile: Any) -> tuple[str, ...]:
+        """With the ``managed_blocking`` profile flag (or no profile: the full contract), the
+        instance with managed blocking too: its moves are ``block``, ``start_spare``,
+        ``unblock`` and ``retire``."""
+        if profile is None or getattr(profile, "managed_blocking", False):
+            return (*self.protocol_instances, BLOCKING_CONFIG)
+        return self.protocol_instances
 
     @property
     def variables(self) -> tuple[str, ...]:
@@ -150,11 +158,15 @@ class PoolSystem(System):
 
     def spec_state(self, state: PoolSnapshot | BlockingSnapshot,
                    instance: Instance | BlockingCorpusInstance) -> dict[str, Any]:
+        """The spec's variables over the instance's ids (with managed blocking: a
+        BlockingCorpusInstance, or anything with ``workers``, ``spares`` and ``tasks``)."""
         if isinstance(instance, BlockingCorpusInstance):
             assert isinstance(state, BlockingSnapshot)
             return poolspec.blocking_spec_state(state, instance.pool.workers, instance.spares,
                                                 instance.pool.tasks)
-        assert isinstance(state, PoolSnapshot)
+        if isinstance(state, BlockingSnapshot):
+            return poolspec.blocking_spec_state(state, instance.workers,
+                                                getattr(instance, "spares", ()), instance.tasks)
         return poolspec.spec_state(state, instance.workers, instance.tasks)
 
     def show(self, state: Any) -> str:
@@ -183,9 +195,11 @@ class PoolSystem(System):
 
     def new_implementation(self, factory: Callable[..., Any],
                            constants: Mapping[str, Any]) -> SteppedPool:
-        if is_blocking(constants):
-            return SteppedPool(factory, constants["Workers"], steal_cap_of(constants),
-                               spares=constants["Spares"], max_spares=constants["MaxSpares"])
+        if is_blocking(constants):  # a pool in another process takes the moves itself
+            blocking: SteppedPool = driven_pool(
+                factory, constants["Workers"], steal_cap_of(constants),
+                spares=constants["Spares"], max_spares=constants["MaxSpares"])
+            return blocking
         driven: SteppedPool = driven_pool(factory, constants["Workers"], steal_cap_of(constants))
         return driven
 
