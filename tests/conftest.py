@@ -160,27 +160,41 @@ def postgres_factory(database_url: str) -> Callable[..., Any]:
     call makes a fresh store in the schema ``store`` of the PostgreSQL database instead, after
     emptying the one the previous call made. Emptied, not dropped, and every scheduler on one
     open store: thousands of replayed traces would spend most of their time creating tables and
-    starting server sessions (each new session reads the catalogue anew)."""
+    starting server sessions (each new session reads the catalogue anew). The meta rows a new
+    store of the same settings was created with are put back in the same statement, so the
+    scheduler opens a store as it was created rather than creating it again (a round trip for
+    each table and index)."""
     import psycopg
 
     from refsched.durable import DurableScheduler
     from refsched.durable.urls import open_store
 
     url = postgres_stores(database_url)("store")
-    conn = psycopg.connect(database_url, autocommit=True)
-    conn.execute("DROP SCHEMA IF EXISTS store CASCADE")  # a store an older schema version made
     # Replay and lock-step check what each step does, not that it survives a crash (the fault
-    # tests do): commits here do not wait for the disk.
+    # tests do): commits here do not wait for the disk, the emptying of a store's neither.
+    conn = psycopg.connect(database_url, autocommit=True, options="-c synchronous_commit=off")
+    # a store an older schema version made, and the meta rows of its new stores
+    conn.execute("DROP SCHEMA IF EXISTS store CASCADE; DROP SCHEMA IF EXISTS store_meta CASCADE;"
+                 "CREATE SCHEMA store_meta")
     store = open_store(f"{url}&options=-c%20synchronous_commit%3Doff")
 
     made = itertools.count()
+    created: dict[str, str] = {}  # the arguments of a new store -> the table of its meta rows
 
     def fresh(_sqlite_url: str, *args: Any, **kwargs: Any) -> DurableScheduler:
-        if conn.execute("SELECT to_regclass('store.meta')").fetchone()[0] is not None:
-            conn.execute("".join(f"DELETE FROM store.{table};" for table in _STORE_TABLES))
+        settings = repr((args, sorted(kwargs.items())))
+        if created or conn.execute("SELECT to_regclass('store.meta')").fetchone()[0]:
+            empty = "".join(f"DELETE FROM store.{table};" for table in _STORE_TABLES)
+            if settings in created:
+                empty += f"INSERT INTO store.meta SELECT * FROM {created[settings]};"
+            conn.execute(empty)
             if next(made) % 64 == 63:  # the deleted rows, before every query scans them
                 conn.execute(f"VACUUM {', '.join(f'store.{t}' for t in _STORE_TABLES)}")
-        return DurableScheduler(store, *args, **kwargs)
+        scheduler = DurableScheduler(store, *args, **kwargs)
+        if settings not in created:
+            table = created[settings] = f"store_meta.m{len(created)}"
+            conn.execute(f"CREATE TABLE {table} AS SELECT * FROM store.meta")
+        return scheduler
 
     return fresh
 

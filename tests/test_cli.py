@@ -70,34 +70,6 @@ def test_version_and_usage_errors_follow_argparse_conventions() -> None:
     assert run.returncode == 2 and "usage:" in run.stderr
 
 
-def test_traces_check_passes_on_the_committed_corpus(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["traces", "--check", "--quiet"]) == 0
-    err = capsys.readouterr().err
-    assert ("ok   model = spec (MCSchedulerTraces.cfg): 5,784 states and 56,921 labelled "
-            "edges") in err
-    assert "ok   model = spec (MCSchedulerCorpusEdges.cfg): 10,900 states" in err
-    assert "ok   model = spec (MCSchedulerCorpusAddDeps.cfg): 6,866 states" in err
-    assert err.count("is current") == 3
-
-
-def test_replay_of_the_corpus_covers_every_edge(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["replay", "--quiet"]) == 0
-    out, err = capsys.readouterr()
-    assert "edges replayed (MCSchedulerTraces.cfg): 56,921 of 56,921 (100.0%)" in out
-    assert "edges replayed (MCSchedulerCorpusEdges.cfg): 108,981 of 108,981 (100.0%)" in out
-    assert "edges replayed (MCSchedulerCorpusAddDeps.cfg): 64,966 of 64,966 (100.0%)" in out
-    assert "no divergence" in err
-
-
-def test_replay_names_the_diverging_step_of_a_broken_scheduler(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["replay", "--quiet", "--impl", "tests.mutants.broken_schedulers:ClaimsTwice"])
-    err = capsys.readouterr().err
-    assert code == 1
-    assert "the implementation diverges from the trace" in err
-    assert "step" in err and "Claim(k=" in err
-
-
 def test_record_then_validate_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run.itf.json"
     assert main(["record", "--seed", "3", "-o", str(run)]) == 0

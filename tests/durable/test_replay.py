@@ -1,15 +1,17 @@
-"""The durable corpus: current with the spec, replayed edge for edge against DurableScheduler, and
-able to catch a store that fences, extends, expires or claims differently.
+"""The durable corpus beyond its replay whole (tests/durable/test_replay_corpus.py on SQLite,
+tests/durable/test_replay_postgresql.py on PostgreSQL): able to catch a store that fences,
+extends, expires or claims differently, and its other instances replayed in part.
 
 The corpus has six instances, each covering every edge of TLC's state graph of its config:
-traces/durable-cover.jsonl.gz (spec/MCDurableSchedulerTraces.cfg, one id), replayed whole here,
-and the claims, generations, diamond and time instances (spec/MCDurableSchedulerCorpus*.cfg)
-and the edges instance (spec/MCDurableSchedulerEdges.cfg: optional edges and AddDeps), of which
-a stratified subset is replayed here (the edges instance's on PostgreSQL too) and the whole by
-`refsched verify` (and, on both stores, with -m big_instance). Replay takes each step
-through a fresh SQLite store on a virtual clock, the workers' leases held by the harness
-(refsched.verify.durable.system); each must-fail test breaks one thing in a DurableScheduler and
-asserts the replay names the first step where it shows.
+traces/durable-cover.jsonl.gz (spec/MCDurableSchedulerTraces.cfg, one id), replayed whole by
+those two files, and the claims, generations, diamond and time instances
+(spec/MCDurableSchedulerCorpus*.cfg) and the edges instance (spec/MCDurableSchedulerEdges.cfg:
+optional edges and AddDeps), of which a stratified subset is replayed here (the edges
+instance's on PostgreSQL too) and the whole by `refsched verify` (and, on both stores, with
+-m big_instance). Replay takes each step through a fresh SQLite store on a virtual clock, the
+workers' leases held by the harness (refsched.verify.durable.system); each must-fail test
+breaks one thing in a DurableScheduler and asserts the replay names the first step where it
+shows.
 """
 
 from __future__ import annotations
@@ -41,13 +43,7 @@ from refsched.verify.itf import Step, Trace, encode_bundle, read_traces, write_t
 from refsched.verify.replay import format_divergence, replay
 from tests.conftest import postgres_factory
 from tests.durable.support import ClaimRewritten
-from tests.replay_support import (
-    CorpusTests,
-    assert_replays_every_edge,
-    assert_wrong_state_after,
-    corpus_traces,
-    first_divergence,
-)
+from tests.replay_support import assert_wrong_state_after, corpus_traces, first_divergence
 
 DURABLE = system.get("durable")
 
@@ -55,23 +51,6 @@ DURABLE = system.get("durable")
 @pytest.fixture(scope="module")
 def traces() -> list[Trace]:
     return corpus_traces(DURABLE)
-
-
-class TestDurableCorpus(CorpusTests):
-    pytestmark = pytest.mark.slow
-    system, config = DURABLE, "MCDurableSchedulerTraces.cfg"
-    # this instance's gates are off (the edges instance has them on: below)
-    gated_off = EDGE_ACTIONS
-
-
-@pytest.mark.slow
-def test_every_edge_of_the_durable_corpus_replays_cleanly_on_postgresql(
-        traces: list[Trace], postgres_url: str) -> None:
-    # The state is compared at every step; check_invariants() and the counters of stats(), a
-    # round of queries each, after each trace's last step (the test above checks them at every
-    # step on SQLite, and the lock-step machine at every call on PostgreSQL).
-    assert_replays_every_edge(traces, DURABLE, EDGE_ACTIONS,
-                              factory=postgres_factory(postgres_url), checks_each_step=False)
 
 
 @pytest.mark.big_instance  # 310,968 steps: many minutes on each store (a subset: below)
@@ -250,14 +229,6 @@ def test_a_trace_of_lost_answers_replays_cleanly() -> None:
     """A claim whose answer is lost burns the attempt, and the lease expires; a report whose
     answer is lost is made again with the same lease and answered, with no change."""
     report = replay([LOST_ANSWERS], system=DURABLE)
-    assert report.ok, format_divergence(report.divergences[0])
-    assert report.steps == len(LOST_ANSWERS.steps)
-
-
-def test_a_trace_of_lost_answers_replays_cleanly_on_postgresql(postgres_url: str) -> None:
-    # complete() runs on the server there (steps_postgres.py); its repeat falls back to the
-    # transaction that answers it.
-    report = replay([LOST_ANSWERS], postgres_factory(postgres_url), system=DURABLE)
     assert report.ok, format_divergence(report.divergences[0])
     assert report.steps == len(LOST_ANSWERS.steps)
 
@@ -461,18 +432,6 @@ def test_a_stratified_subset_of_each_instance_replays_cleanly_through_every_acti
     assert {a for a, c in report.coverage.items() if c.edges} == stratified(config)[1]
     print(f"{config}: {report.traces} traces, {report.steps} steps, {report.edges} edges of "
           f"{corpus.read_manifest(system=DURABLE, config=config)['edges']}")
-
-
-def test_a_stratified_subset_of_the_edges_instance_replays_on_postgresql(
-        postgres_url: str) -> None:
-    # every action the edges instance takes, SubmitOptional and AddDeps included, through the
-    # PostgreSQL store's server-side submit and claim
-    traces = subset(EDGES_CONFIG)
-    report = replay(traces, postgres_factory(postgres_url), system=DURABLE,
-                    checks_each_step=False)
-    assert report.ok, format_divergence(report.divergences[0])
-    taken = {a for a, c in report.coverage.items() if c.edges}
-    assert taken == stratified(EDGES_CONFIG)[1] and set(EDGE_ACTIONS) <= taken
 
 
 @pytest.mark.parametrize("cls", broken_durable.BROKEN, ids=lambda c: c.__name__)

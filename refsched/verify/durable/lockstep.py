@@ -209,10 +209,34 @@ class ModelRefused(Exception):
     """The model cannot take a step the machine chose, or the step breaks an invariant."""
 
 
-def model_takes(model: DurableSnapshot, step: Step,
-                limits: Limits) -> tuple[tuple[Any, ...], DurableSnapshot]:
+_Taken = tuple[tuple[Any, ...], DurableSnapshot]  # a step's arguments, the state after it
+ModelMemo = dict[tuple[DurableSnapshot, Step, Limits], _Taken | str]
+"""What :func:`model_takes` found for a (state, step, limits): the model is pure, and the walks
+of one run (Hypothesis's shrinking most of all) take the same steps from the same states again
+and again, each time checking every invariant, some of which look at every action."""
+
+
+def model_takes(model: DurableSnapshot, step: Step, limits: Limits,
+                memo: ModelMemo | None = None) -> _Taken:
     """``step``'s arguments and the model's state after it, its invariants and the step's
-    properties checked; :class:`ModelRefused` says why not (both machines take steps so)."""
+    properties checked; :class:`ModelRefused` says why not (both machines take steps so).
+    ``memo``: the answers found so far in this run (the model and its predicates must not
+    change while it is kept)."""
+    if memo is None:
+        return _model_takes(model, step, limits)
+    key = (model, step, limits)
+    found = memo.get(key)
+    if found is None:
+        try:
+            found = memo[key] = _model_takes(model, step, limits)
+        except ModelRefused as refused:
+            found = memo[key] = str(refused)
+    if isinstance(found, str):
+        raise ModelRefused(found)
+    return found
+
+
+def _model_takes(model: DurableSnapshot, step: Step, limits: Limits) -> _Taken:
     action = ACTIONS[step.action]
     args = action.arguments(step.param_map)
     refusal = action.refused(model, *args, limits=limits)
@@ -269,6 +293,8 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             self.report_on(w, key, self.held[w][key], method, True, lose)
         report.__name__ = report.__qualname__ = f"report_{method}"  # as the walk lists it
         return report
+
+    memo: ModelMemo = {}  # the model's steps, for every walk of the run
 
     class DurableLockstep(RuleBasedStateMachine):
         def __init__(self) -> None:
@@ -330,7 +356,7 @@ def durable_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
             labelled = iter(given)
             for step in steps:
                 try:
-                    args, after = model_takes(self.model, step, self.limits)
+                    args, after = model_takes(self.model, step, self.limits, memo)
                 except ModelRefused as refused:
                     self.fail(str(refused))
                 before, self.model = self.model, after

@@ -69,12 +69,13 @@ answer against the claim order.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -83,6 +84,7 @@ from typing import Any
 from refsched.durable import DurableScheduler
 from refsched.durable.jobs import NOOP
 from refsched.durable.scheduler import Lease
+from refsched.durable.store import Row, Store
 from refsched.errors import LeaseLostError, StaleLeaseError
 from refsched.model.dag.actions import WAITING, retry_set
 from refsched.model.dag.graph import ModelGraph, describe, search
@@ -176,6 +178,76 @@ class _Bound:
         return ACTIONS[self.name].step(s, *params, limits=limits)
 
 
+Query = tuple[str, tuple[Any, ...]]
+
+
+class ReadTogether:
+    """The open store of a DurableScheduler under replay, through which the reads of one
+    :meth:`DurableSystem.snapshot` (``snapshot()``, ``leases()``, ``now()``, ``times()``: a read
+    transaction each, a round trip each on PostgreSQL) go to the database as one.
+
+    Inside :meth:`together` the first time, the reads are made as the calls ask for them, and
+    their queries kept; each time after, those queries are read in one read transaction, and
+    each call is given the rows of its own, as long as it asks for the same queries in the same
+    order (a call that asks for others reads them itself, and so do the calls after it). The
+    calls parse the rows as ever: only the trips to the database are fewer. Anything else goes
+    to the store."""
+
+    def __init__(self, store: Store) -> None:
+        self._inner = store
+        self._plan: list[list[Query]] | None = None  # the reads of one snapshot, in order
+        self._recording: list[list[Query]] | None = None
+        self._served: list[tuple[list[Query], list[list[Row]]]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def read(self, queries: Sequence[tuple[str, Sequence[Any]]]) -> list[list[Row]]:
+        asked = [(sql, tuple(params)) for sql, params in queries]
+        if self._recording is not None:
+            self._recording.append(asked)
+        elif self._served:
+            planned, rows = self._served[0]
+            if planned == asked:
+                del self._served[0]
+                return rows
+            self._served = []
+        return self._inner.read(asked)
+
+    def peek(self, sql: str, params: Sequence[Any] = ()) -> Row | None:
+        rows = self.read([(sql, params)])[0]
+        return rows[0] if rows else None
+
+    @contextlib.contextmanager
+    def transaction(self, write: bool = True, first: str | None = None) -> Iterator[Any]:
+        self._served = []  # rows read before a write are not the state after it
+        with self._inner.transaction(write, first) as tx:
+            yield tx
+
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """Serve the reads made inside from one read of the database, once they are known."""
+        if self._plan is None:
+            self._recording = []
+            try:
+                yield
+                self._plan = self._recording
+            finally:
+                self._recording = None
+            return
+        rows = self._inner.read([q for planned in self._plan for q in planned])
+        at = 0
+        for planned in self._plan:
+            self._served.append((planned, rows[at:at + len(planned)]))
+            at += len(planned)
+        try:
+            yield
+            if self._served:  # some were asked for no longer: learn the reads again
+                self._plan = None
+        finally:
+            self._served = []
+
+
 class DrivenStore:
     """A DurableScheduler under replay, its store's folder, and the workers' leases."""
 
@@ -195,6 +267,12 @@ class DrivenStore:
         self.held: dict[Hashable, dict[LeaseKey, Lease]] = {}
         # (t, g) -> the lease whose accepted report ended that version
         self.ended_by: dict[tuple[Hashable, int], Lease] = {}
+        # the reads of each snapshot as one, for a DurableScheduler on a store of the package's
+        self.reads: ReadTogether | None = None
+        if isinstance(self.store, DurableScheduler) and isinstance(
+                getattr(self.store, "_store", None), Store):
+            self.reads = ReadTogether(self.store._store)
+            self.store._store = self.reads  # type: ignore[assignment]  # a Store in all but name
         weakref.finalize(self, _remove, self.store, self.folder)
 
     def lease(self, worker: Hashable, key: LeaseKey) -> Lease:
@@ -512,19 +590,21 @@ class DurableSystem(System):
 
     def snapshot(self, implementation: DrivenStore, constants: Mapping[str, Any],
                  fatal: Fatal) -> DurableSnapshot | None:
+        reads = implementation.reads
         try:
-            store = implementation.store
-            scheduler = store.snapshot()
-            leases = store.leases()
-            now = store.now()
-            # The store's own due times and priorities, where it reports them; else the
-            # harness's record of its calls. A store may report the waiting versions only
-            # (the protocol's times does): nothing reads another's priority, which the spec
-            # keeps, unchanged, until a Retry or a Submit, so for those the record stands.
-            reported = getattr(store, "times", None)
-            times = ({**implementation.times,
-                      **{t: (_number(v.due), v.priority) for t, v in reported().items()}}
-                     if reported is not None else implementation.times)
+            with reads.together() if reads is not None else contextlib.nullcontext():
+                store = implementation.store
+                scheduler = store.snapshot()
+                leases = store.leases()
+                now = store.now()
+                # The store's own due times and priorities, where it reports them; else the
+                # harness's record of its calls. A store may report the waiting versions only
+                # (the protocol's times does): nothing reads another's priority, which the spec
+                # keeps, unchanged, until a Retry or a Submit, so for those the record stands.
+                reported = getattr(store, "times", None)
+                times = ({**implementation.times,
+                          **{t: (_number(v.due), v.priority) for t, v in reported().items()}}
+                         if reported is not None else implementation.times)
         except fatal:
             raise
         except Exception:  # a store broken enough not to answer: the divergence says the rest
