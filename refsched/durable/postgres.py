@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import re
 import select
 import threading
@@ -50,9 +51,33 @@ __all__ = ["PostgresStore", "split_url"]
 
 _T = TypeVar("_T")
 
+#: SQLSTATEs of a call the server aborted whole, sent again (deadlock, serialization failure).
+_RETRIED = frozenset({"40P01", "40001"})
+_CALL_TRIES = 10
+
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}\Z")
 _WALL_NOW = "extract(epoch FROM clock_timestamp())::float8"
 _VIRTUAL_NOW = "(SELECT (value #>> '{}')::float8 FROM meta WHERE key = 'now')"
+
+
+#: What a transaction that holds the store's lock exclusively does last, so that every running
+#: version holds exactly one slot row, and no other holds one (docs/durable.md, "Writers
+#: without one lock"): a version that left 'running' in it (failed, cancelled, expired for
+#: good, closed) frees its row; one that came to run in it (a claim taken here) holds a free
+#: row, or a new one numbered at most the count of running versions.
+FIT_SLOTS = (
+    "UPDATE run_slot SET task = NULL, generation = NULL WHERE task IS NOT NULL AND NOT EXISTS "
+    "(SELECT 1 FROM task WHERE task.id = run_slot.task AND task.generation = "
+    "run_slot.generation AND task.state = 'running')",
+    "INSERT INTO run_slot (n, task, generation) SELECT f.n, w.id, w.generation FROM "
+    "(SELECT id, generation, row_number() OVER (ORDER BY id) AS k FROM task WHERE "
+    "state = 'running' AND NOT EXISTS (SELECT 1 FROM run_slot WHERE run_slot.task = task.id "
+    "AND run_slot.generation = task.generation)) AS w "
+    "JOIN (SELECT n, row_number() OVER (ORDER BY n) AS k FROM (SELECT n FROM run_slot "
+    "WHERE task IS NULL UNION ALL SELECT g FROM generate_series(1, (SELECT count(*) FROM task "
+    "WHERE state = 'running')) AS g WHERE NOT EXISTS (SELECT 1 FROM run_slot WHERE n = g)) "
+    "AS c) AS f USING (k) "
+    "ON CONFLICT (n) DO UPDATE SET task = excluded.task, generation = excluded.generation")
 
 
 def split_url(url: str, schema: str | None = None) -> tuple[str, str]:
@@ -87,10 +112,12 @@ def _dialect(sql: str) -> str:
 
 class _PostgresTx(Tx):
     __slots__ = ("_always", "_conn", "_cur", "_now", "_now_sql", "_queued", "_wake", "first",
-                 "woken")
+                 "fit_slots", "woken")
 
     META_ADD = ("UPDATE meta SET value = to_jsonb((value #>> '{}')::numeric + ?::numeric) "
                 "WHERE key = ?")
+    # the shard of the server process: steps that count at once need not share a row
+    COUNTER_SHARD = "pg_backend_pid() % 16"
 
     def __init__(self, conn: Any, cur: Any, now_sql: str, now: float | None,
                  wake: Callable[[int, bool], str]) -> None:
@@ -103,6 +130,7 @@ class _PostgresTx(Tx):
         self.first: Row | None = None
         self.woken: str | None = None  # wake(): the notification's statement
         self._always = False  # woken notifies whatever the state (a version not yet due)
+        self.fit_slots = False  # commit() fits the slot rows first (an exclusive writer's)
 
     def encode(self, value: Any) -> Any:
         from psycopg.types.json import Jsonb
@@ -151,6 +179,8 @@ class _PostgresTx(Tx):
 
     def commit(self) -> None:
         """COMMIT, after the queued statements and the notification, in one round trip."""
+        if self.fit_slots:
+            self._queued.extend((sql, ()) for sql in FIT_SLOTS)
         if self.woken is not None:
             self._queued.append((self.woken, ()))
         if self._queued:
@@ -221,6 +251,7 @@ class PostgresStore(Store):
         self._listener: Any = None  # the connection wait_for_work() listens on
         self._listener_lock = threading.Lock()
         self._steps_ready = False  # prepare() found or installed steps_postgres.py
+        self._slots_ready = False  # prepare() ran: the store has its run_slot table
 
         def configure(conn: Any) -> None:
             conn.autocommit = True  # every transaction is an explicit BEGIN ... COMMIT
@@ -272,6 +303,7 @@ class PostgresStore(Store):
     def prepare(self, tx: Tx) -> None:
         """Install the functions of ``steps_postgres.py`` unless the store has these ones
         (the digest on ``refsched_claim``); under the lock of the caller's transaction."""
+        self._slots_ready = True  # the tables are current: each writer keeps the slot rows
         if self._steps_ready:
             return
         from refsched.durable.steps_postgres import SQL, STAMPED
@@ -312,12 +344,21 @@ class PostgresStore(Store):
         params = (self._lock_key, self._virtual, self._channel, *args)
         sql = f"SELECT * FROM refsched_{step}({', '.join(['%s'] * len(params))})"
         with self._server_errors():
-            conn = self._idle_conn()
-            try:
-                rows: list[Row] = conn.execute(sql, params).fetchall()
-            finally:
-                self._release(conn)
-        return rows
+            for tries in itertools.count(1):
+                conn = self._idle_conn()
+                try:
+                    rows: list[Row] = conn.execute(sql, params).fetchall()
+                    return rows
+                except self._psycopg.Error as e:
+                    # Two steps that lock rows under the shared lock may each wait for the
+                    # other (a deadlock the server breaks by aborting one): the aborted call's
+                    # transaction was rolled back whole, so it is sent again as it was.
+                    sqlstate = getattr(getattr(e, "diag", None), "sqlstate", None)
+                    if sqlstate not in _RETRIED or tries >= _CALL_TRIES:
+                        raise
+                finally:
+                    self._release(conn)
+        raise AssertionError("unreachable")
 
     def _idle_conn(self) -> Any:
         """A pooled connection on which the server has said nothing since its last statement.
@@ -433,6 +474,7 @@ class PostgresStore(Store):
                     cur.nextset()
                     tx.first = cur.fetchone()
                 yield tx
+                tx.fit_slots = write and self._slots_ready
                 tx.commit()
             finally:
                 self._release(conn)  # rolled back first if the block raised
