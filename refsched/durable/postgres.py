@@ -51,6 +51,9 @@ __all__ = ["PostgresStore", "split_url"]
 
 _T = TypeVar("_T")
 
+#: How many slot rows a store makes up front (:meth:`PostgresStore.make_slots`).
+SLOTS_MADE = 1024
+
 #: SQLSTATEs of a call the server aborted whole, sent again (deadlock, serialization failure).
 _RETRIED = frozenset({"40P01", "40001"})
 _CALL_TRIES = 10
@@ -321,6 +324,15 @@ class PostgresStore(Store):
                 tx.script("ROLLBACK TO SAVEPOINT refsched_steps")
                 return
         self._steps_ready = True
+
+    def make_slots(self, tx: Tx, max_concurrency: int) -> None:
+        """Slot rows 1 .. max_concurrency, made up front (up to :data:`SLOTS_MADE`): a claim
+        that makes one waits for another claim making the same number, where one that takes
+        a free row passes over the rows others hold. Past SLOTS_MADE, claims make them."""
+        top = min(int(max_concurrency), SLOTS_MADE)
+        tx.run("INSERT INTO run_slot (n) SELECT g FROM generate_series(1, ?) AS g "
+               "WHERE NOT EXISTS (SELECT 1 FROM run_slot WHERE n = g) "
+               "ON CONFLICT (n) DO NOTHING", (top,))
 
     @property
     def _virtual(self) -> bool:

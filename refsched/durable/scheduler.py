@@ -862,6 +862,7 @@ class DurableScheduler:
                 tx.many("INSERT INTO counter (name, shard, n) VALUES (?, 0, 0)",
                         ((c,) for c in _COUNTERS))
                 self._store.prepare(tx)
+                self._store.make_slots(tx, max_concurrency)
                 return meta
             from refsched.durable.store import check_meta
             check_meta(self._store.url, meta)
@@ -883,6 +884,8 @@ class DurableScheduler:
                 meta["slot_due"] = schedules.NO_SLOT
                 tx.meta_insert([("slot_due", schedules.NO_SLOT)])
             self._store.prepare(tx)
+            if version < 7:  # the slot rows its writers now take
+                self._store.make_slots(tx, int(meta["max_concurrency"]))
             given: dict[str, object] = {
                 "max_concurrency": max_concurrency, "max_attempts": max_attempts,
                 "clock": clock, "record": None if record is None else int(record),

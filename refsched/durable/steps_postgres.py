@@ -473,7 +473,8 @@ BEGIN
     -- Fan-in: each pending dependent has one dep fewer to wait for, an update of its row
     -- under the row's lock; the rows locked in id order, so that two completes that share
     -- dependents never wait for each other in a cycle.
-    PERFORM 1 FROM task WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task)
+    PERFORM 1 FROM task
+      WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task)
       ORDER BY id FOR UPDATE;
     UPDATE task SET remaining_deps = remaining_deps - 1,
            became_ready_at = CASE WHEN remaining_deps = 1 THEN now_ ELSE became_ready_at END,

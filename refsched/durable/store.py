@@ -249,6 +249,11 @@ class Store(ABC):
         """Make the server-side parts of the store current (the scheduler's first transaction
         calls this)."""
 
+    def make_slots(self, tx: Tx,  # noqa: B027 (a no-op unless the store's claims use them)
+                   max_concurrency: int) -> None:
+        """Make the slot rows of ``max_concurrency`` that do not exist yet (a store whose
+        claims take slot rows; the scheduler's first transaction calls this)."""
+
     def call(self, step: str, *args: Any) -> list[Row] | None:
         """Run ``step`` as the store's server-side function in one round trip: its rows, or
         None when the store has no such function (the scheduler then takes the step itself)."""

@@ -419,6 +419,63 @@ CATALOGUE: tuple[Mutant, ...] = (
        "a server-side step's count replaces its shard's row instead of adding to it",
        """        ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n;""",
        """        ON CONFLICT (name, shard) DO UPDATE SET n = excluded.n;"""),
+    # -- writers without one lock (docs/durable.md; tests/durable/test_rowlocks.py) --------------
+    _m("durable_steps_claim_not_skip_locked", _DF,
+       "the server-side claim picks the first ready version without locking it: a claim beside "
+       "another takes the version the other holds, read stale, and queues for its row",
+       """            FOR UPDATE SKIP LOCKED) AS ready;""",
+       """            ) AS ready;""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_complete_fenced_before_lock", _DF,
+       "the server-side complete judges the lease on the row as read before its lock: a repeat "
+       "queued behind the first report succeeds again and counts down the dependents twice",
+       """    UPDATE task SET state = 'succeeded', holder = NULL, deadline = NULL,
+           ended_attempt = p_attempt, ended_at = now_, result = p_result, error = NULL
+     WHERE id = p_task AND generation = p_generation AND attempt = p_attempt
+           AND state = 'running' AND holder = p_worker;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    -- Its slot row is free.""",
+       """    IF NOT EXISTS (SELECT 1 FROM task WHERE id = p_task AND generation = p_generation
+                   AND attempt = p_attempt AND state = 'running' AND holder = p_worker) THEN
+        RETURN false;
+    END IF;
+    UPDATE task SET state = 'succeeded', holder = NULL, deadline = NULL,
+           ended_attempt = p_attempt, ended_at = now_, result = p_result, error = NULL
+     WHERE id = p_task;
+    -- Its slot row is free.""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_complete_keeps_slot", _DF,
+       "the server-side complete leaves its slot row held: each success takes a slot for good",
+       """    -- Its slot row is free.
+    UPDATE run_slot SET task = NULL, generation = NULL
+     WHERE task = p_task AND generation = p_generation;""",
+       """    -- Its slot row is free.""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_pg_end_keeps_slot", _DP,
+       "a version that leaves 'running' in a transaction of the client (a failure, a cancel, "
+       "an expiry for good) keeps its slot row",
+       "WHERE task IS NOT NULL AND NOT EXISTS ",
+       "WHERE false AND NOT EXISTS ",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_fan_in_outside_row_lock", _DF,
+       "the server-side complete counts down each dependent from its count as read before the "
+       "row's lock: of two completes of its deps at once, one is lost",
+       """    PERFORM 1 FROM task
+      WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task)
+      ORDER BY id FOR UPDATE;
+    UPDATE task SET remaining_deps = remaining_deps - 1,
+           became_ready_at = CASE WHEN remaining_deps = 1 THEN now_ ELSE became_ready_at END,
+           state = CASE WHEN remaining_deps = 1 THEN 'ready' ELSE state END
+     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);""",
+       """    UPDATE task SET remaining_deps = x.r - 1,
+           became_ready_at = CASE WHEN x.r = 1 THEN now_ ELSE became_ready_at END,
+           state = CASE WHEN x.r = 1 THEN 'ready' ELSE state END
+      FROM (SELECT id AS xid, remaining_deps AS r FROM task WHERE state = 'pending'
+              AND id IN (SELECT task FROM dep WHERE dep = p_task)) AS x
+     WHERE task.id = x.xid;""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
     # -- the PostgreSQL store and its server-side steps ------------------------------------------
     _m("durable_pg_keeps_stale_wakeups", _DP,
        "notifications that arrived before a claim looked still wake the next wait: idle "
