@@ -5,16 +5,21 @@ unix socket). ``schema`` names the PostgreSQL schema that holds the store's tabl
 first use ("refsched" by default), so several stores share one database.
 
 What the SQLite store gets from its single writer, this store gets from one transaction-scoped
-advisory lock per store schema, taken first by every transaction that writes: the spec's steps
-are atomic and serial, a reader never waits (MVCC), and ``step.n`` numbers the history in commit
-order. Inside that lock a write transaction runs at READ COMMITTED, so each statement sees every
-step committed before the lock was granted. Read-only calls run at REPEATABLE READ, so a
-``snapshot()`` of several queries is one consistent state.
+advisory lock per store schema, taken first by every transaction that writes. The server-side
+claim and complete take it shared, and then the row locks of spec/DurableRowLocks.tla, so they
+run beside one another (docs/durable.md, "Writers without one lock"); every other writer takes
+it exclusively and runs alone, and ends by fitting the slot rows of max_concurrency to the
+versions it left running (:data:`FIT_SLOTS`). The spec's steps are atomic, a reader never waits
+(MVCC), and ``step.n`` numbers the history in commit order (a store that records takes the
+history lock in its shared steps too). A write transaction runs at READ COMMITTED, so each
+statement sees every step committed before it started. Read-only calls run at REPEATABLE READ,
+so a ``snapshot()`` of several queries is one consistent state.
 
 Every deadline is read and written on the server's clock (``clock_timestamp()``), whatever the
 clocks of the machines the workers run on say.
 
-Every writer waits for the one holding the lock, so what counts is how long each holds it. The
+An exclusive writer waits for the ones holding the lock, so what counts is how long each holds
+it. The
 common paths of Submit (a batch of ``submit_many``, and a submit with deps, too), Claim and
 Complete are server-side functions (:mod:`.steps_postgres`, installed by
 :meth:`PostgresStore.prepare`), one statement and one round trip each: the lock is
@@ -115,12 +120,12 @@ def _dialect(sql: str) -> str:
 
 class _PostgresTx(Tx):
     __slots__ = ("_always", "_conn", "_cur", "_now", "_now_sql", "_queued", "_wake", "first",
-                 "fit_slots", "woken")
+                 "fit_slots", "untouched", "woken")
 
     META_ADD = ("UPDATE meta SET value = to_jsonb((value #>> '{}')::numeric + ?::numeric) "
                 "WHERE key = ?")
     # the shard of the server process: steps that count at once need not share a row
-    COUNTER_SHARD = "pg_backend_pid() % 16"
+    COUNTER_SHARD = "pg_backend_pid() % 256"
 
     def __init__(self, conn: Any, cur: Any, now_sql: str, now: float | None,
                  wake: Callable[[int, bool], str]) -> None:
@@ -134,6 +139,7 @@ class _PostgresTx(Tx):
         self.woken: str | None = None  # wake(): the notification's statement
         self._always = False  # woken notifies whatever the state (a version not yet due)
         self.fit_slots = False  # commit() fits the slot rows first (an exclusive writer's)
+        self.untouched = False  # versions_untouched(): no version changed, nothing to fit
 
     def encode(self, value: Any) -> Any:
         from psycopg.types.json import Jsonb
@@ -191,6 +197,9 @@ class _PostgresTx(Tx):
             self._send_queued()
         else:
             self._cur.execute("COMMIT")
+
+    def versions_untouched(self) -> None:
+        self.untouched = True
 
     def has_schema(self) -> bool:
         tables = {name for (name,) in self.all(
@@ -486,7 +495,7 @@ class PostgresStore(Store):
                     cur.nextset()
                     tx.first = cur.fetchone()
                 yield tx
-                tx.fit_slots = write and self._slots_ready
+                tx.fit_slots = write and self._slots_ready and not tx.untouched
                 tx.commit()
             finally:
                 self._release(conn)  # rolled back first if the block raised

@@ -886,6 +886,8 @@ class DurableScheduler:
             self._store.prepare(tx)
             if version < 7:  # the slot rows its writers now take
                 self._store.make_slots(tx, int(meta["max_concurrency"]))
+            elif version == SCHEMA_VERSION:
+                tx.versions_untouched()
             given: dict[str, object] = {
                 "max_concurrency": max_concurrency, "max_attempts": max_attempts,
                 "clock": clock, "record": None if record is None else int(record),

@@ -38,7 +38,7 @@ DROP FUNCTION IF EXISTS refsched_count(text, bigint);
 CREATE OR REPLACE FUNCTION refsched_count(p_name text, p_n bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO counter (name, shard, n) VALUES (p_name, pg_backend_pid() % 16, p_n)
+    INSERT INTO counter (name, shard, n) VALUES (p_name, pg_backend_pid() % 256, p_n)
         ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n;
 END
 $$;

@@ -172,6 +172,11 @@ class Tx(ABC):
     def meta_insert(self, items: Iterable[tuple[str, Any]]) -> None:
         self.many(self.META_INSERT, ((k, self.encode(v)) for k, v in items))
 
+    def versions_untouched(self) -> None:  # noqa: B027 (a no-op unless a store fits rows)
+        """Say that this transaction changes no version's state (an open that migrates
+        nothing): a store that fits rows of its own to the running versions at commit
+        (PostgreSQL's slot rows) leaves them, and writes nothing a reader's role may not."""
+
     def wake(self, max_concurrency: int,  # noqa: B027 (a no-op unless it can notify)
              always: bool = False) -> None:
         """This step may make a version claimable: tell idle workers once it commits, if a

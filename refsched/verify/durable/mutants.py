@@ -582,17 +582,15 @@ WAKEUPS: tuple[Mutant, ...] = (
        """                                                )::text, now_);
     END IF;"""),
     _m('durable_steps_claim_no_wake', _DF, 'the server-side claim that left work wakes nobody',
-       """                                                   'chosen', to_json(chosen))::text,\
- now_);
-        END IF;
-        PERFORM refsched_wake(p_virtual, p_channel, p_max);""",
-       """                                                   'chosen', to_json(chosen))::text,\
- now_);
-        END IF;"""),
-    _m('durable_steps_complete_no_wake', _DF, 'the server-side complete wakes nobody',
-       """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);
+       """                                               'chosen', to_json(chosen))::text, now_);
+    END IF;
     PERFORM refsched_wake(p_virtual, p_channel, p_max);""",
-       """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);"""),
+       """                                               'chosen', to_json(chosen))::text, now_);
+    END IF;"""),
+    _m('durable_steps_complete_no_wake', _DF, 'the server-side complete wakes nobody',
+       """    PERFORM refsched_count('succeeded', 1);
+    PERFORM refsched_wake(p_virtual, p_channel, p_max);""",
+       """    PERFORM refsched_count('succeeded', 1);"""),
     _m('durable_steps_claimable_ignores_free_slot', _DF, 'claimable though every slot is taken',
        """            AND (SELECT count(*) FROM task WHERE state = 'running') < p_max);""",
        """            AND (SELECT count(*) FROM task WHERE state = 'running') <= p_max);"""),
