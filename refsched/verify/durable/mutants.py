@@ -409,16 +409,19 @@ CATALOGUE: tuple[Mutant, ...] = (
        "a step's count replaces its shard's row instead of adding to it: a counter shows the "
        "last step's count",
        """"n = counter.n + excluded.n\"""",
-       """"n = excluded.n\""""),
+       """"n = excluded.n\"""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
     _m("durable_store_counter_one_shard", _DS,
        "a counter is read as its largest shard, not their sum: on PostgreSQL, the counts of "
        "the other server processes are lost",
        """COUNTERS_READ = "SELECT name, CAST(SUM(n) AS BIGINT) FROM counter GROUP BY name\"""",
-       """COUNTERS_READ = "SELECT name, CAST(MAX(n) AS BIGINT) FROM counter GROUP BY name\""""),
+       """COUNTERS_READ = "SELECT name, CAST(MAX(n) AS BIGINT) FROM counter GROUP BY name\"""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
     _m("durable_steps_counter_overwrites", _DF,
        "a server-side step's count replaces its shard's row instead of adding to it",
        """        ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n;""",
-       """        ON CONFLICT (name, shard) DO UPDATE SET n = excluded.n;"""),
+       """        ON CONFLICT (name, shard) DO UPDATE SET n = excluded.n;""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
     # -- writers without one lock (docs/durable.md; tests/durable/test_rowlocks.py) --------------
     _m("durable_steps_claim_not_skip_locked", _DF,
        "the server-side claim picks the first ready version without locking it: a claim beside "
