@@ -511,7 +511,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        """    IF cardinality(slots) < p_want AND (SELECT count(*) FROM run_slot) <= p_max THEN
         WITH made AS (
             INSERT INTO run_slot (n)
-                SELECT g FROM generate_series(1, p_max + 1) AS g"""),
+                SELECT g FROM generate_series(1, p_max + 1) AS g""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
     _m("durable_steps_complete_ignores_attempt", _DF,
        "the server-side complete is fenced by generation and worker only",
        """     WHERE id = p_task AND generation = p_generation AND attempt = p_attempt""",
