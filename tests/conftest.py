@@ -152,7 +152,7 @@ def durable_url(request: pytest.FixtureRequest, tmp_path: Path) -> StoreURL:
 
 
 _STORE_TABLES = ("meta", "task", "dep", "step", "schedule", "slot", "input_summary",
-                 "past_version", "refusal")
+                 "past_version", "refusal", "counter", "run_slot")
 
 
 def postgres_factory(database_url: str) -> Callable[..., Any]:

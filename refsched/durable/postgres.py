@@ -5,16 +5,21 @@ unix socket). ``schema`` names the PostgreSQL schema that holds the store's tabl
 first use ("refsched" by default), so several stores share one database.
 
 What the SQLite store gets from its single writer, this store gets from one transaction-scoped
-advisory lock per store schema, taken first by every transaction that writes: the spec's steps
-are atomic and serial, a reader never waits (MVCC), and ``step.n`` numbers the history in commit
-order. Inside that lock a write transaction runs at READ COMMITTED, so each statement sees every
-step committed before the lock was granted. Read-only calls run at REPEATABLE READ, so a
-``snapshot()`` of several queries is one consistent state.
+advisory lock per store schema, taken first by every transaction that writes. The server-side
+claim and complete take it shared, and then the row locks of spec/DurableRowLocks.tla, so they
+run beside one another (docs/durable.md, "Writers without one lock"); every other writer takes
+it exclusively and runs alone, and ends by fitting the slot rows of max_concurrency to the
+versions it left running (:data:`FIT_SLOTS`). The spec's steps are atomic, a reader never waits
+(MVCC), and ``step.n`` numbers the history in commit order (a store that records takes the
+history lock in its shared steps too). A write transaction runs at READ COMMITTED, so each
+statement sees every step committed before it started. Read-only calls run at REPEATABLE READ,
+so a ``snapshot()`` of several queries is one consistent state.
 
 Every deadline is read and written on the server's clock (``clock_timestamp()``), whatever the
 clocks of the machines the workers run on say.
 
-Every writer waits for the one holding the lock, so what counts is how long each holds it. The
+An exclusive writer waits for the ones holding the lock, so what counts is how long each holds
+it. The
 common paths of Submit (a batch of ``submit_many``, and a submit with deps, too), Claim and
 Complete are server-side functions (:mod:`.steps_postgres`, installed by
 :meth:`PostgresStore.prepare`), one statement and one round trip each: the lock is
@@ -35,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import itertools
 import re
 import select
 import threading
@@ -50,9 +56,36 @@ __all__ = ["PostgresStore", "split_url"]
 
 _T = TypeVar("_T")
 
+#: How many slot rows a store makes up front (:meth:`PostgresStore.make_slots`).
+SLOTS_MADE = 1024
+
+#: SQLSTATEs of a call the server aborted whole, sent again (deadlock, serialization failure).
+_RETRIED = frozenset({"40P01", "40001"})
+_CALL_TRIES = 10
+
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,62}\Z")
 _WALL_NOW = "extract(epoch FROM clock_timestamp())::float8"
 _VIRTUAL_NOW = "(SELECT (value #>> '{}')::float8 FROM meta WHERE key = 'now')"
+
+
+#: What a transaction that holds the store's lock exclusively does last, so that every running
+#: version holds exactly one slot row, and no other holds one (docs/durable.md, "Writers
+#: without one lock"): a version that left 'running' in it (failed, cancelled, expired for
+#: good, closed) frees its row; one that came to run in it (a claim taken here) holds a free
+#: row, or a new one numbered at most the count of running versions.
+FIT_SLOTS = (
+    "UPDATE run_slot SET task = NULL, generation = NULL WHERE task IS NOT NULL AND NOT EXISTS "
+    "(SELECT 1 FROM task WHERE task.id = run_slot.task AND task.generation = "
+    "run_slot.generation AND task.state = 'running')",
+    "INSERT INTO run_slot (n, task, generation) SELECT f.n, w.id, w.generation FROM "
+    "(SELECT id, generation, row_number() OVER (ORDER BY id) AS k FROM task WHERE "
+    "state = 'running' AND NOT EXISTS (SELECT 1 FROM run_slot WHERE run_slot.task = task.id "
+    "AND run_slot.generation = task.generation)) AS w "
+    "JOIN (SELECT n, row_number() OVER (ORDER BY n) AS k FROM (SELECT n FROM run_slot "
+    "WHERE task IS NULL UNION ALL SELECT g FROM generate_series(1, (SELECT count(*) FROM task "
+    "WHERE state = 'running')) AS g WHERE NOT EXISTS (SELECT 1 FROM run_slot WHERE n = g)) "
+    "AS c) AS f USING (k) "
+    "ON CONFLICT (n) DO UPDATE SET task = excluded.task, generation = excluded.generation")
 
 
 def split_url(url: str, schema: str | None = None) -> tuple[str, str]:
@@ -87,10 +120,12 @@ def _dialect(sql: str) -> str:
 
 class _PostgresTx(Tx):
     __slots__ = ("_always", "_conn", "_cur", "_now", "_now_sql", "_queued", "_wake", "first",
-                 "woken")
+                 "fit_slots", "untouched", "woken")
 
     META_ADD = ("UPDATE meta SET value = to_jsonb((value #>> '{}')::numeric + ?::numeric) "
                 "WHERE key = ?")
+    # the shard of the server process: steps that count at once need not share a row
+    COUNTER_SHARD = "pg_backend_pid() % 256"
 
     def __init__(self, conn: Any, cur: Any, now_sql: str, now: float | None,
                  wake: Callable[[int, bool], str]) -> None:
@@ -103,6 +138,8 @@ class _PostgresTx(Tx):
         self.first: Row | None = None
         self.woken: str | None = None  # wake(): the notification's statement
         self._always = False  # woken notifies whatever the state (a version not yet due)
+        self.fit_slots = False  # commit() fits the slot rows first (an exclusive writer's)
+        self.untouched = False  # versions_untouched(): no version changed, nothing to fit
 
     def encode(self, value: Any) -> Any:
         from psycopg.types.json import Jsonb
@@ -151,6 +188,8 @@ class _PostgresTx(Tx):
 
     def commit(self) -> None:
         """COMMIT, after the queued statements and the notification, in one round trip."""
+        if self.fit_slots:
+            self._queued.extend((sql, ()) for sql in FIT_SLOTS)
         if self.woken is not None:
             self._queued.append((self.woken, ()))
         if self._queued:
@@ -158,6 +197,9 @@ class _PostgresTx(Tx):
             self._send_queued()
         else:
             self._cur.execute("COMMIT")
+
+    def versions_untouched(self) -> None:
+        self.untouched = True
 
     def has_schema(self) -> bool:
         tables = {name for (name,) in self.all(
@@ -221,6 +263,7 @@ class PostgresStore(Store):
         self._listener: Any = None  # the connection wait_for_work() listens on
         self._listener_lock = threading.Lock()
         self._steps_ready = False  # prepare() found or installed steps_postgres.py
+        self._slots_ready = False  # prepare() ran: the store has its run_slot table
 
         def configure(conn: Any) -> None:
             conn.autocommit = True  # every transaction is an explicit BEGIN ... COMMIT
@@ -272,6 +315,7 @@ class PostgresStore(Store):
     def prepare(self, tx: Tx) -> None:
         """Install the functions of ``steps_postgres.py`` unless the store has these ones
         (the digest on ``refsched_claim``); under the lock of the caller's transaction."""
+        self._slots_ready = True  # the tables are current: each writer keeps the slot rows
         if self._steps_ready:
             return
         from refsched.durable.steps_postgres import SQL, STAMPED
@@ -289,6 +333,15 @@ class PostgresStore(Store):
                 tx.script("ROLLBACK TO SAVEPOINT refsched_steps")
                 return
         self._steps_ready = True
+
+    def make_slots(self, tx: Tx, max_concurrency: int) -> None:
+        """Slot rows 1 .. max_concurrency, made up front (up to :data:`SLOTS_MADE`): a claim
+        that makes one waits for another claim making the same number, where one that takes
+        a free row passes over the rows others hold. Past SLOTS_MADE, claims make them."""
+        top = min(int(max_concurrency), SLOTS_MADE)
+        tx.run("INSERT INTO run_slot (n) SELECT g FROM generate_series(1, ?) AS g "
+               "WHERE NOT EXISTS (SELECT 1 FROM run_slot WHERE n = g) "
+               "ON CONFLICT (n) DO NOTHING", (top,))
 
     @property
     def _virtual(self) -> bool:
@@ -312,12 +365,21 @@ class PostgresStore(Store):
         params = (self._lock_key, self._virtual, self._channel, *args)
         sql = f"SELECT * FROM refsched_{step}({', '.join(['%s'] * len(params))})"
         with self._server_errors():
-            conn = self._idle_conn()
-            try:
-                rows: list[Row] = conn.execute(sql, params).fetchall()
-            finally:
-                self._release(conn)
-        return rows
+            for tries in itertools.count(1):
+                conn = self._idle_conn()
+                try:
+                    rows: list[Row] = conn.execute(sql, params).fetchall()
+                    return rows
+                except self._psycopg.Error as e:
+                    # Two steps that lock rows under the shared lock may each wait for the
+                    # other (a deadlock the server breaks by aborting one): the aborted call's
+                    # transaction was rolled back whole, so it is sent again as it was.
+                    sqlstate = getattr(getattr(e, "diag", None), "sqlstate", None)
+                    if sqlstate not in _RETRIED or tries >= _CALL_TRIES:
+                        raise
+                finally:
+                    self._release(conn)
+        raise AssertionError("unreachable")
 
     def _idle_conn(self) -> Any:
         """A pooled connection on which the server has said nothing since its last statement.
@@ -433,6 +495,7 @@ class PostgresStore(Store):
                     cur.nextset()
                     tx.first = cur.fetchone()
                 yield tx
+                tx.fit_slots = write and self._slots_ready and not tx.untouched
                 tx.commit()
             finally:
                 self._release(conn)  # rolled back first if the block raised

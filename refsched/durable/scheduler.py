@@ -29,7 +29,14 @@ from refsched.cycles import find_cycles
 from refsched.dag.signals import Signals
 from refsched.durable import schedules
 from refsched.durable import signals as signal_rows
-from refsched.durable.store import FORMAT, MIGRATIONS, SCHEMA_VERSION, Store, Tx
+from refsched.durable.store import (
+    COUNTERS_READ,
+    FORMAT,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    Store,
+    Tx,
+)
 from refsched.durable.urls import open_store
 from refsched.errors import (
     CycleError,
@@ -852,10 +859,12 @@ class DurableScheduler:
                         "clock": clock or "wall", "now": 0.0, "record": int(bool(record)),
                         "aging": AGING if stored_aging is None else stored_aging,
                         "started": 0, "closed": 0, "next_seq": 1,
-                        "slot_due": schedules.NO_SLOT,
-                        **{f"count:{c}": 0 for c in _COUNTERS}}
+                        "slot_due": schedules.NO_SLOT}
                 tx.meta_insert(meta.items())
+                tx.many("INSERT INTO counter (name, shard, n) VALUES (?, 0, 0)",
+                        ((c,) for c in _COUNTERS))
                 self._store.prepare(tx)
+                self._store.make_slots(tx, max_concurrency)
                 return meta
             from refsched.durable.store import check_meta
             check_meta(self._store.url, meta)
@@ -877,6 +886,10 @@ class DurableScheduler:
                 meta["slot_due"] = schedules.NO_SLOT
                 tx.meta_insert([("slot_due", schedules.NO_SLOT)])
             self._store.prepare(tx)
+            if version < 7:  # the slot rows its writers now take
+                self._store.make_slots(tx, int(meta["max_concurrency"]))
+            elif version == SCHEMA_VERSION:
+                tx.versions_untouched()
             given: dict[str, object] = {
                 "max_concurrency": max_concurrency, "max_attempts": max_attempts,
                 "clock": clock, "record": None if record is None else int(record),
@@ -937,7 +950,7 @@ class DurableScheduler:
 
     def _count(self, tx: Tx, counter: str, n: int = 1) -> None:
         if n:
-            tx.meta_add(f"count:{counter}", n)
+            tx.count(counter, n)
 
     @contextlib.contextmanager
     def _counting_refusals(self, of: list[_Submission] | str | None,
@@ -2125,6 +2138,7 @@ class DurableScheduler:
         queries: list[tuple[str, Sequence[Any]]] = [
             (f"SELECT {self._store.clock_sql}", ()),
             ("SELECT key, value FROM meta", ()),
+            self._counters_read,
             ("SELECT id, generation, state, remaining_deps, blocked_by, cancel_requested, fn, "
              "args, seq, attempt, holder, deadline, result, error, " + trace + ", "
              "lease_seconds, became_ready_at, claimed_at, ended_at, " + times + " FROM task "
@@ -2142,7 +2156,8 @@ class DurableScheduler:
                  "d.id = dep.dep WHERE dep.optional <> 0 AND x.attempt = 0 AND d.state IN "
                  "('succeeded', 'failed', 'blocked', 'cancelled')"
                  + where.replace("WHERE id", " AND dep.task"), params)]
-        now_rows, meta_rows, task_rows, dep_rows, *input_rows = self._store.read(queries)
+        now_rows, meta_rows, count_rows, task_rows, dep_rows, *input_rows = self._store.read(
+            queries)
         if task_id is not None and not task_rows:
             raise UnknownTaskError(f"{call}({task_id!r}): unknown task", task_id)
         deps, optional = _edges(dep_rows)
@@ -2162,7 +2177,17 @@ class DurableScheduler:
                         None if tn is None else json.loads(tn))
             for (t, g, st, rd, bb, cr, fn, args, seq, a, h, dl, res, err, tb, ls, br, ca, ea,
                  due, p, pv, tt, tn) in task_rows)
-        return StoreView(float(now_rows[0][0]), dict(meta_rows), versions)
+        settings: dict[str, Any] = dict(meta_rows)
+        settings.update((f"count:{name}", int(n)) for name, n in count_rows)
+        return StoreView(float(now_rows[0][0]), settings, versions)
+
+    @property
+    def _counters_read(self) -> tuple[str, Sequence[Any]]:
+        """The query of the counters' ``name, value`` rows: summed over the shards of the
+        table counter, or meta's ``count:NAME`` keys in a store older than it."""
+        if self._schema_version >= 7:
+            return COUNTERS_READ, ()
+        return "SELECT substr(key, 7), value FROM meta WHERE key LIKE 'count:%'", ()
 
     def leases(self) -> dict[str, LeaseView]:
         """The lease part of every claimed version (spec: ``attempt``, ``holder``, ``deadline``,
@@ -2188,11 +2213,11 @@ class DurableScheduler:
 
     def stats(self) -> DurableStats:
         """Store-wide counters, the current versions by state, and the live leases."""
-        meta, by_state_rows, live_rows = self._store.read([
-            ("SELECT key, value FROM meta WHERE key LIKE 'count:%'", ()),
+        count_rows, by_state_rows, live_rows = self._store.read([
+            self._counters_read,
             ("SELECT state, COUNT(*) FROM task GROUP BY state", ()),
             ("SELECT COUNT(*) FROM task WHERE holder IS NOT NULL", ())])
-        counts = {k[len("count:"):]: int(v) for k, v in meta}
+        counts = {name: int(n) for name, n in count_rows}
         by_state: dict[str, int] = dict(by_state_rows)
         live = live_rows[0][0] if live_rows else 0
         return DurableStats(**counts, by_state=by_state, live_leases=live,

@@ -1,21 +1,33 @@
--- The durable scheduler's schema, version 6: spec/DurableScheduler.tla's variables as rows.
+-- The durable scheduler's schema, version 7: spec/DurableScheduler.tla's variables as rows.
 -- Created by the code that reads it (refsched/durable/store.py), inside one transaction.
 -- Version 2 added task.traceback; version 3 the due times and priorities of docs/time.md
 -- (task.due, priority, claim_key, claim_due and the index task_claim in place of task_ready);
 -- version 4 the edge kinds of docs/semantics.md (dep.optional, task.optional_deps) and the
 -- input summaries of claimed versions (the table input_summary); version 5 the provenance
 -- of dead versions (task.provenance); version 6 the signals of docs/durable.md (task.task_type,
--- tenant, retried, first_claimed_at, expiries and the tables past_version and refusal).
+-- tenant, retried, first_claimed_at, expiries and the tables past_version and refusal);
+-- version 7 the table counter in place of meta's counters, and the table run_slot.
 -- MIGRATIONS in store.py brings an older store up to date.
 -- schema_postgres.sql is the same tables in PostgreSQL's types: change both together.
 
 -- One row per setting and per scalar spec variable: format (what this file is),
 -- schema_version, max_concurrency, max_attempts, clock ('wall' | 'virtual'), now (the virtual
 -- clock's reading), record (1: every accepted step is appended to step), aging (seconds per
--- priority level of the claim key; 0 = strict priority), started, closed, next_seq; and the store-wide counters of stats(), named 'count:...'.
+-- priority level of the claim key; 0 = strict priority), started, closed, next_seq.
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value NOT NULL
+);
+
+-- The store-wide counters of stats(): a counter's value is the sum of its rows. A step adds
+-- to the row of its shard (an upsert): one shard here, where one writer runs at a time;
+-- PostgreSQL's steps add to the shard of their server process, so that two steps counting at
+-- once do not wait for each other's row (docs/durable.md, "Counters").
+CREATE TABLE IF NOT EXISTS counter (
+    name  TEXT NOT NULL,
+    shard INTEGER NOT NULL,
+    n     INTEGER NOT NULL,
+    PRIMARY KEY (name, shard)
 );
 
 -- One row per task id: its current version (the spec's variables at index t).
@@ -99,6 +111,17 @@ CREATE TABLE IF NOT EXISTS step (
     params TEXT NOT NULL,  -- JSON object
     at     REAL NOT NULL   -- store clock
 );
+
+-- The slot rows of max_concurrency (docs/durable.md, "Writers without one lock"): each is free
+-- (task NULL) or held by one running version, numbered 1 .. max_concurrency and made when
+-- first needed. PostgreSQL's claims take them; SQLite's single writer counts the running
+-- versions instead and leaves this table empty.
+CREATE TABLE IF NOT EXISTS run_slot (
+    n          INTEGER PRIMARY KEY,
+    task       TEXT,
+    generation INTEGER
+);
+CREATE INDEX IF NOT EXISTS run_slot_task ON run_slot (task);
 
 -- One row per recurring schedule (refsched/durable/schedules.py, docs/time.md): its timing, its
 -- policy, and spec/Schedule.tla's variables: the next undecided slot, the held slot, paused.

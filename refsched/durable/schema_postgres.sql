@@ -1,4 +1,4 @@
--- The durable scheduler's schema on PostgreSQL, version 6: schema.sql's tables, typed.
+-- The durable scheduler's schema on PostgreSQL, version 7: schema.sql's tables, typed.
 -- Created by refsched/durable/postgres.py inside one transaction, in the store's own schema
 -- (the `schema` URL parameter, "refsched" by default), so several stores share one database.
 --
@@ -15,6 +15,14 @@
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value JSONB NOT NULL
+);
+
+-- The counters of stats(): summed over the shards, each step adding to its server process's.
+CREATE TABLE IF NOT EXISTS counter (
+    name  TEXT NOT NULL,
+    shard INTEGER NOT NULL,
+    n     BIGINT NOT NULL,
+    PRIMARY KEY (name, shard)
 );
 
 CREATE TABLE IF NOT EXISTS task (
@@ -82,6 +90,14 @@ CREATE TABLE IF NOT EXISTS step (
     params TEXT NOT NULL,
     at     DOUBLE PRECISION NOT NULL
 );
+
+-- The slot rows of max_concurrency: free (task NULL) or held by one running version.
+CREATE TABLE IF NOT EXISTS run_slot (
+    n          BIGINT PRIMARY KEY,
+    task       TEXT,
+    generation BIGINT
+);
+CREATE INDEX IF NOT EXISTS run_slot_task ON run_slot (task);
 
 CREATE TABLE IF NOT EXISTS schedule (
     name       TEXT PRIMARY KEY,

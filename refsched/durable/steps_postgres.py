@@ -33,7 +33,17 @@ BEGIN
 END
 $$;
 
-CREATE OR REPLACE FUNCTION refsched_count(p_key text, p_n bigint) RETURNS void
+-- A counter of stats(): add to its row of this server process's shard (Tx.count).
+DROP FUNCTION IF EXISTS refsched_count(text, bigint);
+CREATE OR REPLACE FUNCTION refsched_count(p_name text, p_n bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO counter (name, shard, n) VALUES (p_name, pg_backend_pid() % 256, p_n)
+        ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n;
+END
+$$;
+
+CREATE OR REPLACE FUNCTION refsched_meta_add(p_key text, p_n bigint) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     UPDATE meta SET value = to_jsonb((value #>> '{}')::numeric + p_n) WHERE key = p_key;
@@ -99,7 +109,7 @@ BEGIN
         RETURN NULL;
     END IF;
     SELECT CAST(value AS bigint) INTO seq_ FROM meta WHERE key = 'next_seq';
-    PERFORM refsched_count('next_seq', 1);
+    PERFORM refsched_meta_add('next_seq', 1);
     IF old_state = 'succeeded' THEN
         -- The replaced success no longer counts for the waiting dependents.
         UPDATE task SET remaining_deps = remaining_deps + 1, state = 'pending'
@@ -131,7 +141,7 @@ BEGIN
     IF old_optional > 0 THEN
         DELETE FROM input_summary WHERE task = p_task;
     END IF;
-    PERFORM refsched_count('count:submitted', 1);
+    PERFORM refsched_count('submitted', 1);
     IF p_record THEN
         INSERT INTO step (action, params, at)
             VALUES ('Submit', json_build_object('t', p_task, 'D', json_build_array(),
@@ -310,8 +320,8 @@ BEGIN
     EXCEPTION WHEN SQLSTATE 'RSB01' THEN
         RETURN NULL;
     END;
-    PERFORM refsched_count('next_seq', cardinality(generations));
-    PERFORM refsched_count('count:submitted', cardinality(generations));
+    PERFORM refsched_meta_add('next_seq', cardinality(generations));
+    PERFORM refsched_count('submitted', cardinality(generations));
     IF ready_later THEN
         -- One not yet due: the idle workers read the next due time again.
         PERFORM pg_notify(p_channel, '');
@@ -324,8 +334,16 @@ $$;
 
 -- Claim(w, k): one row with o_fallback when the scheduler is not started or a lease is due to
 -- expire (the caller's code expires, re-claims, or raises); otherwise a row per eligible
--- version taken (ready and due), in the claim order of docs/time.md, within max_concurrency,
--- and no row when there is nothing to take.
+-- version taken (ready and due), in the claim order of docs/time.md, each with a slot row of
+-- max_concurrency's, and no row when there is nothing to take.
+-- Under the store's lock SHARED (spec/DurableRowLocks.tla, docs/durable.md "Writers without
+-- one lock"): claims and completes run at once, each holding the rows it decides on. A slot
+-- row is free (task NULL) or held by one running version; a first claim takes a free one FOR
+-- UPDATE SKIP LOCKED, or makes one numbered at most max_concurrency, so no more versions run
+-- than there are slot rows numbered 1 .. max_concurrency. The version is the first claimable
+-- FOR UPDATE SKIP LOCKED: one another claim holds is passed over (the spec's ClaimPassingOver).
+-- Recording its history, a step also takes the history lock: recorded steps run one at a
+-- time, so the step rows are numbered in commit order.
 CREATE OR REPLACE FUNCTION refsched_claim(p_lock bigint, p_virtual boolean, p_channel text,
         p_record boolean, p_max bigint, p_worker text, p_want bigint,
         p_lease float8)
@@ -334,7 +352,7 @@ RETURNS TABLE (o_fallback boolean, o_seq bigint, o_id text, o_generation bigint,
 LANGUAGE plpgsql AS $$
 DECLARE
     now_ float8;
-    room bigint;
+    slots bigint[];
     taken bigint;
     chosen text[];
     with_inputs boolean;
@@ -345,7 +363,10 @@ BEGIN
             AND NOT refsched_claimable(p_virtual, p_max) THEN
         RETURN;
     END IF;
-    PERFORM pg_advisory_xact_lock(p_lock);
+    PERFORM pg_advisory_xact_lock_shared(p_lock);
+    IF p_record THEN
+        PERFORM pg_advisory_xact_lock(p_lock # 1);  -- the history lock
+    END IF;
     now_ := refsched_now(p_virtual);
     IF (SELECT CAST(value AS integer) FROM meta WHERE key = 'started') = 0
             OR EXISTS (SELECT 1 FROM task WHERE state = 'running'
@@ -357,20 +378,41 @@ BEGIN
     IF (SELECT CAST(value AS integer) FROM meta WHERE key = 'closed') <> 0 THEN
         RETURN;
     END IF;
-    room := least(p_want, p_max - (SELECT count(*) FROM task WHERE state = 'running'));
-    IF room <= 0 THEN
+    -- The slot rows: free ones no other claim holds, then new ones while fewer than
+    -- max_concurrency exist (a number another claim is making is waited for, then left).
+    SELECT coalesce(array_agg(n ORDER BY n), '{}') INTO slots
+      FROM (SELECT n FROM run_slot WHERE task IS NULL ORDER BY n LIMIT p_want
+            FOR UPDATE SKIP LOCKED) AS free;
+    IF cardinality(slots) < p_want AND (SELECT count(*) FROM run_slot) < p_max THEN
+        WITH made AS (
+            INSERT INTO run_slot (n)
+                SELECT g FROM generate_series(1, p_max) AS g
+                 WHERE NOT EXISTS (SELECT 1 FROM run_slot WHERE n = g)
+                 LIMIT p_want - cardinality(slots)
+            ON CONFLICT (n) DO NOTHING RETURNING n)
+        SELECT slots || coalesce(array_agg(n ORDER BY n), '{}') INTO slots FROM made;
+    END IF;
+    IF cardinality(slots) = 0 THEN
         RETURN;
     END IF;
-    WITH claimed AS (
-        UPDATE task SET state = 'running', attempt = 1, holder = p_worker,
-               deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_,
-               first_claimed_at = now_
-         WHERE id IN (SELECT id FROM task WHERE state = 'ready' AND due <= now_
-                      ORDER BY claim_key DESC, claim_due, seq LIMIT room)
-        RETURNING id, optional_deps)
-    SELECT array_agg(id ORDER BY id COLLATE "C"), bool_or(optional_deps > 0)
-        INTO chosen, with_inputs FROM claimed;
+    SELECT array_agg(id) INTO chosen
+      FROM (SELECT id FROM task WHERE state = 'ready' AND due <= now_
+             ORDER BY claim_key DESC, claim_due, seq LIMIT cardinality(slots)
+            FOR UPDATE SKIP LOCKED) AS ready;
     taken := coalesce(cardinality(chosen), 0);
+    IF taken = 0 THEN
+        RETURN;
+    END IF;
+    SELECT array_agg(id ORDER BY id COLLATE "C") INTO chosen FROM unnest(chosen) AS x(id);
+    UPDATE task SET state = 'running', attempt = 1, holder = p_worker,
+           deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_,
+           first_claimed_at = now_
+     WHERE id = ANY (chosen);
+    -- Each version taken holds one slot row (the spec's SlotsFit).
+    UPDATE run_slot SET task = x.id, generation = t.generation
+      FROM unnest(slots[1:taken], chosen) AS x(n, id) JOIN task AS t ON t.id = x.id
+     WHERE run_slot.n = x.n;
+    with_inputs := EXISTS (SELECT 1 FROM task WHERE id = ANY (chosen) AND optional_deps > 0);
     IF with_inputs THEN
         -- The input summaries, fixed now (DurableScheduler._keep_inputs writes the same rows).
         INSERT INTO input_summary (task, dep, generation, state, result, error, blocked_by)
@@ -385,16 +427,14 @@ BEGIN
         SELECT false, t.seq, t.id, t.generation, t.fn, t.args, now_ + p_lease
           FROM task AS t WHERE t.id = ANY (chosen)
          ORDER BY t.claim_key DESC, t.claim_due, t.seq;
-    IF taken > 0 THEN
-        PERFORM refsched_count('count:claimed', taken);
-        IF p_record THEN
-            -- chosen in code point order, as the client's sorted() writes it
-            INSERT INTO step (action, params, at)
-                VALUES ('Claim', json_build_object('w', p_worker, 'k', taken,
-                                                   'chosen', to_json(chosen))::text, now_);
-        END IF;
-        PERFORM refsched_wake(p_virtual, p_channel, p_max);
+    PERFORM refsched_count('claimed', taken);
+    IF p_record THEN
+        -- chosen in code point order, as the client's sorted() writes it
+        INSERT INTO step (action, params, at)
+            VALUES ('Claim', json_build_object('w', p_worker, 'k', taken,
+                                               'chosen', to_json(chosen))::text, now_);
     END IF;
+    PERFORM refsched_wake(p_virtual, p_channel, p_max);
 END
 $$;
 
@@ -407,9 +447,14 @@ LANGUAGE plpgsql AS $$
 DECLARE
     now_ float8;
 BEGIN
-    PERFORM pg_advisory_xact_lock(p_lock);
+    -- Under the store's lock shared, as refsched_claim (which says why).
+    PERFORM pg_advisory_xact_lock_shared(p_lock);
+    IF p_record THEN
+        PERFORM pg_advisory_xact_lock(p_lock # 1);  -- the history lock
+    END IF;
     now_ := refsched_now(p_virtual);
-    -- The fence: the row changes only while this lease is the version's live one.
+    -- The fence, in the statement that takes the row's lock: the row changes only while this
+    -- lease is the version's live one, as the row is once the lock is held.
     UPDATE task SET state = 'succeeded', holder = NULL, deadline = NULL,
            ended_attempt = p_attempt, ended_at = now_, result = p_result, error = NULL
      WHERE id = p_task AND generation = p_generation AND attempt = p_attempt
@@ -417,17 +462,25 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    PERFORM refsched_count('count:succeeded', 1);
+    -- Its slot row is free.
+    UPDATE run_slot SET task = NULL, generation = NULL
+     WHERE task = p_task AND generation = p_generation;
     IF p_record THEN
         INSERT INTO step (action, params, at)
             VALUES ('Complete', json_build_object('w', p_worker, 't', p_task, 'g', p_generation,
                                                   'a', p_attempt)::text, now_);
     END IF;
-    -- Fan-in: each pending dependent has one dep fewer to wait for, under the store's lock.
+    -- Fan-in: each pending dependent has one dep fewer to wait for, an update of its row
+    -- under the row's lock; the rows locked in id order, so that two completes that share
+    -- dependents never wait for each other in a cycle.
+    PERFORM 1 FROM task
+      WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task)
+      ORDER BY id FOR UPDATE;
     UPDATE task SET remaining_deps = remaining_deps - 1,
            became_ready_at = CASE WHEN remaining_deps = 1 THEN now_ ELSE became_ready_at END,
            state = CASE WHEN remaining_deps = 1 THEN 'ready' ELSE state END
      WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);
+    PERFORM refsched_count('succeeded', 1);
     PERFORM refsched_wake(p_virtual, p_channel, p_max);
     RETURN true;
 END
@@ -450,7 +503,11 @@ DECLARE
     workers_ text[] := p_workers;
     results_ text[] := p_results;
 BEGIN
-    PERFORM pg_advisory_xact_lock(p_lock);
+    -- Under the store's lock shared, as refsched_claim (which says why).
+    PERFORM pg_advisory_xact_lock_shared(p_lock);
+    IF p_record THEN
+        PERFORM pg_advisory_xact_lock(p_lock # 1);  -- the history lock
+    END IF;
     now_ := refsched_now(p_virtual);
     -- A block of its own: a report left to the client rolls back the reports before it.
     BEGIN
@@ -465,6 +522,8 @@ BEGIN
             IF NOT FOUND THEN
                 RAISE SQLSTATE 'RSB02';  -- stale or repeated: the client's transaction
             END IF;
+            UPDATE run_slot SET task = NULL, generation = NULL
+             WHERE task = t AND generation = p_generations[i];
             IF p_record THEN
                 INSERT INTO step (action, params, at)
                     VALUES ('Complete', json_build_object('w', workers_[i], 't', t,
@@ -472,6 +531,9 @@ BEGIN
                                                           'a', p_attempts[i])::text, now_);
             END IF;
             -- Fan-in, as refsched_complete.
+            PERFORM 1 FROM task
+              WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = t)
+              ORDER BY id FOR UPDATE;
             UPDATE task SET remaining_deps = remaining_deps - 1,
                    became_ready_at = CASE WHEN remaining_deps = 1 THEN now_
                                           ELSE became_ready_at END,
@@ -481,7 +543,7 @@ BEGIN
     EXCEPTION WHEN SQLSTATE 'RSB02' THEN
         RETURN false;
     END;
-    PERFORM refsched_count('count:succeeded', n);
+    PERFORM refsched_count('succeeded', n);
     PERFORM refsched_wake(p_virtual, p_channel, p_max);
     RETURN true;
 END

@@ -25,10 +25,10 @@ from typing import Any
 
 from refsched.errors import InvalidArgumentError, StoreError
 
-__all__ = ["FORMAT", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "Store", "Tx"]
+__all__ = ["COUNTERS_READ", "FORMAT", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "Store", "Tx"]
 
 FORMAT = "refsched-durable"  # meta.format: this file is a refsched store
-SCHEMA_VERSION = 6  # meta.schema_version this code reads and writes
+SCHEMA_VERSION = 7  # meta.schema_version this code reads and writes
 
 #: What brings a store of schema version ``v - 1`` to ``v``, in both dialects (type names both
 #: read alike: DOUBLE PRECISION is SQLite's REAL, BIGINT its INTEGER); run by the first writer
@@ -44,6 +44,8 @@ SCHEMA_VERSION = 6  # meta.schema_version this code reads and writes
 #: counted as submitted, its first claim taken as its current attempt's, its expiries as the
 #: attempts before the current one; no earlier version is kept in past_version, so the
 #: partitions count only the versions the store still holds (docs/durable.md, Signals).
+#: Version 7: meta's counters ``count:NAME`` move to the table counter, each as shard 0, and
+#: the table run_slot starts empty (the first writer of a PostgreSQL store fills it).
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE task ADD COLUMN traceback TEXT",),
     3: ("ALTER TABLE task ADD COLUMN due DOUBLE PRECISION NOT NULL DEFAULT 0",
@@ -85,7 +87,19 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
         "first_claimed_at DOUBLE PRECISION, ended_at DOUBLE PRECISION)",
         "CREATE TABLE IF NOT EXISTS refusal (task_type TEXT NOT NULL, tenant TEXT NOT NULL, "
         "kind TEXT NOT NULL, n BIGINT NOT NULL, PRIMARY KEY (task_type, tenant, kind))"),
+    7: ("CREATE TABLE IF NOT EXISTS counter (name TEXT NOT NULL, shard INTEGER NOT NULL, "
+        "n BIGINT NOT NULL, PRIMARY KEY (name, shard))",
+        "INSERT INTO counter (name, shard, n) SELECT substr(key, 7), 0, CAST(value AS BIGINT) "
+        "FROM meta WHERE key LIKE 'count:%'",
+        "DELETE FROM meta WHERE key LIKE 'count:%'",
+        # schema.sql's run_slot table: its rows are made by the writers of a PostgreSQL store
+        "CREATE TABLE IF NOT EXISTS run_slot (n BIGINT PRIMARY KEY, task TEXT, "
+        "generation BIGINT)",
+        "CREATE INDEX IF NOT EXISTS run_slot_task ON run_slot (task)"),
 }
+
+#: The counters as ``name, value`` rows (a read of the store's ``counter`` table).
+COUNTERS_READ = "SELECT name, CAST(SUM(n) AS BIGINT) FROM counter GROUP BY name"
 
 Row = tuple[Any, ...]
 
@@ -111,6 +125,8 @@ class Tx(ABC):
     META_ADD = "UPDATE meta SET value = value + ? WHERE key = ?"
     META_SET = "UPDATE meta SET value = ? WHERE key = ?"
     META_INSERT = "INSERT INTO meta (key, value) VALUES (?, ?)"
+    #: The shard of the counter rows this transaction adds to: one writer runs at a time here
+    COUNTER_SHARD = "0"
 
     first: Row | None = None  # the row of transaction(first=...)
 
@@ -142,11 +158,24 @@ class Tx(ABC):
         """Add ``n`` to a numeric meta value."""
         self.later(self.META_ADD, (n, key))
 
+    def count(self, name: str, n: int) -> None:
+        """Add ``n`` to the counter ``name``: to its row of this transaction's shard, made
+        if there is none (an upsert, so that writers of different shards never wait for one
+        another's row)."""
+        self.later("INSERT INTO counter (name, shard, n) VALUES (?, "
+                   f"{self.COUNTER_SHARD}, ?) ON CONFLICT (name, shard) DO UPDATE SET "
+                   "n = counter.n + excluded.n", (name, n))
+
     def meta_set(self, key: str, value: Any) -> None:
         self.run(self.META_SET, (self.encode(value), key))
 
     def meta_insert(self, items: Iterable[tuple[str, Any]]) -> None:
         self.many(self.META_INSERT, ((k, self.encode(v)) for k, v in items))
+
+    def versions_untouched(self) -> None:  # noqa: B027 (a no-op unless a store fits rows)
+        """Say that this transaction changes no version's state (an open that migrates
+        nothing): a store that fits rows of its own to the running versions at commit
+        (PostgreSQL's slot rows) leaves them, and writes nothing a reader's role may not."""
 
     def wake(self, max_concurrency: int,  # noqa: B027 (a no-op unless it can notify)
              always: bool = False) -> None:
@@ -224,6 +253,11 @@ class Store(ABC):
     def prepare(self, tx: Tx) -> None:  # noqa: B027 (a no-op unless the store has such parts)
         """Make the server-side parts of the store current (the scheduler's first transaction
         calls this)."""
+
+    def make_slots(self, tx: Tx,  # noqa: B027 (a no-op unless the store's claims use them)
+                   max_concurrency: int) -> None:
+        """Make the slot rows of ``max_concurrency`` that do not exist yet (a store whose
+        claims take slot rows; the scheduler's first transaction calls this)."""
 
     def call(self, step: str, *args: Any) -> list[Row] | None:
         """Run ``step`` as the store's server-side function in one round trip: its rows, or

@@ -197,6 +197,7 @@ class Budget:
                                            "tests/durable/test_scheduler.py",
                                            "tests/durable/test_faults.py",
                                            "tests/durable/test_postgres.py",
+                                           "tests/durable/test_rowlocks.py",
                                            "tests/durable/test_bulk.py",
                                            "tests/durable/test_batch_reports.py",
                                            "tests/durable/test_batch_worker.py")

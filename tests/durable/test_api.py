@@ -177,6 +177,29 @@ def test_a_version_1_store_is_read_as_it_is_and_migrated_by_its_first_writer(
     assert "ValueError: after the migration" in (writer.view("a").versions[0].traceback or "")
 
 
+def test_a_version_6_store_keeps_its_counters_read_as_they_are_and_moved_by_its_first_writer(
+        durable_url: StoreURL, tmp_path: Path) -> None:
+    db = store(durable_url)
+    db.submit("a", fn=NOOP)
+    db.submit("b", fn=NOOP)
+    db.start()
+    (lease,) = db.claim("w")
+    db.complete(lease)
+    before = db.stats()
+    downgrade(db, durable_url("s.db"), tmp_path / "s.db", 6)
+    reader = DurableScheduler(durable_url("s.db"), read_only=True)
+    assert reader.view().settings["schema_version"] == 6
+    assert reader.stats() == before and reader.view().settings["count:succeeded"] == 1
+    reader.release()
+    writer = DurableScheduler(durable_url("s.db"))
+    assert writer.view().settings["schema_version"] == SCHEMA_VERSION == 7
+    assert writer.stats() == before
+    (lease,) = writer.claim("w")
+    writer.complete(lease)
+    assert (writer.stats().claimed, writer.stats().succeeded) == (2, 2)
+    assert writer.view().settings["count:succeeded"] == 2
+
+
 def test_a_newer_schema_is_refused_by_readers_too(durable_url: StoreURL, tmp_path: Path) -> None:
     db = store(durable_url)
     db.release()

@@ -257,7 +257,7 @@ def test_a_version_4_store_is_read_as_it_is_and_its_first_writer_records_its_dea
     assert reader.snapshot(provenance=True).provenance == {}
     reader.release()
     writer = DurableScheduler(url)
-    assert writer.view().settings["schema_version"] == SCHEMA_VERSION == 6
+    assert writer.view().settings["schema_version"] == SCHEMA_VERSION == 7
     # what was dead before: its own record, or its root's, without actor or reason
     assert writer.info("b").provenance == Provenance("a", 1, FAILED, ("a", "b"))
     assert writer.info("c").provenance == Provenance("a", 1, FAILED, ("a", "b", "c"))

@@ -232,7 +232,7 @@ def test_a_version_5_store_is_read_as_it_is_and_its_first_writer_migrates_it(
     assert (old.submitted, old.succeeded, old.waiting, old.run_time.total) == (2, 1, 1, 2)
     reader.release()
     writer = DurableScheduler(url)
-    assert writer.view().settings["schema_version"] == SCHEMA_VERSION == 6
+    assert writer.view().settings["schema_version"] == SCHEMA_VERSION == 7
     assert lawful(writer) == signals
     writer.submit("c", fn=NOOP, tenant="acme")
     assert part(lawful(writer), (None, "acme")).submitted == 1

@@ -305,9 +305,11 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("durable_steps_signals_claim_keeps_no_first_claim", _DF,
        "the server-side claim does not write the first claim's time: ready wait and run time "
        "of the versions it claims are lost",
-       """               deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_,
-               first_claimed_at = now_""",
-       """               deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_""",
+       """           deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_,
+           first_claimed_at = now_
+     WHERE id = ANY (chosen);""",
+       """           deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_
+     WHERE id = ANY (chosen);""",
        unit_tests=("tests/durable/test_signals.py",)),
     # -- DurableScheduler: due times and priorities (docs/time.md; tests/durable/test_time.py) --
     _m("durable_claim_one_tick_early", _D,
@@ -402,6 +404,81 @@ CATALOGUE: tuple[Mutant, ...] = (
        "a virtual-clock store still reads the wall clock: tick() moves no deadline",
        """        self.clock_sql = _VIRTUAL_NOW""",
        """        self.clock_sql = _WALL_NOW"""),
+    # -- the counters: rows of shards, summed (docs/durable.md, Counters) -------------------------
+    _m("durable_store_counter_overwrites", _DS,
+       "a step's count replaces its shard's row instead of adding to it: a counter shows the "
+       "last step's count",
+       """"n = counter.n + excluded.n\"""",
+       """"n = excluded.n\"""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_store_counter_one_shard", _DS,
+       "a counter is read as its largest shard, not their sum: on PostgreSQL, the counts of "
+       "the other server processes are lost",
+       """COUNTERS_READ = "SELECT name, CAST(SUM(n) AS BIGINT) FROM counter GROUP BY name\"""",
+       """COUNTERS_READ = "SELECT name, CAST(MAX(n) AS BIGINT) FROM counter GROUP BY name\"""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_counter_overwrites", _DF,
+       "a server-side step's count replaces its shard's row instead of adding to it",
+       """        ON CONFLICT (name, shard) DO UPDATE SET n = counter.n + excluded.n;""",
+       """        ON CONFLICT (name, shard) DO UPDATE SET n = excluded.n;""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    # -- writers without one lock (docs/durable.md; tests/durable/test_rowlocks.py) --------------
+    _m("durable_steps_claim_not_skip_locked", _DF,
+       "the server-side claim picks the first ready version without locking it: a claim beside "
+       "another takes the version the other holds, read stale, and queues for its row",
+       """            FOR UPDATE SKIP LOCKED) AS ready;""",
+       """            ) AS ready;""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_complete_fenced_before_lock", _DF,
+       "the server-side complete judges the lease on the row as read before its lock: a repeat "
+       "queued behind the first report succeeds again and counts down the dependents twice",
+       """    UPDATE task SET state = 'succeeded', holder = NULL, deadline = NULL,
+           ended_attempt = p_attempt, ended_at = now_, result = p_result, error = NULL
+     WHERE id = p_task AND generation = p_generation AND attempt = p_attempt
+           AND state = 'running' AND holder = p_worker;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    -- Its slot row is free.""",
+       """    IF NOT EXISTS (SELECT 1 FROM task WHERE id = p_task AND generation = p_generation
+                   AND attempt = p_attempt AND state = 'running' AND holder = p_worker) THEN
+        RETURN false;
+    END IF;
+    UPDATE task SET state = 'succeeded', holder = NULL, deadline = NULL,
+           ended_attempt = p_attempt, ended_at = now_, result = p_result, error = NULL
+     WHERE id = p_task;
+    -- Its slot row is free.""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_complete_keeps_slot", _DF,
+       "the server-side complete leaves its slot row held: each success takes a slot for good",
+       """    -- Its slot row is free.
+    UPDATE run_slot SET task = NULL, generation = NULL
+     WHERE task = p_task AND generation = p_generation;""",
+       """    -- Its slot row is free.""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_pg_end_keeps_slot", _DP,
+       "a version that leaves 'running' in a transaction of the client (a failure, a cancel, "
+       "an expiry for good) keeps its slot row",
+       "WHERE task IS NOT NULL AND NOT EXISTS ",
+       "WHERE false AND NOT EXISTS ",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_fan_in_outside_row_lock", _DF,
+       "the server-side complete counts down each dependent from its count as read before the "
+       "row's lock: of two completes of its deps at once, one is lost",
+       """    PERFORM 1 FROM task
+      WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task)
+      ORDER BY id FOR UPDATE;
+    UPDATE task SET remaining_deps = remaining_deps - 1,
+           became_ready_at = CASE WHEN remaining_deps = 1 THEN now_ ELSE became_ready_at END,
+           state = CASE WHEN remaining_deps = 1 THEN 'ready' ELSE state END
+     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);""",
+       """    UPDATE task SET remaining_deps = x.r - 1,
+           became_ready_at = CASE WHEN x.r = 1 THEN now_ ELSE became_ready_at END,
+           state = CASE WHEN x.r = 1 THEN 'ready' ELSE state END
+      FROM (SELECT id AS xid, remaining_deps AS r FROM task WHERE state = 'pending'
+              AND id IN (SELECT task FROM dep WHERE dep = p_task)) AS x
+     WHERE task.id = x.xid;""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
     # -- the PostgreSQL store and its server-side steps ------------------------------------------
     _m("durable_pg_keeps_stale_wakeups", _DP,
        "notifications that arrived before a claim looked still wake the next wait: idle "
@@ -416,8 +493,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        """            ready = []"""),
     _m("durable_steps_claim_newest_first", _DF,
        "the server-side claim takes the ready versions of largest seq first",
-       """ORDER BY claim_key DESC, claim_due, seq LIMIT room)""",
-       """ORDER BY claim_key DESC, claim_due, seq DESC LIMIT room)"""),
+       """ORDER BY claim_key DESC, claim_due, seq LIMIT cardinality(slots)""",
+       """ORDER BY claim_key DESC, claim_due, seq DESC LIMIT cardinality(slots)"""),
     _m("durable_steps_claim_skips_expiry", _DF,
        "the server-side claim takes ready versions while a lease is past its deadline: the "
        "dead worker's version waits until nothing else is ready",
@@ -425,9 +502,17 @@ CATALOGUE: tuple[Mutant, ...] = (
                        AND (holder IS NULL OR deadline < now_)) THEN""",
        """            THEN"""),
     _m("durable_steps_claim_one_over_concurrency", _DF,
-       "the server-side claim takes one version more than max_concurrency allows",
-       """room := least(p_want, p_max - (SELECT""",
-       """room := least(p_want, p_max + 1 - (SELECT"""),
+       "the server-side claim makes one slot row more than max_concurrency: one version more "
+       "runs",
+       """    IF cardinality(slots) < p_want AND (SELECT count(*) FROM run_slot) < p_max THEN
+        WITH made AS (
+            INSERT INTO run_slot (n)
+                SELECT g FROM generate_series(1, p_max) AS g""",
+       """    IF cardinality(slots) < p_want AND (SELECT count(*) FROM run_slot) <= p_max THEN
+        WITH made AS (
+            INSERT INTO run_slot (n)
+                SELECT g FROM generate_series(1, p_max + 1) AS g""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
     _m("durable_steps_complete_ignores_attempt", _DF,
        "the server-side complete is fenced by generation and worker only",
        """     WHERE id = p_task AND generation = p_generation AND attempt = p_attempt""",
@@ -435,9 +520,9 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("durable_steps_no_fan_in", _DF,
        "a success completed on the server counts for none of its pending dependents",
        """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);
-    PERFORM refsched_wake""",
+    PERFORM refsched_count('succeeded', 1);""",
        """     WHERE false;
-    PERFORM refsched_wake"""),
+    PERFORM refsched_count('succeeded', 1);"""),
     _m("durable_steps_replaced_success_still_counts", _DF,
        "a submit on the server that replaces a success leaves the waiting dependents counting it",
        """    IF old_state = 'succeeded' THEN
@@ -446,12 +531,12 @@ CATALOGUE: tuple[Mutant, ...] = (
         -- The replaced success"""),
     _m("durable_steps_claim_one_tick_early", _DF,
        "the server-side claim takes a version one second before its due time",
-       """WHERE id IN (SELECT id FROM task WHERE state = 'ready' AND due <= now_""",
-       """WHERE id IN (SELECT id FROM task WHERE state = 'ready' AND due <= now_ + 1"""),
+       """FROM (SELECT id FROM task WHERE state = 'ready' AND due <= now_""",
+       """FROM (SELECT id FROM task WHERE state = 'ready' AND due <= now_ + 1"""),
     _m("durable_steps_claim_priority_reversed", _DF,
        "the server-side claim takes the smallest claim key first: the lowest priority",
-       """ORDER BY claim_key DESC, claim_due, seq LIMIT room)""",
-       """ORDER BY claim_key, claim_due, seq LIMIT room)"""),
+       """ORDER BY claim_key DESC, claim_due, seq LIMIT cardinality(slots)""",
+       """ORDER BY claim_key, claim_due, seq LIMIT cardinality(slots)"""),
     _m("durable_steps_aging_never_lifts", _DF,
        "a submit on the server makes a claim key that ignores the due time",
        """ELSE p_priority * p_aging - due_ END""",
@@ -501,17 +586,15 @@ WAKEUPS: tuple[Mutant, ...] = (
        """                                                )::text, now_);
     END IF;"""),
     _m('durable_steps_claim_no_wake', _DF, 'the server-side claim that left work wakes nobody',
-       """                                                   'chosen', to_json(chosen))::text,\
- now_);
-        END IF;
-        PERFORM refsched_wake(p_virtual, p_channel, p_max);""",
-       """                                                   'chosen', to_json(chosen))::text,\
- now_);
-        END IF;"""),
-    _m('durable_steps_complete_no_wake', _DF, 'the server-side complete wakes nobody',
-       """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);
+       """                                               'chosen', to_json(chosen))::text, now_);
+    END IF;
     PERFORM refsched_wake(p_virtual, p_channel, p_max);""",
-       """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);"""),
+       """                                               'chosen', to_json(chosen))::text, now_);
+    END IF;"""),
+    _m('durable_steps_complete_no_wake', _DF, 'the server-side complete wakes nobody',
+       """    PERFORM refsched_count('succeeded', 1);
+    PERFORM refsched_wake(p_virtual, p_channel, p_max);""",
+       """    PERFORM refsched_count('succeeded', 1);"""),
     _m('durable_steps_claimable_ignores_free_slot', _DF, 'claimable though every slot is taken',
        """            AND (SELECT count(*) FROM task WHERE state = 'running') < p_max);""",
        """            AND (SELECT count(*) FROM task WHERE state = 'running') <= p_max);"""),

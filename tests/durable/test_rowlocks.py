@@ -1,0 +1,294 @@
+"""The PostgreSQL store's writers without one lock (docs/durable.md, "Writers without one
+lock"; spec/DurableRowLocks.tla): claims and completes hold the store's lock shared and the
+rows they decide on, so they run at once; max_concurrency holds through the slot rows however
+many claim at once; completes that share dependents do not lose a fan-in.
+
+A wait is turned into a failure by ``lock_timeout``: a statement that would queue for a lock
+fails at once instead, so nothing here depends on how long anything takes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from typing import Any
+
+import pytest
+
+from refsched.durable import DurableScheduler
+from refsched.durable.postgres import split_url
+from refsched.types import TaskState
+
+if os.environ.get("CI") == "true":
+    import psycopg  # required there: a missing psycopg fails rather than skips
+else:
+    psycopg = pytest.importorskip("psycopg")
+
+NOOP = "tests.durable.jobs:noop"
+SCHEMA = "rl"
+CLAIM = "SELECT o_fallback, o_id FROM refsched_claim(%s, %s, %s, %s, %s, %s, %s, %s)"
+
+
+def open_store(postgres_url: str, **options: Any) -> DurableScheduler:
+    return DurableScheduler(f"{postgres_url}&schema={SCHEMA}", **options)
+
+
+def session(postgres_url: str, autocommit: bool = True) -> Any:
+    """A connection of its own to the store's schema; a lock it would wait for fails it."""
+    conninfo, _ = split_url(f"{postgres_url}&schema={SCHEMA}")
+    conn = psycopg.connect(conninfo, autocommit=autocommit)
+    conn.execute(f"SET search_path TO {SCHEMA}")
+    conn.execute("SET lock_timeout = '200ms'")
+    if not autocommit:
+        conn.commit()
+    return conn
+
+
+def claim_args(db: DurableScheduler, worker: str, k: int = 1) -> tuple[Any, ...]:
+    store: Any = db._store
+    return (store._lock_key, False, store._channel, False, db.max_concurrency, worker, k, 30.0)
+
+
+def test_a_claim_takes_another_version_while_a_claim_holds_one_without_waiting(
+        postgres_url: str) -> None:
+    db = open_store(postgres_url, max_concurrency=4)
+    for t in "abc":
+        db.submit(t, fn=NOOP)
+    db.start()
+    first, second = session(postgres_url, autocommit=False), session(postgres_url)
+    try:
+        # The first claim's transaction stays open: it holds the store's lock shared, a
+        # slot row and a's row.
+        assert first.execute(CLAIM, claim_args(db, "w1")).fetchall() == [(False, "a")]
+        # Another claim neither waits for it (lock_timeout would fail it) nor takes a.
+        assert second.execute(CLAIM, claim_args(db, "w2")).fetchall() == [(False, "b")]
+        (lease,) = [x for x in db.claim("w3") if x.task_id == "c"]
+        db.complete(lease)  # a complete runs beside the open claim too
+        # A step that takes the lock exclusively still waits for the open claim.
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            second.execute("SELECT pg_advisory_xact_lock(%s)", (claim_args(db, "w")[0],))
+        first.commit()
+        running = {v.task_id: v.holder for v in db.view().versions if v.state is TaskState.RUNNING}
+        assert running == {"a": "w1", "b": "w2"}
+        db.check_invariants()
+    finally:
+        first.close()
+        second.close()
+
+
+COMPLETE = "SELECT refsched_complete(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+
+
+def complete_args(db: DurableScheduler, lease: Any) -> tuple[Any, ...]:
+    store: Any = db._store
+    return (store._lock_key, False, store._channel, False, db.max_concurrency, lease.task_id,
+            lease.generation, lease.attempt, lease.worker, "null")
+
+
+def blocked_behind(holder: Any, waiter: Any) -> None:
+    """Return once the server process of ``waiter`` waits for a lock ``holder`` holds (the
+    server's own account of it: pg_blocking_pids), or fail after a bound."""
+    pid = waiter.info.backend_pid
+    for _ in range(10_000):
+        (blockers,) = holder.execute("SELECT pg_blocking_pids(%s)", (pid,)).fetchone()
+        if holder.info.backend_pid in blockers:
+            return
+    raise AssertionError(f"server process {pid} never waited for {holder.info.backend_pid}")
+
+
+def in_thread(conn: Any, statement: str, params: tuple[Any, ...]) -> tuple[threading.Thread,
+                                                                       list[Any]]:
+    """Run ``statement`` on ``conn`` in a thread of its own (it is to wait for a lock)."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(conn.execute(statement, params).fetchall())
+        except BaseException as e:  # told by the caller's assertion
+            out.append(e)
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, out
+
+
+def test_a_repeated_complete_waiting_for_the_first_is_fenced_on_the_row_it_then_reads(
+        postgres_url: str) -> None:
+    # The second report of one lease queues behind the first's row lock; once the first
+    # commits, its fence is judged on the row as the first left it: no second success, no
+    # second fan-in.
+    db = open_store(postgres_url, max_concurrency=2)
+    db.submit("a", fn=NOOP)
+    db.submit("b", fn=NOOP)
+    db.submit("d", ["a", "b"], fn=NOOP)
+    db.start()
+    (lease,) = [x for x in db.claim("w", 2) if x.task_id == "a"]
+    first, second = session(postgres_url, autocommit=False), session(postgres_url)
+    second.execute("SET lock_timeout = 0")  # this one is to wait
+    try:
+        assert first.execute(COMPLETE, complete_args(db, lease)).fetchall() == [(True,)]
+        thread, out = in_thread(second, COMPLETE, complete_args(db, lease))
+        blocked_behind(first, second)
+        first.commit()
+        thread.join()
+        assert out == [[(False,)]]
+    finally:
+        first.close()
+        second.close()
+    (d,) = db.view("d").versions
+    assert (d.state, d.remaining_deps) == (TaskState.PENDING, 1)
+    assert db.stats().succeeded == 1
+
+
+def test_a_fan_in_waiting_for_another_counts_down_from_the_row_it_then_reads(
+        postgres_url: str) -> None:
+    # Two completes of two deps of d: the second's fan-in waits for the first's lock on d's
+    # row, then takes one from the count the first left: d is ready.
+    db = open_store(postgres_url, max_concurrency=2)
+    db.submit("a", fn=NOOP)
+    db.submit("b", fn=NOOP)
+    db.submit("d", ["a", "b"], fn=NOOP)
+    db.start()
+    leases = {x.task_id: x for x in db.claim("w", 2)}
+    first, second = session(postgres_url, autocommit=False), session(postgres_url)
+    second.execute("SET lock_timeout = 0")
+    try:
+        assert first.execute(COMPLETE, complete_args(db, leases["a"])).fetchall() == [(True,)]
+        thread, out = in_thread(second, COMPLETE, complete_args(db, leases["b"]))
+        blocked_behind(first, second)
+        first.commit()
+        thread.join()
+        assert out == [[(True,)]]
+    finally:
+        first.close()
+        second.close()
+    (d,) = db.view("d").versions
+    assert (d.state, d.remaining_deps) == (TaskState.READY, 0)
+    db.check_invariants()
+
+
+def _running_within_bound(conn: Any, bound: int) -> tuple[int, list[Any]]:
+    """One REPEATABLE READ snapshot: the count of running versions, and what breaks the slot
+    rows' contract in it (a running version without exactly one slot row, a slot row held by
+    no running version, a slot row numbered past the bound)."""
+    with conn.transaction():
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        (running,) = conn.execute(
+            "SELECT count(*) FROM task WHERE state = 'running'").fetchone()
+        broken = conn.execute(
+            "SELECT 'unslotted', t.id FROM task t WHERE t.state = 'running' AND "
+            "(SELECT count(*) FROM run_slot s WHERE s.task = t.id "
+            " AND s.generation = t.generation) <> 1 "
+            "UNION ALL SELECT 'stale', s.task FROM run_slot s WHERE s.task IS NOT NULL AND "
+            "NOT EXISTS (SELECT 1 FROM task t WHERE t.id = s.task AND "
+            "t.generation = s.generation AND t.state = 'running') "
+            "UNION ALL SELECT 'past the bound', s.n::text FROM run_slot s WHERE s.n > %s",
+            (bound,)).fetchall()
+    return int(running), broken
+
+
+def _hammer(url: str, worker: str, rounds: int) -> int:
+    """Claim and complete (some fail) until ``rounds`` claims found nothing; the versions
+    this worker ended."""
+    db = DurableScheduler(url)
+    ended = idle = 0
+    try:
+        while idle < rounds:
+            leases = db.claim(worker, 2)
+            if not leases:
+                idle += 1
+                continue
+            for lease in leases:
+                if hash(lease.task_id) % 5 == 0:
+                    db.fail(lease, ValueError("failed on purpose"))
+                else:
+                    db.complete(lease)
+                ended += 1
+    finally:
+        db.release()
+    return ended
+
+
+def test_max_concurrency_holds_under_many_claimers_of_threads_and_processes(
+        postgres_url: str) -> None:
+    bound, n = 3, 240
+    db = open_store(postgres_url, max_concurrency=bound)
+    for i in range(n):
+        db.submit(f"t{i:03}", fn=NOOP)
+    db.start()
+    url = db.url
+    checker = session(postgres_url)
+    done = threading.Event()
+    seen: list[int] = []
+    broken: list[Any] = []
+
+    def check() -> None:
+        while not done.is_set():
+            running, wrong = _running_within_bound(checker, bound)
+            seen.append(running)
+            broken.extend(wrong)
+
+    watch = threading.Thread(target=check)
+    watch.start()
+    context = multiprocessing.get_context("spawn")
+    try:
+        with context.Pool(2) as processes:
+            far = [processes.apply_async(_hammer, (url, f"p{i}", 3)) for i in range(2)]
+            results: list[int] = []
+            threads = [threading.Thread(target=lambda i=i: results.append(
+                _hammer(url, f"t{i}", 3))) for i in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            results += [f.get(timeout=300) for f in far]
+    finally:
+        done.set()
+        watch.join()
+    final, wrong = _running_within_bound(checker, bound)
+    checker.close()
+    assert broken == [] and wrong == []
+    assert seen and max(seen) <= bound and final == 0
+    stats = db.stats()
+    assert sum(results) == n == stats.succeeded + stats.failed
+    assert stats.claimed == n and stats.by_state.get("running", 0) == 0
+
+
+def test_completes_that_share_dependents_lose_no_fan_in(postgres_url: str) -> None:
+    roots, tops = 24, 6
+    db = open_store(postgres_url, max_concurrency=roots)
+    for i in range(roots):
+        db.submit(f"r{i:02}", fn=NOOP)
+    for j in range(tops):
+        db.submit(f"top{j}", [f"r{i:02}" for i in range(roots)], fn=NOOP)
+    db.start()
+    leases = db.claim("w", roots)
+    assert len(leases) == roots
+    # Four threads report at once, two one report at a time and two in batches (one call of
+    # refsched_complete_many each): each report's fan-in updates every top's row.
+    batches = [leases[k::4] for k in range(4)]
+    errors: list[BaseException] = []
+
+    def report(batch: list[Any]) -> None:
+        try:
+            mine = DurableScheduler(db.url)
+            if batch is batches[0] or batch is batches[1]:
+                for lease in batch:
+                    mine.complete(lease)
+            else:
+                assert mine.report_many([("complete", x, None) for x in batch]) == [
+                    TaskState.SUCCEEDED] * len(batch)
+            mine.release()
+        except BaseException as e:  # told by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=report, args=(b,)) for b in batches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    tops_now = {v.task_id: (v.state, v.remaining_deps) for v in db.view().versions
+                if v.task_id.startswith("top")}
+    assert tops_now == {f"top{j}": (TaskState.READY, 0) for j in range(tops)}
+    assert db.stats().succeeded == roots
