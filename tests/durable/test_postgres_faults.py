@@ -534,7 +534,9 @@ def test_a_worker_on_another_host_cut_off_mid_task_loses_it(
     assert db.result("x") == local.pid
     info = db.info("x")
     assert info.state is TaskState.SUCCEEDED and info.attempts == 2
-    steps = [(s, p.get("w")) for s, p in db.history() if s not in ("Submit", "Start")]
+    # (a heartbeat of either worker is a step too, as the threads' timing gives it: left out)
+    steps = [(s, p.get("w")) for s, p in db.history()
+             if s not in ("Submit", "Start", "Heartbeat")]
     assert steps == [("Claim", "remote"), ("Expire", None), ("Reclaim", "local"),
                      ("Complete", "local")]
     reclaimed_after = time.time() - cut_at
