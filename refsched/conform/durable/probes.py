@@ -86,6 +86,7 @@ from refsched.model.durable.actions import RECORDING, current, repeat
 from refsched.model.durable.counters import Counts
 from refsched.schedule import slot_task_id
 from refsched.types import CloseReport, Snapshot, TaskState
+from refsched.verify.dag.inputs import show_summary
 from refsched.verify.durable.lockstep import as_recorded
 from refsched.verify.replay import format_rows, snapshot_rows
 
@@ -1231,27 +1232,12 @@ def summary_rows(model: _Side, impl: _Side) -> list[tuple[str, str, str, str]]:
         except HarnessError:  # the run cannot go on: not a difference of the implementation
             raise
         except Exception as error:  # what it raised is the difference
-            rows.append((str(task), "input_summary()", _shown_summary(expected),
+            rows.append((str(task), "input_summary()", show_summary(expected),
                          f"raised {type(error).__name__}: {error}"[:200]))
             continue
         if actual != expected:
-            rows.append((str(task), "input_summary()", _shown_summary(expected),
-                         _shown_summary(actual)))
+            rows.append((str(task), "input_summary()", show_summary(expected),
+                         show_summary(actual)))
     return rows
 
-
-def _shown_summary(summary: Any) -> str:
-    """``{a: failed 1, b: blocked 2 by c}``: each parent with its state and generation."""
-    if not isinstance(summary, dict):
-        return repr(summary)[:200]
-    parts = []
-    for parent, outcome in sorted(summary.items(), key=lambda item: str(item[0])):
-        try:
-            text = f"{parent}: {outcome.state.value} {outcome.generation}"
-            if outcome.blocked_by is not None:
-                text += f" by {outcome.blocked_by}"
-        except AttributeError:
-            text = f"{parent}: {outcome!r:.60}"
-        parts.append(text)
-    return "{" + ", ".join(parts) + "}"
 
