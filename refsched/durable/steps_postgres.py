@@ -438,6 +438,27 @@ BEGIN
 END
 $$;
 
+-- Fan-in of p_task's success: each pending dependent has one dep fewer to wait for, an update
+-- of its row under the row's lock (READ COMMITTED re-reads the row once the lock is held, so
+-- two completes of its deps at once count down twice). The dependents are taken one by one in
+-- id order, so that two completes that share dependents never wait for each other in a cycle,
+-- each found by its key: a join's plan is made once per session, and made while the tables
+-- had no statistics yet (after a bulk submit), it scanned every version for every report.
+CREATE OR REPLACE FUNCTION refsched_fan_in(p_task text, p_now float8) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    d_ text;
+BEGIN
+    FOR d_ IN SELECT task FROM dep WHERE dep = p_task ORDER BY task LOOP
+        UPDATE task SET remaining_deps = remaining_deps - 1,
+               became_ready_at = CASE WHEN remaining_deps = 1 THEN p_now
+                                      ELSE became_ready_at END,
+               state = CASE WHEN remaining_deps = 1 THEN 'ready' ELSE state END
+         WHERE id = d_ AND state = 'pending';
+    END LOOP;
+END
+$$;
+
 -- Complete(w, t, g, a): false, having changed nothing, unless the lease is the version's live
 -- one (the caller's code then answers a repeated report or refuses a stale one).
 CREATE OR REPLACE FUNCTION refsched_complete(p_lock bigint, p_virtual boolean,
@@ -470,16 +491,7 @@ BEGIN
             VALUES ('Complete', json_build_object('w', p_worker, 't', p_task, 'g', p_generation,
                                                   'a', p_attempt)::text, now_);
     END IF;
-    -- Fan-in: each pending dependent has one dep fewer to wait for, an update of its row
-    -- under the row's lock; the rows locked in id order, so that two completes that share
-    -- dependents never wait for each other in a cycle.
-    PERFORM 1 FROM task
-      WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task)
-      ORDER BY id FOR UPDATE;
-    UPDATE task SET remaining_deps = remaining_deps - 1,
-           became_ready_at = CASE WHEN remaining_deps = 1 THEN now_ ELSE became_ready_at END,
-           state = CASE WHEN remaining_deps = 1 THEN 'ready' ELSE state END
-     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);
+    PERFORM refsched_fan_in(p_task, now_);
     PERFORM refsched_count('succeeded', 1);
     PERFORM refsched_wake(p_virtual, p_channel, p_max);
     RETURN true;
@@ -530,15 +542,7 @@ BEGIN
                                                           'g', p_generations[i],
                                                           'a', p_attempts[i])::text, now_);
             END IF;
-            -- Fan-in, as refsched_complete.
-            PERFORM 1 FROM task
-              WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = t)
-              ORDER BY id FOR UPDATE;
-            UPDATE task SET remaining_deps = remaining_deps - 1,
-                   became_ready_at = CASE WHEN remaining_deps = 1 THEN now_
-                                          ELSE became_ready_at END,
-                   state = CASE WHEN remaining_deps = 1 THEN 'ready' ELSE state END
-             WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = t);
+            PERFORM refsched_fan_in(t, now_);
         END LOOP;
     EXCEPTION WHEN SQLSTATE 'RSB02' THEN
         RETURN false;
