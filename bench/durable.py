@@ -3,8 +3,8 @@
 - flat: N no-op tasks through 4 worker processes, from the first submit to the last result:
   refsched's SQLite store with ``refsched worker`` against Huey's ``SqliteHuey`` with
   ``huey_consumer -w 4 -k process`` (its documented multi-process consumer);
-- dag: a layered DAG of N tasks through durable workers against the in-memory Runner on as
-  many threads: the cost of durability;
+- dag: a layered DAG of N tasks through 4 durable worker processes running 4 functions at once
+  each, against the in-memory Runner on as many threads (16): the cost of durability;
 - claims: claims per second of the store, one process claiming and completing in a loop.
 
 On PostgreSQL (one server for every contender: a throwaway cluster of tests/pgserver.py, or the
@@ -18,8 +18,8 @@ server whose base URL REFSCHED_BENCH_POSTGRES gives), each run in a database of 
   each side's batching (refsched: ``--report-delay 0.01 --prefetch 4``; PgQueuer: dequeue and
   completion-log batches of 2; Graphile Worker: a local queue of 5 and batched completions);
   every clock stops when the bench process, polling the store, sees the last job done;
-- dag: the layered DAG through 4 ``refsched worker`` processes, on PostgreSQL and on SQLite,
-  against the in-memory Runner;
+- dag: the layered DAG through 4 ``refsched worker --concurrency 4`` processes, on PostgreSQL
+  and on SQLite, against the in-memory Runner on 16 threads;
 - claims: claims per second over a whole run of 4, 8 or 16 processes claiming 8 at a time and
   completing.
 
@@ -217,21 +217,28 @@ def _layered(n: int, width: int = 100) -> dict[str, list[str]]:
     return deps
 
 
+DAG_THREADS = 4  # functions each worker process of the DAG rows runs at once
+
+
 def durable_dag(n: int, processes: int = 4) -> float:
-    """A layered DAG of ``n`` no-op tasks through durable worker processes, submitted with one
-    ``submit_many()``: submit to done."""
-    return _through_workers(_layered(n), processes, bulk=True)
+    """A layered DAG of ``n`` no-op tasks through ``processes`` durable worker processes running
+    ``DAG_THREADS`` at once each (the store's ``max_concurrency`` is all of them), submitted
+    with one ``submit_many()``: submit to done."""
+    return _through_workers(_layered(n), processes, bulk=True,
+                            worker_args=("--concurrency", str(DAG_THREADS)),
+                            max_concurrency=processes * DAG_THREADS)
 
 
 def runner_dag(n: int, processes: int = 4) -> float:
-    """The same DAG on the in-memory Runner with as many threads: no durability."""
+    """The same DAG on the in-memory Runner with as many threads as the worker processes run
+    functions at once: no durability."""
     from refsched import Runner
 
     def noop() -> int:
         return 1
 
     began = time.perf_counter()
-    with Runner(max_workers=processes) as runner:
+    with Runner(max_workers=processes * DAG_THREADS) as runner:
         for t, deps in _layered(n).items():
             runner.submit(t, noop, deps)
         runner.start()
@@ -388,9 +395,12 @@ def durable_flat_postgres_batched(server: PostgresServer, n: int) -> float:
 
 
 def durable_dag_postgres(server: PostgresServer, n: int, processes: int = 4) -> float:
-    """The layered DAG of ``n`` tasks through ``processes`` ``refsched worker`` processes,
-    submitted with one ``submit_many()`` (one call of the server's function)."""
-    return _through_workers(_layered(n), processes, server, bulk=True)
+    """The layered DAG of ``n`` tasks through ``processes`` ``refsched worker`` processes running
+    ``DAG_THREADS`` at once each, submitted with one ``submit_many()`` (one call of the
+    server's function)."""
+    return _through_workers(_layered(n), processes, server, bulk=True,
+                            worker_args=("--concurrency", str(DAG_THREADS)),
+                            max_concurrency=processes * DAG_THREADS)
 
 
 def procrastinate_flat(server: PostgresServer, n: int, processes: int = 4,
