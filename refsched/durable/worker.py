@@ -18,9 +18,10 @@ expired and another attempt took the version) is logged, never fatal.
 
 Batched reports (``--report-delay S``, ``--report-batch N``): a finished attempt's report joins
 a pending batch, sent with one ``DurableScheduler.report_many`` (one transaction, one commit:
-each report its own spec step, fenced on its own row) once N reports wait or the oldest has
-waited S seconds. The attempt's slot is free at once for the next claim; its lease stays held,
-and heartbeated, until the batch's answer comes. A batch whose answer is lost is sent again,
+each report its own spec step, fenced on its own row) once N reports wait, the oldest has
+waited S seconds, or a claim found nothing to run (``Worker.send_pending_now``). The attempt's
+slot is free at once for the next claim; its lease stays held, and heartbeated, until the
+batch's answer comes. A batch whose answer is lost is sent again,
 and each of its reports is then answered as a repeat. ``--report-delay 0`` reports each at once,
 in a transaction of its own (the ``Worker`` class's default).
 
@@ -303,10 +304,19 @@ class Worker:
         # by _reports, which the reporter thread waits on.
         self._pending: list[tuple[Attempt, str, Any, float]] = []
         self._reports = threading.Condition(threading.Lock())
+        # Set when a claim found nothing: what is pending goes without the rest of its delay.
+        self._send_now = False
         # The functions running and the claimed attempts queued for a slot (prefetched).
-        self._slots = threading.Lock()
+        self._slots = threading.Condition(threading.Lock())
         self._running = 0
         self._queue: collections.deque[Attempt] = collections.deque()
+        # Threads whose slot came free with nothing queued wait to be handed the next attempt
+        # a claim brings (_handed), until the loop ends (_closing). Why: starting a thread
+        # waits until the new thread is scheduled, and on a busy machine that wait was most
+        # of a claim loop's time. _lingering counts the waiting threads not yet handed one.
+        self._lingering = 0
+        self._handed: collections.deque[Attempt] = collections.deque()
+        self._closing = False
 
     def stop(self) -> None:
         """Stop claiming; the functions running now and those queued finish and report, and
@@ -354,12 +364,29 @@ class Worker:
             return "fail", e
 
     def _run(self, attempt: Attempt) -> None:
-        """Run ``attempt``, then each queued one while this thread keeps its slot."""
+        """Run ``attempt``, then each queued one while this thread keeps its slot, then each
+        one handed to it once its slot came free, until the loop ends."""
         next_: Attempt | None = attempt
         while next_ is not None:
             if not self._run_one(next_):
                 return  # its time limit passed: time_up handed the slot on
             next_ = self._slot_free()
+            if next_ is None:
+                next_ = self._linger()
+
+    def _linger(self) -> Attempt | None:
+        """This thread's slot is free and nothing is queued: wait to be handed the attempt of
+        the next claim (``_launch``); None once the loop ends."""
+        with self._slots:
+            self._lingering += 1
+            while not self._handed:
+                if self._closing:
+                    self._lingering -= 1
+                    return None
+                self._slots.wait()
+            attempt = self._handed.popleft()  # _launch took its slot and this thread's place
+        threading.current_thread().name = f"{self.name}-{attempt.lease.task_id}"
+        return attempt
 
     def _run_one(self, attempt: Attempt) -> bool:
         """Run one attempt and report it; whether this thread still has the slot."""
@@ -453,8 +480,9 @@ class Worker:
     # -- batched reports -------------------------------------------------------------------
 
     def _reporter(self, done: threading.Event) -> None:
-        """Send the pending reports in batches: when ``report_batch`` wait, or when the oldest
-        has waited ``report_delay``; once ``done`` (no function runs or waits to run any
+        """Send the pending reports in batches: when ``report_batch`` wait, when the oldest
+        has waited ``report_delay``, or when a claim found nothing (``send_pending_now``); once
+        ``done`` (no function runs or waits to run any
         more: the worker exits), every report still pending, then return."""
         while True:
             with self._reports:
@@ -464,14 +492,27 @@ class Worker:
                         if not self._pending:
                             return
                         break
-                    if self._pending and (len(self._pending) >= self.report_batch
+                    if self._pending and (self._send_now
+                                          or len(self._pending) >= self.report_batch
                                           or now - self._pending[0][3] >= self.report_delay):
                         break
                     self._reports.wait(None if not self._pending
                                        else self._pending[0][3] + self.report_delay - now)
                 batch = self._pending[:self.report_batch]
                 del self._pending[:self.report_batch]
+                self._send_now = self._send_now and bool(self._pending)
             self.send(batch)
+
+    def send_pending_now(self) -> None:
+        """A claim found nothing to run: the reports pending in the batch go now, without the
+        rest of their delay. Why: the versions this worker could claim next may be waiting on
+        exactly those reports (a dependent's fan-in, a slot of the store's ``max_concurrency``
+        that a held lease keeps); a delay buys fewer transactions only while there is other
+        work to claim, and an idle worker holding reports back only makes the work later."""
+        with self._reports:
+            if self._pending:
+                self._send_now = True
+                self._reports.notify_all()
 
     def send(self, batch: Sequence[tuple[Attempt, str, Any, float]]) -> None:
         """Report ``batch`` in one ``report_many`` and drop its leases, whatever the answer
@@ -520,24 +561,44 @@ class Worker:
             self.beat()
 
     def beat(self) -> None:
-        """Heartbeat every lease held now (the heartbeat thread calls this every lease / 3)."""
-        for attempt in self.held.attempts():
-            try:
-                if self.db.heartbeat(attempt.lease):
-                    attempt.token._event.set()
-            except LeaseLostError:
-                if not self.held.lost(attempt.key):  # its own report ended it first
-                    continue
-                log.warning(
-                    "worker %s: lease %s lost while its function still runs; asking it to stop. "
-                    "This worker did not heartbeat for longer than the lease (%s s): the process "
-                    "was paused, the store was slow, or a function held the GIL so long that "
-                    "the heartbeat thread could not run. Use a lease well above the longest "
-                    "such pause.", self.name, lease_text(attempt.key), self.lease)
-                attempt.token._event.set()
-            except BaseException:
-                log.exception("worker %s: heartbeat of %s failed", self.name,
-                              lease_text(attempt.key))
+        """Heartbeat every lease held now, in one transaction (the heartbeat thread calls this
+        every lease / 3); each lease alone when the store refuses the batch whole (a store
+        error, a version it no longer knows), so that one lease's trouble costs no other its
+        heartbeat."""
+        attempts = self.held.attempts()
+        if not attempts:
+            return
+        answers: list[bool | BaseException]
+        try:
+            answers = list(self.db.heartbeat_many([attempt.lease for attempt in attempts]))
+        except BaseException:
+            answers = [self._heartbeat_alone(attempt.lease) for attempt in attempts]
+        for attempt, answer in zip(attempts, answers, strict=True):
+            self._heartbeat_answered(attempt, answer)
+
+    def _heartbeat_alone(self, lease: Lease) -> bool | BaseException:
+        try:
+            return self.db.heartbeat(lease)
+        except BaseException as e:  # answered for its lease by _heartbeat_answered
+            return e
+
+    def _heartbeat_answered(self, attempt: Attempt, answer: bool | BaseException) -> None:
+        """Act on a heartbeat's answer: a cancel request or a lost lease sets the token."""
+        if isinstance(answer, LeaseLostError):
+            if not self.held.lost(attempt.key):  # its own report ended it first
+                return
+            log.warning(
+                "worker %s: lease %s lost while its function still runs; asking it to stop. "
+                "This worker did not heartbeat for longer than the lease (%s s): the process "
+                "was paused, the store was slow, or a function held the GIL so long that "
+                "the heartbeat thread could not run. Use a lease well above the longest "
+                "such pause.", self.name, lease_text(attempt.key), self.lease)
+            attempt.token._event.set()
+        elif isinstance(answer, BaseException):
+            log.error("worker %s: heartbeat of %s failed", self.name, lease_text(attempt.key),
+                      exc_info=answer)
+        elif answer:
+            attempt.token._event.set()
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -557,6 +618,8 @@ class Worker:
             reporter.start()
         idle = 0.001
         failures = 0
+        with self._slots:
+            self._closing = False
         try:
             while not self._stopping.is_set():
                 free = self.held.wait_for_slot(self.concurrency + self.prefetch,
@@ -580,6 +643,8 @@ class Worker:
                     for attempt in attempts:
                         self._launch(attempt)
                     continue
+                if self.report_delay:
+                    self.send_pending_now()
                 if self.until_done and not len(self.held) and self._done():
                     break
                 wait = self._idle_wait(idle)
@@ -590,6 +655,7 @@ class Worker:
                 idle = min(idle * 2, self.poll)
         finally:
             self.held.wait_idle()  # every function run, the queued ones too
+            self._close_slots()
             reports_done.set()  # the reporter sends what is pending, then returns
             with self._reports:
                 self._reports.notify_all()
@@ -637,14 +703,25 @@ class Worker:
             return False
 
     def _launch(self, attempt: Attempt) -> None:
-        """Run ``attempt`` on a thread of its own if a slot is free, else queue it (claimed
-        ahead, ``prefetch``): held and heartbeated, run when a slot frees."""
+        """Run ``attempt`` if a slot is free, on a lingering thread or a new one; else queue
+        it (claimed ahead, ``prefetch``): held and heartbeated, run when a slot frees."""
         with self._slots:
             if self._running >= self.concurrency:
                 self._queue.append(attempt)
                 return
             self._running += 1
+            if self._lingering:
+                self._lingering -= 1
+                self._handed.append(attempt)
+                self._slots.notify()
+                return
         self._start(attempt)
+
+    def _close_slots(self) -> None:
+        """The loop ended: the lingering threads return."""
+        with self._slots:
+            self._closing = True
+            self._slots.notify_all()
 
     def _start(self, attempt: Attempt) -> None:
         threading.Thread(target=self._run, args=(attempt,), daemon=True,
@@ -699,7 +776,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--report-delay", type=_delay, default=REPORT_DELAY, metavar="S",
                         help="a finished function's report waits up to S seconds to be sent "
                              "with others in one transaction (report_many); its slot is free "
-                             "at once, its lease held and heartbeated until the batch's answer "
+                             "at once, its lease held and heartbeated until the batch's answer; "
+                             "a claim that finds nothing to run sends the batch at once "
                              f"(default {REPORT_DELAY}; 0 reports each at once)")
     parser.add_argument("--report-batch", type=positive_int, default=REPORT_BATCH, metavar="N",
                         help=f"the most reports in one batch (default {REPORT_BATCH}): a full "

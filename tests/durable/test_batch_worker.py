@@ -20,10 +20,17 @@ from tests.durable.support import JOBS, accepted_ends, log_lines, start_worker, 
 N = 6
 
 
-def _quick_tasks(url: str, log: Path, n: int = N) -> DurableScheduler:
+def _quick_tasks(url: str, log: Path, n: int = N, gate: Path | None = None) -> DurableScheduler:
+    """``n`` quick tasks; with ``gate``, two more after them (lower priority) that wait for the
+    file ``gate``: once a worker of two slots runs those, it claims nothing, so the quick
+    tasks' reports stay pending in its batch (a worker whose claim finds nothing sends them)."""
     db = DurableScheduler(url, max_concurrency=8, record=True)
     for i in range(n):
-        db.submit(f"t{i}", fn=f"{JOBS}:work", args={"task": f"t{i}", "log": str(log)})
+        db.submit(f"t{i}", fn=f"{JOBS}:work", args={"task": f"t{i}", "log": str(log)},
+                  priority=1)
+    if gate is not None:
+        for i in range(2):
+            db.submit(f"gated{i}", fn=f"{JOBS}:wait_for_file", args={"path": str(gate)})
     db.start()
     return db
 
@@ -40,17 +47,22 @@ def test_a_sigterm_sends_the_pending_batch_before_exit(tmp_path: Path, durable_u
                                                       workers: list[Any]) -> None:
     url = durable_url("s.db")
     log = tmp_path / "log"
-    db = _quick_tasks(url, log)
+    gate = tmp_path / "gate"
+    db = _quick_tasks(url, log, gate=gate)
     # a delay far longer than the test: the reports wait in the batch until the exit
     worker = start_worker(url, "--concurrency", "2", "--report-delay", "600", name="w")
     workers.append(worker)
     wait_for(lambda: _ended(log), what="every function's end")
+    wait_for(lambda: all(db.state(f"gated{i}") is TaskState.RUNNING for i in range(2)),
+             what="the gated tasks taking both slots")
     assert all(db.state(f"t{i}") is TaskState.RUNNING for i in range(N))  # reports pending
     worker.send_signal(signal.SIGTERM)
+    gate.touch()
     assert worker.wait(60) == 0, _err(worker)
-    assert all(db.state(f"t{i}") is TaskState.SUCCEEDED for i in range(N))
+    assert all(db.state(t) is TaskState.SUCCEEDED for t in (*(f"t{i}" for i in range(N)),
+                                                              "gated0", "gated1"))
     assert set(accepted_ends(db).values()) == {1}
-    assert [a for a, _ in db.history()].count("Complete") == N
+    assert [a for a, _ in db.history()].count("Complete") == N + 2
     db.check_invariants()
 
 
@@ -58,14 +70,18 @@ def test_a_worker_killed_with_reports_pending_loses_nothing(
         tmp_path: Path, durable_url: StoreURL, workers: list[Any]) -> None:
     url = durable_url("s.db")
     log = tmp_path / "log"
-    db = _quick_tasks(url, log)
+    gate = tmp_path / "gate"
+    db = _quick_tasks(url, log, gate=gate)
     victim = start_worker(url, "--concurrency", "2", "--lease", "1", "--report-delay", "600",
                           name="victim")
     workers.append(victim)
     wait_for(lambda: _ended(log), what="every function's end")
+    wait_for(lambda: all(db.state(f"gated{i}") is TaskState.RUNNING for i in range(2)),
+             what="the gated tasks taking both slots")
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait(30)
     assert all(db.state(f"t{i}") is TaskState.RUNNING for i in range(N))  # never reported
+    gate.touch()
     survivor = start_worker(url, "--lease", "1", "--until-done", "--concurrency", "2",
                             name="survivor")
     workers.append(survivor)
@@ -76,6 +92,27 @@ def test_a_worker_killed_with_reports_pending_loses_nothing(
     assert set(accepted_ends(db).values()) == {1}
     starts = [row[2] for row in log_lines(log) if row[0] == "start"]
     assert starts.count(victim.pid) == N and starts.count(survivor.pid) == N
+    db.check_invariants()
+
+
+def test_a_worker_with_nothing_to_claim_sends_its_pending_reports_at_once(
+        tmp_path: Path, durable_url: StoreURL, workers: list[Any]) -> None:
+    """A chain a -> b -> c under a report delay far longer than the test: each next version is
+    ready only once the report before it is sent, so the chain ends only because a worker
+    whose claim finds nothing sends what its batch holds (the store's max_concurrency of 1 is
+    held by a pending report's lease, too)."""
+    url = durable_url("s.db")
+    db = DurableScheduler(url, max_concurrency=1, record=True)
+    db.submit("a", fn=f"{JOBS}:noop")
+    db.submit("b", ["a"], fn=f"{JOBS}:noop")
+    db.submit("c", ["b"], fn=f"{JOBS}:noop")
+    db.start()
+    worker = start_worker(url, "--report-delay", "600", "--until-done", name="w")
+    workers.append(worker)
+    assert worker.wait(60) == 0, _err(worker)
+    assert all(db.info(t).state is TaskState.SUCCEEDED and db.info(t).attempts == 1
+               for t in "abc")
+    assert [a for a, _ in db.history()].count("Complete") == 3
     db.check_invariants()
 
 

@@ -249,6 +249,40 @@ def test_an_attempt_past_its_time_limit_is_reported_failed_and_its_slot_freed(
     db.check_invariants()
 
 
+def _run_in_thread(worker: Worker) -> threading.Thread:
+    runner = threading.Thread(target=worker.run, name="test-worker-loop", daemon=True)
+    runner.start()
+    return runner
+
+
+def _slot_threads(worker: Worker) -> list[threading.Thread]:
+    """The threads that ran the worker's functions (named after the worker and a task)."""
+    own = (f"{worker.name}-heartbeat", f"{worker.name}-reports")
+    return [t for t in threading.enumerate()
+            if t.name.startswith(f"{worker.name}-") and t.name not in own]
+
+
+def test_a_slot_thread_is_handed_each_next_attempt_and_returns_when_the_loop_ends(
+        tmp_path: Path) -> None:
+    """A chain a -> b -> c -> d on one slot: each next version is claimed after the thread
+    that ran the one before has given its slot back and waits to be handed another, so each
+    runs only if the hand-off wakes that thread; once the loop ends, no such thread is left."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    db = DurableScheduler(url, max_concurrency=1)
+    for t, deps in (("a", []), ("b", ["a"]), ("c", ["b"]), ("d", ["c"])):
+        db.submit(t, deps, fn=f"{JOBS}:noop")
+    db.start()
+    worker = Worker(url, name="handoff", lease=5, until_done=True, poll=0.01)
+    runner = _run_in_thread(worker)
+    runner.join(60)
+    assert not runner.is_alive(), "the worker did not finish a chain of four on one slot"
+    assert all(db.state(t) is TaskState.SUCCEEDED for t in "abcd")
+    for thread in _slot_threads(worker):
+        thread.join(10)
+    assert _slot_threads(worker) == []
+    db.release()
+
+
 def test_a_function_returning_after_its_time_limit_is_discarded(tmp_path: Path) -> None:
     url = _store(tmp_path, "t")
     worker = Worker(url, name="w", lease=5, time_limit=60)

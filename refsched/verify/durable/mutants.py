@@ -215,12 +215,41 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("durable_worker_prefetched_not_heartbeated", _DW,
        "a worker heartbeats only the leases whose function started: a prefetched lease "
        "waiting in the queue expires and its version runs twice",
-       """        for attempt in self.held.attempts():
-            try:
-                if self.db.heartbeat(attempt.lease):""",
-       """        for attempt in [a for a in self.held.attempts() if a.started or a.pending]:
-            try:
-                if self.db.heartbeat(attempt.lease):"""),
+       """        attempts = self.held.attempts()
+        if not attempts:""",
+       """        attempts = [a for a in self.held.attempts() if a.started or a.pending]
+        if not attempts:"""),
+    _m("durable_heartbeat_many_stops_at_lost_lease", _D,
+       "heartbeat_many() stops at the first lost lease: the live leases after it are not "
+       "extended, and run out under their workers",
+       """                except LeaseLostError as lost:  # its check changed nothing: go on
+                    answers.append(lost)""",
+       """                except LeaseLostError as lost:  # its check changed nothing: go on
+                    answers.append(lost)
+                    break""",
+       unit_tests=("tests/durable/test_heartbeat_many.py",)),
+    _m("durable_worker_idle_keeps_batch", _DW,
+       "a worker whose claim finds nothing keeps its pending reports for the whole delay: the "
+       "dependents they would make ready, and the slots their leases hold, wait for it",
+       """                if self.report_delay:
+                    self.send_pending_now()""",
+       """                if False:
+                    self.send_pending_now()""",
+       unit_tests=("tests/durable/test_batch_worker.py",)),
+    _m("durable_worker_handoff_not_notified", _DW,
+       "a claim hands its attempt to a slot thread waiting for one without waking it: the "
+       "attempt is held, heartbeated and never run",
+       """                self._handed.append(attempt)
+                self._slots.notify()""",
+       """                self._handed.append(attempt)""",
+       unit_tests=("tests/durable/test_worker.py",)),
+    _m("durable_worker_slot_threads_left", _DW,
+       "the threads waiting for an attempt are never told that the loop ended: each run() "
+       "leaves them behind",
+       """            self.held.wait_idle()  # every function run, the queued ones too
+            self._close_slots()""",
+       """            self.held.wait_idle()  # every function run, the queued ones too""",
+       unit_tests=("tests/durable/test_worker.py",)),
     _m("durable_steps_bulk_skips_cycle_check", _DF,
        "the server-side batch submit looks for no cycle: a batch (or a submit with deps) "
        "after start() closes one",
@@ -241,9 +270,8 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("durable_steps_complete_fan_in_required_only", _DF,
        "the server-side complete counts its success for the dependents of its required edges "
        "only: a child of an optional edge waits for ever",
-       """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);""",
-       """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task
-                                        AND optional = 0);"""),
+       "FOR d_ IN SELECT task FROM dep WHERE dep = p_task ORDER BY task LOOP",
+       "FOR d_ IN SELECT task FROM dep WHERE dep = p_task AND optional = 0 ORDER BY task LOOP"),
     # -- DurableScheduler: provenance (docs/durable.md; tests/durable/test_provenance.py,
     # tests/durable/test_provenance_mutants.py) ---------------------------------------------------
     _m("durable_provenance_path_skips_hops", _D,
@@ -465,19 +493,16 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("durable_steps_fan_in_outside_row_lock", _DF,
        "the server-side complete counts down each dependent from its count as read before the "
        "row's lock: of two completes of its deps at once, one is lost",
-       """    PERFORM 1 FROM task
-      WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task)
-      ORDER BY id FOR UPDATE;
-    UPDATE task SET remaining_deps = remaining_deps - 1,
-           became_ready_at = CASE WHEN remaining_deps = 1 THEN now_ ELSE became_ready_at END,
-           state = CASE WHEN remaining_deps = 1 THEN 'ready' ELSE state END
-     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);""",
-       """    UPDATE task SET remaining_deps = x.r - 1,
-           became_ready_at = CASE WHEN x.r = 1 THEN now_ ELSE became_ready_at END,
-           state = CASE WHEN x.r = 1 THEN 'ready' ELSE state END
-      FROM (SELECT id AS xid, remaining_deps AS r FROM task WHERE state = 'pending'
-              AND id IN (SELECT task FROM dep WHERE dep = p_task)) AS x
-     WHERE task.id = x.xid;""",
+       """        UPDATE task SET remaining_deps = remaining_deps - 1,
+               became_ready_at = CASE WHEN remaining_deps = 1 THEN p_now
+                                      ELSE became_ready_at END,
+               state = CASE WHEN remaining_deps = 1 THEN 'ready' ELSE state END
+         WHERE id = d_ AND state = 'pending';""",
+       """        UPDATE task SET remaining_deps = x.r - 1,
+               became_ready_at = CASE WHEN x.r = 1 THEN p_now ELSE became_ready_at END,
+               state = CASE WHEN x.r = 1 THEN 'ready' ELSE state END
+          FROM (SELECT remaining_deps AS r FROM task WHERE id = d_ AND state = 'pending') AS x
+         WHERE task.id = d_;""",
        unit_tests=("tests/durable/test_rowlocks.py",)),
     # -- the PostgreSQL store and its server-side steps ------------------------------------------
     _m("durable_pg_keeps_stale_wakeups", _DP,
@@ -519,10 +544,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        """     WHERE id = p_task AND generation = p_generation"""),
     _m("durable_steps_no_fan_in", _DF,
        "a success completed on the server counts for none of its pending dependents",
-       """     WHERE state = 'pending' AND id IN (SELECT task FROM dep WHERE dep = p_task);
-    PERFORM refsched_count('succeeded', 1);""",
-       """     WHERE false;
-    PERFORM refsched_count('succeeded', 1);"""),
+       """         WHERE id = d_ AND state = 'pending';""",
+       """         WHERE false;"""),
     _m("durable_steps_replaced_success_still_counts", _DF,
        "a submit on the server that replaces a success leaves the waiting dependents counting it",
        """    IF old_state = 'succeeded' THEN
