@@ -38,8 +38,9 @@ thread, which Python cannot stop, is abandoned: its slot is free again at once
 and whatever it returns later is discarded.
 
 Idle, a worker waits before it claims again: a wait that doubles from 1 ms up to ``--poll``,
-cut short at the store's next due time (a ready version not yet due, docs/time.md) and, on
-PostgreSQL, by a notification; so delayed work is claimed as it comes due, without a poll.
+cut short at the store's next due time (a ready version not yet due, docs/time.md; read by the
+claim that found nothing, in its own look) and, on PostgreSQL, by a notification; so delayed
+work is claimed as it comes due, without a poll.
 
 Store errors: a claim the store refuses for want of permission (a read-only SQLite file, a
 PostgreSQL role that may not write) ends the worker at once with status 2; any other store
