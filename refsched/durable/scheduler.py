@@ -19,6 +19,7 @@ import enum
 import json
 import math
 import re
+import threading
 import time
 import traceback
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -65,8 +66,9 @@ from refsched.types import (
 )
 from refsched.values import check_note
 
-__all__ = ["AGING", "MAX_ID_BYTES", "MAX_NOTE_CHARS", "DurableInfo", "DurableScheduler",
-           "DurableStats", "Lease", "LeaseView", "StoreView", "TimeView", "storable"]
+__all__ = ["AGING", "MAX_ID_BYTES", "MAX_NOTE_CHARS", "NOT_LOOKED", "DurableInfo",
+           "DurableScheduler", "DurableStats", "Lease", "LeaseView", "NotLooked", "StoreView",
+           "TimeView", "storable"]
 
 _WAITING = ("pending", "ready")
 _DEAD = ("failed", "blocked", "cancelled")
@@ -91,6 +93,16 @@ AGING = 60.0
 #: The priorities a version may have: what a signed 32-bit int holds, so that the claim key
 #: ``priority * aging - due`` of a store keeps the due time's precision for every priority.
 PRIORITY_RANGE = range(-2**31, 2**31)
+
+
+class NotLooked(enum.Enum):
+    """What :meth:`DurableScheduler.claim_and_due` gives when its claim did not read the next
+    due time."""
+
+    NOT_LOOKED = "not looked"
+
+
+NOT_LOOKED = NotLooked.NOT_LOOKED
 
 
 class _Given(enum.Enum):
@@ -823,6 +835,8 @@ class DurableScheduler:
         self.url = self._store.url
         self._stale = 0  # reports refused through this object
         self._duplicates = 0  # repeated reports answered through this object
+        # due_in: what the last claim on this thread read of the next due time (claim_and_due)
+        self._look = threading.local()
         try:
             settings = self._initialise(max_concurrency, max_attempts, clock, record, aging)
         except BaseException:
@@ -1443,16 +1457,33 @@ class DurableScheduler:
         if (isinstance(lease, bool) or not isinstance(lease, (int, float))
                 or not math.isfinite(lease) or lease <= 0):
             raise InvalidArgumentError(f"claim({worker!r}, lease={_r(lease)}): seconds > 0")
-        lease = float(lease)
+        taken, self._look.due_in = self._claim(worker, limit, float(lease))
+        return taken
+
+    def claim_and_due(self, worker: str, limit: int = 1, lease: float = 30.0
+                      ) -> tuple[list[Lease], float | NotLooked | None]:
+        """:meth:`claim`, and what :meth:`next_due` would say right after it, when the claim
+        read that in its own first look: a claim that finds nothing to take reads the next due
+        time in the query that found so, and an idle worker waits for it without a round trip
+        of its own. ``NOT_LOOKED`` when that look did not read it (the claim went on to the
+        store's claim step, or the store is older than due times): ask :meth:`next_due`."""
+        self._look.due_in = NOT_LOOKED
+        taken = self.claim(worker, limit, lease)
+        due_in, self._look.due_in = self._look.due_in, NOT_LOOKED
+        return taken, due_in
+
+    def _claim(self, worker: str, limit: int, lease: float
+               ) -> tuple[list[Lease], float | NotLooked | None]:
         self._store.forget_wakeups()  # what they told of, this look sees
-        if not self._claimable():
-            return []
+        claimable, due_in = self._claimable()
+        if not claimable:
+            return [], due_in
         # The common path, on the server if it can (steps_postgres.py); a lease to expire or an
         # error to raise is left to the transaction below.
         rows = self._store.call("claim", self._record, self._max, worker, limit, lease)
         if rows is not None and not (rows and rows[0][0]):
             return [Lease(t, g, 1, deadline, fn, json.loads(args), worker)
-                    for _, _, t, g, fn, args, deadline in rows]
+                    for _, _, t, g, fn, args, deadline in rows], NOT_LOOKED
         # The check is sent with BEGIN: a claimer that finds nothing to take holds the store's
         # lock for one round trip, as each of the idle workers a notification wakes does.
         with self._store.transaction(first=self._claim_check()) as tx:
@@ -1460,7 +1491,7 @@ class DurableScheduler:
             if not started:
                 raise InvalidTransitionError("claim(): the scheduler is not started")
             if not overdue and (closed or not ready or running >= self._max):
-                return []
+                return [], NOT_LOOKED
             now = tx.now()
             if overdue:
                 running -= self._expire(tx, now)
@@ -1500,7 +1531,7 @@ class DurableScheduler:
                                  for _, _, _, t, g, fn, args, _ in rows)
             if taken:
                 tx.wake(self._max)  # what it left is for the next idle worker
-            return taken
+            return taken, NOT_LOOKED
 
     def _keep_inputs(self, tx: Tx, claimed: Sequence[str]) -> None:
         """Store the input summary of each version of ``claimed`` (just claimed; each has
@@ -1508,27 +1539,38 @@ class DurableScheduler:
         PostgreSQL, ``refsched_claim`` of steps_postgres.py writes the same rows.)"""
         tx.many(_KEEP_INPUTS, ((t,) for t in claimed))
 
-    def _claimable(self) -> bool:
+    def _claimable(self) -> tuple[bool, float | NotLooked | None]:
         """Whether a claim now would take a step, read without the store's write lock: idle
         workers poll with claims, and an empty one must not queue behind (or delay) the steps
         of others. False only when the claim transaction would find no lease past its deadline,
         no version running without a lease, and no ready version it may take; a claim that
-        returns ``[]`` here took no step, as the transaction would not have."""
-        started, closed, overdue, running, ready, owed = (
-            self._store.peek(self._claim_check()) or (0, 0, 0, 0, 0, 0))
+        returns ``[]`` here took no step, as the transaction would not have. With it, what
+        :meth:`next_due` says, read in the same query (``NOT_LOOKED`` on a store older than
+        due times): the idle worker's wait, without a round trip of its own."""
+        look_ahead = self._schema_version >= 3
+        started, closed, overdue, running, ready, owed, *due = (
+            self._store.peek(self._claim_check(look_ahead=look_ahead))
+            or (0, 0, 0, 0, 0, 0, None, None))
         # A slot's time has come: decide it first, in a transaction of its own, so that what
         # it runs can be claimed now (refsched/durable/schedules.py).
         if owed and started and not closed and self.decide_slots():
-            return True
+            return True, NOT_LOOKED
         if not started or overdue:
-            return True  # (not started: the claim transaction says why not)
-        return not closed and running < self._max and bool(ready)
+            return True, NOT_LOOKED  # (not started: the claim transaction says why not)
+        waits = [float(w) for w in due if w is not None]
+        due_in = (min(waits) if waits else None) if look_ahead else NOT_LOOKED
+        return not closed and running < self._max and bool(ready), due_in
 
-    def _claim_check(self) -> str:
+    def _claim_check(self, look_ahead: bool = False) -> str:
         """What a claim needs to know first, in one query: started, closed, whether a version
         runs without a live lease or past its deadline, how many run, whether one is eligible
-        (ready and due), whether a schedule owes a slot (``meta.slot_due`` has come).
+        (ready and due), whether a schedule owes a slot (``meta.slot_due`` has come); with
+        ``look_ahead``, then the two waits of :meth:`next_due`.
         (On PostgreSQL, ``refsched_claimable`` of steps_postgres.py judges the same.)"""
+        clock = self._store.clock_sql
+        ahead = (f", (SELECT MIN(due) FROM task WHERE state = 'ready' AND due > {clock}) - "
+                 f"{clock}, (SELECT MIN(next_slot) FROM schedule WHERE next_slot > {clock}) - "
+                 f"{clock}") if look_ahead else ""
         return ("SELECT CAST((SELECT value FROM meta WHERE key = 'started') AS INTEGER) AS "
                 "started, CAST((SELECT value FROM meta WHERE key = 'closed') AS INTEGER) AS "
                 "closed, EXISTS (SELECT 1 FROM task WHERE state = 'running' AND (holder IS "
@@ -1537,7 +1579,7 @@ class DurableScheduler:
                 "EXISTS (SELECT 1 FROM task WHERE state = 'ready' AND due <= "
                 f"{self._store.clock_sql}) AS ready, "
                 "COALESCE(CAST((SELECT value FROM meta WHERE key = 'slot_due') AS DOUBLE "
-                f"PRECISION), {schedules.NO_SLOT}) <= {self._store.clock_sql} AS owed")
+                f"PRECISION), {schedules.NO_SLOT}) <= {self._store.clock_sql} AS owed" + ahead)
 
     def expire(self) -> None:
         """Expire every live lease whose deadline has passed, without claiming (Spec: Expire).

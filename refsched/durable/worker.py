@@ -39,8 +39,9 @@ thread, which Python cannot stop, is abandoned: its slot is free again at once
 and whatever it returns later is discarded.
 
 Idle, a worker waits before it claims again: a wait that doubles from 1 ms up to ``--poll``,
-cut short at the store's next due time (a ready version not yet due, docs/time.md) and, on
-PostgreSQL, by a notification; so delayed work is claimed as it comes due, without a poll.
+cut short at the store's next due time (a ready version not yet due, docs/time.md; read by the
+claim that found nothing, in its own look) and, on PostgreSQL, by a notification; so delayed
+work is claimed as it comes due, without a poll.
 
 Store errors: a claim the store refuses for want of permission (a read-only SQLite file, a
 PostgreSQL role that may not write) ends the worker at once with status 2; any other store
@@ -69,7 +70,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from refsched.arguments import non_negative_int, positive_int, positive_seconds
-from refsched.durable.scheduler import DurableScheduler, Lease, resolve, storable_result
+from refsched.durable.scheduler import (
+    NOT_LOOKED,
+    DurableScheduler,
+    Lease,
+    resolve,
+    storable_result,
+)
 from refsched.errors import (
     Cancelled,
     InvalidArgumentError,
@@ -317,6 +324,10 @@ class Worker:
         self._lingering = 0
         self._handed: collections.deque[Attempt] = collections.deque()
         self._closing = False
+        # The next due time the last claim read in its own look, when it took nothing: the
+        # seconds it said (None: nothing waits for its time) and when (monotonic); None when
+        # it did not read one.
+        self._due_in: tuple[float | None, float] | None = None
 
     def stop(self) -> None:
         """Stop claiming; the functions running now and those queued finish and report, and
@@ -330,7 +341,11 @@ class Worker:
         """Claim up to ``limit`` versions and hold their leases (Spec: Expire, Reclaim, Claim:
         one claim transaction). Errors are the store's."""
         attempts = []
-        for lease in self.db.claim(self.name, limit=limit, lease=self.lease):
+        self._due_in = None
+        leases, due_in = self.db.claim_and_due(self.name, limit=limit, lease=self.lease)
+        if due_in is not NOT_LOOKED:
+            self._due_in = (due_in, time.monotonic())
+        for lease in leases:
             attempts.append(self.held.take(lease, CancelToken(lease.task_id, lease.generation)))
             log.info("worker %s: claimed %s (%s)", self.name, lease_text(key_of(lease)), lease.fn)
         return attempts
@@ -683,13 +698,19 @@ class Worker:
         run at the same rate), so that delayed work is claimed on time without a poll; a
         notification (PostgreSQL) ends the wait sooner, and the next one reads the next due
         time again. A store error is "none due": the claim will say what is wrong."""
-        try:
-            due_in = self.db.next_due()
-        except StoreError:
-            return idle
+        looked, self._due_in = self._due_in, None
+        if looked is not None:  # read by the claim that found nothing, no round trip more
+            due_in, at = looked
+            if due_in is not None:
+                due_in -= time.monotonic() - at
+        else:
+            try:
+                due_in = self.db.next_due()
+            except StoreError:
+                return idle
         if due_in is None:
             return idle
-        return min(idle, due_in + DUE_MARGIN)
+        return min(idle, max(0.0, due_in) + DUE_MARGIN)
 
     def _done(self) -> bool:
         """``db.done()``; a store error is "not yet". Why: a server down for longer than the

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from refsched.durable import DurableRunner, DurableScheduler
-from refsched.durable.scheduler import AGING, TimeView
+from refsched.durable.scheduler import AGING, NOT_LOOKED, TimeView
 from refsched.durable.status import main as status_main
 from refsched.durable.status import show, status
 from refsched.durable.store import SCHEMA_VERSION
@@ -139,6 +139,20 @@ def test_a_version_is_not_claimed_one_tick_before_its_due_time(durable_url: Stor
     db.tick(1)
     assert db.next_due() is None
     assert [lease.task_id for lease in db.claim("w", limit=2)] == ["late"]
+
+
+def test_a_claim_that_takes_nothing_tells_the_next_due_time(durable_url: StoreURL) -> None:
+    # What an idle worker waits for, read in the claim's own look: next_due() would say the same.
+    db = store(durable_url)
+    db.submit("late", fn=NOOP, delay=5)
+    db.start()
+    assert db.claim_and_due("w") == ([], 5.0) and db.next_due() == 5.0
+    db.tick(4)
+    assert db.claim_and_due("w") == ([], 1.0)
+    db.tick(1)
+    taken, due_in = db.claim_and_due("w", limit=2)
+    assert [lease.task_id for lease in taken] == ["late"] and due_in is NOT_LOOKED
+    assert db.claim_and_due("w") == ([], None) and db.next_due() is None
 
 
 def test_a_delayed_version_waits_for_its_time_after_its_deps_succeed(

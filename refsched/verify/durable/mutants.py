@@ -626,6 +626,11 @@ WAKEUPS: tuple[Mutant, ...] = (
        'up to a poll late',
        """        return min(waits) if waits else None""",
        """        return None"""),
+    _m('durable_claim_look_no_due', _D,
+       'a claim that takes nothing does not tell the next due time: an idle worker polls for '
+       'delayed work, and claims it up to a poll late',
+       """        due_in = (min(waits) if waits else None) if look_ahead else NOT_LOOKED""",
+       """        due_in = None if look_ahead else NOT_LOOKED"""),
     _m('durable_steps_delayed_submit_no_wake', _DF,
        'a submit on the server of a version not yet due wakes nobody: a sleeping worker misses '
        'a due time sooner than the one it waits for',
