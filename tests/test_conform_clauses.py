@@ -279,8 +279,10 @@ class RefusedStealAnsweredNull(SteppedPool):
 
     drives_steps = True  # RefusedStealAnsweredNull(workers): it takes its moves itself
 
-    def __init__(self, workers: list[str], steal_cap: int = 1) -> None:
-        super().__init__(WorkStealingPool, workers, steal_cap)
+    def __init__(self, workers: list[str], steal_cap: int = 1, *, spares: Any = (),
+                 max_spares: int | None = None) -> None:
+        super().__init__(WorkStealingPool, workers, steal_cap, spares=spares,
+                         max_spares=max_spares)
 
     def steal(self, thief: Hashable, victim: Hashable) -> None:
         with contextlib.suppress(StepRefused):
