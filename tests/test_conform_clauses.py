@@ -34,8 +34,8 @@ from refsched.conform.report import PhaseResult
 from refsched.conform.timer import broken as broken_timer
 from refsched.conform.timer.probes import PROBES as TIMER_PROBES
 from refsched.pool.pool import WorkStealingPool
-from refsched.profile import FULL, STATIC, full_profile
-from refsched.verify.pool.driver import SteppedPool, StepRefused
+from refsched.profile import FULL, STATIC, PoolProfile, full_profile
+from refsched.verify.pool.driver import SteppedPool, StepRefused, stepped_factory
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "conformance.md"
 _ROW = re.compile(r"^\| `(?P<id>[a-z_.-]+)` \| (?P<ops>[^|]+) \| (?P<outcome>[^|]+) \| "
@@ -206,23 +206,43 @@ def test_the_pool_probes_ask_each_refused_move() -> None:
     assert asked == {"pop", "steal", "finish"}
 
 
-def _stepped(pool: type[WorkStealingPool]) -> Any:
-    """A factory of ``pool`` stepped in this process that the coverage observes (it counts
-    the calls of a pool that takes its moves itself, as one over the protocol does)."""
-    def make(workers: list[str]) -> SteppedPool:
-        return SteppedPool(pool, workers)
-    make.drives_steps = True  # type: ignore[attr-defined]
-    return make
+def test_the_pool_probes_ask_each_refused_move_of_managed_blocking() -> None:
+    [refused] = [p for p in pool_probes.PROBES if p.clause == "pool.blocking.refused"]
+    asked = {method for (method, _, answer) in model_answers("pool", refused)
+             if isinstance(answer, StepRefused)}
+    assert asked == {"block", "start_spare", "unblock", "retire"}
+
+
+def test_the_blocking_probes_need_the_managed_blocking_flag() -> None:
+    blocking = [p for p in pool_probes.PROBES if pool_probes.needs_of(p)]
+    assert {p.clause for p in blocking} == {
+        c.id for c in clauses.clauses("pool") if "managed_blocking" in c.needs}
+    assert all(pool_probes.needs_of(p) == ("managed_blocking",) for p in blocking)
 
 
 def test_the_clauses_phase_drives_every_pool_clause_of_refsched_itself() -> None:
     coverage = Coverage("pool")
     phase = PhaseResult("clauses")
-    found = run_probes("pool", observed(_stepped(WorkStealingPool), coverage),
+    found = run_probes("pool", observed(stepped_factory(WorkStealingPool), coverage),
                        full_profile("pool"), phase)
     assert found is None, found and found.format()
     assert coverage.not_driven(full_profile("pool")) == []
     assert phase.figures["probes"] == len(clauses.clauses("pool"))
+
+
+def test_a_pool_class_checked_in_this_process_has_its_clauses_counted() -> None:
+    # the clauses phase steps the class here: its moves are counted as a served pool's are
+    report = check(InProcessImplementation(WorkStealingPool, system="pool"), corpus=False,
+                   examples=0)
+    assert report.ok, report.format()
+    assert report.coverage.not_driven(full_profile("pool")) == []
+    without = PoolProfile(managed_blocking=False)
+    report = check(InProcessImplementation(WorkStealingPool, system="pool", profile=without),
+                   corpus=False, examples=0)
+    assert report.ok, report.format()
+    assert report.coverage.left_out(without) == [
+        c.id for c in clauses.clauses("pool") if "managed_blocking" in c.needs]
+    assert report.coverage.not_driven(without) == []
 
 
 BROKEN_POOL_RULES = {
@@ -232,6 +252,11 @@ BROKEN_POOL_RULES = {
     broken_pool.FinishLeavesOutstanding: "pool.finish.ok",
     broken_pool.IdleShutdownNeverTerminates: "pool.shutdown.ok",
     broken_pool.CancelFuturesLeavesQueued: "pool.cancel_queued.ok",
+}
+# the broken pools only a pool made with spares shows (the managed_blocking flag)
+BROKEN_BLOCKING_RULES = {
+    broken_pool.SpareNeverRetires: "pool.retire.ok",
+    broken_pool.SparesBeyondTheBound: "pool.block.ok",
 }
 
 
@@ -254,8 +279,10 @@ class RefusedStealAnsweredNull(SteppedPool):
 
     drives_steps = True  # RefusedStealAnsweredNull(workers): it takes its moves itself
 
-    def __init__(self, workers: list[str], steal_cap: int = 1) -> None:
-        super().__init__(WorkStealingPool, workers, steal_cap)
+    def __init__(self, workers: list[str], steal_cap: int = 1, *, spares: Any = (),
+                 max_spares: int | None = None) -> None:
+        super().__init__(WorkStealingPool, workers, steal_cap, spares=spares,
+                         max_spares=max_spares)
 
     def steal(self, thief: Hashable, victim: Hashable) -> None:
         with contextlib.suppress(StepRefused):
@@ -264,6 +291,7 @@ class RefusedStealAnsweredNull(SteppedPool):
 
 @pytest.mark.parametrize(("cls", "rule"), [
     *BROKEN_POOL_RULES.items(),
+    *BROKEN_BLOCKING_RULES.items(),
     (PopTakesOldest, "pool.pop.ok"),
     (RefusedStealAnsweredNull, "pool.move.refused"),
 ], ids=lambda c: getattr(c, "__name__", c))
@@ -275,6 +303,25 @@ def test_each_broken_pool_is_rejected_by_the_clauses_phase_alone(cls: Any, rule:
     assert example.wire_reason.startswith(f"rule {rule}: "), example.wire_reason
     assert not example.calls[-1].agrees and all(c.agrees for c in example.calls[:-1])
     assert example.instance.startswith("workers w1, w2")
+
+
+@pytest.mark.parametrize(("cls", "rule"), BROKEN_BLOCKING_RULES.items(),
+                         ids=lambda c: getattr(c, "__name__", c))
+def test_a_broken_blocking_pool_served_is_rejected_by_the_clauses_phase(cls: Any,
+                                                                         rule: str) -> None:
+    argv = [sys.executable, "-m", "refsched.serve", "--system", "pool", "--impl",
+            f"{cls.__module__}:{cls.__name__}"]
+    with ProtocolImplementation(argv, timeout=20, system="pool") as impl:
+        assert impl.profile.managed_blocking
+        report = check(impl, corpus=False, examples=0)
+    assert report.exit_status == 1, report.format()
+    assert report.counterexample is not None
+    assert report.counterexample.wire_reason.startswith(f"rule {rule}: ")
+    # a profile without managed blocking asks no probe of it: the same pool passes
+    without = PoolProfile(managed_blocking=False)
+    report = check(InProcessImplementation(cls, system="pool", profile=without),
+                   corpus=False, examples=0)
+    assert report.ok, report.format()
 
 
 def test_only_the_clauses_phase_asks_a_steal_with_nothing_to_take() -> None:

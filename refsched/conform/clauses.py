@@ -423,6 +423,28 @@ _POOL: Final = (
            "`shutdown(cancel_futures=True)` cancels and drops every queued task."),
     Clause("pool.snapshot.ok", ("snapshot", "stats"), "ok",
            "`snapshot` and `stats` answer the spec's variables and the counters."),
+    Clause("pool.block.ok", ("block",), "ok",
+           "`block` of a thread whose task runs marks it blocked; a spare stands in for it, "
+           "one released by its blocker, else an off one, unless `max_spares` spares are "
+           "active: then it blocks with none.", ("managed_blocking",)),
+    Clause("pool.start_spare.ok", ("start_spare",), "ok",
+           "`start_spare` of a spare whose thread was launched makes it serve as a worker "
+           "does.", ("managed_blocking",)),
+    Clause("pool.unblock.ok", ("unblock",), "ok",
+           "`unblock` of a blocked thread lets it run again and releases the spare that stood "
+           "in for it.", ("managed_blocking",)),
+    Clause("pool.retire.ok", ("retire",), "ok",
+           "`retire` of a released spare, idle with its own deque empty, gives its thread "
+           "back: it is off and counts against `max_spares` no more.", ("managed_blocking",)),
+    Clause("pool.blocking.refused", ("block", "start_spare", "unblock", "retire"),
+           "StepRefused",
+           "a move of managed blocking the pool does not take (a thread that runs nothing or "
+           "is blocked already, a spare with no thread starting, a thread not blocked, a "
+           "spare not released or not started) answers `StepRefused` and changes nothing.",
+           ("managed_blocking",)),
+    Clause("pool.blocking_snapshot.ok", ("blocking_snapshot",), "ok",
+           "`blocking_snapshot` answers the spec's variables with managed blocking's "
+           "`blocked`, `spare` and `blocker`.", ("managed_blocking",)),
 )
 
 _DURABLE: Final = (
@@ -631,10 +653,12 @@ PARAMETERS: Final[Mapping[str, Mapping[str, tuple[str, ...]]]] = {
         "state": ("task",), "stats": (),
     },
     "pool": {
-        "new": ("workers",), "submit_external": ("task", "worker"),
+        "new": ("workers", "steal_cap", "spares", "max_spares"),
+        "submit_external": ("task", "worker"),
         "submit_child": ("task", "worker"), "pop": ("worker",), "steal": ("thief", "victim"),
         "finish": ("worker",), "shutdown": (), "cancel_queued": (), "snapshot": (),
-        "stats": (),
+        "stats": (), "block": ("thread",), "start_spare": ("spare",), "unblock": ("thread",),
+        "retire": ("spare",), "blocking_snapshot": (),
     },
     "durable": {
         "new": (), "submit": ("task", "deps", "fn", "priority", "delay", "optional"),

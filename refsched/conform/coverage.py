@@ -157,3 +157,14 @@ class ObservedImplementation:
 
     def remote(self) -> Callable[..., Any]:
         return observed(self._implementation.remote(), self.coverage, self._fatal)
+
+    def probed(self) -> Callable[..., Any]:
+        """What the clauses phase probes: :meth:`remote`, but a pool class in this process
+        stepped here (``stepped_factory``), so that its moves are counted too. (The other
+        phases drive the class from its own code paths, which replay compares in full.)"""
+        factory = self._implementation.remote()
+        if self.coverage.system == "pool" and not getattr(factory, "drives_steps", False):
+            from refsched.verify.pool.driver import stepped_factory
+
+            factory = stepped_factory(factory)
+        return observed(factory, self.coverage, self._fatal)

@@ -327,8 +327,10 @@ def _phase(impl: Implementation, profile: Profile, phase: PhaseResult, name: str
     """Run one phase of the check on the implementation's system."""
     system = getattr(impl, "system", "scheduler")
     if name == "clauses":
-        return probes.run_probes(system, impl.new if system == "scheduler" else impl.remote(),
-                                 profile, phase, fatal=(HarnessError,))
+        # an observed implementation steps a pool class here, so that its moves are counted
+        factory = (impl.new if system == "scheduler"
+                   else getattr(impl, "probed", impl.remote)())
+        return probes.run_probes(system, factory, profile, phase, fatal=(HarnessError,))
     if system == "scheduler":
         if name == "corpus":
             return _corpus_phase(impl, profile, phase, progress, max_traces, traces,

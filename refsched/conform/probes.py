@@ -243,5 +243,5 @@ def snapshots_differ(model: Any, impl: Any, rows: Callable[[Any, Any], str],
     model_state = getattr(model, read)()
     if impl_state == model_state:
         return None, ""
-    return (f"the {'snapshots' if read == 'snapshot' else read} differ after the call",
+    return (f"the {'snapshots' if read.endswith('snapshot') else read} differ after the call",
             rows(model_state, impl_state))

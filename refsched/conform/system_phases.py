@@ -393,13 +393,21 @@ def _run(name: str, factory: Callable[..., Any], ledger: Any, *, examples: int, 
                            hypothesis_settings=settings, fatal=(HarnessError,),
                            profile=profile)
     elif name == "pool":
-        from refsched.verify.pool.lockstep import BATCH_STEAL_CAP, run_pool_lockstep
+        from refsched.verify.pool.lockstep import (
+            BATCH_STEAL_CAP,
+            BLOCKING_MAX_SPARES,
+            run_pool_lockstep,
+        )
         run_pool_lockstep(factory, examples, steps, seed=seed, python_api=False, ledger=ledger,
                           hypothesis_settings=settings, fatal=(HarnessError,))
         if getattr(profile, "batch_steals", False):  # then the same walks with batch steals
             run_pool_lockstep(factory, examples, steps, seed=seed, python_api=False,
                               ledger=ledger, hypothesis_settings=settings,
                               fatal=(HarnessError,), steal_cap=BATCH_STEAL_CAP)
+        if getattr(profile, "managed_blocking", False):  # and with spares
+            run_pool_lockstep(factory, examples, steps, seed=seed, python_api=False,
+                              ledger=ledger, hypothesis_settings=settings,
+                              fatal=(HarnessError,), max_spares=BLOCKING_MAX_SPARES)
     else:
         from refsched.verify.durable.lockstep import run_durable_lockstep
         run_durable_lockstep(factory, examples, steps, seed, ledger=ledger,

@@ -174,7 +174,8 @@ TIMER_RUNNER_SCENARIOS = ("timer_earlier_while_sleeping", "timer_cancel_races_ne
 # Scenarios that drive a WorkStealingPool class.
 POOL_SCENARIOS = ("pool_pop_races_steal", "pool_two_thieves_one_victim",
                   "pool_shutdown_races_child", "pool_nested_waits",
-                  "pool_batch_steal_races_last_pop")
+                  "pool_batch_steal_races_last_pop",
+                  "pool_waiters_wake_up_as_a_child_is_pushed")
 
 
 @dataclass(frozen=True)

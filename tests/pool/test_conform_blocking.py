@@ -2,7 +2,8 @@
 
 With the flag (the full contract), the oracle's corpus phase also replays the corpus instance
 with managed blocking (``MCWorkStealingCorpusBlocking.cfg``) through the moves ``block``,
-``start_spare``, ``unblock`` and ``retire`` and the reading ``blocking_snapshot``; without it
+``start_spare``, ``unblock`` and ``retire`` and the reading ``blocking_snapshot``, and the
+generated phase walks the pool's lock-step machine with spares over the protocol; without it
 no pool is asked for spares. refsched's own pool, served in another process, replays the
 blocking traces; the broken pools of managed blocking are rejected, in process and over the
 wire, and pass where the profile leaves managed blocking out.
@@ -20,13 +21,14 @@ from typing import Any
 import pytest
 
 from refsched.conform import system_phases
-from refsched.conform.client import ProtocolImplementation
+from refsched.conform.client import HarnessError, ProtocolImplementation
 from refsched.conform.pool import broken
 from refsched.conform.report import PhaseResult
 from refsched.pool.pool import WorkStealingPool
 from refsched.profile import PoolProfile, full_profile, profile_from_hello
 from refsched.verify import corpus, system
 from refsched.verify.itf import Trace
+from refsched.verify.pool.lockstep import BLOCKING_MAX_SPARES, Disagreement, run_pool_lockstep
 from refsched.verify.pool.system import BLOCKING_CONFIG
 
 POOL = system.get("pool")
@@ -123,3 +125,32 @@ def test_a_broken_blocking_pool_served_is_rejected_only_with_managed_blocking(
     with ProtocolImplementation(argv, system="pool") as impl:
         assert not impl.profile.managed_blocking
         assert corpus_phase(impl.remote(), plain, without) is None
+
+
+def served_walks(cls: type[Any], examples: int) -> Disagreement | None:
+    """The pool lock-step machine's walks with managed blocking, seeded and unshrunk, on
+    ``cls`` served in another process: the first disagreement, or None."""
+    argv = serve("--impl", f"{cls.__module__}:{cls.__name__}")
+    with ProtocolImplementation(argv, system="pool") as impl:
+        try:
+            run_pool_lockstep(impl.remote(), examples, 30, shrink=False, seed=0,
+                              python_api=False, fatal=(HarnessError,),
+                              max_spares=BLOCKING_MAX_SPARES)
+        except Disagreement as found:
+            return found
+    return None
+
+
+def test_refsched_served_walks_the_lockstep_machine_with_spares() -> None:
+    assert served_walks(WorkStealingPool, 20) is None
+
+
+@pytest.mark.parametrize(("cls", "action"), [(broken.SpareNeverRetires, "Retire"),
+                                              (broken.SparesBeyondTheBound, "Block")],
+                         ids=lambda c: getattr(c, "__name__", c))
+def test_a_broken_blocking_pool_served_is_rejected_by_the_walks_with_spares(
+        cls: type[Any], action: str) -> None:
+    found = served_walks(cls, 60)
+    assert found is not None, f"{cls.__name__} served walked 60 times with spares"
+    print(f"{cls.__name__}: {found}")
+    assert action in found.steps[-1], found.steps

@@ -3,11 +3,14 @@
 The pool is driven as its generated phase drives it: each call is one of
 :class:`~refsched.verify.pool.driver.SteppedPool`'s moves (``submit_external``,
 ``submit_child``, ``pop``, ``steal``, ``finish``, ``shutdown``, ``cancel_queued``) or a reading
-(``snapshot``, ``stats``), taken on the implementation through the factory the oracle gives
-(:func:`~refsched.verify.pool.driver.driven_pool`: a pool class stepped in this process, or a
-pool over the protocol taking each move itself) and on :class:`ModelPool`, the model's actions
-(``refsched.model.pool``) behind the same moves. ``("new", (workers,))`` makes a fresh pool on
-both sides.
+(``snapshot``, ``stats``), and with managed blocking the moves ``block``, ``start_spare``,
+``unblock``, ``retire`` and the reading ``blocking_snapshot``, taken on the implementation
+through the factory the oracle gives (:func:`~refsched.verify.pool.driver.driven_pool`: a pool
+class stepped in this process, or a pool over the protocol taking each move itself) and on
+:class:`ModelPool`, the model's actions (``refsched.model.pool``) behind the same moves.
+``("new", (workers,))`` makes a fresh pool on both sides; ``("new", (workers, 1, spares,
+max_spares))`` one with managed blocking, whose state is then compared as
+``blocking_snapshot`` reads it.
 
 Unlike the generated phase, which takes only the steps the spec enables, a probe also asks the
 moves the spec has no step for: a worker with nothing to take, a finish by an idle worker (each
@@ -23,13 +26,21 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from refsched.conform import values
 from refsched.conform.probes import Probe, snapshots_differ
 from refsched.model.pool import ACTIONS, Phase, PoolSnapshot, initial
 from refsched.model.pool.actions import steal_size
+from refsched.model.pool.blocking import (
+    BlockingInstance,
+    BlockingSnapshot,
+    blocking_refusal,
+    blocking_step,
+)
 from refsched.model.pool.counters import Counts
+from refsched.pool.blocking import DEFAULT_MAX_SPARES
 from refsched.pool.pool import PoolStats
 from refsched.verify.pool.driver import StepRefused, driven_pool
 from refsched.verify.replay import format_rows
@@ -46,6 +57,10 @@ def _p(clause: str, *calls: _Call) -> Probe:
 
 _TWO: Final[_Call] = ("new", (["w1", "w2"],))
 _THREE: Final[_Call] = ("new", (["w1", "w2", "w3"],))
+# managed blocking: one spare, at most one active, so that Block never has two spares to pick
+_SPARE: Final[_Call] = ("new", (["w1", "w2"], 1, ["s1"], 1))
+_BLOCKING_OPS: Final = frozenset({"block", "start_spare", "unblock", "retire",
+                                  "blocking_snapshot"})
 
 PROBES: Final[tuple[Probe, ...]] = (
     _p("pool.new.ok", _TWO, ("submit_external", ("a", "w1")), _THREE),
@@ -79,6 +94,28 @@ PROBES: Final[tuple[Probe, ...]] = (
     _p("pool.snapshot.ok", _TWO, ("submit_external", ("a", "w1")),
        ("submit_external", ("b", "w1")), ("steal", ("w2", "w1")), ("finish", ("w2",)),
        ("snapshot", ()), ("stats", ())),
+    # w1 blocks and s1 stands in; w2 blocks while s1, the one spare allowed, is still active
+    _p("pool.block.ok", _SPARE, ("submit_external", ("a", "w1")), ("pop", ("w1",)),
+       ("block", ("w1",)), ("start_spare", ("s1",)), ("submit_external", ("b", "w2")),
+       ("pop", ("w2",)), ("block", ("w2",))),
+    _p("pool.start_spare.ok", _SPARE, ("submit_external", ("a", "w1")), ("pop", ("w1",)),
+       ("block", ("w1",)), ("start_spare", ("s1",))),
+    _p("pool.unblock.ok", _SPARE, ("submit_external", ("a", "w1")), ("pop", ("w1",)),
+       ("block", ("w1",)), ("start_spare", ("s1",)), ("unblock", ("w1",))),
+    # the spare runs the blocker's child before it is released, then retires
+    _p("pool.retire.ok", _SPARE, ("submit_external", ("a", "w1")), ("pop", ("w1",)),
+       ("block", ("w1",)), ("submit_child", ("b", "w1")), ("start_spare", ("s1",)),
+       ("steal", ("s1", "w1")), ("finish", ("s1",)), ("unblock", ("w1",)),
+       ("retire", ("s1",))),
+    # each move refused: a thread running nothing blocks, an unblocked one unblocks, a spare
+    # with no thread starts, a starting spare retires, a spare whose blocker has not returned
+    # retires
+    _p("pool.blocking.refused", _SPARE, ("block", ("w1",)), ("submit_external", ("a", "w1")),
+       ("pop", ("w1",)), ("unblock", ("w1",)), ("start_spare", ("s1",)), ("block", ("w1",)),
+       ("block", ("w1",)), ("retire", ("s1",)), ("start_spare", ("s1",)),
+       ("retire", ("s1",))),
+    _p("pool.blocking_snapshot.ok", _SPARE, ("submit_external", ("a", "w1")),
+       ("pop", ("w1",)), ("block", ("w1",)), ("blocking_snapshot", ())),
 )
 """One probe per clause of ``pool.*``, in the catalogue's order."""
 
@@ -89,16 +126,29 @@ class ModelPool:
     ``stats()`` what the steps taken count (``parked`` 0: no worker thread runs).
 
     A move the spec has no step for answers as the wire says: a worker that takes no task, or
-    finishes none, raises ``StepRefused``; a submission the pool refuses raises the model's
-    error. A call no clause speaks of (a busy worker taking a task, a task submitted twice, a
-    fallback with several deques to choose from) raises ``ValueError``: no probe makes one.
+    finishes none, raises ``StepRefused``, and so does a move of managed blocking that is not
+    enabled; a submission the pool refuses raises the model's error. Made with ``spares`` (the
+    spec's ``Spares``, which serve and are stolen from as workers once started) and
+    ``max_spares`` (its ``MaxSpares``), it takes managed blocking's moves too, its state a
+    :class:`BlockingSnapshot` (``blocking_snapshot()``). A call no clause speaks of (a busy
+    worker taking a task, a task submitted twice, a fallback with several deques to choose
+    from, a Block with several spares to pick) raises ``ValueError``: no probe makes one.
     """
 
-    def __init__(self, workers: Sequence[Hashable], steal_cap: int = 1) -> None:
+    def __init__(self, workers: Sequence[Hashable], steal_cap: int = 1,
+                 spares: Sequence[Hashable] = (), max_spares: int | None = None) -> None:
         self.workers = tuple(workers)  # the spec's Workers, in the order stats() lists them
         self.steal_cap = steal_cap  # the spec's StealCap: 1, single steals only
         self.state: PoolSnapshot = initial()
         self.counts = Counts()  # what the steps taken so far count
+        # managed blocking (None: off): the spec's Workers, Spares and MaxSpares, and its
+        # variables blocked, spare and blocker (``pool`` there is not kept: ``state`` is)
+        self.threads = self.workers + tuple(spares)  # the spec's Threads
+        self.blocking = (BlockingInstance(frozenset(self.workers), frozenset(spares),
+                                          DEFAULT_MAX_SPARES if max_spares is None
+                                          else max_spares)
+                         if spares else None)
+        self.managed = BlockingSnapshot()
 
     # -- the moves ---------------------------------------------------------------------------
 
@@ -148,6 +198,24 @@ class ModelPool:
         if ACTIONS["CancelQueued"].enabled(self.state):
             self._step("CancelQueued")
 
+    # -- managed blocking's moves ------------------------------------------------------------
+
+    def block(self, thread: Hashable) -> None:
+        """Block(x): the spare that may stand in for ``thread``, when there is one."""
+        self._blocking_move("Block", thread)
+
+    def start_spare(self, spare: Hashable) -> None:
+        self._blocking_move("StartSpare", spare)
+
+    def unblock(self, thread: Hashable) -> None:
+        self._blocking_move("Unblock", thread)
+
+    def retire(self, spare: Hashable) -> None:
+        if spare in self.state.running:
+            raise ValueError(f"retire({spare!r}): the spare runs a task, which no clause "
+                             "speaks of")
+        self._blocking_move("Retire", spare)
+
     # -- the readings ------------------------------------------------------------------------
 
     def snapshot(self) -> PoolSnapshot:
@@ -155,6 +223,11 @@ class ModelPool:
 
     def stats(self) -> PoolStats:
         return PoolStats(**self.counts.expected(self.state, self.workers), parked=0)
+
+    def blocking_snapshot(self) -> BlockingSnapshot:
+        if self.blocking is None:
+            raise ValueError("blocking_snapshot() of a pool made without spares")
+        return self._whole()
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -165,14 +238,35 @@ class ModelPool:
 
     def _step(self, action: str, *args: Hashable) -> None:
         cap = self.steal_cap
-        refusal = ACTIONS[action].refused(self.state, *args, steal_cap=cap)
+        if self.blocking is not None:  # a thread must serve to take a task, and so on
+            full = (*args, cap) if ACTIONS[action].takes_steal_cap else args
+            refusal = blocking_refusal(self._whole(), action, full, self.blocking)
+        else:
+            refusal = ACTIONS[action].refused(self.state, *args, steal_cap=cap)
         if refusal is not None:
             raise (refusal.error or ValueError)(refusal.reason)
         before, self.state = self.state, ACTIONS[action].step(self.state, *args, steal_cap=cap)
         self.counts = self.counts.step(action, args, before, self.state)
 
+    def _whole(self) -> BlockingSnapshot:
+        return replace(self.managed, pool=self.state)
+
+    def _blocking_move(self, action: str, x: Hashable) -> None:
+        """One of managed blocking's actions; ``StepRefused`` when it is not enabled."""
+        if self.blocking is None:
+            raise ValueError(f"{action}({x!r}) in a pool made without spares")
+        whole = self._whole()
+        if blocking_refusal(whole, action, (x,), self.blocking) is not None:
+            raise StepRefused(f"{action}({x!r}) is not enabled")
+        afters = blocking_step(whole, action, (x,), self.blocking)
+        if len(afters) > 1:
+            raise ValueError(f"{action}({x!r}): the pool chooses among several spares; a "
+                             "probe leaves it one")
+        self.managed = afters[0]
+        self.state = afters[0].pool
+
     def _worker(self, worker: Hashable) -> None:
-        if worker not in self.workers:
+        if worker not in self.threads:
             raise ValueError(f"{worker!r} is not a worker of this pool")
 
     def _idle(self, worker: Hashable) -> None:
@@ -182,7 +276,7 @@ class ModelPool:
 
     def _fallback(self, worker: Hashable, call: str) -> Hashable:
         """The one other worker whose deque holds a task; ``StepRefused`` when none does."""
-        others = [w for w in self.workers if w != worker and self.state.deque.get(w)]
+        others = [w for w in self.threads if w != worker and self.state.deque.get(w)]
         if not others:
             raise StepRefused(f"worker {worker!r} took no task")
         if len(others) > 1:
@@ -192,8 +286,11 @@ class ModelPool:
 
 
 def needs_of(probe: Probe) -> tuple[str, ...]:
-    """The profile flags a probe's calls need: none, the pool is checked whole."""
-    return ()
+    """The profile flags a probe's calls need: ``managed_blocking`` for a pool made with
+    spares or a move of managed blocking; else none, the pool is checked whole."""
+    blocking = any(method in _BLOCKING_OPS or (method == "new" and len(args) > 2 and args[2])
+                   for method, args in probe.calls)
+    return ("managed_blocking",) if blocking else ()
 
 
 def adapt(method: str, args: tuple[Any, ...], profile: Any) -> tuple[Any, ...]:
@@ -201,22 +298,31 @@ def adapt(method: str, args: tuple[Any, ...], profile: Any) -> tuple[Any, ...]:
     return args
 
 
-def new_model(workers: Sequence[Hashable]) -> ModelPool:
-    """The model of a fresh pool with these workers."""
-    return ModelPool(workers)
+def new_model(workers: Sequence[Hashable], steal_cap: int = 1,
+              spares: Sequence[Hashable] = (), max_spares: int | None = None) -> ModelPool:
+    """The model of a fresh pool with these workers (and spares)."""
+    return ModelPool(workers, steal_cap, spares, max_spares)
 
 
-def new_implementation(factory: Callable[..., Any], workers: Sequence[Hashable]) -> Any:
-    """A fresh pool of the implementation, its workers' moves taken on request."""
-    return driven_pool(factory, list(workers))
+def new_implementation(factory: Callable[..., Any], workers: Sequence[Hashable],
+                       steal_cap: int = 1, spares: Sequence[Hashable] = (),
+                       max_spares: int | None = None) -> Any:
+    """A fresh pool of the implementation, its workers' (and spares') moves taken on
+    request."""
+    return driven_pool(factory, list(workers), steal_cap, spares=list(spares),
+                       max_spares=max_spares)
 
 
-def instance(workers: Sequence[Hashable]) -> str:
+def instance(workers: Sequence[Hashable], steal_cap: int = 1,
+             spares: Sequence[Hashable] = (), max_spares: int | None = None) -> str:
     """What a fresh pool was made with, as a counterexample names it."""
-    return "workers " + ", ".join(map(str, workers))
+    text = "workers " + ", ".join(map(str, workers))
+    if spares:
+        text += f"; spares {', '.join(map(str, spares))}, max_spares {max_spares}"
+    return text
 
 
-_READINGS: Final = ("snapshot", "stats")
+_READINGS: Final = ("snapshot", "stats", "blocking_snapshot")
 
 
 def call(pool: Any, method: str, args: tuple[Any, ...]) -> Any:
@@ -228,7 +334,7 @@ def call(pool: Any, method: str, args: tuple[Any, ...]) -> Any:
 
 def show(value: Any) -> str:
     """An answer as the counterexample table shows it."""
-    if isinstance(value, PoolSnapshot | PoolStats):
+    if isinstance(value, PoolSnapshot | PoolStats | BlockingSnapshot):
         return json.dumps(values.to_json(value), sort_keys=True)
     return "null" if value is None else repr(value)
 
@@ -251,8 +357,19 @@ def _rows(model: PoolSnapshot, impl: PoolSnapshot) -> str:
         for name in want if want[name] != got.get(name)])
 
 
+def _blocking_rows(model: BlockingSnapshot, impl: BlockingSnapshot) -> str:
+    """The fields that differ, the pool's and managed blocking's, as the protocol sends them."""
+    want, got = values.to_json(model), values.to_json(impl)
+    want, got = ({**side.pop("pool"), **side} for side in (want, got))
+    return format_rows(("field", "model", "implementation"), [
+        (name, json.dumps(want[name], sort_keys=True), json.dumps(got.get(name), sort_keys=True))
+        for name in want if want[name] != got.get(name)])
+
+
 def states(model: Any, impl: Any) -> tuple[str | None, str]:
-    """How the implementation's snapshot differs from the model's: a sentence and the rows of
-    the fields, or None and ""."""
+    """How the implementation's snapshot differs from the model's (with managed blocking, its
+    ``blocking_snapshot``): a sentence and the rows of the fields, or None and ""."""
+    if getattr(model, "blocking", None) is not None:
+        return snapshots_differ(model, impl, _blocking_rows, read="blocking_snapshot")
     return snapshots_differ(model, impl, _rows)
 

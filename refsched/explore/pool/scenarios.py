@@ -17,7 +17,9 @@ tasks must have run, each exactly once, and checks the steals against where the 
 run by a worker other than the owner of the deque it was queued on was stolen, every other one
 was popped, so ``stolen`` is the number of the former.
 
-Every scenario is explored depth first within two preemptions, the bound the other scenarios use.
+Every scenario is explored depth first within two preemptions, the bound the other scenarios use,
+but one whose three workers all scan and park (``pool_waiters_wake_up_as_a_child_is_pushed``),
+explored within none: it orders its run with virtual-time sleeps instead.
 An idle worker scans twice (a lock round trip each) before it parks, so each worker thread adds
 many scheduling points: the scenarios keep to one root task and one or two children.
 
@@ -51,6 +53,7 @@ __all__ = [
     "pool_shutdown_during_a_blocking_call",
     "pool_shutdown_races_child",
     "pool_two_thieves_one_victim",
+    "pool_waiters_wake_up_as_a_child_is_pushed",
 ]
 
 PoolClass = type[WorkStealingPool]
@@ -400,6 +403,62 @@ def pool_shutdown_during_a_blocking_call(cls: PoolClass = WorkStealingPool) -> S
                     pool_shutdown_during_a_blocking_call.__doc__ or "")
 
 
+def pool_waiters_wake_up_as_a_child_is_pushed(cls: PoolClass = WorkStealingPool) -> Scenario:
+    """Two tasks wait on one child: one worker runs it inside its wait, the other waits parked.
+    The child pushes a grandchild, which wakes the parked waiter (the most recently parked), and
+    ends, which lets both waiters go back to their tasks. Both tasks then block (on an event,
+    outside the pool) until the grandchild has run: the third worker, parked, is the only one
+    that can run it, so the waiter woken for the push must pass that wake on as it leaves
+    (3 workers). Kept, it leaves the grandchild queued and
+    every thread waiting: a lost wake-up.
+
+    Virtual time orders the run without preemptions: main sleeps before it submits the root
+    (the workers park first), and the child sleeps before it pushes (the second waiter steals
+    its task and parks on the child first). A sleep is a wait nobody ends: its timeout comes
+    only when no other thread can move, unless a schedule takes it earlier. The root submits
+    the second waiter, then the child, publishes the child's future (an event), waits on it,
+    and shuts the pool down at its end. Only one deque is ever non-empty, so where a steal
+    starts changes nothing.
+
+    Three workers that scan before they park make many schedules: within no preemption there
+    are about 800, within one more than 20,000. The scenario is explored within none.
+    """
+
+    def body(ctx: Context) -> None:
+        pool = cls(3)
+        ledger = _Ledger()
+        _watch(ctx, pool, ledger, "root")
+        published = runtime.Event()  # the child's future is in ``child``
+        grandchild_ran = runtime.Event()
+        child: list[Future[Any]] = []
+
+        def push_grandchild() -> None:
+            runtime.Event().wait(1.0)  # a sleep: the second waiter parks first
+            ledger.submit_child(pool, "grandchild", grandchild_ran.set)
+
+        def second_waiter() -> None:
+            published.wait()
+            child[0].result()
+            grandchild_ran.wait()
+
+        def root() -> None:
+            ledger.submit_child(pool, "waiter", second_waiter)
+            child.append(ledger.submit_child(pool, "child", push_grandchild))
+            published.set()
+            child[0].result()
+            grandchild_ran.wait()
+            pool.shutdown(wait=False)
+
+        runtime.Event().wait(1.0)  # a sleep: the workers park first
+        ledger.submit_root(pool, "root", root)
+        ctx.at_end("each task ran exactly once; stolen counts the steals",
+                   partial(_ran_once_and_steals_add_up, pool, ledger,
+                           ("root", "waiter", "child", "grandchild")))
+
+    # tasks wait on a future (see the module doc): searched in full
+    return Scenario("pool_waiters_wake_up_as_a_child_is_pushed", body,
+                    pool_waiters_wake_up_as_a_child_is_pushed.__doc__ or "", reduction=False)
+
 POOL_SCENARIOS: dict[str, Scenario] = by_name(
     pool_pop_races_steal(),
     pool_two_thieves_one_victim(),
@@ -408,4 +467,5 @@ POOL_SCENARIOS: dict[str, Scenario] = by_name(
     pool_blocker_returns_while_its_spare_starts(),
     pool_shutdown_during_a_blocking_call(),
     pool_batch_steal_races_last_pop(),
+    pool_waiters_wake_up_as_a_child_is_pushed(),
 )

@@ -54,7 +54,7 @@ from refsched.model.pool.blocking import BlockingSnapshot, SpareState
 from refsched.pool import pool as pool_module
 from refsched.pool.blocking import SpareThread
 
-__all__ = ["StepRefused", "SteppedPool", "driven_pool", "stepped_class"]
+__all__ = ["StepRefused", "SteppedPool", "driven_pool", "stepped_class", "stepped_factory"]
 
 PoolFactory = Callable[..., pool_module.WorkStealingPool]
 
@@ -111,6 +111,18 @@ def driven_pool(factory: Callable[..., Any], workers: Sequence[Hashable],
             extra.update(spares=spares, max_spares=max_spares)
         return factory(workers, **extra)
     return SteppedPool(factory, workers, steal_cap, spares=spares, max_spares=max_spares)
+
+
+def stepped_factory(factory: PoolFactory) -> Callable[..., SteppedPool]:
+    """``factory`` (a pool class) as a maker of :class:`SteppedPool` taking the arguments of
+    :func:`driven_pool`, marked ``drives_steps``: each pool it makes takes its moves when
+    asked, as a pool over the protocol does, so a wrapper around the maker sees every move."""
+
+    def make(workers: Sequence[Hashable], steal_cap: int = 1, *,
+             spares: Sequence[Hashable] = (), max_spares: int | None = None) -> SteppedPool:
+        return SteppedPool(factory, workers, steal_cap, spares=spares, max_spares=max_spares)
+    make.drives_steps = True  # type: ignore[attr-defined]
+    return make
 
 
 class SteppedPool:
@@ -231,15 +243,15 @@ class SteppedPool:
 
     def blocking_snapshot(self) -> BlockingSnapshot:
         """The pool's state as the model's, with managed blocking."""
-        pool, name = self.pool, self.threads
+        pool, name = self.pool, self._thread_name
         snapshot = self.snapshot()
         with pool._lock:
             spares = pool._spares
-            states = {name[s]: SpareState(slot.state) for s, slot in spares.slots.items()
+            states = {name(s): SpareState(slot.state) for s, slot in spares.slots.items()
                       if slot.state != "off"}
-            blocker = {name[s]: frozenset({name[slot.blocker]})
+            blocker = {name(s): frozenset({name(slot.blocker)})
                        for s, slot in spares.slots.items() if slot.blocker is not None}
-            blocked = frozenset(name[x] for x in spares.blocked)
+            blocked = frozenset(name(x) for x in spares.blocked)
         return BlockingSnapshot(pool=snapshot, blocked=blocked, spare=MappingProxyType(states),
                                 blocker=MappingProxyType(blocker))
 
@@ -248,7 +260,7 @@ class SteppedPool:
         """The pool's state as the model's."""
         pool, name = self.pool, self._name
         with pool._lock:
-            deques = {self.threads[i]: tuple(name[id(task)] for task in dq)
+            deques = {self._thread_name(i): tuple(name[id(task)] for task in dq)
                       for i, dq in enumerate(pool._deques)}
             phase, outstanding = Phase(pool._state), pool._outstanding
         return PoolSnapshot(
@@ -290,6 +302,11 @@ class SteppedPool:
                                  f"finished tasks are {sorted(map(str, finished))}")
 
     # -- helpers ---------------------------------------------------------------------------
+
+    def _thread_name(self, i: int) -> Hashable:
+        """The spec's name of the pool's thread ``i``; a spare slot past the spares named (a
+        pool that starts more spares than it was given) by its index, so a snapshot shows it."""
+        return self.threads[i] if i < len(self.threads) else f"spare slot {i}"
 
     def _function(self, task: Hashable) -> Callable[[], Hashable]:
         def call() -> Hashable:
