@@ -529,6 +529,25 @@ class Worker:
                 self._send_now = True
                 self._reports.notify_all()
 
+    def _nothing_due_before_the_batch(self) -> bool:
+        """After a claim that found nothing: whether no version comes due, by the look that
+        claim read, before the pending batch goes anyway (its oldest report's delay). Then the
+        work this worker could take next waits on reports (a dependent's fan-in, a slot of
+        ``max_concurrency`` a held lease keeps), and its own pending ones go at once; when a
+        version comes due sooner, the worker claims it then and the batch keeps gathering, so
+        delayed work that comes due every few milliseconds does not cost a commit a report."""
+        looked = self._due_in
+        if looked is None:  # the claim did not read the next due time
+            return True
+        due_in, at = looked
+        if due_in is None:
+            return True
+        with self._reports:
+            if not self._pending:
+                return False
+            left = self._pending[0][3] + self.report_delay - time.monotonic()
+        return due_in - (time.monotonic() - at) > left
+
     def send(self, batch: Sequence[tuple[Attempt, str, Any, float]]) -> None:
         """Report ``batch`` in one ``report_many`` and drop its leases, whatever the answer
         (Spec: each report's own step). A store error is retried; a lost answer means each
@@ -658,7 +677,7 @@ class Worker:
                     for attempt in attempts:
                         self._launch(attempt)
                     continue
-                if self.report_delay:
+                if self.report_delay and self._nothing_due_before_the_batch():
                     self.send_pending_now()
                 if self.until_done and not len(self.held) and self._done():
                     break

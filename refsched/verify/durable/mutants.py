@@ -231,7 +231,7 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("durable_worker_idle_keeps_batch", _DW,
        "a worker whose claim finds nothing keeps its pending reports for the whole delay: the "
        "dependents they would make ready, and the slots their leases hold, wait for it",
-       """                if self.report_delay:
+       """                if self.report_delay and self._nothing_due_before_the_batch():
                     self.send_pending_now()""",
        """                if False:
                     self.send_pending_now()""",
