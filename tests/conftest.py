@@ -233,3 +233,19 @@ def lock_let_go_at_the_yield(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(sync, "_sleep", holder_runs)
     return lock, yields
+
+
+# -- TLC's state graphs, dumped once per run (tests/tlc_dumps.py) -------------------------------
+
+@pytest.fixture(scope="session", autouse=True)
+def _tlc_dumps_once_per_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    from refsched.verify import stategraph
+    from tests.tlc_dumps import dumping_once
+
+    base = tmp_path_factory.getbasetemp()
+    # the workers of pytest-xdist have folders of their own in the run's folder
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "tlc-dumps"
+    folder.mkdir(exist_ok=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(stategraph, "dump_state_graph", dumping_once(folder))
+        yield

@@ -323,8 +323,9 @@ def test_the_shipped_durable_scheduler_conforms_under_a_narrow_profile() -> None
     ("pool", "refsched.conform.pool.broken:ChildGoesRoundRobin", 0),
     # The first 100 traces are of the durable corpus's one-id instance (no dependents to
     # block), so here the generated phase catches it. Its walks are the same on every run of a
-    # seed: with seed 0, 100 examples miss the bug (200 find it); seed 3 finds it in 100.
-    ("durable", "refsched.conform.durable.broken:CancelDoesNotBlock", 3),
+    # seed: with seed 0, 100 examples miss the bug (200 find it); seeds 1 and 3 find it in 100,
+    # and seed 1's walk shrinks to 3 calls in a seventh of seed 3's time.
+    ("durable", "refsched.conform.durable.broken:CancelDoesNotBlock", 1),
 ])
 def test_conform_rejects_a_broken_implementation_in_process(system: str, broken: str,
                                                             seed: int) -> None:
