@@ -41,18 +41,18 @@ CATALOGUE: tuple[Mutant, ...] = (
                 and state in _TERMINAL):"""),
     _m("durable_heartbeat_revives_lost_lease", _D,
        "a heartbeat of an expired lease extends it instead of raising LeaseLostError",
-       """                    and state == "running" and holder == lease.worker):
-                raise LeaseLostError""",
-       """                    and state == "running"):
-                raise LeaseLostError"""),
+       """                and state == "running" and holder == lease.worker):
+            raise LeaseLostError""",
+       """                and state == "running"):
+            raise LeaseLostError"""),
     _m("durable_heartbeat_half_extension", _D,
        "a heartbeat extends the lease by half its length",
        """(tx.now() + seconds,""",
        """(tx.now() + seconds / 2,"""),
     _m("durable_heartbeat_hides_cancel", _D,
        "a heartbeat never says that a cancel was requested",
-       """            return bool(cancel_requested)""",
-       """            return False"""),
+       """        return bool(cancel_requested)""",
+       """        return False"""),
     # -- DurableScheduler: expiry and claims -----------------------------------------------------
     _m("durable_expiry_ignores_deadline", _D,
        "expiry is not conditional on the deadline: a live lease is taken from a working worker",
