@@ -182,13 +182,15 @@ def test_a_function_that_asks_for_its_lease_gets_it(tmp_path: Path) -> None:
 
 # -- logging --------------------------------------------------------------------------------
 
-def test_verbose_logs_every_claim_and_report_with_its_lease(tmp_path: Path) -> None:
+def test_verbose_logs_every_claim_and_report_with_its_lease(tmp_path: Path,
+                                                           workers: list[Any]) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     db = DurableScheduler(url, max_concurrency=2)
     db.submit("good", fn=f"{JOBS}:noop")
     db.submit("bad", fn=f"{JOBS}:boom")
     db.start()
     worker = start_worker(url, "--until-done", "-v", "--lease", "5", name="w")
+    workers.append(worker)
     assert worker.wait(60) == 0
     err = worker.communicate()[1]
     for line in ("claimed <<'good', 1, 1>>", "claimed <<'bad', 1, 1>>",
@@ -196,6 +198,7 @@ def test_verbose_logs_every_claim_and_report_with_its_lease(tmp_path: Path) -> N
                  "reported fail <<'bad', 1, 1>>: accepted, the version is failed"):
         assert line in err, err
     quiet = start_worker(url, "--until-done", "--lease", "5", name="q")
+    workers.append(quiet)
     assert quiet.wait(60) == 0
     assert "claimed" not in quiet.communicate()[1]
 
