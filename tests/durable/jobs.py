@@ -81,8 +81,14 @@ def fenced(lease: Any) -> list[Any]:
 def outlive_first(task: str, log: str, seconds: float = 2.0, lease: Any = None,
                   token: Any = None) -> int:
     """Attempt 1 runs until attempt 2 has started (its worker was paused past the lease and the
-    version re-claimed), then returns; every later attempt sleeps ``seconds``, longer than the
-    lease, so that it lives on only if its worker heartbeats it. Returns the attempt.
+    version re-claimed), then returns; attempt ``k`` after it sleeps ``seconds * (k - 1)``,
+    longer than the lease, so that it lives on only if its worker heartbeats it. Returns the
+    attempt.
+
+    The sleeps grow so that a worker that loses attempt ``k + 1``'s heartbeats when attempt
+    ``k``'s report is refused loses it for good: with equal sleeps, attempt ``k + 1`` would
+    end about when its unheartbeated lease runs out (it started about a lease after attempt
+    ``k``, whose end stopped its heartbeats), and which came first would be luck.
 
     Attempt 1 does not heed its token (set when its worker finds the lease lost): its refused
     report must come after attempt 2 is held, or a worker that confuses the two attempts'
@@ -96,7 +102,7 @@ def outlive_first(task: str, log: str, seconds: float = 2.0, lease: Any = None,
                     break
             time.sleep(0.02)
     else:
-        time.sleep(seconds)
+        time.sleep(seconds * (lease.attempt - 1))
     _log(log, f"end{lease.attempt}", task)
     return int(lease.attempt)
 
