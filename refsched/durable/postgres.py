@@ -6,22 +6,22 @@ first use ("refsched" by default), so several stores share one database.
 
 What the SQLite store gets from its single writer, this store gets from one transaction-scoped
 advisory lock per store schema, taken first by every transaction that writes. The server-side
-claim and complete take it shared, and then the row locks of spec/DurableRowLocks.tla, so they
-run beside one another (docs/durable.md, "Writers without one lock"); every other writer takes
-it exclusively and runs alone, and ends by fitting the slot rows of max_concurrency to the
-versions it left running (:data:`FIT_SLOTS`). The spec's steps are atomic, a reader never waits
-(MVCC), and ``step.n`` numbers the history in commit order (a store that records takes the
-history lock in its shared steps too). A write transaction runs at READ COMMITTED, so each
-statement sees every step committed before it started. Read-only calls run at REPEATABLE READ,
-so a ``snapshot()`` of several queries is one consistent state.
+claim, complete and submit of new ids take it shared, and then the row locks of
+spec/DurableRowLocks.tla, so they run beside one another (docs/durable.md, "Writers without one
+lock"); every other writer takes it exclusively and runs alone, and ends by fitting the slot
+rows of max_concurrency to the versions it left running (:data:`FIT_SLOTS`). The spec's steps
+are atomic, a reader never waits (MVCC), and ``step.n`` numbers the history in commit order (a
+store that records takes the history lock in its shared steps too). A write transaction runs at
+READ COMMITTED, so each statement sees every step committed before it started. Read-only calls
+run at REPEATABLE READ, so a ``snapshot()`` of several queries is one consistent state.
 
 Every deadline is read and written on the server's clock (``clock_timestamp()``), whatever the
 clocks of the machines the workers run on say.
 
 An exclusive writer waits for the ones holding the lock, so what counts is how long each holds
 it. The
-common paths of Submit (a batch of ``submit_many``, and a submit with deps, too), Claim and
-Complete are server-side functions (:mod:`.steps_postgres`, installed by
+common paths of Submit (a batch of ``submit_many``, and each ``submit``, a batch of one), Claim
+and Complete are server-side functions (:mod:`.steps_postgres`, installed by
 :meth:`PostgresStore.prepare`), one statement and one round trip each: the lock is
 held while the server works, not while a client waits for the CPU between statements. Other
 steps: the BEGIN that takes the lock also reads the clock, and statements whose result the step

@@ -1150,17 +1150,11 @@ class DurableScheduler:
             known = self._store.peek("SELECT generation FROM task WHERE id = ?", (task_id,))
             if known is not None:  # a version once stored is never removed: no race here
                 return int(known[0])
-        # The common paths, on the server if it can (steps_postgres.py): without deps, and
-        # with deps (the batch function, given a batch of one).
+        # The common path, on the server if it can (steps_postgres.py): the batch function,
+        # given a batch of one. The server-side functions store no partition: a labelled
+        # version is the client's transaction.
         labelled = item.task_type is not None or item.tenant is not None
-        if labelled or if_absent:
-            pass  # the server-side functions store no partition: the client's transaction
-        elif not item.deps:
-            rows = self._store.call("submit", self._record, self._max, task_id, item.fn,
-                                    item.args, item.at, item.wait, item.priority, self._aging)
-            if rows and rows[0][0] is not None:
-                return int(rows[0][0])
-        else:
+        if not (labelled or if_absent):
             generations = self._submit_on_server([item])
             if generations is not None:
                 return generations[0]

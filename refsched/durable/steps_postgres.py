@@ -1,5 +1,5 @@
 """The common paths of the spec's steps as server-side functions of a PostgreSQL store: Submit
-of a version without deps, Submit (and SubmitOptional) of a batch of versions with deps,
+(and SubmitOptional) of a batch of versions with or without deps (a submit is a batch of one),
 Claim of ready versions, and Complete with its fan-in (one report, or a batch of them). Each
 call is one round trip and one transaction, so the store's lock is held while the server works,
 never while a client is descheduled between two of its statements.
@@ -79,86 +79,10 @@ BEGIN
 END
 $$;
 
--- Submit(t, {}): NULL when the scheduler is closed or t's version runs (the caller's code
--- raises the error); otherwise the new version's generation. Due at max(p_run_at, now), or
--- now + p_delay, or now; its claim key by p_aging (NULL: strict priority), as
--- DurableScheduler._claim_key makes it.
+-- The one-version submit of earlier stores: a submit is a batch of one (refsched_submit_many).
 DROP FUNCTION IF EXISTS refsched_submit(bigint, boolean, text, boolean, bigint, text, text, text);
-CREATE OR REPLACE FUNCTION refsched_submit(p_lock bigint, p_virtual boolean, p_channel text,
-        p_record boolean, p_max bigint, p_task text, p_fn text, p_args text, p_run_at float8,
-        p_delay float8, p_priority bigint, p_aging float8) RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-    now_ float8;
-    due_ float8;
-    seq_ bigint;
-    old_generation bigint;
-    old_state text;
-    old_optional bigint;
-BEGIN
-    PERFORM pg_advisory_xact_lock(p_lock);
-    now_ := refsched_now(p_virtual);
-    due_ := CASE WHEN p_run_at IS NOT NULL THEN greatest(p_run_at, now_)
-                 ELSE now_ + coalesce(p_delay, 0) END;
-    IF (SELECT CAST(value AS integer) FROM meta WHERE key = 'closed') <> 0 THEN
-        RETURN NULL;
-    END IF;
-    SELECT generation, state, optional_deps INTO old_generation, old_state, old_optional
-        FROM task WHERE id = p_task;
-    IF old_state = 'running' THEN
-        RETURN NULL;
-    END IF;
-    SELECT CAST(value AS bigint) INTO seq_ FROM meta WHERE key = 'next_seq';
-    PERFORM refsched_meta_add('next_seq', 1);
-    IF old_state = 'succeeded' THEN
-        -- The replaced success no longer counts for the waiting dependents.
-        UPDATE task SET remaining_deps = remaining_deps + 1, state = 'pending'
-            WHERE state IN ('pending', 'ready') AND id IN (SELECT task FROM dep WHERE dep = p_task);
-    ELSIF old_state IN ('failed', 'blocked', 'cancelled') THEN
-        -- The replaced end no longer settles the optional edges of the waiting dependents.
-        UPDATE task SET remaining_deps = remaining_deps + 1, state = 'pending'
-            WHERE state IN ('pending', 'ready') AND optional_deps > 0
-              AND id IN (SELECT task FROM dep WHERE dep = p_task AND optional <> 0);
-    END IF;
-    IF old_state IS NOT NULL THEN
-        -- its signals outlive its row (DurableScheduler._replace archives the same row)
-        INSERT INTO past_version (task_type, tenant, seq, retried, state, attempt,
-                                  ended_attempt, expiries, became_ready_at, first_claimed_at,
-                                  ended_at)
-            SELECT task_type, tenant, seq, retried, state, attempt, ended_attempt, expiries,
-                   became_ready_at, first_claimed_at, ended_at FROM task WHERE id = p_task;
-        DELETE FROM task WHERE id = p_task;
-    END IF;
-    INSERT INTO task (id, generation, seq, state, fn, args, remaining_deps, became_ready_at,
-                      due, priority, claim_key, claim_due)
-        VALUES (p_task, coalesce(old_generation, 0) + 1, seq_, 'ready', p_fn, p_args, 0, now_,
-                due_, p_priority,
-                CASE WHEN p_aging IS NULL THEN p_priority ELSE p_priority * p_aging - due_ END,
-                CASE WHEN p_aging IS NULL THEN due_ ELSE 0 END);
-    IF old_state IS NOT NULL THEN
-        DELETE FROM dep WHERE task = p_task;
-    END IF;
-    IF old_optional > 0 THEN
-        DELETE FROM input_summary WHERE task = p_task;
-    END IF;
-    PERFORM refsched_count('submitted', 1);
-    IF p_record THEN
-        INSERT INTO step (action, params, at)
-            VALUES ('Submit', json_build_object('t', p_task, 'D', json_build_array(),
-                                                'p', p_priority,
-                                                'd', CASE WHEN p_run_at IS NOT NULL
-                                                          THEN due_ - now_
-                                                          ELSE coalesce(p_delay, 0) END
-                                                )::text, now_);
-    END IF;
-    PERFORM refsched_wake(p_virtual, p_channel, p_max);
-    IF due_ > now_ THEN
-        -- Not yet due: the idle workers read the next due time again.
-        PERFORM pg_notify(p_channel, '');
-    END IF;
-    RETURN coalesce(old_generation, 0) + 1;
-END
-$$;
+DROP FUNCTION IF EXISTS refsched_submit(bigint, boolean, text, boolean, bigint, text, text, text,
+                                        float8, float8, bigint, float8);
 
 -- Submit(t, D) / SubmitOptional(t, D, O) of each item of a batch, in order, as
 -- DurableScheduler._submit_in takes them one after another in one transaction: item i is
@@ -166,7 +90,17 @@ $$;
 -- order), to p_edge_deps, optional where p_edge_optional. The new generations, in order; NULL,
 -- having changed nothing, when an item meets what the caller's code does itself: the scheduler
 -- closed, an id running, after start an unknown dep or a cycle (errors to raise), a dead
--- required dep (Settle).
+-- required dep (Settle); under the shared lock, an id that has a version.
+--
+-- A batch of new ids after start (the common case: each id once, none stored) takes the
+-- store's lock SHARED (spec/DurableRowLocks.tla's submit; docs/durable.md, "Writers without
+-- one lock"), so it runs beside claims and completes: its dependencies' rows FOR SHARE, in id
+-- order, before it reads their states, so a report of one waits until this commits (and its
+-- fan-in then sees the new edges) or this waits for the report and reads the state it left.
+-- A batch of new ids closes no cycle: after start every edge names a known id, so none ends
+-- at one. Any other batch takes the lock exclusively. Either way meta's next_seq row is
+-- locked first and kept to the commit: submits draw seq numbers one at a time, in commit
+-- order.
 CREATE OR REPLACE FUNCTION refsched_submit_many(p_lock bigint, p_virtual boolean,
         p_channel text, p_record boolean, p_max bigint, p_aging float8, p_ids text[],
         p_fns text[], p_args text[], p_run_ats float8[], p_delays float8[],
@@ -191,6 +125,8 @@ DECLARE
     generations bigint[] := '{}';
     ready boolean := false;
     ready_later boolean := false;
+    shared_ boolean;
+    locked_ready boolean := false;
     -- Local copies: a local array is kept expanded, so that its i-th element is found at once
     -- (in a parameter's flat form, each subscript of a text[] walks from its start).
     ids_ text[] := p_ids;
@@ -200,13 +136,31 @@ DECLARE
     edge_deps text[] := p_edge_deps;
     edge_optional boolean[] := p_edge_optional;
 BEGIN
-    PERFORM pg_advisory_xact_lock(p_lock);
+    -- Looked at before the lock; started never changes back, and an id found stored under
+    -- the shared lock hands the batch to the client's code.
+    shared_ := (SELECT CAST(value AS integer) FROM meta WHERE key = 'started') <> 0
+               AND (SELECT count(DISTINCT x) FROM unnest(ids_) AS x) = cardinality(ids_)
+               AND NOT EXISTS (SELECT 1 FROM task WHERE id = ANY (ids_));
+    IF shared_ THEN
+        PERFORM pg_advisory_xact_lock_shared(p_lock);
+        IF p_record THEN
+            PERFORM pg_advisory_xact_lock(p_lock # 1);  -- the history lock
+        END IF;
+    ELSE
+        PERFORM pg_advisory_xact_lock(p_lock);
+    END IF;
     now_ := refsched_now(p_virtual);
     IF (SELECT CAST(value AS integer) FROM meta WHERE key = 'closed') <> 0 THEN
         RETURN NULL;
     END IF;
     started_ := (SELECT CAST(value AS integer) FROM meta WHERE key = 'started') <> 0;
-    SELECT CAST(value AS bigint) INTO seq_ FROM meta WHERE key = 'next_seq';
+    SELECT CAST(value AS bigint) INTO seq_ FROM meta WHERE key = 'next_seq' FOR UPDATE;
+    IF shared_ THEN
+        -- A ready dep locked here is passed over by the claims meanwhile (SKIP LOCKED): the
+        -- commit wakes the idle workers for it.
+        SELECT coalesce(bool_or(state = 'ready'), false) INTO locked_ready
+          FROM (SELECT state FROM task WHERE id = ANY (edge_deps) ORDER BY id FOR SHARE) AS d;
+    END IF;
     -- A block of its own: an item left to the client rolls back the items before it.
     BEGIN
         FOR i IN 1 .. coalesce(cardinality(ids_), 0) LOOP
@@ -222,8 +176,8 @@ BEGIN
             END LOOP;
             SELECT generation, state, optional_deps INTO old_generation, old_state, old_optional
                 FROM task WHERE id = t;
-            IF old_state = 'running' THEN
-                RAISE SQLSTATE 'RSB01';
+            IF old_state = 'running' OR (shared_ AND FOUND) THEN
+                RAISE SQLSTATE 'RSB01';  -- running; stored meanwhile
             END IF;
             remaining := 0;
             -- Each dep by its key, one at a time: the plan of a join is made once per session,
@@ -244,7 +198,7 @@ BEGIN
                     remaining := remaining + 1;
                 END IF;
             END LOOP;
-            IF started_ AND cardinality(deps_) > 0 AND EXISTS (
+            IF started_ AND NOT shared_ AND cardinality(deps_) > 0 AND EXISTS (
                     WITH RECURSIVE reach(id) AS (
                         SELECT unnest(deps_)
                         UNION SELECT dep.dep FROM dep JOIN reach ON dep.task = reach.id)
@@ -325,7 +279,7 @@ BEGIN
     IF ready_later THEN
         -- One not yet due: the idle workers read the next due time again.
         PERFORM pg_notify(p_channel, '');
-    ELSIF ready THEN
+    ELSIF ready OR locked_ready THEN
         PERFORM refsched_wake(p_virtual, p_channel, p_max);
     END IF;
     RETURN generations;

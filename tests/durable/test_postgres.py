@@ -71,9 +71,9 @@ def test_the_common_steps_are_one_call_each_on_the_server(postgres_url: str) -> 
     assert db.submit("a", fn=NOOP) == 1
     (lease,) = db.claim("w")
     assert db.complete(lease, 7) is TaskState.SUCCEEDED
-    assert seen == [("submit", True), ("claim", True), ("complete", True)]
-    # What the functions leave to the client: a repeated report. A submit with deps is the
-    # batch function's, given a batch of one.
+    assert seen == [("submit_many", True), ("claim", True), ("complete", True)]
+    # What the functions leave to the client: a repeated report. A submit, with deps or
+    # without, is the batch function's, given a batch of one.
     assert db.complete(lease, 7) is TaskState.SUCCEEDED
     assert db.submit("b", ["a"], fn=NOOP) == 1
     assert seen[3:] == [("complete", False), ("submit_many", True)]
@@ -101,7 +101,7 @@ def test_a_role_that_may_not_create_functions_takes_the_steps_itself(
     db.submit("a", fn=NOOP)
     (lease,) = db.claim("w")
     assert db.complete(lease) is TaskState.SUCCEEDED
-    assert seen == [("submit", False), ("claim", False), ("complete", False)]
+    assert seen == [("submit_many", False), ("claim", False), ("complete", False)]
     assert db.done()
     db.release()
     sql(postgres_url, f"DROP OWNED BY {role}")

@@ -1,7 +1,8 @@
 """The PostgreSQL store's writers without one lock (docs/durable.md, "Writers without one
-lock"; spec/DurableRowLocks.tla): claims and completes hold the store's lock shared and the
-rows they decide on, so they run at once; max_concurrency holds through the slot rows however
-many claim at once; completes that share dependents do not lose a fan-in.
+lock"; spec/DurableRowLocks.tla): claims, completes and submits of new ids hold the store's lock
+shared and the rows they decide on, so they run at once; max_concurrency holds through the slot
+rows however many claim at once; completes that share dependents do not lose a fan-in; a submit
+and a report of its dependency, whichever locks the row first, leave the count right.
 
 A wait is turned into a failure by ``lock_timeout``: a statement that would queue for a lock
 fails at once instead, so nothing here depends on how long anything takes.
@@ -292,3 +293,171 @@ def test_completes_that_share_dependents_lose_no_fan_in(postgres_url: str) -> No
                 if v.task_id.startswith("top")}
     assert tops_now == {f"top{j}": (TaskState.READY, 0) for j in range(tops)}
     assert db.stats().succeeded == roots
+
+
+SUBMIT = ("SELECT refsched_submit_many(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+          "%s)")
+
+
+def submit_args(db: DurableScheduler, task_id: str, deps: tuple[str, ...] = ()) -> tuple[Any,
+                                                                                     ...]:
+    """The server-side submit of one version of ``task_id`` running NOOP, with ``deps``."""
+    store: Any = db._store
+    return (store._lock_key, False, store._channel, False, db.max_concurrency, None,
+            [task_id], [NOOP], ["{}"], [None], [None], [0], [1] * len(deps), list(deps),
+            [False] * len(deps))
+
+
+def seq_of(db: DurableScheduler, task_id: str) -> int:
+    row = db._store.peek("SELECT seq FROM task WHERE id = ?", (task_id,))
+    assert row is not None
+    return int(row[0])
+
+
+def test_a_submit_of_a_new_id_runs_beside_an_open_claim_and_complete(postgres_url: str) -> None:
+    db = open_store(postgres_url, max_concurrency=4)
+    for t in "abc":
+        db.submit(t, fn=NOOP)
+    db.start()
+    (done,) = [x for x in db.claim("w0") if x.task_id == "a"]
+    claiming, completing, submitting = (session(postgres_url, autocommit=False),
+                                        session(postgres_url, autocommit=False),
+                                        session(postgres_url))
+    try:
+        # An open claim (of b, its row and a slot row) and an open complete (of a, its row).
+        assert claiming.execute(CLAIM, claim_args(db, "w1")).fetchall() == [(False, "b")]
+        assert completing.execute(COMPLETE, complete_args(db, done)).fetchall() == [(True,)]
+        # Submits of new ids, one depending on c (ready, no lock on it), wait for neither
+        # (lock_timeout would fail them).
+        assert submitting.execute(SUBMIT, submit_args(db, "x")).fetchall() == [([1],)]
+        assert submitting.execute(SUBMIT, submit_args(db, "y", ("c",))).fetchall() == [([1],)]
+        claiming.commit()
+        completing.commit()
+    finally:
+        for conn in (claiming, completing, submitting):
+            conn.close()
+    states = {v.task_id: (v.state, v.remaining_deps) for v in db.view().versions}
+    assert states["x"] == (TaskState.READY, 0) and states["y"] == (TaskState.PENDING, 1)
+    assert seq_of(db, "x") < seq_of(db, "y")
+    db.check_invariants()
+
+
+def test_a_submit_waiting_for_a_report_of_its_dep_reads_the_state_the_report_left(
+        postgres_url: str) -> None:
+    # The report holds a's row; the submit's FOR SHARE waits for it, then reads a succeeded:
+    # the new version is ready at once (read stale, it would wait for a fan-in already past).
+    db = open_store(postgres_url, max_concurrency=2)
+    db.submit("a", fn=NOOP)
+    db.start()
+    (lease,) = db.claim("w")
+    first, second = session(postgres_url, autocommit=False), session(postgres_url)
+    second.execute("SET lock_timeout = 0")  # this one is to wait
+    try:
+        assert first.execute(COMPLETE, complete_args(db, lease)).fetchall() == [(True,)]
+        thread, out = in_thread(second, SUBMIT, submit_args(db, "d", ("a",)))
+        blocked_behind(first, second)
+        first.commit()
+        thread.join()
+        assert out == [[([1],)]]
+    finally:
+        first.close()
+        second.close()
+    (d,) = db.view("d").versions
+    assert (d.state, d.remaining_deps) == (TaskState.READY, 0)
+    db.check_invariants()
+
+
+def test_a_report_waiting_for_a_submit_of_a_dependent_counts_down_its_new_edge(
+        postgres_url: str) -> None:
+    # The submit holds a's row FOR SHARE (a running: one dep to wait for); the report of a
+    # waits for it, and its fan-in then sees the new edge: d is ready.
+    db = open_store(postgres_url, max_concurrency=2)
+    db.submit("a", fn=NOOP)
+    db.start()
+    (lease,) = db.claim("w")
+    first, second = session(postgres_url, autocommit=False), session(postgres_url)
+    second.execute("SET lock_timeout = 0")
+    try:
+        assert first.execute(SUBMIT, submit_args(db, "d", ("a",))).fetchall() == [([1],)]
+        thread, out = in_thread(second, COMPLETE, complete_args(db, lease))
+        blocked_behind(first, second)
+        first.commit()
+        thread.join()
+        assert out == [[(True,)]]
+    finally:
+        first.close()
+        second.close()
+    (d,) = db.view("d").versions
+    assert (d.state, d.remaining_deps) == (TaskState.READY, 0)
+    db.check_invariants()
+
+
+def test_a_claim_that_passed_over_a_dep_a_submit_holds_is_woken_at_its_commit(
+        postgres_url: str) -> None:
+    # a is ready and the only claimable version; an open submit of d (depending on a) holds
+    # a's row FOR SHARE, so a claim passes over it and finds nothing. The worker that made
+    # that claim waits for a notification: the submit's commit must send one.
+    db = open_store(postgres_url, max_concurrency=2)
+    db.submit("a", fn=NOOP)
+    db.start()
+    store: Any = db._store
+    first, claimer, listener = (session(postgres_url, autocommit=False), session(postgres_url),
+                                session(postgres_url))
+    try:
+        assert first.execute(SUBMIT, submit_args(db, "d", ("a",))).fetchall() == [([1],)]
+        assert claimer.execute(CLAIM, claim_args(db, "w")).fetchall() == []
+        listener.execute(f'LISTEN "{store._channel}"')
+        first.commit()
+        heard = list(listener.notifies(timeout=10, stop_after=1))
+        assert [n.channel for n in heard] == [store._channel]
+        assert claimer.execute(CLAIM, claim_args(db, "w")).fetchall() == [(False, "a")]
+    finally:
+        for conn in (first, claimer, listener):
+            conn.close()
+
+
+def test_submits_draw_seq_numbers_one_at_a_time_in_commit_order(postgres_url: str) -> None:
+    # A second submit waits for the first's lock on the seq row: two versions never share a
+    # seq, and the one committed later has the larger.
+    db = open_store(postgres_url, max_concurrency=2)
+    db.start()
+    first, second = session(postgres_url, autocommit=False), session(postgres_url)
+    second.execute("SET lock_timeout = 0")
+    try:
+        assert first.execute(SUBMIT, submit_args(db, "x")).fetchall() == [([1],)]
+        thread, out = in_thread(second, SUBMIT, submit_args(db, "y"))
+        blocked_behind(first, second)
+        first.commit()
+        thread.join()
+        assert out == [[([1],)]]
+    finally:
+        first.close()
+        second.close()
+    assert seq_of(db, "x") < seq_of(db, "y")
+    assert db.snapshot().next_seq == seq_of(db, "y") + 1
+    db.check_invariants()
+
+
+def test_a_submit_of_an_id_stored_meanwhile_is_left_to_the_client_unchanged(
+        postgres_url: str) -> None:
+    # Two submits of one new id at once: the second, once the first commits, finds the id
+    # stored and changes nothing (NULL); submit() then replaces the version under the
+    # exclusive lock, as any resubmit.
+    db = open_store(postgres_url, max_concurrency=2)
+    db.start()
+    first, second = session(postgres_url, autocommit=False), session(postgres_url)
+    second.execute("SET lock_timeout = 0")
+    try:
+        assert first.execute(SUBMIT, submit_args(db, "x")).fetchall() == [([1],)]
+        thread, out = in_thread(second, SUBMIT, submit_args(db, "x"))
+        blocked_behind(first, second)
+        first.commit()
+        thread.join()
+        assert out == [[(None,)]]
+    finally:
+        first.close()
+        second.close()
+    assert db.snapshot().next_seq == seq_of(db, "x") + 1
+    assert db.submit("x", fn=NOOP) == 2
+    assert [v.generation for v in db.view("x").versions] == [2]
+    db.check_invariants()

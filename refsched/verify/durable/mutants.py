@@ -504,6 +504,31 @@ CATALOGUE: tuple[Mutant, ...] = (
           FROM (SELECT remaining_deps AS r FROM task WHERE id = d_ AND state = 'pending') AS x
          WHERE task.id = d_;""",
        unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_submit_reads_deps_unlocked", _DF,
+       "the server-side submit reads its dependencies' states without FOR SHARE: a report of "
+       "one committed meanwhile fans in before the new edge exists, and the child waits for "
+       "ever on a dep it counted as running",
+       """ORDER BY id FOR SHARE) AS d;""",
+       """ORDER BY id) AS d;""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_submit_no_wake_for_a_passed_over_dep", _DF,
+       "a submit that held a ready dependency's row (claims passed over it) wakes nobody at "
+       "its commit: a worker whose claim found nothing sleeps until its poll",
+       """    ELSIF ready OR locked_ready THEN""",
+       """    ELSIF ready THEN""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_submit_seq_unlocked", _DF,
+       "the server-side submit reads next_seq without locking its row: two submits at once "
+       "take one seq number",
+       """WHERE key = 'next_seq' FOR UPDATE;""",
+       """WHERE key = 'next_seq';""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_submit_shared_over_a_stored_id", _DF,
+       "the submit under the shared lock takes an id stored meanwhile as new: it inserts a "
+       "second row for it (a duplicate key) instead of leaving the replacement to the client",
+       """            IF old_state = 'running' OR (shared_ AND FOUND) THEN""",
+       """            IF old_state = 'running' THEN""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
     # -- the PostgreSQL store and its server-side steps ------------------------------------------
     _m("durable_pg_keeps_stale_wakeups", _DP,
        "notifications that arrived before a claim looked still wake the next wait: idle "
