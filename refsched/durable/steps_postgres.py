@@ -139,8 +139,14 @@ BEGIN
     -- Looked at before the lock; started never changes back, and an id found stored under
     -- the shared lock hands the batch to the client's code.
     shared_ := (SELECT CAST(value AS integer) FROM meta WHERE key = 'started') <> 0
-               AND (SELECT count(DISTINCT x) FROM unnest(ids_) AS x) = cardinality(ids_)
-               AND NOT EXISTS (SELECT 1 FROM task WHERE id = ANY (ids_));
+               AND (SELECT count(DISTINCT x) FROM unnest(ids_) AS x) = cardinality(ids_);
+    -- Each id by its key (refsched_claim says why not `id = ANY (ids_)`).
+    FOR i IN 1 .. CASE WHEN shared_ THEN cardinality(ids_) ELSE 0 END LOOP
+        IF EXISTS (SELECT 1 FROM task WHERE id = ids_[i]) THEN
+            shared_ := false;
+            EXIT;
+        END IF;
+    END LOOP;
     IF shared_ THEN
         PERFORM pg_advisory_xact_lock_shared(p_lock);
         IF p_record THEN
@@ -155,12 +161,14 @@ BEGIN
     END IF;
     started_ := (SELECT CAST(value AS integer) FROM meta WHERE key = 'started') <> 0;
     SELECT CAST(value AS bigint) INTO seq_ FROM meta WHERE key = 'next_seq' FOR UPDATE;
-    IF shared_ THEN
-        -- A ready dep locked here is passed over by the claims meanwhile (SKIP LOCKED): the
-        -- commit wakes the idle workers for it.
-        SELECT coalesce(bool_or(state = 'ready'), false) INTO locked_ready
-          FROM (SELECT state FROM task WHERE id = ANY (edge_deps) ORDER BY id FOR SHARE) AS d;
-    END IF;
+    -- Under the shared lock, every dep's row FOR SHARE, in id order, each by its key. A ready
+    -- dep locked here is passed over by the claims meanwhile (SKIP LOCKED): the commit wakes
+    -- the idle workers for it.
+    FOR d_ IN SELECT DISTINCT x FROM unnest(CASE WHEN shared_ THEN edge_deps END) AS x
+               ORDER BY x LOOP
+        SELECT state INTO dep_state FROM task WHERE id = d_ FOR SHARE;
+        locked_ready := locked_ready OR dep_state IS NOT DISTINCT FROM 'ready';
+    END LOOP;
     -- A block of its own: an item left to the client rolls back the items before it.
     BEGIN
         FOR i IN 1 .. coalesce(cardinality(ids_), 0) LOOP
@@ -309,7 +317,20 @@ DECLARE
     slots bigint[];
     taken bigint;
     chosen text[];
-    with_inputs boolean;
+    with_inputs boolean := false;
+    has_inputs boolean;
+    seqs bigint[] := '{}';
+    generations bigint[] := '{}';
+    fns text[] := '{}';
+    arg_texts text[] := '{}';
+    keys float8[] := '{}';
+    key_dues float8[] := '{}';
+    seq_ bigint;
+    generation_ bigint;
+    fn_ text;
+    args_ text;
+    key_ float8;
+    key_due_ float8;
 BEGIN
     -- Looked at before the lock, as the client looked before calling: a claimer that lost the
     -- race for what woke it sees the winner's commit here, and does not queue for the lock.
@@ -358,15 +379,26 @@ BEGIN
         RETURN;
     END IF;
     SELECT array_agg(id ORDER BY id COLLATE "C") INTO chosen FROM unnest(chosen) AS x(id);
-    UPDATE task SET state = 'running', attempt = 1, holder = p_worker,
-           deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_,
-           first_claimed_at = now_
-     WHERE id = ANY (chosen);
-    -- Each version taken holds one slot row (the spec's SlotsFit).
-    UPDATE run_slot SET task = x.id, generation = t.generation
-      FROM unnest(slots[1:taken], chosen) AS x(n, id) JOIN task AS t ON t.id = x.id
-     WHERE run_slot.n = x.n;
-    with_inputs := EXISTS (SELECT 1 FROM task WHERE id = ANY (chosen) AND optional_deps > 0);
+    -- Each version taken by its key, one statement each: a plan of `id = ANY (chosen)` is
+    -- made once per session, and made while the table was small (a worker that started on an
+    -- empty store) it reads every version for every claim.
+    FOR i IN 1 .. taken LOOP
+        UPDATE task SET state = 'running', attempt = 1, holder = p_worker,
+               deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_,
+               first_claimed_at = now_
+         WHERE id = chosen[i]
+        RETURNING seq, generation, fn, args, claim_key, claim_due, optional_deps > 0
+             INTO seq_, generation_, fn_, args_, key_, key_due_, has_inputs;
+        -- It holds one slot row (the spec's SlotsFit).
+        UPDATE run_slot SET task = chosen[i], generation = generation_ WHERE n = slots[i];
+        with_inputs := with_inputs OR has_inputs;
+        seqs := seqs || seq_;
+        generations := generations || generation_;
+        fns := fns || fn_;
+        arg_texts := arg_texts || args_;
+        keys := keys || key_;
+        key_dues := key_dues || key_due_;
+    END LOOP;
     IF with_inputs THEN
         -- The input summaries, fixed now (DurableScheduler._keep_inputs writes the same rows).
         INSERT INTO input_summary (task, dep, generation, state, result, error, blocked_by)
@@ -378,9 +410,10 @@ BEGIN
                    AND d.state IN ('succeeded', 'failed', 'blocked', 'cancelled');
     END IF;
     RETURN QUERY
-        SELECT false, t.seq, t.id, t.generation, t.fn, t.args, now_ + p_lease
-          FROM task AS t WHERE t.id = ANY (chosen)
-         ORDER BY t.claim_key DESC, t.claim_due, t.seq;
+        SELECT false, x.seq, x.id, x.generation, x.fn, x.args, now_ + p_lease
+          FROM unnest(seqs, chosen, generations, fns, arg_texts, keys, key_dues)
+               AS x(seq, id, generation, fn, args, key, key_due)
+         ORDER BY x.key DESC, x.key_due, x.seq;
     PERFORM refsched_count('claimed', taken);
     IF p_record THEN
         -- chosen in code point order, as the client's sorted() writes it

@@ -333,11 +333,11 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("durable_steps_signals_claim_keeps_no_first_claim", _DF,
        "the server-side claim does not write the first claim's time: ready wait and run time "
        "of the versions it claims are lost",
-       """           deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_,
-           first_claimed_at = now_
-     WHERE id = ANY (chosen);""",
-       """           deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_
-     WHERE id = ANY (chosen);""",
+       """               deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_,
+               first_claimed_at = now_
+         WHERE id = chosen[i]""",
+       """               deadline = now_ + p_lease, lease_seconds = p_lease, claimed_at = now_
+         WHERE id = chosen[i]""",
        unit_tests=("tests/durable/test_signals.py",)),
     # -- DurableScheduler: due times and priorities (docs/time.md; tests/durable/test_time.py) --
     _m("durable_claim_one_tick_early", _D,
@@ -508,8 +508,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        "the server-side submit reads its dependencies' states without FOR SHARE: a report of "
        "one committed meanwhile fans in before the new edge exists, and the child waits for "
        "ever on a dep it counted as running",
-       """ORDER BY id FOR SHARE) AS d;""",
-       """ORDER BY id) AS d;""",
+       """        SELECT state INTO dep_state FROM task WHERE id = d_ FOR SHARE;""",
+       """        SELECT state INTO dep_state FROM task WHERE id = d_;""",
        unit_tests=("tests/durable/test_rowlocks.py",)),
     _m("durable_steps_submit_no_wake_for_a_passed_over_dep", _DF,
        "a submit that held a ready dependency's row (claims passed over it) wakes nobody at "
