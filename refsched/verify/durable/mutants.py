@@ -573,10 +573,10 @@ CATALOGUE: tuple[Mutant, ...] = (
        """         WHERE false;"""),
     _m("durable_steps_replaced_success_still_counts", _DF,
        "a submit on the server that replaces a success leaves the waiting dependents counting it",
-       """    IF old_state = 'succeeded' THEN
-        -- The replaced success""",
-       """    IF false THEN
-        -- The replaced success"""),
+       """            IF old_state = 'succeeded' THEN
+                -- The replaced success""",
+       """            IF false THEN
+                -- The replaced success"""),
     _m("durable_steps_claim_one_tick_early", _DF,
        "the server-side claim takes a version one second before its due time",
        """FROM (SELECT id FROM task WHERE state = 'ready' AND due <= now_""",
@@ -587,12 +587,12 @@ CATALOGUE: tuple[Mutant, ...] = (
        """ORDER BY claim_key, claim_due, seq LIMIT cardinality(slots)"""),
     _m("durable_steps_aging_never_lifts", _DF,
        "a submit on the server makes a claim key that ignores the due time",
-       """ELSE p_priority * p_aging - due_ END""",
-       """ELSE p_priority * p_aging END"""),
+       """ELSE p_priorities[i] * p_aging - due_ END""",
+       """ELSE p_priorities[i] * p_aging END"""),
     _m("durable_steps_run_at_not_clamped", _DF,
        "a submit on the server keeps a run_at in the past as the due time",
-       """THEN greatest(p_run_at, now_)""",
-       """THEN p_run_at"""),
+       """THEN greatest(p_run_ats[i], now_)""",
+       """THEN p_run_ats[i]"""),
     _m("durable_steps_wake_whenever", _DF,
        "every step that may make a version claimable wakes the idle workers, claimable or not",
        """    IF refsched_claimable(p_virtual, p_max) THEN""",
@@ -628,11 +628,12 @@ WAKEUPS: tuple[Mutant, ...] = (
             tx.wake(self._max)""",
        """            self._step(tx, "Retry", t=task_id)"""),
     _m('durable_steps_submit_no_wake', _DF, 'the server-side submit wakes nobody',
-       """                                                )::text, now_);
+       """        PERFORM refsched_wake(p_virtual, p_channel, p_max);
     END IF;
-    PERFORM refsched_wake(p_virtual, p_channel, p_max);""",
-       """                                                )::text, now_);
-    END IF;"""),
+    RETURN generations;""",
+       """        NULL;
+    END IF;
+    RETURN generations;"""),
     _m('durable_steps_claim_no_wake', _DF, 'the server-side claim that left work wakes nobody',
        """                                               'chosen', to_json(chosen))::text, now_);
     END IF;
@@ -659,12 +660,10 @@ WAKEUPS: tuple[Mutant, ...] = (
     _m('durable_steps_delayed_submit_no_wake', _DF,
        'a submit on the server of a version not yet due wakes nobody: a sleeping worker misses '
        'a due time sooner than the one it waits for',
-       """    IF due_ > now_ THEN
-        -- Not yet due: the idle workers read the next due time again.
-        PERFORM pg_notify(p_channel, '');
-    END IF;
-""",
-       """"""),
+       """        PERFORM pg_notify(p_channel, '');
+    ELSIF ready OR locked_ready THEN""",
+       """        NULL;
+    ELSIF ready OR locked_ready THEN"""),
     _m('durable_tick_no_wake', _D, 'tick() wakes nobody for the versions it made due',
        """            tx.wake(self._max)  # versions may have come due""",
        """            pass"""),
