@@ -1469,19 +1469,15 @@ class DurableScheduler:
     def _claim(self, worker: str, limit: int, lease: float
                ) -> tuple[list[Lease], float | NotLooked | None]:
         self._store.forget_wakeups()  # what they told of, this look sees
-        # The common path, on the server if it can (steps_postgres.py): one round trip, which
-        # looks before it takes the store's lock and, taking nothing, says how long until a
-        # version comes due. A lease to expire, a schedule's slot owed or an error to raise is
-        # left to the look and the transaction below.
-        rows = self._store.call("claim", self._record, self._max, worker, limit, lease)
-        if rows and not rows[0][0]:
-            if rows[0][2] is None:  # nothing to take
-                return [], None if rows[0][6] is None else float(rows[0][6])
-            return [Lease(t, g, 1, deadline, fn, json.loads(args), worker)
-                    for _, _, t, g, fn, args, deadline in rows], NOT_LOOKED
         claimable, due_in = self._claimable()
         if not claimable:
             return [], due_in
+        # The common path, on the server if it can (steps_postgres.py); a lease to expire or an
+        # error to raise is left to the transaction below.
+        rows = self._store.call("claim", self._record, self._max, worker, limit, lease)
+        if rows is not None and not (rows and rows[0][0]):
+            return [Lease(t, g, 1, deadline, fn, json.loads(args), worker)
+                    for _, _, t, g, fn, args, deadline in rows], NOT_LOOKED
         # The check is sent with BEGIN: a claimer that finds nothing to take holds the store's
         # lock for one round trip, as each of the idle workers a notification wakes does.
         with self._store.transaction(first=self._claim_check()) as tx:

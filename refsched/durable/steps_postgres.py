@@ -294,24 +294,10 @@ BEGIN
 END
 $$;
 
--- Seconds on the store's clock until the first ready version not yet due comes due, or a
--- schedule's next slot comes; NULL when nothing waits for its time (DurableScheduler.next_due).
-CREATE OR REPLACE FUNCTION refsched_due_in(p_virtual boolean) RETURNS float8
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-    now_ float8 := refsched_now(p_virtual);
-BEGIN
-    RETURN least((SELECT min(due) FROM task WHERE state = 'ready' AND due > now_),
-                 (SELECT min(next_slot) FROM schedule WHERE next_slot > now_)) - now_;
-END
-$$;
-
--- Claim(w, k): one row with o_fallback when the scheduler is not started, a lease is due to
--- expire or a schedule owes a slot (the caller's code expires, re-claims, decides the slot, or
--- raises); otherwise a row per eligible version taken (ready and due), in the claim order of
--- docs/time.md, each with a slot row of max_concurrency's; when there is nothing to take, one
--- row with no id whose o_deadline is refsched_due_in, so that an idle worker knows how long
--- to wait without another round trip.
+-- Claim(w, k): one row with o_fallback when the scheduler is not started or a lease is due to
+-- expire (the caller's code expires, re-claims, or raises); otherwise a row per eligible
+-- version taken (ready and due), in the claim order of docs/time.md, each with a slot row of
+-- max_concurrency's, and no row when there is nothing to take.
 -- Under the store's lock SHARED (spec/DurableRowLocks.tla, docs/durable.md "Writers without
 -- one lock"): claims and completes run at once, each holding the rows it decides on. A slot
 -- row is free (task NULL) or held by one running version; a first claim takes a free one FOR
@@ -349,11 +335,7 @@ BEGIN
     -- Looked at before the lock, as the client looked before calling: a claimer that lost the
     -- race for what woke it sees the winner's commit here, and does not queue for the lock.
     IF (SELECT CAST(value AS integer) FROM meta WHERE key = 'started') <> 0
-            AND NOT refsched_claimable(p_virtual, p_max)
-            AND coalesce((SELECT (value #>> '{}')::float8 FROM meta WHERE key = 'slot_due'),
-                         1e300) > refsched_now(p_virtual) THEN
-        RETURN QUERY SELECT false, NULL::bigint, NULL::text, NULL::bigint, NULL::text,
-                            NULL::text, refsched_due_in(p_virtual);
+            AND NOT refsched_claimable(p_virtual, p_max) THEN
         RETURN;
     END IF;
     PERFORM pg_advisory_xact_lock_shared(p_lock);
@@ -363,16 +345,12 @@ BEGIN
     now_ := refsched_now(p_virtual);
     IF (SELECT CAST(value AS integer) FROM meta WHERE key = 'started') = 0
             OR EXISTS (SELECT 1 FROM task WHERE state = 'running'
-                       AND (holder IS NULL OR deadline < now_))
-            OR coalesce((SELECT (value #>> '{}')::float8 FROM meta WHERE key = 'slot_due'),
-                        1e300) <= now_ THEN
+                       AND (holder IS NULL OR deadline < now_)) THEN
         RETURN QUERY SELECT true, NULL::bigint, NULL::text, NULL::bigint, NULL::text,
                             NULL::text, NULL::float8;
         RETURN;
     END IF;
     IF (SELECT CAST(value AS integer) FROM meta WHERE key = 'closed') <> 0 THEN
-        RETURN QUERY SELECT false, NULL::bigint, NULL::text, NULL::bigint, NULL::text,
-                            NULL::text, refsched_due_in(p_virtual);
         RETURN;
     END IF;
     -- The slot rows: free ones no other claim holds, then new ones while fewer than
@@ -390,8 +368,6 @@ BEGIN
         SELECT slots || coalesce(array_agg(n ORDER BY n), '{}') INTO slots FROM made;
     END IF;
     IF cardinality(slots) = 0 THEN
-        RETURN QUERY SELECT false, NULL::bigint, NULL::text, NULL::bigint, NULL::text,
-                            NULL::text, refsched_due_in(p_virtual);
         RETURN;
     END IF;
     SELECT array_agg(id) INTO chosen
@@ -400,8 +376,6 @@ BEGIN
             FOR UPDATE SKIP LOCKED) AS ready;
     taken := coalesce(cardinality(chosen), 0);
     IF taken = 0 THEN
-        RETURN QUERY SELECT false, NULL::bigint, NULL::text, NULL::bigint, NULL::text,
-                            NULL::text, refsched_due_in(p_virtual);
         RETURN;
     END IF;
     SELECT array_agg(id ORDER BY id COLLATE "C") INTO chosen FROM unnest(chosen) AS x(id);

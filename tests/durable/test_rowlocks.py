@@ -405,7 +405,7 @@ def test_a_claim_that_passed_over_a_dep_a_submit_holds_is_woken_at_its_commit(
                                 session(postgres_url))
     try:
         assert first.execute(SUBMIT, submit_args(db, "d", ("a",))).fetchall() == [([1],)]
-        assert claimer.execute(CLAIM, claim_args(db, "w")).fetchall() == [(False, None)]
+        assert claimer.execute(CLAIM, claim_args(db, "w")).fetchall() == []
         listener.execute(f'LISTEN "{store._channel}"')
         first.commit()
         heard = list(listener.notifies(timeout=10, stop_after=1))

@@ -549,9 +549,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        "the server-side claim takes ready versions while a lease is past its deadline: the "
        "dead worker's version waits until nothing else is ready",
        """            OR EXISTS (SELECT 1 FROM task WHERE state = 'running'
-                       AND (holder IS NULL OR deadline < now_))
-            OR coalesce(""",
-       """            OR coalesce("""),
+                       AND (holder IS NULL OR deadline < now_)) THEN""",
+       """            THEN"""),
     _m("durable_steps_claim_one_over_concurrency", _DF,
        "the server-side claim makes one slot row more than max_concurrency: one version more "
        "runs",
