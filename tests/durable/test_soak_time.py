@@ -51,8 +51,14 @@ def test_a_store_that_breaks_a_time_rule_is_caught_by_the_soak_check(name: str,
                                                                       rule: str) -> None:
     # A claim one tick early shows only when a worker asks in that tick: timing decides which
     # seeds show it, so the layer may run up to eight (it stops at the first that does).
+    # Either judge of the layer may be the first to reject the history: the run's own check,
+    # which names the rule, or TLC, which on the wall clock places the ticks itself and
+    # rejects a history it finds no placement for without naming one.
     result = run_mutant(BY_NAME[name], ["tlc"], budget=replace(Budget(), soak_runs=8))
     (layer,) = result.layers
     assert layer.status == KILLED, layer.evidence
-    assert "soak_run(" in layer.evidence and "history check finds" in layer.evidence
-    assert rule in layer.evidence, layer.evidence
+    assert "soak_run(" in layer.evidence, layer.evidence
+    if "history check finds" in layer.evidence:
+        assert rule in layer.evidence, layer.evidence
+    else:
+        assert "TLC rejects it" in layer.evidence, layer.evidence
