@@ -113,6 +113,25 @@ def in_thread(conn: Any, statement: str, params: tuple[Any, ...]) -> tuple[threa
     return thread, out
 
 
+def queued_behind(postgres_url: str, holder: tuple[str, tuple[Any, ...]],
+                  waiter: tuple[str, tuple[Any, ...]]) -> tuple[list[Any], Any]:
+    """Run ``holder``'s statement in a transaction left open, then ``waiter``'s on another
+    session, which must wait for a lock the first holds (the server says so); commit the
+    first. The holder's rows, and the waiter's rows (or what it raised) once it went on."""
+    first, second = session(postgres_url, autocommit=False), session(postgres_url)
+    second.execute("SET lock_timeout = 0")  # this one is to wait
+    try:
+        held = first.execute(*holder).fetchall()
+        thread, out = in_thread(second, *waiter)
+        blocked_behind(first, second)
+        first.commit()
+        thread.join()
+        return held, out[0]
+    finally:
+        first.close()
+        second.close()
+
+
 def test_a_repeated_complete_waiting_for_the_first_is_fenced_on_the_row_it_then_reads(
         postgres_url: str) -> None:
     # The second report of one lease queues behind the first's row lock; once the first
@@ -124,18 +143,10 @@ def test_a_repeated_complete_waiting_for_the_first_is_fenced_on_the_row_it_then_
     db.submit("d", ["a", "b"], fn=NOOP)
     db.start()
     (lease,) = [x for x in db.claim("w", 2) if x.task_id == "a"]
-    first, second = session(postgres_url, autocommit=False), session(postgres_url)
-    second.execute("SET lock_timeout = 0")  # this one is to wait
-    try:
-        assert first.execute(COMPLETE, complete_args(db, lease)).fetchall() == [(True,)]
-        thread, out = in_thread(second, COMPLETE, complete_args(db, lease))
-        blocked_behind(first, second)
-        first.commit()
-        thread.join()
-        assert out == [[(False,)]]
-    finally:
-        first.close()
-        second.close()
+    held, queued = queued_behind(postgres_url, (COMPLETE, complete_args(db, lease)),
+                                 (COMPLETE, complete_args(db, lease)))
+    assert held == [(True,)]
+    assert queued == [(False,)]
     (d,) = db.view("d").versions
     assert (d.state, d.remaining_deps) == (TaskState.PENDING, 1)
     assert db.stats().succeeded == 1
@@ -151,18 +162,10 @@ def test_a_fan_in_waiting_for_another_counts_down_from_the_row_it_then_reads(
     db.submit("d", ["a", "b"], fn=NOOP)
     db.start()
     leases = {x.task_id: x for x in db.claim("w", 2)}
-    first, second = session(postgres_url, autocommit=False), session(postgres_url)
-    second.execute("SET lock_timeout = 0")
-    try:
-        assert first.execute(COMPLETE, complete_args(db, leases["a"])).fetchall() == [(True,)]
-        thread, out = in_thread(second, COMPLETE, complete_args(db, leases["b"]))
-        blocked_behind(first, second)
-        first.commit()
-        thread.join()
-        assert out == [[(True,)]]
-    finally:
-        first.close()
-        second.close()
+    held, queued = queued_behind(postgres_url, (COMPLETE, complete_args(db, leases["a"])),
+                                 (COMPLETE, complete_args(db, leases["b"])))
+    assert held == [(True,)]
+    assert queued == [(True,)]
     (d,) = db.view("d").versions
     assert (d.state, d.remaining_deps) == (TaskState.READY, 0)
     db.check_invariants()
@@ -350,18 +353,10 @@ def test_a_submit_waiting_for_a_report_of_its_dep_reads_the_state_the_report_lef
     db.submit("a", fn=NOOP)
     db.start()
     (lease,) = db.claim("w")
-    first, second = session(postgres_url, autocommit=False), session(postgres_url)
-    second.execute("SET lock_timeout = 0")  # this one is to wait
-    try:
-        assert first.execute(COMPLETE, complete_args(db, lease)).fetchall() == [(True,)]
-        thread, out = in_thread(second, SUBMIT, submit_args(db, "d", ("a",)))
-        blocked_behind(first, second)
-        first.commit()
-        thread.join()
-        assert out == [[([1],)]]
-    finally:
-        first.close()
-        second.close()
+    held, queued = queued_behind(postgres_url, (COMPLETE, complete_args(db, lease)),
+                                 (SUBMIT, submit_args(db, "d", ("a",))))
+    assert held == [(True,)]
+    assert queued == [([1],)]
     (d,) = db.view("d").versions
     assert (d.state, d.remaining_deps) == (TaskState.READY, 0)
     db.check_invariants()
@@ -375,18 +370,10 @@ def test_a_report_waiting_for_a_submit_of_a_dependent_counts_down_its_new_edge(
     db.submit("a", fn=NOOP)
     db.start()
     (lease,) = db.claim("w")
-    first, second = session(postgres_url, autocommit=False), session(postgres_url)
-    second.execute("SET lock_timeout = 0")
-    try:
-        assert first.execute(SUBMIT, submit_args(db, "d", ("a",))).fetchall() == [([1],)]
-        thread, out = in_thread(second, COMPLETE, complete_args(db, lease))
-        blocked_behind(first, second)
-        first.commit()
-        thread.join()
-        assert out == [[(True,)]]
-    finally:
-        first.close()
-        second.close()
+    held, queued = queued_behind(postgres_url, (SUBMIT, submit_args(db, "d", ("a",))),
+                                 (COMPLETE, complete_args(db, lease)))
+    assert held == [([1],)]
+    assert queued == [(True,)]
     (d,) = db.view("d").versions
     assert (d.state, d.remaining_deps) == (TaskState.READY, 0)
     db.check_invariants()
@@ -421,18 +408,10 @@ def test_submits_draw_seq_numbers_one_at_a_time_in_commit_order(postgres_url: st
     # seq, and the one committed later has the larger.
     db = open_store(postgres_url, max_concurrency=2)
     db.start()
-    first, second = session(postgres_url, autocommit=False), session(postgres_url)
-    second.execute("SET lock_timeout = 0")
-    try:
-        assert first.execute(SUBMIT, submit_args(db, "x")).fetchall() == [([1],)]
-        thread, out = in_thread(second, SUBMIT, submit_args(db, "y"))
-        blocked_behind(first, second)
-        first.commit()
-        thread.join()
-        assert out == [[([1],)]]
-    finally:
-        first.close()
-        second.close()
+    held, queued = queued_behind(postgres_url, (SUBMIT, submit_args(db, "x")),
+                                 (SUBMIT, submit_args(db, "y")))
+    assert held == [([1],)]
+    assert queued == [([1],)]
     assert seq_of(db, "x") < seq_of(db, "y")
     assert db.snapshot().next_seq == seq_of(db, "y") + 1
     db.check_invariants()
@@ -445,18 +424,10 @@ def test_a_submit_of_an_id_stored_meanwhile_is_left_to_the_client_unchanged(
     # exclusive lock, as any resubmit.
     db = open_store(postgres_url, max_concurrency=2)
     db.start()
-    first, second = session(postgres_url, autocommit=False), session(postgres_url)
-    second.execute("SET lock_timeout = 0")
-    try:
-        assert first.execute(SUBMIT, submit_args(db, "x")).fetchall() == [([1],)]
-        thread, out = in_thread(second, SUBMIT, submit_args(db, "x"))
-        blocked_behind(first, second)
-        first.commit()
-        thread.join()
-        assert out == [[(None,)]]
-    finally:
-        first.close()
-        second.close()
+    held, queued = queued_behind(postgres_url, (SUBMIT, submit_args(db, "x")),
+                                 (SUBMIT, submit_args(db, "x")))
+    assert held == [([1],)]
+    assert queued == [(None,)]
     assert db.snapshot().next_seq == seq_of(db, "x") + 1
     assert db.submit("x", fn=NOOP) == 2
     assert [v.generation for v in db.view("x").versions] == [2]
