@@ -94,19 +94,20 @@ Copies(t) == Cardinality({s \in Slots : deque[s[1]][s[2]] = t})
 (* Batch steals *)
 
 (***************************************************************************)
-(* With StealCap > 1 a thief takes several tasks in one step: half of the  *)
-(* victim's deque, rounded down and capped at StealCap, from the top.  The *)
-(* first (the oldest) runs at once; the others go to the thief's own       *)
-(* deque, which was empty, in the order they had in the victim's: the      *)
-(* oldest on top, where the next thief takes, and the newest at the        *)
-(* bottom, which the thief pops next.  A victim with fewer than four tasks *)
-(* gives one (half of 2 or 3 is 1), by Steal: a batch leaves the victim at *)
-(* least as many as it takes.  With StealCap = 1 StealBatch is never       *)
+(* With StealCap > 1 a thief takes several tasks in one step: StealCap of  *)
+(* them, from the top of a victim whose deque holds at least twice as      *)
+(* many.  The first (the oldest) runs at once; the others go to the        *)
+(* thief's own deque, which was empty, in the order they had in the        *)
+(* victim's: the oldest on top, where the next thief takes, and the newest *)
+(* at the bottom, which the thief pops next.  A shorter deque gives one    *)
+(* task, by Steal: a batch leaves the victim at least as many as it takes, *)
+(* and a deque that holds one pending subtree per level of a fork-join     *)
+(* tree (the oldest the largest) stays at single steals, which already     *)
+(* take the most work there is.  With StealCap = 1 StealBatch is never     *)
 (* enabled and Steal is the single steal it always was.                    *)
 (***************************************************************************)
 
-StealSize(n) ==
-    IF n \div 2 <= 1 THEN 1 ELSE IF n \div 2 < StealCap THEN n \div 2 ELSE StealCap
+StealSize(n) == IF n >= 2 * StealCap THEN StealCap ELSE 1
 \* How many tasks a steal takes from a victim whose deque holds n > 0 tasks.
 
 StealBatch(thief, victim) ==

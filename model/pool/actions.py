@@ -278,9 +278,8 @@ def steal_effect(s: PoolSnapshot, thief: Hashable, victim: Hashable,
 
 def steal_size(n: int, steal_cap: int) -> int:
     """Spec ``StealSize(n)``: how many tasks a steal takes from a deque of ``n`` > 0 tasks:
-    half, rounded down, capped at ``steal_cap``, and 1 when half is 1 or less."""
-    half = n // 2
-    return 1 if half <= 1 else min(half, steal_cap)
+    ``steal_cap`` from a deque of at least twice that many, and 1 from a shorter one."""
+    return steal_cap if n >= 2 * steal_cap else 1
 
 
 def steal_batch_refusal(s: PoolSnapshot, thief: Hashable, victim: Hashable,

@@ -394,16 +394,17 @@ def _run(name: str, factory: Callable[..., Any], ledger: Any, *, examples: int, 
                            profile=profile)
     elif name == "pool":
         from refsched.verify.pool.lockstep import (
-            BATCH_STEAL_CAP,
+            BATCH_STEAL_CAPS,
             BLOCKING_MAX_SPARES,
             run_pool_lockstep,
         )
         run_pool_lockstep(factory, examples, steps, seed=seed, python_api=False, ledger=ledger,
                           hypothesis_settings=settings, fatal=(HarnessError,))
         if getattr(profile, "batch_steals", False):  # then the same walks with batch steals
-            run_pool_lockstep(factory, examples, steps, seed=seed, python_api=False,
-                              ledger=ledger, hypothesis_settings=settings,
-                              fatal=(HarnessError,), steal_cap=BATCH_STEAL_CAP)
+            for cap in BATCH_STEAL_CAPS:
+                run_pool_lockstep(factory, examples, steps, seed=seed, python_api=False,
+                                  ledger=ledger, hypothesis_settings=settings,
+                                  fatal=(HarnessError,), steal_cap=cap)
         if getattr(profile, "managed_blocking", False):  # and with spares
             run_pool_lockstep(factory, examples, steps, seed=seed, python_api=False,
                               ledger=ledger, hypothesis_settings=settings,

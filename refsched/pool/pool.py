@@ -60,13 +60,15 @@ Design:
   terminates. A new blocker adopts a released spare before a new one is launched.
 - An optional :class:`PoolRecorder` is given each spec step where it takes effect, under the pool
   lock; without one, each step costs a single ``None`` check.
-- Batch steals (``steal="half"``, Spec: StealBatch): a thief takes half of the victim's deque,
-  rounded down and capped at ``steal_cap``, from the top, in the one critical section a single
-  steal takes. It runs the oldest and moves the others, in their order, to its own (empty)
-  deque: it pops the newest of them next, and the next thief takes the oldest. Below four
-  queued tasks half is at most one, so a short deque gives single steals (Spec: Steal): a
-  batch would take the victim's last tasks, the ones it is about to pop while they are warm
-  in its cache. A worker helping inside ``result()`` steals single tasks: a batch would pile the
+- Batch steals (``steal="half"``, Spec: StealBatch): a thief takes ``steal_cap`` tasks (half or
+  less) from the top of a victim's deque that holds at least twice as many, in the one
+  critical section a single steal takes. It runs the oldest and moves the others, in their
+  order, to its own (empty) deque: it pops the newest of them next, and the next thief takes
+  the oldest. A shorter deque gives single steals (Spec: Steal): a fork-join tree's deque holds
+  one pending subtree per level, the oldest the largest, and a single steal already takes the
+  most work there is; a batch would take subtrees the owner is about to wait on, and the last
+  tasks it would pop while warm in its cache. A worker helping inside ``result()`` steals
+  single tasks: a batch would pile the
   kept tasks on top of its wait, running them before it returns to the awaited task, which
   lengthened nested fork-join by a fifth (bench/pool.py). Helping is no spec step either.
 """
@@ -397,10 +399,10 @@ class WorkStealingPool(Executor):
     spares active at once; past it a blocker blocks without one.
 
     ``steal=`` is how an idle worker (or spare) steals: ``"single"`` (the default) takes the
-    oldest task of another deque; ``"half"`` takes half of that deque, rounded down and at most
-    ``steal_cap`` (default 32) tasks, runs the oldest and keeps the others in its own deque.
-    A deque of fewer than four tasks still gives one (half of it is at most one), and so does a
-    steal by a worker helping inside ``result()``.
+    oldest task of another deque; ``"half"`` takes ``steal_cap`` (default 32) tasks from a
+    deque of at least twice as many, runs the oldest and keeps the others in its own deque.
+    A shorter deque still gives one, and so does a steal by a worker helping inside
+    ``result()``.
     ``InvalidArgumentError`` for another ``steal``, or a ``steal_cap`` that is not an int >= 1.
     """
 
@@ -877,9 +879,9 @@ class WorkStealingPool(Executor):
     def _steal_locked(self, w: int, victim: int | None = None) -> _Task | None:
         """Take the oldest task of another worker's deque, trying ``victim`` first (None: a
         random one) and then the next ones in turn (Spec: Steal); with batch steals, from a
-        deque of four or more and outside a helping wait, half of it (Spec: StealBatch). The
-        deques are the workers', then the spare slots': a spare steals and is stolen from as a
-        worker is."""
+        deque of twice ``steal_cap`` or more and outside a helping wait, ``steal_cap`` of its
+        tasks (Spec: StealBatch). The deques are the workers', then the spare slots': a spare
+        steals and is stolen from as a worker is."""
         n = len(self._deques)  # the workers' deques, then the spare slots'
         if n == 1:
             return None
@@ -901,9 +903,9 @@ class WorkStealingPool(Executor):
         return None
 
     def _steal_batch_locked(self, w: int, victim: int) -> _Task:
-        """Take the oldest half (at most ``_steal_cap``) of ``victim``'s deque, of four tasks
-        or more, onto worker ``w``, whose deque is empty: run the first, keep the others in
-        their order (Spec: StealBatch)."""
+        """Take the ``_steal_cap`` oldest tasks of ``victim``'s deque, which holds at least
+        twice as many, onto worker ``w``, whose deque is empty: run the first, keep the others
+        in their order (Spec: StealBatch)."""
         source, own = self._deques[victim], self._deques[w]
         k = _steal_size(len(source), self._steal_cap)
         task = source.popleft()  # Spec: StealBatch(w, victim)
@@ -1041,10 +1043,9 @@ def _steal_cap_of(steal: object, steal_cap: object) -> int:
 
 
 def _steal_size(n: int, cap: int) -> int:
-    """How many tasks a steal takes from a deque of ``n`` > 0 (Spec: StealSize): half,
-    rounded down, at most ``cap``; 1 when half is 1 or less."""
-    half = n >> 1
-    return 1 if half <= 1 else min(half, cap)
+    """How many tasks a steal takes from a deque of ``n`` > 0 (Spec: StealSize): ``cap`` from
+    a deque of at least twice that many, 1 from a shorter one."""
+    return cap if n >= cap << 1 else 1
 
 
 def _frames_left() -> int:

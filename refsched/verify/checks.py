@@ -251,14 +251,16 @@ def timer_lockstep_check(session: Session, examples: int) -> Outcome:
 
 def pool_lockstep_check(session: Session, examples: int) -> Outcome:
     """Hypothesis drives the pool model and ``WorkStealingPool`` (its workers' moves stepped)
-    side by side: single steals, then batch steals (StealCap 3 on both sides)."""
+    side by side: single steals, then batch steals (StealCap 2, then 3, on both sides)."""
     from refsched.pool.pool import WorkStealingPool
-    from refsched.verify.pool.lockstep import BATCH_STEAL_CAP, run_pool_lockstep
+    from refsched.verify.pool.lockstep import BATCH_STEAL_CAPS, run_pool_lockstep
 
     def run() -> Any:
         ledger = run_pool_lockstep(WorkStealingPool, examples=examples)
-        return run_pool_lockstep(WorkStealingPool, examples=examples, ledger=ledger,
-                                 steal_cap=BATCH_STEAL_CAP)
+        for cap in BATCH_STEAL_CAPS:
+            run_pool_lockstep(WorkStealingPool, examples=examples, ledger=ledger,
+                              steal_cap=cap)
+        return ledger
 
     return _lockstep(session, "pool", "refsched:WorkStealingPool", examples, run)
 

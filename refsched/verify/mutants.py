@@ -435,7 +435,7 @@ def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
         elif payload["file"] in (_P, _PB):
             from refsched.pool.pool import WorkStealingPool
             from refsched.verify.pool.lockstep import (
-                BATCH_STEAL_CAP,
+                BATCH_STEAL_CAPS,
                 BLOCKING_MAX_SPARES,
                 run_pool_lockstep,
             )
@@ -443,9 +443,10 @@ def _lockstep_layer(payload: dict[str, Any]) -> tuple[str, str]:
                 run_pool_lockstep(WorkStealingPool, examples=budget["lockstep_examples"],
                                   steps=budget["lockstep_steps"], shrink=False)
                 # then with batch steals, a thief keeping up to two tasks in their order
-                run_pool_lockstep(WorkStealingPool, examples=budget["lockstep_examples"],
-                                  steps=budget["lockstep_steps"], shrink=False,
-                                  steal_cap=BATCH_STEAL_CAP)
+                for cap in BATCH_STEAL_CAPS:
+                    run_pool_lockstep(WorkStealingPool, examples=budget["lockstep_examples"],
+                                      steps=budget["lockstep_steps"], shrink=False,
+                                      steal_cap=cap)
             # then with managed blocking: tasks that block, spares that stand in and retire
             run_pool_lockstep(WorkStealingPool, examples=budget["lockstep_examples"],
                               steps=budget["lockstep_steps"], shrink=False,

@@ -349,7 +349,7 @@ class _Runs:
 def test_a_spare_batch_steals_its_blockers_children_and_retires_only_with_its_deque_empty(
         make_pool: MakePool) -> None:
     steps, runs = _Steps(), _Runs()
-    pool = make_pool(1, steal="half", recorder=steps)
+    pool = make_pool(1, steal="half", steal_cap=2, recorder=steps)
     hold, unblocked, c1_ran = threading.Event(), threading.Event(), threading.Event()
     children: list[Future[str]] = []
 
@@ -388,7 +388,7 @@ def test_a_spare_batch_steals_its_blockers_children_and_retires_only_with_its_de
 def test_a_worker_batch_steals_from_a_spares_deque_and_the_spare_retires_after(
         make_pool: MakePool) -> None:
     steps, runs = _Steps(), _Runs()
-    pool = make_pool(1, steal="half", recorder=steps)
+    pool = make_pool(1, steal="half", steal_cap=2, recorder=steps)
     gate, entered = threading.Event(), threading.Event()
 
     def root() -> None:

@@ -263,13 +263,14 @@ BAD_STEPS: dict[str, tuple[PoolSnapshot, PoolSnapshot]] = {
 }
 
 
-def test_a_batch_steal_takes_half_runs_the_oldest_and_keeps_the_rest_in_order() -> None:
+def test_a_batch_steal_takes_the_cap_runs_the_oldest_and_keeps_the_rest_in_order() -> None:
     s = _SIX.replace(deque={"w1": ("a", "b", "c", "d", "e", "f", "g", "h")},
                      submitted=set("abcdefgh"), outstanding=8)
-    for cap, kept in ((1, ()), (2, ("b",)), (3, ("b", "c")), (4, ("b", "c", "d")),
-                      (32, ("b", "c", "d"))):
-        name = "Steal" if cap == 1 else "StealBatch"
-        other = "StealBatch" if cap == 1 else "Steal"
+    # eight tasks: a batch of the cap up to 4, a single steal past it (and with cap 1)
+    for cap, kept in ((1, ()), (2, ("b",)), (3, ("b", "c")), (4, ("b", "c", "d")), (5, ()),
+                      (32, ())):
+        name = "StealBatch" if kept else "Steal"
+        other = "Steal" if kept else "StealBatch"
         assert ACTIONS[other].refused(s, "w2", "w1", steal_cap=cap) is not None
         after = ACTIONS[name].step(s, "w2", "w1", steal_cap=cap)
         assert after.running == {"w2": "a"} and after.deque.get("w2", ()) == kept
@@ -283,7 +284,7 @@ def test_a_batch_steal_takes_half_runs_the_oldest_and_keeps_the_rest_in_order() 
             assert stolen.running["w3"] == kept[0]
 
 
-@pytest.mark.parametrize(("length", "taken"), [(1, 1), (2, 1), (3, 1), (4, 2), (5, 2), (6, 3),
+@pytest.mark.parametrize(("length", "taken"), [(1, 1), (2, 1), (3, 1), (4, 1), (5, 1), (6, 3),
                                                (7, 3), (8, 3), (40, 3)])
 def test_a_short_deque_gives_a_single_steal_and_the_cap_bounds_a_long_one(
         length: int, taken: int) -> None:

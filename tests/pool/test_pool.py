@@ -727,10 +727,11 @@ def _stepped_with_deque(length: int, steal_cap: int) -> Any:
 
 
 @pytest.mark.parametrize(("length", "cap", "taken"), [
-    (1, 3, 1), (2, 3, 1), (3, 3, 1), (4, 3, 2), (5, 3, 2), (6, 3, 3), (7, 3, 3), (8, 3, 3),
-    (10, 3, 3), (10, 32, 5), (64, 32, 32), (10, 1, 1),
+    (1, 3, 1), (2, 3, 1), (3, 3, 1), (4, 3, 1), (5, 3, 1), (6, 3, 3), (7, 3, 3), (8, 3, 3),
+    (10, 3, 3), (3, 2, 1), (4, 2, 2), (10, 32, 1), (63, 32, 1), (64, 32, 32), (100, 32, 32),
+    (10, 1, 1),
 ])
-def test_a_batch_steal_takes_half_capped_and_a_short_deque_gives_one(
+def test_a_batch_steal_takes_the_cap_from_a_deque_twice_as_long_and_a_shorter_one_gives_one(
         length: int, cap: int, taken: int) -> None:
     pool = _stepped_with_deque(length, cap)
     pool.steal("w2", "w1")

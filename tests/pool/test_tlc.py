@@ -211,12 +211,10 @@ MUTANTS: dict[str, Mutant] = {
           "        /\\ UNCHANGED <<phase, submitted, finished, cancelled, parent>>\n"),),
         ((B, "OutstandingIsQueuedPlusRunning"),),
     ),
-    # A steal takes half rounded up: two of three tasks.
+    # A batch of StealCap is taken from a deque one task short of twice that: three of five.
     "batch_takes_more_than_half": Mutant(
-        (("    IF n \\div 2 <= 1 THEN 1 ELSE IF n \\div 2 < StealCap THEN n \\div 2 "
-          "ELSE StealCap\n",
-          "    IF (n + 1) \\div 2 <= 1 THEN 1\n"
-          "    ELSE IF (n + 1) \\div 2 < StealCap THEN (n + 1) \\div 2 ELSE StealCap\n"),),
+        (("StealSize(n) == IF n >= 2 * StealCap THEN",
+          "StealSize(n) == IF n >= 2 * StealCap - 1 THEN"),),
         ((B, "StealTakesAtMostHalf"),),
     ),
     # The tasks a thief keeps land in its deque in reverse order.

@@ -61,16 +61,17 @@ from refsched.verify.replay import counter_rows, format_rows
 _OFF_WIRE: Final = frozenset(f.name for f in dataclasses.fields(PoolStats)
                              if f.metadata.get("wire") is False)
 
-__all__ = ["BATCH_STEAL_CAP", "BLOCKING_MAX_SPARES", "SPARES", "WORKERS", "BlockingLedger",
+__all__ = ["BATCH_STEAL_CAPS", "BLOCKING_MAX_SPARES", "SPARES", "WORKERS", "BlockingLedger",
            "Disagreement", "Ledger", "pool_lockstep_machine", "run_pool_lockstep"]
 
 WORKERS = ("w1", "w2", "w3")
 ROOTS = ("a", "b", "c", "d", "e")
 CHILDREN = ("f", "g", "h", "i", "j", "k")
 INSTANCE = Instance(WORKERS, ROOTS + CHILDREN, CHILDREN)
-# The StealCap the batch walks run with: a thief keeps up to two tasks (their order shows),
-# and the cap binds on a deque of eight or more.
-BATCH_STEAL_CAP = 3
+# The StealCaps the batch walks run with, one walk each: batches of two from deques of four
+# tasks or more (often reached), and of three from deques of six (a thief keeps two, and their
+# order shows).
+BATCH_STEAL_CAPS = (2, 3)
 # The spec's Spares with managed blocking on: spare i is the pool's slot len(WORKERS) + i.
 SPARES = ("s1", "s2", "s3")
 # The MaxSpares the walks with managed blocking run with: below len(SPARES), and below the
@@ -105,6 +106,10 @@ class BlockingLedger(Ledger):
     """A ledger of walks with managed blocking on: its actions too."""
 
     ACTIONS = (*ACTIONS, *BLOCKING_ACTIONS)
+
+
+# The steps that push a task onto a deque.
+_PUSHES: Final = frozenset({"SubmitExternal", "SubmitChild"})
 
 
 def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
@@ -250,6 +255,14 @@ def pool_lockstep_machine(factory: Callable[..., Any], ledger: Ledger, *,
                     self.take_blocking(*steps[i])
                 return
             enabled = [(name, params) for name, params, _ in next_steps(self.model, instance)]
+            pushes = [(name, params) for name, params in enabled if name in _PUSHES]
+            if steal_cap > 1 and pushes:
+                # with batch steals, three steps in four push while they can: a deque then
+                # grows to twice the cap, where batches start, as a walk of equally likely
+                # steps (idle workers stealing every other step) seldom lets it
+                push: int = data.draw(st.integers(0, 3), label="push")
+                if push:
+                    enabled = pushes
             if enabled:
                 self.take(*data.draw(st.sampled_from(enabled), label="step"))
 

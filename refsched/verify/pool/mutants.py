@@ -149,15 +149,13 @@ CATALOGUE: tuple[Mutant, ...] = (
         self._stolen_tasks += k
         self._outstanding += k - 1"""),
     _m("pool_batch_takes_more_than_half", _P,
-       "a steal takes half rounded up: two of three tasks, three of five",
-       """    half = n >> 1
-    return 1 if half <= 1 else min(half, cap)""",
-       """    half = (n + 1) >> 1
-    return 1 if half <= 1 else min(half, cap)"""),
+       "a batch of steal_cap is taken from a deque one task short of twice that: three of five",
+       "    return cap if n >= cap << 1 else 1",
+       "    return cap if n >= (cap << 1) - 1 else 1"),
     _m("pool_batch_ignores_cap", _P,
        "a batch steal takes half of the victim's deque however long, past steal_cap",
-       """    return 1 if half <= 1 else min(half, cap)""",
-       """    return 1 if half <= 1 else half"""),
+       "    return cap if n >= cap << 1 else 1",
+       "    return n >> 1 if n >= cap << 1 else 1"),
     _m("pool_batch_reverses_kept_tasks", _P,
        "the tasks a thief keeps land in its deque newest on top: their order is lost",
        "            own.append(source.popleft())",
@@ -169,11 +167,11 @@ CATALOGUE: tuple[Mutant, ...] = (
        """                if (self._steal_cap > 1
                         and _steal_size"""),
     _m("pool_batch_steals_from_short_deques", _P,
-       "no fallback: a deque of two or three tasks gives a batch of two",
+       "batches from short deques: half of any deque of four tasks or more, capped, as a "
+       "fork-join tree's deque of one subtree per level is",
+       "    return cap if n >= cap << 1 else 1",
        """    half = n >> 1
-    return 1 if half <= 1 else min(half, cap)""",
-       """    half = n >> 1
-    return 1 if n <= 1 else min(max(half, 2), cap)"""),
+    return 1 if half <= 1 else min(half, cap)"""),
 )
 
 # Wake-ups and notifications: each bug leaves a thread waiting for an event that happened.
