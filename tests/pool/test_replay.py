@@ -4,7 +4,8 @@ WorkStealingPool, and able to catch a pool that moves differently.
 The corpus (traces/pool-cover.jsonl.gz) covers every edge of TLC's state graph of
 spec/MCWorkStealingTraces.cfg; its instance with managed blocking
 (traces/pool-blocking-cover.jsonl.gz) every edge of spec/MCWorkStealingCorpusBlocking.cfg's,
-one spare with MaxSpares 1. Replay takes each step through the production pool with its
+one spare with MaxSpares 1; its instance with batch steals (traces/pool-batch-cover.jsonl.gz)
+every edge of spec/MCWorkStealingCorpusBatch.cfg's, StealCap 2. Replay takes each step through the production pool with its
 workers' and its spare's moves driven one at a time (refsched.verify.pool.driver); each
 must-fail test breaks one thing in a WorkStealingPool and asserts the replay names the first
 step where it shows.
@@ -13,6 +14,7 @@ step where it shows.
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +28,7 @@ from refsched.verify.itf import Trace, read_traces
 from refsched.verify.mutants import Budget, run_mutant
 from refsched.verify.pool.driver import SteppedPool, stepped_class
 from refsched.verify.pool.mutants import CATALOGUE
-from refsched.verify.pool.system import BLOCKING_CONFIG
+from refsched.verify.pool.system import BATCH_CONFIG, BLOCKING_CONFIG
 from refsched.verify.replay import format_divergence, replay
 from tests.pool.test_lockstep import SpareNeverRetires, UnblockKeepsTheSpare
 from tests.replay_support import (
@@ -46,9 +48,8 @@ def traces() -> list[Trace]:
 
 class TestPoolCorpus(CorpusTests):
     system, config = POOL, "MCWorkStealingTraces.cfg"
-    # The corpus instance has StealCap = 1: batch steals are the lock-step walks', TLC's
-    # (MCWorkStealingBatch.cfg) and the recorded runs' (tests/test_validate_systems.py).
-    # Nor managed blocking (Spares = {}): the instance below takes its actions.
+    # The corpus instance has StealCap = 1 and no spare: the instances below take batch steals
+    # and managed blocking's actions.
     gated_off = ("StealBatch", "Block", "StartSpare", "Unblock", "Retire")
 
 
@@ -64,6 +65,21 @@ class TestPoolBlockingCorpus(CorpusTests):
     @pytest.fixture
     def traces(self, blocking_traces: list[Trace]) -> list[Trace]:
         return blocking_traces
+
+
+@pytest.fixture(scope="module")
+def batch_traces() -> list[Trace]:
+    return corpus_traces(POOL, BATCH_CONFIG)
+
+
+class TestPoolBatchCorpus(CorpusTests):
+    system, config = POOL, BATCH_CONFIG
+    # StealCap 2 and no spare; no child either (the other instances spawn them)
+    gated_off = ("SubmitChild", "Block", "StartSpare", "Unblock", "Retire")
+
+    @pytest.fixture
+    def traces(self, batch_traces: list[Trace]) -> list[Trace]:
+        return batch_traces
 
 
 # -- Broken pools -------------------------------------------------------------------------------
@@ -128,6 +144,56 @@ def test_a_broken_pool_is_named_at_its_first_wrong_step(
         traces: list[Trace], factory: Callable[..., Any], action: str, field: str) -> None:
     assert_wrong_state_after(first_divergence(traces, factory, POOL).divergences[0], action,
                              field, column=0)
+
+
+# -- Broken pools with batch steals --------------------------------------------------------------
+
+class BatchTakesOwnerEnd(WorkStealingPool):
+    """A batch steal takes the victim's newest tasks, from the end its owner works at."""
+
+    def _steal_batch_locked(self, w: int, victim: int) -> _Task:
+        source = self._deques[victim]
+        source.rotate(self._steal_cap)  # the newest cap tasks now on top, in their order
+        return super()._steal_batch_locked(w, victim)
+
+
+class BatchFromShortDeques(WorkStealingPool):
+    """Batches of two from a deque of two or three tasks: no fallback to single steals."""
+
+    def _steal_locked(self, w: int, victim: int | None = None) -> _Task | None:
+        source = self._deques[victim] if victim is not None else ()
+        if victim != w and self._steal_cap > 1 and len(source) in (2, 3):
+            assert isinstance(source, deque)
+            task = source.popleft()
+            self._deques[w].append(source.popleft())
+            self._stolen += 1
+            self._stolen_tasks += 2
+            return task
+        return super()._steal_locked(w, victim)
+
+
+class BatchKeptTasksCounted(WorkStealingPool):
+    """The tasks a batch thief keeps are counted in outstanding again, as if submitted."""
+
+    def _steal_batch_locked(self, w: int, victim: int) -> _Task:
+        task = super()._steal_batch_locked(w, victim)
+        self._outstanding += len(self._deques[w])
+        return task
+
+
+@pytest.mark.parametrize(("factory", "field"), [
+    (BatchTakesOwnerEnd, "deque"), (BatchKeptTasksCounted, "outstanding"),
+], ids=["batch-takes-owner-end", "batch-kept-tasks-counted"])
+def test_a_broken_batch_steal_is_named_at_its_first_batch(
+        batch_traces: list[Trace], factory: Callable[..., Any], field: str) -> None:
+    d = first_divergence(batch_traces, factory, POOL).divergences[0]
+    assert_wrong_state_after(d, "StealBatch", field, column=0)
+
+
+def test_a_batch_from_a_short_deque_is_named_at_the_single_steal_it_replaced(
+        batch_traces: list[Trace]) -> None:
+    d = first_divergence(batch_traces, BatchFromShortDeques, POOL).divergences[0]
+    assert_wrong_state_after(d, "Steal", "deque", column=0)
 
 
 # -- Broken pools with managed blocking ----------------------------------------------------------

@@ -6,8 +6,9 @@ corpus instance read and matched against the model
 ``refsched.WorkStealingPool``, its workers' moves taken step by step
 (:class:`~refsched.verify.pool.driver.SteppedPool` says how each action is taken).
 
-The corpus instances (:attr:`PoolSystem.corpus_configs`): ``MCWorkStealingTraces.cfg``,
-without managed blocking (``Spares = {}``), with
+The corpus instances (:attr:`PoolSystem.corpus_configs`): ``MCWorkStealingTraces.cfg`` and
+``MCWorkStealingCorpusBatch.cfg`` (batch steals, ``StealCap`` 2), without managed blocking
+(``Spares = {}``), with
 :class:`~refsched.model.pool.PoolSnapshot` states and whose traces leave out the variables of
 managed blocking; and ``MCWorkStealingCorpusBlocking.cfg``, with one spare (``MaxSpares`` 1),
 whose states are :class:`~refsched.model.pool.blocking.BlockingSnapshot` values: its traces also
@@ -46,12 +47,14 @@ from refsched.verify.pool.driver import SteppedPool, StepRefused, driven_pool
 from refsched.verify.replay import StepMismatch, format_rows
 from refsched.verify.system import Fatal, System
 
-__all__ = ["BLOCKING_CONFIG", "BLOCKING_VARIABLES", "CORPUS_CONFIGS", "SYSTEM",
+__all__ = ["BATCH_CONFIG", "BLOCKING_CONFIG", "BLOCKING_VARIABLES", "CORPUS_CONFIGS", "SYSTEM",
            "BlockingCorpusInstance", "PoolSystem", "is_blocking"]
 
 BLOCKING_CONFIG = "MCWorkStealingCorpusBlocking.cfg"
 """The corpus instance with managed blocking: one spare, MaxSpares 1."""
-CORPUS_CONFIGS = (poolspec.TRACES_CONFIG, BLOCKING_CONFIG)
+BATCH_CONFIG = "MCWorkStealingCorpusBatch.cfg"
+"""The corpus instance with batch steals: StealCap 2, a deque of four roots."""
+CORPUS_CONFIGS = (poolspec.TRACES_CONFIG, BLOCKING_CONFIG, BATCH_CONFIG)
 BLOCKING_VARIABLES = poolspec.BLOCKING_VARIABLES
 
 
@@ -116,10 +119,15 @@ class PoolSystem(System):
     def protocol_instances_for(self, profile: Any) -> tuple[str, ...]:
         """With the ``managed_blocking`` profile flag (or no profile: the full contract), the
         instance with managed blocking too: its moves are ``block``, ``start_spare``,
-        ``unblock`` and ``retire``."""
-        if profile is None or getattr(profile, "managed_blocking", False):
-            return (*self.protocol_instances, BLOCKING_CONFIG)
-        return self.protocol_instances
+        ``unblock`` and ``retire``. With ``batch_steals`` (or no profile), the instance with
+        batch steals: ``new`` takes ``steal_cap`` 2."""
+        full = profile is None
+        instances = self.protocol_instances
+        if full or getattr(profile, "managed_blocking", False):
+            instances = (*instances, BLOCKING_CONFIG)
+        if full or getattr(profile, "batch_steals", False):
+            instances = (*instances, BATCH_CONFIG)
+        return instances
 
     @property
     def variables(self) -> tuple[str, ...]:
