@@ -38,9 +38,11 @@ def test_verify_of_the_pool_replays_its_corpus(capsys: pytest.CaptureFixture[str
     assert [r["name"] for r in report["results"]] == [
         "corpus replay vs refsched:WorkStealingPool",
         "corpus replay vs refsched:WorkStealingPool (pool-blocking-cover.jsonl.gz)",
+        "corpus replay vs refsched:WorkStealingPool (pool-batch-cover.jsonl.gz)",
         "lock-step pool model vs refsched:WorkStealingPool"]
     assert report["results"][0]["figures"]["edges_replayed"] == 9216
     assert report["results"][1]["figures"]["edges_replayed"] == 15174  # with managed blocking
+    assert report["results"][2]["figures"]["edges_replayed"] == 10672  # with batch steals
 
 
 def test_verify_fails_for_a_broken_scheduler(capsys: pytest.CaptureFixture[str]) -> None:

@@ -23,20 +23,26 @@ def test_quick_runs_the_small_instance_checks_and_no_big_tlc_run() -> None:
     report = json.loads(done.stdout)
     assert done.returncode == 0, done.stdout + done.stderr
     names = [r["name"] for r in report["results"]]
-    # each corpus instance: without managed blocking, then with it
+    # each corpus instance: single steals, with managed blocking, with batch steals
     assert names == ["model = spec (MCWorkStealingTraces.cfg)",
                      "corpus is current (traces/pool-cover.jsonl.gz)",
                      "model = spec (MCWorkStealingCorpusBlocking.cfg)",
                      "corpus is current (traces/pool-blocking-cover.jsonl.gz)",
+                     "model = spec (MCWorkStealingCorpusBatch.cfg)",
+                     "corpus is current (traces/pool-batch-cover.jsonl.gz)",
                      "corpus replay vs refsched:WorkStealingPool (one trace in 20)",
                      "corpus replay vs refsched:WorkStealingPool (pool-blocking-cover.jsonl.gz)"
                      " (one trace in 20)",
+                     "corpus replay vs refsched:WorkStealingPool (pool-batch-cover.jsonl.gz)"
+                     " (one trace in 20)",
                      "lock-step pool model vs refsched:WorkStealingPool"]
-    replay = report["results"][4]["figures"]
+    replay = report["results"][6]["figures"]
     assert replay["traces"] == len(range(0, 2841, 20)) and replay["edges_replayed"] > 0
-    blocking = report["results"][5]["figures"]
+    blocking = report["results"][7]["figures"]
     assert blocking["traces"] == len(range(0, 4673, 20)) and blocking["edges_replayed"] > 0
-    assert report["results"][6]["figures"]["examples"] >= 20
+    batch = report["results"][8]["figures"]
+    assert batch["traces"] == len(range(0, 2827, 20)) and batch["edges_replayed"] > 0
+    assert report["results"][9]["figures"]["examples"] >= 20
 
 
 def test_quick_fails_when_the_corpus_was_made_from_another_spec(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from refsched.profile import PoolProfile, full_profile, profile_from_hello
 from refsched.verify import corpus, system
 from refsched.verify.itf import Trace
 from refsched.verify.pool.lockstep import BLOCKING_MAX_SPARES, Disagreement, run_pool_lockstep
-from refsched.verify.pool.system import BLOCKING_CONFIG
+from refsched.verify.pool.system import BATCH_CONFIG, BLOCKING_CONFIG
 
 POOL = system.get("pool")
 BLOCKING_BROKEN = (broken.SpareNeverRetires, broken.SparesBeyondTheBound)
@@ -59,8 +59,11 @@ def test_a_pool_profile_declares_managed_blocking_or_is_not_asked_for_spares() -
     assert not profile_from_hello("pool", {}).managed_blocking
     assert profile_from_hello("pool", {"managed_blocking": True}).managed_blocking
     assert POOL.protocol_instances_for(PoolProfile()) == (
-        *POOL.protocol_instances, BLOCKING_CONFIG)
+        *POOL.protocol_instances, BLOCKING_CONFIG, BATCH_CONFIG)
     assert POOL.protocol_instances_for(PoolProfile(managed_blocking=False)) == (
+        *POOL.protocol_instances, BATCH_CONFIG)
+    assert POOL.protocol_instances_for(PoolProfile(managed_blocking=False,
+                                                   batch_steals=False)) == (
         POOL.protocol_instances)
 
 

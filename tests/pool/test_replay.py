@@ -5,8 +5,9 @@ The corpus (traces/pool-cover.jsonl.gz) covers every edge of TLC's state graph o
 spec/MCWorkStealingTraces.cfg; its instance with managed blocking
 (traces/pool-blocking-cover.jsonl.gz) every edge of spec/MCWorkStealingCorpusBlocking.cfg's,
 one spare with MaxSpares 1; its instance with batch steals (traces/pool-batch-cover.jsonl.gz)
-every edge of spec/MCWorkStealingCorpusBatch.cfg's, StealCap 2. Replay takes each step through the production pool with its
-workers' and its spare's moves driven one at a time (refsched.verify.pool.driver); each
+every edge of spec/MCWorkStealingCorpusBatch.cfg's, StealCap 2. Replay takes each step
+through the production pool with its workers' and its spare's moves driven one at a time
+(refsched.verify.pool.driver); each
 must-fail test breaks one thing in a WorkStealingPool and asserts the replay names the first
 step where it shows.
 """

@@ -234,10 +234,11 @@ SPEC = SpecChecks(
 
 
 def test_every_check_of_every_config_has_a_mutant_it_reports() -> None:
-    # MCWorkStealingCorpusBlocking.cfg lists no check: it is the blocking corpus's instance,
-    # whose checks MCPoolBlocking*.cfg make with their mutants.
-    assert_every_check_has_a_mutant(SPEC, [SAFETY, BATCH, "MCWorkStealingCorpusBlocking.cfg",
-                                           LIVENESS, TRACES_CONFIG])
+    # MCWorkStealingCorpus{Batch,Blocking}.cfg list no check: they are corpus instances, whose
+    # checks MCWorkStealingBatch.cfg and MCPoolBlocking*.cfg make with their mutants.
+    assert_every_check_has_a_mutant(SPEC, [SAFETY, BATCH, "MCWorkStealingCorpusBatch.cfg",
+                                           "MCWorkStealingCorpusBlocking.cfg", LIVENESS,
+                                           TRACES_CONFIG])
 
 
 @pytest.mark.parametrize(("name", "config", "check"), cases(SPEC))
