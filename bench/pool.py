@@ -248,9 +248,21 @@ def steals_on_unbalanced_tree(depth: int, workers: int) -> tuple[int, int, int]:
 
 # -- batch steals --------------------------------------------------------------------------
 
+# (workload, steal policy) -> (steals, tasks they took) of its last run: a mean batch of 1
+# means the policy took no batch there.
+LAST_STEALS: dict[tuple[str, str], tuple[int, int]] = {}
+
+
+def _steals_of(pool: WorkStealingPool, workload: str, steal: str) -> None:
+    stats = pool.stats()
+    LAST_STEALS[workload, steal] = (stats.stolen, stats.stolen_tasks)
+
+
 def forkjoin_pool_steal(depth: int, workers: int, steal: str) -> int:
     with WorkStealingPool(workers=workers, steal=steal, steal_cap=STEAL_CAP) as pool:
-        return pool.submit(tree_nested, pool, depth).result()
+        value = pool.submit(tree_nested, pool, depth).result()
+    _steals_of(pool, "fork-join", steal)
+    return value
 
 
 def _burst_task(cost: float) -> int:
@@ -265,7 +277,9 @@ def _burst_root(pool: Executor, tasks: int, cost: float) -> int:
 
 def burst_pool(tasks: int, cost: float, workers: int, steal: str) -> int:
     with WorkStealingPool(workers=workers, steal=steal, steal_cap=STEAL_CAP) as pool:
-        return pool.submit(_burst_root, pool, tasks, cost).result()
+        value = pool.submit(_burst_root, pool, tasks, cost).result()
+    _steals_of(pool, "burst", steal)
+    return value
 
 
 def burst_tpe(tasks: int, cost: float, workers: int) -> int:
@@ -310,13 +324,17 @@ def batch_steal_table(depth: int, burst: int, workers: int, rounds: int) -> list
                        lambda: burst_tpe(burst, BURST_COST, workers), burst, rounds),
     ]
     lines = ["| workload | half | single | ThreadPoolExecutor | half / single: median [range] "
-             "| half / ThreadPoolExecutor |", "|---|--:|--:|--:|--:|--:|"]
-    for row in rows:
+             "| half / ThreadPoolExecutor | steals (tasks taken), last round: half; single |",
+             "|---|--:|--:|--:|--:|--:|--:|"]
+    for row, workload in zip(rows, ("fork-join", "burst"), strict=True):
         lo, hi = row["single_range"]
         tlo, thi = row["tpe_range"]
+        steals = "; ".join(f"{n:,} ({k:,})" for n, k in (LAST_STEALS[workload, "half"],
+                                                        LAST_STEALS[workload, "single"]))
         lines.append(f"| {row['name']} | {row['half']:.3f} s | {row['single']:.3f} s | "
                      f"{row['ThreadPoolExecutor']:.3f} s | **{row['vs_single']:.2f}** "
-                     f"[{lo:.2f}-{hi:.2f}] | {row['vs_tpe']:.2f} [{tlo:.2f}-{thi:.2f}] |")
+                     f"[{lo:.2f}-{hi:.2f}] | {row['vs_tpe']:.2f} [{tlo:.2f}-{thi:.2f}] | "
+                     f"{steals} |")
     return lines
 
 

@@ -357,6 +357,10 @@ class PostgresStore(Store):
         virtual = "true" if self._virtual else "false"
         return f"SELECT refsched_wake({virtual}, '{self._channel}', {int(max_concurrency)})"
 
+    @property
+    def has_steps(self) -> bool:
+        return self._steps_ready
+
     def call(self, step: str, *args: Any) -> list[Row] | None:
         """``refsched_<step>(lock, virtual clock, channel, *args)``: one statement, one
         transaction, one round trip (``steps_postgres.py``)."""

@@ -1205,6 +1205,8 @@ class DurableScheduler:
         their generations; None when the store has none, or when it left the batch to the
         client's transaction (an error to raise, a dead dep to settle), having changed
         nothing."""
+        if not self._store.has_steps:  # SQLite: no batch to build
+            return None
         edges = [(i, d, d in item.optional) for i, item in enumerate(items, 1)
                  for d in item.deps]
         rows = self._store.call(
@@ -1771,7 +1773,7 @@ class DurableScheduler:
         report of ``items``; False when the store has none, when a report is not a complete,
         or when the function left the batch to the client's transaction (a lease not live: a
         stale report or a repeat), having changed nothing."""
-        if any(item.action != "Complete" for item in items):
+        if not self._store.has_steps or any(item.action != "Complete" for item in items):
             return False
         rows = self._store.call(
             "complete_many", self._record, self._max, [item.lease.task_id for item in items],

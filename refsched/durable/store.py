@@ -264,6 +264,12 @@ class Store(ABC):
         None when the store has no such function (the scheduler then takes the step itself)."""
         return None
 
+    @property
+    def has_steps(self) -> bool:
+        """Whether :meth:`call` may run a step (else it answers None to every call): a caller
+        with arguments to build skips them when it cannot."""
+        return False
+
     notifies = False  # whether wait_for_work() hears of new work, or only waits
 
     def wait_for_work(self, timeout: float) -> bool:
