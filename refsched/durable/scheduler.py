@@ -1563,19 +1563,24 @@ class DurableScheduler:
         (ready and due), whether a schedule owes a slot (``meta.slot_due`` has come); with
         ``look_ahead``, then the two waits of :meth:`next_due`.
         (On PostgreSQL, ``refsched_claimable`` of steps_postgres.py judges the same.)"""
-        clock = self._store.clock_sql
-        ahead = (f", (SELECT MIN(due) FROM task WHERE state = 'ready' AND due > {clock}) - "
-                 f"{clock}, (SELECT MIN(next_slot) FROM schedule WHERE next_slot > {clock}) - "
-                 f"{clock}") if look_ahead else ""
+        # The clock read once, as c.now, a value each comparison can seek an index with: in
+        # the comparisons themselves PostgreSQL's clock_timestamp(), volatile, is evaluated
+        # per row, and MIN(due) over the ready versions read the whole index (8 ms at 12,000).
+        ahead = (", (SELECT MIN(due) FROM task WHERE state = 'ready' AND due > c.now) - c.now, "
+                 "(SELECT MIN(next_slot) FROM schedule WHERE next_slot > c.now) - c.now"
+                 ) if look_ahead else ""
         return ("SELECT CAST((SELECT value FROM meta WHERE key = 'started') AS INTEGER) AS "
                 "started, CAST((SELECT value FROM meta WHERE key = 'closed') AS INTEGER) AS "
                 "closed, EXISTS (SELECT 1 FROM task WHERE state = 'running' AND (holder IS "
-                f"NULL OR deadline < {self._store.clock_sql})) AS overdue, "
+                "NULL OR deadline < c.now)) AS overdue, "
                 "(SELECT COUNT(*) FROM task WHERE state = 'running') AS running, "
-                "EXISTS (SELECT 1 FROM task WHERE state = 'ready' AND due <= "
-                f"{self._store.clock_sql}) AS ready, "
+                # the earliest due of the ready versions, an index's first entry: EXISTS
+                # over due <= now may scan the table past every version already claimed
+                "COALESCE((SELECT MIN(due) FROM task WHERE state = 'ready') <= c.now, FALSE) "
+                "AS ready, "
                 "COALESCE(CAST((SELECT value FROM meta WHERE key = 'slot_due') AS DOUBLE "
-                f"PRECISION), {schedules.NO_SLOT}) <= {self._store.clock_sql} AS owed" + ahead)
+                f"PRECISION), {schedules.NO_SLOT}) <= c.now AS owed" + ahead
+                + f" FROM (SELECT {self._store.clock_sql} AS now) AS c")
 
     def expire(self) -> None:
         """Expire every live lease whose deadline has passed, without claiming (Spec: Expire).
