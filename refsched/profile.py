@@ -208,7 +208,7 @@ class PoolProfile(_Flags):
     keeps."""
 
     # batch steals (spec StealBatch): ``new`` takes ``steal_cap`` > 1, and a thief then takes
-    # half of a victim's deque of four or more, at most steal_cap tasks; False: single steals
+    # steal_cap tasks from a victim's deque of twice as many or more; False: single steals
     # only, and no pool is asked for batches
     batch_steals: bool = True
     # managed blocking (spec Block, StartSpare, Unblock, Retire): ``new`` takes ``spares`` and
