@@ -68,9 +68,9 @@ Design:
   one pending subtree per level, the oldest the largest, and a single steal already takes the
   most work there is; a batch would take subtrees the owner is about to wait on, and the last
   tasks it would pop while warm in its cache. A worker helping inside ``result()`` steals
-  single tasks: a batch would pile the
-  kept tasks on top of its wait, running them before it returns to the awaited task, which
-  lengthened nested fork-join by a fifth (bench/pool.py). Helping is no spec step either.
+  single tasks: a batch would pile the kept tasks on top of its wait, running them before it
+  returns to the awaited task, which lengthened nested fork-join by a fifth (bench/pool.py).
+  Helping is no spec step either.
 """
 
 from __future__ import annotations
