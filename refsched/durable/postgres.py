@@ -29,10 +29,11 @@ does not read (:meth:`Tx.later`: counters, the history, fan-in) go out in one pi
 next query or with COMMIT.
 
 A transaction that may make a version claimable sends a notification on the store's channel
-at commit, if a claim could then take a step; an idle worker waits on it with ``LISTEN``
-(:meth:`wait_for_work`) and drops those that came before its last look (:meth:`forget_wakeups`),
-and a wait that hears nothing ends after its timeout, so a notification lost while a
-connection was down delays work by one poll and strands none.
+at commit, if a worker is idle and a claim could then take a step; an idle worker waits on it
+with ``LISTEN`` (:meth:`wait_for_work`, whose first wait after :meth:`busy` writes the worker's
+row of ``idle_listener``) and drops those that came before its last look
+(:meth:`forget_wakeups`), and a wait that hears nothing ends after its timeout, so a
+notification lost while a connection was down delays work by one poll and strands none.
 """
 
 from __future__ import annotations
@@ -262,6 +263,7 @@ class PostgresStore(Store):
         self._listen = sql.SQL("LISTEN {}").format(sql.Identifier(self._channel))
         self._listener: Any = None  # the connection wait_for_work() listens on
         self._listener_lock = threading.Lock()
+        self._idle = False  # the listener's row is in idle_listener (steps_postgres.py)
         self._steps_ready = False  # prepare() found or installed steps_postgres.py
         self._slots_ready = False  # prepare() ran: the store has its run_slot table
 
@@ -352,8 +354,11 @@ class PostgresStore(Store):
         """The statement that notifies the store's channel at commit: if a claim could then
         take a step, with the functions of steps_postgres.py; without them, or ``always``,
         whatever the state."""
-        if always or not self._steps_ready:
+        if not self._steps_ready:
             return f"SELECT pg_notify('{self._channel}', '')"
+        if always:
+            return (f"SELECT pg_notify('{self._channel}', '') "
+                    "WHERE EXISTS (SELECT 1 FROM idle_listener)")
         virtual = "true" if self._virtual else "false"
         return f"SELECT refsched_wake({virtual}, '{self._channel}', {int(max_concurrency)})"
 
@@ -526,15 +531,34 @@ class PostgresStore(Store):
             self._pool.putconn(conn)
         return rows
 
-    def wait_for_work(self, timeout: float) -> bool:
-        """Wait on the store's channel; a dropped connection is reopened on the next wait."""
+    def wait_for_work(self, timeout: float, max_concurrency: int | None = None) -> bool:
+        """Wait on the store's channel; a dropped connection is reopened on the next wait.
+
+        Steps notify only while a worker is idle (a transaction that notifies commits under a
+        database-wide lock): the first wait after :meth:`busy` writes the listener's row of
+        ``idle_listener`` under the store's lock (``refsched_idle``), and returns True at once
+        if what the steps committed before it can be claimed, or comes due within ``timeout``
+        (the caller's last look may have missed it); steps after it see the row."""
         end = time.monotonic() + timeout
         with self._listener_lock:
             try:
                 if self._listener is None or self._listener.closed:
+                    self._idle = False
                     self._listener = self._psycopg.connect(self._conninfo, autocommit=True,
                                                            connect_timeout=max(1, int(timeout)))
+                    self._listener.execute(self._set_path)
                     self._listener.execute(self._listen)
+                if not self._idle and self._steps_ready and max_concurrency is not None:
+                    try:
+                        (found,) = self._listener.execute(
+                            "SELECT refsched_idle(%s, %s, %s, %s)",
+                            (self._lock_key, self._virtual, int(max_concurrency),
+                             float(timeout))).fetchone()
+                    except self._psycopg.errors.LockNotAvailable:
+                        return False  # the lock was held the whole wait: the next one tries
+                    self._idle = True
+                    if found:
+                        return True
                 for _ in self._listener.notifies(timeout=max(0.0, timeout), stop_after=1):
                     return True
                 return False
@@ -545,6 +569,22 @@ class PostgresStore(Store):
                 self._listener = None
         time.sleep(max(0.0, end - time.monotonic()))  # the fallback: a plain poll
         return False
+
+    def busy(self) -> None:
+        """The caller took work: its listener's row leaves ``idle_listener``, and the steps
+        stop notifying for it. (Kept while another thread waits on the listener.)"""
+        if not self._idle or not self._listener_lock.acquire(blocking=False):
+            return
+        try:
+            self._idle = False
+            if self._listener is not None and not self._listener.closed:
+                self._listener.execute("DELETE FROM idle_listener WHERE pid = pg_backend_pid()")
+        except self._psycopg.Error:  # its session is gone: the next wait removes the row
+            with contextlib.suppress(Exception):
+                self._listener.close()
+            self._listener = None
+        finally:
+            self._listener_lock.release()
 
     def forget_wakeups(self) -> None:
         """Read and drop the notifications that arrived while the worker was busy: each one
@@ -567,6 +607,9 @@ class PostgresStore(Store):
         with self._listener_lock:
             if self._listener is not None:
                 with contextlib.suppress(Exception):
+                    if self._idle:  # else steps notify for it until the next worker idles
+                        self._listener.execute(
+                            "DELETE FROM idle_listener WHERE pid = pg_backend_pid()")
                     self._listener.close()
                 self._listener = None
         self._pool.close()

@@ -945,7 +945,7 @@ class DurableScheduler:
     def wait_for_work(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for a step that may have made a version claimable
         (True), or for the time to pass (False): what an idle worker does between claims."""
-        return self._store.wait_for_work(timeout)
+        return self._store.wait_for_work(timeout, self._max)
 
     def release(self) -> None:
         """Release the connection (of a store it opened itself). Not :meth:`close`: the
@@ -1478,6 +1478,8 @@ class DurableScheduler:
         # error to raise is left to the transaction below.
         rows = self._store.call("claim", self._record, self._max, worker, limit, lease)
         if rows is not None and not (rows and rows[0][0]):
+            if len(rows) >= limit:  # as many as asked for: busy while they run
+                self._store.busy()
             return [Lease(t, g, 1, deadline, fn, json.loads(args), worker)
                     for _, _, t, g, fn, args, deadline in rows], NOT_LOOKED
         # The check is sent with BEGIN: a claimer that finds nothing to take holds the store's
@@ -1527,7 +1529,9 @@ class DurableScheduler:
                                  for _, _, _, t, g, fn, args, _ in rows)
             if taken:
                 tx.wake(self._max)  # what it left is for the next idle worker
-            return taken, NOT_LOOKED
+        if len(taken) >= limit:
+            self._store.busy()
+        return taken, NOT_LOOKED
 
     def _keep_inputs(self, tx: Tx, claimed: Sequence[str]) -> None:
         """Store the input summary of each version of ``claimed`` (just claimed; each has

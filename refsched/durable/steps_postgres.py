@@ -68,14 +68,46 @@ BEGIN
 END
 $$;
 
--- A step that may have made a version claimable wakes the idle workers, if one now is.
+-- The listening sessions of the idle workers (PostgresStore.wait_for_work): a row from the
+-- first wait after a claim that took work, until the next such claim. A transaction that
+-- notifies commits under a database-wide lock, so a step notifies only while a row is here:
+-- on a busy store no step waits for that lock.
+CREATE TABLE IF NOT EXISTS idle_listener (pid integer PRIMARY KEY);
+
+-- A step that may have made a version claimable wakes the idle workers, if there are any and
+-- one now is. Read after the store's lock was granted, so a worker that went idle first is
+-- seen (refsched_idle says why).
 CREATE OR REPLACE FUNCTION refsched_wake(p_virtual boolean, p_channel text, p_max bigint)
 RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF refsched_claimable(p_virtual, p_max) THEN
+    IF EXISTS (SELECT 1 FROM idle_listener) AND refsched_claimable(p_virtual, p_max) THEN
         PERFORM pg_notify(p_channel, '');
     END IF;
+END
+$$;
+
+-- A worker's listening session goes idle: its row, written under the store's lock taken
+-- exclusively, so every step either committed before (what it left is what this returns: true
+-- if a claim could take a step now, or within p_within seconds as a version comes due) or
+-- takes the lock after this commits and sees the row. Rows of sessions that ended are removed.
+-- The lock is waited for p_within seconds at most (a client stopped inside a step holds it):
+-- then SQLSTATE 55P03, and nothing written.
+CREATE OR REPLACE FUNCTION refsched_idle(p_lock bigint, p_virtual boolean, p_max bigint,
+        p_within float8) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM set_config('lock_timeout', greatest(1, ceil(p_within * 1000))::bigint || 'ms', true);
+    PERFORM pg_advisory_xact_lock(p_lock);
+    DELETE FROM idle_listener
+     WHERE pid NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL);
+    INSERT INTO idle_listener (pid) VALUES (pg_backend_pid()) ON CONFLICT DO NOTHING;
+    RETURN refsched_claimable(p_virtual, p_max)
+        OR ((SELECT CAST(value AS integer) FROM meta WHERE key = 'started') <> 0
+            AND (SELECT CAST(value AS integer) FROM meta WHERE key = 'closed') = 0
+            AND COALESCE((SELECT MIN(due) FROM task WHERE state = 'ready')
+                         <= refsched_now(p_virtual) + p_within, false)
+            AND (SELECT count(*) FROM task WHERE state = 'running') < p_max);
 END
 $$;
 
@@ -286,7 +318,9 @@ BEGIN
     PERFORM refsched_count('submitted', cardinality(generations));
     IF ready_later THEN
         -- One not yet due: the idle workers read the next due time again.
-        PERFORM pg_notify(p_channel, '');
+        IF EXISTS (SELECT 1 FROM idle_listener) THEN
+            PERFORM pg_notify(p_channel, '');
+        END IF;
     ELSIF ready OR locked_ready THEN
         PERFORM refsched_wake(p_virtual, p_channel, p_max);
     END IF;

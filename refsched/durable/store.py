@@ -272,11 +272,15 @@ class Store(ABC):
 
     notifies = False  # whether wait_for_work() hears of new work, or only waits
 
-    def wait_for_work(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a sign that a version may have become claimable;
-        True if one came. A store that cannot tell waits the whole time (a poll)."""
+    def wait_for_work(self, timeout: float, max_concurrency: int | None = None) -> bool:
+        """Wait up to ``timeout`` seconds for a sign that a version may have become claimable
+        (under ``max_concurrency``); True if one came. A store that cannot tell waits the
+        whole time (a poll)."""
         time.sleep(timeout)
         return False
+
+    def busy(self) -> None:  # noqa: B027 (a no-op unless the store can notify)
+        """The caller took work: it needs no sign until its next :meth:`wait_for_work`."""
 
     def forget_wakeups(self) -> None:  # noqa: B027 (a no-op unless the store can notify)
         """Drop the signs already received: the caller is about to look at the store, and

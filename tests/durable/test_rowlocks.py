@@ -383,7 +383,8 @@ def test_a_claim_that_passed_over_a_dep_a_submit_holds_is_woken_at_its_commit(
         postgres_url: str) -> None:
     # a is ready and the only claimable version; an open submit of d (depending on a) holds
     # a's row FOR SHARE, so a claim passes over it and finds nothing. The worker that made
-    # that claim waits for a notification: the submit's commit must send one.
+    # that claim waits for a notification: the submit's commit must send one (the listener
+    # went idle before the submit began, as refsched_idle records it).
     db = open_store(postgres_url, max_concurrency=2)
     db.submit("a", fn=NOOP)
     db.start()
@@ -391,9 +392,10 @@ def test_a_claim_that_passed_over_a_dep_a_submit_holds_is_woken_at_its_commit(
     first, claimer, listener = (session(postgres_url, autocommit=False), session(postgres_url),
                                 session(postgres_url))
     try:
+        listener.execute("SELECT refsched_idle(%s, false, 2, 0)", (store._lock_key,))
+        listener.execute(f'LISTEN "{store._channel}"')
         assert first.execute(SUBMIT, submit_args(db, "d", ("a",))).fetchall() == [([1],)]
         assert claimer.execute(CLAIM, claim_args(db, "w")).fetchall() == []
-        listener.execute(f'LISTEN "{store._channel}"')
         first.commit()
         heard = list(listener.notifies(timeout=10, stop_after=1))
         assert [n.channel for n in heard] == [store._channel]

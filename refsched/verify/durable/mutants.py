@@ -660,9 +660,11 @@ WAKEUPS: tuple[Mutant, ...] = (
     _m('durable_steps_delayed_submit_no_wake', _DF,
        'a submit on the server of a version not yet due wakes nobody: a sleeping worker misses '
        'a due time sooner than the one it waits for',
-       """        PERFORM pg_notify(p_channel, '');
+       """            PERFORM pg_notify(p_channel, '');
+        END IF;
     ELSIF ready OR locked_ready THEN""",
-       """        NULL;
+       """            NULL;
+        END IF;
     ELSIF ready OR locked_ready THEN"""),
     _m('durable_tick_no_wake', _D, 'tick() wakes nobody for the versions it made due',
        """            tx.wake(self._max)  # versions may have come due""",
@@ -672,6 +674,49 @@ WAKEUPS: tuple[Mutant, ...] = (
        'none of them may take',
        """            AND EXISTS (SELECT 1 FROM task WHERE state = 'ready' AND due <= now_)""",
        """            AND EXISTS (SELECT 1 FROM task WHERE state = 'ready')"""),
+    # -- who is told: the idle workers' rows (steps_postgres.py, idle_listener) ---------------
+    _m('durable_steps_idle_without_lock', _DF,
+       'a worker goes idle without the store\'s lock: a step open meanwhile neither sees its '
+       'row nor has committed when it looks, and the worker sleeps through what it made',
+       """    PERFORM pg_advisory_xact_lock(p_lock);
+    DELETE FROM idle_listener""",
+       """    DELETE FROM idle_listener"""),
+    _m('durable_steps_idle_waits_unbounded', _DF,
+       'going idle waits for the store\'s lock as long as a stopped client holds it, past '
+       'the wait\'s timeout',
+       """PERFORM set_config('lock_timeout',""",
+       """PERFORM set_config('application_name',"""),
+    _m('durable_steps_idle_ignores_due_soon', _DF,
+       'going idle ignores a version that comes due within the wait: the worker sleeps past '
+       'it, told by nobody',
+       """                         <= refsched_now(p_virtual) + p_within, false)""",
+       """                         <= refsched_now(p_virtual), false)"""),
+    _m('durable_steps_idle_keeps_ended_sessions', _DF,
+       'the rows of sessions that ended stay: steps notify for workers long gone',
+       """    DELETE FROM idle_listener
+     WHERE pid NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL);""",
+       """    DELETE FROM idle_listener WHERE false;"""),
+    _m('durable_steps_wake_ignores_idle_rows', _DF,
+       'a step notifies whenever a version is claimable, idle workers or not: every step of a '
+       'busy store queues for the notification lock',
+       """IF EXISTS (SELECT 1 FROM idle_listener) AND refsched_claimable(""",
+       """IF refsched_claimable("""),
+    _m('durable_postgres_wait_never_idles', _DP,
+       'wait_for_work() writes no idle row: steps tell nobody, and the worker waits out its '
+       'timeout',
+       """if not self._idle and self._steps_ready and max_concurrency""",
+       """if False and self._steps_ready and max_concurrency"""),
+    _m('durable_postgres_busy_keeps_the_row', _DP,
+       'busy() keeps the listener\'s idle row: steps notify for a worker that is not waiting',
+       """WHERE pid = pg_backend_pid()")
+        except""",
+       """WHERE false")
+        except"""),
+    _m('durable_busy_after_a_short_claim', _D,
+       'a claim of fewer than asked ends the idle row: the worker, still hungry, is told '
+       'nothing until its next wait goes idle again',
+       """            if len(rows) >= limit:  # as many as asked for: busy while they run""",
+       """            if rows:"""),
     _m('durable_postgres_wait_never_hears', _DP,
        'wait_for_work() hears no notification: it waits out its timeout',
        """                for _ in self._listener.notifies(timeout=max(0.0, timeout), stop_after=1):
