@@ -91,13 +91,14 @@ $$;
 -- exclusively, so every step either committed before (what it left is what this returns: true
 -- if a claim could take a step now, or within p_within seconds as a version comes due) or
 -- takes the lock after this commits and sees the row. Rows of sessions that ended are removed.
--- The lock is waited for p_within seconds at most (a client stopped inside a step holds it):
--- then SQLSTATE 55P03, and nothing written.
+-- The lock is waited for p_within seconds at most, 0.1 s at least (a worker's first waits are
+-- of a few ms, and a lock queued behind steps in flight takes that long; a client stopped
+-- inside a step holds it for good): then SQLSTATE 55P03, and nothing written.
 CREATE OR REPLACE FUNCTION refsched_idle(p_lock bigint, p_virtual boolean, p_max bigint,
         p_within float8) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM set_config('lock_timeout', greatest(1, ceil(p_within * 1000))::bigint || 'ms', true);
+    PERFORM set_config('lock_timeout', greatest(100, ceil(p_within * 1000))::bigint || 'ms', true);
     PERFORM pg_advisory_xact_lock(p_lock);
     DELETE FROM idle_listener
      WHERE pid NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL);
