@@ -108,7 +108,7 @@ BEGIN
             AND (SELECT CAST(value AS integer) FROM meta WHERE key = 'closed') = 0
             AND COALESCE((SELECT MIN(due) FROM task WHERE state = 'ready')
                          <= refsched_now(p_virtual) + p_within, false)
-            AND (SELECT count(*) FROM task WHERE state = 'running') < p_max);
+            AND p_max > (SELECT count(*) FROM task WHERE state = 'running'));
 END
 $$;
 

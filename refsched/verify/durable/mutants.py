@@ -595,8 +595,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        """THEN p_run_ats[i]"""),
     _m("durable_steps_wake_whenever", _DF,
        "every step that may make a version claimable wakes the idle workers, claimable or not",
-       """    IF refsched_claimable(p_virtual, p_max) THEN""",
-       """    IF true THEN"""),
+       """ AND refsched_claimable(p_virtual, p_max) THEN""",
+       """ THEN"""),
 )
 
 # Wake-ups and notifications: each bug leaves a thread waiting for an event that happened.
