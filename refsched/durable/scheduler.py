@@ -614,6 +614,20 @@ def _dep_list(call: str, task_id: str, deps: object,
     return dep_list, frozenset(opt_list)
 
 
+#: A new version's row (Submit): the columns every version has; the edge kinds' and signals'
+#: columns are left to their defaults unless the version uses them.
+_INSERT_VERSION = (
+    "INSERT INTO task (id, generation, seq, state, fn, args, remaining_deps, became_ready_at, "
+    "due, priority, claim_key, claim_due) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+_INSERT_VERSION_WITH_EDGE_KINDS_AND_LABELS = (
+    "INSERT INTO task (id, generation, seq, state, fn, args, remaining_deps, became_ready_at, "
+    "due, priority, claim_key, claim_due, optional_deps, task_type, tenant) "
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+
+#: The claim check's text (:meth:`DurableScheduler._claim_check`) by (look_ahead, clock).
+_CLAIM_CHECKS: dict[tuple[bool, str], str] = {}
+
+
 class _Submission(NamedTuple):
     """One submit's arguments, checked: what :meth:`DurableScheduler.submit` stores."""
 
@@ -1246,13 +1260,13 @@ class DurableScheduler:
         key, key_due = self._claim_key(priority, due)
         if old is not None:
             self._replace(tx, task_id, old[1], old[2])
-        tx.later("INSERT INTO task (id, generation, seq, state, fn, args, "
-                 "remaining_deps, became_ready_at, due, priority, claim_key, claim_due, "
-                 "optional_deps, task_type, tenant) "
-                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                 (task_id, generation, seq, state, item.fn, item.args, remaining,
-                  now if state == "ready" else None, due, priority, key, key_due,
-                  len(opt_set), item.task_type, item.tenant))
+        row = (task_id, generation, seq, state, item.fn, item.args, remaining,
+               now if state == "ready" else None, due, priority, key, key_due)
+        if opt_set or item.task_type is not None or item.tenant is not None:
+            tx.later(_INSERT_VERSION_WITH_EDGE_KINDS_AND_LABELS,
+                     (*row, len(opt_set), item.task_type, item.tenant))
+        else:  # the columns' defaults: a row without what it does not use
+            tx.later(_INSERT_VERSION, row)
         if dep_list:
             tx.many("INSERT INTO dep (task, dep, optional) VALUES (?, ?, ?)",
                     ((task_id, d, int(d in opt_set)) for d in dep_list))
@@ -1567,6 +1581,13 @@ class DurableScheduler:
         (ready and due), whether a schedule owes a slot (``meta.slot_due`` has come); with
         ``look_ahead``, then the two waits of :meth:`next_due`.
         (On PostgreSQL, ``refsched_claimable`` of steps_postgres.py judges the same.)"""
+        key = (look_ahead, self._store.clock_sql)
+        sql = _CLAIM_CHECKS.get(key)
+        if sql is None:  # built once per clock: every claim asks it, twice
+            sql = _CLAIM_CHECKS[key] = self._claim_check_text(look_ahead)
+        return sql
+
+    def _claim_check_text(self, look_ahead: bool) -> str:
         # The clock read once, as c.now, a value each comparison can seek an index with: in
         # the comparisons themselves PostgreSQL's clock_timestamp(), volatile, is evaluated
         # per row, and MIN(due) over the ready versions read the whole index (8 ms at 12,000).

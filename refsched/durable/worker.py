@@ -19,7 +19,8 @@ expired and another attempt took the version) is logged, never fatal.
 Batched reports (``--report-delay S``, ``--report-batch N``): a finished attempt's report joins
 a pending batch, sent with one ``DurableScheduler.report_many`` (one transaction, one commit:
 each report its own spec step, fenced on its own row) once N reports wait, the oldest has
-waited S seconds, or a claim found nothing to run (``Worker.send_pending_now``). The attempt's
+waited S seconds, or a claim found nothing to run (``Worker.send_pending_now``: the claim loop
+sends the batch itself, then claims again at once). The attempt's
 slot is free at once for the next claim; its lease stays held, and heartbeated, until the
 batch's answer comes. A batch whose answer is lost is sent again,
 and each of its reports is then answered as a repeat. ``--report-delay 0`` reports each at once,
@@ -311,8 +312,6 @@ class Worker:
         # by _reports, which the reporter thread waits on.
         self._pending: list[tuple[Attempt, str, Any, float]] = []
         self._reports = threading.Condition(threading.Lock())
-        # Set when a claim found nothing: what is pending goes without the rest of its delay.
-        self._send_now = False
         # The functions running and the claimed attempts queued for a slot (prefetched).
         self._slots = threading.Condition(threading.Lock())
         self._running = 0
@@ -507,27 +506,29 @@ class Worker:
                         if not self._pending:
                             return
                         break
-                    if self._pending and (self._send_now
-                                          or len(self._pending) >= self.report_batch
+                    if self._pending and (len(self._pending) >= self.report_batch
                                           or now - self._pending[0][3] >= self.report_delay):
                         break
                     self._reports.wait(None if not self._pending
                                        else self._pending[0][3] + self.report_delay - now)
                 batch = self._pending[:self.report_batch]
                 del self._pending[:self.report_batch]
-                self._send_now = self._send_now and bool(self._pending)
             self.send(batch)
 
-    def send_pending_now(self) -> None:
+    def send_pending_now(self) -> bool:
         """A claim found nothing to run: the reports pending in the batch go now, without the
-        rest of their delay. Why: the versions this worker could claim next may be waiting on
-        exactly those reports (a dependent's fan-in, a slot of the store's ``max_concurrency``
-        that a held lease keeps); a delay buys fewer transactions only while there is other
-        work to claim, and an idle worker holding reports back only makes the work later."""
+        rest of their delay, sent by the calling thread (the claim loop's), which then claims
+        again at once; True if there were any. Why: the versions this worker could claim next
+        may be waiting on exactly those reports (a dependent's fan-in, a slot of the store's
+        ``max_concurrency`` that a held lease keeps); a delay buys fewer transactions only
+        while there is other work to claim, and an idle worker holding reports back only
+        makes the work later. Sent here rather than handed to the reporter thread, the next
+        claim comes after their commit, not after an idle wait."""
         with self._reports:
-            if self._pending:
-                self._send_now = True
-                self._reports.notify_all()
+            batch, self._pending[:] = self._pending[:], []
+        for i in range(0, len(batch), self.report_batch):
+            self.send(batch[i:i + self.report_batch])
+        return bool(batch)
 
     def _nothing_due_before_the_batch(self) -> bool:
         """After a claim that found nothing: whether no version comes due, by the look that
@@ -677,8 +678,9 @@ class Worker:
                     for attempt in attempts:
                         self._launch(attempt)
                     continue
-                if self.report_delay and self._nothing_due_before_the_batch():
-                    self.send_pending_now()
+                if (self.report_delay and self._nothing_due_before_the_batch()
+                        and self.send_pending_now()):
+                    continue  # what it could claim may have waited on those reports
                 if self.until_done and not len(self.held) and self._done():
                     break
                 wait = self._idle_wait(idle)

@@ -200,3 +200,38 @@ def test_a_batch_the_store_refuses_whole_is_reported_report_by_report(tmp_path: 
     assert len(worker.held) == 0
     db.release()
     worker.db.release()
+
+
+class _LoopLog(Worker):
+    """A worker that writes down its claim loop: each claim's ids, and each idle wait."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.loop: list[str] = []
+
+    def claim(self, limit: int) -> list[Attempt]:
+        attempts = super().claim(limit)
+        self.loop.append("claim " + ",".join(a.lease.task_id for a in attempts))
+        return attempts
+
+    def _idle_wait(self, idle: float) -> float:
+        self.loop.append("idle")
+        return 0.0
+
+
+def test_a_worker_that_sent_its_batch_claims_again_without_an_idle_wait(
+        tmp_path: Path) -> None:
+    """The store's one slot is held by this worker's own pending report: the claim after it
+    finds nothing, the worker sends the batch itself, and its next claim (no idle wait
+    between) takes the next version, which that commit made claimable."""
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    db = DurableScheduler(url, max_concurrency=1, record=True)
+    db.submit("a", fn=f"{JOBS}:noop", priority=1)
+    db.submit("b", fn=f"{JOBS}:noop")
+    db.start()
+    worker = _LoopLog(url, name="w", lease=5, report_delay=600, until_done=True, poll=5.0)
+    assert worker.run() == 0
+    assert worker.loop[:3] == ["claim a", "claim ", "claim b"], worker.loop
+    assert [a for a, _ in db.history()].count("Complete") == 2
+    db.check_invariants()
+    db.release()

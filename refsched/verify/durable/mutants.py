@@ -231,10 +231,16 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("durable_worker_idle_keeps_batch", _DW,
        "a worker whose claim finds nothing keeps its pending reports for the whole delay: the "
        "dependents they would make ready, and the slots their leases hold, wait for it",
-       """                if self.report_delay and self._nothing_due_before_the_batch():
-                    self.send_pending_now()""",
-       """                if False:
-                    self.send_pending_now()""",
+       """                if (self.report_delay and self._nothing_due_before_the_batch()
+                        and self.send_pending_now()):""",
+       """                if (False
+                        and self.send_pending_now()):""",
+       unit_tests=("tests/durable/test_batch_worker.py",)),
+    _m("durable_worker_waits_after_sending_its_batch", _DW,
+       "a worker whose claim found nothing sends its pending reports, then waits idle before it "
+       "claims again: each slot its own reports held stays empty for the wait",
+       """                    continue  # what it could claim may have waited on those reports""",
+       """                    pass  # what it could claim may have waited on those reports""",
        unit_tests=("tests/durable/test_batch_worker.py",)),
     _m("durable_worker_handoff_not_notified", _DW,
        "a claim hands its attempt to a slot thread waiting for one without waking it: the "
