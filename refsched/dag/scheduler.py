@@ -66,6 +66,7 @@ from array import array
 from collections.abc import Callable, Hashable, Iterable, MutableSequence
 from dataclasses import dataclass
 from dataclasses import replace as _replace
+from itertools import repeat
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple, Protocol, TypeVar
 
@@ -136,6 +137,7 @@ _STATES: Final = (
 _SUCCEEDED_STATE: Final = TaskState.SUCCEEDED
 
 _perf_counter = time.perf_counter
+_NO_IDS: Final[tuple[()]] = ()  # submit()'s default optional deps
 _heappush = heapq.heappush
 _heappop = heapq.heappop
 _tuple_new = tuple.__new__
@@ -392,7 +394,7 @@ class TaskScheduler(LockChecked):
 
     def submit(
         self, task_id: Hashable, deps: Iterable[Hashable] = (),
-        fn: Callable[..., Any] | None = None, optional: Iterable[Hashable] = (), *,
+        fn: Callable[..., Any] | None = None, optional: Iterable[Hashable] = _NO_IDS, *,
         tenant: Hashable = None, task_type: str | None = None,
     ) -> int:
         """Submit a new version of ``task_id`` depending on ``deps``; return its generation.
@@ -424,7 +426,7 @@ class TaskScheduler(LockChecked):
             dep_t = _id_tuple("submit", task_id, "deps", deps)
         # the optional deps, None when there are none (the usual case costs one test)
         opt_s: frozenset[Hashable] | None = None
-        if optional != ():
+        if optional is not _NO_IDS:  # () itself, the default: one identity test
             opt_t = _id_tuple("submit", task_id, "optional", optional)
             if opt_t:
                 deps = dep_t = dep_t + opt_t
@@ -490,7 +492,7 @@ class TaskScheduler(LockChecked):
             dependents = self._dependents
             if self._started:
                 if absent is not None:
-                    missing = [(task_id, d) for d, _ in absent]
+                    missing = list(zip(repeat(task_id), (d for d, _ in absent)))
                     self._charge(labels or UNLABELLED, "unknown_deps")
                     raise UnknownDependencyError(
                         f"submit({_r(task_id)}, {_r(dep_t)}): unknown "
@@ -513,7 +515,7 @@ class TaskScheduler(LockChecked):
             # the replaced version's deps never submitted, as (dep, dangling[dep])
             old_absent: list[tuple[Hashable, dict[int, None]]] | tuple[()] = ()
             if old is not None and dangling:
-                old_absent = [(d, dangling[d]) for d in self._deps[old] if d not in rows]
+                old_absent = _absent_deps(self._deps[old], rows, dangling)
 
             # Guards passed: mutate. The new version takes the next row.
             if self._signals is not None:
@@ -543,11 +545,7 @@ class TaskScheduler(LockChecked):
                 self._entries += len(dep_rows)
                 if dead and opt_s is not None:
                     # An optional edge to a version that ended is settled, and blocks nothing.
-                    def ended(d: Hashable) -> bool:
-                        r = get(d)
-                        return r is not None and state[r] > _SUCCEEDED
-                    remaining -= sum(map(ended, opt_s))
-                    dead = any(ended(d) for d in dep_t if d not in opt_s)
+                    remaining, dead = _settled_optional(rows, state, dep_t, opt_s, remaining)
             if absent is not None:
                 # Only before start: an absent dep counts as not succeeded.
                 self._seq_ordered = False
@@ -920,20 +918,30 @@ class TaskScheduler(LockChecked):
                 remaining = self._remaining
                 stamp = self._stamp
                 book = self._signals
-                released: list[int] | None = [] if book is not None else None
-                for x in dependents:
-                    if state[x] == _PENDING:
-                        left = remaining[x] - 1
-                        remaining[x] = left
-                        if not left:
-                            state[x] = _READY
-                            stamp[x] = now
-                            _heappush(heap, x)
-                            newly_ready += 1
-                            if released is not None:
+                if book is None:
+                    # Written out twice, with and without the list of those made ready for the
+                    # signals: this loop runs once per edge of every completion.
+                    for x in dependents:
+                        if state[x] == _PENDING:
+                            left = remaining[x] - 1
+                            remaining[x] = left
+                            if not left:
+                                state[x] = _READY
+                                stamp[x] = now
+                                _heappush(heap, x)
+                                newly_ready += 1
+                else:
+                    released: list[int] = []
+                    for x in dependents:
+                        if state[x] == _PENDING:
+                            left = remaining[x] - 1
+                            remaining[x] = left
+                            if not left:
+                                state[x] = _READY
+                                stamp[x] = now
+                                _heappush(heap, x)
+                                newly_ready += 1
                                 released.append(x)
-                if released:
-                    assert book is not None
                     self._signal_propagated(book, released, now)
                 if newly_ready:
                     self._ready_count += newly_ready
@@ -1836,6 +1844,27 @@ class TaskScheduler(LockChecked):
         self._heap = [row for row, st in enumerate(self._state) if st == _READY]
         self._entries = entries
         self._garbage = 0
+
+
+def _absent_deps(deps: tuple[Hashable, ...], rows: dict[Hashable, int],
+                 dangling: dict[Hashable, dict[int, None]]
+                 ) -> list[tuple[Hashable, dict[int, None]]]:
+    """The deps of ``deps`` never submitted, each with the versions waiting for it (before
+    start). A function of its own for the reason :func:`_settled_optional` gives."""
+    return [(d, dangling[d]) for d in deps if d not in rows]
+
+
+def _settled_optional(rows: dict[Hashable, int], state: list[int], dep_t: tuple[Hashable, ...],
+                      opt_s: frozenset[Hashable], remaining: int) -> tuple[int, bool]:
+    """A submit's count of unsettled deps less its optional deps that ended (an optional edge
+    to a version that ended is settled, and blocks nothing), and whether a required dep is
+    dead. A function of its own, not a closure in submit(): a closure there would make every
+    access to the variables it reads a cell access, on every submit."""
+    def ended(d: Hashable) -> bool:
+        r = rows.get(d)
+        return r is not None and state[r] > _SUCCEEDED
+    return (remaining - sum(map(ended, opt_s)),
+            any(ended(d) for d in dep_t if d not in opt_s))
 
 
 def _id_tuple(call: str, task_id: Hashable, what: str, ids: Iterable[Hashable]

@@ -64,8 +64,45 @@ CATALOGUE: tuple[Mutant, ...] = (
             lock.acquire()"""),
     # -- TaskScheduler: counts and order -------------------------------------------------------
     _m("double_decrement", _S, "complete() decrements a dependent's remaining count twice",
-       """                        left = remaining[x] - 1""",
-       """                        left = remaining[x] - 2 if remaining[x] > 1 else 0"""),
+       """                    for x in dependents:
+                        if state[x] == _PENDING:
+                            left = remaining[x] - 1
+                            remaining[x] = left
+                            if not left:
+                                state[x] = _READY
+                                stamp[x] = now
+                                _heappush(heap, x)
+                                newly_ready += 1
+                else:""",
+       """                    for x in dependents:
+                        if state[x] == _PENDING:
+                            left = remaining[x] - 2 if remaining[x] > 1 else 0
+                            remaining[x] = left
+                            if not left:
+                                state[x] = _READY
+                                stamp[x] = now
+                                _heappush(heap, x)
+                                newly_ready += 1
+                else:"""),
+    _m("double_decrement_with_signals", _S,
+       "with signals() kept, complete() decrements a dependent's remaining count twice (the "
+       "release loop written out for the signals)",
+       """                            left = remaining[x] - 1
+                            remaining[x] = left
+                            if not left:
+                                state[x] = _READY
+                                stamp[x] = now
+                                _heappush(heap, x)
+                                newly_ready += 1
+                                released.append(x)""",
+       """                            left = remaining[x] - 2 if remaining[x] > 1 else 0
+                            remaining[x] = left
+                            if not left:
+                                state[x] = _READY
+                                stamp[x] = now
+                                _heappush(heap, x)
+                                newly_ready += 1
+                                released.append(x)"""),
     _m("concurrency_off_by_one", _S, "ready() allows max_concurrency + 1 running versions",
        """            free = self._max - self._running""",
        """            free = self._max - self._running + 1"""),
@@ -94,10 +131,12 @@ CATALOGUE: tuple[Mutant, ...] = (
        """                    self._n_cancelled += cancelled"""),
     _m("complete_visits_ready_dependents", _S,
        "complete() steps ready dependents as well as pending ones",
-       """                for x in dependents:
-                    if state[x] == _PENDING:""",
-       """                for x in dependents:
-                    if state[x] <= _READY:""",
+       """                    # signals: this loop runs once per edge of every completion.
+                    for x in dependents:
+                        if state[x] == _PENDING:""",
+       """                    # signals: this loop runs once per edge of every completion.
+                    for x in dependents:
+                        if state[x] <= _READY:""",
        equivalent="a dependent of a running version has a dependency not succeeded, so it is "
                   "pending (or dead), never ready: both guards pick the same versions"),
     # -- TaskScheduler: generations and callbacks ----------------------------------------------
@@ -257,12 +296,12 @@ CATALOGUE: tuple[Mutant, ...] = (
        """                    if st <= _READY:"""),
     _m("required_failure_does_not_block", _S,
        "submit() with optional edges does not block on a required dependency that is dead",
-       """                    dead = any(ended(d) for d in dep_t if d not in opt_s)""",
-       """                    dead = any(ended(d) for d in dep_t if d in opt_s)"""),
+       """            any(ended(d) for d in dep_t if d not in opt_s))""",
+       """            any(ended(d) for d in dep_t if d in opt_s))"""),
     _m("optional_dead_parent_counted_unsettled", _S,
        "submit() counts an optional dependency that ended dead as not settled",
-       """                    remaining -= sum(map(ended, opt_s))""",
-       """                    remaining -= 0"""),
+       """    return (remaining - sum(map(ended, opt_s)),""",
+       """    return (remaining - 0,"""),
     _m("blocking_stops_after_optional_level", _S,
        "with optional edges present, blocking reaches the direct dependents and stops",
        """                        append(x)
