@@ -213,13 +213,16 @@ def log_failure(runner: str, exc: BaseException) -> None:
                      threading.current_thread().name, exc_info=exc)
 
 
-def wants_token(fn: Callable[..., Any]) -> bool:
-    """Whether ``fn`` takes a ``token`` keyword argument (checked by name)."""
-    return wants_keyword(fn, "token")
+#: The keywords a runner passes to a function that takes them: bits of :func:`keywords_taken`.
+TOKEN: Final = 1  # ``token``: its CancelToken
+INPUTS: Final = 2  # ``inputs``: its input summary (how each optional dependency ended)
+_BITS: Final = (("token", TOKEN), ("inputs", INPUTS))
 
 
-def wants_keyword(fn: Callable[..., Any], name: str) -> bool:
-    """Whether ``fn`` takes a keyword argument called ``name``."""
+def keywords_taken(fn: Callable[..., Any]) -> int:
+    """Which of the keywords ``token`` and ``inputs`` ``fn`` takes, as ``TOKEN | INPUTS`` bits
+    (checked by name); 0 for most functions. One look at the function for both, as a runner
+    asks it once per task."""
     code: types.CodeType | None
     if type(fn) is types.FunctionType and "__wrapped__" not in fn.__dict__:
         code = fn.__code__  # the common case, without a failing attribute lookup
@@ -228,12 +231,25 @@ def wants_keyword(fn: Callable[..., Any], name: str) -> bool:
         if not isinstance(code, types.CodeType) or hasattr(fn, "__wrapped__"):
             code = None
     if code is not None:
-        # Most functions have no such name at all: that needs no slice.
-        return name in code.co_varnames and name in code.co_varnames[
-            code.co_posonlyargcount:code.co_argcount + code.co_kwonlyargcount]
+        names = code.co_varnames
+        # Most functions have neither name at all: that needs no slice.
+        if "token" not in names and "inputs" not in names:
+            return 0
+        params = names[code.co_posonlyargcount:code.co_argcount + code.co_kwonlyargcount]
+        return (TOKEN if "token" in params else 0) | (INPUTS if "inputs" in params else 0)
     try:
-        param = inspect.signature(fn).parameters.get(name)
+        parameters = inspect.signature(fn).parameters
     except (TypeError, ValueError):
-        return False
-    return param is not None and param.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                                                inspect.Parameter.KEYWORD_ONLY)
+        return 0
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    taken = 0
+    for name, bit in _BITS:
+        param = parameters.get(name)
+        if param is not None and param.kind in kinds:
+            taken |= bit
+    return taken
+
+
+def wants_token(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` takes a ``token`` keyword argument (checked by name)."""
+    return bool(keywords_taken(fn) & TOKEN)

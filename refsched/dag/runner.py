@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from concurrent.futures import CancelledError, Executor, Future
 from concurrent.futures import ThreadPoolExecutor as _ThreadPoolExecutor
-from typing import Any
+from typing import Any, Final
 
 from refsched import runners, sync
 from refsched.dag.scheduler import Recorder, TaskScheduler
@@ -70,6 +70,9 @@ _Settlement = tuple["TaskFuture", int, Any]
 # A claimed version, how it ended (_RESULT, _ERROR or _CANCEL = AcknowledgeCancel), the value.
 _Outcome = tuple[Claim, int, Any]
 _Key = tuple[Hashable, int]  # (task_id, generation): one version
+
+_NO_IDS: Final[tuple[()]] = ()  # submit()'s default optional deps
+
 
 def _listed(ids: Iterable[Hashable]) -> Iterable[Hashable]:
     """A caller's iterable of ids as a tuple, iterated (user code) before the runner lock is
@@ -250,7 +253,7 @@ class Runner(SchedulerRunner[TaskScheduler]):
 
     def submit(self, task_id: Hashable, fn: Callable[..., Any],
                deps: Iterable[Hashable] = (), *,
-               optional: Iterable[Hashable] = (), tenant: Hashable = None) -> TaskFuture:
+               optional: Iterable[Hashable] = _NO_IDS, tenant: Hashable = None) -> TaskFuture:
         """Submit a new version of ``task_id`` that runs ``fn()`` once ``deps`` succeed and
         ``optional`` have ended (in any state: an optional dependency never blocks it).
 
@@ -267,8 +270,9 @@ class Runner(SchedulerRunner[TaskScheduler]):
         if not callable(fn):
             raise InvalidArgumentError(
                 f"submit({task_id!r}): fn must be callable, not {type(fn).__name__}")
-        deps = _listed(deps)
-        if optional != ():
+        if type(deps) is not tuple:  # a tuple, the common case, as it is: no call
+            deps = _listed(deps)
+        if optional is not _NO_IDS:  # () itself, the default: one identity test
             optional = _listed(optional)
         # Built before the lock is taken, to keep that short; it is nobody else's until
         # returned, so its generation is filled in once the scheduler has it.
@@ -564,13 +568,15 @@ class Runner(SchedulerRunner[TaskScheduler]):
         try:
             if self._executor is not None:
                 value = self._run_in_executor(claim, fn)
-            elif runners.wants_token(fn):
-                value = fn(token=self._new_token(task_id, generation),
-                           **self._inputs_for(claim, fn))
-            elif runners.wants_keyword(fn, "inputs"):
-                value = fn(**self._inputs_for(claim, fn))
             else:
-                value = fn()
+                taken = runners.keywords_taken(fn)
+                if not taken:
+                    value = fn()
+                elif taken == runners.INPUTS:
+                    value = fn(inputs=self._scheduler.input_summary(task_id))
+                else:
+                    value = fn(token=self._new_token(task_id, generation),
+                               **self._inputs_for(claim, taken))
         except Cancelled:
             return (claim, _CANCEL, None)
         except BaseException as exc:  # a function's error fails its task, never the worker
@@ -581,8 +587,9 @@ class Runner(SchedulerRunner[TaskScheduler]):
         """Hand ``fn`` to the executor and wait for its result; raise Cancelled if withdrawn."""
         assert self._executor is not None
         key = (claim.task_id, claim.generation)
-        inputs = self._inputs_for(claim, fn)
-        if runners.wants_token(fn):
+        taken = runners.keywords_taken(fn)
+        inputs = self._inputs_for(claim, taken)
+        if taken & runners.TOKEN:
             token = self._new_token(*key) if self._in_process else None
             remote = self._executor.submit(fn, token=token, **inputs)
         else:
@@ -600,10 +607,11 @@ class Runner(SchedulerRunner[TaskScheduler]):
                 raise Cancelled(f"{claim.task_id!r} was withdrawn from the executor") from None
             raise
 
-    def _inputs_for(self, claim: Claim, fn: Callable[..., Any]) -> dict[str, Any]:
-        """``{"inputs": ...}`` for a function that takes ``inputs``: how each optional dependency
-        of the claimed version had ended when it was claimed; else nothing."""
-        if not runners.wants_keyword(fn, "inputs"):
+    def _inputs_for(self, claim: Claim, taken: int) -> dict[str, Any]:
+        """``{"inputs": ...}`` for a function that takes ``inputs`` (``taken``: the keywords it
+        takes, :func:`refsched.runners.keywords_taken`): how each optional dependency of the
+        claimed version had ended when it was claimed; else nothing."""
+        if not taken & runners.INPUTS:
             return {}
         return {"inputs": self._scheduler.input_summary(claim.task_id)}
 

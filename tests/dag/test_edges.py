@@ -194,6 +194,44 @@ def test_runner_runs_the_table_and_hands_functions_their_inputs() -> None:
     assert str(outcome.error) == "optional parent"  # type: ignore[attr-defined]
 
 
+class _Inputs:
+    """A callable object that takes ``inputs`` (the runner reads its signature, not its code)."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, object] = {}
+
+    def __call__(self, *, inputs: dict) -> None:  # type: ignore[type-arg]
+        self.seen.update(inputs)
+
+
+def test_runner_hands_token_and_inputs_each_to_the_functions_that_take_them() -> None:
+    got: dict[str, object] = {}
+
+    def both(token: object, inputs: dict) -> None:  # type: ignore[type-arg]
+        got["both"] = (type(token).__name__, sorted(inputs))
+
+    def token_only(token: object) -> None:
+        got["token_only"] = type(token).__name__
+
+    def neither(*args: object, **kwargs: object) -> None:  # takes them only as **kwargs
+        got["neither"] = (args, kwargs)
+
+    obj = _Inputs()
+    with Runner(2) as runner:
+        runner.submit("p", lambda: 1)
+        runner.submit("both", both, optional=["p"])
+        runner.submit("token_only", token_only, optional=["p"])
+        runner.submit("neither", neither, optional=["p"])
+        runner.submit("obj", obj, optional=["p"])
+        runner.start()
+        assert runner.wait(10)
+        for t in ("both", "token_only", "neither", "obj"):
+            runner.future(t).result()
+    assert got == {"both": ("CancelToken", ["p"]), "token_only": "CancelToken",
+                   "neither": ((), {})}
+    assert list(obj.seen) == ["p"] and obj.seen["p"].state is S.SUCCEEDED  # type: ignore[attr-defined]
+
+
 def test_runner_add_deps_is_refused_once_a_worker_claimed_the_version() -> None:
     release = threading.Event()
     started = threading.Event()

@@ -424,6 +424,13 @@ CATALOGUE: tuple[Mutant, ...] = (
             acquire(lock)  # not ``with``: once per task, and half the cost
             try:
                 applied = 0"""),
+    _m("runner_inputs_dropped_without_token", _R,
+       "a function that takes inputs but no token is called without its input summary",
+       """                elif taken == runners.INPUTS:
+                    value = fn(inputs=self._scheduler.input_summary(task_id))""",
+       """                elif taken == runners.INPUTS:
+                    value = fn()""",
+       unit_tests=("tests/dag/test_edges.py",)),
     _m("close_notifies_one_worker", _R, "close() wakes one idle worker instead of all",
        """                        out.append((future, _CANCEL, None))
                 self._release_idle_locked()""",
