@@ -164,6 +164,15 @@ CATALOGUE: tuple[Mutant, ...] = (
        """    IF false THEN"""),
     # -- DurableScheduler: the batch submit and the DAG path on the server (tests/durable/
     # test_bulk.py, tests/durable/test_bulk_mutants.py) -----------------------------------------
+    _m("durable_submit_refusal_uncounted", _D,
+       "a submit() refused for a cycle or an unknown dependency is not counted: stats() and "
+       "signals() miss the graph configuration error",
+       """        except _REFUSALS as error:
+            self._count_refusal(error, [item])
+            raise""",
+       """        except _REFUSALS:
+            raise""",
+       unit_tests=("tests/durable/test_scheduler.py", "tests/durable/test_signals.py")),
     _m("durable_bulk_not_atomic", _D,
        "submit_many() commits each item in a transaction of its own: an item refused leaves "
        "the items before it stored",
