@@ -329,6 +329,33 @@ BEGIN
 END
 $$;
 
+-- The picks of a claim, each read in its index's order and never gathered and sorted: a
+-- plan is made once per session, and one made while the planner counted a handful of ready
+-- versions (a store not analysed since its submits) read and sorted every ready version to
+-- take eight (4.7 ms at 2,880 ready, 0.07 ms in the index's order). The settings hold for
+-- these statements only: the claim's own last sort has no index to read.
+-- Up to p_want free slot rows that no other claim holds, by number.
+CREATE OR REPLACE FUNCTION refsched_free_slots(p_want bigint) RETURNS bigint[]
+LANGUAGE plpgsql SET enable_bitmapscan = off SET enable_sort = off AS $$
+BEGIN
+    RETURN (SELECT coalesce(array_agg(n ORDER BY n), '{}')
+              FROM (SELECT n FROM run_slot WHERE task IS NULL ORDER BY n LIMIT p_want
+                    FOR UPDATE SKIP LOCKED) AS free);
+END
+$$;
+
+-- Up to p_want versions ready and due at p_now in the claim order of docs/time.md, each
+-- locked, those another claim holds passed over (the spec's ClaimPassingOver).
+CREATE OR REPLACE FUNCTION refsched_first_ready(p_now float8, p_want bigint) RETURNS text[]
+LANGUAGE plpgsql SET enable_bitmapscan = off SET enable_sort = off AS $$
+BEGIN
+    RETURN (SELECT array_agg(id)
+              FROM (SELECT id FROM task WHERE state = 'ready' AND due <= p_now
+                     ORDER BY claim_key DESC, claim_due, seq LIMIT p_want
+                    FOR UPDATE SKIP LOCKED) AS ready);
+END
+$$;
+
 -- Claim(w, k): one row with o_fallback when the scheduler is not started or a lease is due to
 -- expire (the caller's code expires, re-claims, or raises); otherwise a row per eligible
 -- version taken (ready and due), in the claim order of docs/time.md, each with a slot row of
@@ -390,9 +417,7 @@ BEGIN
     END IF;
     -- The slot rows: free ones no other claim holds, then new ones while fewer than
     -- max_concurrency exist (a number another claim is making is waited for, then left).
-    SELECT coalesce(array_agg(n ORDER BY n), '{}') INTO slots
-      FROM (SELECT n FROM run_slot WHERE task IS NULL ORDER BY n LIMIT p_want
-            FOR UPDATE SKIP LOCKED) AS free;
+    slots := refsched_free_slots(p_want);
     IF cardinality(slots) < p_want AND (SELECT count(*) FROM run_slot) < p_max THEN
         WITH made AS (
             INSERT INTO run_slot (n)
@@ -405,10 +430,7 @@ BEGIN
     IF cardinality(slots) = 0 THEN
         RETURN;
     END IF;
-    SELECT array_agg(id) INTO chosen
-      FROM (SELECT id FROM task WHERE state = 'ready' AND due <= now_
-             ORDER BY claim_key DESC, claim_due, seq LIMIT cardinality(slots)
-            FOR UPDATE SKIP LOCKED) AS ready;
+    chosen := refsched_first_ready(now_, cardinality(slots));
     taken := coalesce(cardinality(chosen), 0);
     IF taken = 0 THEN
         RETURN;

@@ -155,6 +155,29 @@ def test_a_claim_that_takes_nothing_tells_the_next_due_time(durable_url: StoreUR
     assert db.claim_and_due("w") == ([], None) and db.next_due() is None
 
 
+def test_a_claim_after_a_full_one_skips_the_first_look_on_a_store_with_a_claim_step(
+        durable_url: StoreURL, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A busy worker's claim goes straight to the server's claim step (which looks before it
+    # locks); an empty answer then carries no due time, and the claim after it looks again.
+    db = store(durable_url)
+    looks = []
+    first_look = db._claimable
+    monkeypatch.setattr(db, "_claimable", lambda: looks.append(1) or first_look())
+    server = durable_url("probe").startswith("postgresql")
+    assert db._store.has_steps is server
+    for t in ("a", "b"):
+        db.submit(t, fn=NOOP)
+    db.submit("late", fn=NOOP, delay=5)
+    db.start()
+    assert [lease.task_id for lease in db.claim("w")] == ["a"] and len(looks) == 1
+    assert [lease.task_id for lease in db.claim("w")] == ["b"]
+    assert len(looks) == (1 if server else 2)
+    assert db.claim_and_due("w") == ([], NOT_LOOKED if server else 5.0)
+    assert db.next_due() == 5.0
+    assert db.claim_and_due("w") == ([], 5.0)  # the empty claim ended the busy run
+    assert len(looks) == (2 if server else 4)
+
+
 def test_a_delayed_version_waits_for_its_time_after_its_deps_succeed(
         durable_url: StoreURL) -> None:
     db = store(durable_url)

@@ -164,6 +164,20 @@ CATALOGUE: tuple[Mutant, ...] = (
        """    IF false THEN"""),
     # -- DurableScheduler: the batch submit and the DAG path on the server (tests/durable/
     # test_bulk.py, tests/durable/test_bulk_mutants.py) -----------------------------------------
+    _m("durable_claim_skips_the_first_look_when_idle", _D,
+       "a claim on a store with a claim step never looks first: an idle worker's empty claim "
+       "carries no due time, and each of its polls costs two round trips",
+       """        if not (getattr(look, "full", False) and self._store.has_steps):""",
+       """        if not self._store.has_steps:""",
+       unit_tests=("tests/durable/test_time.py",)),
+    _m("durable_claim_stays_busy_after_an_empty_claim", _D,
+       "an empty answer of the claim step leaves the worker counted busy: every later claim "
+       "skips the first look, and an idle worker never reads the next due time with its claim",
+       """            look.full = len(rows) >= limit
+            if look.full:  # as many as asked for: busy while they run""",
+       """            look.full = look.full if not rows else len(rows) >= limit
+            if look.full:  # as many as asked for: busy while they run""",
+       unit_tests=("tests/durable/test_time.py",)),
     _m("durable_submit_refusal_uncounted", _D,
        "a submit() refused for a cycle or an unknown dependency is not counted: stats() and "
        "signals() miss the graph configuration error",
@@ -469,8 +483,8 @@ CATALOGUE: tuple[Mutant, ...] = (
     _m("durable_steps_claim_not_skip_locked", _DF,
        "the server-side claim picks the first ready version without locking it: a claim beside "
        "another takes the version the other holds, read stale, and queues for its row",
-       """            FOR UPDATE SKIP LOCKED) AS ready;""",
-       """            ) AS ready;""",
+       """                    FOR UPDATE SKIP LOCKED) AS ready);""",
+       """                    ) AS ready);""",
        unit_tests=("tests/durable/test_rowlocks.py",)),
     _m("durable_steps_complete_fenced_before_lock", _DF,
        "the server-side complete judges the lease on the row as read before its lock: a repeat "
@@ -558,8 +572,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        """            ready = []"""),
     _m("durable_steps_claim_newest_first", _DF,
        "the server-side claim takes the ready versions of largest seq first",
-       """ORDER BY claim_key DESC, claim_due, seq LIMIT cardinality(slots)""",
-       """ORDER BY claim_key DESC, claim_due, seq DESC LIMIT cardinality(slots)"""),
+       """ORDER BY claim_key DESC, claim_due, seq LIMIT p_want""",
+       """ORDER BY claim_key DESC, claim_due, seq DESC LIMIT p_want"""),
     _m("durable_steps_claim_skips_expiry", _DF,
        "the server-side claim takes ready versions while a lease is past its deadline: the "
        "dead worker's version waits until nothing else is ready",
@@ -594,12 +608,12 @@ CATALOGUE: tuple[Mutant, ...] = (
                 -- The replaced success"""),
     _m("durable_steps_claim_one_tick_early", _DF,
        "the server-side claim takes a version one second before its due time",
-       """FROM (SELECT id FROM task WHERE state = 'ready' AND due <= now_""",
-       """FROM (SELECT id FROM task WHERE state = 'ready' AND due <= now_ + 1"""),
+       """FROM (SELECT id FROM task WHERE state = 'ready' AND due <= p_now""",
+       """FROM (SELECT id FROM task WHERE state = 'ready' AND due <= p_now + 1"""),
     _m("durable_steps_claim_priority_reversed", _DF,
        "the server-side claim takes the smallest claim key first: the lowest priority",
-       """ORDER BY claim_key DESC, claim_due, seq LIMIT cardinality(slots)""",
-       """ORDER BY claim_key, claim_due, seq LIMIT cardinality(slots)"""),
+       """ORDER BY claim_key DESC, claim_due, seq LIMIT p_want""",
+       """ORDER BY claim_key, claim_due, seq LIMIT p_want"""),
     _m("durable_steps_aging_never_lifts", _DF,
        "a submit on the server makes a claim key that ignores the due time",
        """ELSE p_priorities[i] * p_aging - due_ END""",
@@ -730,7 +744,7 @@ WAKEUPS: tuple[Mutant, ...] = (
     _m('durable_busy_after_a_short_claim', _D,
        'a claim of fewer than asked ends the idle row: the worker, still hungry, is told '
        'nothing until its next wait goes idle again',
-       """            if len(rows) >= limit:  # as many as asked for: busy while they run""",
+       """            if look.full:  # as many as asked for: busy while they run""",
        """            if rows:"""),
     _m('durable_postgres_wait_never_hears', _DP,
        'wait_for_work() hears no notification: it waits out its timeout',
