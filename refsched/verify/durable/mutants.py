@@ -162,8 +162,7 @@ CATALOGUE: tuple[Mutant, ...] = (
        "none of its optional parents' ends",
        """    IF with_inputs THEN""",
        """    IF false THEN"""),
-    # -- DurableScheduler: the batch submit and the DAG path on the server (tests/durable/
-    # test_bulk.py, tests/durable/test_bulk_mutants.py) -----------------------------------------
+    # -- DurableScheduler: a busy worker's claim skips the first look (tests/durable/test_time.py)
     _m("durable_claim_skips_the_first_look_when_idle", _D,
        "a claim on a store with a claim step never looks first: an idle worker's empty claim "
        "carries no due time, and each of its polls costs two round trips",
@@ -178,6 +177,8 @@ CATALOGUE: tuple[Mutant, ...] = (
        """            look.full = look.full if not rows else len(rows) >= limit
             if look.full:  # as many as asked for: busy while they run""",
        unit_tests=("tests/durable/test_time.py",)),
+    # -- DurableScheduler: the batch submit and the DAG path on the server (tests/durable/
+    # test_bulk.py, tests/durable/test_bulk_mutants.py) -----------------------------------------
     _m("durable_submit_refusal_uncounted", _D,
        "a submit() refused for a cycle or an unknown dependency is not counted: stats() and "
        "signals() miss the graph configuration error",
