@@ -23,6 +23,11 @@ STAMPED = "refsched_claim(bigint, boolean, text, boolean, bigint, text, bigint, 
 SQL = r"""
 -- (PL/pgSQL throughout: its statements' plans are kept for the session, where an SQL
 -- function's are made again on each call.)
+-- The steps taken for every version (claim, complete, the claimable check) run with
+-- enable_seqscan off: a plan kept for the session may have been made on statistics of a store
+-- with few rows (run_slot has one page; no version ran when task was analysed), and would then
+-- read the slot rows whole for each version, and the table past every version claimed so far
+-- to find a ready one: costs that grow with the queue and the versions running.
 CREATE OR REPLACE FUNCTION refsched_now(p_virtual boolean) RETURNS float8
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
@@ -55,7 +60,7 @@ $$;
 -- and not closed
 -- (DurableScheduler._claimable asks the same of its claim check).
 CREATE OR REPLACE FUNCTION refsched_claimable(p_virtual boolean, p_max bigint) RETURNS boolean
-LANGUAGE plpgsql STABLE AS $$
+LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$
 DECLARE
     now_ float8 := refsched_now(p_virtual);
 BEGIN
@@ -373,7 +378,7 @@ CREATE OR REPLACE FUNCTION refsched_claim(p_lock bigint, p_virtual boolean, p_ch
         p_lease float8)
 RETURNS TABLE (o_fallback boolean, o_seq bigint, o_id text, o_generation bigint, o_fn text,
                o_args text, o_deadline float8)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     now_ float8;
     slots bigint[];
@@ -508,7 +513,7 @@ $$;
 CREATE OR REPLACE FUNCTION refsched_complete(p_lock bigint, p_virtual boolean,
         p_channel text, p_record boolean, p_max bigint, p_task text, p_generation bigint,
         p_attempt bigint, p_worker text, p_result text) RETURNS boolean
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     now_ float8;
 BEGIN
@@ -519,11 +524,14 @@ BEGIN
     END IF;
     now_ := refsched_now(p_virtual);
     -- The fence, in the statement that takes the row's lock: the row changes only while this
-    -- lease is the version's live one, as the row is once the lock is held.
+    -- lease is the version's live one, as the row is once the lock is held. The row is found
+    -- by its key: written `state = 'running'`, the condition would let the planner read it
+    -- through task_running, every running version's entry, an index it costs as nearly free
+    -- when its statistics were taken while few versions ran (state is never NULL).
     UPDATE task SET state = 'succeeded', holder = NULL, deadline = NULL,
            ended_attempt = p_attempt, ended_at = now_, result = p_result, error = NULL
      WHERE id = p_task AND generation = p_generation AND attempt = p_attempt
-           AND state = 'running' AND holder = p_worker;
+           AND state IS NOT DISTINCT FROM 'running' AND holder = p_worker;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
@@ -549,7 +557,7 @@ $$;
 CREATE OR REPLACE FUNCTION refsched_complete_many(p_lock bigint, p_virtual boolean,
         p_channel text, p_record boolean, p_max bigint, p_tasks text[], p_generations bigint[],
         p_attempts bigint[], p_workers text[], p_results text[]) RETURNS boolean
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET enable_seqscan = off AS $$
 DECLARE
     now_ float8;
     t text;
@@ -569,12 +577,13 @@ BEGIN
     BEGIN
         FOR i IN 1 .. n LOOP
             t := tasks_[i];
-            -- The fence, on each report's own row: it changes only while that lease is live.
+            -- The fence, on each report's own row, found by its key (refsched_complete says
+            -- why not `state = 'running'`): it changes only while that lease is live.
             UPDATE task SET state = 'succeeded', holder = NULL, deadline = NULL,
                    ended_attempt = p_attempts[i], ended_at = now_, result = results_[i],
                    error = NULL
              WHERE id = t AND generation = p_generations[i] AND attempt = p_attempts[i]
-                   AND state = 'running' AND holder = workers_[i];
+                   AND state IS NOT DISTINCT FROM 'running' AND holder = workers_[i];
             IF NOT FOUND THEN
                 RAISE SQLSTATE 'RSB02';  -- stale or repeated: the client's transaction
             END IF;

@@ -434,3 +434,59 @@ def test_a_submit_of_an_id_stored_meanwhile_is_left_to_the_client_unchanged(
     assert db.submit("x", fn=NOOP) == 2
     assert [v.generation for v in db.view("x").versions] == [2]
     db.check_invariants()
+
+
+# -- what a claim and a complete read -----------------------------------------------------------
+
+COMPLETE_MANY = "SELECT refsched_complete_many(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+READS = ("SELECT pg_stat_get_xact_numscans('task'::regclass), "
+         "pg_stat_get_xact_numscans('run_slot'::regclass), "
+         "pg_stat_get_xact_tuples_returned('task_running'::regclass)")
+
+
+def reads_of(probe: Any, calls: list[tuple[str, tuple[Any, ...]]]) -> tuple[int, int, int]:
+    """Run each call in one transaction of ``probe``: the server's own count of what they read,
+    as (scans of task whole, scans of run_slot whole, task_running entries). (Its counts of a
+    transaction go on from those not yet sent to the statistics: taken before and after.)"""
+    with probe.transaction():
+        before = probe.execute(READS).fetchone()
+        for statement, params in calls:
+            assert probe.execute(statement, params).fetchall()
+        after = probe.execute(READS).fetchone()
+    return (after[0] - before[0], after[1] - before[1], after[2] - before[2])
+
+
+def test_claims_and_completes_read_rows_by_key_whatever_the_planner_counted(
+        postgres_url: str) -> None:
+    # Statistics taken while nothing ran cost task_running (the running versions' index) as
+    # empty and run_slot as one page: a plan made on them (and kept for the session) reads a
+    # complete's row through every running version's entry and the slot rows whole, a cost
+    # that grows with the versions running, and the ready versions' check reads the table past
+    # every version claimed so far. In a new session, six of each step (the sixth on the plan
+    # kept), each kind in a transaction of its own: none reads a table whole, and a complete
+    # reads no running version's entry.
+    db = open_store(postgres_url, max_concurrency=200)
+    db.submit_many({"id": f"t{i:04}", "fn": NOOP} for i in range(5000))
+    probe = session(postgres_url)
+    try:
+        probe.execute("ANALYZE")
+        db.start()
+        leases = [lease for _ in range(15) for lease in db.claim("w", limit=10)]
+        assert len(leases) == 150
+        # as an idle worker and a wake-up ask it, before a claim (which asks it too) has
+        claimable = ("SELECT refsched_claimable(false, %s)", (db.max_concurrency,))
+        assert reads_of(probe, [claimable] * 6)[:2] == (0, 0)
+        assert reads_of(probe, [(COMPLETE, complete_args(db, lease))
+                                for lease in leases[:6]]) == (0, 0, 0)
+        batch = leases[6:12]  # a batch of six reports, one call
+        assert reads_of(probe, [(COMPLETE_MANY, (*complete_args(db, batch[0])[:5],
+                                                 *([getattr(x, f) for x in batch] for f in (
+                                                     "task_id", "generation", "attempt",
+                                                     "worker")), ["null"] * 6))]) == (0, 0, 0)
+        assert reads_of(probe, [(CLAIM, claim_args(db, f"v{i}", 8)) for i in range(6)])[:2] \
+            == (0, 0)
+        db.check_invariants()
+        assert db.stats().succeeded == 12 and db.stats().claimed == 150 + 48
+    finally:
+        probe.close()
+        db.release()

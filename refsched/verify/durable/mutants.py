@@ -223,7 +223,7 @@ CATALOGUE: tuple[Mutant, ...] = (
        "the server-side batch complete fences only its first report: a stale lease later in "
        "the batch ends the version another attempt holds",
        """             WHERE id = t AND generation = p_generations[i] AND attempt = p_attempts[i]
-                   AND state = 'running' AND holder = workers_[i];""",
+                   AND state IS NOT DISTINCT FROM 'running' AND holder = workers_[i];""",
        """             WHERE id = t AND (i > 1 OR (generation = p_generations[i]
                    AND attempt = p_attempts[i] AND state = 'running'
                    AND holder = workers_[i]));"""),
@@ -493,7 +493,7 @@ CATALOGUE: tuple[Mutant, ...] = (
        """    UPDATE task SET state = 'succeeded', holder = NULL, deadline = NULL,
            ended_attempt = p_attempt, ended_at = now_, result = p_result, error = NULL
      WHERE id = p_task AND generation = p_generation AND attempt = p_attempt
-           AND state = 'running' AND holder = p_worker;
+           AND state IS NOT DISTINCT FROM 'running' AND holder = p_worker;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
@@ -513,6 +513,46 @@ CATALOGUE: tuple[Mutant, ...] = (
     UPDATE run_slot SET task = NULL, generation = NULL
      WHERE task = p_task AND generation = p_generation;""",
        """    -- Its slot row is free.""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_complete_reads_running_index", _DF,
+       "the server-side complete fences on state = 'running': a plan made on statistics taken "
+       "while few versions ran finds the row through every running version's entry",
+       """           AND state IS NOT DISTINCT FROM 'running' AND holder = p_worker;""",
+       """           AND state = 'running' AND holder = p_worker;""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_batch_complete_reads_running_index", _DF,
+       "the server-side batch complete fences on state = 'running': each report's row found "
+       "through every running version's entry",
+       """                   AND state IS NOT DISTINCT FROM 'running' AND holder = workers_[i];""",
+       """                   AND state = 'running' AND holder = workers_[i];""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_claim_reads_slots_whole", _DF,
+       "the server-side claim may read tables whole: a plan made while run_slot had one page "
+       "reads every slot row for each version taken",
+       """               o_args text, o_deadline float8)
+LANGUAGE plpgsql SET enable_seqscan = off AS $$""",
+       """               o_args text, o_deadline float8)
+LANGUAGE plpgsql AS $$""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_complete_reads_slots_whole", _DF,
+       "the server-side complete may read tables whole: each report reads every slot row",
+       """        p_attempt bigint, p_worker text, p_result text) RETURNS boolean
+LANGUAGE plpgsql SET enable_seqscan = off AS $$""",
+       """        p_attempt bigint, p_worker text, p_result text) RETURNS boolean
+LANGUAGE plpgsql AS $$""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_batch_complete_reads_slots_whole", _DF,
+       "the server-side batch complete may read tables whole: each report reads every slot row",
+       """        p_attempts bigint[], p_workers text[], p_results text[]) RETURNS boolean
+LANGUAGE plpgsql SET enable_seqscan = off AS $$""",
+       """        p_attempts bigint[], p_workers text[], p_results text[]) RETURNS boolean
+LANGUAGE plpgsql AS $$""",
+       unit_tests=("tests/durable/test_rowlocks.py",)),
+    _m("durable_steps_claimable_reads_ready_whole", _DF,
+       "the claimable check may read task whole: an idle worker's or a wake-up's look for a "
+       "ready version reads past every version claimed so far",
+       """LANGUAGE plpgsql STABLE SET enable_seqscan = off AS $$""",
+       """LANGUAGE plpgsql STABLE AS $$""",
        unit_tests=("tests/durable/test_rowlocks.py",)),
     _m("durable_pg_end_keeps_slot", _DP,
        "a version that leaves 'running' in a transaction of the client (a failure, a cancel, "
